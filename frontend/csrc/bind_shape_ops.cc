@@ -1,0 +1,8 @@
+#include "frontend/csrc/bindings.h"
+#include "frontend/csrc/py_convert.h"
+
+namespace kiln::frontend {
+
+void bindShapeOps(py::module_ &m) {}
+
+} // namespace kiln::frontend

@@ -1,0 +1,154 @@
+// kiln.dtype and the core of kiln.Tensor: properties, views, copies. Op methods are added by the
+// other bind_*.cc files onto the same class.
+#include "frontend/csrc/bindings.h"
+#include "frontend/csrc/py_convert.h"
+#include "runtime/error.h"
+
+#include <pybind11/stl.h>
+
+namespace kiln::frontend {
+
+void bindDTypes(py::module_ &m) {
+  py::enum_<DType> dt(m, "dtype");
+#define X(E, N, T, S) dt.value(N, DType::E);
+  KILN_DTYPES(X)
+#undef X
+  // Replace (not overload) enum_'s own __repr__/__str__: dtypes print as torch's do.
+  auto repr = [](DType t) { return "kiln." + std::string(dtypeName(t)); };
+  dt.attr("__repr__") = py::cpp_function(repr, py::is_method(dt));
+  dt.attr("__str__") = py::cpp_function(repr, py::is_method(dt));
+  dt.def_property_readonly("is_floating_point", [](DType t) { return isFloating(t); });
+  dt.def_property_readonly("is_signed", [](DType t) {
+    return t != DType::Bool && t != DType::UInt8;
+  });
+  dt.def_property_readonly("itemsize", [](DType t) { return itemsize(t); });
+  dt.def_property_readonly("name", [](DType t) { return std::string(dtypeName(t)); });
+  m.def("promote_types", &promoteTypes);
+  m.def("get_default_dtype", &defaultFloatDType);
+  m.def("set_default_dtype", &setDefaultFloatDType);
+}
+
+void bindTensor(py::module_ &m) {
+  py::class_<Tensor> t(m, "Tensor");
+  t.def(py::init([](const Tensor &other) { return other.alias(); }), py::arg("data"));
+  t.def_property_readonly("dtype", &Tensor::dtype);
+  t.def_property_readonly("device", [](const Tensor &self) { return self.device().str(); });
+  t.def_property_readonly("ndim", &Tensor::dim);
+  t.def("dim", &Tensor::dim);
+  t.def("ndimension", &Tensor::dim);
+  t.def("numel", &Tensor::numel);
+  t.def("nelement", &Tensor::numel);
+  t.def("element_size", &Tensor::itemsize);
+  t.def_property_readonly("itemsize", &Tensor::itemsize);
+  t.def_property_readonly("nbytes", [](const Tensor &self) { return self.numel() * self.itemsize(); });
+  t.def_property_readonly("_sizes", [](const Tensor &self) { return self.sizes(); });
+  t.def("_size_dim", [](const Tensor &self, int64_t d) { return self.size(d); });
+  t.def("stride", [](const Tensor &self, py::object d) -> py::object {
+    if (d.is_none())
+      return py::tuple(py::cast(self.strides()));
+    return py::cast(self.stride(d.cast<int64_t>()));
+  }, py::arg("dim") = py::none());
+  t.def("storage_offset", &Tensor::storageOffset);
+  t.def("is_contiguous", [](const Tensor &self) { return self.isContiguous(); });
+  t.def("data_ptr", [](const Tensor &self) { return reinterpret_cast<uintptr_t>(self.rawData()); });
+  t.def("_storage_ptr", [](const Tensor &self) {
+    return reinterpret_cast<uintptr_t>(self.storage()->data());
+  });
+  t.def_property_readonly("_version", &Tensor::version);
+  t.def_property("requires_grad", &Tensor::requiresGrad,
+                 [](Tensor &self, bool v) { self.setRequiresGrad(v); });
+  t.def_property_readonly("is_leaf", [](const Tensor &) { return true; });
+  t.def_property_readonly("grad", [](const Tensor &) { return py::none(); });
+  t.def_property_readonly("is_cuda", [](const Tensor &self) {
+    return self.device().type == DeviceType::CUDA;
+  });
+  t.def_property_readonly("_is_wrapped_number", &Tensor::isWrappedNumber);
+  t.def("item", [](const Tensor &self) -> py::object {
+    Scalar s = self.item();
+    if (s.dtype() == DType::Bool)
+      return py::bool_(s.toBool());
+    if (s.isFloating())
+      return py::float_(s.toDouble());
+    return py::int_(s.toInt());
+  });
+
+  // Views.
+  t.def("view", [](const Tensor &self, py::args args) -> py::object {
+    if (args.size() == 1 && py::isinstance<DType>(args[0]))
+      return wrap(self.aliasWithDType(args[0].cast<DType>()));
+    return wrap(self.view(toShape(args, "view")));
+  });
+  t.def("reshape", [](const Tensor &self, py::args args) { return self.reshape(toShape(args, "reshape")); });
+  t.def("view_as", [](const Tensor &self, const Tensor &o) { return self.view(o.sizes()); });
+  t.def("reshape_as", [](const Tensor &self, const Tensor &o) { return self.reshape(o.sizes()); });
+  t.def("expand", [](const Tensor &self, py::args args) { return self.expand(toShape(args, "expand")); });
+  t.def("expand_as", [](const Tensor &self, const Tensor &o) { return self.expand(o.sizes()); });
+  t.def("permute", [](const Tensor &self, py::args args) { return self.permute(toShape(args, "permute")); });
+  t.def("transpose", &Tensor::transpose, py::arg("dim0"), py::arg("dim1"));
+  t.def("swapaxes", &Tensor::transpose, py::arg("axis0"), py::arg("axis1"));
+  t.def("swapdims", &Tensor::transpose, py::arg("dim0"), py::arg("dim1"));
+  t.def("t", &Tensor::t);
+  t.def_property_readonly("T", [](const Tensor &self) {
+    Shape dims(self.dim());
+    for (int64_t i = 0; i < self.dim(); ++i)
+      dims[i] = self.dim() - 1 - i;
+    return self.permute(dims);
+  });
+  t.def_property_readonly("mT", &Tensor::mT);
+  t.def("as_strided", [](const Tensor &self, py::handle size, py::handle stride,
+                         std::optional<int64_t> offset) {
+    return self.asStrided(toIntList(size, "as_strided"), toIntList(stride, "as_strided"), offset);
+  }, py::arg("size"), py::arg("stride"), py::arg("storage_offset") = py::none());
+  t.def("narrow", &Tensor::narrow, py::arg("dim"), py::arg("start"), py::arg("length"));
+  t.def("select", &Tensor::select, py::arg("dim"), py::arg("index"));
+  t.def("squeeze", [](const Tensor &self, py::object dim) {
+    if (dim.is_none())
+      return self.squeeze();
+    return self.squeeze(toIntList(dim, "squeeze"));
+  }, py::arg("dim") = py::none());
+  t.def("unsqueeze", &Tensor::unsqueeze, py::arg("dim"));
+  t.def("flatten", &Tensor::flatten, py::arg("start_dim") = 0, py::arg("end_dim") = -1);
+  t.def("unflatten", [](const Tensor &self, int64_t dim, py::handle sizes) {
+    return self.unflatten(dim, toIntList(sizes, "unflatten"));
+  }, py::arg("dim"), py::arg("sizes"));
+  t.def("unbind", &Tensor::unbind, py::arg("dim") = 0);
+  t.def("_slice", &Tensor::slice, py::arg("dim"), py::arg("start"), py::arg("end"),
+        py::arg("step") = 1);
+
+  // Copies.
+  t.def("contiguous", [](const Tensor &self) { return self.contiguous(); });
+  t.def("clone", [](const Tensor &self) { return self.clone(); });
+  t.def("detach", [](const Tensor &self) {
+    Tensor d = self.alias();
+    d.setRequiresGrad(false);
+    return d;
+  });
+  t.def("detach_", [](Tensor &self) -> Tensor & {
+    self.setRequiresGrad(false);
+    return self;
+  }, py::return_value_policy::reference);
+  t.def("_to_dtype", [](const Tensor &self, DType dt, bool copy) { return self.to(dt, copy); },
+        py::arg("dtype"), py::arg("copy") = false);
+  t.def("copy_", [](py::object self, py::handle src, bool) {
+    Tensor &s = self.cast<Tensor &>();
+    s.copy_(toOperand(src, "copy_"));
+    return self;
+  }, py::arg("src"), py::arg("non_blocking") = false);
+  t.def("fill_", [](py::object self, py::handle v) {
+    self.cast<Tensor &>().fill_(toScalar(v, "fill_"));
+    return self;
+  }, py::arg("value"));
+  t.def("zero_", [](py::object self) {
+    self.cast<Tensor &>().fill_(Scalar(int64_t{0}));
+    return self;
+  });
+  t.def("_wrap_scalar", [](py::handle v) { return Tensor::wrapScalar(toScalar(v, "scalar")); });
+  m.def("_scalar_tensor", [](py::handle v, DType dt) {
+    return Tensor::scalarTensor(toScalar(v, "scalar_tensor"), dt);
+  });
+  m.def("_empty", [](py::handle shape, DType dt) {
+    return Tensor::empty(toIntList(shape, "empty"), dt);
+  });
+}
+
+} // namespace kiln::frontend

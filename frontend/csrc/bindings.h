@@ -1,0 +1,20 @@
+#pragma once
+/// One function per binding file; module.cc calls them in order. Each area of the op set owns
+/// its file so that it compiles on its own (pybind11 translation units are slow to build).
+
+#include <pybind11/pybind11.h>
+
+namespace kiln::frontend {
+
+void bindDTypes(pybind11::module_ &m);
+void bindTensor(pybind11::module_ &m);
+void bindInterop(pybind11::module_ &m);
+void bindElementwise(pybind11::module_ &m);
+void bindReduce(pybind11::module_ &m);
+void bindShapeOps(pybind11::module_ &m);
+void bindIndexing(pybind11::module_ &m);
+void bindLinalg(pybind11::module_ &m);
+void bindNN(pybind11::module_ &m);
+void bindFactory(pybind11::module_ &m);
+
+} // namespace kiln::frontend

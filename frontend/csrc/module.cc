@@ -1,0 +1,47 @@
+// The `kiln._C` extension module: tensor bindings and eager ops.
+#include "frontend/csrc/bindings.h"
+#include "runtime/error.h"
+#include "runtime/thread_pool.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "kiln's C++ runtime: tensors and eager CPU kernels";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p)
+        std::rethrow_exception(p);
+    } catch (const kiln::Error &e) {
+      switch (e.kind()) {
+      case kiln::ErrorKind::Type:
+        PyErr_SetString(PyExc_TypeError, e.what());
+        return;
+      case kiln::ErrorKind::Value:
+        PyErr_SetString(PyExc_ValueError, e.what());
+        return;
+      case kiln::ErrorKind::Index:
+        PyErr_SetString(PyExc_IndexError, e.what());
+        return;
+      case kiln::ErrorKind::NotImplemented:
+        PyErr_SetString(PyExc_NotImplementedError, e.what());
+        return;
+      case kiln::ErrorKind::Runtime:
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+        return;
+      }
+    }
+  });
+  m.def("get_num_threads", &kiln::numThreads);
+  m.def("set_num_threads", &kiln::setNumThreads, py::arg("n"));
+  using namespace kiln::frontend;
+  bindDTypes(m);
+  bindTensor(m);
+  bindInterop(m);
+  bindElementwise(m);
+  bindReduce(m);
+  bindShapeOps(m);
+  bindIndexing(m);
+  bindLinalg(m);
+  bindNN(m);
+  bindFactory(m);
+}

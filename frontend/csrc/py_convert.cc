@@ -1,0 +1,85 @@
+#include "frontend/csrc/py_convert.h"
+
+#include "runtime/error.h"
+
+namespace kiln::frontend {
+
+bool isNumber(py::handle obj) {
+  return PyBool_Check(obj.ptr()) || PyLong_Check(obj.ptr()) || PyFloat_Check(obj.ptr());
+}
+
+Scalar toScalar(py::handle obj, const char *op) {
+  PyObject *p = obj.ptr();
+  if (PyBool_Check(p))
+    return Scalar(p == Py_True);
+  if (PyLong_Check(p)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(p, &overflow);
+    KILN_CHECK(!overflow, "{}: Python int {} does not fit in int64", op,
+               std::string(py::str(obj)));
+    return Scalar(static_cast<int64_t>(v));
+  }
+  if (PyFloat_Check(p))
+    return Scalar(PyFloat_AS_DOUBLE(p));
+  // NumPy scalars and 0-d kiln tensors also act as numbers.
+  if (py::isinstance<Tensor>(obj)) {
+    return obj.cast<const Tensor &>().item();
+  }
+  if (PyIndex_Check(p))
+    return Scalar(static_cast<int64_t>(PyNumber_AsSsize_t(p, nullptr)));
+  if (PyNumber_Check(p) && PyObject_HasAttrString(p, "dtype")) {
+    py::object f = py::reinterpret_steal<py::object>(PyNumber_Float(p));
+    if (f)
+      return Scalar(PyFloat_AS_DOUBLE(f.ptr()));
+    PyErr_Clear();
+  }
+  fail(ErrorKind::Type, "{}: expected a number, got {}", op,
+       std::string(py::str(py::type::of(obj).attr("__name__"))));
+}
+
+Tensor toOperand(py::handle obj, const char *op) {
+  if (py::isinstance<Tensor>(obj))
+    return obj.cast<const Tensor &>();
+  PyObject *p = obj.ptr();
+  if (PyBool_Check(p) || PyLong_Check(p) || PyFloat_Check(p))
+    return Tensor::wrapScalar(toScalar(obj, op));
+  fail(ErrorKind::Type, "{}: unsupported operand of type '{}' (expected a kiln.Tensor or a number)",
+       op, std::string(py::str(py::type::of(obj).attr("__name__"))));
+}
+
+Shape toIntList(py::handle obj, const char *op) {
+  Shape out;
+  if (PyLong_Check(obj.ptr())) {
+    out.push_back(obj.cast<int64_t>());
+    return out;
+  }
+  KILN_CHECK_KIND(Type, PySequence_Check(obj.ptr()),
+                  "{}: expected a sequence of ints, got {}", op,
+                  std::string(py::str(py::type::of(obj).attr("__name__"))));
+  for (py::handle h : py::reinterpret_borrow<py::sequence>(obj)) {
+    KILN_CHECK_KIND(Type, PyIndex_Check(h.ptr()) && !PyBool_Check(h.ptr()) ? true : PyLong_Check(h.ptr()),
+                    "{}: expected a sequence of ints, found an element of type {}", op,
+                    std::string(py::str(py::type::of(h).attr("__name__"))));
+    if (py::isinstance<Tensor>(h))
+      out.push_back(h.cast<const Tensor &>().item().toInt());
+    else
+      out.push_back(PyNumber_AsSsize_t(h.ptr(), PyExc_OverflowError));
+  }
+  return out;
+}
+
+Shape toShape(const py::args &args, const char *op) {
+  if (args.size() == 1 && !PyLong_Check(args[0].ptr()))
+    return toIntList(args[0], op);
+  return toIntList(args, op);
+}
+
+std::optional<Shape> toDims(py::handle obj, const char *op) {
+  if (obj.is_none())
+    return std::nullopt;
+  return toIntList(obj, op);
+}
+
+py::object wrap(Tensor t) { return py::cast(std::move(t)); }
+
+} // namespace kiln::frontend

@@ -1,0 +1,30 @@
+#pragma once
+/// Conversions between Python objects and runtime values, shared by every binding file.
+
+#include "runtime/tensor.h"
+
+#include <pybind11/pybind11.h>
+
+#include <optional>
+#include <vector>
+
+namespace kiln::frontend {
+
+namespace py = pybind11;
+
+/// A Tensor argument, or a Python bool/int/float wrapped as a weak scalar operand.
+/// Throws TypeError naming `op` for anything else.
+Tensor toOperand(py::handle obj, const char *op);
+/// Python number to Scalar; throws TypeError for anything else.
+Scalar toScalar(py::handle obj, const char *op);
+bool isNumber(py::handle obj);
+/// A shape from either f(2, 3) (args) or f((2, 3)) / f([2, 3]) / f(kiln.Size) forms.
+Shape toShape(const py::args &args, const char *op);
+Shape toIntList(py::handle obj, const char *op);
+/// An optional dim list: None -> nullopt, int -> {d}, sequence -> dims.
+std::optional<Shape> toDims(py::handle obj, const char *op);
+
+/// Makes a Python object for a Tensor (a kiln.Tensor).
+py::object wrap(Tensor t);
+
+} // namespace kiln::frontend

@@ -1,0 +1,30 @@
+"""kiln: a tracing JIT compiler for tensor programs, with a PyTorch-compatible eager API.
+
+``import kiln as torch`` is meant to work for model code: tensors, ``kiln.nn``,
+``kiln.nn.functional`` and the eager op set follow PyTorch's names and semantics.
+"""
+
+from kiln import _C
+from kiln._tensor import Size, Tensor, device, dtype
+
+bool = _C.dtype.bool  # noqa: A001 - torch spelling
+uint8 = _C.dtype.uint8
+int8 = _C.dtype.int8
+int16 = short = _C.dtype.int16
+int32 = int = _C.dtype.int32  # noqa: A001
+int64 = long = _C.dtype.int64
+float16 = half = _C.dtype.float16
+bfloat16 = _C.dtype.bfloat16
+float32 = float = _C.dtype.float32  # noqa: A001
+float64 = double = _C.dtype.float64
+
+from_numpy = _C.from_numpy
+promote_types = _C.promote_types
+get_default_dtype = _C.get_default_dtype
+set_default_dtype = _C.set_default_dtype
+get_num_threads = _C.get_num_threads
+set_num_threads = _C.set_num_threads
+
+from kiln._ops import *  # noqa: E402,F401,F403
+
+__version__ = "0.1.0"

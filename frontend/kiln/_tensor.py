@@ -1,0 +1,187 @@
+"""Python-level parts of kiln.Tensor: the pieces that are plain glue over the C++ methods.
+
+kiln.Tensor is the C++ class `kiln._C.Tensor`; this module adds methods whose work is argument
+parsing (``size()``, ``to()``, ``tolist()``) so every op still runs in C++.
+"""
+
+from __future__ import annotations
+
+from kiln import _C
+
+Tensor = _C.Tensor
+dtype = _C.dtype
+
+
+class Size(tuple):
+    """kiln.Size: the shape of a tensor, a tuple of ints (like torch.Size)."""
+
+    def __repr__(self) -> str:
+        return f"kiln.Size([{', '.join(str(s) for s in self)}])"
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+class device:  # noqa: N801 - torch spelling
+    """kiln.device('cpu') / kiln.device('cuda', 0)."""
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, type_or_str, index=None):
+        if isinstance(type_or_str, device):
+            self.type, self.index = type_or_str.type, type_or_str.index
+            return
+        s = str(type_or_str)
+        if ":" in s:
+            s, idx = s.split(":", 1)
+            index = int(idx)
+        if s not in ("cpu", "cuda"):
+            raise RuntimeError(f"Expected one of cpu, cuda device type at start of device string: {s}")
+        self.type, self.index = s, index
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self) -> str:
+        idx = "" if self.index is None else f", index={self.index}"
+        return f"device(type='{self.type}'{idx})"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            other = device(other)
+        return isinstance(other, device) and (self.type, self.index or 0) == (
+            other.type,
+            other.index or 0,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index or 0))
+
+
+def _size(self, dim=None):
+    if dim is None:
+        return Size(self._sizes)
+    return self._size_dim(dim)
+
+
+def _parse_to(args, kwargs):
+    dt, dev = kwargs.get("dtype"), kwargs.get("device")
+    for a in args:
+        if isinstance(a, dtype):
+            dt = a
+        elif isinstance(a, Tensor):
+            dt = a.dtype
+        elif isinstance(a, (str, device)):
+            dev = a
+        elif a is None:
+            continue
+        else:
+            raise TypeError(f"to(): unexpected argument {a!r}")
+    return dt, dev
+
+
+def _to(self, *args, **kwargs):
+    dt, dev = _parse_to(args, kwargs)
+    copy = kwargs.get("copy", False)
+    if dev is not None and device(dev).type != "cpu":
+        raise RuntimeError(f"to(): device '{dev}' is not available in this build (cpu only)")
+    return self._to_dtype(dt if dt is not None else self.dtype, copy)
+
+
+def _tolist(self):
+    if self.dim() == 0:
+        return self.item()
+    if self.dtype == _C.dtype.bfloat16:
+        return self.float().numpy().tolist()
+    return self.numpy().tolist()
+
+
+def _repr(self) -> str:
+    import numpy as np
+
+    arr = (self.float() if self.dtype == _C.dtype.bfloat16 else self).numpy()
+    body = np.array2string(arr, separator=", ", prefix="tensor(", precision=4)
+    extra = ""
+    if self.dtype not in (_C.dtype.float32, _C.dtype.int64, _C.dtype.bool):
+        extra = f", dtype={self.dtype}"
+    if self.requires_grad:
+        extra += ", requires_grad=True"
+    return f"tensor({body}{extra})"
+
+
+def _cast(dt):
+    def method(self, memory_format=None):
+        return self._to_dtype(dt)
+
+    return method
+
+
+def _len(self) -> int:
+    if self.dim() == 0:
+        raise TypeError("len() of a 0-d tensor")
+    return self._size_dim(0)
+
+
+def _iter(self):
+    if self.dim() == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return iter(self.unbind(0))
+
+
+def _bool(self) -> bool:
+    if self.numel() != 1:
+        raise RuntimeError(
+            f"Boolean value of Tensor with {self.numel()} values is ambiguous"
+        )
+    return bool(self.item())
+
+
+def _index(self) -> int:
+    if self.numel() != 1 or self.dtype.is_floating_point:
+        raise TypeError("only integer tensors of a single element can be converted to an index")
+    return int(self.item())
+
+
+def _install() -> None:
+    t = Tensor
+    t.size = _size
+    t.shape = property(lambda self: Size(self._sizes))
+    t.to = _to
+    t.type_as = lambda self, other: self._to_dtype(other.dtype)
+    t.tolist = _tolist
+    t.__repr__ = _repr
+    t.__str__ = _repr
+    t.__len__ = _len
+    t.__iter__ = _iter
+    t.__bool__ = _bool
+    t.__index__ = _index
+    t.__int__ = lambda self: int(self.item())
+    t.__float__ = lambda self: float(self.item())
+    t.__hash__ = lambda self: id(self)
+    t.__array__ = lambda self, dtype=None, copy=None: (
+        self.numpy() if dtype is None else self.numpy().astype(dtype)
+    )
+    t.cpu = lambda self: self
+    t.float = _cast(_C.dtype.float32)
+    t.double = _cast(_C.dtype.float64)
+    t.half = _cast(_C.dtype.float16)
+    t.bfloat16 = _cast(_C.dtype.bfloat16)
+    t.long = _cast(_C.dtype.int64)
+    t.int = _cast(_C.dtype.int32)
+    t.short = _cast(_C.dtype.int16)
+    t.char = _cast(_C.dtype.int8)
+    t.byte = _cast(_C.dtype.uint8)
+    t.bool = _cast(_C.dtype.bool)
+    t.is_floating_point = lambda self: self.dtype.is_floating_point
+    t.requires_grad_ = _requires_grad_
+
+
+def _requires_grad_(self, requires_grad=True):
+    self.requires_grad = requires_grad
+    return self
+
+
+_install()

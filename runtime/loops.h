@@ -1,0 +1,162 @@
+#pragma once
+/// Strided N-d iteration for eager CPU kernels (a small TensorIterator).
+///
+/// An NdLoop holds operands of one common shape (outputs first), each with byte strides (0 for a
+/// broadcast dim). Dims are reordered so the innermost has the smallest output stride and merged
+/// where every operand is contiguous across them, so most loops become one long 1-D run. run()
+/// calls `inner(ptrs, strides, n)` for each 1-D run, splitting the work over the thread pool when
+/// the tensor is large. cpuKernel turns a scalar lambda into such an inner loop, with a
+/// contiguous fast path the compiler vectorizes.
+
+#include "runtime/tensor.h"
+#include "runtime/thread_pool.h"
+
+#include <array>
+#include <cstring>
+#include <tuple>
+
+namespace kiln {
+
+class NdLoop {
+public:
+  static constexpr int kMaxOperands = 8;
+
+  /// operands[i] viewed with `shape` (already broadcast: use expand() for inputs).
+  NdLoop(IntList shape, std::span<const Tensor> operands);
+
+  int numOperands() const { return nops_; }
+  int64_t numel() const { return numel_; }
+
+  using InnerFn = void (*)(void *ctx, char **ptrs, const int64_t *strides, int64_t n);
+
+  /// Runs inner over every element; parallel over the flattened index when numel >= 2 * grain.
+  template <typename Inner> void run(Inner &&inner, int64_t grain = kElementwiseGrain) const {
+    if (numel_ == 0)
+      return;
+    parallelFor(0, numel_, grain, [&](int64_t b, int64_t e) { runRange(b, e, inner); });
+  }
+  /// Same, always on the calling thread.
+  template <typename Inner> void runSerial(Inner &&inner) const {
+    if (numel_ > 0)
+      runRange(0, numel_, inner);
+  }
+
+private:
+  template <typename Inner> void runRange(int64_t begin, int64_t end, Inner &inner) const;
+
+  int nops_ = 0;
+  int64_t numel_ = 1;
+  Shape shape_; // innermost first
+  std::array<char *, kMaxOperands> base_{};
+  std::array<Shape, kMaxOperands> strides_; // bytes, innermost first
+};
+
+template <typename Inner> void NdLoop::runRange(int64_t begin, int64_t end, Inner &inner) const {
+  const int nd = static_cast<int>(shape_.size());
+  std::array<char *, kMaxOperands> ptrs;
+  std::array<int64_t, kMaxOperands> innerStrides{};
+  if (nd == 0) {
+    ptrs = base_;
+    inner(ptrs.data(), innerStrides.data(), int64_t{1});
+    return;
+  }
+  for (int k = 0; k < nops_; ++k)
+    innerStrides[k] = strides_[k][0];
+  // Decompose `begin` into a multi-index (innermost first).
+  Shape idx(nd, 0);
+  int64_t rem = begin;
+  for (int d = 0; d < nd; ++d) {
+    idx[d] = rem % shape_[d];
+    rem /= shape_[d];
+  }
+  int64_t pos = begin;
+  while (pos < end) {
+    for (int k = 0; k < nops_; ++k) {
+      char *p = base_[k];
+      for (int d = 0; d < nd; ++d)
+        p += idx[d] * strides_[k][d];
+      ptrs[k] = p;
+    }
+    int64_t n = std::min(shape_[0] - idx[0], end - pos);
+    inner(ptrs.data(), innerStrides.data(), n);
+    pos += n;
+    idx[0] += n;
+    for (int d = 0; d + 1 < nd && idx[d] == shape_[d]; ++d) {
+      idx[d] = 0;
+      ++idx[d + 1];
+    }
+  }
+}
+
+namespace detail {
+template <typename Out, typename... In, typename F, size_t... I>
+inline void contiguousLoop(F &f, char **ptrs, int64_t n, std::index_sequence<I...>) {
+  Out *out = reinterpret_cast<Out *>(ptrs[0]);
+  std::tuple<const In *...> ins{reinterpret_cast<const In *>(ptrs[I + 1])...};
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = static_cast<Out>(f(std::get<I>(ins)[i]...));
+}
+
+template <typename Out, typename... In, typename F, size_t... I>
+inline void stridedLoop(F &f, char **ptrs, const int64_t *strides, int64_t n,
+                        std::index_sequence<I...>) {
+  char *p[] = {ptrs[0], ptrs[I + 1]...};
+  for (int64_t i = 0; i < n; ++i) {
+    *reinterpret_cast<Out *>(p[0]) =
+        static_cast<Out>(f(*reinterpret_cast<const In *>(p[I + 1])...));
+    p[0] += strides[0];
+    ((p[I + 1] += strides[I + 1]), ...);
+  }
+}
+} // namespace detail
+
+/// Makes an NdLoop inner loop from `f(In...) -> Out` over typed operands (output first).
+/// The contiguous case is a plain indexed loop so the compiler vectorizes it.
+template <typename Out, typename... In, typename F> auto makeInner(F f) {
+  return [f](char **ptrs, const int64_t *strides, int64_t n) mutable {
+    constexpr size_t N = sizeof...(In);
+    constexpr int64_t sizes[] = {int64_t(sizeof(Out)), int64_t(sizeof(In))...};
+    bool contiguous = true;
+    for (size_t k = 0; k <= N; ++k)
+      contiguous = contiguous && strides[k] == sizes[k];
+    if (contiguous) {
+      detail::contiguousLoop<Out, In...>(f, ptrs, n, std::make_index_sequence<N>{});
+      return;
+    }
+    if constexpr (N == 2) {
+      // a op scalar: hoist the broadcast operand so the loop still vectorizes.
+      using A = std::tuple_element_t<0, std::tuple<In...>>;
+      using B = std::tuple_element_t<1, std::tuple<In...>>;
+      Out *out = reinterpret_cast<Out *>(ptrs[0]);
+      if (strides[0] == sizes[0] && strides[1] == sizes[1] && strides[2] == 0) {
+        const A *a = reinterpret_cast<const A *>(ptrs[1]);
+        const B b = *reinterpret_cast<const B *>(ptrs[2]);
+        for (int64_t i = 0; i < n; ++i)
+          out[i] = static_cast<Out>(f(a[i], b));
+        return;
+      }
+      if (strides[0] == sizes[0] && strides[1] == 0 && strides[2] == sizes[2]) {
+        const A a = *reinterpret_cast<const A *>(ptrs[1]);
+        const B *b = reinterpret_cast<const B *>(ptrs[2]);
+        for (int64_t i = 0; i < n; ++i)
+          out[i] = static_cast<Out>(f(a, b[i]));
+        return;
+      }
+    }
+    detail::stridedLoop<Out, In...>(f, ptrs, strides, n, std::make_index_sequence<N>{});
+  };
+}
+
+/// Runs out[i] = f(ins[i]...) over an output and inputs already of the kernel's C++ types and of
+/// the output's shape (expanded views are fine).
+template <typename Out, typename... In, typename F>
+void cpuKernel(const Tensor &out, std::span<const Tensor> ins, F f) {
+  std::array<Tensor, sizeof...(In) + 1> ops;
+  ops[0] = out;
+  for (size_t i = 0; i < ins.size(); ++i)
+    ops[i + 1] = ins[i];
+  NdLoop loop(out.sizes(), ops);
+  loop.run(makeInner<Out, In...>(f));
+}
+
+} // namespace kiln

@@ -1,0 +1,47 @@
+#include "runtime/storage.h"
+
+#include "runtime/error.h"
+
+#include <cstdlib>
+#include <new>
+
+namespace kiln {
+
+Device Device::parse(const std::string &s) {
+  if (s == "cpu")
+    return {DeviceType::CPU, 0};
+  if (s == "cuda")
+    return {DeviceType::CUDA, 0};
+  if (s.rfind("cuda:", 0) == 0) {
+    try {
+      return {DeviceType::CUDA, std::stoi(s.substr(5))};
+    } catch (const std::exception &) {
+    }
+  }
+  if (s.rfind("cpu:", 0) == 0)
+    return {DeviceType::CPU, 0};
+  fail(ErrorKind::Value, "invalid device string '{}': expected 'cpu', 'cuda' or 'cuda:N'", s);
+}
+
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
+  KILN_CHECK(device.type == DeviceType::CPU,
+             "device {} is not available: this build runs on the CPU only", device.str());
+  constexpr size_t kAlign = 64;
+  size_t rounded = (nbytes + kAlign - 1) / kAlign * kAlign;
+  void *p = rounded ? std::aligned_alloc(kAlign, rounded) : nullptr;
+  if (rounded && !p)
+    fail(ErrorKind::Runtime, "out of memory allocating {} bytes", nbytes);
+  return std::make_shared<Storage>(p, nbytes, device, [p] { std::free(p); });
+}
+
+std::shared_ptr<Storage> Storage::borrow(void *data, size_t nbytes, Device device,
+                                         std::function<void()> release) {
+  return std::make_shared<Storage>(data, nbytes, device, std::move(release));
+}
+
+Storage::~Storage() {
+  if (release_)
+    release_();
+}
+
+} // namespace kiln

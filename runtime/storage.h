@@ -1,0 +1,46 @@
+#pragma once
+/// Storage: a reference-counted block of device memory shared by a tensor and all its views.
+///
+/// Memory is either owned (allocated 64-byte aligned by kiln) or borrowed from another owner
+/// (a NumPy array, a DLPack capsule): the deleter keeps that owner alive.
+
+#include "runtime/device.h"
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+namespace kiln {
+
+class Storage {
+public:
+  /// Allocates nbytes of uninitialized memory on `device`.
+  static std::shared_ptr<Storage> allocate(size_t nbytes, Device device = {});
+  /// Wraps memory owned elsewhere; `release` runs when the last view of it dies.
+  static std::shared_ptr<Storage> borrow(void *data, size_t nbytes, Device device,
+                                         std::function<void()> release);
+
+  Storage(void *data, size_t nbytes, Device device, std::function<void()> release)
+      : data_(data), nbytes_(nbytes), device_(device), release_(std::move(release)) {}
+  ~Storage();
+  Storage(const Storage &) = delete;
+  Storage &operator=(const Storage &) = delete;
+
+  void *data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+  /// Bumped by every in-place write through any view (PyTorch's `_version`).
+  int64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bumpVersion() { version_.fetch_add(1, std::memory_order_relaxed); }
+
+private:
+  void *data_;
+  size_t nbytes_;
+  Device device_;
+  std::function<void()> release_;
+  std::atomic<int64_t> version_{0};
+};
+
+} // namespace kiln
