@@ -1,0 +1,3 @@
+"""_grad_mode: Python-level ops of this area (see kiln/_ops.py)."""
+
+__all__ = []

@@ -1,0 +1,3 @@
+"""kiln.nn: modules with PyTorch's names and interfaces."""
+
+from kiln.nn import functional, init  # noqa: F401

@@ -1,0 +1,3 @@
+"""Functional forms (kiln.nn.functional) for one area of the op set."""
+
+__all__ = []

@@ -1,0 +1,3 @@
+"""kiln.nn.init: parameter initializers (torch.nn.init names)."""
+
+__all__ = []
