@@ -32,7 +32,7 @@ void bindTensor(py::module_ &m) {
   py::class_<Tensor> t(m, "Tensor");
   t.def(py::init([](const Tensor &other) { return other.alias(); }), py::arg("data"));
   t.def_property_readonly("dtype", &Tensor::dtype);
-  t.def_property_readonly("device", [](const Tensor &self) { return self.device().str(); });
+  t.def_property_readonly("_device_str", [](const Tensor &self) { return self.device().str(); });
   t.def_property_readonly("ndim", &Tensor::dim);
   t.def("dim", &Tensor::dim);
   t.def("ndimension", &Tensor::dim);

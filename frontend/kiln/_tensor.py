@@ -149,6 +149,8 @@ def _install() -> None:
     t = Tensor
     t.size = _size
     t.shape = property(lambda self: Size(self._sizes))
+    t.device = property(lambda self: device(self._device_str))
+    t.is_cpu = property(lambda self: self._device_str == "cpu")
     t.to = _to
     t.type_as = lambda self, other: self._to_dtype(other.dtype)
     t.tolist = _tolist

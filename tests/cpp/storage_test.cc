@@ -1,0 +1,51 @@
+#include "runtime/error.h"
+#include "runtime/storage.h"
+#include "runtime/tensor.h"
+
+#include <kiln_catch.h>
+
+#include <cstdint>
+
+using namespace kiln;
+
+TEST_CASE("allocations are 64-byte aligned and sized", "[storage]") {
+  for (size_t n : {1, 3, 64, 1000, 1 << 20}) {
+    auto s = Storage::allocate(n);
+    CHECK(s->nbytes() == n);
+    CHECK(reinterpret_cast<uintptr_t>(s->data()) % 64 == 0);
+  }
+  CHECK(Storage::allocate(0)->data() == nullptr);
+}
+
+TEST_CASE("borrowed memory is released exactly once, after the last view", "[storage]") {
+  float buf[8] = {};
+  int released = 0;
+  {
+    auto s = Storage::borrow(buf, sizeof(buf), Device{}, [&] { ++released; });
+    Tensor t = Tensor::fromStorage(s, DType::Float32, {2, 4}, {4, 1}, 0);
+    Tensor v = t.select(0, 1);
+    s.reset();
+    t = Tensor();
+    CHECK(released == 0);
+    v.fill_(Scalar(3.0));
+  }
+  CHECK(released == 1);
+  CHECK(buf[4] == 3.0f);
+  CHECK(buf[0] == 0.0f);
+}
+
+TEST_CASE("the version counter is shared by views of one storage", "[storage]") {
+  Tensor a = Tensor::empty({4}, DType::Int64);
+  Tensor v = a.slice(0, 1, 3);
+  int64_t before = a.version();
+  v.fill_(Scalar(int64_t{7}));
+  CHECK(a.version() == before + 1);
+  CHECK(a.data<int64_t>()[1] == 7);
+}
+
+TEST_CASE("devices parse and reject nonsense", "[storage]") {
+  CHECK(Device::parse("cpu").type == DeviceType::CPU);
+  CHECK(Device::parse("cuda:1").index == 1);
+  CHECK_THROWS_AS(Device::parse("tpu"), Error);
+  CHECK_THROWS_AS(Storage::allocate(16, Device::parse("cuda")), Error);
+}
