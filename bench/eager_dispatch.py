@@ -50,7 +50,8 @@ def main() -> None:
     kiln.set_num_threads(1)
     kc = cases(kiln, kiln.from_numpy)
     tc = cases(torch, torch.from_numpy)
-    print(f"eager dispatch latency, median of {args.rounds} interleaved rounds x {args.calls} calls")
+    print(f"eager dispatch latency, median of {args.rounds} interleaved rounds "
+          f"x {args.calls} calls")
     print(f"{'op':<16}{'kiln us':>10}{'torch us':>10}{'kiln/torch':>12}")
     for name in kc:
         try:

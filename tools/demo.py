@@ -71,7 +71,8 @@ def main() -> int:
     torch.manual_seed(0)
     ref = build_gpt(torch, tnn, tF).eval()
     model = build_gpt(kiln, knn, kF).eval()
-    model.load_state_dict({k: kiln.from_numpy(v.numpy().copy()) for k, v in ref.state_dict().items()})
+    weights = {k: kiln.from_numpy(v.numpy().copy()) for k, v in ref.state_dict().items()}
+    model.load_state_dict(weights)
     idx = np.random.default_rng(0).integers(0, 512, size=(4, 64))
     t_idx, k_idx = torch.from_numpy(idx), kiln.from_numpy(idx)
 
@@ -89,7 +90,7 @@ def main() -> int:
             t_times.append(timed(lambda: ref(t_idx), 1))
     k_ms, t_ms = statistics.median(k_times) * 1e3, statistics.median(t_times) * 1e3
 
-    print("kiln demo: GPT-style decoder (2 blocks, d=128, 4 heads, vocab 512), batch 4 x 64 tokens")
+    print("kiln demo: GPT-style decoder (2 blocks, d=128, 4 heads, vocab 512), 4 x 64 tokens")
     print(f"  parameters                : {params:,}")
     print(f"  max |kiln - torch| (logp) : {err:.2e}  {'OK' if err < 1e-3 else 'MISMATCH'}")
     print(f"  kiln eager forward        : {k_ms:8.2f} ms  (median of {rounds})")

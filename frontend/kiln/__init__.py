@@ -5,7 +5,7 @@
 """
 
 from kiln import _C
-from kiln._tensor import Size, Tensor, device, dtype
+from kiln._tensor import Size, Tensor, device, dtype  # noqa: F401
 
 bool = _C.dtype.bool  # noqa: A001 - torch spelling
 uint8 = _C.dtype.uint8

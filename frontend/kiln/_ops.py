@@ -13,10 +13,10 @@ for _name in dir(_C):
     if not _name.startswith("_") and isinstance(_obj, _types.BuiltinFunctionType):
         globals()[_name] = _obj
 
-from kiln._ops_elementwise import *  # noqa: E402,F401,F403
-from kiln._ops_reduce import *  # noqa: E402,F401,F403
-from kiln._ops_shape import *  # noqa: E402,F401,F403
-from kiln._ops_linalg import *  # noqa: E402,F401,F403
-from kiln._ops_nn import *  # noqa: E402,F401,F403
 from kiln._factory import *  # noqa: E402,F401,F403
 from kiln._grad_mode import *  # noqa: E402,F401,F403
+from kiln._ops_elementwise import *  # noqa: E402,F401,F403
+from kiln._ops_linalg import *  # noqa: E402,F401,F403
+from kiln._ops_nn import *  # noqa: E402,F401,F403
+from kiln._ops_reduce import *  # noqa: E402,F401,F403
+from kiln._ops_shape import *  # noqa: E402,F401,F403

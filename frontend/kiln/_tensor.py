@@ -39,7 +39,9 @@ class device:  # noqa: N801 - torch spelling
             s, idx = s.split(":", 1)
             index = int(idx)
         if s not in ("cpu", "cuda"):
-            raise RuntimeError(f"Expected one of cpu, cuda device type at start of device string: {s}")
+            raise RuntimeError(
+                f"Expected one of cpu, cuda device type at start of device string: {s}"
+            )
         self.type, self.index = s, index
 
     def __str__(self) -> str:

@@ -6,7 +6,9 @@ import pytest
 torch = pytest.importorskip("torch")
 import kiln  # noqa: E402
 
-DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64", "bool"]
+DTYPES = [
+    "float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64", "bool"
+]
 FLOAT_DTYPES = ["float32", "float64", "float16", "bfloat16"]
 INT_DTYPES = ["int8", "uint8", "int16", "int32", "int64"]
 
