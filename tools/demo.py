@@ -96,9 +96,8 @@ def main() -> int:
     print(f"  kiln eager forward        : {k_ms:8.2f} ms  (median of {rounds})")
     print(f"  torch eager forward       : {t_ms:8.2f} ms")
     print(f"  kiln eager / torch eager  : {k_ms / t_ms:8.2f}x time")
-    print("  kiln.compile              : not available yet in this build (capture frontend pending);")
-    print("                              the compiled-vs-eager speedup and graph-break report will")
-    print("                              appear here once it lands.")
+    print("  kiln.compile              : not in this build yet (the capture frontend is pending);")
+    print("                              its speedup and graph-break report will be shown here.")
     return 0 if err < 1e-3 and math.isfinite(err) else 1
 
 
