@@ -1,0 +1,16 @@
+"""kiln.nn's layer classes, one concept per file (as in torch/nn/modules)."""
+
+from kiln.nn.modules.activation import *  # noqa: F403
+from kiln.nn.modules.attention import *  # noqa: F403
+from kiln.nn.modules.batchnorm import *  # noqa: F403
+from kiln.nn.modules.container import *  # noqa: F403
+from kiln.nn.modules.conv import *  # noqa: F403
+from kiln.nn.modules.dropout import *  # noqa: F403
+from kiln.nn.modules.flatten import *  # noqa: F403
+from kiln.nn.modules.linear import *  # noqa: F403
+from kiln.nn.modules.loss import *  # noqa: F403
+from kiln.nn.modules.module import *  # noqa: F403
+from kiln.nn.modules.normalization import *  # noqa: F403
+from kiln.nn.modules.pooling import *  # noqa: F403
+from kiln.nn.modules.sparse import *  # noqa: F403
+from kiln.nn.modules.upsampling import *  # noqa: F403

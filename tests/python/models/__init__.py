@@ -1,0 +1,1 @@
+"""Model definitions (and test helpers) shared by the kiln.nn tests."""
