@@ -97,14 +97,14 @@ def _tolist(self):
     if self.dim() == 0:
         return self.item()
     if self.dtype == _C.dtype.bfloat16:
-        return self.float().numpy().tolist()
-    return self.numpy().tolist()
+        return self.float().numpy(force=True).tolist()
+    return self.numpy(force=True).tolist()
 
 
 def _repr(self) -> str:
     import numpy as np
 
-    arr = (self.float() if self.dtype == _C.dtype.bfloat16 else self).numpy()
+    arr = (self.float() if self.dtype == _C.dtype.bfloat16 else self).numpy(force=True)
     body = np.array2string(arr, separator=", ", prefix="tensor(", precision=4)
     extra = ""
     if self.dtype not in (_C.dtype.float32, _C.dtype.int64, _C.dtype.bool):
