@@ -1,0 +1,74 @@
+// Sorting along a dim: sort, argsort, topk.
+#include "runtime/ops/sort.h"
+
+#include "runtime/ops/sort_impl.h"
+
+#include <algorithm>
+
+namespace kiln::ops {
+
+using namespace detail;
+
+std::pair<Tensor, Tensor> sort(const Tensor &a, int64_t dim, bool descending, bool stable) {
+  (void)stable; // every sort here is stable, which also satisfies stable=False
+  int64_t d = wrapDim(dim, a.dim(), "sort");
+  SortLines l = sortLines(a, d);
+  Tensor values = Tensor::empty(a.sizes(), l.in.dtype(), a.device());
+  Tensor indices = Tensor::empty(a.sizes(), DType::Int64, a.device());
+  dispatchCompute(l.in.dtype(), [&]<typename T>() {
+    T *v = values.data<T>();
+    int64_t *ix = indices.data<int64_t>();
+    forEachLine<T>(l, [&](int64_t line, LineBuf<T> &buf) {
+      // Pairs are unique by index, so ordering by (value, index) is a stable sort by value.
+      if (descending)
+        std::sort(buf.begin(), buf.end(), greaterPair<T>);
+      else
+        std::sort(buf.begin(), buf.end(), lessPair<T>);
+      for (int64_t i = 0; i < l.n; ++i) {
+        int64_t p = l.at(line, i, l.n);
+        v[p] = buf[i].first;
+        ix[p] = buf[i].second;
+      }
+    });
+  });
+  return {values.to(a.dtype()), indices};
+}
+
+Tensor argsort(const Tensor &a, int64_t dim, bool descending, bool stable) {
+  return sort(a, dim, descending, stable).second;
+}
+
+std::pair<Tensor, Tensor> topk(const Tensor &a, int64_t k, int64_t dim, bool largest, bool sorted) {
+  (void)sorted; // results always come sorted, which torch allows for sorted=False too
+  int64_t d = wrapDim(dim, a.dim(), "topk");
+  KILN_CHECK(a.dtype() != DType::Bool, "topk: bool tensors are not supported (as in torch)");
+  int64_t n = a.dim() == 0 ? 1 : a.size(d);
+  KILN_CHECK(k >= 0 && k <= n,
+             "topk(): selected index k out of range (k = {}, but dim {} has size {})", k, d, n);
+  SortLines l = sortLines(a, d);
+  Shape shape = a.sizes();
+  if (a.dim() > 0)
+    shape[d] = k;
+  else
+    k = 1; // a 0-d result holds its one element whatever k (0 or 1) is, as in torch
+  Tensor values = Tensor::empty(shape, l.in.dtype(), a.device());
+  Tensor indices = Tensor::empty(shape, DType::Int64, a.device());
+  dispatchCompute(l.in.dtype(), [&]<typename T>() {
+    T *v = values.data<T>();
+    int64_t *ix = indices.data<int64_t>();
+    forEachLine<T>(l, [&](int64_t line, LineBuf<T> &buf) {
+      if (largest)
+        std::partial_sort(buf.begin(), buf.begin() + k, buf.end(), greaterPair<T>);
+      else
+        std::partial_sort(buf.begin(), buf.begin() + k, buf.end(), lessPair<T>);
+      for (int64_t i = 0; i < k; ++i) {
+        int64_t p = l.at(line, i, k);
+        v[p] = buf[i].first;
+        ix[p] = buf[i].second;
+      }
+    });
+  });
+  return {values.to(a.dtype()), indices};
+}
+
+} // namespace kiln::ops
