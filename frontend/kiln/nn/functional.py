@@ -6,4 +6,5 @@ from kiln.nn._functional_linalg import *  # noqa: F401,F403
 from kiln.nn._functional_loss import *  # noqa: F401,F403
 from kiln.nn._functional_norm import *  # noqa: F401,F403
 from kiln.nn._functional_random import *  # noqa: F401,F403
+from kiln.nn._functional_reduce import *  # noqa: F401,F403
 from kiln.nn._functional_shape import *  # noqa: F401,F403
