@@ -1,8 +1,171 @@
+// Neural-network ops: normalization, attention and losses. Functions torch exposes at top level
+// (torch.layer_norm, torch.batch_norm, ...) keep torch's names and argument order; the ones that
+// only exist in torch.nn.functional are bound with a leading underscore and wrapped by
+// kiln/nn/_functional_*.py, which owns the Python-level argument handling.
 #include "frontend/csrc/bindings.h"
 #include "frontend/csrc/py_convert.h"
+#include "runtime/ops/attention.h"
+#include "runtime/ops/loss.h"
+#include "runtime/ops/norm.h"
+
+#include <pybind11/stl.h>
 
 namespace kiln::frontend {
 
-void bindNN(py::module_ &m) {}
+namespace {
+
+using OptTensor = std::optional<Tensor>;
+
+/// None -> an undefined Tensor, the runtime's "absent" optional argument.
+Tensor opt(const OptTensor &t) { return t.value_or(Tensor()); }
+
+void bindNorms(py::module_ &m) {
+  m.def(
+      "layer_norm",
+      [](const Tensor &input, py::handle normalizedShape, const OptTensor &weight,
+         const OptTensor &bias, double eps, bool) {
+        return ops::layerNorm(input, toIntList(normalizedShape, "layer_norm"), opt(weight),
+                              opt(bias), eps);
+      },
+      py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(),
+      py::arg("bias") = py::none(), py::arg("eps") = 1e-5, py::arg("cudnn_enable") = true);
+  m.def(
+      "rms_norm",
+      [](const Tensor &input, py::handle normalizedShape, const OptTensor &weight,
+         std::optional<double> eps) {
+        return ops::rmsNorm(input, toIntList(normalizedShape, "rms_norm"), opt(weight), eps);
+      },
+      py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(),
+      py::arg("eps") = py::none());
+  m.def(
+      "group_norm",
+      [](const Tensor &input, int64_t numGroups, const OptTensor &weight, const OptTensor &bias,
+         double eps,
+         bool) { return ops::groupNorm(input, numGroups, opt(weight), opt(bias), eps); },
+      py::arg("input"), py::arg("num_groups"), py::arg("weight") = py::none(),
+      py::arg("bias") = py::none(), py::arg("eps") = 1e-5, py::arg("cudnn_enabled") = true);
+  m.def(
+      "batch_norm",
+      [](const Tensor &input, const OptTensor &weight, const OptTensor &bias,
+         const OptTensor &runningMean, const OptTensor &runningVar, bool training, double momentum,
+         double eps, bool) {
+        return ops::batchNorm(input, opt(weight), opt(bias), opt(runningMean), opt(runningVar),
+                              training, momentum, eps);
+      },
+      py::arg("input"), py::arg("weight"), py::arg("bias"), py::arg("running_mean"),
+      py::arg("running_var"), py::arg("training"), py::arg("momentum"), py::arg("eps"),
+      py::arg("cudnn_enabled"));
+  m.def(
+      "instance_norm",
+      [](const Tensor &input, const OptTensor &weight, const OptTensor &bias,
+         const OptTensor &runningMean, const OptTensor &runningVar, bool useInputStats,
+         double momentum, double eps, bool) {
+        return ops::instanceNorm(input, opt(weight), opt(bias), opt(runningMean), opt(runningVar),
+                                 useInputStats, momentum, eps);
+      },
+      py::arg("input"), py::arg("weight"), py::arg("bias"), py::arg("running_mean"),
+      py::arg("running_var"), py::arg("use_input_stats"), py::arg("momentum"), py::arg("eps"),
+      py::arg("cudnn_enabled"));
+  m.def("_normalize", &ops::normalize, py::arg("input"), py::arg("p") = 2.0, py::arg("dim") = 1,
+        py::arg("eps") = 1e-12);
+}
+
+void bindAttention(py::module_ &m) {
+  m.def(
+      "_scaled_dot_product_attention",
+      [](const Tensor &query, const Tensor &key, const Tensor &value, const OptTensor &attnMask,
+         double dropoutP, bool isCausal, std::optional<double> scale, bool enableGqa) {
+        return ops::scaledDotProductAttention(query, key, value, opt(attnMask), dropoutP, isCausal,
+                                              scale, enableGqa);
+      },
+      py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none(),
+      py::arg("dropout_p") = 0.0, py::arg("is_causal") = false, py::arg("scale") = py::none(),
+      py::arg("enable_gqa") = false);
+}
+
+/// Losses take torch's integer reduction code (0 none, 1 mean, 2 sum); kiln.nn.functional maps
+/// the strings.
+void bindLosses(py::module_ &m) {
+  auto red = [](int64_t r, const char *op) { return ops::reductionFromInt(r, op); };
+  m.def(
+      "_nll_loss",
+      [red](const Tensor &input, const Tensor &target, const OptTensor &weight, int64_t reduction,
+            int64_t ignoreIndex) {
+        return ops::nllLoss(input, target, opt(weight), red(reduction, "nll_loss"), ignoreIndex);
+      },
+      py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("reduction") = 1,
+      py::arg("ignore_index") = -100);
+  m.def(
+      "_cross_entropy",
+      [red](const Tensor &input, const Tensor &target, const OptTensor &weight, int64_t reduction,
+            int64_t ignoreIndex, double labelSmoothing) {
+        return ops::crossEntropy(input, target, opt(weight), red(reduction, "cross_entropy"),
+                                 ignoreIndex, labelSmoothing);
+      },
+      py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("reduction") = 1,
+      py::arg("ignore_index") = -100, py::arg("label_smoothing") = 0.0);
+  m.def(
+      "_mse_loss",
+      [red](const Tensor &input, const Tensor &target, int64_t reduction, const OptTensor &weight) {
+        return ops::mseLoss(input, target, opt(weight), red(reduction, "mse_loss"));
+      },
+      py::arg("input"), py::arg("target"), py::arg("reduction") = 1,
+      py::arg("weight") = py::none());
+  m.def(
+      "_l1_loss",
+      [red](const Tensor &input, const Tensor &target, int64_t reduction, const OptTensor &weight) {
+        return ops::l1Loss(input, target, opt(weight), red(reduction, "l1_loss"));
+      },
+      py::arg("input"), py::arg("target"), py::arg("reduction") = 1,
+      py::arg("weight") = py::none());
+  m.def(
+      "_smooth_l1_loss",
+      [red](const Tensor &input, const Tensor &target, int64_t reduction, double beta) {
+        return ops::smoothL1Loss(input, target, red(reduction, "smooth_l1_loss"), beta);
+      },
+      py::arg("input"), py::arg("target"), py::arg("reduction") = 1, py::arg("beta") = 1.0);
+  m.def(
+      "_huber_loss",
+      [red](const Tensor &input, const Tensor &target, int64_t reduction, double delta,
+            const OptTensor &weight) {
+        return ops::huberLoss(input, target, opt(weight), red(reduction, "huber_loss"), delta);
+      },
+      py::arg("input"), py::arg("target"), py::arg("reduction") = 1, py::arg("delta") = 1.0,
+      py::arg("weight") = py::none());
+  m.def(
+      "_binary_cross_entropy",
+      [red](const Tensor &input, const Tensor &target, const OptTensor &weight, int64_t reduction) {
+        return ops::binaryCrossEntropy(input, target, opt(weight),
+                                       red(reduction, "binary_cross_entropy"));
+      },
+      py::arg("input"), py::arg("target"), py::arg("weight") = py::none(),
+      py::arg("reduction") = 1);
+  // torch.binary_cross_entropy_with_logits and torch.kl_div are top-level torch functions.
+  m.def(
+      "binary_cross_entropy_with_logits",
+      [red](const Tensor &input, const Tensor &target, const OptTensor &weight,
+            const OptTensor &posWeight, int64_t reduction) {
+        return ops::binaryCrossEntropyWithLogits(
+            input, target, opt(weight), opt(posWeight),
+            red(reduction, "binary_cross_entropy_with_logits"));
+      },
+      py::arg("input"), py::arg("target"), py::arg("weight") = py::none(),
+      py::arg("pos_weight") = py::none(), py::arg("reduction") = 1);
+  m.def(
+      "kl_div",
+      [red](const Tensor &input, const Tensor &target, int64_t reduction, bool logTarget) {
+        return ops::klDiv(input, target, red(reduction, "kl_div"), logTarget);
+      },
+      py::arg("input"), py::arg("target"), py::arg("reduction") = 1, py::kw_only(),
+      py::arg("log_target") = false);
+}
+
+} // namespace
+
+void bindNN(py::module_ &m) {
+  bindNorms(m);
+  bindAttention(m);
+  bindLosses(m);
+}
 
 } // namespace kiln::frontend

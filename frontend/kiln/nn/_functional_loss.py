@@ -1,3 +1,156 @@
-"""Functional forms (kiln.nn.functional) for one area of the op set."""
+"""Loss functions of kiln.nn.functional (torch's names, signatures and checks).
 
-__all__ = []
+Each loss is one fused C++ kernel (kiln._C._*_loss); this module maps torch's reduction strings
+(and the legacy size_average/reduce flags) to the kernels' integer codes.
+"""
+
+import warnings
+
+from kiln import _C
+
+__all__ = [
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "cross_entropy",
+    "huber_loss",
+    "kl_div",
+    "l1_loss",
+    "mse_loss",
+    "nll_loss",
+    "smooth_l1_loss",
+]
+
+_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+def _reduction_enum(reduction):
+    """torch.nn._reduction.get_enum: 'none' -> 0, 'mean' -> 1, 'sum' -> 2."""
+    try:
+        return _REDUCTIONS[reduction]
+    except (KeyError, TypeError):
+        raise ValueError(f"{reduction} is not a valid value for reduction") from None
+
+
+def _legacy_reduction(size_average, reduce, reduction):
+    """The reduction string the deprecated size_average/reduce flags stand for."""
+    if size_average is None and reduce is None:
+        return reduction
+    warnings.warn(
+        "size_average and reduce args will be deprecated, please use reduction= instead.",
+        stacklevel=3,
+    )
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
+
+
+def _warn_size_mismatch(input, target):
+    if tuple(target.shape) != tuple(input.shape):
+        warnings.warn(
+            f"Using a target size ({target.shape}) that is different to the input size "
+            f"({input.shape}). This will likely lead to incorrect results due to broadcasting. "
+            "Please ensure they have the same size.",
+            stacklevel=3,
+        )
+
+
+def nll_loss(
+    input,
+    target,
+    weight=None,
+    size_average=None,
+    ignore_index=-100,
+    reduce=None,
+    reduction="mean",
+):
+    """Negative log likelihood of log-probabilities ``input`` at class indices ``target``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _C._nll_loss(input, target, weight, _reduction_enum(reduction), ignore_index)
+
+
+def cross_entropy(
+    input,
+    target,
+    weight=None,
+    size_average=None,
+    ignore_index=-100,
+    reduce=None,
+    reduction="mean",
+    label_smoothing=0.0,
+):
+    """log_softmax over the class dim fused with nll_loss (or soft-target cross entropy)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _C._cross_entropy(
+        input, target, weight, _reduction_enum(reduction), ignore_index, label_smoothing
+    )
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Mean squared error, broadcasting input and target."""
+    _warn_size_mismatch(input, target)
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _C._mse_loss(input, target, _reduction_enum(reduction), weight)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Mean absolute error, broadcasting input and target."""
+    _warn_size_mismatch(input, target)
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _C._l1_loss(input, target, _reduction_enum(reduction), weight)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """Quadratic below ``beta``, linear above."""
+    _warn_size_mismatch(input, target)
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _C._smooth_l1_loss(input, target, _reduction_enum(reduction), beta)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """Quadratic below ``delta``, linear (slope ``delta``) above."""
+    _warn_size_mismatch(input, target)
+    return _C._huber_loss(input, target, _reduction_enum(reduction), delta, weight)
+
+
+def binary_cross_entropy(
+    input, target, weight=None, size_average=None, reduce=None, reduction="mean"
+):
+    """Binary cross entropy of probabilities ``input`` in [0, 1]."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _C._binary_cross_entropy(input, target, weight, _reduction_enum(reduction))
+
+
+def binary_cross_entropy_with_logits(
+    input,
+    target,
+    weight=None,
+    size_average=None,
+    reduce=None,
+    reduction="mean",
+    pos_weight=None,
+):
+    """Binary cross entropy of logits, computed stably (no sigmoid round trip)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _C.binary_cross_entropy_with_logits(
+        input, target, weight, pos_weight, _reduction_enum(reduction)
+    )
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """KL divergence of log-probabilities ``input`` from ``target``; 'batchmean' divides the sum
+    by the batch size."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if reduction == "mean":
+        warnings.warn(
+            "reduction: 'mean' divides the total loss by both the batch size and the support "
+            "size.'batchmean' divides only by the batch size, and aligns with the KL div math "
+            "definition.'mean' will be changed to behave the same as 'batchmean' in the next "
+            "major release.",
+            stacklevel=2,
+        )
+    if reduction == "batchmean":
+        total = _C.kl_div(input, target, 2, log_target=log_target)
+        return total / input.shape[0] if input.dim() != 0 else total
+    return _C.kl_div(input, target, _reduction_enum(reduction), log_target=log_target)
