@@ -4,8 +4,12 @@
 ``kiln.nn.functional`` and the eager op set follow PyTorch's names and semantics.
 """
 
-from kiln import _C
-from kiln._tensor import Size, Tensor, device, dtype  # noqa: F401
+from kiln import _blas_env
+
+_blas_env.configure()  # must run before _C loads libopenblas
+
+from kiln import _C  # noqa: E402
+from kiln._tensor import Size, Tensor, device, dtype  # noqa: E402,F401
 
 bool = _C.dtype.bool  # noqa: A001 - torch spelling
 uint8 = _C.dtype.uint8
