@@ -9,6 +9,8 @@
 
 #include <cmath>
 #include <initializer_list>
+#include <limits>
+#include <type_traits>
 
 namespace kiln::ops::detail {
 
@@ -71,5 +73,114 @@ template <typename F> Tensor unaryKernel(const Tensor &a, DType dtype, DType out
 /// Float ops promote integers and bool to the default float dtype (torch.exp(int) is float).
 inline DType floatResult(DType t) { return isFloating(t) ? t : defaultFloatDType(); }
 
+/// The type float16/bfloat16 values are computed in (float); other types compute as themselves.
+template <typename T>
+using OpMath = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+
+/// Throws torch's NotImplementedError for a dtype `op` has no kernel for.
+[[noreturn]] inline void unsupportedDType(const char *op, DType t) {
+  fail(ErrorKind::NotImplemented, "{}: not implemented for dtype {}", op, dtypeName(t));
+}
+/// Rejects non-floating dtypes (ops like gelu or frac that torch defines for floats only).
+inline void checkFloating(const char *op, DType t) {
+  if (!isFloating(t))
+    unsupportedDType(op, t);
+}
+/// Rejects bool (ops like abs or floor that torch defines for numbers only).
+inline void checkNotBool(const char *op, DType t) {
+  if (t == DType::Bool)
+    unsupportedDType(op, t);
+}
+
+/// Calls fn.template operator()<T>() with T the storage type of a floating dtype. Kernels of
+/// float-valued functions dispatch only here: their integer inputs are promoted first, so integer
+/// instantiations would be dead code (and compile time).
+template <typename Fn> decltype(auto) dispatchFloating(DType t, Fn &&fn) {
+  switch (t) {
+  case DType::Float16:
+    return fn.template operator()<Half>();
+  case DType::BFloat16:
+    return fn.template operator()<BFloat16>();
+  case DType::Float64:
+    return fn.template operator()<double>();
+  default:
+    return fn.template operator()<float>();
+  }
+}
+
+/// out = f(a) for a float-valued function: out has floating dtype `dtype` (a is cast to it).
+/// f is a generic lambda `<typename T>(T) -> T` called with T float or double; float16/bfloat16
+/// are read and written directly and computed in float, so no temporaries are made.
+template <typename F> Tensor floatUnaryKernel(const Tensor &a, DType dtype, F f) {
+  Tensor in[1] = {a.to(dtype)};
+  Tensor out = Tensor::empty(a.sizes(), dtype, a.device());
+  dispatchFloating(dtype, [&]<typename S>() {
+    using T = OpMath<S>;
+    cpuKernel<S, S>(out, in, [f](S x) -> S { return S(f(T(x))); });
+  });
+  return out;
+}
+
+/// out = f(a, b) broadcast, for a float-valued function computed in floating dtype `dtype`.
+template <typename F>
+Tensor floatBinaryKernel(const char *op, const Tensor &a, const Tensor &b, DType dtype, F f) {
+  checkSameDevice(op, a, b);
+  Shape shape = broadcastShapes(a.sizes(), b.sizes(), op);
+  Tensor ins[2] = {a.to(dtype).expand(shape), b.to(dtype).expand(shape)};
+  Tensor out = Tensor::empty(shape, dtype, a.isWrappedNumber() ? b.device() : a.device());
+  dispatchFloating(dtype, [&]<typename S>() {
+    using T = OpMath<S>;
+    cpuKernel<S, S, S>(out, ins, [f](S x, S y) -> S { return S(f(T(x), T(y))); });
+  });
+  return out;
+}
+
+/// out = f(a) in a's own dtype, for any non-float-valued op (abs, floor, relu on integers ...).
+template <typename F> Tensor sameTypeUnaryKernel(const Tensor &a, F f) {
+  return unaryKernel(a, a.dtype(), a.dtype(), f);
+}
+
+/// Integer arithmetic that wraps on overflow (as torch's does) instead of being undefined.
+template <typename T> inline T wrapAdd(T x, T y) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(x) + static_cast<U>(y));
+}
+template <typename T> inline T wrapSub(T x, T y) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(x) - static_cast<U>(y));
+}
+template <typename T> inline T wrapMul(T x, T y) {
+  using U = std::make_unsigned_t<T>;
+  if constexpr (sizeof(T) < sizeof(int))
+    return static_cast<T>(static_cast<int>(x) * static_cast<int>(y));
+  else
+    return static_cast<T>(static_cast<U>(x) * static_cast<U>(y));
+}
+
+/// s as a T, throwing (naming `op`) when an integer value does not fit in T, as torch does.
+template <typename T> T castScalarChecked(const char *op, const Scalar &s, DType t) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return s.toBool();
+  } else if constexpr (std::is_integral_v<T>) {
+    using Limits = std::numeric_limits<T>;
+    // c10's overflow rule: floats must lie in T's range; integers may also go down to -max for
+    // unsigned T, wrapping (so uint8 reads -1 as 255).
+    const double d = s.toDouble();
+    const int64_t lowest = std::is_unsigned_v<T> && !s.isFloating()
+                               ? -static_cast<int64_t>(Limits::max())
+                               : static_cast<int64_t>(Limits::lowest());
+    const bool fits =
+        s.isFloating() ? d >= static_cast<double>(lowest) && d <= static_cast<double>(Limits::max())
+                       : s.toInt() >= lowest && s.toInt() <= static_cast<int64_t>(Limits::max());
+    KILN_CHECK(fits, "{}: value {} cannot be converted to type {} without overflow", op,
+               s.isFloating() ? fmt::format("{}", d) : fmt::format("{}", s.toInt()), dtypeName(t));
+    return static_cast<T>(s.toInt());
+  } else {
+    return static_cast<T>(s.toDouble());
+  }
+}
+
+/// True when some element of t is zero (integer division checks its divisor with this).
+bool anyZero(const Tensor &t);
 
 } // namespace kiln::ops::detail
