@@ -1,0 +1,199 @@
+// Forward convolution: torch's argument checks, then im2col + GEMM per (image, group).
+#include "runtime/ops/conv.h"
+
+#include "runtime/error.h"
+#include "runtime/ops/conv_impl.h"
+#include "runtime/ops/linalg_impl.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace kiln::ops {
+
+using namespace detail;
+
+namespace {
+
+/// The resolved geometry of one forward convolution.
+struct ConvPlan {
+  ConvGeometry geom; // per group: channels = in_channels / groups
+  int64_t batch = 0;
+  int64_t groups = 1;
+  int64_t outPerGroup = 0;
+  Shape outShape; // [N, O, *spatial]
+};
+
+void checkInputRank(const char *op, int64_t nd, const Tensor &input, const Tensor &weight) {
+  KILN_CHECK(input.dim() == nd + 1 || input.dim() == nd + 2,
+             "Expected {}D (unbatched) or {}D (batched) input to {}, but got input of size: {}",
+             nd + 1, nd + 2, op, input.shapeStr());
+  KILN_CHECK(weight.dim() == nd + 2,
+             "{}: expected weight to be {}-D ([out_channels, in_channels / groups, *kernel]), "
+             "but got weight of size {}",
+             op, nd + 2, weight.shapeStr());
+}
+
+void checkDTypes(const char *op, const Tensor &input, const Tensor &weight,
+                 const std::optional<Tensor> &bias) {
+  KILN_CHECK(input.dtype() == weight.dtype(),
+             "{}: expected input and weight to have the same dtype, but got input {} and weight "
+             "{}",
+             op, dtypeName(input.dtype()), dtypeName(weight.dtype()));
+  KILN_CHECK(!bias || bias->dtype() == input.dtype(),
+             "{}: Input type ({}) and bias type ({}) should be the same", op,
+             dtypeName(input.dtype()), dtypeName(bias->dtype()));
+  if (input.dtype() == DType::Bool)
+    notImplementedFor(op, input.dtype());
+}
+
+void checkWeight(const char *op, const Tensor &x, const Tensor &weight,
+                 const std::optional<Tensor> &bias, int64_t groups) {
+  KILN_CHECK(groups > 0, "{}: non-positive groups is not supported", op);
+  int64_t o = weight.size(0);
+  KILN_CHECK(o >= 1,
+             "{}: Given groups={}, expected weight to be at least 1 at dimension 0, but got "
+             "weight of size {} instead",
+             op, groups, weight.shapeStr());
+  KILN_CHECK(o % groups == 0,
+             "{}: Given groups={}, expected weight to be divisible by {} at dimension 0, but got "
+             "weight of size {} instead",
+             op, groups, groups, weight.shapeStr());
+  KILN_CHECK(x.size(1) == weight.size(1) * groups,
+             "{}: Given groups={}, weight of size {}, expected input{} to have {} channels, but "
+             "got {} channels instead",
+             op, groups, weight.shapeStr(), x.shapeStr(), weight.size(1) * groups, x.size(1));
+  KILN_CHECK(!bias || (bias->dim() == 1 && bias->size(0) == o),
+             "{}: Given weight of size {}, expected bias to be 1-dimensional with {} elements, "
+             "but got bias of size {} instead",
+             op, weight.shapeStr(), o, bias->shapeStr());
+}
+
+/// Resolves padding (explicit, 'same' or 'valid') into per-side amounts.
+void resolvePadding(const char *op, int64_t nd, const Tensor &weight, const ConvOptions &opts,
+                    const Shape &stride, const Shape &dilation, Shape &before, Shape &after) {
+  if (opts.paddingMode.empty()) {
+    before = after = expandParam(op, "padding", opts.padding, nd);
+    for (int64_t p : before)
+      KILN_CHECK(p >= 0, "{}: negative padding is not supported (got padding={})", op,
+                 shapeToString(before));
+    return;
+  }
+  before.assign(nd, 0);
+  after.assign(nd, 0);
+  if (opts.paddingMode == "valid")
+    return;
+  KILN_CHECK_KIND(Value, opts.paddingMode == "same",
+                  "{}: Invalid padding string: '{}' (expected 'same' or 'valid')", op,
+                  opts.paddingMode);
+  for (int64_t s : stride)
+    KILN_CHECK(s == 1, "{}: padding='same' is not supported for strided convolutions", op);
+  // An odd total puts the extra element after, like torch.
+  for (int64_t d = 0; d < nd; ++d) {
+    int64_t total = dilation[d] * (weight.size(d + 2) - 1);
+    before[d] = total / 2;
+    after[d] = total - before[d];
+  }
+}
+
+ConvPlan planConv(const char *op, int64_t nd, const Tensor &x, const Tensor &weight,
+                  const std::optional<Tensor> &bias, const ConvOptions &opts) {
+  Shape stride = expandParam(op, "stride", opts.stride, nd);
+  Shape dilation = expandParam(op, "dilation", opts.dilation, nd);
+  for (int64_t s : stride)
+    KILN_CHECK(s > 0, "{}: non-positive stride is not supported (got stride={})", op,
+               shapeToString(stride));
+  for (int64_t d : dilation)
+    KILN_CHECK(d > 0, "{}: dilation should be greater than zero (got dilation={})", op,
+               shapeToString(dilation));
+  // torch's dilated CPU kernel covers the floating types and int64 only.
+  bool dilated = std::any_of(dilation.begin(), dilation.end(), [](int64_t d) { return d > 1; });
+  if (dilated && !isFloating(x.dtype()) && x.dtype() != DType::Int64)
+    notImplementedFor(fmt::format("{} with dilation", op).c_str(), x.dtype());
+  Shape before, after;
+  resolvePadding(op, nd, weight, opts, stride, dilation, before, after);
+  checkWeight(op, x, weight, bias, opts.groups);
+  ConvPlan p;
+  p.batch = x.size(0);
+  p.groups = opts.groups;
+  p.outPerGroup = weight.size(0) / opts.groups;
+  p.geom.channels = weight.size(1);
+  Shape padded(nd), kernel(nd), spatialOut(nd);
+  for (int64_t d = 0; d < nd; ++d) {
+    padded[d] = x.size(d + 2) + before[d] + after[d];
+    kernel[d] = dilation[d] * (weight.size(d + 2) - 1) + 1;
+  }
+  for (int64_t d = 0; d < nd; ++d)
+    KILN_CHECK(padded[d] >= kernel[d],
+               "{}: Calculated padded input size per channel: {}. Kernel size: {}. Kernel size "
+               "can't be greater than actual input size",
+               op, spatialStr(padded), spatialStr(kernel));
+  p.outShape = {p.batch, weight.size(0)};
+  for (int64_t d = 0; d < nd; ++d) {
+    int64_t k = weight.size(d + 2),
+            o = windowOutSize(x.size(d + 2), before[d] + after[d], k, stride[d], dilation[d]);
+    p.outShape.push_back(o);
+    p.geom.in[3 - nd + d] = x.size(d + 2);
+    p.geom.out[3 - nd + d] = o;
+    kernel[d] = k;
+  }
+  setWindow(p.geom, kernel, stride, before, dilation);
+  return p;
+}
+
+template <typename T>
+void convKernel(const ConvPlan &p, const T *x, const T *w, const T *bias, T *out) {
+  const ConvGeometry &g = p.geom;
+  const int64_t og = p.outPerGroup, kc = g.colRows(), l = g.outVolume(), ow = g.out[2];
+  const int64_t imageSize = g.channels * g.inVolume(), chunk = linesPerChunk(g, sizeof(T));
+  forEachGemm(p.batch * p.groups, og * l * std::max<int64_t>(1, kc), [&](int64_t task) {
+    int64_t gi = task % p.groups;
+    const T *image = x + task * imageSize;
+    const T *wg = w + gi * og * kc;
+    T *o = out + task * og * l;
+    MatRef<T> wm{wg, kc, 1};
+    if (g.isPointwise()) {
+      gemm<T>(og, l, kc, T(1), wm, MatRef<T>{image, l, 1}, T(0), o, l);
+    } else {
+      std::vector<T> col(kc * chunk * ow);
+      for (int64_t line0 = 0; line0 < g.outLines(); line0 += chunk) {
+        int64_t line1 = std::min(g.outLines(), line0 + chunk), cols = (line1 - line0) * ow;
+        im2col(g, image, col.data(), line0, line1);
+        gemm<T>(og, cols, kc, T(1), wm, MatRef<T>{col.data(), cols, 1}, T(0), o + line0 * ow, l);
+      }
+    }
+    if (bias)
+      for (int64_t c = 0; c < og; ++c) {
+        T b = bias[gi * og + c];
+        for (int64_t i = 0; i < l; ++i)
+          o[c * l + i] = static_cast<T>(o[c * l + i] + b);
+      }
+  });
+}
+
+const char *convName(int64_t nd) { return nd == 1 ? "conv1d" : nd == 2 ? "conv2d" : "conv3d"; }
+
+} // namespace
+
+Tensor convolution(int64_t nd, const Tensor &input, const Tensor &weight,
+                   const std::optional<Tensor> &bias, const ConvOptions &opts) {
+  KILN_CHECK(nd >= 1 && nd <= 3, "convolution: expected 1 to 3 spatial dims, got {}", nd);
+  const char *op = convName(nd);
+  checkInputRank(op, nd, input, weight);
+  checkDTypes(op, input, weight, bias);
+  bool batched = input.dim() == nd + 2;
+  Tensor x = batched ? input : input.unsqueeze(0);
+  ConvPlan plan = planConv(op, nd, x, weight, bias, opts);
+  DType dt = input.dtype(), compute = computeDType(dt);
+  Tensor xc = x.to(compute).contiguous(), wc = weight.to(compute).contiguous();
+  Tensor bc = bias ? bias->to(compute).contiguous() : Tensor();
+  Tensor out = Tensor::empty(plan.outShape, compute, input.device());
+  dispatchCompute(compute, [&]<typename T>() {
+    if constexpr (!std::is_same_v<T, bool>)
+      convKernel<T>(plan, xc.data<T>(), wc.data<T>(), bias ? bc.data<T>() : nullptr, out.data<T>());
+  });
+  if (compute != dt)
+    out = out.to(dt);
+  return batched ? out : out.squeeze({0});
+}
+
+} // namespace kiln::ops

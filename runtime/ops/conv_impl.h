@@ -1,0 +1,67 @@
+#pragma once
+/// Internal helpers of the convolution ops: window geometry over up to three spatial dims,
+/// im2col (image -> column matrix, the GEMM operand of a convolution) and its adjoint col2im
+/// (used by transposed convolution and fold), and the argument checks conv, fold and unfold
+/// share. Not part of the public op API.
+
+#include "runtime/tensor.h"
+
+#include <array>
+
+namespace kiln::ops::detail {
+
+/// A sliding window over a [channels, in[0], in[1], in[2]] image. 1-D and 2-D ops use size-1
+/// leading spatial dims, so one kernel serves conv1d, conv2d and conv3d.
+struct ConvGeometry {
+  int64_t channels = 1;
+  std::array<int64_t, 3> in{1, 1, 1};
+  std::array<int64_t, 3> out{1, 1, 1};
+  std::array<int64_t, 3> kernel{1, 1, 1};
+  std::array<int64_t, 3> stride{1, 1, 1};
+  std::array<int64_t, 3> padBefore{0, 0, 0};
+  std::array<int64_t, 3> dilation{1, 1, 1};
+
+  int64_t kernelVolume() const { return kernel[0] * kernel[1] * kernel[2]; }
+  int64_t inVolume() const { return in[0] * in[1] * in[2]; }
+  int64_t outVolume() const { return out[0] * out[1] * out[2]; }
+  /// Rows of the column matrix: channels x kernel positions.
+  int64_t colRows() const { return channels * kernelVolume(); }
+  /// Output "lines" (positions of the two outer spatial dims); im2col works on ranges of them.
+  int64_t outLines() const { return out[0] * out[1]; }
+  /// True when the column matrix is the image itself (1x1 kernel, stride 1, no padding).
+  bool isPointwise() const;
+};
+
+/// Fills col[colRows, (line1 - line0) * out[2]] with the windows of output lines
+/// [line0, line1) of `image` ([channels, in...], contiguous); padding reads as zero.
+template <typename T>
+void im2col(const ConvGeometry &g, const T *image, T *col, int64_t line0, int64_t line1);
+
+/// The adjoint of im2col: image[...] += col[...] for output lines [line0, line1) (image is
+/// [channels, in...], contiguous; entries that fall in the padding are dropped).
+template <typename T>
+void col2im(const ConvGeometry &g, const T *col, T *image, int64_t line0, int64_t line1);
+
+/// How many output lines to process per im2col chunk so the column buffer stays ~16 MiB.
+int64_t linesPerChunk(const ConvGeometry &g, int64_t itemsize);
+
+/// A per-dim parameter given as one value or one per spatial dim, expanded to `nd` values.
+/// Throws torch's "expected stride to be a single integer value or a list of 2 values" error.
+Shape expandParam(const char *op, const char *name, IntList v, int64_t nd);
+
+/// Fills g.kernel/stride/dilation/padBefore (right-aligned into the 3 slots) from nd values.
+void setWindow(ConvGeometry &g, IntList kernel, IntList stride, IntList padBefore,
+               IntList dilation);
+
+/// Output size of a window along one dim: floor((in + pads - dilation * (k - 1) - 1) / s) + 1.
+inline int64_t windowOutSize(int64_t in, int64_t padTotal, int64_t k, int64_t stride,
+                             int64_t dilation) {
+  int64_t num = in + padTotal - dilation * (k - 1) - 1;
+  // Floor division: a window larger than the padded input gives <= 0 blocks, never 1.
+  return (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
+}
+
+/// "[1, 2, 3]" -> "(1 x 2 x 3)", the way torch prints spatial sizes in conv errors.
+std::string spatialStr(IntList v);
+
+} // namespace kiln::ops::detail

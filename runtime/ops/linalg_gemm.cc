@@ -1,0 +1,262 @@
+// GEMM kernels: OpenBLAS for float/double, a blocked loop for integers, and the batched tensor
+// GEMM every matrix product in kiln goes through.
+#include "runtime/copy.h"
+#include "runtime/ops/linalg_impl.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <type_traits>
+#include <vector>
+
+namespace kiln::ops::detail {
+
+std::string_view torchTypeName(DType t) {
+  switch (t) {
+  case DType::Bool:
+    return "Bool";
+  case DType::UInt8:
+    return "Byte";
+  case DType::Int8:
+    return "Char";
+  case DType::Int16:
+    return "Short";
+  case DType::Int32:
+    return "Int";
+  case DType::Int64:
+    return "Long";
+  case DType::Float16:
+    return "Half";
+  case DType::BFloat16:
+    return "BFloat16";
+  case DType::Float32:
+    return "Float";
+  case DType::Float64:
+    return "Double";
+  }
+  return "?";
+}
+
+void notImplementedFor(const char *op, DType t) {
+  fail(ErrorKind::NotImplemented, "\"{}\" not implemented for '{}'", op, torchTypeName(t));
+}
+
+std::optional<BlasLayout> blasLayout(int64_t rows, int64_t cols, int64_t rowStride,
+                                     int64_t colStride) {
+  // A dim of size 1 never moves the pointer, so its stride is free to be whatever BLAS needs.
+  if ((colStride == 1 || cols == 1) && (rows == 1 || rowStride >= std::max<int64_t>(1, cols)))
+    return BlasLayout{false, rows == 1 ? std::max<int64_t>(1, cols) : rowStride};
+  if ((rowStride == 1 || rows == 1) && (cols == 1 || colStride >= std::max<int64_t>(1, rows)))
+    return BlasLayout{true, cols == 1 ? std::max<int64_t>(1, rows) : colStride};
+  return std::nullopt;
+}
+
+namespace {
+
+std::mutex gBlasMutex;
+int gBlasDepth = 0;
+int gBlasSaved = 1;
+
+/// Scales c by beta (zero when beta == 0, ignoring NaNs already there), as BLAS does for k == 0.
+template <typename T> void scaleOutput(int64_t m, int64_t n, T beta, T *c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      c[i * ldc + j] = beta == T(0) ? T(0) : static_cast<T>(beta * c[i * ldc + j]);
+}
+
+template <typename T>
+void blasGemm(int64_t m, int64_t n, int64_t k, T alpha, MatRef<T> a, MatRef<T> b, T beta, T *c,
+              int64_t ldc) {
+  auto la = blasLayout(m, k, a.rowStride, a.colStride);
+  auto lb = blasLayout(k, n, b.rowStride, b.colStride);
+  KILN_CHECK(la && lb, "gemm: operand strides are not BLAS-compatible (internal error)");
+  auto ta = la->trans ? CblasTrans : CblasNoTrans;
+  auto tb = lb->trans ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a.data, la->ld, b.data, lb->ld, beta, c,
+                ldc);
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a.data, la->ld, b.data, lb->ld, beta, c,
+                ldc);
+}
+
+// Tiles of the integer GEMM: a kRowBlock x kColBlock accumulator tile stays in L1/L2 while the
+// k loop streams through a kDepthBlock x kColBlock panel of b.
+constexpr int64_t kRowBlock = 32;
+constexpr int64_t kColBlock = 256;
+constexpr int64_t kDepthBlock = 128;
+
+/// Integer GEMM in unsigned arithmetic: the result modulo 2^bits equals torch's wrapping integer
+/// accumulation, without signed-overflow UB.
+template <typename T>
+void intGemm(int64_t m, int64_t n, int64_t k, T alpha, MatRef<T> a, MatRef<T> b, T beta, T *c,
+             int64_t ldc) {
+  using Acc = std::conditional_t<sizeof(T) <= 4, uint32_t, uint64_t>;
+  const Acc al = static_cast<Acc>(alpha), be = static_cast<Acc>(beta);
+  int64_t rowBlocks = (m + kRowBlock - 1) / kRowBlock;
+  int64_t work = kRowBlock * std::max<int64_t>(1, n) * std::max<int64_t>(1, k);
+  int64_t grain = std::max<int64_t>(1, kElementwiseGrain / work);
+  parallelFor(0, rowBlocks, grain, [&](int64_t rb0, int64_t rb1) {
+    std::vector<Acc> acc(kRowBlock * kColBlock);
+    for (int64_t rb = rb0; rb < rb1; ++rb) {
+      int64_t i0 = rb * kRowBlock, i1 = std::min(m, i0 + kRowBlock);
+      for (int64_t j0 = 0; j0 < n; j0 += kColBlock) {
+        int64_t nj = std::min(n, j0 + kColBlock) - j0;
+        std::fill(acc.begin(), acc.end(), Acc(0));
+        for (int64_t p0 = 0; p0 < k; p0 += kDepthBlock) {
+          int64_t p1 = std::min(k, p0 + kDepthBlock);
+          for (int64_t i = i0; i < i1; ++i) {
+            Acc *row = acc.data() + (i - i0) * kColBlock;
+            for (int64_t p = p0; p < p1; ++p) {
+              Acc av = static_cast<Acc>(a.data[i * a.rowStride + p * a.colStride]);
+              const T *brow = b.data + p * b.rowStride + j0 * b.colStride;
+              if (b.colStride == 1) {
+                for (int64_t j = 0; j < nj; ++j)
+                  row[j] += av * static_cast<Acc>(brow[j]);
+              } else {
+                for (int64_t j = 0; j < nj; ++j)
+                  row[j] += av * static_cast<Acc>(brow[j * b.colStride]);
+              }
+            }
+          }
+        }
+        for (int64_t i = i0; i < i1; ++i) {
+          T *crow = c + i * ldc + j0;
+          const Acc *row = acc.data() + (i - i0) * kColBlock;
+          for (int64_t j = 0; j < nj; ++j) {
+            Acc prev = be == 0 ? Acc(0) : be * static_cast<Acc>(crow[j]);
+            crow[j] = static_cast<T>(al * row[j] + prev);
+          }
+        }
+      }
+    }
+  });
+}
+
+} // namespace
+
+template <typename T>
+void gemm(int64_t m, int64_t n, int64_t k, T alpha, MatRef<T> a, MatRef<T> b, T beta, T *c,
+          int64_t ldc) {
+  if (m == 0 || n == 0)
+    return;
+  if constexpr (std::is_floating_point_v<T>) {
+    if (k == 0)
+      scaleOutput(m, n, beta, c, ldc);
+    else
+      blasGemm(m, n, k, alpha, a, b, beta, c, ldc);
+  } else {
+    intGemm(m, n, k, alpha, a, b, beta, c, ldc);
+  }
+}
+
+template void gemm<float>(int64_t, int64_t, int64_t, float, MatRef<float>, MatRef<float>, float,
+                          float *, int64_t);
+template void gemm<double>(int64_t, int64_t, int64_t, double, MatRef<double>, MatRef<double>,
+                           double, double *, int64_t);
+template void gemm<uint8_t>(int64_t, int64_t, int64_t, uint8_t, MatRef<uint8_t>, MatRef<uint8_t>,
+                            uint8_t, uint8_t *, int64_t);
+template void gemm<int8_t>(int64_t, int64_t, int64_t, int8_t, MatRef<int8_t>, MatRef<int8_t>,
+                           int8_t, int8_t *, int64_t);
+template void gemm<int16_t>(int64_t, int64_t, int64_t, int16_t, MatRef<int16_t>, MatRef<int16_t>,
+                            int16_t, int16_t *, int64_t);
+template void gemm<int32_t>(int64_t, int64_t, int64_t, int32_t, MatRef<int32_t>, MatRef<int32_t>,
+                            int32_t, int32_t *, int64_t);
+template void gemm<int64_t>(int64_t, int64_t, int64_t, int64_t, MatRef<int64_t>, MatRef<int64_t>,
+                            int64_t, int64_t *, int64_t);
+
+BlasSerialScope::BlasSerialScope() {
+  std::lock_guard<std::mutex> lock(gBlasMutex);
+  if (gBlasDepth++ == 0) {
+    gBlasSaved = openblas_get_num_threads();
+    if (gBlasSaved > 1)
+      openblas_set_num_threads(1);
+  }
+}
+
+BlasSerialScope::~BlasSerialScope() {
+  std::lock_guard<std::mutex> lock(gBlasMutex);
+  if (--gBlasDepth == 0 && gBlasSaved > 1)
+    openblas_set_num_threads(gBlasSaved);
+}
+
+void checkGemmDTypes(const char *op, const Tensor &a, const Tensor &b, const char *what) {
+  KILN_CHECK(a.dtype() == b.dtype(), "{}: expected {} to have the same dtype, but got: {} != {}",
+             op, what, dtypeName(a.dtype()), dtypeName(b.dtype()));
+  if (a.dtype() == DType::Bool)
+    notImplementedFor(op, a.dtype());
+}
+
+namespace {
+
+/// Element offsets of every matrix of `t` (viewed with the broadcast batch shape) in batch order.
+std::vector<int64_t> batchOffsets(const Tensor &t, IntList batch) {
+  Shape sizes(batch.begin(), batch.end());
+  sizes.push_back(t.size(-2));
+  sizes.push_back(t.size(-1));
+  Tensor e = t.expand(sizes);
+  int64_t nb = numelOf(batch), nd = static_cast<int64_t>(batch.size());
+  std::vector<int64_t> offs(nb);
+  Shape idx(nd, 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    offs[i] = off;
+    for (int64_t d = nd - 1; d >= 0; --d) {
+      off += e.stride(d);
+      if (++idx[d] < batch[d])
+        break;
+      off -= idx[d] * e.stride(d);
+      idx[d] = 0;
+    }
+  }
+  return offs;
+}
+
+/// `t` in the compute dtype with matrices BLAS can read in place (copied only when needed).
+Tensor gemmOperand(const Tensor &t, DType compute) {
+  Tensor c = t.to(compute);
+  if (!isFloating(compute))
+    return c;
+  if (!blasLayout(c.size(-2), c.size(-1), c.stride(-2), c.stride(-1)))
+    return c.contiguous();
+  return c;
+}
+
+} // namespace
+
+Tensor batchedGemm(const Tensor &a, const Tensor &b, const Tensor *self, const Scalar &alpha,
+                   const Scalar &beta) {
+  DType dt = a.dtype(), compute = computeDType(dt);
+  Shape batchA(a.sizes().begin(), a.sizes().end() - 2);
+  Shape batchB(b.sizes().begin(), b.sizes().end() - 2);
+  Shape batch = broadcastShapes(batchA, batchB, "matmul");
+  int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  Shape outShape = batch;
+  outShape.push_back(m);
+  outShape.push_back(n);
+  Tensor ac = gemmOperand(a, compute), bc = gemmOperand(b, compute);
+  Tensor out = Tensor::empty(outShape, compute, a.device());
+  bool useSelf = self != nullptr && beta.toDouble() != 0.0;
+  if (useSelf)
+    copyInto(out, self->to(compute).expand(outShape));
+  std::vector<int64_t> offA = batchOffsets(ac, batch), offB = batchOffsets(bc, batch);
+  dispatchCompute(compute, [&]<typename T>() {
+    if constexpr (std::is_same_v<T, bool>) {
+      notImplementedFor("matmul", dt);
+    } else {
+      T al = alpha.to<T>(), be = useSelf ? beta.to<T>() : T(0);
+      const T *pa = ac.data<T>(), *pb = bc.data<T>();
+      T *pc = out.data<T>();
+      forEachGemm(numelOf(batch), m * n * k, [&](int64_t i) {
+        MatRef<T> ma{pa + offA[i], ac.stride(-2), ac.stride(-1)};
+        MatRef<T> mb{pb + offB[i], bc.stride(-2), bc.stride(-1)};
+        gemm<T>(m, n, k, al, ma, mb, be, pc + i * m * n, std::max<int64_t>(1, n));
+      });
+    }
+  });
+  return compute == dt ? out : out.to(dt);
+}
+
+} // namespace kiln::ops::detail
