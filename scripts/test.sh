@@ -1,17 +1,38 @@
 #!/usr/bin/env bash
-# Runs every kiln test: set-up and build, the Catch2 suites (bazel test), then the pytest suites.
-# Exits non-zero on any failure.
+# README command 2: set up and build if needed, then run every kiln test — the Catch2 suites
+# (bazel test), the golden IR tests (lit + FileCheck) and the pytest suites. Exits non-zero if
+# any of them fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh || exit 1
 PY="$(pwd)/.venv/bin/python"
+export KILN_PYTHON="$PY"
 status=0
 
-echo "== C++ unit tests (Catch2, bazel test //tests/...)"
-KILN_PYTHON="$PY" bazel test //tests/... 2>&1 | grep -vE "^(Loading|Analyzing|INFO: (Invocation|Analyzed|Found|Elapsed|From))" || true
-[ "${PIPESTATUS[0]}" = 0 ] || status=1
+# Runs bazel quietly: progress lines are dropped, everything else (failures) is shown.
+quiet_bazel() {
+  local log rc
+  log="$(mktemp)"
+  bazel "$@" >"$log" 2>&1
+  rc=$?
+  grep -vE "^(\[|Loading|Analyzing|INFO: (Invocation|Analyzed|Found|Elapsed|From|[0-9]+ process))" "$log"
+  rm -f "$log"
+  return $rc
+}
 
-echo "== Python tests (pytest tests/python)"
+echo "== C++ unit tests (Catch2: bazel test //tests/...)"
+quiet_bazel test //tests/... || status=1
+
+echo "== Golden IR tests (lit + FileCheck: tests/lit)"
+if quiet_bazel build //tools:kiln-opt; then
+  .venv/bin/lit -sv tests/lit || status=1
+else
+  echo "kiln-opt failed to build"
+  status=1
+fi
+
+echo "== Python tests (pytest: tests/python)"
 "$PY" -m pytest -q -p no:cacheprovider tests/python "$@" || status=1
 
+if [ $status = 0 ]; then echo "kiln: all test suites passed"; else echo "kiln: TESTS FAILED"; fi
 exit $status
