@@ -3,6 +3,7 @@
 #include "runtime/ops/activation.h"
 
 #include "runtime/ops/elementwise_impl.h"
+#include "runtime/ops/fast_math_impl.h"
 
 namespace kiln::ops {
 
@@ -89,15 +90,15 @@ Tensor gelu(const Tensor &a, const std::string &approximate) {
   if (approximate == "tanh")
     return floatActivation("gelu", a, []<typename T>(T x) -> T {
       const T k = static_cast<T>(0.7978845608028654); // sqrt(2 / pi)
-      return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
+      return T(0.5) * x * (T(1) + fastTanh(k * (x + T(0.044715) * x * x * x)));
     });
   return floatActivation("gelu", a, []<typename T>(T x) -> T {
-    return T(0.5) * x * (T(1) + std::erf(x * static_cast<T>(0.7071067811865476)));
+    return T(0.5) * x * (T(1) + fastErf(x * static_cast<T>(0.7071067811865476)));
   });
 }
 
 Tensor silu(const Tensor &a) {
-  return floatActivation("silu", a, []<typename T>(T x) -> T { return x / (T(1) + std::exp(-x)); });
+  return floatActivation("silu", a, []<typename T>(T x) -> T { return x / (T(1) + fastExp(-x)); });
 }
 
 Tensor softplus(const Tensor &a, double beta, double threshold) {
