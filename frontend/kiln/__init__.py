@@ -32,3 +32,5 @@ set_num_threads = _C.set_num_threads
 from kiln._ops import *  # noqa: E402,F401,F403
 
 __version__ = "0.1.0"
+
+from kiln import nn  # noqa: E402,F401  (torch.nn is available after `import torch`)

@@ -105,7 +105,17 @@ def _repr(self) -> str:
     import numpy as np
 
     arr = (self.float() if self.dtype == _C.dtype.bfloat16 else self).numpy(force=True)
-    body = np.array2string(arr, separator=", ", prefix="tensor(", precision=4)
+    # torch prints floats with 4 fixed decimals unless every value is integral ("1.").
+    fixed = arr.dtype.kind == "f" and not np.all(
+        np.isnan(arr) | np.isinf(arr) | (arr == np.round(arr))
+    )
+    body = np.array2string(
+        arr,
+        separator=", ",
+        prefix="tensor(",
+        precision=4,
+        floatmode="fixed" if fixed else "maxprec",
+    )
     extra = ""
     if self.dtype not in (_C.dtype.float32, _C.dtype.int64, _C.dtype.bool):
         extra = f", dtype={self.dtype}"
@@ -135,9 +145,7 @@ def _iter(self):
 
 def _bool(self) -> bool:
     if self.numel() != 1:
-        raise RuntimeError(
-            f"Boolean value of Tensor with {self.numel()} values is ambiguous"
-        )
+        raise RuntimeError(f"Boolean value of Tensor with {self.numel()} values is ambiguous")
     return bool(self.item())
 
 
