@@ -145,3 +145,22 @@ def test_large_parallel_add_matches():
     tu, ku = make((333,), "float32", seed=3)
     assert_close(kt + ku, tt + tu)
     assert_close(kt.t() + 1.0, tt.t() + 1.0)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[[0.7379, -0.6884, -1.286], [-1.0038, -1.7336, 2.0404]], [1.0, 2.0], [0.5, float("nan")], [3]],
+)
+def test_repr_matches_torch(values):
+    t = torch.tensor(values)
+    k = kiln.tensor(values)
+    assert repr(k) == repr(t)
+
+
+def test_repr_names_non_default_dtypes():
+    k = kiln.tensor([1, 2], dtype=kiln.int32)
+    assert repr(k) == repr(torch.tensor([1, 2], dtype=torch.int32)).replace("torch.", "kiln.")
+
+
+def test_import_kiln_exposes_nn():
+    assert kiln.nn.Linear is not None and kiln.nn.functional.relu is not None
