@@ -34,5 +34,6 @@ fi
 echo "== Python tests (pytest: tests/python)"
 "$PY" -m pytest -q -p no:cacheprovider tests/python "$@" || status=1
 
-if [ $status = 0 ]; then echo "kiln: all test suites passed"; else echo "kiln: TESTS FAILED"; fi
+# pytest's summary stays the last line on success; a failure anywhere is named here.
+[ $status = 0 ] || echo "kiln: TESTS FAILED (see the suites above)"
 exit $status
