@@ -27,10 +27,11 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   KILN_CHECK(device.type == DeviceType::CPU,
              "device {} is not available: this build runs on the CPU only", device.str());
   constexpr size_t kAlign = 64;
+  KILN_CHECK(nbytes <= (size_t{1} << 62), "out of memory: cannot allocate {} bytes", nbytes);
   size_t rounded = (nbytes + kAlign - 1) / kAlign * kAlign;
   void *p = rounded ? std::aligned_alloc(kAlign, rounded) : nullptr;
   if (rounded && !p)
-    fail(ErrorKind::Runtime, "out of memory allocating {} bytes", nbytes);
+    fail(ErrorKind::Runtime, "out of memory: cannot allocate {} bytes", nbytes);
   return std::make_shared<Storage>(p, nbytes, device, [p] { std::free(p); });
 }
 

@@ -106,11 +106,17 @@ NdLoop::NdLoop(IntList shape, std::span<const Tensor> operands) {
 // ---- construction -----------------------------------------------------------------------------
 
 Tensor Tensor::empty(IntList sizes, DType dtype, Device device) {
-  for (int64_t s : sizes)
+  // Checked products: a huge shape must fail here, not wrap around to a small allocation.
+  int64_t nbytes = kiln::itemsize(dtype);
+  for (int64_t s : sizes) {
     KILN_CHECK_KIND(Value, s >= 0, "empty: negative dimension {} in shape {}", s,
                     shapeToString(sizes));
+    KILN_CHECK(!__builtin_mul_overflow(nbytes, s, &nbytes),
+               "empty: a tensor of shape {} and dtype {} needs more than 2^63 bytes",
+               shapeToString(sizes), dtypeName(dtype));
+  }
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::allocate(numelOf(sizes) * kiln::itemsize(dtype), device);
+  impl->storage = Storage::allocate(static_cast<size_t>(nbytes), device);
   impl->dtype = dtype;
   impl->sizes.assign(sizes.begin(), sizes.end());
   impl->strides = contiguousStrides(sizes);

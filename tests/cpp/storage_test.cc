@@ -49,3 +49,9 @@ TEST_CASE("devices parse and reject nonsense", "[storage]") {
   CHECK_THROWS_AS(Device::parse("tpu"), Error);
   CHECK_THROWS_AS(Storage::allocate(16, Device::parse("cuda")), Error);
 }
+
+TEST_CASE("impossible sizes fail cleanly instead of wrapping around", "[storage]") {
+  CHECK_THROWS_AS(Tensor::empty({int64_t{1} << 62}, DType::Float32), Error);
+  CHECK_THROWS_AS(Tensor::empty({int64_t{1} << 40, int64_t{1} << 40}, DType::Int8), Error);
+  CHECK_THROWS_AS(Storage::allocate(size_t{1} << 63), Error);
+}

@@ -164,3 +164,9 @@ def test_repr_names_non_default_dtypes():
 
 def test_import_kiln_exposes_nn():
     assert kiln.nn.Linear is not None and kiln.nn.functional.relu is not None
+
+
+@pytest.mark.parametrize("shape", [(2**62,), (2**40, 2**40), (2**31, 2**31, 2**2)])
+def test_impossible_shapes_raise(shape):
+    with pytest.raises(RuntimeError, match="more than 2\\^63 bytes|out of memory"):
+        kiln.empty(*shape)
