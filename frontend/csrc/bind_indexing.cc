@@ -79,6 +79,16 @@ struct Parsed {
 
 bool isIntegerLike(py::handle h) { return PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr()); }
 
+/// A Python int index; one that does not fit in int64 is out of bounds for any tensor.
+int64_t indexInt(py::handle h) {
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+  if (overflow)
+    fail(ErrorKind::Index, "index {} is out of bounds: it does not fit in int64",
+         std::string(py::str(h)));
+  return static_cast<int64_t>(v);
+}
+
 /// How many dims of self an item consumes (Ellipsis expands to the rest).
 int64_t dimsConsumed(py::handle h) {
   if (h.is_none() || h.ptr() == Py_Ellipsis || PyBool_Check(h.ptr()))
@@ -177,7 +187,7 @@ private:
 
   void apply(py::handle h) {
     if (isIntegerLike(h)) {
-      selectInt(h.cast<int64_t>());
+      selectInt(indexInt(h));
     } else if (PySlice_Check(h.ptr())) {
       applySlice(h);
     } else if (h.is_none()) {
@@ -208,7 +218,7 @@ private:
 Tensor getItem(const Tensor &self, py::handle index) {
   if (isIntegerLike(index)) // x[i]: the hot path, straight to a view
     return self.dim() == 0 ? IndexParser(self).run(index).view
-                           : self.select(0, index.cast<int64_t>());
+                           : self.select(0, indexInt(index));
   Parsed p = IndexParser(self).run(index);
   if (!p.hasAdvanced)
     return p.view.isSameAs(self) ? self.alias() : p.view;

@@ -280,3 +280,10 @@ def test_contains():
     assert 2.0 in kiln.from_numpy(np.array([1.0, 2.0]))
     with pytest.raises(RuntimeError, match="only supports Tensor or scalar"):
         "a" in k  # noqa: B015
+
+
+@pytest.mark.parametrize("key", [10**20, (slice(None), -(2**70))])
+def test_huge_python_int_index_is_an_index_error(key):
+    x = kiln.zeros(3, 4)
+    with pytest.raises(IndexError, match="does not fit in int64"):
+        x[key]
