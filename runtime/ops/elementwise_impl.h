@@ -43,8 +43,33 @@ Tensor binaryKernel(const char *op, const Tensor &a, const Tensor &b, DType comm
   checkSameDevice(op, a, b);
   Shape shape = broadcastShapes(a.sizes(), b.sizes(), op);
   DType compute = computeDType(common);
+  if (compute != common && !a.isWrappedNumber() && !b.isWrappedNumber() &&
+      (outDType == common || outDType == DType::Bool)) {
+    // float16/bfloat16 tensors: read and write the 16-bit values directly and compute each
+    // element in float, instead of materializing float32 copies of both operands and the result
+    // (three extra passes over memory). Wrapped Python numbers keep the general path below.
+    Tensor ins[2] = {a.to(common).expand(shape), b.to(common).expand(shape)};
+    Tensor out = Tensor::empty(shape, outDType, a.device());
+    auto run = [&]<typename H>() {
+      if (outDType == DType::Bool)
+        cpuKernel<bool, H, H>(out, ins, [f](H x, H y) -> bool { return f(float(x), float(y)); });
+      else
+        cpuKernel<H, H, H>(out, ins, [f](H x, H y) -> H { return H(f(float(x), float(y))); });
+    };
+    if (common == DType::Float16)
+      run.template operator()<Half>();
+    else
+      run.template operator()<BFloat16>();
+    return out;
+  }
   DType kernelOut = outDType == common ? compute : outDType;
-  Tensor ins[2] = {a.to(compute).expand(shape), b.to(compute).expand(shape)};
+  // Like torch, a tensor operand is first cast to the common dtype, so an int64 beyond the
+  // float16 range becomes inf (and 2049 becomes 2048) before the float32 computation.
+  auto toCompute = [&](const Tensor &t) {
+    bool viaCommon = compute != common && t.dtype() != common && !t.isWrappedNumber();
+    return (viaCommon ? t.to(common) : t).to(compute).expand(shape);
+  };
+  Tensor ins[2] = {toCompute(a), toCompute(b)};
   Tensor out = Tensor::empty(shape, kernelOut, a.isWrappedNumber() ? b.device() : a.device());
   dispatchCompute(compute, [&]<typename T>() {
     if (kernelOut == DType::Bool)
