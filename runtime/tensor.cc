@@ -154,8 +154,15 @@ Tensor Tensor::wrapScalar(const Scalar &s) {
 
 // ---- queries ----------------------------------------------------------------------------------
 
-int64_t Tensor::size(int64_t d) const { return sizes()[wrapDim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrapDim(d, dim(), "stride")]; }
+// wrapDim lets dim 0/-1 through for a 0-d tensor, which has no size or stride to read.
+int64_t Tensor::size(int64_t d) const {
+  KILN_CHECK_KIND(Index, dim() > 0, "Dimension specified as {} but tensor has no dimensions", d);
+  return sizes()[wrapDim(d, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  KILN_CHECK_KIND(Index, dim() > 0, "Dimension specified as {} but tensor has no dimensions", d);
+  return strides()[wrapDim(d, dim(), "stride")];
+}
 int64_t Tensor::numel() const { return numelOf(sizes()); }
 
 bool Tensor::isContiguous() const {

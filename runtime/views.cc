@@ -201,6 +201,8 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int6
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  // wrapDim accepts dim 0/-1 on a 0-d tensor, which has no size to narrow.
+  KILN_CHECK(dim() > 0, "narrow() cannot be applied to a 0-dim tensor.");
   d = wrapDim(d, dim(), "narrow");
   int64_t n = sizes()[d];
   if (start < 0)
@@ -275,6 +277,8 @@ Tensor Tensor::flatten(int64_t startDim, int64_t endDim) const {
 }
 
 Tensor Tensor::unflatten(int64_t d, IntList parts) const {
+  KILN_CHECK_KIND(Index, dim() > 0,
+                  "unflatten: Dimension specified as {} but tensor has no dimensions", d);
   d = wrapDim(d, dim(), "unflatten");
   Shape inner = inferSize(parts, sizes()[d], "unflatten", *this);
   Shape sz(sizes().begin(), sizes().begin() + d);
@@ -284,6 +288,8 @@ Tensor Tensor::unflatten(int64_t d, IntList parts) const {
 }
 
 std::vector<Tensor> Tensor::unbind(int64_t d) const {
+  KILN_CHECK_KIND(Index, dim() > 0,
+                  "unbind: Dimension specified as {} but tensor has no dimensions", d);
   d = wrapDim(d, dim(), "unbind");
   std::vector<Tensor> out;
   for (int64_t i = 0; i < sizes()[d]; ++i)

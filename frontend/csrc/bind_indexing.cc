@@ -7,6 +7,7 @@
 #include "frontend/csrc/bindings.h"
 #include "frontend/csrc/py_convert.h"
 #include "runtime/error.h"
+#include "runtime/ops/factory.h"
 #include "runtime/ops/index.h"
 
 #include <pybind11/stl.h>
@@ -246,6 +247,8 @@ void setItem(Tensor &self, py::handle index, py::handle value) {
   Tensor view = p.view;
   if (isNumber(value)) {
     Scalar s = toScalar(value, "__setitem__");
+    // As torch: t[k] = -2.5 on uint8 is an overflow error, not a wrap (float16 takes inf).
+    ops::checkFits(s, self.dtype(), "__setitem__", false);
     if (!p.hasAdvanced)
       view.fill_(s);
     else if (isFullMask(p))

@@ -3,6 +3,7 @@
 #include "frontend/csrc/bindings.h"
 #include "frontend/csrc/py_convert.h"
 #include "runtime/error.h"
+#include "runtime/ops/factory.h"
 
 #include <pybind11/stl.h>
 
@@ -135,7 +136,11 @@ void bindTensor(py::module_ &m) {
     return self;
   }, py::arg("src"), py::arg("non_blocking") = false);
   t.def("fill_", [](py::object self, py::handle v) {
-    self.cast<Tensor &>().fill_(toScalar(v, "fill_"));
+    Scalar value = toScalar(v, "fill_");
+    // torch rejects Python numbers the dtype cannot hold (uint8.fill_(-2.5), half.fill_(1e10)).
+    if (!py::isinstance<Tensor>(v))
+      ops::checkFits(value, self.cast<Tensor &>().dtype(), "fill_", true);
+    self.cast<Tensor &>().fill_(value);
     return self;
   }, py::arg("value"));
   t.def("zero_", [](py::object self) {

@@ -28,7 +28,14 @@ bool allTrue(const Tensor &t) {
 template <typename F> Tensor logicalOp(const char *op, const Tensor &a, const Tensor &b, F f) {
   checkSameDevice(op, a, b);
   Shape shape = broadcastShapes(a.sizes(), b.sizes(), op);
-  Tensor ins[2] = {a.to(DType::Bool).expand(shape), b.to(DType::Bool).expand(shape)};
+  // Like torch, a tensor operand goes through the common dtype first: an int64 0-d tensor
+  // holding -2^63 meets a uint8 tensor as 0, i.e. false.
+  const DType common = resultTypeOf({a, b});
+  auto toBool = [&](const Tensor &t) {
+    bool viaCommon = t.dtype() != common && !t.isWrappedNumber();
+    return (viaCommon ? t.to(common) : t).to(DType::Bool).expand(shape);
+  };
+  Tensor ins[2] = {toBool(a), toBool(b)};
   Tensor out = Tensor::empty(shape, DType::Bool, a.isWrappedNumber() ? b.device() : a.device());
   cpuKernel<bool, bool, bool>(out, ins, f);
   return out;

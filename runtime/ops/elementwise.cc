@@ -80,7 +80,8 @@ Tensor addScaled(const char *op, const Tensor &a, const Tensor &b, DType t, cons
 /// Integer division by zero has no value: torch raises, and so do we (never UB).
 void checkIntegerDivisor(const char *op, DType t, const Tensor &b) {
   if (isIntegral(t, true))
-    KILN_CHECK(!anyZero(b), "ZeroDivisionError: integer division by zero in {}", op);
+    // Checked in the result dtype: int32 -2^31 becomes 0 as a uint8 divisor.
+    KILN_CHECK(!anyZero(b.to(t)), "ZeroDivisionError: integer division by zero in {}", op);
 }
 
 template <typename T> T divFloorFloating(T a, T b) {

@@ -135,6 +135,9 @@ Tensor combinedOffsets(const Indexed &ix, IntList shape, int64_t &mult) {
   }
   mult = 1;
   Tensor acc = Tensor::empty(shape, DType::Int64);
+  // Indices that broadcast to nothing select nothing, so (as in torch) none is range-checked.
+  if (acc.numel() == 0)
+    return acc;
   acc.fill_(Scalar(int64_t{0}));
   for (int64_t d : used) {
     Tensor ins[2] = {acc, normalized(d).expand(shape)};

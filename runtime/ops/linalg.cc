@@ -99,8 +99,9 @@ Tensor matmul(const Tensor &a, const Tensor &b) {
     // Fold the batch into the rows: one large GEMM instead of many small ones.
     Tensor b2 = db == 1 ? b.unsqueeze(1) : b;
     checkMatrixProduct("matmul", a, b2);
-    Tensor r = batchedGemm(a.reshape({-1, a.size(-1)}), b2);
     Shape outShape(a.sizes().begin(), a.sizes().end() - 1);
+    // Explicit row count: reshape cannot infer -1 when the contracted size is 0.
+    Tensor r = batchedGemm(a.reshape({numelOf(outShape), a.size(-1)}), b2);
     if (db == 2)
       outShape.push_back(b.size(1));
     return r.view(outShape);
@@ -172,7 +173,7 @@ Tensor linear(const Tensor &input, const Tensor &weight, const std::optional<Ten
              input.shapeStr(), in, weight.shapeStr(), weight.size(1));
   Shape outShape(input.sizes().begin(), input.sizes().end() - 1);
   outShape.push_back(weight.size(0));
-  Tensor x = input.reshape({-1, in});
+  Tensor x = input.reshape({numelOf(IntList(outShape).subspan(0, outShape.size() - 1)), in});
   Tensor r = bias ? addmm(*bias, x, weight.t()) : batchedGemm(x, weight.t());
   return r.view(outShape);
 }

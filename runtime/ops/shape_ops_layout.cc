@@ -178,6 +178,9 @@ Tensor roll(const Tensor &self, IntList shifts, IntList dims) {
   KILN_CHECK(shifts.size() == dims.size(),
              "roll: shifts and dimensions must align. shifts: {}, dims:{}", shifts.size(),
              dims.size());
+  // wrapDim accepts dim 0/-1 on a 0-d tensor, but there is no dimension to narrow along.
+  KILN_CHECK_KIND(Index, self.dim() > 0,
+                  "roll: Dimension specified as {} but tensor has no dimensions", dims[0]);
   Tensor out = self;
   for (size_t i = 0; i < dims.size(); ++i)
     out = rollOne(out, shifts[i], wrapDim(dims[i], self.dim(), "roll"));
