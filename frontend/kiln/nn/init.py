@@ -280,3 +280,13 @@ def orthogonal_(tensor, gain=1, generator=None):
     with _no_grad():
         tensor.copy_(kiln.from_numpy(np.ascontiguousarray(q * gain)).reshape(tuple(tensor.shape)))
     return tensor
+
+
+def _default_layer_init_(weight, bias) -> None:
+    """torch's default for Linear and Conv: weight ~ kaiming_uniform_(a=sqrt(5)), bias ~
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (bias may be None)."""
+    kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = _calculate_fan_in_and_fan_out(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        uniform_(bias, -bound, bound)

@@ -3,8 +3,6 @@ modes (non-'zeros' modes pad with F.pad first)."""
 
 from __future__ import annotations
 
-import math
-
 import kiln
 from kiln.nn import functional as F
 from kiln.nn import init
@@ -99,11 +97,7 @@ class _ConvNd(Module):
 
     def reset_parameters(self) -> None:
         """torch's default: weight ~ kaiming_uniform_(a=sqrt(5)), bias ~ U(+-1/sqrt(fan_in))."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        init._default_layer_init_(self.weight, self.bias)
 
     def _conv_forward(self, input, weight, bias):
         conv = getattr(F, self._fn_name)
