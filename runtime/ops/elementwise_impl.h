@@ -5,6 +5,7 @@
 #include "runtime/copy.h"
 #include "runtime/error.h"
 #include "runtime/loops.h"
+#include "runtime/ops/factory.h"
 #include "runtime/tensor.h"
 
 #include <cmath>
@@ -182,27 +183,16 @@ template <typename T> inline T wrapMul(T x, T y) {
     return static_cast<T>(static_cast<U>(x) * static_cast<U>(y));
 }
 
-/// s as a T, throwing (naming `op`) when an integer value does not fit in T, as torch does.
+/// s as a T, throwing (naming `op`) when the value does not fit dtype t, under the one overflow
+/// rule factories use too (ops::checkFits: uint8 reads -1 as 255, floats must be in range).
 template <typename T> T castScalarChecked(const char *op, const Scalar &s, DType t) {
-  if constexpr (std::is_same_v<T, bool>) {
+  checkFits(s, t, op, /*checkFloatTargets=*/false);
+  if constexpr (std::is_same_v<T, bool>)
     return s.toBool();
-  } else if constexpr (std::is_integral_v<T>) {
-    using Limits = std::numeric_limits<T>;
-    // c10's overflow rule: floats must lie in T's range; integers may also go down to -max for
-    // unsigned T, wrapping (so uint8 reads -1 as 255).
-    const double d = s.toDouble();
-    const int64_t lowest = std::is_unsigned_v<T> && !s.isFloating()
-                               ? -static_cast<int64_t>(Limits::max())
-                               : static_cast<int64_t>(Limits::lowest());
-    const bool fits =
-        s.isFloating() ? d >= static_cast<double>(lowest) && d <= static_cast<double>(Limits::max())
-                       : s.toInt() >= lowest && s.toInt() <= static_cast<int64_t>(Limits::max());
-    KILN_CHECK(fits, "{}: value {} cannot be converted to type {} without overflow", op,
-               s.isFloating() ? fmt::format("{}", d) : fmt::format("{}", s.toInt()), dtypeName(t));
+  else if constexpr (std::is_integral_v<T>)
     return static_cast<T>(s.toInt());
-  } else {
+  else
     return static_cast<T>(s.toDouble());
-  }
 }
 
 /// True when some element of t is zero (integer division checks its divisor with this).
