@@ -1,0 +1,77 @@
+"""Per-call time of the heavier eager ops on one thread, kiln vs PyTorch, in one run.
+
+Shapes are those of the demo model (tools/demo.py): batch 4, 64 tokens, width 128, 4 heads.
+Rounds are interleaved (kiln, torch, kiln, ...) and the median per call is reported.
+
+    .venv/bin/python bench/nn_ops.py [--rounds 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as tF
+
+import kiln
+import kiln.nn.functional as kF
+
+
+def make_cases():
+    rng = np.random.default_rng(0)
+
+    def arr(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    x, w, b = arr(4, 64, 128), arr(384, 128), arr(384)
+    q, h = arr(4, 4, 64, 32), arr(4, 64, 512)
+    a, m = arr(512, 512), arr(1 << 20)
+    cases = {}
+    for fw, F, mk in ((kiln, kF, kiln.from_numpy), (torch, tF, torch.from_numpy)):
+        X, W, B, Q, H, A = map(mk, (x, w, b, q, h, a))
+        M16 = mk(m).half()
+        cases[fw.__name__] = {
+            "linear 256x128->384": lambda X=X, W=W, B=B, F=F: F.linear(X, W, B),
+            "sdpa causal 4x4x64x32": lambda Q=Q, F=F: F.scaled_dot_product_attention(
+                Q, Q, Q, is_causal=True
+            ),
+            "layer_norm 256x128": lambda X=X, F=F: F.layer_norm(X, (128,)),
+            "gelu tanh 131K": lambda H=H, F=F: F.gelu(H, approximate="tanh"),
+            "matmul 512x512": lambda A=A: A @ A,
+            "f16 add 1M": lambda M=M16: M + M,
+        }
+    return cases["kiln"], cases["torch"]
+
+
+def per_call_ms(fn, min_time=0.05) -> float:
+    fn()
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < min_time:
+        fn()
+        n += 1
+    return (time.perf_counter() - t0) / n * 1e3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=9)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    kiln.set_num_threads(1)
+    kc, tc = make_cases()
+    print(f"eager op time per call, 1 thread, median of {args.rounds} interleaved rounds")
+    print(f"{'op':<24}{'kiln ms':>10}{'torch ms':>10}{'kiln/torch':>12}")
+    for name in kc:
+        ks, ts = [], []
+        for _ in range(args.rounds):
+            ks.append(per_call_ms(kc[name]))
+            ts.append(per_call_ms(tc[name]))
+        k, t = statistics.median(ks), statistics.median(ts)
+        print(f"{name:<24}{k:>10.3f}{t:>10.3f}{k / t:>12.2f}")
+
+
+if __name__ == "__main__":
+    main()
