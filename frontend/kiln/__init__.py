@@ -34,3 +34,7 @@ from kiln._ops import *  # noqa: E402,F401,F403
 __version__ = "0.1.0"
 
 from kiln import nn  # noqa: E402,F401  (torch.nn is available after `import torch`)
+
+from kiln import compiler  # noqa: E402,F401
+from kiln._capture.compile import compile  # noqa: E402,F401,A001 - torch spelling
+from kiln._capture.context import mark_dynamic, mark_static  # noqa: E402,F401

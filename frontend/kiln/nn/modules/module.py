@@ -7,6 +7,7 @@ names, order and text as the same architecture written for torch.
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 
 import kiln
@@ -41,6 +42,17 @@ def _forward_unimplemented(self, *args, **kwargs):
     )
 
 
+_version_counter = itertools.count(1)
+_MISSING = object()
+
+
+def _bump_version(module) -> None:
+    """Marks the module's attributes as changed. kiln.compile bakes a module's parameters,
+    submodules and Python attributes into compiled code and guards on this version (one
+    integer read per module on each call), so any change here triggers a new capture."""
+    module.__dict__["_kiln_version"] = next(_version_counter)
+
+
 def _check_member_name(kind: str, name, obj: Module) -> None:
     """Validates a parameter/buffer name the way torch's register_* functions do."""
     if not isinstance(name, str):
@@ -70,6 +82,7 @@ class Module(StateDictMixin):
                 f"kwargs={kwargs}"
             )
         setter = object.__setattr__
+        setter(self, "_kiln_version", 0)
         setter(self, "training", True)
         setter(self, "_parameters", OrderedDict())
         setter(self, "_buffers", OrderedDict())
@@ -94,6 +107,7 @@ class Module(StateDictMixin):
         Persistent buffers are part of ``state_dict()``; ``tensor=None`` registers a name whose
         value is None (skipped by state_dict).
         """
+        _bump_version(self)
         if "_buffers" not in self.__dict__:
             raise AttributeError("cannot assign buffer before Module.__init__() call")
         _check_member_name("buffer", name, self)
@@ -112,6 +126,7 @@ class Module(StateDictMixin):
 
     def register_parameter(self, name: str, param) -> None:
         """Adds a parameter (a kiln.nn.Parameter, or None to reserve the name)."""
+        _bump_version(self)
         if "_parameters" not in self.__dict__:
             raise AttributeError("cannot assign parameter before Module.__init__() call")
         _check_member_name("parameter", name, self)
@@ -126,6 +141,7 @@ class Module(StateDictMixin):
 
     def add_module(self, name: str, module) -> None:
         """Adds a child module, reachable as the attribute ``name``."""
+        _bump_version(self)
         if not isinstance(module, Module) and module is not None:
             raise TypeError(f"{_typename(module)} is not a Module subclass")
         if not isinstance(name, str):
@@ -186,6 +202,19 @@ class Module(StateDictMixin):
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __setattr__(self, name: str, value) -> None:
+        if self._current_attr(name) is not value:
+            _bump_version(self)
+        self._set_attr(name, value)
+
+    def _current_attr(self, name: str):
+        d = self.__dict__
+        for table in ("_parameters", "_buffers", "_modules"):
+            entries = d.get(table)
+            if entries is not None and name in entries:
+                return entries[name]
+        return d.get(name, _MISSING)
+
+    def _set_attr(self, name: str, value) -> None:
         def remove_from(*tables):
             for t in tables:
                 if name in t:
@@ -247,6 +276,7 @@ class Module(StateDictMixin):
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
+        _bump_version(self)
         if name in self._parameters:
             del self._parameters[name]
         elif name in self._buffers:
@@ -381,6 +411,7 @@ class Module(StateDictMixin):
         A non-None result replaces the positional args (or is an ``(args, kwargs)`` pair with
         ``with_kwargs=True``).
         """
+        _bump_version(self)
         handle = RemovableHandle(
             self._forward_pre_hooks, extra_dict=self._forward_pre_hooks_with_kwargs
         )
@@ -396,6 +427,7 @@ class Module(StateDictMixin):
     ):
         """Registers ``hook(module, args, output)`` run after forward; a non-None result replaces
         the output. ``always_call`` runs it even when forward raises."""
+        _bump_version(self)
         handle = RemovableHandle(
             self._forward_hooks,
             extra_dict=[self._forward_hooks_with_kwargs, self._forward_hooks_always_called],

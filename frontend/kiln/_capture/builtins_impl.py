@@ -1,0 +1,276 @@
+"""Python builtins evaluated at capture time: len, isinstance, range, zip, sum, getattr, ...
+
+Each handler takes the frame and the argument variables and returns a variable; anything it
+cannot decide statically raises `Unsupported`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+
+import kiln
+from kiln._capture import variables as V
+
+
+def _type_of(frame, value: V.VT):
+    if isinstance(value, V.TensorVar):
+        return type(value.example)
+    return value.python_type()
+
+
+def _len(frame, args, kwargs):
+    (value,) = args
+    if isinstance(value, V.TensorVar):
+        if value.example.dim() == 0:
+            raise V.Unsupported("len() of a 0-d tensor")
+        return frame.ctx.size_of(value, 0)
+    if isinstance(value, V.ModuleVar):
+        return V.ConstVar(len(value.module))
+    return V.ConstVar(len(frame.unpack_iterable(_no_consume(value))))
+
+
+def _no_consume(value):
+    if isinstance(value, V.IteratorVar):
+        raise V.Unsupported("len() of an iterator")
+    return value
+
+
+def _isinstance(frame, args, kwargs):
+    value, classes = args
+    classes = classes.const() if isinstance(classes, (V.ConstVar, V.TupleVar)) else (
+        classes.value
+    )
+    t = _type_of(frame, value)
+    if isinstance(value, V.TupleVar) and value.tuple_type is not tuple:
+        t = value.tuple_type
+    return V.ConstVar(issubclass(t, classes))
+
+
+def _issubclass(frame, args, kwargs):
+    a, b = args
+    return V.ConstVar(issubclass(_obj(a), _obj(b)))
+
+
+def _obj(v):
+    if isinstance(v, V.ObjectVar):
+        return v.value
+    if isinstance(v, V.TupleVar):
+        return tuple(_obj(i) for i in v.items)
+    return v.const()
+
+
+def _range(frame, args, kwargs):
+    bounds = [frame.const_index(a) for a in args]
+    return V.ConstVar(range(*bounds))
+
+
+def _enumerate(frame, args, kwargs):
+    items = frame.unpack_iterable(args[0])
+    start = args[1].const() if len(args) > 1 else kwargs.get("start", V.ConstVar(0)).const()
+    return V.IteratorVar([V.TupleVar([V.ConstVar(i + start), v]) for i, v in enumerate(items)])
+
+
+def _zip(frame, args, kwargs):
+    lists = [frame.unpack_iterable(a) for a in args]
+    return V.IteratorVar([V.TupleVar(list(t)) for t in zip(*lists, strict=False)])
+
+
+def _list(frame, args, kwargs):
+    return V.ListVar(frame.unpack_iterable(args[0]) if args else [])
+
+
+def _tuple(frame, args, kwargs):
+    return V.TupleVar(frame.unpack_iterable(args[0]) if args else [])
+
+
+def _dict(frame, args, kwargs):
+    items = {}
+    if args:
+        src = args[0]
+        if isinstance(src, V.DictVar):
+            items.update(src.items)
+        else:
+            for pair in frame.unpack_iterable(src):
+                k, v = frame.unpack_iterable(pair)
+                items[k.const()] = v
+    items.update(kwargs)
+    return V.DictVar(items)
+
+
+def _reduce(op):
+    def handler(frame, args, kwargs):
+        items = frame.unpack_iterable(args[0])
+        acc = args[1] if len(args) > 1 else kwargs.get("start", V.ConstVar(0))
+        for item in items:
+            acc = frame.binary(op, acc, item)
+        return acc
+
+    return handler
+
+
+def _minmax(pick):
+    def handler(frame, args, kwargs):
+        items = frame.unpack_iterable(args[0]) if len(args) == 1 else list(args)
+        if kwargs:
+            raise V.Unsupported(f"{pick.__name__}() with key= or default=")
+        if any(isinstance(i, V.TensorVar) for i in items):
+            raise V.Unsupported(f"Python {pick.__name__}() over tensors compares data",
+                                f"use kiln.{'maximum' if pick is max else 'minimum'}")
+        if not items:
+            raise V.Unsupported(f"{pick.__name__}() of an empty sequence")
+        if all(i.is_const() for i in items):
+            return V.ConstVar(pick(i.const() for i in items))
+        values = [frame.concrete_int(i) if isinstance(i, V.SymIntVar) else i.const()
+                  for i in items]
+        return V.ConstVar(pick(values))
+
+    return handler
+
+
+def _getattr(frame, args, kwargs):
+    obj, name = args[0], args[1].const()
+    try:
+        return frame.get_attr(obj, name)
+    except V.Unsupported:
+        if len(args) > 2:
+            return args[2]
+        raise
+
+
+def _hasattr(frame, args, kwargs):
+    obj, name = args[0], args[1].const()
+    if isinstance(obj, V.TensorVar):
+        return V.ConstVar(hasattr(obj.example, name))
+    if isinstance(obj, V.ModuleVar):
+        return V.ConstVar(hasattr(obj.module, name))
+    if isinstance(obj, V.ObjectVar):
+        return V.ConstVar(hasattr(obj.value, name))
+    return V.ConstVar(hasattr(obj.const(), name))
+
+
+def _type(frame, args, kwargs):
+    if len(args) != 1:
+        raise V.Unsupported("type() with three arguments")
+    v = args[0]
+    if isinstance(v, V.TupleVar):
+        return V.ObjectVar(v.tuple_type)
+    return V.ObjectVar(_type_of(frame, v))
+
+
+def _iter(frame, args, kwargs):
+    return V.IteratorVar(frame.unpack_iterable(args[0]))
+
+
+def _next(frame, args, kwargs):
+    it = args[0]
+    if not isinstance(it, V.IteratorVar):
+        raise V.Unsupported("next() on a non-iterator")
+    item = it.next_item()
+    if item is None:
+        if len(args) > 1:
+            return args[1]
+        raise V.Unsupported("StopIteration")
+    return item
+
+
+def _reversed(frame, args, kwargs):
+    return V.IteratorVar(list(reversed(frame.unpack_iterable(args[0]))))
+
+
+def _sorted(frame, args, kwargs):
+    items = frame.unpack_iterable(args[0])
+    if kwargs or not all(i.is_const() for i in items):
+        raise V.Unsupported("sorted() of non-constant values")
+    return V.ListVar([V.ConstVar(v) for v in sorted(i.const() for i in items)])
+
+
+def _anyall(pick):
+    def handler(frame, args, kwargs):
+        return V.ConstVar(pick(frame.truth(i) for i in frame.unpack_iterable(args[0])))
+
+    return handler
+
+
+def _map(frame, args, kwargs):
+    fn = args[0]
+    lists = [frame.unpack_iterable(a) for a in args[1:]]
+    return V.IteratorVar([frame.call(fn, list(t), {}) for t in zip(*lists, strict=False)])
+
+
+def _filter(frame, args, kwargs):
+    fn, items = args[0], frame.unpack_iterable(args[1])
+    if isinstance(fn, V.ConstVar) and fn.value is None:
+        return V.IteratorVar([i for i in items if frame.truth(i)])
+    return V.IteratorVar([i for i in items if frame.truth(frame.call(fn, [i], {}))])
+
+
+def _slice(frame, args, kwargs):
+    parts = list(args) + [V.ConstVar(None)] * (3 - len(args))
+    if len(args) == 1:
+        parts = [V.ConstVar(None), args[0], V.ConstVar(None)]
+    return V.SliceVar(*parts)
+
+
+def _int_float(conv):
+    def handler(frame, args, kwargs):
+        (value,) = args
+        if isinstance(value, V.TensorVar):
+            raise V.Unsupported(f"{conv.__name__}() of a tensor reads its data")
+        if isinstance(value, V.SymIntVar):
+            return value if conv is int else V.ConstVar(float(frame.concrete_int(value)))
+        return V.ConstVar(conv(value.const()))
+
+    return handler
+
+
+def _bool(frame, args, kwargs):
+    return V.ConstVar(frame.truth(args[0]) if args else False)
+
+
+def _callable(frame, args, kwargs):
+    v = args[0]
+    if isinstance(v, (V.FunctionVar, V.NestedFunctionVar, V.BoundMethodVar, V.ModuleVar,
+                      V.TensorAttrVar, V.PartialVar)):
+        return V.ConstVar(True)
+    if isinstance(v, V.ObjectVar):
+        return V.ConstVar(callable(v.value))
+    return V.ConstVar(False)
+
+
+def _assert_error(frame, args, kwargs):
+    raise V.Unsupported("assertion failed (raises at run time)")
+
+
+HANDLERS = {
+    builtins.len: _len,
+    builtins.isinstance: _isinstance,
+    builtins.issubclass: _issubclass,
+    builtins.range: _range,
+    builtins.enumerate: _enumerate,
+    builtins.zip: _zip,
+    builtins.list: _list,
+    builtins.tuple: _tuple,
+    builtins.dict: _dict,
+    builtins.sum: _reduce(operator.add),
+    builtins.min: _minmax(min),
+    builtins.max: _minmax(max),
+    builtins.getattr: _getattr,
+    builtins.hasattr: _hasattr,
+    builtins.type: _type,
+    builtins.iter: _iter,
+    builtins.next: _next,
+    builtins.reversed: _reversed,
+    builtins.sorted: _sorted,
+    builtins.any: _anyall(any),
+    builtins.all: _anyall(all),
+    builtins.map: _map,
+    builtins.filter: _filter,
+    builtins.slice: _slice,
+    builtins.int: _int_float(int),
+    builtins.float: _int_float(float),
+    builtins.bool: _bool,
+    builtins.callable: _callable,
+    AssertionError: _assert_error,
+}
+_ = kiln

@@ -1,0 +1,661 @@
+"""Calls, attributes, items and operators on symbolic values (mixed into `Frame`).
+
+Decides, per callee, whether a call is a tensor op (recorded in the graph), a Python function
+(inlined as a child frame), a builtin evaluated at capture time on constants, or something that
+must break the graph.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import operator
+import types
+
+import kiln
+from kiln._capture import ops
+from kiln._capture import variables as V
+from kiln._capture.sources import AttrSource
+
+_TENSOR = kiln.Tensor
+_PURE_MODULES = ("math", "operator", "_operator")
+_METADATA_ATTRS = {"dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "is_leaf"}
+_SIMPLE_BUILTINS = {
+    abs, bool, float, int, str, repr, round, divmod, pow, hash, ord, chr, format, hex, oct, bin,
+}
+
+
+def _is_kiln_function(fn) -> bool:
+    module = getattr(fn, "__module__", None) or ""
+    if isinstance(fn, types.BuiltinFunctionType) and (module.startswith("kiln") or module == ""):
+        self_obj = getattr(fn, "__self__", None)
+        if type(self_obj).__name__ == "PyCapsule":  # a pybind11 function of kiln._C
+            return True
+        return self_obj is None or isinstance(self_obj, types.ModuleType) and (
+            self_obj.__name__.startswith("kiln")
+        )
+    return isinstance(fn, types.FunctionType) and module.startswith("kiln.") and not (
+        module.startswith("kiln._capture")
+    )
+
+
+class CallMixin:
+    # -- truth and identity -------------------------------------------------------------
+    def truth(self, value: V.VT) -> bool:
+        if isinstance(value, V.TensorVar):
+            raise V.Unsupported(
+                "data-dependent branch: a Python `if`/`while`/`and`/`or` on a tensor",
+                "use kiln.where(cond, a, b) instead of a Python if on a tensor",
+            )
+        if isinstance(value, V.SymIntVar):
+            return self.concrete_int(value) != 0
+        if isinstance(value, (V.ListVar, V.TupleVar, V.DictVar)):
+            return len(value.items) > 0
+        if isinstance(value, V.ConstVar):
+            return bool(value.value)
+        if isinstance(value, V.ModuleVar):
+            return bool(value.module) if hasattr(type(value.module), "__len__") else True
+        if isinstance(value, V.ObjectVar):
+            t = type(value.value)
+            if hasattr(t, "__bool__") or hasattr(t, "__len__"):
+                if t.__module__ == "builtins" or isinstance(value.value, type):
+                    return bool(value.value)
+                raise V.Unsupported(f"truth value of a {t.__name__} object")
+            return True
+        return True
+
+    def is_none(self, value: V.VT) -> bool:
+        return isinstance(value, V.ConstVar) and value.value is None
+
+    def identical(self, a: V.VT, b: V.VT) -> bool:
+        if isinstance(a, V.ConstVar) and isinstance(b, V.ConstVar):
+            return a.value is b.value
+        if isinstance(a, V.ConstVar) or isinstance(b, V.ConstVar):
+            const = a if isinstance(a, V.ConstVar) else b
+            other = b if const is a else a
+            if const.value is None:
+                return False if not isinstance(other, V.ObjectVar) else other.value is None
+            if isinstance(other, V.ObjectVar):
+                return other.value is const.value
+            return False
+        for cls, key in ((V.ObjectVar, "value"), (V.ModuleVar, "module"), (V.FunctionVar, "fn")):
+            if isinstance(a, cls) and isinstance(b, cls):
+                return getattr(a, key) is getattr(b, key)
+        if isinstance(a, V.TensorVar) and isinstance(b, V.TensorVar):
+            return a.node is b.node
+        return a is b
+
+    def contains(self, container: V.VT, item: V.VT) -> bool:
+        if isinstance(container, V.DictVar):
+            return item.const() in container.items
+        if isinstance(container, V.ModuleVar) and isinstance(item, V.ConstVar):
+            return item.value in container.module
+        items = self.unpack_iterable(container)
+        if isinstance(item, V.TensorVar):
+            raise V.Unsupported("`in` with a tensor compares data")
+        return any(
+            (i.const() == item.const()) if i.is_const() else self.identical(i, item) for i in items
+        )
+
+    def concrete_int(self, value: V.SymIntVar) -> int:
+        """A symbolic size used as a Python int: specialize to its value (guarded)."""
+        if value.sym is None:
+            if getattr(value, "source", None) is not None:  # a dynamic int input
+                self.ctx.guards.equals(value.source, value.hint)
+                return value.hint
+            raise V.RestartStatic()
+        self.ctx.guards.sym("eq_const", value.sym, value.hint,
+                            f"{self.ctx.symbols[value.sym][0]} == {value.hint}")
+        return value.hint
+
+    # -- iteration -----------------------------------------------------------------------
+    def unpack_iterable(self, value: V.VT) -> list:
+        if isinstance(value, (V.ListVar, V.TupleVar)):
+            return list(value.items)
+        if isinstance(value, V.IteratorVar):
+            items = value.items[value.pos:]
+            value.pos = len(value.items)
+            return items
+        if isinstance(value, V.DictVar):
+            return [V.ConstVar(k) for k in value.items]
+        if isinstance(value, V.ConstVar) and isinstance(value.value, (range, str, tuple, list,
+                                                                      frozenset, set, bytes)):
+            return [V.ConstVar(v) for v in value.value]
+        if isinstance(value, V.TensorVar):
+            n = value.example.shape[0] if value.example.dim() > 0 else None
+            if n is None:
+                raise V.Unsupported("iteration over a 0-d tensor")
+            if self.ctx.has_symbols:
+                raise V.Unsupported("iteration over a tensor with symbolic sizes")
+            return [ops.record(self.ctx, _TENSOR.__getitem__, [value, V.ConstVar(i)], {},
+                               "getitem") for i in range(n)]
+        if isinstance(value, V.ModuleVar):
+            mod = value.module
+            return [self.ctx.wrap(m, None) for m in iter(mod)]
+        if isinstance(value, V.SymIntVar):
+            raise V.Unsupported("iteration over an int")
+        raise V.Unsupported(f"iteration over {type(value).__name__}")
+
+    # -- attributes ----------------------------------------------------------------------
+    def get_attr(self, obj: V.VT, name: str) -> V.VT:
+        if isinstance(obj, V.TensorVar):
+            return self.tensor_attr(obj, name)
+        if isinstance(obj, V.ModuleVar):
+            return self.module_attr(obj, name)
+        if isinstance(obj, V.ConstVar):
+            value = getattr(obj.value, name)
+            if callable(value):
+                return V.ObjectVar(value)
+            return V.ConstVar(value)
+        if isinstance(obj, V.TupleVar) and hasattr(obj.tuple_type, "_fields"):
+            if name in obj.tuple_type._fields:
+                return obj.items[obj.tuple_type._fields.index(name)]
+        if isinstance(obj, (V.ListVar, V.DictVar, V.TupleVar)):
+            return _ContainerMethod(obj, name)
+        if isinstance(obj, V.ObjectVar):
+            return self.object_attr(obj, name)
+        if isinstance(obj, V.FunctionVar) and name in ("__name__", "__qualname__", "__doc__",
+                                                       "__module__"):
+            return V.ConstVar(getattr(obj.fn, name))
+        if isinstance(obj, V.SymIntVar):
+            raise V.Unsupported(f"attribute {name!r} of a symbolic int")
+        raise V.Unsupported(f"attribute {name!r} of {type(obj).__name__}")
+
+    def tensor_attr(self, t: V.TensorVar, name: str) -> V.VT:
+        ex = t.example
+        if name in ("shape",):
+            return V.TupleVar([self.ctx.size_of(t, d) for d in range(ex.dim())], None, kiln.Size)
+        if name in _METADATA_ATTRS:
+            return V.ConstVar(getattr(ex, name))
+        if name in ("T", "mT", "mH", "H", "data", "real"):
+            fn = {"data": _TENSOR.detach}.get(name)
+            if fn is not None:
+                return ops.record(self.ctx, fn, [t], {}, name)
+            return ops.record(self.ctx, _attr_getter(name), [t], {}, name)
+        if name in ("grad", "grad_fn", "_version"):
+            raise V.Unsupported(f"Tensor.{name} is autograd state")
+        if not hasattr(_TENSOR, name):
+            raise V.Unsupported(f"Tensor has no attribute {name!r}")
+        return V.TensorAttrVar(t, name)
+
+    def module_attr(self, mv: V.ModuleVar, name: str) -> V.VT:
+        mod = mv.module
+        d = mod.__dict__
+        for table in ("_parameters", "_buffers", "_modules"):
+            entries = d.get(table)
+            if entries is not None and name in entries:
+                value = entries[name]
+                if value is None:
+                    return V.ConstVar(None)
+                return self.ctx.wrap(value, None)
+        if name in d:
+            return self.ctx.wrap(d[name], None)
+        cls_attr = inspect.getattr_static(type(mod), name, None)
+        if isinstance(cls_attr, types.FunctionType):
+            return V.BoundMethodVar(V.FunctionVar(cls_attr), mv)
+        if isinstance(cls_attr, property):
+            return self.inline(V.FunctionVar(cls_attr.fget), [mv], {})
+        if isinstance(cls_attr, (staticmethod,)):
+            return self.ctx.wrap(cls_attr.__func__, None)
+        if isinstance(cls_attr, classmethod):
+            return V.BoundMethodVar(V.FunctionVar(cls_attr.__func__), V.ObjectVar(type(mod)))
+        if cls_attr is not None:
+            return self.ctx.wrap(getattr(mod, name), None)
+        raise V.Unsupported(f"{type(mod).__name__} has no attribute {name!r}")
+
+    def object_attr(self, ov: V.ObjectVar, name: str) -> V.VT:
+        obj = ov.value
+        source = AttrSource(ov.source, name) if ov.source is not None else None
+        if isinstance(obj, types.ModuleType):
+            value = getattr(obj, name)
+            trusted = obj.__name__.split(".")[0] in ("kiln", "math", "operator", "functools",
+                                                      "builtins", "typing", "collections")
+            return self.ctx.wrap(value, None if trusted else source)
+        if isinstance(obj, type):
+            attr = inspect.getattr_static(obj, name)
+            if isinstance(attr, staticmethod):
+                return self.ctx.wrap(attr.__func__, None)
+            if isinstance(attr, classmethod):
+                return V.BoundMethodVar(self.ctx.wrap(attr.__func__, None), ov)
+            return self.ctx.wrap(getattr(obj, name), source)
+        try:
+            static = inspect.getattr_static(obj, name)
+        except AttributeError:
+            raise V.Unsupported(f"{type(obj).__name__} object has no attribute {name!r}") from None
+        inst_dict = getattr(obj, "__dict__", None)
+        if inst_dict is not None and name in inst_dict:
+            return self.ctx.wrap(inst_dict[name], source)
+        if isinstance(static, types.FunctionType):
+            return V.BoundMethodVar(V.FunctionVar(static), ov)
+        if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
+            return self.inline(V.FunctionVar(static.fget), [ov], {})
+        if isinstance(static, (staticmethod, classmethod)):
+            return self.ctx.wrap(getattr(obj, name), None)
+        value = getattr(obj, name)
+        return self.ctx.wrap(value, source)
+
+    def set_attr(self, obj: V.VT, name: str, value: V.VT) -> None:
+        raise V.Unsupported(f"assignment to attribute {name!r} of {type(obj).__name__}",
+                            "keep state in local variables inside compiled code")
+
+    # -- items ---------------------------------------------------------------------------
+    def get_item(self, obj: V.VT, index: V.VT) -> V.VT:
+        if isinstance(obj, V.TensorVar):
+            return ops.record(self.ctx, _TENSOR.__getitem__, [obj, index], {}, "getitem")
+        if isinstance(obj, (V.ListVar, V.TupleVar)):
+            key = self.const_index(index)
+            if isinstance(key, slice):
+                items = obj.items[key]
+                return V.ListVar(items) if isinstance(obj, V.ListVar) else V.TupleVar(items)
+            try:
+                return obj.items[key]
+            except IndexError:
+                raise V.Unsupported("index out of range (raises at run time)") from None
+        if isinstance(obj, V.DictVar):
+            key = index.const()
+            if key not in obj.items:
+                raise V.Unsupported(f"KeyError {key!r} (raises at run time)")
+            return obj.items[key]
+        if isinstance(obj, V.ModuleVar):
+            return self.ctx.wrap(obj.module[self.const_index(index)], None)
+        if isinstance(obj, V.ConstVar):
+            return V.ConstVar(obj.value[self.const_index(index)])
+        if isinstance(obj, V.ObjectVar) and isinstance(obj.value, type):
+            return V.ObjectVar(obj.value[index.const()])
+        raise V.Unsupported(f"indexing a {type(obj).__name__}")
+
+    def const_index(self, index: V.VT):
+        if isinstance(index, V.SymIntVar):
+            return self.concrete_int(index)
+        if isinstance(index, V.SliceVar):
+            parts = [self.const_index(p) for p in (index.start, index.stop, index.step)]
+            return slice(*parts)
+        return index.const()
+
+    def set_item(self, obj: V.VT, index: V.VT, value: V.VT) -> None:
+        if isinstance(obj, V.TensorVar):
+            ops.record(self.ctx, operator.setitem, [obj, index, value], {}, "setitem")
+            return
+        if isinstance(obj, (V.ListVar, V.DictVar)) and obj.source is None:
+            self.ctx.undo.append((obj, "items", obj.items.copy()))
+            obj.items[self.const_index(index)] = value
+            return
+        raise V.Unsupported(f"item assignment into a {type(obj).__name__} from outside the graph")
+
+    # -- operators -----------------------------------------------------------------------
+    def binary(self, op, a: V.VT, b: V.VT) -> V.VT:
+        if isinstance(a, V.TensorVar) or isinstance(b, V.TensorVar):
+            return ops.record(self.ctx, op, [a, b], {}, op.__name__)
+        if isinstance(a, V.SymIntVar) or isinstance(b, V.SymIntVar):
+            return self.sym_binary(op, a, b)
+        if isinstance(a, (V.ListVar, V.TupleVar)) and op in (operator.add, operator.iadd):
+            if isinstance(b, (V.ListVar, V.TupleVar)):
+                if op is operator.iadd and isinstance(a, V.ListVar):
+                    self.ctx.undo.append((a, "items", a.items.copy()))
+                    a.items.extend(b.items)
+                    return a
+                return type(a)(a.items + b.items)
+        if isinstance(a, (V.ListVar, V.TupleVar)) and op is operator.mul:
+            return type(a)(a.items * b.const())
+        if a.is_const() and b.is_const():
+            try:
+                return V.ConstVar(op(a.const(), b.const()))
+            except Exception as e:
+                raise V.Unsupported(f"{op.__name__} raised {type(e).__name__}: {e}") from None
+        raise V.Unsupported(f"operator {op.__name__} on {type(a).__name__}, {type(b).__name__}")
+
+    def sym_binary(self, op, a: V.VT, b: V.VT) -> V.VT:
+        if op in (operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne):
+            return V.ConstVar(self.sym_compare(op, a, b))
+        for v in (a, b):
+            if not isinstance(v, (V.SymIntVar, V.ConstVar)) or (
+                isinstance(v, V.ConstVar) and type(v.value) not in (int, bool)
+            ):
+                if isinstance(v, V.ConstVar) and isinstance(v.value, float):
+                    continue
+                raise V.Unsupported(f"{op.__name__} of a symbolic int and {type(v).__name__}")
+        hint = op(ops.to_example(a), ops.to_example(b))
+        node = self.ctx.graph.call(op, (ops.to_graph_arg(a), ops.to_graph_arg(b)), {}, hint,
+                                   loc=self.ctx.loc)
+        if isinstance(hint, int):
+            return V.SymIntVar(node, hint)
+        raise V.Unsupported("float arithmetic on symbolic sizes")
+
+    def sym_compare(self, op, a: V.VT, b: V.VT) -> bool:
+        sym_side = a if isinstance(a, V.SymIntVar) else b
+        other = b if sym_side is a else a
+        if sym_side.sym is None and getattr(sym_side, "source", None) is not None:
+            self.concrete_int(sym_side)
+            return op(ops.to_example(a), ops.to_example(b))
+        if sym_side.sym is None or not isinstance(other, V.ConstVar):
+            raise V.RestartStatic()
+        result = op(ops.to_example(a), ops.to_example(b))
+        c = other.value
+        if not isinstance(c, int):
+            raise V.RestartStatic()
+        # Normalize to "s OP c" and record the relation that makes `result` hold.
+        flipped = {operator.lt: operator.gt, operator.gt: operator.lt, operator.le: operator.ge,
+                   operator.ge: operator.le}
+        if sym_side is b:
+            op = flipped.get(op, op)
+        s = sym_side.sym
+        name = self.ctx.symbols[s][0]
+        if op in (operator.eq, operator.ne):
+            kind = "eq_const" if (op is operator.eq) == result else "ne_const"
+            self.ctx.guards.sym(kind, s, c, f"{name} {'==' if kind == 'eq_const' else '!='} {c}")
+        else:
+            lower = {operator.gt: c + 1, operator.ge: c}.get(op)
+            upper = {operator.lt: c - 1, operator.le: c}.get(op)
+            if lower is not None:
+                bound = ("ge_const", lower) if result else ("le_const", lower - 1)
+            else:
+                bound = ("le_const", upper) if result else ("ge_const", upper + 1)
+            sign = ">=" if bound[0] == "ge_const" else "<="
+            self.ctx.guards.sym(bound[0], s, bound[1], f"{name} {sign} {bound[1]}")
+        return result
+
+    def unary(self, op, a: V.VT) -> V.VT:
+        if isinstance(a, V.TensorVar):
+            return ops.record(self.ctx, op, [a], {}, op.__name__)
+        if isinstance(a, V.SymIntVar):
+            hint = op(a.hint)
+            node = self.ctx.graph.call(op, (a.node,), {}, hint, loc=self.ctx.loc)
+            return V.SymIntVar(node, hint)
+        return V.ConstVar(op(a.const()))
+
+    # -- calls ---------------------------------------------------------------------------
+    def call(self, fn: V.VT, args: list, kwargs: dict) -> V.VT:
+        if isinstance(fn, V.BoundMethodVar):
+            return self.call(fn.fn, [fn.self_var] + list(args), kwargs)
+        if isinstance(fn, V.PartialVar):
+            return self.call(fn.fn, fn.args + list(args), {**fn.kwargs, **kwargs})
+        if isinstance(fn, (V.FunctionVar, V.NestedFunctionVar)):
+            if isinstance(fn, V.FunctionVar) and _is_kiln_function(fn.fn):
+                return self.call_kiln(fn.fn, args, kwargs)
+            return self.inline(fn, args, kwargs)
+        if isinstance(fn, V.TensorAttrVar):
+            return self.call_tensor_method(fn.tensor, fn.name, args, kwargs)
+        if isinstance(fn, V.ModuleVar):
+            return self.call_module(fn, args, kwargs)
+        if isinstance(fn, _ContainerMethod):
+            return fn.call(self, args, kwargs)
+        if isinstance(fn, V.GradModeExitVar):
+            self.ctx.grad_enabled = fn.previous
+            return V.ConstVar(None)
+        if isinstance(fn, (V.ObjectVar, V.ConstVar)):
+            return self.call_object(fn.value if isinstance(fn, V.ObjectVar) else fn.value,
+                                    args, kwargs)
+        raise V.Unsupported(f"call of a {type(fn).__name__}")
+
+    def call_module(self, mv: V.ModuleVar, args, kwargs) -> V.VT:
+        mod = mv.module
+        if mod.__dict__.get("_forward_hooks") or mod.__dict__.get("_forward_pre_hooks"):
+            raise V.Unsupported("a module with forward hooks")
+        forward = inspect.getattr_static(type(mod), "forward")
+        if "forward" in mod.__dict__:
+            return self.call(self.ctx.wrap(mod.__dict__["forward"], None), args, kwargs)
+        return self.inline(V.FunctionVar(forward), [mv] + list(args), kwargs)
+
+    def call_tensor_method(self, t: V.TensorVar, name: str, args, kwargs) -> V.VT:
+        ex = t.example
+        if name in ops.DATA_DEPENDENT_METHODS:
+            reason = ops.DATA_DEPENDENT_METHODS[name] or f"Tensor.{name}()"
+            raise V.Unsupported(reason, "keep values as tensors inside compiled code")
+        if name == "size":
+            if args or "dim" in kwargs:
+                d = (args[0] if args else kwargs["dim"]).const()
+                return self.ctx.size_of(t, d % max(ex.dim(), 1))
+            return self.tensor_attr(t, "shape")
+        if name == "dim" or name == "ndimension":
+            return V.ConstVar(ex.dim())
+        if name in ("numel", "nelement"):
+            if self.ctx.has_symbols:
+                sizes = [self.ctx.size_of(t, d) for d in range(ex.dim())]
+                total = V.ConstVar(1)
+                for s in sizes:
+                    total = self.binary(operator.mul, total, s)
+                return total
+            return V.ConstVar(ex.numel())
+        if name in ("is_floating_point", "is_complex", "element_size", "get_device",
+                    "is_contiguous", "stride", "storage_offset", "is_signed"):
+            if name in ("stride", "is_contiguous", "storage_offset") and self.ctx.has_symbols:
+                raise V.RestartStatic()
+            ex_args = [ops.to_example(a) for a in args]
+            return V.ConstVar(getattr(ex, name)(*ex_args))
+        if name == "type" and not args and not kwargs:
+            return V.ConstVar(ex.type())
+        method = getattr(_TENSOR, name)
+        return ops.record(self.ctx, method, [t] + list(args), kwargs, name)
+
+    def call_kiln(self, fn, args, kwargs) -> V.VT:
+        name = getattr(fn, "__name__", "?")
+        if name in ops.DATA_DEPENDENT_FUNCTIONS:
+            raise V.Unsupported(f"kiln.{name}() depends on data or creates a tensor from Python "
+                                "data at run time")
+        if fn is kiln.is_grad_enabled:
+            return V.ConstVar(self.ctx.grad_enabled)
+        if name in ("get_default_dtype",):
+            return V.ConstVar(fn())
+        if name in ("manual_seed", "seed", "set_rng_state", "get_rng_state", "set_num_threads",
+                    "set_default_dtype", "compile"):
+            raise V.Unsupported(f"kiln.{name}() changes global state")
+        if any(isinstance(a, (V.ModuleVar, V.FunctionVar, V.NestedFunctionVar))
+               for a in list(args) + list(kwargs.values())):
+            raise V.Unsupported(f"kiln.{name}() with a module or function argument")
+        return ops.record(self.ctx, fn, list(args), kwargs, name)
+
+    def call_object(self, fn, args, kwargs) -> V.VT:
+        from kiln._capture import builtins_impl
+
+        handler = builtins_impl.HANDLERS.get(fn) if _hashable(fn) else None
+        if handler is not None:
+            return handler(self, args, kwargs)
+        if isinstance(fn, type) and issubclass(fn, kiln.nn.Module):
+            raise V.Unsupported(f"creating a {fn.__name__} module inside compiled code")
+        if fn in (kiln.no_grad, kiln.enable_grad):
+            return V.GradModeVar(fn is kiln.enable_grad)
+        if fn is kiln.set_grad_enabled:
+            return V.GradModeVar(bool(args[0].const()))
+        if fn is kiln.inference_mode:
+            raise V.Unsupported("inference_mode() blocks are not captured")
+        if _is_kiln_function(fn):
+            return self.call_kiln(fn, args, kwargs)
+        if isinstance(fn, type) and issubclass(fn, tuple) and hasattr(fn, "_fields"):
+            bound = inspect.signature(fn).bind(*args, **kwargs)
+            bound.apply_defaults()
+            return V.TupleVar(list(bound.arguments.values()), None, fn)
+        if fn is kiln.Size:
+            return V.TupleVar(self.unpack_iterable(args[0]) if args else [], None, kiln.Size)
+        module = getattr(fn, "__module__", None) or ""
+        if isinstance(fn, types.BuiltinFunctionType) and module in _PURE_MODULES or (
+            fn in _SIMPLE_BUILTINS
+        ):
+            if all(a.is_const() for a in args) and all(v.is_const() for v in kwargs.values()):
+                try:
+                    return V.ConstVar(fn(*[a.const() for a in args],
+                                         **{k: v.const() for k, v in kwargs.items()}))
+                except Exception as e:
+                    raise V.Unsupported(f"{fn.__name__} raised {type(e).__name__}") from None
+            if module in _PURE_MODULES and any(isinstance(a, V.TensorVar) for a in args):
+                return ops.record(self.ctx, fn, list(args), kwargs, fn.__name__)
+            if any(isinstance(a, V.SymIntVar) for a in args) and fn in (int, abs):
+                return args[0]
+        if fn is print:
+            raise V.Unsupported("print() is a side effect", "remove print() from compiled code "
+                                "or move it outside")
+        name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+        raise V.Unsupported(f"call to {name} ({type(fn).__name__}) is not supported",
+                            "move this call outside the compiled function, or wrap it in a "
+                            "kiln op")
+
+    # -- inlining -----------------------------------------------------------------------
+    def inline(self, fn: V.VT, args, kwargs) -> V.VT:
+        from kiln._capture.symbolic import MAX_INLINE_DEPTH, Frame
+
+        if self.depth >= MAX_INLINE_DEPTH:
+            raise V.Unsupported("call depth too large to inline")
+        if isinstance(fn, V.FunctionVar):
+            f = fn.fn
+            code, globals_ = f.__code__, f.__globals__
+            defaults = [self.ctx.wrap(d, None) for d in (f.__defaults__ or ())]
+            kwdefaults = {k: self.ctx.wrap(v, None) for k, v in (f.__kwdefaults__ or {}).items()}
+            closure = None
+            if f.__closure__:
+                closure = []
+                for i, cell in enumerate(f.__closure__):
+                    try:
+                        contents = self.ctx.wrap(cell.cell_contents, None)
+                    except ValueError:
+                        contents = None
+                    closure.append(V.CellVar(contents, source=("outer", i)))
+            module = f.__module__ or ""
+            if module.split(".")[0] in ("kiln",) and not module.startswith("kiln.nn.modules"):
+                return self.call_kiln(f, args, kwargs)
+            if _is_library_code(code):
+                raise V.Unsupported(f"call into library function {f.__qualname__}")
+        else:
+            code, globals_ = fn.code, fn.globals
+            defaults = fn.defaults.items if fn.defaults is not None else []
+            kwdefaults = dict(fn.kwdefaults.items) if fn.kwdefaults is not None else {}
+            closure = fn.closure
+        locals_ = _bind_arguments(code, args, kwargs, defaults, kwdefaults)
+        child = Frame(self.ctx, code, globals_, locals_, parent=self, closure=closure)
+        if code.co_flags & (inspect.CO_GENERATOR):
+            child.yields = []
+            child.run()
+            return V.IteratorVar(child.yields)
+        if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+            raise V.Unsupported("coroutines are not captured")
+        return child.run()
+
+
+def _attr_getter(name):
+    return operator.attrgetter(name)
+
+
+def _hashable(x) -> bool:
+    try:
+        hash(x)
+        return True
+    except TypeError:
+        return False
+
+
+def _is_library_code(code) -> bool:
+    import sysconfig
+
+    filename = code.co_filename
+    paths = sysconfig.get_paths()
+    return filename.startswith((paths["stdlib"], paths["purelib"], paths["platlib"])) and (
+        "/kiln/" not in filename
+    )
+
+
+def _bind_arguments(code, args, kwargs, defaults, kwdefaults) -> dict:
+    """Maps call arguments to the callee's parameters (CPython's rules, for inlining)."""
+    names = code.co_varnames
+    npos = code.co_argcount
+    nkw = code.co_kwonlyargcount
+    flags = code.co_flags
+    locals_: dict = {}
+    args = list(args)
+    for i, name in enumerate(names[:npos]):
+        if i < len(args):
+            locals_[name] = args[i]
+    extra = args[npos:]
+    if flags & inspect.CO_VARARGS:
+        locals_[names[npos + nkw]] = V.TupleVar(extra)
+    elif extra:
+        raise V.Unsupported(f"{code.co_name}() takes {npos} positional arguments "
+                            f"but {len(args)} were given")
+    varkw = {}
+    posonly = names[: code.co_posonlyargcount]
+    for key, value in kwargs.items():
+        if key in names[:npos + nkw] and key not in posonly:
+            if key in locals_:
+                raise V.Unsupported(f"{code.co_name}() got multiple values for {key!r}")
+            locals_[key] = value
+        else:
+            varkw[key] = value
+    if flags & inspect.CO_VARKEYWORDS:
+        index = npos + nkw + (1 if flags & inspect.CO_VARARGS else 0)
+        locals_[names[index]] = V.DictVar(varkw)
+    elif varkw:
+        raise V.Unsupported(f"{code.co_name}() got an unexpected keyword argument "
+                            f"{next(iter(varkw))!r}")
+    first_default = npos - len(defaults)
+    for i, name in enumerate(names[:npos]):
+        if name not in locals_:
+            if i >= first_default:
+                locals_[name] = defaults[i - first_default]
+            else:
+                raise V.Unsupported(f"{code.co_name}() missing argument {name!r}")
+    for name in names[npos: npos + nkw]:
+        if name not in locals_:
+            if name in kwdefaults:
+                locals_[name] = kwdefaults[name]
+            else:
+                raise V.Unsupported(f"{code.co_name}() missing keyword argument {name!r}")
+    return locals_
+
+
+class _ContainerMethod(V.VT):
+    """`lst.append`, `d.items`, `t.index`... on a container variable."""
+
+    def __init__(self, obj: V.VT, name: str) -> None:
+        self.obj = obj
+        self.name = name
+
+    def call(self, frame, args, kwargs) -> V.VT:
+        obj, name = self.obj, self.name
+        if isinstance(obj, V.ListVar):
+            if name in ("append", "extend", "insert", "pop", "clear", "reverse", "remove"):
+                if obj.source is not None:
+                    raise V.Unsupported(f"list.{name} on a list from outside the graph")
+                frame.ctx.undo.append((obj, "items", obj.items.copy()))
+                if name == "append":
+                    obj.items.append(args[0])
+                elif name == "extend":
+                    obj.items.extend(frame.unpack_iterable(args[0]))
+                elif name == "insert":
+                    obj.items.insert(args[0].const(), args[1])
+                elif name == "pop":
+                    return obj.items.pop(args[0].const() if args else -1)
+                elif name == "clear":
+                    obj.items.clear()
+                elif name == "reverse":
+                    obj.items.reverse()
+                else:
+                    raise V.Unsupported("list.remove")
+                return V.ConstVar(None)
+            if name == "copy":
+                return V.ListVar(obj.items)
+        if isinstance(obj, V.DictVar):
+            if name == "items":
+                return V.ListVar([V.TupleVar([V.ConstVar(k), v]) for k, v in obj.items.items()])
+            if name == "keys":
+                return V.ListVar([V.ConstVar(k) for k in obj.items])
+            if name == "values":
+                return V.ListVar(list(obj.items.values()))
+            if name == "get":
+                key = args[0].const()
+                default = args[1] if len(args) > 1 else V.ConstVar(None)
+                return obj.items.get(key, default)
+            if name in ("update", "pop", "setdefault", "__setitem__") and obj.source is None:
+                frame.ctx.undo.append((obj, "items", obj.items.copy()))
+                if name == "update":
+                    obj.items.update(args[0].items if args else {})
+                    obj.items.update(kwargs)
+                    return V.ConstVar(None)
+                if name == "pop":
+                    return obj.items.pop(args[0].const(), *(args[1:2]))
+                if name == "setdefault":
+                    return obj.items.setdefault(args[0].const(), args[1])
+            if name == "copy":
+                return V.DictVar(obj.items)
+        if name in ("index", "count") and obj.is_const():
+            return V.ConstVar(getattr(obj.const(), name)(*[a.const() for a in args]))
+        raise V.Unsupported(f"{obj.python_type().__name__}.{name}()")
+
+
+_ = builtins  # builtins_impl holds the handlers of builtins

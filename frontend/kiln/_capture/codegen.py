@@ -1,0 +1,222 @@
+"""Entries: the Python callables a cache hit runs.
+
+An entry fetches the graph inputs from the frame state (or holds them: parameters of baked
+modules), runs the compiled graph, and rebuilds the frame's Python-level result from the graph
+outputs: the return value, or at a graph break the stack and locals that the break handler
+needs. The entry is generated as Python source so a cache hit costs one call per level, not an
+interpreter loop.
+"""
+
+from __future__ import annotations
+
+import types
+
+from kiln._capture import variables as V
+
+
+class _Builder:
+    def __init__(self, ctx, outputs_index: dict) -> None:
+        self.ctx = ctx
+        self.index = outputs_index  # id(node) -> output position
+        self.namespace: dict = {}
+        self.lines: list = []
+        self.cells: dict = {}
+        self.arg_names = [f"a{i}" for i in range(len(ctx.state_labels))]
+
+    def const(self, value) -> str:
+        if type(value) in (int, float, bool, str) or value is None:
+            if type(value) is float and (value != value or value in (float("inf"), -float("inf"))):
+                pass
+            else:
+                return repr(value)
+        name = f"_c{len(self.namespace)}"
+        self.namespace[name] = value
+        return name
+
+    def expr(self, v: V.VT) -> str:
+        if isinstance(v, (V.TensorVar, V.SymIntVar)):
+            if id(v.node) in self.index:
+                return f"_o[{self.index[id(v.node)]}]"
+            raise AssertionError(f"{v} is not a graph output")
+        source = getattr(v, "source", None)
+        mutated = getattr(v, "mutated", False)
+        if source is not None and not mutated and not isinstance(source, tuple):
+            e = source.expr(self.arg_names)
+            if e is not None and isinstance(v, (V.ListVar, V.DictVar, V.ObjectVar, V.ModuleVar,
+                                                V.FunctionVar, V.TupleVar)):
+                return e
+        if isinstance(v, V.ConstVar):
+            return self.const(v.value)
+        if isinstance(v, V.NullVar):
+            return "_NULL"
+        if isinstance(v, V.ListVar):
+            return "[" + ", ".join(self.expr(i) for i in v.items) + "]"
+        if isinstance(v, V.TupleVar):
+            inner = ", ".join(self.expr(i) for i in v.items)
+            if v.tuple_type is tuple:
+                return f"({inner}{',' if len(v.items) == 1 else ''})"
+            return f"{self.const(v.tuple_type)}({inner})" if hasattr(v.tuple_type, "_fields") \
+                else f"{self.const(v.tuple_type)}(({inner}{',' if len(v.items) == 1 else ''}))"
+        if isinstance(v, V.DictVar):
+            return "{" + ", ".join(f"{self.const(k)}: {self.expr(x)}" for k, x in v.items.items()) \
+                + "}"
+        if isinstance(v, V.SliceVar):
+            return f"slice({self.expr(v.start)}, {self.expr(v.stop)}, {self.expr(v.step)})"
+        if isinstance(v, V.ObjectVar):
+            return self.const(v.value)
+        if isinstance(v, V.ModuleVar):
+            return self.const(v.module)
+        if isinstance(v, V.FunctionVar):
+            return self.const(v.fn)
+        if isinstance(v, V.BoundMethodVar):
+            return f"_MethodType({self.expr(v.fn)}, {self.expr(v.self_var)})"
+        if isinstance(v, V.TensorAttrVar):
+            return f"{self.expr(v.tensor)}.{v.name}"
+        if isinstance(v, V.PartialVar):
+            args = "".join(f", {self.expr(a)}" for a in v.args)
+            kw = "".join(f", {k}={self.expr(x)}" for k, x in v.kwargs.items())
+            return f"_partial({self.expr(v.fn)}{args}{kw})"
+        if isinstance(v, V.IteratorVar):
+            rest = v.items[v.pos:]
+            return "iter([" + ", ".join(self.expr(i) for i in rest) + "])"
+        if isinstance(v, V.CellVar):
+            return self.cell(v)
+        if isinstance(v, V.NestedFunctionVar):
+            defaults = self.expr(v.defaults) if v.defaults is not None else "None"
+            closure = "None"
+            if v.closure is not None:
+                closure = "(" + "".join(self.cell(c) + ", " for c in v.closure) + ")"
+            fn = (f"_FunctionType({self.const(v.code)}, {self.const(v.globals)}, "
+                  f"{v.name!r}, {defaults}, {closure})")
+            if v.kwdefaults is not None:
+                fn = f"_with_kwdefaults({fn}, {self.expr(v.kwdefaults)})"
+            return fn
+        if isinstance(v, V.GradModeExitVar):
+            return f"_grad_exit({v.previous!r})"
+        if isinstance(v, V.GradModeVar):
+            return f"_grad_mode({v.enabled!r})"
+        raise V.Unsupported(f"cannot rebuild a {type(v).__name__} after a graph break")
+
+    def cell(self, c: V.CellVar) -> str:
+        if id(c) not in self.cells:
+            name = f"_cell{len(self.cells)}"
+            self.cells[id(c)] = name
+            src = c.source if c.source is not None and not isinstance(c.source, tuple) else None
+            existing = src.expr(self.arg_names) if src is not None else None
+            if existing is not None:  # a cell of the running frame: keep its identity
+                self.lines.append(f"    {name} = {existing}")
+            else:
+                contents = "" if c.contents is None else self.expr(c.contents)
+                self.lines.append(f"    {name} = _CellType({contents})")
+        return self.cells[id(c)]
+
+
+def tensors_in(values) -> list:
+    """Distinct TensorVar/SymIntVar reachable from variables, in first-seen order."""
+    found: dict = {}
+    seen: set = set()
+
+    def visit(v):
+        if id(v) in seen:
+            return
+        seen.add(id(v))
+        if isinstance(v, (V.TensorVar, V.SymIntVar)):
+            found.setdefault(id(v.node), v)
+        elif isinstance(v, (V.ListVar, V.TupleVar)):
+            for i in v.items:
+                visit(i)
+        elif isinstance(v, V.DictVar):
+            for i in v.items.values():
+                visit(i)
+        elif isinstance(v, V.SliceVar):
+            visit(v.start), visit(v.stop), visit(v.step)
+        elif isinstance(v, V.IteratorVar):
+            for i in v.items[v.pos:]:
+                visit(i)
+        elif isinstance(v, V.CellVar) and v.contents is not None:
+            visit(v.contents)
+        elif isinstance(v, V.BoundMethodVar):
+            visit(v.fn), visit(v.self_var)
+        elif isinstance(v, V.PartialVar):
+            visit(v.fn)
+            for a in v.args:
+                visit(a)
+            for a in v.kwargs.values():
+                visit(a)
+        elif isinstance(v, V.TensorAttrVar):
+            visit(v.tensor)
+        elif isinstance(v, V.NestedFunctionVar):
+            for c in v.closure or ():
+                visit(c)
+            if v.defaults is not None:
+                visit(v.defaults)
+            if v.kwdefaults is not None:
+                visit(v.kwdefaults)
+
+    for v in values:
+        visit(v)
+    return list(found.values())
+
+
+def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_ns: dict):
+    """Builds `entry(*state)`. `body` is a format string using `{name}` for each rebuilt
+    variable in `result_vars` (name -> VT); it must `return` the frame's result."""
+    index = {id(v.node): i for i, v in enumerate(output_vars)}
+    b = _Builder(ctx, index)
+    exprs = {name: b.expr(v) for name, v in result_vars.items()}
+    inputs = []
+    for i, source in enumerate(ctx.input_sources):
+        e = source.expr(b.arg_names) if source is not None else None
+        inputs.append(e if e is not None else b.const(ctx.input_baked[i]))
+    params = ", ".join(b.arg_names)
+    lines = [f"def entry({params}):"]
+    lines.append(f"    _o = _graph({', '.join(inputs)}{',' if len(inputs) == 1 else ''})")
+    lines += b.lines
+    for line in body.format(**exprs).splitlines():
+        lines.append("    " + line)
+    namespace = dict(b.namespace)
+    namespace.update(
+        _graph=graph_fn, _MethodType=types.MethodType, _FunctionType=types.FunctionType,
+        _CellType=types.CellType, _partial=__import__("functools").partial,
+        _with_kwdefaults=_with_kwdefaults, _grad_exit=_grad_exit, _grad_mode=_grad_mode,
+        _NULL=NULL_MARK,
+    )
+    namespace.update(extra_ns)
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, f"<kiln-entry {ctx.graph.name}>", "exec"), namespace)
+    entry = namespace["entry"]
+    entry.kiln_source = source
+    return entry
+
+
+class _NullMark:
+    def __repr__(self) -> str:
+        return "<NULL>"
+
+
+NULL_MARK = _NullMark()
+
+
+def _with_kwdefaults(fn, kwdefaults):
+    fn.__kwdefaults__ = kwdefaults
+    return fn
+
+
+class _GradExit:
+    def __init__(self, previous: bool) -> None:
+        self.previous = previous
+
+    def __call__(self, *exc) -> None:
+        from kiln import _grad_mode
+
+        _grad_mode._set_grad_enabled(self.previous)
+
+
+def _grad_exit(previous):
+    return _GradExit(previous)
+
+
+def _grad_mode(enabled):
+    import kiln
+
+    return kiln.enable_grad() if enabled else kiln.no_grad()

@@ -1,0 +1,118 @@
+"""kiln.compile: the user-facing wrapper around the frame hook."""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import kiln
+from kiln import _C
+from kiln._capture.convert_frame import Compiler, reset_code_states
+
+
+def _check_python() -> None:
+    if sys.version_info[:2] != (3, 11):
+        v = sys.version_info
+        raise RuntimeError(f"kiln.compile needs CPython 3.11; this is {v.major}.{v.minor}")
+
+
+def compile(model=None, *, backend=None, fullgraph=False, dynamic=None, mode=None, options=None):
+    """Returns `model` (a function, method, lambda or kiln.nn.Module) compiled: same results,
+    captured into graphs by evaluating its bytecode symbolically.
+
+    backend: None (kiln's default), "eager" (run captured graphs with the eager kernels), or a
+    callable `backend(graph, example_inputs) -> callable`. fullgraph: raise CaptureError on any
+    graph break. dynamic: True makes every dimension symbolic from the start, False never,
+    None (default) makes a dimension symbolic once it changes between calls. mode and options
+    are accepted for torch.compile compatibility; options may hold "recompile_limit".
+    """
+    _check_python()
+    if mode not in (None, "default", "reduce-overhead", "max-autotune",
+                    "max-autotune-no-cudagraphs"):
+        raise ValueError(f"kiln.compile: unknown mode {mode!r}")
+    options = dict(options or {})
+    limit = int(options.pop("recompile_limit", 8))
+    if options:
+        raise ValueError(f"kiln.compile: unknown options {sorted(options)}")
+    if backend is not None and backend != "eager" and not callable(backend):
+        raise ValueError(f"kiln.compile: unknown backend {backend!r} "
+                         "(expected None, 'eager' or a callable)")
+
+    def apply(m):
+        compiler = Compiler(backend, fullgraph, dynamic, limit)
+        if isinstance(m, kiln.nn.Module):
+            return OptimizedModule(m, compiler)
+        if not callable(m):
+            raise TypeError(f"kiln.compile expects a function or a kiln.nn.Module, got "
+                            f"{type(m).__name__}")
+        return wrap_with_compiler(m, compiler)
+
+    return apply if model is None else apply(model)
+
+
+def wrap_with_compiler(fn, compiler):
+    callback = compiler.callback
+
+    @functools.wraps(fn)
+    def compiled(*args, **kwargs):
+        previous = _C._capture.set_callback(callback)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _C._capture.set_callback(previous)
+
+    compiled._kiln_compiler = compiler
+    compiled._kiln_original = fn
+    return compiled
+
+
+class OptimizedModule(kiln.nn.Module):
+    """A compiled module: calling it runs the original module's `__call__` (hooks included)
+    with its `forward` captured; every other attribute is the original module's."""
+
+    def __init__(self, mod, compiler) -> None:
+        super().__init__()
+        self._orig_mod = mod
+        object.__setattr__(self, "_compiled_call", wrap_with_compiler(mod.__call__, compiler))
+
+    def forward(self, *args, **kwargs):
+        return self._compiled_call(*args, **kwargs)
+
+    def __call__(self, *args, **kwargs):
+        return self._compiled_call(*args, **kwargs)
+
+    def __getattr__(self, name):
+        if name == "_orig_mod":
+            return self._modules["_orig_mod"]
+        return getattr(self._modules["_orig_mod"], name)
+
+    def __repr__(self) -> str:
+        return f"OptimizedModule({self._orig_mod!r})"
+
+
+def reset() -> None:
+    """Forgets every compiled entry and resume function: the next calls capture again."""
+    _C._capture.reset()
+    reset_code_states()
+
+
+def disable(fn=None, recursive=True):
+    """Runs `fn` (and, with recursive=True, everything it calls) eagerly, never captured."""
+    if fn is None:
+        return functools.partial(disable, recursive=recursive)
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        _C._capture.mark_skip(code)
+
+    @functools.wraps(fn)
+    def eager(*args, **kwargs):
+        if not recursive:
+            return fn(*args, **kwargs)
+        previous = _C._capture.set_callback(None)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _C._capture.set_callback(previous)
+
+    eager._kiln_disabled = True
+    return eager

@@ -1,0 +1,264 @@
+"""State shared by every frame of one capture: the graph, its inputs, guards and symbols.
+
+`CaptureContext.wrap` turns a real Python value read from the frame (an argument, a global, an
+attribute) into a variable and records the guards that make the capture valid for the next call;
+`CaptureContext.call_op` records one tensor op in the graph and computes its example result.
+"""
+
+from __future__ import annotations
+
+import types
+import weakref
+
+import kiln
+from kiln._capture import variables as V
+from kiln._capture.graph import Graph, sym_size
+from kiln._capture.guards import GuardSet
+from kiln._capture.sources import AttrSource, BakedSource, ItemSource
+
+_dynamic_marks: dict = {}  # id(tensor) -> (weakref, {dim: True (dynamic) | False (static)})
+
+
+def mark_dynamic(t, dim) -> None:
+    """Treat `t.size(dim)` as symbolic: one compiled graph serves every size of that dim."""
+    _mark(t, dim, True)
+
+
+def mark_static(t, dim) -> None:
+    """Keep `t.size(dim)` static even when `dynamic=True` or automatic dynamic would not."""
+    _mark(t, dim, False)
+
+
+def _mark(t, dims, value: bool) -> None:
+    if not isinstance(t, kiln.Tensor):
+        raise TypeError(f"mark_dynamic/mark_static expect a kiln.Tensor, got {type(t).__name__}")
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    entry = _dynamic_marks.get(id(t))
+    if entry is None or entry[0]() is not t:
+        entry = (weakref.ref(t), {})
+        _dynamic_marks[id(t)] = entry
+    for d in dims:
+        if not -t.dim() <= d < t.dim():
+            raise IndexError(f"mark_dynamic: dim {d} out of range for a {t.dim()}-d tensor")
+        entry[1][d % t.dim()] = value
+
+
+def marks_of(t) -> dict:
+    entry = _dynamic_marks.get(id(t))
+    if entry is None or entry[0]() is not t:
+        return {}
+    return entry[1]
+
+
+def _is_namedtuple(t) -> bool:
+    return issubclass(t, tuple) and hasattr(t, "_fields")
+
+
+_CONST_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), range)
+
+
+class CaptureContext:
+    """One capture of one segment of one frame."""
+
+    def __init__(self, name: str, state_labels, dynamic, auto_dynamic: dict) -> None:
+        self.graph = Graph(name)
+        self.guards = GuardSet()
+        self.state_labels = list(state_labels)
+        self.dynamic = dynamic  # True, False or None (automatic)
+        self.auto_dynamic = auto_dynamic  # source -> set of dims that changed between captures
+        self.input_sources: list = []  # per graph input: its source (re-read at run time)
+        self.input_baked: list = []  # per graph input: the baked value when the source is baked
+        self.seen_sizes: dict = {}  # source -> sizes, recorded for automatic dynamic
+        self.input_by_id: dict = {}
+        self.symbols: list = []  # (name, hint)
+        self.sym_by_source: dict = {}
+        self.undo: list = []
+        self.modules_seen: dict = {}
+        self.loc = None  # (filename, lineno) of the instruction being evaluated
+        self.static_only = dynamic is False
+
+    # -- wrapping real values ------------------------------------------------------------
+    def wrap(self, value, source) -> V.VT:
+        if isinstance(value, kiln.Tensor):
+            return self._wrap_tensor(value, source)
+        if isinstance(value, bool) or type(value) in _CONST_TYPES:
+            if source is not None:
+                if type(value) is int and self._int_is_dynamic(source):
+                    return self._wrap_sym_int(value, source)
+                self.guards.equals(source, value)
+            return V.ConstVar(value, source)
+        if isinstance(value, (kiln.dtype, kiln.device)):
+            if source is not None:
+                self.guards.equals(source, value)
+            return V.ConstVar(value, source)
+        if type(value) in (tuple, list) or (
+            isinstance(value, tuple) and _is_namedtuple(type(value))
+        ):
+            if source is not None:
+                self.guards.type(source, value)
+                self.guards.length(source, len(value))
+            items = [
+                self.wrap(v, ItemSource(source, i) if source is not None else None)
+                for i, v in enumerate(value)
+            ]
+            if isinstance(value, list):
+                return V.ListVar(items, source)
+            return V.TupleVar(items, source, type(value))
+        if type(value) is dict:
+            if source is not None:
+                self.guards.type(source, value)
+                self.guards.dict_keys(source, value.keys())
+            if not all(type(k) in (str, int) for k in value):
+                raise V.Unsupported("a dict whose keys are not str or int")
+            items = {
+                k: self.wrap(v, ItemSource(source, k) if source is not None else None)
+                for k, v in value.items()
+            }
+            return V.DictVar(items, source)
+        if isinstance(value, kiln.nn.Module):
+            return self._wrap_module(value, source)
+        if isinstance(value, types.FunctionType):
+            if source is not None:
+                self.guards.id(source, value)
+            return V.FunctionVar(value, source)
+        if isinstance(value, types.MethodType):
+            if source is not None:
+                self.guards.id(AttrSource(source, "__func__"), value.__func__)
+            fn_source = AttrSource(source, "__func__") if source is not None else None
+            self_source = AttrSource(source, "__self__") if source is not None else None
+            return V.BoundMethodVar(
+                self.wrap(value.__func__, fn_source), self.wrap(value.__self__, self_source)
+            )
+        import functools
+
+        if type(value) is functools.partial:
+            if source is not None:
+                self.guards.type(source, value)
+            fn = self.wrap(value.func, AttrSource(source, "func") if source is not None else None)
+            args = [self.wrap(a, None) for a in value.args]
+            kwargs = {k: self.wrap(v, None) for k, v in value.keywords.items()}
+            if source is not None:
+                self.guards.equals(AttrSource(source, "args"), value.args) if all(
+                    type(a) in _CONST_TYPES for a in value.args
+                ) else self.guards.id(source, value)
+            return V.PartialVar(fn, args, kwargs, source)
+        # Modules, classes, builtins and other objects: tracked by identity.
+        if source is not None:
+            if isinstance(value, (types.ModuleType, type, types.BuiltinFunctionType)) or callable(
+                value
+            ):
+                self.guards.id(source, value)
+            else:
+                self.guards.type(source, value)
+        return V.ObjectVar(value, source)
+
+    def _wrap_module(self, module, source) -> V.VT:
+        if source is not None:
+            self.guards.id(source, module)
+        self.watch_module(module)
+        return V.ModuleVar(module, source)
+
+    def watch_module(self, module) -> None:
+        """Guard the module's attribute version: any attribute assignment (including train())
+        bumps it, so parameters, submodules and Python attributes can be baked."""
+        if id(module) in self.modules_seen:
+            return
+        self.modules_seen[id(module)] = module
+        version = module.__dict__.get("_kiln_version", 0)
+        self.guards.flag(
+            module,
+            "_kiln_version",
+            version,
+            f"{type(module).__name__} at 0x{id(module):x}: attributes unchanged (version {version})",
+        )
+
+    def _int_is_dynamic(self, source) -> bool:
+        return not self.static_only and source in self.auto_dynamic
+
+    def _wrap_sym_int(self, value: int, source) -> V.VT:
+        self.guards.type(source, value)
+        node = self._add_input(source, value)
+        var = V.SymIntVar(node, value, None)
+        var.source = source
+        return var
+
+    def _add_input(self, source, value, sym_sizes=None):
+        label = source.name() if source is not None else f"const{len(self.input_sources)}"
+        node = self.graph.placeholder(_sanitize(label), value, sym_sizes=sym_sizes)
+        self.input_sources.append(source)
+        self.input_baked.append(value if source is None or source.expr(self.state_labels) is None
+                                else None)
+        return node
+
+    def _dynamic_dims(self, t, source) -> set:
+        if self.static_only or t.dim() == 0:
+            return set()
+        marks = marks_of(t)
+        dims = set()
+        if self.dynamic is True:
+            dims = {d for d in range(t.dim())}
+        dims |= self.auto_dynamic.get(source, set()) if source is not None else set()
+        dims |= {d for d, v in marks.items() if v}
+        dims -= {d for d, v in marks.items() if not v}
+        # Sizes 0 and 1 stay static (broadcasting and emptiness depend on them).
+        return {d for d in dims if t.shape[d] >= 2}
+
+    def _wrap_tensor(self, t, source) -> V.VT:
+        if id(t) in self.input_by_id:
+            return self.input_by_id[id(t)]
+        guard_src = source is not None and source.guardable()
+        if source is None or (guard_src and source.expr(self.state_labels) is None):
+            # A tensor in a global or closure: guard its identity and bake it.
+            if guard_src:
+                self.guards.id(source, t)
+            source = BakedSource(f"tensor@0x{id(t):x}") if source is None else source
+        dyn = self._dynamic_dims(t, source) if guard_src else set()
+        sym_sizes = list(t.shape)
+        sym_names = {}
+        for d in sorted(dyn):
+            sym = self._symbol_for(source, d, t.shape[d])
+            sym_sizes[d] = self.symbols[sym][0]
+            sym_names[d] = self.symbols[sym][0]
+        if guard_src:
+            self.guards.tensor(source, t, dyn, sym_names)
+            for d in sorted(dyn):
+                sym = self._symbol_for(source, d, t.shape[d])
+                self.guards.bind_size(source, d, sym, self.symbols[sym][0])
+                self.guards.sym("ge_const", sym, 2, f"{self.symbols[sym][0]} >= 2")
+            self.seen_sizes[source] = tuple(t.shape)
+        node = self._add_input(source, t, sym_sizes if dyn else None)
+        var = V.TensorVar(node, t, source)
+        var.dynamic_dims = dyn
+        var.sym_of_dim = {d: self._symbol_for(source, d, t.shape[d]) for d in dyn}
+        self.input_by_id[id(t)] = var
+        return var
+
+    def _symbol_for(self, source, dim: int, hint: int) -> int:
+        key = (source, dim)
+        if key not in self.sym_by_source:
+            self.sym_by_source[key] = len(self.symbols)
+            self.symbols.append((f"s{len(self.symbols)}", hint))
+        return self.sym_by_source[key]
+
+    @property
+    def has_symbols(self) -> bool:
+        return bool(self.symbols)
+
+    def size_of(self, tv: V.TensorVar, dim: int) -> V.VT:
+        """`t.size(dim)`: a constant, or a run-time int when shapes are symbolic."""
+        hint = tv.example.shape[dim]
+        if not self.has_symbols:
+            return V.ConstVar(hint)
+        node = self.graph.call(sym_size, (tv.node, dim), {}, hint, loc=self.loc)
+        sym = getattr(tv, "sym_of_dim", {}).get(dim)
+        return V.SymIntVar(node, hint, sym)
+
+
+def _sanitize(label: str) -> str:
+    out = []
+    for ch in label:
+        out.append(ch if ch.isalnum() or ch == "_" else "_")
+    text = "".join(out).strip("_")
+    while "__" in text:
+        text = text.replace("__", "_")
+    return text or "arg"

@@ -1,0 +1,463 @@
+"""From a frame to a cache entry: capture, guards, graph breaks, recompiles.
+
+`Compiler.callback` is what the eval-frame hook calls on a cache miss. It captures the frame
+symbolically from its first instruction; the result is a graph plus either the return value or a
+graph break (an instruction that cannot be captured, with the stack and locals before it). The
+entry it installs runs the graph, then returns, or performs the break: a call or a branch on a
+tensor is executed right there and the frame continues in a resume function (captured in turn);
+any other break continues natively in a resume function that starts at the breaking instruction.
+"""
+
+from __future__ import annotations
+
+import dis
+import linecache
+import os
+import sysconfig
+import warnings
+
+import kiln
+from kiln import _C
+from kiln._capture import bytecode, codegen, logs
+from kiln._capture import variables as V
+from kiln._capture.context import CaptureContext
+from kiln._capture.sources import ArgSource, ClosureSource
+from kiln._capture.symbolic import Frame
+
+_KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(kiln.__file__)))
+_LIB_DIRS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")})
+
+
+class CaptureError(RuntimeError):
+    """A graph break where `fullgraph=True` (or export) requires a single graph."""
+
+
+class BreakRecord:
+    """One graph break, for explain(): why, and where in the user's code."""
+
+    def __init__(self, reason: str, hint: str, filename: str, lineno: int) -> None:
+        self.reason = reason
+        self.hint = hint
+        self.filename = filename
+        self.lineno = lineno
+        self.source_line = linecache.getline(filename, lineno).strip()
+
+    @property
+    def user_stack(self):
+        return [(self.filename, self.lineno, self.source_line)]
+
+    def __str__(self) -> str:
+        text = f"{self.reason}\n    {self.filename}:{self.lineno}: {self.source_line}"
+        if self.hint:
+            text += f"\n    hint: {self.hint}"
+        return text
+
+
+class CaptureRecord:
+    """What one capture produced (explain() collects these)."""
+
+    def __init__(self, code, graph, guards, break_record, recompile_reason) -> None:
+        self.code = code
+        self.graph = graph
+        self.guards = guards
+        self.break_record = break_record
+        self.recompile_reason = recompile_reason
+
+
+class CodeState:
+    """Python-side state of one code object: resume functions, automatic dynamic shapes."""
+
+    def __init__(self) -> None:
+        self.resume_fns: dict = {}
+        self.auto_dynamic: dict = {}
+        self.seen: dict = {}
+        self.captures = 0
+
+
+_code_states: dict = {}
+
+
+def code_state(code) -> CodeState:
+    state = _code_states.get(code)
+    if state is None:
+        state = _code_states[code] = CodeState()
+    return state
+
+
+def reset_code_states() -> None:
+    _code_states.clear()
+
+
+def _should_skip(code) -> bool:
+    filename = code.co_filename
+    if filename.startswith(_KILN_DIR + os.sep):
+        return True
+    if filename.startswith("<kiln-") or filename.startswith("<frozen"):
+        return True
+    return filename.startswith(_LIB_DIRS) and "site-packages/kiln" not in filename
+
+
+class Compiler:
+    """Settings of one kiln.compile() call; its `callback` runs on every cache miss."""
+
+    def __init__(self, backend=None, fullgraph=False, dynamic=None, recompile_limit=8,
+                 recorder=None) -> None:
+        self.backend = backend
+        self.fullgraph = fullgraph
+        self.dynamic = dynamic
+        self.recompile_limit = recompile_limit
+        self.recorder = recorder
+
+    # -- the hook's callback ---------------------------------------------------------------
+    def callback(self, func, args, code):
+        if _should_skip(code):
+            _C._capture.mark_skip(code)
+            return None
+        state = code_state(code)
+        entries = _C._capture.entries(code)
+        reason = None
+        if entries:
+            gm = entries[0][0]
+            reason = gm.first_failure(args, func)
+            logs.log("recompiles", f"recompiling {code.co_name} ({code.co_filename}:"
+                                   f"{code.co_firstlineno}): guard failed: {reason}")
+            if len(entries) >= self.recompile_limit:
+                _C._capture.mark_no_capture(code)
+                warnings.warn(
+                    f"kiln.compile: {code.co_name} hit the recompile limit "
+                    f"({self.recompile_limit}); it now runs eagerly for new inputs. "
+                    f"Last failing guard: {reason}",
+                    stacklevel=2,
+                )
+                return None
+        entry = self.capture(func, args, code, state, reason)
+        return entry
+
+    # -- capture ---------------------------------------------------------------------------
+    def capture(self, func, args, code, state, recompile_reason):
+        labels = _state_labels(code, len(args))
+        self._update_auto_dynamic(state, args, labels)
+        rng = kiln.get_rng_state()
+        try:
+            try:
+                return self._capture_once(func, args, code, state, labels, recompile_reason,
+                                          static=False)
+            except V.RestartStatic:
+                return self._capture_once(func, args, code, state, labels, recompile_reason,
+                                          static=True)
+        finally:
+            kiln.set_rng_state(rng)
+
+    def _update_auto_dynamic(self, state, args, labels) -> None:
+        if self.dynamic is False:
+            return
+        for (index, path), old in list(state.seen.items()):
+            value = _fetch(args, index, path)
+            if isinstance(value, kiln.Tensor) and isinstance(old, tuple):
+                if len(value.shape) == len(old):
+                    changed = {d for d, (a, b) in enumerate(zip(value.shape, old, strict=False)) if a != b}
+                    if changed:
+                        key = _source_for(index, labels, path)
+                        state.auto_dynamic.setdefault(key, set()).update(changed)
+                        logs.log("recompiles", f"automatic dynamic: {key} dims "
+                                               f"{sorted(changed)} change between calls")
+            elif type(value) is int and type(old) is int and value != old:
+                key = _source_for(index, labels, path)
+                state.auto_dynamic.setdefault(key, set())
+
+    def _capture_once(self, func, args, code, state, labels, recompile_reason, static):
+        state.captures += 1
+        name = f"{code.co_name}_{state.captures - 1}"
+        ctx = CaptureContext(name, labels, False if static else self.dynamic,
+                             {} if static else state.auto_dynamic)
+        ctx.grad_enabled = kiln.is_grad_enabled()
+        from kiln import _grad_mode
+
+        ctx.guards.flag(_grad_mode._state, "grad_enabled", ctx.grad_enabled,
+                        f"grad mode is {'enabled' if ctx.grad_enabled else 'disabled'}")
+        locals_ = {}
+        for i, value in enumerate(args):
+            locals_[code.co_varnames[i]] = ctx.wrap(value, ArgSource(i, labels[i]))
+        closure = None
+        if code.co_freevars:
+            closure = []
+            for i, cell in enumerate(func.__closure__ or ()):
+                try:
+                    contents = ctx.wrap(cell.cell_contents,
+                                        ClosureSource(i, code.co_freevars[i]))
+                except ValueError:
+                    contents = None
+                closure.append(V.CellVar(contents, ClosureSource(i, code.co_freevars[i])))
+        top = TopFrame(ctx, code, func.__globals__, locals_, closure=closure)
+        outcome = top.run_top()
+        for (source, sizes) in ctx.seen_sizes.items():
+            path = _path_of(source)
+            if path is not None:
+                state.seen[path] = sizes
+        for i, value in enumerate(args):
+            if type(value) is int:
+                state.seen[(i, ())] = value
+        return self._finish(func, code, state, ctx, top, outcome, recompile_reason)
+
+    def _finish(self, func, code, state, ctx, top, outcome, recompile_reason):
+        break_record = None
+        if isinstance(outcome, Break):
+            lineno = outcome.lineno
+            break_record = BreakRecord(outcome.error.reason, outcome.error.hint,
+                                       code.co_filename, lineno)
+            logs.log("graph_breaks", f"graph break in {code.co_name}: {break_record}")
+            if self.fullgraph:
+                raise CaptureError(
+                    f"kiln.compile(fullgraph=True): graph break: {outcome.error.reason}\n"
+                    f"  {code.co_filename}:{lineno}: {break_record.source_line}"
+                    + (f"\n  hint: {outcome.error.hint}" if outcome.error.hint else "")
+                )
+            state_vars = list(outcome.stack) + list(outcome.locals.values())
+            outputs = codegen.tensors_in(state_vars)
+        else:
+            outputs = codegen.tensors_in([outcome.value])
+        graph = ctx.graph
+        graph.output([v.node for v in outputs])
+        graph.erase_unused()
+        graph_fn = self._compile_graph(graph, ctx)
+        gm = ctx.guards.build()
+        if self.recorder is not None:
+            self.recorder.append(CaptureRecord(code, graph, ctx.guards.describe(), break_record,
+                                               recompile_reason))
+        logs.log("graph", lambda: f"captured {graph.name} ({graph.op_count()} ops):\n"
+                                  f"{graph.python_source()}")
+        logs.log("guards", lambda: f"guards of {graph.name}:\n  "
+                                   + "\n  ".join(ctx.guards.describe()))
+        if isinstance(outcome, Return):
+            entry = codegen.make_entry(ctx, graph_fn, outputs, "return {ret}",
+                                       {"ret": outcome.value}, {})
+        else:
+            entry = self._break_entry(func, code, state, ctx, graph_fn, outputs, outcome)
+        _C._capture.add_entry(code, gm, entry)
+        return entry
+
+    def _compile_graph(self, graph, ctx):
+        if self.backend is None or self.backend == "eager":
+            return graph.compile_python()
+        if callable(self.backend):
+            example_inputs = [n.meta["example"] for n in graph.inputs]
+            compiled = self.backend(graph, example_inputs)
+            if not callable(compiled):
+                raise TypeError("a kiln.compile backend must return a callable")
+            return compiled
+        raise ValueError(f"kiln.compile: unknown backend {self.backend!r} "
+                         "(expected None, 'eager' or a callable)")
+
+    def _break_entry(self, func, code, state, ctx, graph_fn, outputs, outcome):
+        stack, locals_ = outcome.stack, outcome.locals
+        cell_names = set(code.co_cellvars)
+        plain = {k: v for k, v in locals_.items() if k not in cell_names}
+        cells = {k: v for k, v in locals_.items() if k in cell_names}
+        for name in cell_names:  # a cell not made yet: MAKE_CELL runs before any break
+            cells.setdefault(name, V.CellVar(None))
+        names = list(plain) + [f"cell_{k}" for k in cells]
+        result_vars = {f"s{i}": v for i, v in enumerate(stack)}
+        result_vars.update({f"l{i}": v for i, v in enumerate(plain.values())})
+        result_vars.update({f"c{i}": v for i, v in enumerate(cells.values())})
+        body = ["_stack = [" + ", ".join("{s%d}" % i for i in range(len(stack))) + "]"]
+        body.append("_locals = {" + ", ".join(
+            f"{k!r}: {{l{i}}}" for i, k in enumerate(plain)) + "}")
+        body.append("_cells = {" + ", ".join(
+            f"{k!r}: {{c{i}}}" for i, k in enumerate(cells)) + "}")
+        body.append(f"_set_grad({ctx.grad_enabled!r})")
+        body.append("return _do_break(_stack, _locals, _cells)")
+        text = "\n".join(s.replace("{", "{{").replace("}", "}}") for s in body)
+        # Unescape the placeholders we want formatted.
+        for key in result_vars:
+            text = text.replace("{{" + key + "}}", "{" + key + "}")
+        del names
+        handler = BreakHandler(self, func, code, state, outcome)
+        from kiln import _grad_mode
+
+        return codegen.make_entry(ctx, graph_fn, outputs, text, result_vars,
+                                  {"_do_break": handler, "_set_grad": _grad_mode._set_grad_enabled})
+
+
+class Break:
+    def __init__(self, inst, error, stack, locals_, lineno, resume_offset) -> None:
+        self.inst = inst
+        self.error = error
+        self.stack = stack
+        self.locals = locals_
+        self.lineno = lineno
+        self.resume_offset = resume_offset  # where native continuation starts
+
+
+class Return:
+    def __init__(self, value) -> None:
+        self.value = value
+
+
+class TopFrame(Frame):
+    """The captured frame itself: an Unsupported instruction becomes a graph break."""
+
+    def run_top(self):
+        graph = self.ctx.graph
+        while True:
+            inst = self.insts[self.ip]
+            snapshot = self._snapshot(graph)
+            try:
+                self.step(inst)
+            except V.Unsupported as e:
+                self._restore(snapshot, graph)
+                return self._make_break(inst, e)
+            if inst.opname == "RETURN_VALUE":
+                return Return(self.return_value)
+
+    def _snapshot(self, graph):
+        iters = [(v, v.pos) for v in self.stack if isinstance(v, V.IteratorVar)]
+        iters += [(v, v.pos) for v in self.locals.values() if isinstance(v, V.IteratorVar)]
+        calls = len(graph.nodes) - len(graph.inputs)
+        return (self.ip, list(self.stack), dict(self.locals), calls, len(self.ctx.undo),
+                self.kw_names, self.ctx.grad_enabled, iters)
+
+    def _restore(self, snapshot, graph):
+        ip, stack, locals_, calls, undo_len, kw_names, grad, iters = snapshot
+        self.ip, self.stack, self.locals, self.kw_names = ip, stack, locals_, kw_names
+        self.ctx.grad_enabled = grad
+        for v, pos in iters:
+            v.pos = pos
+        while len(self.ctx.undo) > undo_len:
+            obj, attr, old = self.ctx.undo.pop()
+            setattr(obj, attr, old)
+        while len(graph.nodes) - len(graph.inputs) > calls:
+            node = graph.nodes[-1]
+            for user in list(node.users):
+                graph._erase(user)
+            graph._erase(node)
+
+    def _make_break(self, inst, error):
+        resume_offset = inst.offset
+        if inst.opname == "CALL":
+            i = self.ip - 1
+            if i >= 1 and self.insts[i - 1].opname == "PRECALL":
+                i -= 1
+                if i >= 1 and self.insts[i - 1].opname == "KW_NAMES":
+                    i -= 1
+            resume_offset = self.insts[i].offset
+        return Break(inst, error, list(self.stack), dict(self.locals), self.lineno,
+                     resume_offset)
+
+
+class BreakHandler:
+    """Runs a graph break at run time, then continues the frame in a resume function."""
+
+    def __init__(self, compiler, func, code, state, outcome) -> None:
+        self.compiler = compiler
+        self.func = func
+        self.code = code
+        self.state = state
+        inst = outcome.inst
+        self.inst = inst
+        in_region = bytecode.in_loop(code, inst.offset) or bytecode.in_exception_region(
+            code, inst.offset)
+        self.mode = "native"
+        if not in_region and inst.opname == "CALL":
+            self.mode = "call"
+            self.argc = inst.arg
+            kw = [i for i in dis.get_instructions(code) if i.offset < inst.offset]
+            self.kw_names = ()
+            if len(kw) >= 2 and kw[-2].opname == "KW_NAMES":
+                self.kw_names = code.co_consts[kw[-2].arg]
+        elif not in_region and inst.opname.startswith(("POP_JUMP", "JUMP_IF")):
+            self.mode = "jump"
+        self.resume_offset = outcome.resume_offset
+        self.next_offset = _next_offset(code, inst)
+
+    def __call__(self, stack, locals_, cells):
+        if self.mode == "call":
+            argc = self.argc
+            args = stack[len(stack) - argc:]
+            del stack[len(stack) - argc:]
+            fn = stack.pop()
+            head = stack.pop()
+            if head is not codegen.NULL_MARK:
+                args = [fn] + args
+                fn = head
+            kwargs = {}
+            if self.kw_names:
+                n = len(self.kw_names)
+                kwargs = dict(zip(self.kw_names, args[len(args) - n:], strict=False))
+                args = args[: len(args) - n]
+            result = fn(*args, **kwargs)
+            stack.append(result)
+            return self._resume(self.next_offset, stack, locals_, cells, native=False)
+        if self.mode == "jump":
+            value = stack[-1]
+            op = self.inst.opname
+            if "NONE" in op:
+                truth = value is None
+                want = "NOT_NONE" not in op
+            else:
+                truth = bool(value)
+                want = "TRUE" in op
+            taken = truth == want
+            if op.startswith("POP_JUMP") or not taken:
+                stack.pop()
+            offset = self.inst.argval if taken else self.next_offset
+            return self._resume(offset, stack, locals_, cells, native=False)
+        return self._resume(self.resume_offset, stack, locals_, cells, native=True)
+
+    def _resume(self, offset, stack, locals_, cells, native):
+        key = (offset, len(stack), frozenset(n for n in self.code.co_varnames if n not in locals_),
+               native)
+        fn = self.state.resume_fns.get(key)
+        if fn is None:
+            fn = bytecode.make_resume_function(self.code, offset, len(stack), key[2],
+                                               self.func.__globals__, self.func.__closure__)
+            if native:
+                _C._capture.mark_skip(fn.__code__)
+            self.state.resume_fns[key] = fn
+        return fn(*bytecode.resume_args(self.code, locals_, cells, stack))
+
+
+def _next_offset(code, inst) -> int:
+    insts = list(dis.get_instructions(code))
+    for i, x in enumerate(insts):
+        if x.offset == inst.offset:
+            return insts[i + 1].offset
+    raise AssertionError("instruction not found")
+
+
+def _state_labels(code, n: int) -> list:
+    names = list(code.co_varnames[:n])
+    if code.co_name.startswith("__resume_at_") and n == len(code.co_varnames):
+        names[-1] = "__kiln_resume"
+    return names
+
+
+def _path_of(source):
+    from kiln._capture.sources import ArgSource, AttrSource, ItemSource
+
+    path = []
+    while isinstance(source, (AttrSource, ItemSource)):
+        path.append(("attr", source.attr) if isinstance(source, AttrSource) else
+                    ("item", source.key))
+        source = source.base
+    if not isinstance(source, ArgSource):
+        return None
+    return (source.index, tuple(reversed(path)))
+
+
+def _fetch(args, index, path):
+    value = args[index] if index < len(args) else None
+    try:
+        for kind, key in path:
+            value = getattr(value, key) if kind == "attr" else value[key]
+    except Exception:
+        return None
+    return value
+
+
+def _source_for(index, labels, path):
+    from kiln._capture.sources import AttrSource, ItemSource
+
+    source = ArgSource(index, labels[index])
+    for kind, key in path:
+        source = AttrSource(source, key) if kind == "attr" else ItemSource(source, key)
+    return source

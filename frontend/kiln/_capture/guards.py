@@ -1,0 +1,124 @@
+"""What a capture assumed, recorded as guards and compiled into a C++ guard tree.
+
+The symbolic evaluator records a guard whenever it reads a value whose identity, type, value or
+tensor properties the graph depends on. `GuardSet.build()` turns the records into a
+`kiln._C._capture.GuardManager`, which evaluates them in C++ (cheapest checks first) on every
+call; no Python runs on a cache hit.
+"""
+
+from __future__ import annotations
+
+from kiln import _C
+from kiln._capture.sources import (
+    ArgSource,
+    AttrSource,
+    ClosureSource,
+    GlobalSource,
+    ItemSource,
+    Source,
+)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class GuardSet:
+    """Guards of one capture, deduplicated, in the order they were recorded."""
+
+    def __init__(self) -> None:
+        self._checks: dict = {}
+        self._sym_checks: dict = {}
+        self._flags: dict = {}
+
+    def _add(self, key, source: Source, method: str, args: tuple, text: str) -> None:
+        if source is not None and not source.guardable():
+            return
+        self._checks.setdefault(key, (source, method, args, text))
+
+    def type(self, source, value) -> None:
+        t = type(value)
+        self._add(("type", source), source, "check_type", (t,), f"type({source}) is {t.__qualname__}")
+
+    def id(self, source, value) -> None:
+        label = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+        label = label or type(value).__name__
+        self._add(("id", source), source, "check_id", (value,), f"{source} is {label}")
+
+    def equals(self, source, value) -> None:
+        if value is None:
+            self._add(("none", source), source, "check_none", (), f"{source} is None")
+            return
+        self._add(("eq", source), source, "check_equals", (value,), f"{source} == {_short(value)}")
+
+    def length(self, source, n: int) -> None:
+        self._add(("len", source), source, "check_len", (n,), f"len({source}) == {n}")
+
+    def dict_keys(self, source, keys) -> None:
+        keys = list(keys)
+        text = f"{source}.keys() == {_short(keys)}"
+        self._add(("keys", source), source, "check_dict_keys", (keys,), text)
+
+    def tensor(self, source, t, dynamic_dims=(), sym_names=None) -> None:
+        """dtype, rank, static sizes and strides, requires_grad of the tensor at `source`."""
+        sizes = [None if d in dynamic_dims else s for d, s in enumerate(t.shape)]
+        strides = list(t.stride())
+        if dynamic_dims:
+            strides = [None] * len(strides)  # strides follow the symbolic sizes
+        shown = [sym_names.get(d, "?") if s is None else str(s) for d, s in enumerate(sizes)] if (
+            sym_names is not None
+        ) else [("?" if s is None else str(s)) for s in sizes]
+        text = (
+            f"{source}: tensor {t.dtype}[{', '.join(shown)}] strides {tuple(t.stride())}"
+            f" requires_grad={t.requires_grad}"
+        )
+        args = (t.dtype, sizes, strides, bool(t.requires_grad))
+        self._add(("tensor", source), source, "check_tensor", args, text)
+
+    def bind_size(self, source, dim: int, sym: int, sym_name: str) -> None:
+        text = f"{source}.size({dim}) -> {sym_name}"
+        self._add(("bind", source, dim), source, "bind_size", (dim, sym), text)
+
+    def sym(self, kind: str, a: int, b: int, text: str) -> None:
+        self._sym_checks.setdefault((kind, a, b), text)
+
+    def flag(self, obj, attr: str, value, text: str) -> None:
+        self._flags.setdefault((id(obj), attr), (obj, attr, value, text))
+
+    def describe(self) -> list[str]:
+        texts = [text for (_, _, _, text) in self._checks.values()]
+        texts += [text for (_, _, _, text) in self._flags.values()]
+        texts += list(self._sym_checks.values())
+        return texts
+
+    def build(self):
+        """The C++ guard tree for these checks."""
+        gm = _C._capture.GuardManager()
+        nodes: dict = {}
+
+        def node_of(source):
+            if source in nodes:
+                return nodes[source]
+            if isinstance(source, ArgSource):
+                node = gm.root.arg(source.index)
+            elif isinstance(source, GlobalSource):
+                node = gm.root.global_(source.key)
+            elif isinstance(source, ClosureSource):
+                node = gm.root.closure(source.index)
+            elif isinstance(source, AttrSource):
+                node = node_of(source.base).attr(source.attr)
+            elif isinstance(source, ItemSource):
+                node = node_of(source.base).item(source.key)
+            else:
+                raise TypeError(f"no guard accessor for source {source!r}")
+            nodes[source] = node
+            return node
+
+        for source, method, args, text in self._checks.values():
+            getattr(node_of(source), method)(*args, text)
+        for obj, attr, value, text in self._flags.values():
+            gm.check_global_flag(obj, attr, value, text)
+        for (kind, a, b), text in self._sym_checks.items():
+            getattr(gm, f"add_sym_{kind}")(a, b, text)
+        return gm

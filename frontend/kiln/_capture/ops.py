@@ -1,0 +1,154 @@
+"""Recording tensor operations: arguments to graph form, example results, result variables.
+
+Every captured op runs once on example values at capture time, which gives the result's dtype
+and shape (and surfaces the op's own errors as graph breaks, so eager raises them at run time
+with the user's traceback). In-place ops run on a clone of the example, never on the caller's
+tensors.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import kiln
+from kiln._capture import variables as V
+
+_INPLACE_OPERATORS = {
+    operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+    operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor, operator.ilshift,
+    operator.irshift, operator.imatmul,
+}
+# Tensor methods whose result is a Python value read from the data: a graph break.
+DATA_DEPENDENT_METHODS = {
+    "item": "Tensor.item() reads a value from the tensor's data",
+    "tolist": "Tensor.tolist() reads the tensor's data into Python",
+    "numpy": "Tensor.numpy() hands the data to NumPy",
+    "__bool__": "bool() of a tensor depends on its data",
+    "__int__": "int() of a tensor depends on its data",
+    "__float__": "float() of a tensor depends on its data",
+    "__index__": "using a tensor as a Python index depends on its data",
+    "__len__": None,
+    "data_ptr": "Tensor.data_ptr() is an address only known at run time",
+    "__array__": "converting a tensor to a NumPy array",
+    "__dlpack__": "exporting a tensor through DLPack",
+    "backward": "autograd is not captured",
+    "nonzero": "nonzero() has a data-dependent output shape",
+    "unique": "unique() has a data-dependent output shape",
+    "masked_select": "masked_select() has a data-dependent output shape",
+    "equal": "Tensor.equal() returns a Python bool computed from data",
+    "allclose": "Tensor.allclose() returns a Python bool computed from data",
+}
+DATA_DEPENDENT_FUNCTIONS = {"nonzero", "unique", "masked_select", "equal", "allclose",
+                            "unique_consecutive", "argwhere", "tolist", "item", "numpy",
+                            "from_numpy", "tensor", "as_tensor", "asarray"}
+
+
+def is_inplace(target, name: str, kwargs: dict) -> bool:
+    if any(target is op for op in _INPLACE_OPERATORS) or target is operator.setitem:
+        return True
+    if "out" in kwargs:
+        return True
+    return name.endswith("_") and not name.endswith("__")
+
+
+def to_example(value):
+    """The capture-time value standing for a variable (tensors: their example)."""
+    if isinstance(value, V.TensorVar):
+        return value.example
+    if isinstance(value, V.SymIntVar):
+        return value.hint
+    if isinstance(value, V.ConstVar):
+        return value.value
+    if isinstance(value, V.ListVar):
+        return [to_example(v) for v in value.items]
+    if isinstance(value, V.TupleVar):
+        items = [to_example(v) for v in value.items]
+        return tuple(items) if value.tuple_type is tuple else value.tuple_type(*items)
+    if isinstance(value, V.DictVar):
+        return {k: to_example(v) for k, v in value.items.items()}
+    if isinstance(value, V.SliceVar):
+        return slice(to_example(value.start), to_example(value.stop), to_example(value.step))
+    if isinstance(value, (V.ObjectVar, V.FunctionVar)):
+        return value.value if isinstance(value, V.ObjectVar) else value.fn
+    if isinstance(value, V.ModuleVar):
+        return value.module
+    raise V.Unsupported(f"{type(value).__name__} as an argument of a tensor op")
+
+
+def to_graph_arg(value):
+    """The graph-node form of an argument: nodes for tensors and symbolic ints."""
+    if isinstance(value, (V.TensorVar, V.SymIntVar)):
+        return value.node
+    if isinstance(value, V.ConstVar):
+        return value.value
+    if isinstance(value, V.ListVar):
+        return [to_graph_arg(v) for v in value.items]
+    if isinstance(value, V.TupleVar):
+        items = tuple(to_graph_arg(v) for v in value.items)
+        return items if value.tuple_type is tuple else tuple(items)
+    if isinstance(value, V.DictVar):
+        return {k: to_graph_arg(v) for k, v in value.items.items()}
+    if isinstance(value, V.SliceVar):
+        parts = [to_graph_arg(value.start), to_graph_arg(value.stop), to_graph_arg(value.step)]
+        if any(not isinstance(p, (int, type(None))) for p in parts):
+            raise V.Unsupported("a slice with symbolic bounds")
+        return slice(*parts)
+    if isinstance(value, V.ObjectVar) and isinstance(value.value, (kiln.dtype, kiln.device)):
+        return value.value
+    raise V.Unsupported(f"{type(value).__name__} as an argument of a tensor op")
+
+
+def target_name(target) -> str:
+    return getattr(target, "__name__", type(target).__name__)
+
+
+def record(ctx, target, args: list, kwargs: dict, name: str | None = None) -> V.VT:
+    """Records `target(*args, **kwargs)` in the graph and returns the result's variable."""
+    name = name or target_name(target)
+    ex_args = [to_example(a) for a in args]
+    ex_kwargs = {k: to_example(v) for k, v in kwargs.items()}
+    inplace = is_inplace(target, name, kwargs)
+    if inplace:
+        ex_args, ex_kwargs, mutated = _clone_mutated(target, name, args, ex_args, ex_kwargs)
+    try:
+        example = target(*ex_args, **ex_kwargs)
+    except Exception as e:  # the op itself rejects its inputs: eager will raise it
+        raise V.Unsupported(f"{name}() raised {type(e).__name__}: {e}") from None
+    node = ctx.graph.call(target, tuple(to_graph_arg(a) for a in args),
+                          {k: to_graph_arg(v) for k, v in kwargs.items()}, example, loc=ctx.loc)
+    if inplace:
+        for var, clone in mutated:
+            var.example = clone
+        if target is operator.setitem:
+            return V.ConstVar(None)
+        if isinstance(example, kiln.Tensor) and mutated and example is mutated[0][1]:
+            return mutated[0][0]  # in-place ops return their target
+    return wrap_result(ctx, node, example, name)
+
+
+def _clone_mutated(target, name, args, ex_args, ex_kwargs):
+    mutated = []
+    if "out" in ex_kwargs:
+        out_var = None
+        raise V.Unsupported(f"{name}(out=...) is not captured") if out_var is None else None
+    if args and isinstance(args[0], V.TensorVar):
+        clone = ex_args[0].clone()
+        ex_args = [clone] + ex_args[1:]
+        mutated.append((args[0], clone))
+    return ex_args, ex_kwargs, mutated
+
+
+def wrap_result(ctx, node, example, name: str) -> V.VT:
+    if isinstance(example, kiln.Tensor):
+        return V.TensorVar(node, example)
+    if isinstance(example, (tuple, list)) and all(isinstance(e, kiln.Tensor) for e in example):
+        items = []
+        for i, e in enumerate(example):
+            item = ctx.graph.call(operator.getitem, (node, i), {}, e, loc=ctx.loc)
+            items.append(V.TensorVar(item, e))
+        if isinstance(example, list):
+            return V.ListVar(items)
+        return V.TupleVar(items, None, type(example))
+    raise V.Unsupported(
+        f"{name}() returns a Python {type(example).__name__} computed from tensor data"
+    )

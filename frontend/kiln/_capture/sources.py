@@ -1,0 +1,110 @@
+"""Sources: where a value the symbolic evaluator read came from, so guards can re-read it.
+
+A source is a path from the frame state (arguments, or locals and stack at a resume point),
+from the function's globals or closure, or from an object baked into the compiled entry. Guards
+are attached to sources; graph inputs are fetched through them at run time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class Source:
+    """Base class. Subclasses are frozen dataclasses, so equal paths compare and hash equal."""
+
+    def name(self) -> str:
+        raise NotImplementedError
+
+    def guardable(self) -> bool:
+        """False for paths rooted at baked objects: what they reach is covered by other guards."""
+        return True
+
+    def expr(self, arg_names) -> str | None:
+        """A Python expression that re-reads the value inside an entry, or None if baked."""
+        return None
+
+    def __str__(self) -> str:
+        return self.name()
+
+
+@dataclass(frozen=True)
+class ArgSource(Source):
+    """Item `index` of the frame state (a function argument, or a local/stack slot on resume)."""
+
+    index: int
+    label: str
+
+    def name(self) -> str:
+        return f"L[{self.label!r}]"
+
+    def expr(self, arg_names) -> str | None:
+        return arg_names[self.index]
+
+
+@dataclass(frozen=True)
+class GlobalSource(Source):
+    key: str
+
+    def name(self) -> str:
+        return f"G[{self.key!r}]"
+
+
+@dataclass(frozen=True)
+class ClosureSource(Source):
+    index: int
+    label: str
+
+    def name(self) -> str:
+        return f"C[{self.label!r}]"
+
+
+@dataclass(frozen=True)
+class BakedSource(Source):
+    """An object the compiled entry holds a reference to (a module reached from a guarded root)."""
+
+    label: str
+
+    def name(self) -> str:
+        return self.label
+
+    def guardable(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class AttrSource(Source):
+    base: Source
+    attr: str
+
+    def name(self) -> str:
+        return f"{self.base.name()}.{self.attr}"
+
+    def guardable(self) -> bool:
+        return self.base.guardable()
+
+    def expr(self, arg_names) -> str | None:
+        base = self.base.expr(arg_names)
+        return None if base is None else f"{base}.{self.attr}"
+
+
+@dataclass(frozen=True)
+class ItemSource(Source):
+    base: Source
+    key: object
+
+    def name(self) -> str:
+        return f"{self.base.name()}[{self.key!r}]"
+
+    def guardable(self) -> bool:
+        return self.base.guardable()
+
+    def expr(self, arg_names) -> str | None:
+        base = self.base.expr(arg_names)
+        return None if base is None else f"{base}[{self.key!r}]"
+
+
+def root_of(source: Source) -> Source:
+    while isinstance(source, (AttrSource, ItemSource)):
+        source = source.base
+    return source

@@ -1,0 +1,283 @@
+"""Symbolic values ("variables") the bytecode evaluator keeps on its stack and in its locals.
+
+Tensors are graph values (`TensorVar`); Python values the graph depends on are constants
+(`ConstVar`, guarded where they came from) or symbolic sizes (`SymIntVar`); containers hold
+variables; functions, modules and other objects are tracked by identity so calls can be inlined
+or recorded. Every variable can be rebuilt into a real Python value at run time
+(`reconstruct`), which is how state crosses a graph break.
+"""
+
+from __future__ import annotations
+
+
+class Unsupported(Exception):
+    """The evaluator cannot capture this instruction; the frame breaks the graph here."""
+
+    def __init__(self, reason: str, hint: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.hint = hint
+
+
+class RestartStatic(Exception):
+    """A symbolic size had to become a Python int: capture again with static shapes."""
+
+
+class VT:
+    """Base of all symbolic values. `source` says where a value read from outside came from."""
+
+    source = None
+
+    def python_type(self):
+        raise Unsupported(f"type of {self!r} is unknown")
+
+    def is_const(self) -> bool:
+        return False
+
+    def const(self):
+        """The Python value, for values fixed at capture time; Unsupported otherwise."""
+        raise Unsupported(f"{type(self).__name__} is not a Python constant here")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class NullVar(VT):
+    """The NULL that PUSH_NULL / LOAD_GLOBAL put below a callable."""
+
+
+NULL = NullVar()
+
+
+class ConstVar(VT):
+    """A Python value fixed at capture time (numbers, strings, None, dtypes, ranges, ...)."""
+
+    def __init__(self, value, source=None) -> None:
+        self.value = value
+        self.source = source
+
+    def python_type(self):
+        return type(self.value)
+
+    def is_const(self) -> bool:
+        return True
+
+    def const(self):
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"ConstVar({self.value!r})"
+
+
+class TensorVar(VT):
+    """A tensor: the graph node that computes it and an example value for its metadata."""
+
+    def __init__(self, node, example, source=None) -> None:
+        self.node = node
+        self.example = example
+        self.source = source
+
+    def python_type(self):
+        return type(self.example)
+
+    def __repr__(self) -> str:
+        return f"TensorVar({self.node.name})"
+
+
+class SymIntVar(VT):
+    """An int computed at run time from symbolic sizes; `sym` is set for an input symbol."""
+
+    def __init__(self, node, hint: int, sym: int | None = None) -> None:
+        self.node = node
+        self.hint = hint
+        self.sym = sym
+
+    def python_type(self):
+        return int
+
+    def __repr__(self) -> str:
+        return f"SymIntVar({self.node.name}, hint={self.hint})"
+
+
+class ListVar(VT):
+    def __init__(self, items, source=None) -> None:
+        self.items = list(items)
+        self.source = source
+        self.mutated = False
+
+    def python_type(self):
+        return list
+
+    def is_const(self) -> bool:
+        return all(i.is_const() for i in self.items)
+
+    def const(self):
+        return [i.const() for i in self.items]
+
+
+class TupleVar(VT):
+    def __init__(self, items, source=None, tuple_type=tuple) -> None:
+        self.items = list(items)
+        self.source = source
+        self.tuple_type = tuple_type  # a namedtuple class keeps its type
+
+    def python_type(self):
+        return self.tuple_type
+
+    def is_const(self) -> bool:
+        return all(i.is_const() for i in self.items)
+
+    def const(self):
+        values = [i.const() for i in self.items]
+        if self.tuple_type is tuple:
+            return tuple(values)
+        return self.tuple_type(*values)
+
+
+class DictVar(VT):
+    """A dict with constant keys (in insertion order) and variable values."""
+
+    def __init__(self, items: dict, source=None, dict_type=dict) -> None:
+        self.items = dict(items)
+        self.source = source
+        self.dict_type = dict_type
+        self.mutated = False
+
+    def python_type(self):
+        return self.dict_type
+
+    def is_const(self) -> bool:
+        return all(v.is_const() for v in self.items.values())
+
+    def const(self):
+        return self.dict_type((k, v.const()) for k, v in self.items.items())
+
+
+class SliceVar(VT):
+    def __init__(self, start: VT, stop: VT, step: VT) -> None:
+        self.start, self.stop, self.step = start, stop, step
+
+    def python_type(self):
+        return slice
+
+    def is_const(self) -> bool:
+        return self.start.is_const() and self.stop.is_const() and self.step.is_const()
+
+    def const(self):
+        return slice(self.start.const(), self.stop.const(), self.step.const())
+
+
+class IteratorVar(VT):
+    """An iterator over a sequence known at capture time (lists, tuples, ranges, zip, ...)."""
+
+    def __init__(self, items) -> None:
+        self.items = list(items)
+        self.pos = 0
+
+    def next_item(self):
+        if self.pos >= len(self.items):
+            return None
+        self.pos += 1
+        return self.items[self.pos - 1]
+
+
+class CellVar(VT):
+    """A closure cell created in the captured code (MAKE_CELL) or read from a closure."""
+
+    def __init__(self, contents: VT | None = None, source=None) -> None:
+        self.contents = contents
+        self.source = source
+
+
+class FunctionVar(VT):
+    """A Python function defined outside the captured code: inlined when called."""
+
+    def __init__(self, fn, source=None) -> None:
+        self.fn = fn
+        self.source = source
+
+    def python_type(self):
+        return type(self.fn)
+
+
+class NestedFunctionVar(VT):
+    """A function (lambda, closure, comprehension) created while capturing (MAKE_FUNCTION)."""
+
+    def __init__(self, code, globals_, name, defaults, kwdefaults, closure) -> None:
+        self.code = code
+        self.globals = globals_
+        self.name = name
+        self.defaults = defaults  # TupleVar or None
+        self.kwdefaults = kwdefaults  # DictVar or None
+        self.closure = closure  # list[CellVar] or None
+
+    def python_type(self):
+        import types
+
+        return types.FunctionType
+
+
+class BoundMethodVar(VT):
+    """`obj.method` for a Python-level method: `fn` (a function variable) with `self` bound."""
+
+    def __init__(self, fn: VT, self_var: VT) -> None:
+        self.fn = fn
+        self.self_var = self_var
+
+
+class PartialVar(VT):
+    """functools.partial(fn, *args, **kwargs)."""
+
+    def __init__(self, fn: VT, args, kwargs: dict, source=None) -> None:
+        self.fn = fn
+        self.args = list(args)
+        self.kwargs = dict(kwargs)
+        self.source = source
+
+
+class TensorAttrVar(VT):
+    """A method of a tensor looked up but not yet called (`x.view` before `(...)`)."""
+
+    def __init__(self, tensor: TensorVar, name: str) -> None:
+        self.tensor = tensor
+        self.name = name
+
+
+class ModuleVar(VT):
+    """A kiln.nn.Module instance; its parameters become graph inputs and `forward` is inlined."""
+
+    def __init__(self, module, source=None) -> None:
+        self.module = module
+        self.source = source
+
+    def python_type(self):
+        return type(self.module)
+
+
+class ObjectVar(VT):
+    """Any other object known by identity: Python modules, classes, builtins, kiln functions,
+    instances of plain classes (attributes read through guards)."""
+
+    def __init__(self, value, source=None) -> None:
+        self.value = value
+        self.source = source
+
+    def python_type(self):
+        return type(self.value)
+
+    def __repr__(self) -> str:
+        return f"ObjectVar({type(self.value).__name__})"
+
+
+class GradModeVar(VT):
+    """`kiln.no_grad()` / `enable_grad()` / `set_grad_enabled(b)`: a context manager."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+
+class GradModeExitVar(VT):
+    """The `__exit__` a with-block keeps on the stack: restores the previous grad mode."""
+
+    def __init__(self, previous: bool) -> None:
+        self.previous = previous
