@@ -370,7 +370,9 @@ class CallMixin:
         if isinstance(fn, V.PartialVar):
             return self.call(fn.fn, fn.args + list(args), {**fn.kwargs, **kwargs})
         if isinstance(fn, (V.FunctionVar, V.NestedFunctionVar)):
-            if isinstance(fn, V.FunctionVar) and _is_kiln_function(fn.fn):
+            if isinstance(fn, V.FunctionVar) and _is_kiln_function(fn.fn) and not _has_callables(
+                args, kwargs
+            ):
                 return self.call_kiln(fn.fn, args, kwargs)
             return self.inline(fn, args, kwargs)
         if isinstance(fn, V.TensorAttrVar):
@@ -509,7 +511,9 @@ class CallMixin:
                         contents = None
                     closure.append(V.CellVar(contents, source=("outer", i)))
             module = f.__module__ or ""
-            if module.split(".")[0] in ("kiln",) and not module.startswith("kiln.nn.modules"):
+            if module.split(".")[0] in ("kiln",) and not module.startswith("kiln.nn.modules") and (
+                not _has_callables(args, kwargs)
+            ):
                 return self.call_kiln(f, args, kwargs)
             if _is_library_code(code):
                 raise V.Unsupported(f"call into library function {f.__qualname__}")
@@ -531,6 +535,12 @@ class CallMixin:
 
 def _attr_getter(name):
     return operator.attrgetter(name)
+
+
+def _has_callables(args, kwargs) -> bool:
+    """Kiln helpers that take a module or function are inlined, not recorded as one op."""
+    kinds = (V.ModuleVar, V.FunctionVar, V.NestedFunctionVar, V.BoundMethodVar)
+    return any(isinstance(a, kinds) for a in list(args) + list(kwargs.values()))
 
 
 def _hashable(x) -> bool:

@@ -43,6 +43,11 @@ DATA_DEPENDENT_FUNCTIONS = {"nonzero", "unique", "masked_select", "equal", "allc
                             "from_numpy", "tensor", "as_tensor", "asarray"}
 
 
+# Functions that update some tensor arguments in place (running statistics): at capture time
+# they run on clones of every tensor argument, so the caller's buffers change once, at run time.
+MUTATES_ARGUMENTS = {"batch_norm", "instance_norm"}
+
+
 def is_inplace(target, name: str, kwargs: dict) -> bool:
     if any(target is op for op in _INPLACE_OPERATORS) or target is operator.setitem:
         return True
@@ -108,6 +113,10 @@ def record(ctx, target, args: list, kwargs: dict, name: str | None = None) -> V.
     ex_args = [to_example(a) for a in args]
     ex_kwargs = {k: to_example(v) for k, v in kwargs.items()}
     inplace = is_inplace(target, name, kwargs)
+    if name in MUTATES_ARGUMENTS:
+        ex_args = [a.clone() if isinstance(a, kiln.Tensor) else a for a in ex_args]
+        ex_kwargs = {k: v.clone() if isinstance(v, kiln.Tensor) else v
+                     for k, v in ex_kwargs.items()}
     if inplace:
         ex_args, ex_kwargs, mutated = _clone_mutated(target, name, args, ex_args, ex_kwargs)
     try:
