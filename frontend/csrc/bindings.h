@@ -16,5 +16,7 @@ void bindIndexing(pybind11::module_ &m);
 void bindLinalg(pybind11::module_ &m);
 void bindNN(pybind11::module_ &m);
 void bindFactory(pybind11::module_ &m);
+void bindCapture(pybind11::module_ &m);
+void bindIR(pybind11::module_ &m);
 
 } // namespace kiln::frontend

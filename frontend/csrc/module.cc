@@ -44,4 +44,6 @@ PYBIND11_MODULE(_C, m) {
   bindLinalg(m);
   bindNN(m);
   bindFactory(m);
+  bindCapture(m);
+  bindIR(m);
 }

@@ -131,7 +131,8 @@ class CallMixin:
                                "getitem") for i in range(n)]
         if isinstance(value, V.ModuleVar):
             mod = value.module
-            return [self.ctx.wrap(m, None) for m in iter(mod)]
+            names = list(mod._modules) if len(mod._modules) == len(mod) else range(len(mod))
+            return [self.ctx.wrap(m, None, f"{value.label}.{k}") for k, m in zip(names, mod)]
         if isinstance(value, V.SymIntVar):
             raise V.Unsupported("iteration over an int")
         raise V.Unsupported(f"iteration over {type(value).__name__}")
@@ -187,9 +188,9 @@ class CallMixin:
                 value = entries[name]
                 if value is None:
                     return V.ConstVar(None)
-                return self.ctx.wrap(value, None)
+                return self.ctx.wrap(value, None, f"{mv.label}.{name}")
         if name in d:
-            return self.ctx.wrap(d[name], None)
+            return self.ctx.wrap(d[name], None, f"{mv.label}.{name}")
         cls_attr = inspect.getattr_static(type(mod), name, None)
         if isinstance(cls_attr, types.FunctionType):
             return V.BoundMethodVar(V.FunctionVar(cls_attr), mv)
@@ -257,7 +258,8 @@ class CallMixin:
                 raise V.Unsupported(f"KeyError {key!r} (raises at run time)")
             return obj.items[key]
         if isinstance(obj, V.ModuleVar):
-            return self.ctx.wrap(obj.module[self.const_index(index)], None)
+            key = self.const_index(index)
+            return self.ctx.wrap(obj.module[key], None, f"{obj.label}.{key}")
         if isinstance(obj, V.ConstVar):
             return V.ConstVar(obj.value[self.const_index(index)])
         if isinstance(obj, V.ObjectVar) and isinstance(obj.value, type):

@@ -72,6 +72,10 @@ class _Builder:
             return f"_MethodType({self.expr(v.fn)}, {self.expr(v.self_var)})"
         if isinstance(v, V.TensorAttrVar):
             return f"{self.expr(v.tensor)}.{v.name}"
+        from kiln._capture.calls import _ContainerMethod
+
+        if isinstance(v, _ContainerMethod):
+            return f"{self.expr(v.obj)}.{v.name}"
         if isinstance(v, V.PartialVar):
             args = "".join(f", {self.expr(a)}" for a in v.args)
             kw = "".join(f", {k}={self.expr(x)}" for k, x in v.kwargs.items())
@@ -159,7 +163,7 @@ def tensors_in(values) -> list:
 
 
 def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_ns: dict):
-    """Builds `entry(*state)`. `body` is a format string using `{name}` for each rebuilt
+    """Builds `entry(func, *state)`. `body` is a format string using `{name}` for each rebuilt
     variable in `result_vars` (name -> VT); it must `return` the frame's result."""
     index = {id(v.node): i for i, v in enumerate(output_vars)}
     b = _Builder(ctx, index)
@@ -168,8 +172,8 @@ def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_n
     for i, source in enumerate(ctx.input_sources):
         e = source.expr(b.arg_names) if source is not None else None
         inputs.append(e if e is not None else b.const(ctx.input_baked[i]))
-    params = ", ".join(b.arg_names)
-    lines = [f"def entry({params}):"]
+    params = "".join(", " + a for a in b.arg_names)
+    lines = [f"def entry(_func{params}):"]  # the hook passes the function object first
     lines.append(f"    _o = _graph({', '.join(inputs)}{',' if len(inputs) == 1 else ''})")
     lines += b.lines
     for line in body.format(**exprs).splitlines():

@@ -78,9 +78,10 @@ class CaptureContext:
         self.static_only = dynamic is False
 
     # -- wrapping real values ------------------------------------------------------------
-    def wrap(self, value, source) -> V.VT:
+    def wrap(self, value, source, label: str | None = None) -> V.VT:
+        """`label` names values reached through baked modules (`self.fc1.weight`)."""
         if isinstance(value, kiln.Tensor):
-            return self._wrap_tensor(value, source)
+            return self._wrap_tensor(value, source, label)
         if isinstance(value, bool) or type(value) in _CONST_TYPES:
             if source is not None:
                 if type(value) is int and self._int_is_dynamic(source):
@@ -116,7 +117,7 @@ class CaptureContext:
             }
             return V.DictVar(items, source)
         if isinstance(value, kiln.nn.Module):
-            return self._wrap_module(value, source)
+            return self._wrap_module(value, source, label)
         if isinstance(value, types.FunctionType):
             if source is not None:
                 self.guards.id(source, value)
@@ -144,19 +145,24 @@ class CaptureContext:
             return V.PartialVar(fn, args, kwargs, source)
         # Modules, classes, builtins and other objects: tracked by identity.
         if source is not None:
-            if isinstance(value, (types.ModuleType, type, types.BuiltinFunctionType)) or callable(
-                value
+            if _is_bound_builtin(value):
+                pass  # `obj.method` of a C type: a new object per access, fixed by type(obj)
+            elif isinstance(value, (types.ModuleType, type, types.BuiltinFunctionType)) or (
+                callable(value)
             ):
                 self.guards.id(source, value)
             else:
                 self.guards.type(source, value)
         return V.ObjectVar(value, source)
 
-    def _wrap_module(self, module, source) -> V.VT:
+    def _wrap_module(self, module, source, label=None) -> V.VT:
         if source is not None:
             self.guards.id(source, module)
         self.watch_module(module)
-        return V.ModuleVar(module, source)
+        if label is None:
+            label = source.name() if source is not None else type(module).__name__
+            label = label.replace("L['", "").replace("G['", "").replace("']", "")
+        return V.ModuleVar(module, source, label)
 
     def watch_module(self, module) -> None:
         """Guard the module's attribute version: any attribute assignment (including train())
@@ -203,7 +209,7 @@ class CaptureContext:
         # Sizes 0 and 1 stay static (broadcasting and emptiness depend on them).
         return {d for d in dims if t.shape[d] >= 2}
 
-    def _wrap_tensor(self, t, source) -> V.VT:
+    def _wrap_tensor(self, t, source, label=None) -> V.VT:
         if id(t) in self.input_by_id:
             return self.input_by_id[id(t)]
         guard_src = source is not None and source.guardable()
@@ -211,7 +217,8 @@ class CaptureContext:
             # A tensor in a global or closure: guard its identity and bake it.
             if guard_src:
                 self.guards.id(source, t)
-            source = BakedSource(f"tensor@0x{id(t):x}") if source is None else source
+            if source is None:
+                source = BakedSource(label or f"tensor@0x{id(t):x}")
         dyn = self._dynamic_dims(t, source) if guard_src else set()
         sym_sizes = list(t.shape)
         sym_names = {}
@@ -252,6 +259,14 @@ class CaptureContext:
         node = self.graph.call(sym_size, (tv.node, dim), {}, hint, loc=self.loc)
         sym = getattr(tv, "sym_of_dim", {}).get(dim)
         return V.SymIntVar(node, hint, sym)
+
+
+def _is_bound_builtin(value) -> bool:
+    """A method of a C type bound to an instance (`ndarray.sum` of one array, `[].append`)."""
+    if not isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)):
+        return False
+    owner = getattr(value, "__self__", None)
+    return owner is not None and not isinstance(owner, (types.ModuleType, type))
 
 
 def _sanitize(label: str) -> str:

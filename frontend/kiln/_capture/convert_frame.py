@@ -14,6 +14,7 @@ import dis
 import linecache
 import os
 import sysconfig
+import types
 import warnings
 
 import kiln
@@ -265,7 +266,7 @@ class Compiler:
         body.append("_cells = {" + ", ".join(
             f"{k!r}: {{c{i}}}" for i, k in enumerate(cells)) + "}")
         body.append(f"_set_grad({ctx.grad_enabled!r})")
-        body.append("return _do_break(_stack, _locals, _cells)")
+        body.append("return _do_break(_func, _stack, _locals, _cells)")
         text = "\n".join(s.replace("{", "{{").replace("}", "}}") for s in body)
         # Unescape the placeholders we want formatted.
         for key in result_vars:
@@ -369,7 +370,7 @@ class BreakHandler:
         self.resume_offset = outcome.resume_offset
         self.next_offset = _next_offset(code, inst)
 
-    def __call__(self, stack, locals_, cells):
+    def __call__(self, func, stack, locals_, cells):
         if self.mode == "call":
             argc = self.argc
             args = stack[len(stack) - argc:]
@@ -386,7 +387,7 @@ class BreakHandler:
                 args = args[: len(args) - n]
             result = fn(*args, **kwargs)
             stack.append(result)
-            return self._resume(self.next_offset, stack, locals_, cells, native=False)
+            return self._resume(func, self.next_offset, stack, locals_, cells, native=False)
         if self.mode == "jump":
             value = stack[-1]
             op = self.inst.opname
@@ -400,19 +401,27 @@ class BreakHandler:
             if op.startswith("POP_JUMP") or not taken:
                 stack.pop()
             offset = self.inst.argval if taken else self.next_offset
-            return self._resume(offset, stack, locals_, cells, native=False)
-        return self._resume(self.resume_offset, stack, locals_, cells, native=True)
+            return self._resume(func, offset, stack, locals_, cells, native=False)
+        return self._resume(func, self.resume_offset, stack, locals_, cells, native=True)
 
-    def _resume(self, offset, stack, locals_, cells, native):
+    def _resume(self, func, offset, stack, locals_, cells, native):
+        nulls = frozenset(i for i, v in enumerate(stack) if v is codegen.NULL_MARK)
         key = (offset, len(stack), frozenset(n for n in self.code.co_varnames if n not in locals_),
-               native)
-        fn = self.state.resume_fns.get(key)
-        if fn is None:
-            fn = bytecode.make_resume_function(self.code, offset, len(stack), key[2],
-                                               self.func.__globals__, self.func.__closure__)
+               native, nulls)
+        resume_code = self.state.resume_fns.get(key)
+        if resume_code is None:
+            _C._capture.skip_enter()  # our own helpers (dis namedtuples) are never captured
+            try:
+                resume_code = bytecode.make_resume_code(self.code, offset, len(stack), key[2],
+                                                        nulls)
+            finally:
+                _C._capture.skip_exit()
             if native:
-                _C._capture.mark_skip(fn.__code__)
-            self.state.resume_fns[key] = fn
+                _C._capture.mark_skip(resume_code)
+            self.state.resume_fns[key] = resume_code
+        # A new function per call: the running function's closure cells and globals.
+        fn = types.FunctionType(resume_code, func.__globals__, resume_code.co_name, None,
+                                func.__closure__)
         return fn(*bytecode.resume_args(self.code, locals_, cells, stack))
 
 

@@ -49,6 +49,9 @@ class GlobalSource(Source):
     def name(self) -> str:
         return f"G[{self.key!r}]"
 
+    def expr(self, arg_names) -> str | None:
+        return f"_func.__globals__[{self.key!r}]"  # entries receive the function first
+
 
 @dataclass(frozen=True)
 class ClosureSource(Source):
@@ -57,6 +60,9 @@ class ClosureSource(Source):
 
     def name(self) -> str:
         return f"C[{self.label!r}]"
+
+    def expr(self, arg_names) -> str | None:
+        return f"_func.__closure__[{self.index}].cell_contents"
 
 
 @dataclass(frozen=True)

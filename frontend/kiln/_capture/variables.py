@@ -246,9 +246,10 @@ class TensorAttrVar(VT):
 class ModuleVar(VT):
     """A kiln.nn.Module instance; its parameters become graph inputs and `forward` is inlined."""
 
-    def __init__(self, module, source=None) -> None:
+    def __init__(self, module, source=None, label: str = "module") -> None:
         self.module = module
         self.source = source
+        self.label = label  # the attribute path, for naming parameters in the graph
 
     def python_type(self):
         return type(self.module)

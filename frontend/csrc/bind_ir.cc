@@ -1,0 +1,66 @@
+// `kiln._C._ir`: the graph IR's .kir text format seen from Python.
+//
+// The frontend writes captured graphs as .kir text (kiln._capture.graph.Graph.to_kir); these
+// functions let it and its tests check that text with the C++ parser and verifier, the same ones
+// kiln-opt runs. Errors are ValueErrors whose message is the diagnostic as compilers print it,
+// `file:line:col: error: message`.
+
+#include "frontend/csrc/bindings.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/sym_int.h"
+#include "ir/verifier.h"
+
+#include <fmt/format.h>
+#include <pybind11/stl.h>
+
+namespace py = pybind11;
+
+namespace kiln::frontend {
+
+namespace {
+
+/// Every graph of `text` printed again, separated by blank lines (as kiln-opt prints them).
+std::string parseAndPrint(const std::string &text, const std::string &filename) {
+  ir::ParsedModule module = ir::parseModule(text, filename);
+  std::string out;
+  for (size_t i = 0; i < module.graphs.size(); ++i)
+    out += (i ? "\n" : "") + ir::printGraph(*module.graphs[i]);
+  return out;
+}
+
+/// Parses and verifies every graph of `text`; a verifier error points at the line that defines
+/// the offending node and names the user's source line when the node has one.
+void verifyText(const std::string &text, const std::string &filename) {
+  ir::ParsedModule module = ir::parseModule(text, filename);
+  for (const auto &graph : module.graphs) {
+    std::optional<ir::Diagnostic> d = ir::verify(*graph);
+    if (!d)
+      continue;
+    d->buffer = filename;
+    if (d->node) {
+      if (auto it = module.positions.find(d->node); it != module.positions.end())
+        d->pos = it->second;
+      if (d->node->loc().known())
+        d->message += fmt::format(" (from {}:{})", d->node->loc().file, d->node->loc().line);
+    }
+    throw ir::DiagnosticError(std::move(*d));
+  }
+}
+
+} // namespace
+
+void bindIR(py::module_ &m) {
+  py::module_ ir = m.def_submodule("_ir", "The graph IR's .kir text: parse, print, verify");
+  ir.def("parse_and_print", &parseAndPrint, py::arg("text"), py::arg("filename") = "<kir>",
+         "Parses .kir text and prints it back in canonical form (ValueError on a syntax error).");
+  ir.def("verify", &verifyText, py::arg("text"), py::arg("filename") = "<kir>",
+         "Parses and verifies .kir text; raises ValueError with `file:line:col: error: ...`.");
+  ir.def(
+      "canonical_sym_int", [](const std::string &text) { return ir::SymInt::parse(text).str(); },
+      py::arg("text"),
+      "The canonical text of a symbolic int expression (`s0 + s0*2` -> `s0*3`); ValueError on "
+      "malformed text.");
+}
+
+} // namespace kiln::frontend
