@@ -13,10 +13,12 @@ namespace kiln::ir::detail {
 /// already verified.
 void checkOpRules(const Node &node);
 
-// verifier_rules.cc: elementwise, reductions, constants.
+// verifier_rules.cc: elementwise, reductions, constants, sym_size, call.
 void checkElementwise(const Node &n);
 void checkReduction(const Node &n);
 void checkConstant(const Node &n);
+void checkSymSize(const Node &n);
+void checkCall(const Node &n);
 // verifier_rules_shape.cc: views, cat, library calls and composites.
 void checkView(const Node &n);
 void checkCat(const Node &n);

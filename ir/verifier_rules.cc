@@ -1,4 +1,5 @@
-// Verifier rules for elementwise ops, reductions and constants, plus the shared helpers.
+// Verifier rules for elementwise ops, reductions, constants and the ops of captured programs
+// (sym_size, call), plus the shared helpers.
 
 #include "ir/verifier_impl.h"
 
@@ -244,6 +245,21 @@ void checkConstant(const Node &n) {
               dtypeShortName(dt));
 }
 
+void checkSymSize(const Node &n) {
+  const TensorMeta &in = tensorOperand(n, 0);
+  const Value *out = n.result(0);
+  if (out->isTensor() || out->type().scalar() != ScalarType::Int)
+    ruleFails("the result must be an int, got {}", printType(out->type()));
+  if (in.rank() == 0)
+    ruleFails("a 0-d tensor has no sizes");
+  wrapDim(n.attr("dim")->toInt(), in.rank(), "dim");
+}
+
+void checkCall(const Node &n) {
+  if (n.attr("target")->toString().empty())
+    ruleFails("the 'target' attribute must name a callable");
+}
+
 void checkOpRules(const Node &n) {
   switch (n.op()) {
   case OpKind::Input:
@@ -251,6 +267,10 @@ void checkOpRules(const Node &n) {
     return;
   case OpKind::Constant:
     return checkConstant(n);
+  case OpKind::SymSize:
+    return checkSymSize(n);
+  case OpKind::Call: // the results are typed as captured; the callee is opaque
+    return checkCall(n);
   case OpKind::Cat:
     return checkCat(n);
   case OpKind::Matmul:

@@ -127,7 +127,7 @@ class CallMixin:
                 raise V.Unsupported("iteration over a 0-d tensor")
             if self.ctx.has_symbols:
                 raise V.Unsupported("iteration over a tensor with symbolic sizes")
-            return [ops.record(self.ctx, _TENSOR.__getitem__, [value, V.ConstVar(i)], {},
+            return [ops.record(self.ctx, operator.getitem, [value, V.ConstVar(i)], {},
                                "getitem") for i in range(n)]
         if isinstance(value, V.ModuleVar):
             mod = value.module
@@ -242,7 +242,7 @@ class CallMixin:
     # -- items ---------------------------------------------------------------------------
     def get_item(self, obj: V.VT, index: V.VT) -> V.VT:
         if isinstance(obj, V.TensorVar):
-            return ops.record(self.ctx, _TENSOR.__getitem__, [obj, index], {}, "getitem")
+            return ops.record(self.ctx, operator.getitem, [obj, index], {}, "getitem")
         if isinstance(obj, (V.ListVar, V.TupleVar)):
             key = self.const_index(index)
             if isinstance(key, slice):

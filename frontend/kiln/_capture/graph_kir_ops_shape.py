@@ -1,0 +1,371 @@
+"""Lowerings of views, indexing, cat, library calls, composites, in-place ops and sizes (the
+second half of the table in graph_kir_ops.py)."""
+
+from __future__ import annotations
+
+from kiln._capture.graph_kir import Decline, TensorType, format_float
+from kiln._capture.graph_kir_ops import _bool, _ints, _no, lowering
+
+# --- Views ---------------------------------------------------------------------------------------
+
+
+def _s_varargs(input, *sizes): ...
+def _s_reshape(input, shape): ...
+def _s_permute(input, dims): ...
+def _s_transpose(input, dim0, dim1): ...
+def _s_one(input): ...
+def _s_flatten(input, start_dim=0, end_dim=-1): ...
+def _s_dim(input, dim): ...
+def _s_squeeze(input, dim=None): ...
+def _s_select(input, dim, index): ...
+def _s_narrow(input, dim, start, length): ...
+def _s_other(input, other): ...
+def _s_broadcast_to(input, size): ...
+
+
+def _shape_list(sizes):
+    """``view(2, 3)`` and ``view((2, 3))`` alike."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        return list(sizes[0])
+    return list(sizes)
+
+
+def _syms(w, values) -> str:
+    return "[" + ", ".join(w.syms(values)) + "]" if values else "[]"
+
+
+def _view(op: str, attr: str, varargs: bool):
+    def lower_view(w, node, a):
+        sizes = _shape_list(a["sizes"]) if varargs else a[attr]  # view(dtype) declines in syms
+        w.emit_node(node, op, [w.tensor(a["input"])], {attr: _syms(w, list(sizes))})
+
+    return lower_view
+
+
+lowering(_s_varargs, "kiln.Tensor.view")(_view("view", "shape", True))
+lowering(_s_varargs, "kiln.Tensor.reshape")(_view("reshape", "shape", True))
+lowering(_s_reshape, "kiln.reshape")(_view("reshape", "shape", False))
+lowering(_s_varargs, "kiln.Tensor.expand")(_view("expand", "size", True))
+
+
+@lowering(_s_broadcast_to, "kiln.broadcast_to", "kiln.Tensor.broadcast_to")
+def _broadcast_to(w, node, a):
+    w.emit_node(node, "expand", [w.tensor(a["input"])], {"size": _syms(w, list(a["size"]))})
+
+
+@lowering(_s_other, "kiln.Tensor.expand_as")
+def _expand_as(w, node, a):
+    sizes = w.tensor(a["other"]).type.sizes
+    w.emit_node(node, "expand", [w.tensor(a["input"])], {"size": "[" + ", ".join(sizes) + "]"})
+
+
+@lowering(_s_flatten, "kiln.flatten", "kiln.Tensor.flatten")
+def _flatten(w, node, a):
+    t = w.value_type(node.meta.get("example"), node.meta.get("sym_sizes"))
+    if not isinstance(t, TensorType):
+        raise Decline("flatten of a non-tensor")
+    w.emit_node(node, "reshape", [w.tensor(a["input"])], {"shape": "[" + ", ".join(t.sizes) + "]"})
+
+
+@lowering(_s_varargs, "kiln.Tensor.permute")
+def _permute_method(w, node, a):
+    dims = _shape_list(a["sizes"])
+    w.emit_node(node, "permute", [w.tensor(a["input"])], {"dims": _ints(w.ints(dims))})
+
+
+@lowering(_s_permute, "kiln.permute")
+def _permute(w, node, a):
+    w.emit_node(node, "permute", [w.tensor(a["input"])], {"dims": _ints(w.ints(a["dims"]))})
+
+
+_TRANSPOSES = [f"kiln.{n}" for n in ("transpose", "swapaxes", "swapdims")]
+
+
+@lowering(_s_transpose, *_TRANSPOSES, *(p.replace("kiln.", "kiln.Tensor.") for p in _TRANSPOSES))
+def _transpose(w, node, a):
+    attrs = {"dim0": str(w.int_(a["dim0"])), "dim1": str(w.int_(a["dim1"]))}
+    w.emit_node(node, "transpose", [w.tensor(a["input"])], attrs)
+
+
+@lowering(_s_one, "kiln.t", "kiln.Tensor.t")
+def _t(w, node, a):
+    x = w.tensor(a["input"])
+    if len(x.type.sizes) != 2:
+        raise Decline("t() of a tensor that is not 2-d returns it unchanged")
+    w.emit_node(node, "transpose", [x], {"dim0": "0", "dim1": "1"})
+
+
+@lowering(_s_dim, "kiln.unsqueeze", "kiln.Tensor.unsqueeze")
+def _unsqueeze(w, node, a):
+    w.emit_node(node, "unsqueeze", [w.tensor(a["input"])], {"dim": str(w.int_(a["dim"]))})
+
+
+@lowering(_s_squeeze, "kiln.squeeze", "kiln.Tensor.squeeze")
+def _squeeze(w, node, a):
+    attrs = {} if a["dim"] is None else {"dim": _ints(w.ints(a["dim"]))}
+    w.emit_node(node, "squeeze", [w.tensor(a["input"])], attrs)
+
+
+@lowering(_s_select, "kiln.select", "kiln.Tensor.select")
+def _select(w, node, a):
+    attrs = {"dim": str(w.int_(a["dim"])), "index": w.sym(a["index"])}
+    w.emit_node(node, "select", [w.tensor(a["input"])], attrs)
+
+
+@lowering(_s_narrow, "kiln.narrow", "kiln.Tensor.narrow")
+def _narrow(w, node, a):
+    start = w.sym(a["start"])
+    if start.startswith("-"):
+        raise Decline("narrow from a negative start")
+    attrs = {"end": w.canonical(f"({start}) + ({w.sym(a['length'])})")}
+    if start != "0":
+        attrs["start"] = start
+    if w.int_(a["dim"]) != 0:
+        attrs["dim"] = str(w.int_(a["dim"]))
+    w.emit_node(node, "slice", [w.tensor(a["input"])], attrs)
+
+
+# --- Indexing ------------------------------------------------------------------------------------
+
+
+def _s_getitem(input, index): ...
+
+
+def _index_step(w, item, j):
+    """The (op, attrs) of one index item at output dim `j`, or None for a full slice."""
+    if item is None:
+        return "unsqueeze", {"dim": str(j)}
+    if isinstance(item, slice):
+        attrs = {}
+        if item.step is not None and w.int_(item.step) != 1:
+            attrs["step"] = str(w.int_(item.step))
+        if item.start is not None:
+            attrs["start"] = w.sym(item.start)
+        if item.stop is not None:
+            attrs["end"] = w.sym(item.stop)
+        if not attrs:
+            return None
+        if j != 0:
+            attrs["dim"] = str(j)
+        return "slice", attrs
+    return "select", {"dim": str(j), "index": w.sym(item)}
+
+
+@lowering(_s_getitem, "operator.getitem", "kiln.Tensor.__getitem__")
+def _getitem(w, node, a):
+    src, index = a["input"], a["index"]
+    val = w.value_of(src)
+    if isinstance(val, tuple):  # one result of a multi-result call
+        if type(index) is not int or not -len(val) <= index < len(val) or val[index] is None:
+            raise Decline("a tuple index")
+        w.values[id(node)] = val[index]
+        return
+    x = w.tensor(src)
+    items = list(index) if type(index) is tuple else [index]
+    for item in items:
+        if type(item) is bool or isinstance(item, (list, tuple)):
+            raise Decline("advanced indexing")
+    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+    rank = len(x.type.sizes)
+    if consumed > rank or sum(1 for i in items if i is Ellipsis) > 1:
+        raise Decline("too many indices")
+    out = w.value_type(node.meta.get("example"), node.meta.get("sym_sizes"))
+    steps, i, j = [], 0, 0  # i: input dims consumed, j: output dims produced
+    for item in items:
+        if item is Ellipsis:
+            i, j = i + rank - consumed, j + rank - consumed
+            continue
+        step = _index_step(w, item, j)
+        i += item is not None
+        j += item is None or isinstance(item, slice)
+        if step is not None:
+            steps.append((step, i, j))
+    if not isinstance(out, TensorType) or len(out.sizes) != j + rank - i:
+        raise Decline("an index result of unexpected rank")
+    if not steps:
+        w.values[id(node)] = x
+        return
+    cur = x
+    for (op, attrs), i, j in steps[:-1]:
+        mid = TensorType(out.dtype, out.sizes[:j] + x.type.sizes[i:],
+                         out.strides[:j] + x.type.strides[i:], out.device, False)  # fmt: skip
+        (cur,) = w.emit(op, [cur], sorted(attrs.items()), [mid], node.meta.get("loc"))
+    w.emit_node(node, steps[-1][0][0], [cur], steps[-1][0][1])
+
+
+# --- Concatenation and library calls -------------------------------------------------------------
+
+
+def _s_cat(tensors, dim=0): ...
+def _s_matmul(input, other): ...
+def _s_mm(input, mat2): ...
+def _s_linear(input, weight, bias=None): ...
+def _s_conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): ...
+def _s_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+            enable_gqa=False): ...  # fmt: skip
+def _s_layer_norm(
+    input, normalized_shape, weight=None, bias=None, eps=1e-05, cudnn_enable=True
+): ...
+def _s_embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, sparse=False): ...  # fmt: skip
+
+
+@lowering(_s_cat, "kiln.cat", "kiln.concat", "kiln.concatenate")
+def _cat(w, node, a):
+    if not isinstance(a["tensors"], (tuple, list)) or not a["tensors"]:
+        raise Decline("cat of a non-sequence")
+    dim = w.int_(a["dim"])
+    attrs = {"dim": str(dim)} if dim != 0 else {}
+    w.emit_node(node, "cat", [w.tensor(t) for t in a["tensors"]], attrs)
+
+
+def _matmul(swap: bool, second: str):
+    def lower_matmul(w, node, a):
+        x, y = w.tensor(a["input"]), w.tensor(a[second])
+        w.emit_node(node, "matmul", [y, x] if swap else [x, y], {})
+
+    return lower_matmul
+
+
+lowering(_s_matmul, "kiln.matmul", "kiln.Tensor.matmul", "kiln.Tensor.__matmul__",
+         "operator.matmul")(_matmul(False, "other"))  # fmt: skip
+lowering(_s_matmul, "kiln.Tensor.__rmatmul__")(_matmul(True, "other"))
+lowering(_s_mm, "kiln.mm", "kiln.bmm", "kiln.Tensor.mm", "kiln.Tensor.bmm")(_matmul(False, "mat2"))
+
+
+@lowering(_s_linear, "kiln.nn.functional.linear")
+def _linear(w, node, a):
+    ops = [w.tensor(a["input"]), w.tensor(a["weight"])]
+    if a["bias"] is not None:
+        ops.append(w.tensor(a["bias"]))
+    w.emit_node(node, "linear", ops, {})
+
+
+def _pair(w, v, default: int) -> list[int] | None:
+    """A conv2d size argument as two ints; None when it is the default."""
+    values = w.ints(v)
+    if len(values) == 1:
+        values = values * 2
+    if len(values) != 2:
+        raise Decline("conv2d sizes")
+    return None if values == [default, default] else values
+
+
+@lowering(_s_conv2d, "kiln.conv2d", "kiln.nn.functional.conv2d")
+def _conv2d(w, node, a):
+    if isinstance(a["padding"], str):
+        raise Decline("padding by name")
+    ops = [w.tensor(a["input"]), w.tensor(a["weight"])]
+    if a["bias"] is not None:
+        ops.append(w.tensor(a["bias"]))
+    attrs = {}
+    for name, default in (("stride", 1), ("padding", 0), ("dilation", 1)):
+        if (values := _pair(w, a[name], default)) is not None:
+            attrs[name] = _ints(values)
+    if w.int_(a["groups"]) != 1:
+        attrs["groups"] = str(w.int_(a["groups"]))
+    w.emit_node(node, "conv2d", ops, attrs)
+
+
+@lowering(_s_sdpa, "kiln.nn.functional.scaled_dot_product_attention")
+def _attention(w, node, a):
+    if a["dropout_p"] != 0 or a["enable_gqa"]:
+        raise Decline("attention dropout or grouped-query attention")
+    ops = [w.tensor(a["query"]), w.tensor(a["key"]), w.tensor(a["value"])]
+    if a["attn_mask"] is not None:
+        ops.append(w.tensor(a["attn_mask"]))
+    attrs = {}
+    if a["is_causal"]:
+        attrs["is_causal"] = _bool(True)
+    if a["scale"] is not None:
+        attrs["scale"] = format_float(float(a["scale"]))
+    w.emit_node(node, "scaled_dot_product_attention", ops, attrs)
+
+
+@lowering(_s_layer_norm, "kiln.layer_norm", "kiln.nn.functional.layer_norm")
+def _layer_norm(w, node, a):
+    if a["weight"] is None and a["bias"] is not None:
+        raise Decline("layer_norm bias without weight")
+    ops = [w.tensor(a["input"])]
+    ops += [w.tensor(a[k]) for k in ("weight", "bias") if a[k] is not None]
+    shape = a["normalized_shape"]
+    attrs = {"normalized_shape": _syms_of(w, shape)}
+    if float(a["eps"]) != 1e-05:
+        attrs["eps"] = format_float(float(a["eps"]))
+    w.emit_node(node, "layer_norm", ops, attrs)
+
+
+def _syms_of(w, shape) -> str:
+    return "[" + ", ".join(w.syms(shape)) + "]"
+
+
+@lowering(_s_embedding, "kiln.nn.functional.embedding")
+def _embedding(w, node, a):
+    _no(a["max_norm"])
+    attrs = {} if a["padding_idx"] is None else {"padding_idx": str(w.int_(a["padding_idx"]))}
+    w.emit_node(node, "embedding", [w.tensor(a["input"]), w.tensor(a["weight"])], attrs)
+
+
+# --- Mutation ------------------------------------------------------------------------------------
+
+
+def _s_copy(input, src, non_blocking=False): ...
+def _s_inplace(input, other, *, alpha=1, rounding_mode=None): ...
+
+
+@lowering(_s_copy, "kiln.Tensor.copy_")
+def _copy(w, node, a):
+    w.emit_node(node, "copy_", [w.tensor(a["input"]), w.operand(a["src"])], {})
+
+
+def _inplace(op: str):
+    """``x += y`` on a tensor: the out-of-place op, then ``copy_`` into x (x keeps its dtype, so
+    only operands that do not promote it are lowered). On ints it is the plain op."""
+
+    def lower_inplace(w, node, a):
+        _no(a["rounding_mode"])
+        if a["alpha"] != 1:
+            raise Decline("alpha")
+        x, y = w.operand(a["input"]), w.operand(a["other"])
+        if not x.is_tensor:
+            w.emit_node(node, op, [x, y], {})
+            return
+        if op == "div" and x.type.dtype not in _FLOATING:
+            raise Decline("true division into an integer tensor")
+        if y.is_tensor and y.type.dtype != x.type.dtype or not y.is_tensor and not _keeps(x, y):
+            raise Decline("an in-place op that promotes")
+        tmp_type = TensorType(x.type.dtype, x.type.sizes, x.type.strides, x.type.device, True)
+        (tmp,) = w.emit(op, [x, y], [], [tmp_type], node.meta.get("loc"))
+        w.emit_node(node, "copy_", [x, tmp], {})
+
+    return lower_inplace
+
+
+_FLOATING = ("f16", "bf16", "f32", "f64")
+
+
+def _keeps(x, y) -> bool:
+    """Whether a scalar `y` leaves the dtype of tensor `x` unchanged."""
+    floating = x.type.dtype in _FLOATING
+    return y.type == "bool" or floating or (y.type == "int" and x.type.dtype != "b8")
+
+
+for _op, _name, _opfn in [
+    ("add", "add", "iadd"), ("sub", "sub", "isub"), ("mul", "mul", "imul"),
+    ("div", "div", "itruediv"),
+]:  # fmt: skip
+    lowering(_s_inplace, f"kiln.Tensor.{_name}_", f"operator.{_opfn}",
+             f"kiln.Tensor.__{_opfn}__")(_inplace(_op))  # fmt: skip
+
+
+# --- Sizes ---------------------------------------------------------------------------------------
+
+
+def _s_size(input, dim=None): ...
+
+
+@lowering(_s_size, "kiln._capture.graph.sym_size", "kiln.Tensor.size")
+def _sym_size(w, node, a):
+    if a["dim"] is None:
+        raise Decline("size() is a tuple")
+    w.emit_node(node, "sym_size", [w.tensor(a["input"])], {"dim": str(w.int_(a["dim"]))})
