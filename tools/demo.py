@@ -2,8 +2,10 @@
 
 The model source below is ordinary PyTorch code, parameterized by the framework module, so the
 same text runs under `torch` and under `kiln` (with only the imports changed). The demo loads
-PyTorch's weights into kiln through state_dict, runs both, and prints the agreement and the
-time per forward pass (medians of interleaved runs).
+PyTorch's weights into kiln through state_dict, compiles the model with `kiln.compile`, checks
+compiled against eager against PyTorch, prints the time per forward pass (medians of
+interleaved runs) and the speedup, then shows the graph-break report of a small function with a
+data-dependent branch.
 
     .venv/bin/python tools/demo.py
 """
@@ -59,6 +61,24 @@ def timed(fn, rounds):
     return statistics.median(times)
 
 
+def interleaved(fns: dict, rounds: int) -> dict:
+    """Median seconds per call of each function, measured in interleaved rounds so all see the
+    same machine load."""
+    samples = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            samples[name].append(timed(fn, 1))
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
+def normalize(x):
+    """The example with a data-dependent branch: Python `if` on a tensor value."""
+    y = x - x.mean(dim=-1, keepdim=True)
+    if y.abs().max() > 3.0:  # a graph break: the branch depends on tensor data
+        y = y / y.abs().max()
+    return y * 2.0
+
+
 def main() -> int:
     import torch
     import torch.nn as tnn
@@ -78,27 +98,55 @@ def main() -> int:
 
     with torch.no_grad():
         want = ref(t_idx).numpy()
-    got = model(k_idx).numpy()
-    err = float(np.abs(got - want).max())
+    eager_out = model(k_idx).numpy()
+    compiled = kiln.compile(model)
+    t0 = time.perf_counter()
+    compiled_out = compiled(k_idx).numpy()
+    first_call = time.perf_counter() - t0
+    err_eager = float(np.abs(eager_out - want).max())
+    err_compiled = float(np.abs(compiled_out - eager_out).max())
     params = sum(p.numel() for p in model.parameters())
+    report = kiln.explain(model)(k_idx)
 
     rounds = 15
-    k_times, t_times = [], []
-    for _ in range(rounds):  # interleave so both see the same machine load
-        k_times.append(timed(lambda: model(k_idx), 1))
+    # One thread each: torch's idle pool threads spin after each op and would slow whichever
+    # kiln run comes next, which skews an interleaved comparison on a small machine.
+    torch.set_num_threads(1)
+    kiln.set_num_threads(1)
+
+    def torch_eager():
         with torch.no_grad():
-            t_times.append(timed(lambda: ref(t_idx), 1))
-    k_ms, t_ms = statistics.median(k_times) * 1e3, statistics.median(t_times) * 1e3
+            ref(t_idx)
+
+    ms = interleaved(
+        {"compiled": lambda: compiled(k_idx), "eager": lambda: model(k_idx), "torch": torch_eager},
+        rounds,
+    )
+    ms = {k: v * 1e3 for k, v in ms.items()}
+    ok = err_eager < 1e-3 and err_compiled < 1e-5 and math.isfinite(err_eager)
 
     print("kiln demo: GPT-style decoder (2 blocks, d=128, 4 heads, vocab 512), 4 x 64 tokens")
-    print(f"  parameters                : {params:,}")
-    print(f"  max |kiln - torch| (logp) : {err:.2e}  {'OK' if err < 1e-3 else 'MISMATCH'}")
-    print(f"  kiln eager forward        : {k_ms:8.2f} ms  (median of {rounds})")
-    print(f"  torch eager forward       : {t_ms:8.2f} ms")
-    print(f"  kiln eager / torch eager  : {k_ms / t_ms:8.2f}x time")
-    print("  kiln.compile              : not in this build yet (the capture frontend is pending);")
-    print("                              its speedup and graph-break report will be shown here.")
-    return 0 if err < 1e-3 and math.isfinite(err) else 1
+    print(f"  parameters                     : {params:,}")
+    print(f"  max |kiln eager - torch| (logp): {err_eager:.2e}")
+    print(f"  max |compiled - eager|         : {err_compiled:.2e}  {'OK' if ok else 'MISMATCH'}")
+    print(f"  kiln.compile: {report.graph_count} graph(s), {report.graph_break_count} graph "
+          f"break(s), {sum(len(o) for o in report.ops_per_graph)} ops; first call (capture) "
+          f"{first_call * 1e3:.1f} ms")
+    print(f"  kiln compiled forward          : {ms['compiled']:8.2f} ms  (median of {rounds}, 1 thread)")
+    print(f"  kiln eager forward             : {ms['eager']:8.2f} ms")
+    print(f"  torch eager forward            : {ms['torch']:8.2f} ms")
+    print(f"  speedup compiled vs kiln eager : {ms['eager'] / ms['compiled']:8.2f}x")
+    print("  (captured graphs run on kiln's eager kernels until the optimizing CPU backend lands)")
+
+    x = kiln.randn(8, 16) * 4.0
+    c_norm = kiln.compile(normalize)
+    same = np.allclose(c_norm(x).numpy(), normalize(x).numpy())
+    ok = ok and same
+    print()
+    print("Graph-break report for a function with a data-dependent branch "
+          f"(results equal eager: {'yes' if same else 'NO'}):")
+    print(kiln.explain(normalize)(x))
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -38,3 +38,4 @@ from kiln import nn  # noqa: E402,F401  (torch.nn is available after `import tor
 from kiln import compiler  # noqa: E402,F401
 from kiln._capture.compile import compile  # noqa: E402,F401,A001 - torch spelling
 from kiln._capture.context import mark_dynamic, mark_static  # noqa: E402,F401
+from kiln._capture.explain import explain  # noqa: E402,F401
