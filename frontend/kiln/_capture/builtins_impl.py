@@ -7,6 +7,7 @@ cannot decide statically raises `Unsupported`.
 from __future__ import annotations
 
 import builtins
+import functools
 import operator
 
 import kiln
@@ -38,9 +39,7 @@ def _no_consume(value):
 
 def _isinstance(frame, args, kwargs):
     value, classes = args
-    classes = classes.const() if isinstance(classes, (V.ConstVar, V.TupleVar)) else (
-        classes.value
-    )
+    classes = _obj(classes)  # a class, or a tuple of classes (ObjectVars inside a TupleVar)
     t = _type_of(frame, value)
     if isinstance(value, V.TupleVar) and value.tuple_type is not tuple:
         t = value.tuple_type
@@ -132,9 +131,11 @@ def _getattr(frame, args, kwargs):
     obj, name = args[0], args[1].const()
     try:
         return frame.get_attr(obj, name)
-    except V.Unsupported:
+    except (V.Unsupported, AttributeError) as e:
         if len(args) > 2:
             return args[2]
+        if isinstance(e, AttributeError):
+            raise V.Unsupported(f"AttributeError: {e} (raises at run time)") from None
         raise
 
 
@@ -238,6 +239,12 @@ def _callable(frame, args, kwargs):
     return V.ConstVar(False)
 
 
+def _partial(frame, args, kwargs):
+    if not args:
+        raise V.Unsupported("functools.partial() without a function")
+    return V.PartialVar(args[0], args[1:], kwargs)
+
+
 def _assert_error(frame, args, kwargs):
     raise V.Unsupported("assertion failed (raises at run time)")
 
@@ -272,5 +279,6 @@ HANDLERS = {
     builtins.bool: _bool,
     builtins.callable: _callable,
     AssertionError: _assert_error,
+    functools.partial: _partial,
 }
 _ = kiln

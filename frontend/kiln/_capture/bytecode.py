@@ -38,8 +38,10 @@ UNBOUND = Unbound()
 
 
 def _emit(out: bytearray, opname: str, arg: int = 0) -> None:
-    if arg > 255:
-        raise ValueError(f"{opname} argument {arg} needs EXTENDED_ARG")
+    for shift in (24, 16, 8):
+        if arg >> shift:
+            out += bytes((_OP["EXTENDED_ARG"], (arg >> shift) & 255))
+    arg &= 255
     op = _OP[opname]
     out += bytes((op, arg))
     out += bytes(2 * _CACHES[op])
@@ -114,10 +116,29 @@ def in_exception_region(code, offset: int) -> bool:
     return any(e.start <= offset < e.end for e in dis._parse_exception_table(code))
 
 
-def make_resume_code(code, offset: int, stack_depth: int, unbound: frozenset):
+def _fresh_name(varnames) -> str:
+    """The prologue's argument name; a resume function of a resume function gets another."""
+    name, k = RESUME_ARG, 0
+    while name in varnames:
+        k += 1
+        name = f"{RESUME_ARG}{k}"
+    return name
+
+
+def _emit_item(out: bytearray, tuple_slot: int, const_index: int) -> None:
+    """Pushes `localsplus[tuple_slot][co_consts[const_index]]`."""
+    _emit(out, "LOAD_FAST", tuple_slot)
+    _emit(out, "LOAD_CONST", const_index)
+    _emit(out, "BINARY_SUBSCR")
+
+
+def make_resume_code(code, offset: int, stack_depth: int, unbound: frozenset,
+                     null_slots: frozenset = frozenset()):
     """The resume function's code object: continues `code` at `offset` with `stack_depth` values
     on the stack. Its arguments are code.co_varnames (in order) then `__kiln_resume`, the tuple
-    (cell objects of co_cellvars..., stack values from top to bottom)."""
+    (cell objects of co_cellvars..., stack values from top to bottom). `null_slots` are the
+    stack positions (0 = bottom) that hold the interpreter's NULL (below a callable): the
+    prologue pushes a real NULL there, whatever the tuple holds at that position."""
     varnames = code.co_varnames
     nvars = len(varnames)
     cell_slots = []
@@ -131,7 +152,19 @@ def make_resume_code(code, offset: int, stack_depth: int, unbound: frozenset):
         _emit(prologue, "COPY_FREE_VARS", len(code.co_freevars))
     _emit(prologue, "RESUME", 0)
     n_extra = len(cell_slots) + stack_depth
-    if n_extra:
+    consts = code.co_consts
+    if null_slots:  # NULLs cannot travel in a tuple: index the tuple slot by slot instead
+        consts = consts + tuple(range(n_extra))
+        for k, slot in enumerate(cell_slots):
+            _emit_item(prologue, nvars, len(code.co_consts) + k)
+            _emit(prologue, "STORE_FAST", slot)
+        for j in range(stack_depth):  # bottom to top; the tuple holds the top first
+            if j in null_slots:
+                _emit(prologue, "PUSH_NULL")
+            else:
+                _emit_item(prologue, nvars,
+                           len(code.co_consts) + len(cell_slots) + stack_depth - 1 - j)
+    elif n_extra:
         _emit(prologue, "LOAD_FAST", nvars)
         _emit(prologue, "UNPACK_SEQUENCE", n_extra)
         for slot in cell_slots:
@@ -161,15 +194,16 @@ def make_resume_code(code, offset: int, stack_depth: int, unbound: frozenset):
     name = f"__resume_at_{offset}_{code.co_name}"
     return code.replace(
         co_code=new_code,
+        co_consts=consts,
         co_argcount=nvars + 1,
         co_posonlyargcount=0,
         co_kwonlyargcount=0,
         co_flags=flags,
-        co_varnames=varnames + (RESUME_ARG,),
+        co_varnames=varnames + (_fresh_name(varnames),),
         co_nlocals=nvars + 1,
         co_linetable=_no_location_prefix(shift_units) + code.co_linetable,
         co_exceptiontable=_shifted_exception_table(code, shift_units),
-        co_stacksize=max(code.co_stacksize, n_extra + 1),
+        co_stacksize=max(code.co_stacksize, n_extra + 2),
         co_name=name,
         co_qualname=name,
     )

@@ -15,7 +15,7 @@ import types
 import kiln
 from kiln._capture import ops
 from kiln._capture import variables as V
-from kiln._capture.sources import AttrSource
+from kiln._capture.sources import AttrSource, ItemSource
 
 _TENSOR = kiln.Tensor
 _PURE_MODULES = ("math", "operator", "_operator")
@@ -86,6 +86,8 @@ class CallMixin:
         return a is b
 
     def contains(self, container: V.VT, item: V.VT) -> bool:
+        if isinstance(container, V.ConstVar) and item.is_const():
+            return item.const() in container.value  # "ab" in "xaby" is a substring test
         if isinstance(container, V.DictVar):
             return item.const() in container.items
         if isinstance(container, V.ModuleVar) and isinstance(item, V.ConstVar):
@@ -155,6 +157,8 @@ class CallMixin:
             return _ContainerMethod(obj, name)
         if isinstance(obj, V.ObjectVar):
             return self.object_attr(obj, name)
+        if isinstance(obj, _SuperVar):
+            return obj.get_attr(name)
         if isinstance(obj, V.FunctionVar) and name in ("__name__", "__qualname__", "__doc__",
                                                        "__module__"):
             return V.ConstVar(getattr(obj.fn, name))
@@ -208,6 +212,8 @@ class CallMixin:
         obj = ov.value
         source = AttrSource(ov.source, name) if ov.source is not None else None
         if isinstance(obj, types.ModuleType):
+            if not hasattr(obj, name):
+                raise V.Unsupported(f"module {obj.__name__!r} has no attribute {name!r}")
             value = getattr(obj, name)
             trusted = obj.__name__.split(".")[0] in ("kiln", "math", "operator", "functools",
                                                       "builtins", "typing", "collections")
@@ -278,7 +284,7 @@ class CallMixin:
         if isinstance(obj, V.TensorVar):
             ops.record(self.ctx, operator.setitem, [obj, index, value], {}, "setitem")
             return
-        if isinstance(obj, (V.ListVar, V.DictVar)) and obj.source is None:
+        if isinstance(obj, (V.ListVar, V.DictVar)) and not from_outside(obj):
             self.ctx.undo.append((obj, "items", obj.items.copy()))
             obj.items[self.const_index(index)] = value
             return
@@ -293,6 +299,8 @@ class CallMixin:
         if isinstance(a, (V.ListVar, V.TupleVar)) and op in (operator.add, operator.iadd):
             if isinstance(b, (V.ListVar, V.TupleVar)):
                 if op is operator.iadd and isinstance(a, V.ListVar):
+                    if from_outside(a):
+                        raise V.Unsupported("+= on a list from outside the graph")
                     self.ctx.undo.append((a, "items", a.items.copy()))
                     a.items.extend(b.items)
                     return a
@@ -371,6 +379,9 @@ class CallMixin:
             return self.call(fn.fn, [fn.self_var] + list(args), kwargs)
         if isinstance(fn, V.PartialVar):
             return self.call(fn.fn, fn.args + list(args), {**fn.kwargs, **kwargs})
+        if isinstance(fn, V.FunctionVar) and getattr(fn.fn, "_kiln_disabled", False):
+            raise V.Unsupported(f"call to {fn.fn.__qualname__}(), which kiln.compiler.disable "
+                                "keeps eager", "this is intended: the call runs eagerly")
         if isinstance(fn, (V.FunctionVar, V.NestedFunctionVar)):
             if isinstance(fn, V.FunctionVar) and _is_kiln_function(fn.fn) and not _has_callables(
                 args, kwargs
@@ -448,6 +459,17 @@ class CallMixin:
             raise V.Unsupported(f"kiln.{name}() with a module or function argument")
         return ops.record(self.ctx, fn, list(args), kwargs, name)
 
+    def zero_arg_super(self) -> V.VT:
+        """`super()` in a method: the `__class__` cell and the first argument of this frame."""
+        cell = self.locals.get("__class__")
+        cls = cell.contents if isinstance(cell, V.CellVar) else None
+        first = self.locals.get(self.code.co_varnames[0]) if self.code.co_argcount else None
+        if isinstance(first, V.CellVar):
+            first = first.contents
+        if not isinstance(cls, V.ObjectVar) or not isinstance(first, (V.ModuleVar, V.ObjectVar)):
+            raise V.Unsupported("super() outside of a method")
+        return _SuperVar(cls.value, first)
+
     def call_object(self, fn, args, kwargs) -> V.VT:
         from kiln._capture import builtins_impl
 
@@ -470,9 +492,13 @@ class CallMixin:
             return V.TupleVar(list(bound.arguments.values()), None, fn)
         if fn is kiln.Size:
             return V.TupleVar(self.unpack_iterable(args[0]) if args else [], None, kiln.Size)
+        if fn is abs and len(args) == 1 and isinstance(args[0], V.TensorVar):
+            return self.unary(operator.abs, args[0])
+        if fn is super and not args and not kwargs:
+            return self.zero_arg_super()
         module = getattr(fn, "__module__", None) or ""
         if isinstance(fn, types.BuiltinFunctionType) and module in _PURE_MODULES or (
-            fn in _SIMPLE_BUILTINS
+            _hashable(fn) and fn in _SIMPLE_BUILTINS or _is_const_method(fn)
         ):
             if all(a.is_const() for a in args) and all(v.is_const() for v in kwargs.values()):
                 try:
@@ -501,14 +527,26 @@ class CallMixin:
         if isinstance(fn, V.FunctionVar):
             f = fn.fn
             code, globals_ = f.__code__, f.__globals__
-            defaults = [self.ctx.wrap(d, None) for d in (f.__defaults__ or ())]
-            kwdefaults = {k: self.ctx.wrap(v, None) for k, v in (f.__kwdefaults__ or {}).items()}
+            # Defaults and closure contents are read (and guarded) through the function.
+            src = fn.source if fn.source is not None and fn.source.guardable() else None
+
+            def part(attr, key, leaf=None):
+                if src is None:
+                    return None
+                s = ItemSource(AttrSource(src, attr), key)
+                return AttrSource(s, leaf) if leaf else s
+
+            defaults = [self.ctx.wrap(d, part("__defaults__", i))
+                        for i, d in enumerate(f.__defaults__ or ())]
+            kwdefaults = {k: self.ctx.wrap(v, part("__kwdefaults__", k))
+                          for k, v in (f.__kwdefaults__ or {}).items()}
             closure = None
             if f.__closure__:
                 closure = []
                 for i, cell in enumerate(f.__closure__):
                     try:
-                        contents = self.ctx.wrap(cell.cell_contents, None)
+                        contents = self.ctx.wrap(cell.cell_contents,
+                                                 part("__closure__", i, "cell_contents"))
                     except ValueError:
                         contents = None
                     closure.append(V.CellVar(contents, source=("outer", i)))
@@ -521,22 +559,48 @@ class CallMixin:
                 raise V.Unsupported(f"call into library function {f.__qualname__}")
         else:
             code, globals_ = fn.code, fn.globals
-            defaults = fn.defaults.items if fn.defaults is not None else []
+            defaults = fn.defaults.items if isinstance(fn.defaults, V.TupleVar) else [
+                V.ConstVar(d) for d in (fn.defaults.const() if fn.defaults is not None else ())
+            ]  # LOAD_CONST pushes an all-constant defaults tuple as one ConstVar
             kwdefaults = dict(fn.kwdefaults.items) if fn.kwdefaults is not None else {}
             closure = fn.closure
         locals_ = _bind_arguments(code, args, kwargs, defaults, kwdefaults)
         child = Frame(self.ctx, code, globals_, locals_, parent=self, closure=closure)
+        try:
+            return self._run_child(child, code)
+        except V.Unsupported as e:  # where, inside the inlined calls, the break comes from
+            e.__dict__.setdefault("frames", []).append((code.co_filename, child.lineno))
+            raise
+
+    def _run_child(self, child, code) -> V.VT:
         if code.co_flags & (inspect.CO_GENERATOR):
             child.yields = []
             child.run()
-            return V.IteratorVar(child.yields)
+            it = V.IteratorVar(child.yields)
+            top = self
+            while top.parent is not None:
+                top = top.parent
+            it.made_at = top.insts[top.ip - 1].offset  # the top frame's call that made it
+            return it
         if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
             raise V.Unsupported("coroutines are not captured")
         return child.run()
 
 
+def from_outside(v: V.VT) -> bool:
+    """A list or dict that exists outside the capture (read from an argument, a global, a module
+    attribute...): mutating it is a side effect the graph cannot replay, so it breaks."""
+    return v.source is not None or getattr(v, "origin", None) is not None
+
+
 def _attr_getter(name):
     return operator.attrgetter(name)
+
+
+def _is_const_method(fn) -> bool:
+    """A method of an immutable builtin value (`"a_b".replace`, `(1, 2).index`): pure."""
+    return isinstance(fn, types.BuiltinMethodType) and type(getattr(fn, "__self__", None)) in (
+        str, bytes, int, float, bool, complex, tuple, frozenset, range)
 
 
 def _has_callables(args, kwargs) -> bool:
@@ -611,6 +675,25 @@ def _bind_arguments(code, args, kwargs, defaults, kwdefaults) -> dict:
     return locals_
 
 
+class _SuperVar(V.VT):
+    """`super()` bound to a method's class and `self`: attributes come from the classes after
+    `cls` in the MRO of `self`'s type; methods are bound to `self` and inlined."""
+
+    def __init__(self, cls, self_var: V.VT) -> None:
+        self.cls = cls
+        self.self_var = self_var
+
+    def get_attr(self, name: str) -> V.VT:
+        mro = self.self_var.python_type().__mro__
+        for klass in mro[mro.index(self.cls) + 1:]:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                if isinstance(attr, types.FunctionType):
+                    return V.BoundMethodVar(V.FunctionVar(attr), self.self_var)
+                break
+        raise V.Unsupported(f"super().{name} is not a plain method")
+
+
 class _ContainerMethod(V.VT):
     """`lst.append`, `d.items`, `t.index`... on a container variable."""
 
@@ -622,7 +705,7 @@ class _ContainerMethod(V.VT):
         obj, name = self.obj, self.name
         if isinstance(obj, V.ListVar):
             if name in ("append", "extend", "insert", "pop", "clear", "reverse", "remove"):
-                if obj.source is not None:
+                if from_outside(obj):
                     raise V.Unsupported(f"list.{name} on a list from outside the graph")
                 frame.ctx.undo.append((obj, "items", obj.items.copy()))
                 if name == "append":
@@ -653,7 +736,7 @@ class _ContainerMethod(V.VT):
                 key = args[0].const()
                 default = args[1] if len(args) > 1 else V.ConstVar(None)
                 return obj.items.get(key, default)
-            if name in ("update", "pop", "setdefault", "__setitem__") and obj.source is None:
+            if name in ("update", "pop", "setdefault", "__setitem__") and not from_outside(obj):
                 frame.ctx.undo.append((obj, "items", obj.items.copy()))
                 if name == "update":
                     obj.items.update(args[0].items if args else {})

@@ -40,6 +40,8 @@ class _Builder:
             raise AssertionError(f"{v} is not a graph output")
         source = getattr(v, "source", None)
         mutated = getattr(v, "mutated", False)
+        if getattr(v, "origin", None) is not None:  # a list/dict from outside, unchanged
+            return self.const(v.origin)
         if source is not None and not mutated and not isinstance(source, tuple):
             e = source.expr(self.arg_names)
             if e is not None and isinstance(v, (V.ListVar, V.DictVar, V.ObjectVar, V.ModuleVar,

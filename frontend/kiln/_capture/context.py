@@ -7,6 +7,7 @@ attribute) into a variable and records the guards that make the capture valid fo
 
 from __future__ import annotations
 
+import collections
 import types
 import weakref
 
@@ -98,29 +99,28 @@ class CaptureContext:
             if source is not None:
                 self.guards.type(source, value)
                 self.guards.length(source, len(value))
-            items = [
-                self.wrap(v, ItemSource(source, i) if source is not None else None)
-                for i, v in enumerate(value)
-            ]
+            items = list(self._wrap_items(value, source, enumerate(value)).values())
             if isinstance(value, list):
-                return V.ListVar(items, source)
+                return _with_origin(V.ListVar(items, source), value)
             return V.TupleVar(items, source, type(value))
-        if type(value) is dict:
+        if type(value) in (dict, collections.OrderedDict):  # OrderedDict: Module._modules
             if source is not None:
                 self.guards.type(source, value)
                 self.guards.dict_keys(source, value.keys())
             if not all(type(k) in (str, int) for k in value):
                 raise V.Unsupported("a dict whose keys are not str or int")
-            items = {
-                k: self.wrap(v, ItemSource(source, k) if source is not None else None)
-                for k, v in value.items()
-            }
-            return V.DictVar(items, source)
+            items = self._wrap_items(value, source, value.items())
+            return _with_origin(V.DictVar(items, source, type(value)), value)
         if isinstance(value, kiln.nn.Module):
             return self._wrap_module(value, source, label)
         if isinstance(value, types.FunctionType):
             if source is not None:
-                self.guards.id(source, value)
+                if value.__closure__ is not None or "<locals>" in value.__qualname__:
+                    # A function made at run time (a new object per call): its code decides,
+                    # its defaults and closure contents are guarded where inlining reads them.
+                    self.guards.id(AttrSource(source, "__code__"), value.__code__)
+                else:
+                    self.guards.id(source, value)
             return V.FunctionVar(value, source)
         if isinstance(value, types.MethodType):
             if source is not None:
@@ -147,6 +147,10 @@ class CaptureContext:
         if source is not None:
             if _is_bound_builtin(value):
                 pass  # `obj.method` of a C type: a new object per access, fixed by type(obj)
+            elif callable(value) and not isinstance(value, (type, types.BuiltinFunctionType)) and (
+                type(value).__module__ not in ("builtins", "functools", "operator")
+            ):
+                self.guards.type(source, value)  # an instance with __call__: opaque, by type
             elif isinstance(value, (types.ModuleType, type, types.BuiltinFunctionType)) or (
                 callable(value)
             ):
@@ -154,6 +158,19 @@ class CaptureContext:
             else:
                 self.guards.type(source, value)
         return V.ObjectVar(value, source)
+
+    def _wrap_items(self, container, source, pairs) -> dict:
+        """Wraps the items of a list, tuple or dict; one that contains itself is Unsupported
+        (e.g. the dict `locals()` returns inside a resume function holds the frame state)."""
+        open_ = self.__dict__.setdefault("_open_containers", set())
+        if id(container) in open_:
+            raise V.Unsupported("a container that contains itself")
+        open_.add(id(container))
+        try:
+            return {k: self.wrap(v, ItemSource(source, k) if source is not None else None)
+                    for k, v in pairs}
+        finally:
+            open_.discard(id(container))
 
     def _wrap_module(self, module, source, label=None) -> V.VT:
         if source is not None:
@@ -261,12 +278,23 @@ class CaptureContext:
         return V.SymIntVar(node, hint, sym)
 
 
+def _with_origin(var, value):
+    """Remembers the real list/dict behind a variable read from a place without a source (a
+    module attribute, a closure of an inlined function): mutating it then breaks the graph and
+    a rebuild after a break passes the same object on."""
+    if var.source is None:
+        var.origin = value
+    return var
+
+
 def _is_bound_builtin(value) -> bool:
     """A method of a C type bound to an instance (`ndarray.sum` of one array, `[].append`)."""
     if not isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)):
         return False
     owner = getattr(value, "__self__", None)
-    return owner is not None and not isinstance(owner, (types.ModuleType, type))
+    if owner is None or isinstance(owner, (types.ModuleType, type)):
+        return False
+    return type(owner).__name__ != "PyCapsule"  # pybind11 functions are free functions
 
 
 def _sanitize(label: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dis
 import linecache
 import os
+import sys
 import sysconfig
 import types
 import warnings
@@ -26,6 +27,7 @@ from kiln._capture.sources import ArgSource, ClosureSource
 from kiln._capture.symbolic import Frame
 
 _KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(kiln.__file__)))
+_NN_MODULES_DIR = os.path.join(_KILN_DIR, "kiln", "nn", "modules") + os.sep
 _LIB_DIRS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")})
 
 
@@ -36,19 +38,28 @@ class CaptureError(RuntimeError):
 class BreakRecord:
     """One graph break, for explain(): why, and where in the user's code."""
 
-    def __init__(self, reason: str, hint: str, filename: str, lineno: int) -> None:
+    def __init__(self, reason: str, hint: str, filename: str, lineno: int, inner=()) -> None:
         self.reason = reason
         self.hint = hint
         self.filename = filename
         self.lineno = lineno
         self.source_line = linecache.getline(filename, lineno).strip()
+        # (filename, lineno) inside the inlined calls, outermost first, when the break comes
+        # from a function called at `lineno`.
+        self.inner = list(inner)
 
     @property
     def user_stack(self):
-        return [(self.filename, self.lineno, self.source_line)]
+        """(filename, lineno, source line) from the frame's line to the innermost one."""
+        return [(self.filename, self.lineno, self.source_line)] + [
+            (f, n, linecache.getline(f, n).strip()) for f, n in self.inner]
+
+    def where(self) -> str:
+        """The user stack as lines `file:line: source`, innermost last."""
+        return "\n".join(f"{f}:{n}: {s}" for f, n, s in self.user_stack)
 
     def __str__(self) -> str:
-        text = f"{self.reason}\n    {self.filename}:{self.lineno}: {self.source_line}"
+        text = f"{self.reason}\n    " + self.where().replace("\n", "\n    ")
         if self.hint:
             text += f"\n    hint: {self.hint}"
         return text
@@ -92,10 +103,22 @@ def reset_code_states() -> None:
 def _should_skip(code) -> bool:
     filename = code.co_filename
     if filename.startswith(_KILN_DIR + os.sep):
-        return True
+        # The forward of a kiln.nn layer is model code, captured like a user module's
+        # (kiln.compile(nn.Sequential(...)) starts in Sequential.forward); the rest is library.
+        return not (filename.startswith(_NN_MODULES_DIR) and code.co_name == "forward")
     if filename.startswith("<kiln-") or filename.startswith("<frozen"):
         return True
     return filename.startswith(_LIB_DIRS) and "site-packages/kiln" not in filename
+
+
+def _is_generated_helper(func) -> bool:
+    """A method that dataclasses or namedtuple generate with exec (file "<string>") for a class
+    of kiln or of the standard library: library code, never captured."""
+    if not func.__code__.co_filename.startswith("<"):
+        return False
+    module = func.__globals__.get("__name__") or ""
+    return module == "kiln" or module.startswith(("kiln.", "namedtuple_")) or (
+        module.split(".")[0] in sys.stdlib_module_names)
 
 
 class Compiler:
@@ -111,7 +134,7 @@ class Compiler:
 
     # -- the hook's callback ---------------------------------------------------------------
     def callback(self, func, args, code):
-        if _should_skip(code):
+        if _should_skip(code) or _is_generated_helper(func):
             _C._capture.mark_skip(code)
             return None
         state = code_state(code)
@@ -141,11 +164,26 @@ class Compiler:
         rng = kiln.get_rng_state()
         try:
             try:
-                return self._capture_once(func, args, code, state, labels, recompile_reason,
-                                          static=False)
+                for _ in range(8):
+                    ctx_break_at = state.__dict__.setdefault("break_at", set())
+                    try:
+                        return self._capture_once(func, args, code, state, labels,
+                                                  recompile_reason, static=False)
+                    except _GeneratorEscapes as e:
+                        if e.offset in ctx_break_at:
+                            raise V.Unsupported("a generator escapes the compiled frame") from None
+                        ctx_break_at.add(e.offset)
+                raise V.Unsupported("too many generators escape the compiled frame")
             except V.RestartStatic:
                 return self._capture_once(func, args, code, state, labels, recompile_reason,
                                           static=True)
+        except V.Unsupported as e:  # outside any instruction (wrapping the arguments, codegen)
+            if self.fullgraph:
+                raise CaptureError(f"kiln.compile(fullgraph=True): cannot capture "
+                                   f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}): "
+                                   f"{e.reason}") from None
+            logs.log("graph_breaks", f"{code.co_name} runs eagerly: {e.reason}")
+            return None
         finally:
             kiln.set_rng_state(rng)
 
@@ -171,6 +209,7 @@ class Compiler:
         name = f"{code.co_name}_{state.captures - 1}"
         ctx = CaptureContext(name, labels, False if static else self.dynamic,
                              {} if static else state.auto_dynamic)
+        ctx.break_at = state.__dict__.get("break_at", set())  # see _GeneratorEscapes
         ctx.grad_enabled = kiln.is_grad_enabled()
         from kiln import _grad_mode
 
@@ -205,12 +244,13 @@ class Compiler:
         if isinstance(outcome, Break):
             lineno = outcome.lineno
             break_record = BreakRecord(outcome.error.reason, outcome.error.hint,
-                                       code.co_filename, lineno)
+                                       code.co_filename, lineno,
+                                       reversed(outcome.error.__dict__.get("frames", ())))
             logs.log("graph_breaks", f"graph break in {code.co_name}: {break_record}")
             if self.fullgraph:
                 raise CaptureError(
-                    f"kiln.compile(fullgraph=True): graph break: {outcome.error.reason}\n"
-                    f"  {code.co_filename}:{lineno}: {break_record.source_line}"
+                    f"kiln.compile(fullgraph=True): graph break: {outcome.error.reason}\n  "
+                    + break_record.where().replace("\n", "\n  ")
                     + (f"\n  hint: {outcome.error.hint}" if outcome.error.hint else "")
                 )
             state_vars = list(outcome.stack) + list(outcome.locals.values())
@@ -245,7 +285,7 @@ class Compiler:
             compiled = self.backend(graph, example_inputs)
             if not callable(compiled):
                 raise TypeError("a kiln.compile backend must return a callable")
-            return compiled
+            return _without_capture(compiled)
         raise ValueError(f"kiln.compile: unknown backend {self.backend!r} "
                          "(expected None, 'eager' or a callable)")
 
@@ -279,6 +319,19 @@ class Compiler:
                                   {"_do_break": handler, "_set_grad": _grad_mode._set_grad_enabled})
 
 
+def _without_capture(fn):
+    """A backend's callable runs with the frame hook off: its own Python code is not captured."""
+
+    def run(*args):
+        previous = _C._capture.set_callback(None)
+        try:
+            return fn(*args)
+        finally:
+            _C._capture.set_callback(previous)
+
+    return run
+
+
 class Break:
     def __init__(self, inst, error, stack, locals_, lineno, resume_offset) -> None:
         self.inst = inst
@@ -298,9 +351,23 @@ class TopFrame(Frame):
     """The captured frame itself: an Unsupported instruction becomes a graph break."""
 
     def run_top(self):
+        outcome = self._run_top()
+        values = [outcome.value] if isinstance(outcome, Return) else (
+            list(outcome.stack) + list(outcome.locals.values()))
+        made_at = _escaping_generator(values)
+        if made_at is not None:  # break at the call that made it: it runs eagerly
+            raise _GeneratorEscapes(made_at)
+        return outcome
+
+    def _run_top(self):
         graph = self.ctx.graph
+        break_at = getattr(self.ctx, "break_at", ())
         while True:
             inst = self.insts[self.ip]
+            if inst.offset in break_at:
+                return self._make_break(inst, V.Unsupported(
+                    "a generator escapes the compiled frame (it would be run to the end here)",
+                    "consume it inside (list(...), a for loop) or create it outside"))
             snapshot = self._snapshot(graph)
             try:
                 self.step(inst)
@@ -341,8 +408,41 @@ class TopFrame(Frame):
                 if i >= 1 and self.insts[i - 1].opname == "KW_NAMES":
                     i -= 1
             resume_offset = self.insts[i].offset
+        i = self.index_of[resume_offset]
+        while i >= 1 and self.insts[i - 1].opname == "EXTENDED_ARG":  # keep the arg's prefix
+            i -= 1
+        resume_offset = self.insts[i].offset
         return Break(inst, error, list(self.stack), dict(self.locals), self.lineno,
                      resume_offset)
+
+
+class _GeneratorEscapes(Exception):
+    """A generator made by an inlined call outlives the capture: capture again, breaking at the
+    top frame's instruction `offset` that made it."""
+
+    def __init__(self, offset: int) -> None:
+        super().__init__(offset)
+        self.offset = offset
+
+
+def _escaping_generator(values):
+    """The `made_at` offset of a generator's iterator reachable from `values`, or None."""
+    seen: set = set()
+    todo = list(values)
+    while todo:
+        v = todo.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if isinstance(v, V.IteratorVar) and getattr(v, "made_at", None) is not None:
+            return v.made_at
+        if isinstance(v, (V.ListVar, V.TupleVar, V.IteratorVar)):
+            todo += v.items
+        elif isinstance(v, V.DictVar):
+            todo += v.items.values()
+        elif isinstance(v, V.CellVar) and v.contents is not None:
+            todo.append(v.contents)
+    return None
 
 
 class BreakHandler:
@@ -368,7 +468,7 @@ class BreakHandler:
         elif not in_region and inst.opname.startswith(("POP_JUMP", "JUMP_IF")):
             self.mode = "jump"
         self.resume_offset = outcome.resume_offset
-        self.next_offset = _next_offset(code, inst)
+        self.next_offset = _next_offset(code, inst) if self.mode != "native" else None
 
     def __call__(self, func, stack, locals_, cells):
         if self.mode == "call":
@@ -406,8 +506,8 @@ class BreakHandler:
 
     def _resume(self, func, offset, stack, locals_, cells, native):
         nulls = frozenset(i for i, v in enumerate(stack) if v is codegen.NULL_MARK)
-        key = (offset, len(stack), frozenset(n for n in self.code.co_varnames if n not in locals_),
-               native, nulls)
+        unbound = frozenset(n for n in self.code.co_varnames if n not in locals_ and n not in cells)
+        key = (offset, len(stack), unbound, native, nulls)
         resume_code = self.state.resume_fns.get(key)
         if resume_code is None:
             _C._capture.skip_enter()  # our own helpers (dis namedtuples) are never captured

@@ -68,7 +68,9 @@ def to_example(value):
         return [to_example(v) for v in value.items]
     if isinstance(value, V.TupleVar):
         items = [to_example(v) for v in value.items]
-        return tuple(items) if value.tuple_type is tuple else value.tuple_type(*items)
+        if value.tuple_type is tuple or not hasattr(value.tuple_type, "_fields"):
+            return value.tuple_type(items)  # tuple, kiln.Size: built from one iterable
+        return value.tuple_type(*items)
     if isinstance(value, V.DictVar):
         return {k: to_example(v) for k, v in value.items.items()}
     if isinstance(value, V.SliceVar):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dis
 import operator
 
+from kiln._capture import logs
 from kiln._capture import variables as V
 from kiln._capture.calls import CallMixin
 from kiln._capture.sources import GlobalSource
@@ -86,6 +87,10 @@ class Frame(CallMixin):
         if inst.positions is not None and inst.positions.lineno is not None:
             self.lineno = inst.positions.lineno
         self.ctx.loc = (self.code.co_filename, self.lineno)
+        if logs.enabled("bytecode"):
+            logs.log("bytecode", f"{'  ' * self.depth}{self.code.co_name} "
+                                 f"{self.code.co_filename.rsplit('/', 1)[-1]}:{self.lineno} "
+                                 f"@{inst.offset} {inst.opname} {inst.argrepr}".rstrip())
         handler = getattr(self, "op_" + inst.opname, None)
         if handler is None:
             raise V.Unsupported(f"bytecode {inst.opname} is not supported")
@@ -99,6 +104,7 @@ class Frame(CallMixin):
     op_RESUME = op_NOP
     op_PRECALL = op_NOP
     op_CACHE = op_NOP
+    op_EXTENDED_ARG = op_NOP  # dis already folds it into the next instruction's arg
 
     def op_KW_NAMES(self, inst):
         self.kw_names = self.code.co_consts[inst.arg]
@@ -237,7 +243,9 @@ class Frame(CallMixin):
     def op_DELETE_SUBSCR(self, inst):
         index = self.pop()
         obj = self.pop()
-        if isinstance(obj, (V.ListVar, V.DictVar)) and obj.source is None:
+        if isinstance(obj, (V.ListVar, V.DictVar)) and obj.source is None and (
+            getattr(obj, "origin", None) is None
+        ):
             key = index.const()
             self.ctx.undo.append((obj, "items", obj.items.copy()))
             del obj.items[key]

@@ -129,8 +129,8 @@ class TupleVar(VT):
 
     def const(self):
         values = [i.const() for i in self.items]
-        if self.tuple_type is tuple:
-            return tuple(values)
+        if not hasattr(self.tuple_type, "_fields"):  # tuple, kiln.Size: built from an iterable
+            return self.tuple_type(values)
         return self.tuple_type(*values)
 
 
