@@ -15,6 +15,7 @@ import linecache
 import os
 import sys
 import sysconfig
+import time
 import types
 import warnings
 
@@ -159,6 +160,15 @@ class Compiler:
 
     # -- capture ---------------------------------------------------------------------------
     def capture(self, func, args, code, state, recompile_reason):
+        start = time.perf_counter()
+        try:
+            return self._capture(func, args, code, state, recompile_reason)
+        finally:
+            logs.log("perf", lambda: f"capture of {code.co_name} ({code.co_filename}:"
+                                     f"{code.co_firstlineno}): "
+                                     f"{(time.perf_counter() - start) * 1e3:.2f} ms")
+
+    def _capture(self, func, args, code, state, recompile_reason):
         labels = _state_labels(code, len(args))
         self._update_auto_dynamic(state, args, labels)
         rng = kiln.get_rng_state()
@@ -274,6 +284,8 @@ class Compiler:
                                        {"ret": outcome.value}, {})
         else:
             entry = self._break_entry(func, code, state, ctx, graph_fn, outputs, outcome)
+        logs.log("output_code", lambda: f"code of {graph.name}:\n{graph.python_source()}\n"
+                                        f"entry:\n{entry.kiln_source}")
         _C._capture.add_entry(code, gm, entry)
         return entry
 
