@@ -2,6 +2,7 @@
 is imported), `+topic` and `all`, and the warning for unknown topics."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -120,7 +121,8 @@ def test_bytecode(script, spec):
 
 def test_all_and_combinations(script):
     err = run(script, "all").stderr
-    assert topics_in(err) == {"graph", "graph_breaks", "guards", "recompiles", "bytecode"}
+    assert topics_in(err) == {"graph", "graph_breaks", "guards", "recompiles", "bytecode",
+                              "output_code", "perf"}
     err = run(script, " graph , +guards ").stderr
     assert topics_in(err) == {"graph", "guards"}
 
@@ -133,10 +135,14 @@ def test_unknown_topic_warns_and_keeps_the_others(script):
     assert topics_in(err) == {"graph"}
 
 
-def test_topics_without_events_are_accepted(script):
-    # output_code and perf are valid topics (no warning) even where nothing logs to them yet.
+def test_output_code_and_perf(script):
     err = run(script, "output_code,perf").stderr
     assert "unknown topic" not in err
+    assert topics_in(err) == {"output_code", "perf"}
+    # The graph's generated code names the user's lines; the entry calls the graph.
+    assert f"prog.py:{line('return t * 2')}" in err
+    assert "def entry(_func" in err and "_graph(" in err
+    assert re.search(r"\[kiln:perf\] capture of f \(.*prog.py:\d+\): [0-9.]+ ms", err)
 
 
 def test_configure_in_process(capsys):
