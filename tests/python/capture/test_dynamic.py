@@ -1,0 +1,272 @@
+"""Dynamic shapes of kiln.compile: automatic dynamic (a size that changes becomes a symbol),
+`dynamic=True/False`, `kiln.mark_dynamic` / `kiln.mark_static`, sizes 0 and 1 staying static,
+shape arithmetic and shape-dependent Python control flow on symbols, dynamic int arguments.
+"""
+
+import numpy as np
+import pytest
+from corpus_util import assert_same, compiler_of, fresh_capture  # noqa: F401
+
+import kiln
+import kiln.nn as nn
+
+C = kiln._C._capture
+
+
+def rand(*shape, seed=0):
+    """A reproducible float32 tensor."""
+    kiln.manual_seed(seed)
+    return kiln.randn(*shape)
+
+
+class Probe:
+    """A compiled function and its capture records."""
+
+    def __init__(self, fn, **compile_kw) -> None:
+        self.fn = fn
+        self.compiled = kiln.compile(fn, **compile_kw)
+        self.records: list = []
+        compiler_of(self.compiled).recorder = self.records
+
+    def check(self, *args, expect_captures):
+        """Compiled and eager agree on `args`; `expect_captures` captures so far."""
+        assert_same(self.compiled(*args), self.fn(*args))
+        assert len(self.records) == expect_captures, [r.recompile_reason for r in self.records]
+
+    def guards(self, i=-1) -> list:
+        return self.records[i].guards
+
+
+def rowsum(x):
+    return (x * 2).sum(0) + x.shape[0]
+
+
+def test_automatic_dynamic_after_the_second_size():
+    p = Probe(rowsum)
+    p.check(rand(2, 3), expect_captures=1)
+    assert "L['x']: tensor kiln.float32[2, 3] strides (3, 1) requires_grad=False" in p.guards()
+    p.check(rand(3, 3), expect_captures=2)  # dim 0 changed: captured again with a symbol
+    assert p.guards()[:2] == ["L['x']: tensor kiln.float32[s0, 3] strides (3, 1) "
+                              "requires_grad=False", "L['x'].size(0) -> s0"]
+    assert "s0 >= 2" in p.guards()
+    for n in (4, 5, 17, 2):
+        p.check(rand(n, 3, seed=n), expect_captures=2)  # one dynamic entry serves them all
+
+
+def test_automatic_dynamic_only_on_the_dim_that_changed():
+    p = Probe(rowsum)
+    p.check(rand(2, 3), expect_captures=1)
+    p.check(rand(2, 5), expect_captures=2)
+    assert p.guards()[0].startswith("L['x']: tensor kiln.float32[2, s0]")
+    p.check(rand(2, 7), expect_captures=2)
+    p.check(rand(4, 7), expect_captures=3)  # dim 0 changes now: both dims symbolic
+    assert p.guards()[0].startswith("L['x']: tensor kiln.float32[s0, s1]")
+    p.check(rand(6, 9), expect_captures=3)
+
+
+def test_dynamic_false_recompiles_every_size():
+    p = Probe(rowsum, dynamic=False)
+    for i, n in enumerate((2, 3, 4, 5)):
+        p.check(rand(n, 3), expect_captures=i + 1)
+    assert all("s0" not in g for r in p.records for g in r.guards)
+
+
+def test_dynamic_true_is_symbolic_from_the_first_call():
+    p = Probe(rowsum, dynamic=True)
+    p.check(rand(4, 3), expect_captures=1)
+    assert p.guards()[:3] == ["L['x']: tensor kiln.float32[s0, s1] strides (3, 1) "
+                              "requires_grad=False", "L['x'].size(0) -> s0",
+                              "L['x'].size(1) -> s1"]
+    for shape in ((2, 2), (7, 3), (3, 11)):
+        p.check(rand(*shape), expect_captures=1)
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_sizes_zero_and_one_stay_static(dynamic):
+    p = Probe(rowsum, dynamic=dynamic)
+    p.check(rand(4, 3), expect_captures=1)
+    p.check(rand(5, 3), expect_captures=1 if dynamic else 2)
+    n = len(p.records)
+    p.check(rand(1, 3), expect_captures=n + 1)  # 1 fails `s0 >= 2`: a static entry
+    assert p.guards()[0].startswith("L['x']: tensor kiln.float32[1, ")
+    p.check(rand(0, 3), expect_captures=n + 2)
+    assert p.guards()[0].startswith("L['x']: tensor kiln.float32[0, ")
+    p.check(rand(1, 3), expect_captures=n + 2)
+    p.check(rand(6, 3), expect_captures=n + 2)
+
+
+def test_mark_dynamic_makes_the_first_capture_symbolic():
+    p = Probe(rowsum)
+    x = rand(5, 3)
+    kiln.mark_dynamic(x, 0)
+    p.check(x, expect_captures=1)
+    assert p.guards()[0].startswith("L['x']: tensor kiln.float32[s0, 3]")
+    p.check(rand(6, 3), expect_captures=1)  # an unmarked tensor matches the symbolic entry
+    p.check(rand(6, 4), expect_captures=2)  # dim 1 is still static
+
+
+def test_mark_dynamic_several_dims_and_negative_index():
+    p = Probe(rowsum)
+    x = rand(5, 3)
+    kiln.mark_dynamic(x, [0, -1])
+    p.check(x, expect_captures=1)
+    assert p.guards()[0].startswith("L['x']: tensor kiln.float32[s0, s1]")
+
+
+def test_mark_static_wins_over_dynamic_true():
+    p = Probe(rowsum, dynamic=True)
+    x = rand(5, 3)
+    kiln.mark_static(x, 0)
+    p.check(x, expect_captures=1)
+    assert p.guards()[0].startswith("L['x']: tensor kiln.float32[5, s0]")
+    p.check(rand(6, 3), expect_captures=2)  # dim 0 was static in the first entry
+
+
+def test_mark_dynamic_errors():
+    with pytest.raises(TypeError, match="expect a kiln.Tensor"):
+        kiln.mark_dynamic([1, 2], 0)
+    with pytest.raises(IndexError, match="dim 2 out of range"):
+        kiln.mark_dynamic(rand(2, 2), 2)
+    with pytest.raises(IndexError):
+        kiln.mark_static(rand(2), -2)
+
+
+def shape_arithmetic(x):
+    n, m = x.shape
+    flat = x.view(n * m)
+    rows = kiln.zeros(n) + x.sum(1)
+    half = x[: n // 2]
+    return flat, rows, x.numel(), half, x.reshape(-1, m).shape
+
+
+def test_shape_arithmetic_on_symbols():
+    p = Probe(shape_arithmetic, dynamic=True)
+    p.check(rand(4, 3), expect_captures=1)
+    source = p.records[0].graph.python_source()
+    assert "sym_size(L_x, 0)" in source and "sym_size(L_x, 1)" in source
+    for shape in ((5, 3), (6, 7), (2, 2)):
+        p.check(rand(*shape), expect_captures=1)
+
+
+def branch_on_size(x):
+    if x.shape[0] > 4:
+        return x * 2
+    return x - 1
+
+
+def test_python_branch_on_a_symbolic_size_guards_the_range():
+    p = Probe(branch_on_size, dynamic=True)
+    p.check(rand(3, 2), expect_captures=1)
+    assert "s0 <= 4" in p.guards()
+    p.check(rand(2, 2), expect_captures=1)
+    p.check(rand(4, 2), expect_captures=1)
+    p.check(rand(5, 2), expect_captures=2)
+    assert "s0 >= 5" in p.guards()
+    p.check(rand(9, 2), expect_captures=2)
+    p.check(rand(3, 2), expect_captures=2)
+
+
+def loop_over_rows(x):
+    acc = x[0]
+    for i in range(1, x.shape[0]):
+        acc = acc + x[i] * i
+    return acc
+
+
+def test_size_used_as_a_python_int_specializes():
+    p = Probe(loop_over_rows)
+    p.check(rand(2, 3), expect_captures=1)
+    p.check(rand(3, 3), expect_captures=2)
+    assert "s0 == 3" in p.guards()  # the loop unrolled for s0 == 3 only
+    p.check(rand(3, 3, seed=1), expect_captures=2)
+    p.check(rand(4, 3), expect_captures=3)
+    assert p.records[2].recompile_reason == "s0 == 3"
+
+
+def add(x, y):
+    return x + y
+
+
+def test_two_symbolic_inputs_and_broadcasting():
+    p = Probe(add)
+    p.check(rand(2, 3), rand(2, 3, seed=1), expect_captures=1)
+    p.check(rand(4, 3), rand(4, 3, seed=1), expect_captures=2)
+    p.check(rand(6, 3), rand(6, 3, seed=1), expect_captures=2)
+    p.check(rand(6, 3), rand(1, 3, seed=1), expect_captures=3)  # size 1 broadcasts: static
+    with pytest.raises(RuntimeError, match="cannot be broadcast") as compiled_err:
+        p.compiled(rand(5, 3), rand(6, 3))
+    with pytest.raises(RuntimeError) as eager_err:
+        add(rand(5, 3), rand(6, 3))
+    assert str(compiled_err.value) == str(eager_err.value)
+
+
+def times_n(x, n):
+    return x * n + n
+
+
+def test_int_argument_becomes_dynamic():
+    p = Probe(times_n)
+    p.check(rand(3), 2, expect_captures=1)
+    assert "L['n'] == 2" in p.guards()
+    p.check(rand(3), 3, expect_captures=2)
+    assert "type(L['n']) is int" in p.guards()
+    assert "L_n" in p.records[1].graph.python_source()  # n is a graph input now
+    for n in (4, -7, 100, 0):
+        p.check(rand(3), n, expect_captures=2)
+    p.check(rand(3), 2.5, expect_captures=3)  # a float fails the type guard
+
+
+def test_int_argument_stays_static_with_dynamic_false():
+    p = Probe(times_n, dynamic=False)
+    for i, n in enumerate((2, 3, 4)):
+        p.check(rand(3), n, expect_captures=i + 1)
+
+
+class MLP(nn.Module):
+    """Two Linear layers; the batch size varies between calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 8)
+        self.b = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.b(self.a(x).relu())
+
+
+def test_module_batch_size_becomes_dynamic():
+    kiln.manual_seed(0)
+    model = MLP()
+    compiled = kiln.compile(model)
+    records = []
+    compiler_of(compiled).recorder = records
+    for n in (2, 3, 4, 9, 31):
+        x = rand(n, 4, seed=n)
+        assert_same(compiled(x), model(x))
+    assert len(records) == 2
+    assert "L['x']: tensor kiln.float32[s0, 4] strides (4, 1) requires_grad=False" in (
+        records[1].guards)
+    text = records[1].graph.to_kir()
+    assert "%L_x: f32[s0, 4]" in text
+    kiln._C._ir.verify(text)
+
+
+def test_dynamic_entry_is_reused_after_reset_only_when_sizes_change_again():
+    p = Probe(rowsum)
+    p.check(rand(2, 3), expect_captures=1)
+    p.check(rand(3, 3), expect_captures=2)
+    kiln.compiler.reset()  # forgets entries and the automatic-dynamic history
+    p.check(rand(4, 3), expect_captures=3)
+    assert p.guards()[0].startswith("L['x']: tensor kiln.float32[4, 3]")
+
+
+def test_dynamic_results_match_numpy_on_many_sizes():
+    p = Probe(shape_arithmetic)
+    for n in range(2, 9):
+        x = rand(n, 3, seed=n)
+        flat, rows, numel, half, shape = p.compiled(x)
+        a = x.numpy()
+        np.testing.assert_allclose(flat.numpy(), a.reshape(-1), rtol=1e-6)
+        np.testing.assert_allclose(rows.numpy(), a.sum(1), rtol=1e-5, atol=1e-6)
+        assert numel == a.size and tuple(half.shape) == (n // 2, 3) and tuple(shape) == (n, 3)
+    assert len(p.records) == 2
