@@ -218,6 +218,8 @@ def _int_float(conv):
         (value,) = args
         if isinstance(value, V.TensorVar):
             raise V.Unsupported(f"{conv.__name__}() of a tensor reads its data")
+        if isinstance(value, V.SymFloatVar):
+            return value if conv is float else V.ConstVar(int(frame.concrete_int(value)))
         if isinstance(value, V.SymIntVar):
             return value if conv is int else V.ConstVar(float(frame.concrete_int(value)))
         return V.ConstVar(conv(value.const()))

@@ -327,9 +327,13 @@ class CallMixin:
         hint = op(ops.to_example(a), ops.to_example(b))
         node = self.ctx.graph.call(op, (ops.to_graph_arg(a), ops.to_graph_arg(b)), {}, hint,
                                    loc=self.ctx.loc)
+        if isinstance(hint, bool):
+            raise V.RestartStatic()
         if isinstance(hint, int):
             return V.SymIntVar(node, hint)
-        raise V.Unsupported("float arithmetic on symbolic sizes")
+        if isinstance(hint, float):
+            return V.SymFloatVar(node, hint)
+        raise V.Unsupported(f"{op.__name__} of symbolic numbers gives a {type(hint).__name__}")
 
     def sym_compare(self, op, a: V.VT, b: V.VT) -> bool:
         sym_side = a if isinstance(a, V.SymIntVar) else b

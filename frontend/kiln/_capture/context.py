@@ -70,6 +70,7 @@ class CaptureContext:
         self.input_sources: list = []  # per graph input: its source (re-read at run time)
         self.input_baked: list = []  # per graph input: the baked value when the source is baked
         self.seen_sizes: dict = {}  # source -> sizes, recorded for automatic dynamic
+        self.seen_scalars: dict = {}  # source -> int/float value, for automatic dynamic
         self.input_by_id: dict = {}
         self.symbols: list = []  # (name, hint)
         self.sym_by_source: dict = {}
@@ -85,8 +86,10 @@ class CaptureContext:
             return self._wrap_tensor(value, source, label)
         if isinstance(value, bool) or type(value) in _CONST_TYPES:
             if source is not None:
-                if type(value) is int and self._int_is_dynamic(source):
-                    return self._wrap_sym_int(value, source)
+                if type(value) in (int, float) and source.guardable():
+                    self.seen_scalars[source] = value  # for automatic dynamic
+                    if self._int_is_dynamic(source):
+                        return self._wrap_sym_int(value, source)
                 self.guards.equals(source, value)
             return V.ConstVar(value, source)
         if isinstance(value, (kiln.dtype, kiln.device)):
@@ -201,7 +204,7 @@ class CaptureContext:
     def _wrap_sym_int(self, value: int, source) -> V.VT:
         self.guards.type(source, value)
         node = self._add_input(source, value)
-        var = V.SymIntVar(node, value, None)
+        var = (V.SymIntVar if type(value) is int else V.SymFloatVar)(node, value, None)
         var.source = source
         return var
 

@@ -210,7 +210,7 @@ class Compiler:
                         state.auto_dynamic.setdefault(key, set()).update(changed)
                         logs.log("recompiles", f"automatic dynamic: {key} dims "
                                                f"{sorted(changed)} change between calls")
-            elif type(value) is int and type(old) is int and value != old:
+            elif type(value) in (int, float) and type(old) is type(value) and value != old:
                 key = _source_for(index, labels, path)
                 state.auto_dynamic.setdefault(key, set())
 
@@ -244,9 +244,10 @@ class Compiler:
             path = _path_of(source)
             if path is not None:
                 state.seen[path] = sizes
-        for i, value in enumerate(args):
-            if type(value) is int:
-                state.seen[(i, ())] = value
+        for source, value in ctx.seen_scalars.items():
+            path = _path_of(source)
+            if path is not None:
+                state.seen[path] = value
         return self._finish(func, code, state, ctx, top, outcome, recompile_reason)
 
     def _finish(self, func, code, state, ctx, top, outcome, recompile_reason):

@@ -99,6 +99,17 @@ class SymIntVar(VT):
         return f"SymIntVar({self.node.name}, hint={self.hint})"
 
 
+class SymFloatVar(SymIntVar):
+    """A float that varies between calls (e.g. the result of `.item()` before a resume point):
+    a graph input rather than a guarded constant, so new values do not recompile."""
+
+    def python_type(self):
+        return float
+
+    def __repr__(self) -> str:
+        return f"SymFloatVar({self.node.name}, hint={self.hint})"
+
+
 class ListVar(VT):
     def __init__(self, items, source=None) -> None:
         self.items = list(items)
