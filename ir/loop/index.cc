@@ -1,0 +1,183 @@
+// Index expressions: loop-variable naming, flattening, affine forms and range-aware floordiv/mod.
+
+#include "ir/loop/index.h"
+
+#include "runtime/error.h"
+
+#include <set>
+
+namespace kiln::ir::loop {
+
+std::string loopVarName(size_t k) { return "i" + std::to_string(k); }
+std::string reductionVarName(size_t k) { return "r" + std::to_string(k); }
+
+bool isLoopVarName(std::string_view name) {
+  if (name.size() < 2 || (name[0] != 'i' && name[0] != 'r'))
+    return false;
+  for (char c : name.substr(1))
+    if (c < '0' || c > '9')
+      return false;
+  return true;
+}
+
+void checkNoLoopVars(const SymInt &e, std::string_view what) {
+  std::set<std::string, std::less<>> symbols;
+  e.collectSymbols(symbols);
+  for (const std::string &s : symbols)
+    KILN_CHECK_KIND(Value, !isLoopVarName(s),
+                    "{} ({}) mentions '{}', a loop-variable name: sizes, strides and ranges may "
+                    "use size symbols only",
+                    what, e.str(), s);
+}
+
+VarRanges::VarRanges(std::span<const SymInt> ranges, std::span<const SymInt> reductionRanges) {
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    extents_.emplace(loopVarName(k), ranges[k]);
+    vars_.push_back(SymInt::symbol(loopVarName(k)));
+  }
+  for (size_t k = 0; k < reductionRanges.size(); ++k) {
+    extents_.emplace(reductionVarName(k), reductionRanges[k]);
+    vars_.push_back(SymInt::symbol(reductionVarName(k)));
+  }
+}
+
+const SymInt *VarRanges::extent(std::string_view name) const {
+  auto it = extents_.find(name);
+  return it == extents_.end() ? nullptr : &it->second;
+}
+
+std::string VarRanges::names() const {
+  std::string out;
+  for (const IndexExpr &v : vars_)
+    out += (out.empty() ? "" : ", ") + v.str();
+  return out.empty() ? "none" : out;
+}
+
+IndexExpr flatIndex(std::span<const IndexExpr> index, std::span<const SymInt> strides) {
+  KILN_CHECK_KIND(Index, index.size() == strides.size(),
+                  "flat index: {} index expressions for {} strides", index.size(), strides.size());
+  IndexExpr flat = 0;
+  for (size_t k = 0; k < index.size(); ++k)
+    flat += index[k] * strides[k];
+  return flat;
+}
+
+std::optional<AffineForm> affineForm(const IndexExpr &e, const VarRanges &ranges) {
+  std::set<std::string, std::less<>> symbols;
+  e.collectSymbols(symbols);
+  std::map<std::string, SymInt, std::less<>> zero;
+  for (const std::string &s : symbols) {
+    if (!isLoopVarName(s))
+      continue;
+    if (ranges.extent(s) == nullptr)
+      return std::nullopt;
+    zero.emplace(s, 0);
+  }
+  AffineForm form{e.substitute(zero), {}};
+  SymInt rebuilt = form.base;
+  for (const auto &[name, unused] : zero) {
+    auto unit = zero;
+    unit[name] = 1;
+    SymInt coeff = e.substitute(unit) - form.base;
+    if (coeff == SymInt(0))
+      continue;
+    rebuilt += coeff * SymInt::symbol(name);
+    form.coeffs.emplace(name, coeff);
+  }
+  if (!(rebuilt == e))
+    return std::nullopt;
+  return form;
+}
+
+std::optional<IndexBounds> indexBounds(const IndexExpr &e, const VarRanges &ranges) {
+  std::optional<AffineForm> form = affineForm(e, ranges);
+  if (!form)
+    return std::nullopt;
+  IndexBounds b{form->base, form->base};
+  for (const auto &[name, coeff] : form->coeffs) {
+    std::optional<int64_t> k = coeff.constant();
+    if (!k)
+      return std::nullopt;
+    SymInt span = coeff * (*ranges.extent(name) - 1);
+    if (*k > 0)
+      b.hi += span;
+    else
+      b.lo += span;
+  }
+  return b;
+}
+
+namespace {
+
+/// `a == c*quotient + rest`, where quotient collects the affine terms of a that are exact
+/// multiples of c. nullopt when a is not affine in the loop variables.
+struct DivSplit {
+  SymInt quotient, rest;
+};
+std::optional<DivSplit> splitMultiples(const IndexExpr &a, const SymInt &c,
+                                       const VarRanges &ranges) {
+  std::optional<AffineForm> form = affineForm(a, ranges);
+  if (!form)
+    return std::nullopt;
+  DivSplit s{0, 0};
+  auto take = [&](const SymInt &coeff, const SymInt &var) {
+    SymInt q = floorDiv(coeff, c);
+    if (q * c == coeff)
+      s.quotient += q * var;
+    else
+      s.rest += coeff * var;
+  };
+  take(form->base, 1);
+  for (const auto &[name, coeff] : form->coeffs)
+    take(coeff, SymInt::symbol(name));
+  return s;
+}
+
+bool provablyNonNegative(const SymInt &e) {
+  std::optional<int64_t> v = e.constant();
+  return v && *v >= 0;
+}
+
+/// The constant m with `rest floordiv c == m` for every value of the loop variables.
+std::optional<SymInt> constantQuotient(const SymInt &rest, const SymInt &c,
+                                       const VarRanges &ranges) {
+  std::optional<IndexBounds> b = indexBounds(rest, ranges);
+  if (!b)
+    return std::nullopt;
+  if (provablyNonNegative(b->lo) && provablyNonNegative(c - 1 - b->hi))
+    return SymInt(0);
+  if (c.constant() && *c.constant() > 0 && b->lo.constant() && b->hi.constant()) {
+    SymInt m = floorDiv(b->lo, c);
+    if (floorDiv(b->hi, c) == m)
+      return m;
+  }
+  return std::nullopt;
+}
+
+bool isZero(const SymInt &c) { return c.constant() && *c.constant() == 0; }
+
+} // namespace
+
+IndexExpr floorDivInRange(const IndexExpr &a, const SymInt &c, const VarRanges &ranges) {
+  if (isZero(c))
+    return floorDiv(a, c); // throws the division-by-zero error
+  std::optional<DivSplit> s = splitMultiples(a, c, ranges);
+  if (!s)
+    return floorDiv(a, c);
+  if (std::optional<SymInt> m = constantQuotient(s->rest, c, ranges))
+    return s->quotient + *m;
+  return s->quotient + floorDiv(s->rest, c);
+}
+
+IndexExpr modInRange(const IndexExpr &a, const SymInt &c, const VarRanges &ranges) {
+  if (isZero(c))
+    return mod(a, c);
+  std::optional<DivSplit> s = splitMultiples(a, c, ranges);
+  if (!s)
+    return mod(a, c);
+  if (std::optional<SymInt> m = constantQuotient(s->rest, c, ranges))
+    return s->rest - *m * c;
+  return mod(s->rest, c);
+}
+
+} // namespace kiln::ir::loop
