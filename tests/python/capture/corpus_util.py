@@ -11,6 +11,7 @@ returns a `CaseInfo`: the graphs the backend received, their op counts and the c
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -238,3 +239,28 @@ class Corpus:
         if c.ops is not None:
             assert info.op_counts == [c.ops], f"op count: {info!r}"
         return info
+
+
+# -- helpers of the break corpus -----------------------------------------------------------
+
+DATA_BRANCH = "data-dependent branch"
+
+def rand(*shape, seed=0):
+    """A reproducible float32 tensor."""
+    kiln.manual_seed(seed)
+    return kiln.randn(*shape)
+
+
+def captures(info):
+    """[(code name, op count, break reason or None)] of every capture so far; resume functions
+    are named `resume:<frame>` (their bytecode offsets are not part of the contract)."""
+    return [(re.sub(r"__resume_at_\d+_", "resume:", r.code.co_name), r.graph.op_count(),
+             r.break_record.reason if r.break_record else None) for r in info.records]
+
+
+def assert_breaks(info, *fragments):
+    """The break reasons, in order, contain `fragments` (one per break)."""
+    reasons = info.break_reasons
+    assert len(reasons) == len(fragments), captures(info)
+    for reason, fragment in zip(reasons, fragments, strict=True):
+        assert fragment in reason, captures(info)
