@@ -97,6 +97,9 @@ def test_write_atomic_replaces_and_cleans_up(tmp_path):
     bench.write_atomic(str(path), "two\n")
     assert path.read_text() == "two\n"
     assert os.listdir(path.parent) == ["t.md"]
+    mask = os.umask(0)
+    os.umask(mask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~mask  # not mkstemp's 0600
     with pytest.raises(TypeError):
         bench.write_atomic(str(path), None)  # a failed write leaves the old file, no temp
     assert path.read_text() == "two\n"
