@@ -8,6 +8,7 @@ must break the graph.
 from __future__ import annotations
 
 import builtins
+import functools
 import inspect
 import operator
 import types
@@ -621,14 +622,17 @@ def _hashable(x) -> bool:
         return False
 
 
-def _is_library_code(code) -> bool:
+@functools.lru_cache(maxsize=None)
+def _library_dirs() -> tuple:
     import sysconfig
 
-    filename = code.co_filename
     paths = sysconfig.get_paths()
-    return filename.startswith((paths["stdlib"], paths["purelib"], paths["platlib"])) and (
-        "/kiln/" not in filename
-    )
+    return (paths["stdlib"], paths["purelib"], paths["platlib"])
+
+
+def _is_library_code(code) -> bool:
+    filename = code.co_filename
+    return filename.startswith(_library_dirs()) and "/kiln/" not in filename
 
 
 def _bind_arguments(code, args, kwargs, defaults, kwdefaults) -> dict:

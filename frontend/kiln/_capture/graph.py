@@ -437,7 +437,25 @@ class _PythonCodegen:
     def _write(self) -> str:
         graph = self.graph
         params = ", ".join(n.name for n in graph.inputs)
-        body = [self._statement(n) for n in graph.nodes if n.op == "call"]
+        calls = [n for n in graph.nodes if n.op == "call"]
+        # Free each intermediate right after its last use, as eager code does when the last
+        # reference goes: a 12-layer model would otherwise hold every activation at once.
+        outputs = {id(n) for n in nodes_in(graph.outputs)}
+        last_use: dict = {}
+        for node in calls:
+            for n in nodes_in((node.args, node.kwargs)):
+                if n.op == "call" and id(n) not in outputs:
+                    last_use[id(n)] = node
+        frees: dict = {}
+        for n in calls:
+            user = last_use.get(id(n))
+            if user is not None:
+                frees.setdefault(id(user), []).append(n.name)
+        body = []
+        for n in calls:
+            body.append(self._statement(n))
+            if id(n) in frees:
+                body.append("del " + ", ".join(frees[id(n)]))
         outs = [self.render(v) for v in graph.outputs]
         ret = f"({outs[0]},)" if len(outs) == 1 else f"({', '.join(outs)})"
         body.append(f"return {ret}")

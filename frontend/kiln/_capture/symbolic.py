@@ -32,6 +32,22 @@ _COMPARE = {
 MAX_INLINE_DEPTH = 48
 
 
+_DECODED: dict = {}
+
+
+def _decoded(code):
+    """The instructions of `code` and their index by offset, decoded once per code object
+    (inlining a layer's forward twelve times should not decode it twelve times)."""
+    cached = _DECODED.get(code)
+    if cached is None or cached[0] is not code:
+        insts = list(dis.get_instructions(code))
+        cached = (code, insts, {inst.offset: i for i, inst in enumerate(insts)})
+        if len(_DECODED) > 4096:
+            _DECODED.clear()
+        _DECODED[code] = cached
+    return cached[1], cached[2]
+
+
 class ReturnSignal(Exception):
     def __init__(self, value: V.VT) -> None:
         self.value = value
@@ -51,8 +67,7 @@ class Frame(CallMixin):
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
         self.stack: list = []
-        self.insts = list(dis.get_instructions(code))
-        self.index_of = {inst.offset: i for i, inst in enumerate(self.insts)}
+        self.insts, self.index_of = _decoded(code)
         self.ip = 0
         self.kw_names = None
         self.lineno = code.co_firstlineno

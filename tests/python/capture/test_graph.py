@@ -124,6 +124,7 @@ def test_target_names_are_stable():
 
 
 def test_python_source_golden():
+    """Intermediates are deleted right after their last use (outputs and inputs never)."""
     g = Graph()
     x, y = g.placeholder("x", fresh(2, 3)), g.placeholder("self.w", fresh(3))
     t0 = rec(g, kiln.add, x, y, loc=("/home/u/model.py", 12))
@@ -140,13 +141,19 @@ def test_python_source_golden():
         "def forward(x, self_w):\n"
         "    t0 = add(x, self_w)  # model.py:12\n"
         "    t1 = t0 * 2.5\n"
+        "    del t0\n"
         "    t2 = Tensor_view(t1, -1)\n"
         "    t3 = t2[1::2, None, ...]\n"
+        "    del t2\n"
         "    t4 = Tensor_to(t3, float64)\n"
+        "    del t3\n"
         "    t5 = Tensor_sum(t1, dim=1, keepdim=True)\n"
         "    t6 = -t5\n"
+        "    del t5\n"
         "    t7 = max(t1, 1)\n"
+        "    del t1\n"
         "    t8 = t7[0]\n"
+        "    del t7\n"
         "    return (t4, t6, t8, 3)\n"
     )
     assert str(g) == g.python_source()
