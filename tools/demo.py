@@ -132,7 +132,8 @@ def main() -> int:
     print(f"  kiln.compile: {report.graph_count} graph(s), {report.graph_break_count} graph "
           f"break(s), {sum(len(o) for o in report.ops_per_graph)} ops; first call (capture) "
           f"{first_call * 1e3:.1f} ms")
-    print(f"  kiln compiled forward          : {ms['compiled']:8.2f} ms  (median of {rounds}, 1 thread)")
+    print(f"  kiln compiled forward          : {ms['compiled']:8.2f} ms  "
+          f"(median of {rounds}, 1 thread)")
     print(f"  kiln eager forward             : {ms['eager']:8.2f} ms")
     print(f"  torch eager forward            : {ms['torch']:8.2f} ms")
     print(f"  speedup compiled vs kiln eager : {ms['eager'] / ms['compiled']:8.2f}x")

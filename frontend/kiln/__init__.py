@@ -33,9 +33,9 @@ from kiln._ops import *  # noqa: E402,F401,F403
 
 __version__ = "0.1.0"
 
-from kiln import nn  # noqa: E402,F401  (torch.nn is available after `import torch`)
-
-from kiln import compiler  # noqa: E402,F401
-from kiln._capture.compile import compile  # noqa: E402,F401,A001 - torch spelling
-from kiln._capture.context import mark_dynamic, mark_static  # noqa: E402,F401
-from kiln._capture.explain import explain  # noqa: E402,F401
+# Order matters: the capture frontend subclasses kiln.nn.Module.
+from kiln import nn  # noqa: E402,F401,I001  (torch.nn is available after `import torch`)
+from kiln import compiler  # noqa: E402,F401,I001
+from kiln._capture.compile import compile  # noqa: E402,F401,A001,I001 - torch spelling
+from kiln._capture.context import mark_dynamic, mark_static  # noqa: E402,F401,I001
+from kiln._capture.explain import explain  # noqa: E402,F401,I001

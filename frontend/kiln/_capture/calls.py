@@ -135,7 +135,8 @@ class CallMixin:
         if isinstance(value, V.ModuleVar):
             mod = value.module
             names = list(mod._modules) if len(mod._modules) == len(mod) else range(len(mod))
-            return [self.ctx.wrap(m, None, f"{value.label}.{k}") for k, m in zip(names, mod)]
+            return [self.ctx.wrap(m, None, f"{value.label}.{k}")
+                    for k, m in zip(names, mod, strict=True)]
         if isinstance(value, V.SymIntVar):
             raise V.Unsupported("iteration over an int")
         raise V.Unsupported(f"iteration over {type(value).__name__}")
@@ -622,7 +623,7 @@ def _hashable(x) -> bool:
         return False
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _library_dirs() -> tuple:
     import sysconfig
 

@@ -166,7 +166,8 @@ def tensors_in(values) -> list:
 
 def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_ns: dict):
     """Builds `entry(func, *state)`. `body` is a format string using `{name}` for each rebuilt
-    variable in `result_vars` (name -> VT); it must `return` the frame's result."""
+    variable in `result_vars` (name -> VT), or a function of the dict name -> expression; the
+    code it gives must `return` the frame's result."""
     index = {id(v.node): i for i, v in enumerate(output_vars)}
     b = _Builder(ctx, index)
     exprs = {name: b.expr(v) for name, v in result_vars.items()}
@@ -178,7 +179,8 @@ def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_n
     lines = [f"def entry(_func{params}):"]  # the hook passes the function object first
     lines.append(f"    _o = _graph({', '.join(inputs)}{',' if len(inputs) == 1 else ''})")
     lines += b.lines
-    for line in body.format(**exprs).splitlines():
+    text = body(exprs) if callable(body) else body.format(**exprs)
+    for line in text.splitlines():
         lines.append("    " + line)
     namespace = dict(b.namespace)
     namespace.update(

@@ -195,7 +195,8 @@ class CaptureContext:
             module,
             "_kiln_version",
             version,
-            f"{type(module).__name__} at 0x{id(module):x}: attributes unchanged (version {version})",
+            f"{type(module).__name__} at 0x{id(module):x}: attributes unchanged "
+            f"(version {version})",
         )
 
     def _int_is_dynamic(self, source) -> bool:

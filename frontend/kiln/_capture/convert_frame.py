@@ -204,7 +204,8 @@ class Compiler:
             value = _fetch(args, index, path)
             if isinstance(value, kiln.Tensor) and isinstance(old, tuple):
                 if len(value.shape) == len(old):
-                    changed = {d for d, (a, b) in enumerate(zip(value.shape, old, strict=False)) if a != b}
+                    pairs = enumerate(zip(value.shape, old, strict=True))
+                    changed = {d for d, (a, b) in pairs if a != b}
                     if changed:
                         key = _source_for(index, labels, path)
                         state.auto_dynamic.setdefault(key, set()).update(changed)
@@ -309,26 +310,26 @@ class Compiler:
         cells = {k: v for k, v in locals_.items() if k in cell_names}
         for name in cell_names:  # a cell not made yet: MAKE_CELL runs before any break
             cells.setdefault(name, V.CellVar(None))
-        names = list(plain) + [f"cell_{k}" for k in cells]
         result_vars = {f"s{i}": v for i, v in enumerate(stack)}
         result_vars.update({f"l{i}": v for i, v in enumerate(plain.values())})
         result_vars.update({f"c{i}": v for i, v in enumerate(cells.values())})
-        body = ["_stack = [" + ", ".join("{s%d}" % i for i in range(len(stack))) + "]"]
-        body.append("_locals = {" + ", ".join(
-            f"{k!r}: {{l{i}}}" for i, k in enumerate(plain)) + "}")
-        body.append("_cells = {" + ", ".join(
-            f"{k!r}: {{c{i}}}" for i, k in enumerate(cells)) + "}")
-        body.append(f"_set_grad({ctx.grad_enabled!r})")
-        body.append("return _do_break(_func, _stack, _locals, _cells)")
-        text = "\n".join(s.replace("{", "{{").replace("}", "}}") for s in body)
-        # Unescape the placeholders we want formatted.
-        for key in result_vars:
-            text = text.replace("{{" + key + "}}", "{" + key + "}")
-        del names
+
+        def body(e: dict) -> str:  # e: the Python expression rebuilding each variable
+            items = ", ".join(e[f"s{i}"] for i in range(len(stack)))
+            local_items = ", ".join(f"{k!r}: {e[f'l{i}']}" for i, k in enumerate(plain))
+            cell_items = ", ".join(f"{k!r}: {e[f'c{i}']}" for i, k in enumerate(cells))
+            return "\n".join([
+                f"_stack = [{items}]",
+                f"_locals = {{{local_items}}}",
+                f"_cells = {{{cell_items}}}",
+                f"_set_grad({ctx.grad_enabled!r})",
+                "return _do_break(_func, _stack, _locals, _cells)",
+            ])
+
         handler = BreakHandler(self, func, code, state, outcome)
         from kiln import _grad_mode
 
-        return codegen.make_entry(ctx, graph_fn, outputs, text, result_vars,
+        return codegen.make_entry(ctx, graph_fn, outputs, body, result_vars,
                                   {"_do_break": handler, "_set_grad": _grad_mode._set_grad_enabled})
 
 

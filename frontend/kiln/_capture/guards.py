@@ -39,7 +39,8 @@ class GuardSet:
 
     def type(self, source, value) -> None:
         t = type(value)
-        self._add(("type", source), source, "check_type", (t,), f"type({source}) is {t.__qualname__}")
+        text = f"type({source}) is {t.__qualname__}"
+        self._add(("type", source), source, "check_type", (t,), text)
 
     def id(self, source, value) -> None:
         label = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
