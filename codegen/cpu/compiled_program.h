@@ -1,0 +1,87 @@
+#pragma once
+/// CompiledProgram: a whole LoopProgram as one executable for the host CPU.
+///
+/// compileProgram emits one MLIR module for the program (emit.h), compiles it through CpuJit
+/// and the kernel cache (the key hashes the module text, which begins with the program's text,
+/// plus the target), and looks up one kernel per pointwise/reduction node. run() binds the
+/// inputs and size symbols, allocates every other buffer as a kiln Tensor, then runs the nodes
+/// in order: a generated kernel through `launch` over the thread pool (split along its
+/// outermost range), an Extern node through kiln's eager ops.
+///
+/// Symbols take their values from run()'s `symbols` and from inputs whose size is exactly a
+/// symbol (as in the interpreter). Externs registered by default (inputs in order, optional
+/// trailing ones in brackets, attributes in braces):
+///   mm, bmm          (a, b)
+///   matmul           (a, b) {transpose_a, transpose_b: the buffer holds the operand's mT}
+///   linear           (x, w, [bias])
+///   conv2d           (x, w, [bias]) {stride, padding, dilation, groups}
+///   scaled_dot_product_attention / attention   (q, k, v, [mask]) {is_causal, scale}
+///   embedding        (indices, weight) {padding_idx}
+
+#include "codegen/cpu/emit.h"
+#include "codegen/cpu/jit.h"
+#include "ir/loop/program.h"
+#include "runtime/tensor.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln::codegen::cpu {
+
+struct ProgramOptions {
+  /// The JIT's options; `jit.cache` null means KernelCache::global().
+  JitOptions jit;
+  /// Emitter options; default: the widest vectors the JIT's target has.
+  std::optional<EmitOptions> emit;
+};
+
+class CompiledProgram {
+public:
+  /// Computes an extern node: its input tensors and attributes to one tensor per output buffer.
+  using ExternFn = std::function<std::vector<Tensor>(std::span<const Tensor> inputs,
+                                                     const ir::Attributes &attrs)>;
+
+  CompiledProgram(CompiledProgram &&) noexcept;
+  CompiledProgram &operator=(CompiledProgram &&) noexcept;
+  ~CompiledProgram();
+
+  /// Runs the program on one tensor per input buffer (declaration order); returns one tensor
+  /// per output buffer. Throws kiln::Error for bad inputs, a symbol without a value, an
+  /// argmax/argmin over an empty range or an extern without an implementation.
+  std::vector<Tensor> run(std::span<const Tensor> inputs,
+                          const ir::SymbolValues &symbols = {}) const;
+  std::vector<Tensor> run(std::initializer_list<Tensor> inputs,
+                          const ir::SymbolValues &symbols = {}) const {
+    return run(std::span<const Tensor>(inputs.begin(), inputs.size()), symbols);
+  }
+
+  /// Registers (or replaces) the implementation of extern op `op`.
+  CompiledProgram &registerExtern(const std::string &op, ExternFn fn);
+
+  const ir::loop::LoopProgram &program() const;
+  /// The emitted module (MLIR text and one KernelInfo per kernel).
+  const EmittedModule &module() const;
+  /// Seconds spent in compileProgram (emit + compile or cache hit + link + lookups).
+  double compileSeconds() const;
+  /// Whether the JIT took the object from the kernel cache.
+  bool fromCache() const;
+  /// The lowered MLIR, LLVM IR and assembly when compiled with `jit.dumpStages`.
+  CompileDumps dumps() const;
+
+private:
+  friend CompiledProgram compileProgram(const ir::loop::LoopProgram &, const ProgramOptions &);
+  struct State;
+  CompiledProgram();
+  std::unique_ptr<State> state_;
+};
+
+/// Emits, compiles and links `program` (the program is copied). Throws kiln::Error when the
+/// emitter or the JIT fails.
+CompiledProgram compileProgram(const ir::loop::LoopProgram &program,
+                               const ProgramOptions &options = {});
+
+} // namespace kiln::codegen::cpu

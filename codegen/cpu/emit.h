@@ -1,0 +1,81 @@
+#pragma once
+/// The loop-IR → MLIR emitter for CPU kernels: one MLIR module per LoopProgram, one `func.func`
+/// per Pointwise/Reduction node, written as MLIR text (no MLIR headers: this layer compiles fast,
+/// and the text is what the kernel cache hashes).
+///
+/// [Note: emitted kernels]
+/// - Calling convention (launch.h): `kernel(void **args, int64_t begin, int64_t end)`. args holds
+///   the base pointer of every buffer the node reads or writes (KernelInfo::buffers, in buffer-id
+///   order), then one packSize slot per size symbol of the program (KernelInfo::symbols, sorted).
+///   [begin, end) is the range of the node's outermost range variable i0 (a node without ranges
+///   has the single iteration [0, 1)).
+/// - Memory: every buffer is a flat `memref<?xT>` over its base pointer (descriptor built from
+///   the pointer, size = the buffer's extent, stride 1); a load or store indexes it with the flat
+///   element offset of the loop IR, computed by `arith` on `index` from the SymInt's canonical
+///   form. bool is i8 in memory and i1 in registers; float16 is f16 in memory, bfloat16 is i16
+///   (converted with integer ops, round to nearest even, as runtime/half.h does); both compute in
+///   f32 and round once on store (or at an explicit cast).
+/// - Vectorization (emit_plan.cc): one "lane" variable is vectorized with W = vectorBits / the
+///   widest type of the body (f32: 16 lanes on AVX-512, f64/i64: 8). Pointwise and reduction
+///   nodes vectorize their innermost range variable when every output stores at stride 1 along
+///   it; sum/prod/max/min/welford reductions instead vectorize their innermost reduction
+///   variable (a vector accumulator, one `vector.reduction` at the end; welford merges per-lane
+///   statistics with Chan's formula) when a load is contiguous along it.
+///   A load whose offset has coefficient 0 along the lane variable is a scalar load (broadcast
+///   where needed), coefficient 1 a `vector.load`, any other coefficient a `vector.gather`; an
+///   offset that is not affine in the lane variable keeps the node scalar. The vector loop runs
+///   the largest multiple of W iterations, a scalar loop the tail.
+/// - Reductions accumulate in the compute type (welford in f64); argmax/argmin vectorize only
+///   across independent outputs (innermost range variable), otherwise run scalar.
+/// - f32 math (exp, log, tanh, erf, ...) is lowered to polynomial approximations by the JIT
+///   (lowering.h), so it vectorizes; f64 tanh and erf call libm (those nodes stay scalar).
+/// - Integer floordiv/mod by zero give an unspecified value (the interpreter raises an error);
+///   floordiv by -1 wraps like the interpreter.
+
+#include "ir/loop/program.h"
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::codegen::cpu {
+
+struct EmitOptions {
+  /// Vector register width in bits (512 with AVX-512, 256 with AVX2); 0 emits scalar loops only.
+  int vectorBits = 512;
+};
+
+/// The vector width a target's features allow ("+avx512f,..." as in TargetDesc::features).
+EmitOptions emitOptionsForFeatures(std::string_view features);
+
+/// Which loop of a node the emitter vectorized.
+enum class LaneMode : uint8_t {
+  Scalar, ///< no vector loop
+  Range,  ///< the innermost range variable: W independent outputs per iteration
+  Reduce, ///< the innermost reduction variable: a vector accumulator
+};
+std::string_view laneModeName(LaneMode mode);
+
+/// What the runtime needs to call one generated kernel.
+struct KernelInfo {
+  size_t node = 0;                         ///< index into LoopProgram::nodes()
+  std::string name;                        ///< the func.func symbol, `node<k>_buf<id>`
+  std::vector<ir::loop::BufferId> buffers; ///< args[0..]: base pointers, in this order
+  std::vector<std::string> symbols;        ///< then one packSize slot per size symbol
+  LaneMode lanes = LaneMode::Scalar;
+  int width = 1; ///< vector lanes (1 when scalar)
+};
+
+/// An emitted module.
+struct EmittedModule {
+  /// The MLIR text: a header comment holding the loop program's text, then the module.
+  std::string text;
+  /// One per pointwise or reduction node, in node order (extern nodes have none).
+  std::vector<KernelInfo> kernels;
+};
+
+/// Emits one MLIR module for `program`. Throws kiln::Error for what it cannot emit.
+EmittedModule emitModule(const ir::loop::LoopProgram &program, const EmitOptions &options = {});
+
+} // namespace kiln::codegen::cpu

@@ -1,0 +1,384 @@
+// A body's expression DAG as arith/math ops, scalar or vector: loads, stores, casts and prims.
+
+#include "codegen/cpu/emit_impl.h"
+
+#include "runtime/error.h"
+
+namespace kiln::codegen::cpu::detail {
+
+using namespace ir::loop;
+
+namespace {
+
+Value zeroLike(Builder &b, const Value &like) {
+  return isFloatElem(like.elem) ? b.floatConst(0.0, like.elem) : b.intConst(0, like.elem);
+}
+
+/// bfloat16 bits (i16) → f32: the bits are the top half of the float.
+Value bf16ToF32(Builder &b, const Value &bits) {
+  Value wide = b.convert("arith.extui", bits, "i32");
+  Value shifted = b.binary("arith.shli", wide, b.intConst(16, "i32"));
+  return b.convert("arith.bitcast", shifted, "f32");
+}
+
+/// f32 → bfloat16 bits (i16), rounding to nearest even; NaN becomes the quiet NaN 0x7fc0.
+Value f32ToBf16(Builder &b, const Value &f) {
+  Value u = b.convert("arith.bitcast", f, "i32");
+  Value lsb = b.binary("arith.andi", b.binary("arith.shrui", u, b.intConst(16, "i32")),
+                       b.intConst(1, "i32"));
+  Value rounded = b.binary("arith.addi", u, b.binary("arith.addi", lsb, b.intConst(0x7fff, "i32")));
+  Value top =
+      b.convert("arith.trunci", b.binary("arith.shrui", rounded, b.intConst(16, "i32")), "i16");
+  Value isNan = b.compare("arith.cmpf", "uno", f, f);
+  return b.select(isNan, b.intConst(0x7fc0, "i16"), top);
+}
+
+/// A value of `to`'s compute type rounded to `to` (float16/bfloat16 round through memory form).
+Value roundTo(Builder &b, const Value &f32, DType to) {
+  if (to == DType::Float16)
+    return b.convert("arith.extf", b.convert("arith.truncf", f32, "f16"), "f32");
+  if (to == DType::BFloat16)
+    return bf16ToF32(b, f32ToBf16(b, f32));
+  return f32;
+}
+
+Value fromMemory(Builder &b, const Value &v, DType t) {
+  switch (t) {
+  case DType::Bool:
+    return b.compare("arith.cmpi", "ne", v, b.intConst(0, "i8"));
+  case DType::Float16:
+    return b.convert("arith.extf", v, "f32");
+  case DType::BFloat16:
+    return bf16ToF32(b, v);
+  default:
+    return v;
+  }
+}
+
+Value toMemory(Builder &b, const Value &v, DType t) {
+  switch (t) {
+  case DType::Bool:
+    return b.convert("arith.extui", v, "i8");
+  case DType::Float16:
+    return b.convert("arith.truncf", v, "f16");
+  case DType::BFloat16:
+    return f32ToBf16(b, v);
+  default:
+    return v;
+  }
+}
+
+Value iota(Builder &b, int lanes) {
+  std::string items;
+  for (int k = 0; k < lanes; ++k)
+    items += fmt::format("{}{}", k ? ", " : "", k);
+  Value r{b.fresh("iota"), "i64", lanes};
+  b.emit("{} = arith.constant dense<[{}]> : {}", r.name, items, r.type());
+  return r;
+}
+
+/// `base + coeff * [0, 1, ..., lanes-1]` as i64 lanes (index arguments).
+Value laneOffsets(Builder &b, const std::string &base, const std::string &coeff, int lanes) {
+  Value c = b.indexToI64(coeff);
+  Value steps = b.binary("arith.muli", iota(b, lanes), c);
+  return b.binary("arith.addi", b.broadcast(b.indexToI64(base), lanes), steps);
+}
+
+Value libmCall(Builder &b, const char *name, const Value &a) {
+  KILN_CHECK(!a.isVector() && a.elem == "f64", "cpu emitter: {} on {} has no lowering", name,
+             a.type());
+  b.externals()[name] = "(f64) -> f64";
+  Value r{b.fresh(), "f64"};
+  b.emit("{} = func.call @{}({}) : (f64) -> f64", r.name, name, a.name);
+  return r;
+}
+
+/// Python floor division of integers; a zero divisor gives an unspecified value instead of a
+/// trap, a divisor of -1 wraps (INT_MIN floordiv -1 == INT_MIN) like the interpreter.
+Value intFloorDivMod(Builder &b, ExprKind kind, bool isUnsigned, Value a, Value d) {
+  int lanes = std::max(a.lanes, d.lanes);
+  a = b.broadcast(a, lanes);
+  d = b.broadcast(d, lanes);
+  Value zero = b.intConst(0, a.elem), one = b.intConst(1, a.elem);
+  Value isZero = b.compare("arith.cmpi", "eq", d, zero);
+  if (isUnsigned) {
+    Value safe = b.select(isZero, one, d);
+    return b.binary(kind == ExprKind::FloorDiv ? "arith.divui" : "arith.remui", a, safe);
+  }
+  Value minusOne = b.intConst(-1, a.elem);
+  Value isMinusOne = b.compare("arith.cmpi", "eq", d, minusOne);
+  Value safe = b.select(b.binary("arith.ori", isZero, isMinusOne), one, d);
+  if (kind == ExprKind::FloorDiv)
+    return b.select(isMinusOne, b.binary("arith.subi", zero, a),
+                    b.binary("arith.floordivsi", a, safe));
+  Value r = b.binary("arith.remsi", a, safe);
+  Value fix = b.binary("arith.andi", b.compare("arith.cmpi", "ne", r, zero),
+                       b.binary("arith.xori", b.compare("arith.cmpi", "slt", r, zero),
+                                b.compare("arith.cmpi", "slt", d, zero)));
+  return b.binary("arith.addi", r, b.select(fix, d, zero));
+}
+
+/// Python mod of floats: fmod, moved to the divisor's sign.
+Value floatMod(Builder &b, const Value &a, const Value &d) {
+  Value zero = b.floatConst(0.0, a.elem);
+  Value r = b.binary("arith.remf", a, d);
+  Value fix = b.binary("arith.andi", b.compare("arith.cmpf", "une", r, zero),
+                       b.binary("arith.xori", b.compare("arith.cmpf", "olt", r, zero),
+                                b.compare("arith.cmpf", "olt", d, zero)));
+  return b.binary("arith.addf", r, b.select(fix, d, zero));
+}
+
+/// torch's div_floor for floats (see interpreter_eval.cc).
+Value floatFloorDiv(Builder &b, const Value &a, const Value &d) {
+  Value zero = b.floatConst(0.0, a.elem), one = b.floatConst(1.0, a.elem);
+  Value q = b.binary("arith.divf", a, d);
+  Value m = b.binary("arith.remf", a, d);
+  Value div = b.binary("arith.divf", b.binary("arith.subf", a, m), d);
+  Value fix = b.binary("arith.andi", b.compare("arith.cmpf", "une", m, zero),
+                       b.binary("arith.xori", b.compare("arith.cmpf", "olt", d, zero),
+                                b.compare("arith.cmpf", "olt", m, zero)));
+  div = b.select(fix, b.binary("arith.subf", div, one), div);
+  Value f = b.unary("math.floor", div);
+  Value up =
+      b.compare("arith.cmpf", "ogt", b.binary("arith.subf", div, f), b.floatConst(0.5, a.elem));
+  Value r = b.select(up, b.binary("arith.addf", f, one), f);
+  Value signedZero = b.binary("math.copysign", zero, q);
+  r = b.select(b.compare("arith.cmpf", "oeq", div, zero), signedZero, r);
+  return b.select(b.compare("arith.cmpf", "oeq", d, zero), q, r);
+}
+
+/// Integer power by squaring over the exponent's 64 bits (a negative exponent is undefined).
+Value intPow(Builder &b, Value base, Value exp) {
+  int lanes = std::max(base.lanes, exp.lanes);
+  base = b.broadcast(base, lanes);
+  exp = b.broadcast(exp, lanes);
+  Value one = b.intConst(1, base.elem, lanes);
+  std::vector<Value> r =
+      b.forLoop(b.indexConst(0), b.indexConst(64), b.indexConst(1), {one, base, exp},
+                [&](const std::string &, const std::vector<Value> &s) -> std::vector<Value> {
+                  Value odd = b.compare("arith.cmpi", "ne",
+                                        b.binary("arith.andi", s[2], b.intConst(1, s[2].elem)),
+                                        b.intConst(0, s[2].elem));
+                  Value acc = b.select(odd, b.binary("arith.muli", s[0], s[1]), s[0]);
+                  return {acc, b.binary("arith.muli", s[1], s[1]),
+                          b.binary("arith.shrui", s[2], b.intConst(1, s[2].elem))};
+                });
+  return r[0];
+}
+
+const char *comparePredicate(ExprKind kind, bool isFloat, bool isUnsigned) {
+  switch (kind) {
+  case ExprKind::Eq:
+    return isFloat ? "oeq" : "eq";
+  case ExprKind::Ne:
+    return isFloat ? "une" : "ne";
+  case ExprKind::Lt:
+    return isFloat ? "olt" : isUnsigned ? "ult" : "slt";
+  case ExprKind::Le:
+    return isFloat ? "ole" : isUnsigned ? "ule" : "sle";
+  case ExprKind::Gt:
+    return isFloat ? "ogt" : isUnsigned ? "ugt" : "sgt";
+  default:
+    return isFloat ? "oge" : isUnsigned ? "uge" : "sge";
+  }
+}
+
+} // namespace
+
+Value emitPrim(Builder &b, ExprKind kind, DType operandType, std::span<const Value> args) {
+  bool fl = isFloating(operandType), uns = isUnsignedDType(operandType);
+  auto arith = [&](const char *f, const char *i) { return b.binary(fl ? f : i, args[0], args[1]); };
+  switch (kind) {
+  case ExprKind::Neg:
+    return fl ? b.unary("arith.negf", args[0])
+              : b.binary("arith.subi", zeroLike(b, args[0]), args[0]);
+  case ExprKind::Abs:
+    return fl ? b.unary("math.absf", args[0]) : uns ? args[0] : b.unary("math.absi", args[0]);
+  case ExprKind::Exp:
+    return b.unary("math.exp", args[0]);
+  case ExprKind::Log:
+    return b.unary("math.log", args[0]);
+  case ExprKind::Sqrt:
+    return b.unary("math.sqrt", args[0]);
+  case ExprKind::Rsqrt:
+    return b.unary("math.rsqrt", args[0]);
+  case ExprKind::Floor:
+    return b.unary("math.floor", args[0]);
+  case ExprKind::Tanh:
+    return args[0].elem == "f64" ? libmCall(b, "tanh", args[0]) : b.unary("math.tanh", args[0]);
+  case ExprKind::Erf:
+    return args[0].elem == "f64" ? libmCall(b, "erf", args[0]) : b.unary("math.erf", args[0]);
+  case ExprKind::Sigmoid: {
+    Value one = b.floatConst(1.0, args[0].elem);
+    Value e = b.unary("math.exp", b.unary("arith.negf", args[0]));
+    return b.binary("arith.divf", one, b.binary("arith.addf", one, e));
+  }
+  case ExprKind::Not:
+    return b.binary("arith.xori", args[0], b.intConst(-1, args[0].elem));
+  case ExprKind::Add:
+    return arith("arith.addf", "arith.addi");
+  case ExprKind::Sub:
+    return arith("arith.subf", "arith.subi");
+  case ExprKind::Mul:
+    return arith("arith.mulf", "arith.muli");
+  case ExprKind::Div:
+    return b.binary("arith.divf", args[0], args[1]);
+  case ExprKind::FloorDiv:
+  case ExprKind::Mod:
+    if (fl)
+      return kind == ExprKind::Mod ? floatMod(b, args[0], args[1])
+                                   : floatFloorDiv(b, args[0], args[1]);
+    return intFloorDivMod(b, kind, uns, args[0], args[1]);
+  case ExprKind::Pow:
+    return fl ? b.binary("math.powf", args[0], args[1]) : intPow(b, args[0], args[1]);
+  case ExprKind::Max:
+    return arith("arith.maximumf", uns ? "arith.maxui" : "arith.maxsi");
+  case ExprKind::Min:
+    return arith("arith.minimumf", uns ? "arith.minui" : "arith.minsi");
+  case ExprKind::Eq:
+  case ExprKind::Ne:
+  case ExprKind::Lt:
+  case ExprKind::Le:
+  case ExprKind::Gt:
+  case ExprKind::Ge:
+    return b.compare(fl ? "arith.cmpf" : "arith.cmpi", comparePredicate(kind, fl, uns), args[0],
+                     args[1]);
+  case ExprKind::And:
+    return b.binary("arith.andi", args[0], args[1]);
+  case ExprKind::Or:
+    return b.binary("arith.ori", args[0], args[1]);
+  case ExprKind::Xor:
+    return b.binary("arith.xori", args[0], args[1]);
+  case ExprKind::Where:
+    return b.select(args[0], args[1], args[2]);
+  default:
+    fail(ErrorKind::Runtime, "cpu emitter: {} is not a prim", exprKeyword(kind));
+  }
+}
+
+Value emitCast(Builder &b, const Value &v, DType from, DType to) {
+  if (from == to)
+    return v;
+  std::string te = computeElem(to);
+  if (isFloating(from) && isFloating(to)) {
+    Value x = v;
+    if (x.elem == "f64" && te == "f32")
+      x = b.convert("arith.truncf", x, "f32");
+    else if (x.elem == "f32" && te == "f64")
+      x = b.convert("arith.extf", x, "f64");
+    return roundTo(b, x, to);
+  }
+  if (isFloating(from)) {
+    if (to == DType::Bool)
+      return b.compare("arith.cmpf", "une", v, b.floatConst(0.0, v.elem));
+    Value x = b.convert("arith.fptosi", v, "i64"); // toward zero, then wrapped like the interpreter
+    return te == "i64" ? x : b.convert("arith.trunci", x, te);
+  }
+  if (isFloating(to))
+    return roundTo(b, b.convert(isUnsignedDType(from) ? "arith.uitofp" : "arith.sitofp", v, te),
+                   to);
+  if (to == DType::Bool)
+    return b.compare("arith.cmpi", "ne", v, b.intConst(0, v.elem));
+  int fromBits = elemBits(v.elem), toBits = elemBits(te);
+  if (fromBits < toBits)
+    return b.convert(isUnsignedDType(from) ? "arith.extui" : "arith.extsi", v, te);
+  if (fromBits > toBits)
+    return b.convert("arith.trunci", v, te);
+  return Value{v.name, te, v.lanes};
+}
+
+Value emitLoad(Builder &b, const KernelScope &scope, BufferId buffer, const std::string &index,
+               int lanes, const std::optional<std::string> &coeff, bool contiguous) {
+  DType t = scope.program->buffer(buffer).meta.dtype;
+  std::string mem = memElem(t);
+  const std::string &memref = scope.memrefs.at(buffer);
+  Value raw{b.fresh("ld"), mem};
+  if (lanes == 0 || (!contiguous && !coeff)) {
+    b.emit("{} = memref.load {}[{}] : memref<?x{}>", raw.name, memref, index, mem);
+  } else if (contiguous) {
+    raw.lanes = lanes;
+    b.emit("{} = vector.load {}[{}] : memref<?x{}>, {}", raw.name, memref, index, mem, raw.type());
+  } else {
+    Value offsets = laneOffsets(b, index, *coeff, lanes);
+    raw.lanes = lanes;
+    std::string mask = b.fresh("mask"), pass = b.fresh("pass"), zero = b.indexConst(0);
+    b.emit("{} = arith.constant dense<true> : vector<{}xi1>", mask, lanes);
+    b.emit("{} = arith.constant dense<{}> : {}", pass, isFloatElem(mem) ? "0.0" : "0", raw.type());
+    b.emit("{} = vector.gather {}[{}] [{}], {}, {} : memref<?x{}>, {}, vector<{}xi1>, {} into {}",
+           raw.name, memref, zero, offsets.name, mask, pass, mem, offsets.type(), lanes, raw.type(),
+           raw.type());
+  }
+  return fromMemory(b, raw, t);
+}
+
+void emitStore(Builder &b, const KernelScope &scope, BufferId buffer, const std::string &index,
+               Value v, int lanes) {
+  DType t = scope.program->buffer(buffer).meta.dtype;
+  std::string mem = memElem(t);
+  const std::string &memref = scope.memrefs.at(buffer);
+  Value m = toMemory(b, b.broadcast(v, lanes), t);
+  if (lanes)
+    b.emit("vector.store {}, {}[{}] : memref<?x{}>, {}", m.name, memref, index, mem, m.type());
+  else
+    b.emit("memref.store {}, {}[{}] : memref<?x{}>", m.name, memref, index, mem);
+}
+
+Value BodyEmitter::emit(const Body &body) {
+  values_.clear();
+  for (const Expr *e : body.exprs())
+    values_[e] = emitExpr(*e);
+  return values_.at(body.result());
+}
+
+Value BodyEmitter::emitExpr(const Expr &e) {
+  switch (e.kind) {
+  case ExprKind::Load:
+    return emitLoad(e);
+  case ExprKind::Constant:
+    return isFloating(e.dtype) ? b_.floatConst(e.floatValue, computeElem(e.dtype))
+                               : b_.intConst(e.intValue, computeElem(e.dtype));
+  case ExprKind::Index:
+    return emitIndexValue(e);
+  case ExprKind::Cast:
+    return emitCast(b_, values_.at(e.operand(0)), e.operand(0)->dtype, e.dtype);
+  default: {
+    std::vector<Value> args;
+    for (const Expr *op : e.operands())
+      args.push_back(values_.at(op));
+    DType operandType = e.operand(e.kind == ExprKind::Where ? 1 : 0)->dtype;
+    return emitPrim(b_, e.kind, operandType, args);
+  }
+  }
+}
+
+Value BodyEmitter::emitLoad(const Expr &e) {
+  std::optional<std::string> coeff;
+  bool contiguous = false;
+  int lanes = 0;
+  if (lanes_) {
+    std::optional<SymInt> c = laneCoefficient(e.index, laneVar_);
+    KILN_CHECK(c, "cpu emitter: load {}[{}] is not affine in {}", bufferName(e.buffer),
+               e.index.str(), laneVar_);
+    if (c->constant() != 0) {
+      lanes = lanes_;
+      contiguous = c->constant() == 1;
+      if (!contiguous)
+        coeff = emitIndex(b_, *c, scope_.names);
+    }
+  }
+  std::string index = emitIndex(b_, e.index, scope_.names);
+  return detail::emitLoad(b_, scope_, e.buffer, index, lanes, coeff, contiguous);
+}
+
+Value BodyEmitter::emitIndexValue(const Expr &e) {
+  std::string base = emitIndex(b_, e.index, scope_.names);
+  if (lanes_) {
+    std::optional<SymInt> c = laneCoefficient(e.index, laneVar_);
+    KILN_CHECK(c, "cpu emitter: index {} is not affine in {}", e.index.str(), laneVar_);
+    if (c->constant() != 0)
+      return laneOffsets(b_, base, emitIndex(b_, *c, scope_.names), lanes_);
+  }
+  return b_.indexToI64(base);
+}
+
+} // namespace kiln::codegen::cpu::detail

@@ -1,0 +1,193 @@
+#pragma once
+// Internals of the loop-IR → MLIR emitter (emit*.cc), shared by its translation units only.
+//
+//   emit_builder.cc  Builder: SSA names, indentation, typed op helpers, scf.for
+//   emit_index.cc    SymInt → arith on index; the coefficient of a lane variable
+//   emit_plan.cc     which loop of a node is vectorized, and how wide
+//   emit_expr.cc     body DAG → arith/math (scalar or vector), loads, stores, casts
+//   emit_reduce.cc   reduction accumulators (init, update, lane merge, results)
+//   emit_module.cc   the module, the kernel ABI prologue, loop nests
+
+#include "codegen/cpu/emit.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::codegen::cpu::detail {
+
+using ir::SymInt;
+using ir::loop::BufferId;
+using ir::loop::ExprKind;
+using ir::loop::ReductionKind;
+
+/// An SSA value of the kernel being written.
+struct Value {
+  std::string name; ///< `%t12`
+  std::string elem; ///< scalar element type: f32, f64, i1, i8, i16, i32, i64, index
+  int lanes = 0;    ///< 0: a scalar; otherwise vector<lanes x elem>
+
+  std::string type() const { return lanes ? fmt::format("vector<{}x{}>", lanes, elem) : elem; }
+  bool isVector() const { return lanes > 0; }
+};
+
+/// The MLIR element type of a dtype in memory (bool: i8, bfloat16: i16) and in registers
+/// (bool: i1, float16/bfloat16: f32).
+std::string memElem(DType t);
+std::string computeElem(DType t);
+/// Bits of computeElem (bool counts as 8).
+int computeBits(DType t);
+/// Integer dtypes compared, extended and divided as unsigned (bool, uint8).
+bool isUnsignedDType(DType t);
+bool isFloatElem(std::string_view elem);
+int elemBits(std::string_view elem);
+
+/// Writes one function body: fresh SSA names, indentation, and one helper per op shape. Operands
+/// of elementwise helpers are broadcast to a common lane count first.
+class Builder {
+public:
+  explicit Builder(int depth = 2) : depth_(depth) {}
+
+  std::string fresh(std::string_view hint = "t");
+  void line(std::string_view text);
+  template <typename... A> void emit(fmt::format_string<A...> f, A &&...args) {
+    line(fmt::format(f, std::forward<A>(args)...));
+  }
+  /// `header` then one more indentation level until close().
+  void open(std::string_view header);
+  void close(std::string_view footer = "}");
+  std::string take() { return std::move(out_); }
+
+  // index arithmetic (SSA names of type index)
+  std::string indexConst(int64_t v);
+  std::string indexOp(std::string_view op, const std::string &a, const std::string &b);
+  Value indexToI64(const std::string &index);
+
+  // typed values
+  Value floatConst(double v, const std::string &elem, int lanes = 0);
+  Value intConst(int64_t v, const std::string &elem, int lanes = 0);
+  Value broadcast(const Value &v, int lanes);
+  /// `%r = <op> %a : T` (math.exp, arith.negf, ...).
+  Value unary(std::string_view op, const Value &a);
+  /// `%r = <op> %a, %b : T` (arith.addf, arith.maxsi, ...), broadcasting a scalar operand.
+  Value binary(std::string_view op, Value a, Value b);
+  /// `%r = arith.cmpf <pred>, %a, %b : T` (op is arith.cmpf or arith.cmpi); result i1.
+  Value compare(std::string_view op, std::string_view pred, Value a, Value b);
+  Value select(Value cond, Value a, Value b);
+  /// `%r = <op> %a : T to U` (arith.extf, arith.trunci, arith.bitcast, ...).
+  Value convert(std::string_view op, const Value &a, const std::string &toElem);
+  /// The SSA value `%name` of a loop result (`%r#1` for several).
+  static Value result(const std::string &name, size_t k, size_t count, const Value &like);
+
+  /// scf.for over [lo, hi) by step carrying `inits`; `body(iv, args)` returns the yielded values.
+  using LoopBody =
+      std::function<std::vector<Value>(const std::string &iv, const std::vector<Value> &args)>;
+  std::vector<Value> forLoop(const std::string &lo, const std::string &hi, const std::string &step,
+                             const std::vector<Value> &inits, const LoopBody &body);
+
+  /// libm functions the module must declare (`tanh` -> "(f64) -> f64").
+  std::map<std::string, std::string> &externals() { return externals_; }
+
+private:
+  int next_ = 0;
+  int depth_;
+  std::string out_;
+  std::map<std::string, std::string> externals_;
+};
+
+/// SSA names of the loop variables and size symbols in scope (all of type index).
+using Names = std::map<std::string, std::string, std::less<>>;
+
+/// Emits `e` as arith ops on index; every symbol of e must be in `names`.
+std::string emitIndex(Builder &b, const SymInt &e, const Names &names);
+
+/// `c` with `e == e[var := 0] + c * var`, or nullopt when e is not affine in `var` (c may
+/// mention other variables and size symbols).
+std::optional<SymInt> laneCoefficient(const SymInt &e, const std::string &var);
+
+/// How a node is vectorized (emit_plan.cc).
+struct NodePlan {
+  LaneMode mode = LaneMode::Scalar;
+  int width = 1;
+  std::string laneVar; ///< `i<k-1>` or `r<m-1>`; empty when scalar
+};
+NodePlan planNode(const ir::loop::LoopProgram &program, const ir::loop::LoopNode &node,
+                  const EmitOptions &options);
+
+/// What a body sees: the program, a memref per buffer, and the index names in scope.
+struct KernelScope {
+  const ir::loop::LoopProgram *program = nullptr;
+  std::map<BufferId, std::string> memrefs;
+  Names names;
+};
+
+/// Evaluates one body at the current loop point (emit_expr.cc). With lanes > 0 the values
+/// along `laneVar` (bound to the first lane's index) form vectors; values that do not depend on
+/// it stay scalar.
+class BodyEmitter {
+public:
+  BodyEmitter(Builder &b, const KernelScope &scope, int lanes, std::string laneVar)
+      : b_(b), scope_(scope), lanes_(lanes), laneVar_(std::move(laneVar)) {}
+  /// The body's result in its compute type.
+  Value emit(const ir::loop::Body &body);
+
+private:
+  Value emitExpr(const ir::loop::Expr &e);
+  Value emitLoad(const ir::loop::Expr &e);
+  Value emitIndexValue(const ir::loop::Expr &e);
+
+  Builder &b_;
+  const KernelScope &scope_;
+  int lanes_;
+  std::string laneVar_;
+  std::map<const ir::loop::Expr *, Value> values_;
+};
+
+/// The value of prim `kind` (operands in compute types of `operandType`).
+Value emitPrim(Builder &b, ExprKind kind, DType operandType, std::span<const Value> args);
+/// `v` (compute type of `from`) converted to the compute type of `to`, with the rounding of `to`.
+Value emitCast(Builder &b, const Value &v, DType from, DType to);
+/// Loads `buffer` at flat offset `index` (at the first lane); `lanes` > 0 with `coeff` the
+/// offset's coefficient along the lane variable (0: scalar, 1: vector.load, else a gather).
+Value emitLoad(Builder &b, const KernelScope &scope, BufferId buffer, const std::string &index,
+               int lanes, const std::optional<std::string> &coeff, bool contiguous);
+/// Stores `v` (compute type of the buffer's dtype) at `index`: W contiguous elements when
+/// `lanes` > 0 (a scalar v is broadcast).
+void emitStore(Builder &b, const KernelScope &scope, BufferId buffer, const std::string &index,
+               Value v, int lanes);
+
+/// The running state of one reduction (emit_reduce.cc).
+class Accumulator {
+public:
+  Accumulator(Builder &b, ReductionKind kind, DType dtype, int lanes)
+      : b_(b), kind_(kind), dtype_(dtype), lanes_(lanes) {}
+  /// Initial state values (the identity, or an empty argmax/welford state).
+  std::vector<Value> init();
+  /// The state after one more value `v`; `position` (index) is the row-major position in the
+  /// reduction ranges (argmax/argmin only).
+  std::vector<Value> update(const std::vector<Value> &state, const Value &v,
+                            const std::string &position);
+  /// Folds the vector state of a sum/prod/max/min/welford into the scalar state `scalar`
+  /// (horizontal vectorization).
+  std::vector<Value> mergeLanes(const std::vector<Value> &vector, const std::vector<Value> &scalar);
+  /// One value per output buffer, in the compute type of its dtype; `count` (index) is the
+  /// number of reduced points (welford).
+  std::vector<Value> results(const std::vector<Value> &state, const std::string &count);
+
+private:
+  Value identity();
+  Value reduceLanes(const char *kind, const Value &v);
+  Builder &b_;
+  ReductionKind kind_;
+  DType dtype_;
+  int lanes_;
+};
+
+} // namespace kiln::codegen::cpu::detail

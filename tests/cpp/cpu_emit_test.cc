@@ -1,0 +1,689 @@
+// The loop-IR → MLIR emitter and CompiledProgram: every program runs compiled and through the
+// reference interpreter (and, where one exists, the eager kernel), at sizes that leave vector
+// tails (1, 7, 16, 1000, 1031).
+
+#include "codegen/cpu/compiled_program.h"
+#include "codegen/cpu/emit.h"
+#include "codegen/cpu/kernel_cache.h"
+#include "ir/loop/interpreter.h"
+#include "runtime/error.h"
+#include "runtime/generator.h"
+#include "runtime/ops/activation.h"
+#include "runtime/ops/attention.h"
+#include "runtime/ops/compare.h"
+#include "runtime/ops/conv.h"
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/factory.h"
+#include "runtime/ops/linalg.h"
+#include "runtime/ops/norm.h"
+#include "runtime/ops/random.h"
+#include "runtime/ops/reduce.h"
+#include "runtime/ops/softmax.h"
+
+#include <kiln_catch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+using namespace kiln;
+using namespace kiln::ir;
+using namespace kiln::ir::loop;
+using namespace kiln::codegen::cpu;
+
+namespace {
+
+constexpr DType F32 = DType::Float32;
+using Idx = std::span<const IndexExpr>;
+SymInt sym(const char *name) { return SymInt::symbol(name); }
+const int64_t kSizes[] = {1, 7, 16, 1000, 1031};
+
+Tensor randn(Shape sizes, DType dtype = F32) {
+  static Generator gen(20261130);
+  return ops::randn(sizes, F32, &gen).to(dtype);
+}
+
+std::vector<double> values(const Tensor &t) {
+  Tensor d = t.to(DType::Float64).contiguous();
+  return {d.data<double>(), d.data<double>() + d.numel()};
+}
+
+/// Relative tolerance per dtype: float rounding of the compiled code (f32 polynomial math,
+/// float16/bfloat16 rounded once instead of after every op) against the interpreter's doubles.
+double tolerance(DType t) {
+  switch (t) {
+  case DType::Float16:
+    return 2e-3;
+  case DType::BFloat16:
+    return 1.6e-2;
+  case DType::Float32:
+    return 2e-5;
+  case DType::Float64:
+    return 1e-12;
+  default:
+    return 0;
+  }
+}
+
+/// Same shape and dtype; every element within `tol` relative to max(1, |expected|); NaNs match.
+void checkClose(const Tensor &actual, const Tensor &expected, double tol) {
+  REQUIRE(actual.sizes() == expected.sizes());
+  REQUIRE(actual.dtype() == expected.dtype());
+  std::vector<double> a = values(actual), e = values(expected);
+  int64_t bad = 0;
+  for (size_t k = 0; k < a.size() && bad < 5; ++k) {
+    bool ok = std::isnan(e[k])   ? std::isnan(a[k])
+              : std::isinf(e[k]) ? a[k] == e[k]
+                                 : std::abs(a[k] - e[k]) <= tol * std::max(1.0, std::abs(e[k]));
+    if (!ok) {
+      ++bad;
+      INFO("element " << k << " of " << a.size() << ": " << a[k] << " vs " << e[k]);
+      CHECK(ok);
+    }
+  }
+  CHECK(bad == 0);
+}
+
+/// One memory-only kernel cache for the whole test binary.
+KernelCache &testCache() {
+  static KernelCache cache("");
+  return cache;
+}
+
+CompiledProgram compile(const LoopProgram &p) {
+  ProgramOptions options;
+  options.jit.cache = &testCache();
+  return compileProgram(p, options);
+}
+
+/// Compiled against interpreted, output by output.
+std::vector<Tensor> checkAgainstInterpreter(const CompiledProgram &c, std::vector<Tensor> inputs,
+                                            const SymbolValues &symbols = {}, double tolScale = 1) {
+  std::vector<Tensor> got = c.run(inputs, symbols);
+  std::vector<Tensor> want = interpret(c.program(), inputs, symbols);
+  REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    INFO("output " << k);
+    checkClose(got[k], want[k], tolerance(want[k].dtype()) * tolScale);
+  }
+  return got;
+}
+
+bool has(const std::string &text, const std::string &what) {
+  return text.find(what) != std::string::npos;
+}
+
+const KernelInfo &kernel(const CompiledProgram &c, size_t k) { return c.module().kernels.at(k); }
+
+int f32Lanes() { return emitOptionsForFeatures(hostTarget().features).vectorBits / 32; }
+
+/// softmax over the last dim of f32[s0, s1] as three loop nodes.
+LoopProgram softmaxProgram() {
+  LoopProgram p;
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  BufferId x = p.addInput(F32, {s0, s1});
+  BufferId mx = p.reduction(ReductionKind::Max, {s0}, {s1},
+                            [&](Ops &ops, Idx i) { return ops.load(x, {i[0], i[1]}); });
+  BufferId sum = p.reduction(ReductionKind::Sum, {s0}, {s1}, [&](Ops &ops, Idx i) {
+    return ops.exp(ops.load(x, {i[0], i[1]}) - ops.load(mx, {i[0]}));
+  });
+  p.markOutput(p.pointwise({s0, s1}, [&](Ops &ops, Idx i) {
+    return ops.exp(ops.load(x, {i[0], i[1]}) - ops.load(mx, {i[0]})) / ops.load(sum, {i[0]});
+  }));
+  return p;
+}
+
+template <typename Fn> std::string errorOf(ErrorKind kind, Fn &&fn) {
+  try {
+    fn();
+  } catch (const Error &e) {
+    CHECK(e.kind() == kind);
+    return e.what();
+  }
+  FAIL("no kiln::Error thrown");
+  return "";
+}
+
+} // namespace
+
+TEST_CASE("add-relu with a broadcast bias: vector loads, stride 0, tails", "[cpu_emit]") {
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  LoopProgram indexed, expanded;
+  for (LoopProgram *p : {&indexed, &expanded}) {
+    BufferId bx = p->addInput(F32, {s0, s1});
+    BufferId bb = p == &indexed ? p->addInput(F32, {s1})
+                                : p->addInput(F32, {s0, s1}, std::vector<SymInt>{0, 1});
+    p->markOutput(p->pointwise({s0, s1}, [&](Ops &ops, Idx i) {
+      Val bias = p == &indexed ? ops.load(bb, {i[1]}) : ops.load(bb, {i[0], i[1]});
+      return ops.maximum(ops.load(bx, {i[0], i[1]}) + bias, ops.constant(0.0, F32));
+    }));
+  }
+  CompiledProgram a = compile(indexed), b = compile(expanded);
+  CHECK(kernel(a, 0).lanes == LaneMode::Range);
+  CHECK(kernel(a, 0).width == f32Lanes());
+  CHECK(has(a.module().text, "vector.load"));
+  CHECK(has(a.module().text, "arith.maximumf"));
+  for (int64_t rows : {1, 3})
+    for (int64_t cols : kSizes) {
+      INFO(rows << "x" << cols);
+      Tensor x = randn({rows, cols}), bias = randn({cols});
+      Tensor expected = ops::relu(ops::add(x, bias));
+      checkClose(a.run({x, bias})[0], expected, 0);
+      checkClose(b.run({x, bias.expand({rows, cols})})[0], expected, 0);
+    }
+}
+
+TEST_CASE("a transpose copy gathers its loads and stores contiguously", "[cpu_emit]") {
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  LoopProgram p;
+  BufferId bx = p.addInput(F32, {s0, s1});
+  p.markOutput(p.pointwise({s1, s0}, [&](Ops &ops, Idx i) { return ops.load(bx, {i[1], i[0]}); }));
+  CompiledProgram c = compile(p);
+  CHECK(kernel(c, 0).lanes == LaneMode::Range);
+  CHECK(has(c.module().text, "vector.gather"));
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 7}, {1031, 16}, {33, 1000}}) {
+    Tensor x = randn({rows, cols});
+    Tensor y = c.run({x})[0];
+    CHECK(y.isContiguous());
+    checkClose(y, x.t(), 0);
+  }
+}
+
+TEST_CASE("a transposed output and a transposed input view", "[cpu_emit]") {
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  LoopProgram p;
+  BufferId bx = p.addInput(F32, {s0, s1}, std::vector<SymInt>{1, s0}); // x.t() of a [s1, s0]
+  p.markOutput(p.pointwise(
+      {s0, s1}, [&](Ops &ops, Idx i) { return ops.exp(ops.load(bx, {i[0], i[1]})); },
+      std::vector<SymInt>{1, s0})); // stored transposed: not vectorized
+  p.markOutput(p.pointwise({s0, s1}, [&](Ops &ops, Idx i) { return ops.load(bx, {i[0], i[1]}); }));
+  CompiledProgram c = compile(p);
+  CHECK(kernel(c, 0).lanes == LaneMode::Scalar);
+  CHECK(kernel(c, 1).lanes == LaneMode::Range); // gathers along i1 (coefficient s0)
+  for (int64_t n : kSizes) {
+    Tensor base = randn({n, 5});
+    std::vector<Tensor> out = checkAgainstInterpreter(c, {base.t()});
+    CHECK(out[0].stride(0) == 1);
+    checkClose(out[1], base.t(), 0);
+  }
+}
+
+TEST_CASE("sums over the last dim (vector accumulator) and over dim 0 (lanes across outputs)",
+          "[cpu_emit]") {
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  LoopProgram p;
+  BufferId bx = p.addInput(F32, {s0, s1});
+  p.markOutput(p.reduction(ReductionKind::Sum, {s0}, {s1},
+                           [&](Ops &ops, Idx i) { return ops.load(bx, {i[0], i[1]}); }));
+  p.markOutput(p.reduction(ReductionKind::Sum, {s1}, {s0},
+                           [&](Ops &ops, Idx i) { return ops.load(bx, {i[1], i[0]}); }));
+  CompiledProgram c = compile(p);
+  CHECK(kernel(c, 0).lanes == LaneMode::Reduce);
+  CHECK(kernel(c, 1).lanes == LaneMode::Range);
+  CHECK(has(c.module().text, "vector.reduction <add>"));
+  for (int64_t rows : {1, 6, 1031})
+    for (int64_t cols : kSizes) {
+      INFO(rows << "x" << cols);
+      Tensor x = randn({rows, cols});
+      std::vector<Tensor> out = checkAgainstInterpreter(c, {x}, {}, 5);
+      checkClose(out[0], ops::sum(x, Shape{1}), 1e-4);
+      checkClose(out[1], ops::sum(x, Shape{0}), 1e-4);
+    }
+}
+
+TEST_CASE("reductions over two dims and over a middle dim", "[cpu_emit]") {
+  SymInt s0 = sym("s0"), s1 = sym("s1"), s2 = sym("s2");
+  LoopProgram p;
+  BufferId bx = p.addInput(F32, {s0, s1, s2});
+  auto inner = [&](Ops &ops, Idx i) { return ops.load(bx, {i[0], i[1], i[2]}); };
+  auto middle = [&](Ops &ops, Idx i) { return ops.load(bx, {i[0], i[2], i[1]}); };
+  p.markOutput(p.reduction(ReductionKind::Sum, {s0}, {s1, s2}, inner));
+  WelfordBuffers w = p.welford({s0}, {s1, s2}, inner); // group-norm statistics
+  p.markOutput(w.mean);
+  p.markOutput(w.m2);
+  p.markOutput(p.reduction(ReductionKind::Max, {s0, s2}, {s1}, middle));
+  p.markOutput(p.reduction(ReductionKind::ArgMin, {s0}, {s1, s2}, inner));
+  CompiledProgram c = compile(p);
+  CHECK(kernel(c, 0).lanes == LaneMode::Reduce);
+  CHECK(kernel(c, 1).lanes == LaneMode::Reduce);
+  CHECK(kernel(c, 2).lanes == LaneMode::Range);
+  CHECK(kernel(c, 3).lanes == LaneMode::Scalar);
+  for (int64_t n : {1, 7, 16, 37})
+    for (int64_t m : {1, 3}) {
+      INFO(n << ", " << m);
+      Tensor x = randn({2, m, n});
+      std::vector<Tensor> out = checkAgainstInterpreter(c, {x}, {}, 5);
+      checkClose(out[3], ops::amax(x, Shape{1}), 0);
+    }
+}
+
+TEST_CASE("full, prod, min and integer reductions", "[cpu_emit]") {
+  SymInt s0 = sym("s0");
+  LoopProgram p;
+  BufferId bx = p.addInput(F32, {3, s0});
+  BufferId bn = p.addInput(DType::Int32, {3, s0});
+  auto loadX = [&](Ops &ops, Idx i) { return ops.load(bx, {i[0], i[1]}); };
+  p.markOutput(p.reduction(ReductionKind::Sum, {}, {3, s0}, loadX)); // to a 0-d buffer
+  p.markOutput(p.reduction(ReductionKind::Prod, {3}, {s0}, [&](Ops &ops, Idx i) {
+    return ops.constant(1.0, F32) + ops.constant(0.01, F32) * ops.load(bx, {i[0], i[1]});
+  }));
+  p.markOutput(p.reduction(ReductionKind::Min, {3}, {s0}, loadX));
+  p.markOutput(p.reduction(ReductionKind::Max, {3}, {s0}, loadX));
+  p.markOutput(p.reduction(ReductionKind::Sum, {s0}, {3}, [&](Ops &ops, Idx i) {
+    return ops.cast(ops.load(bn, {i[1], i[0]}), DType::Int64);
+  }));
+  p.markOutput(p.reduction(ReductionKind::Max, {3}, {s0},
+                           [&](Ops &ops, Idx i) { return ops.load(bn, {i[0], i[1]}); }));
+  p.markOutput(p.reduction(ReductionKind::Min, {3}, {s0},
+                           [&](Ops &ops, Idx i) { return ops.load(bn, {i[0], i[1]}); }));
+  CompiledProgram c = compile(p);
+  CHECK(kernel(c, 0).lanes == LaneMode::Reduce);
+  for (int64_t cols : kSizes) {
+    INFO(cols);
+    Tensor x = randn({3, cols});
+    Tensor n = ops::randint(-50, 50, {3, cols}, DType::Int32);
+    std::vector<Tensor> out = checkAgainstInterpreter(c, {x, n}, {}, 5);
+    CHECK(out[0].dim() == 0);
+    checkClose(out[2], ops::amin(x, Shape{1}), 0);
+    CHECK(values(out[4]) == values(ops::sum(n, Shape{0})));
+    CHECK(values(out[5]) == values(ops::amax(n, Shape{1})));
+  }
+  // NaN wins max and min, in the vector lanes and in the tail.
+  Tensor x = randn({3, 1031});
+  x.data<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+  x.data<float>()[2 * 1031 + 1030] = std::numeric_limits<float>::quiet_NaN();
+  Tensor n = ops::randint(-50, 50, {3, 1031}, DType::Int32);
+  std::vector<Tensor> out = checkAgainstInterpreter(c, {x, n}, {}, 5);
+  CHECK(std::isnan(values(out[2])[0]));
+  CHECK(std::isnan(values(out[3])[2]));
+}
+
+TEST_CASE("softmax as three nodes matches the interpreter and eager softmax", "[cpu_emit]") {
+  CompiledProgram c = compile(softmaxProgram());
+  CHECK(kernel(c, 0).lanes == LaneMode::Reduce);
+  CHECK(kernel(c, 1).lanes == LaneMode::Reduce);
+  CHECK(kernel(c, 2).lanes == LaneMode::Range);
+  CHECK(has(c.module().text, "math.exp"));
+  for (int64_t rows : {1, 5})
+    for (int64_t cols : kSizes) {
+      INFO(rows << "x" << cols);
+      Tensor x = ops::mul(randn({rows, cols}), Tensor::wrapScalar(Scalar(20.0)));
+      std::vector<Tensor> out = checkAgainstInterpreter(c, {x});
+      checkClose(out[0], ops::softmax(x, 1), 1e-5);
+    }
+  // -inf entries (masked scores) give exact zeros.
+  Tensor x = randn({2, 37});
+  x.data<float>()[3] = -std::numeric_limits<float>::infinity();
+  Tensor y = checkAgainstInterpreter(c, {x})[0];
+  CHECK(values(y)[3] == 0.0);
+}
+
+TEST_CASE("layer_norm through a welford reduction", "[cpu_emit]") {
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  const double eps = 1e-5;
+  LoopProgram p;
+  BufferId bx = p.addInput(F32, {s0, s1});
+  BufferId bw = p.addInput(F32, {s1});
+  BufferId bb = p.addInput(F32, {s1});
+  WelfordBuffers st =
+      p.welford({s0}, {s1}, [&](Ops &ops, Idx i) { return ops.load(bx, {i[0], i[1]}); });
+  p.markOutput(p.pointwise({s0, s1}, [&](Ops &ops, Idx i) {
+    Val var = ops.load(st.m2, {i[0]}) / ops.cast(ops.load(st.count, {i[0]}), F32);
+    Val inv = ops.rsqrt(var + ops.constant(eps, F32));
+    Val centered = ops.load(bx, {i[0], i[1]}) - ops.load(st.mean, {i[0]});
+    return centered * inv * ops.load(bw, {i[1]}) + ops.load(bb, {i[1]});
+  }));
+  p.markOutput(st.mean);
+  p.markOutput(st.m2);
+  p.markOutput(st.count);
+  // The same statistics over dim 0: welford with lanes across outputs.
+  WelfordBuffers cols =
+      p.welford({s1}, {s0}, [&](Ops &ops, Idx i) { return ops.load(bx, {i[1], i[0]}); });
+  p.markOutput(cols.mean);
+  p.markOutput(cols.m2);
+  CompiledProgram c = compile(p);
+  CHECK(kernel(c, 0).lanes == LaneMode::Reduce);
+  CHECK(kernel(c, 0).width == f32Lanes()); // f64 statistics in two registers
+  CHECK(kernel(c, 2).lanes == LaneMode::Range);
+  for (int64_t d : kSizes) {
+    INFO(d);
+    Tensor w = randn({d}), b = randn({d});
+    Tensor x = ops::add(randn({4, d}), Tensor::wrapScalar(Scalar(3.0)));
+    std::vector<Tensor> out = checkAgainstInterpreter(c, {x, w, b});
+    checkClose(out[0], ops::layerNorm(x, {d}, w, b, eps), 1e-4);
+    CHECK(values(out[3]) == std::vector<double>(4, double(d)));
+    // A mean of 1e4 and a variance of 1: f64 statistics keep the variance.
+    Tensor big = ops::add(randn({4, d}), Tensor::wrapScalar(Scalar(1e4)));
+    out = checkAgainstInterpreter(c, {big, w, b});
+    checkClose(out[1], ops::mean(big, Shape{1}), 1e-7);
+    if (d > 1)
+      checkClose(ops::div(out[2], Tensor::wrapScalar(Scalar(double(d)))),
+                 ops::var(big, Shape{1}, 0.0), 1e-5);
+  }
+}
+
+TEST_CASE("argmax and argmin take the first extreme, NaN included", "[cpu_emit]") {
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor x = Tensor::empty({4, 4}, F32);
+  const float v[] = {1, 3, 3, 2, 5, 5, 5, 5, 0, nan, 7, nan, -1, -2, -4, -4};
+  std::copy(std::begin(v), std::end(v), x.data<float>());
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  LoopProgram p;
+  BufferId bx = p.addInput(F32, {s0, s1});
+  for (ReductionKind kind : {ReductionKind::ArgMax, ReductionKind::ArgMin})
+    p.markOutput(
+        p.reduction(kind, {s0}, {s1}, [&](Ops &ops, Idx i) { return ops.load(bx, {i[0], i[1]}); }));
+  p.markOutput(p.reduction(ReductionKind::ArgMax, {s1}, {s0}, // over dim 0: lanes across outputs
+                           [&](Ops &ops, Idx i) { return ops.load(bx, {i[1], i[0]}); }));
+  CompiledProgram c = compile(p);
+  CHECK(kernel(c, 2).lanes == LaneMode::Range);
+  std::vector<Tensor> out = checkAgainstInterpreter(c, {x});
+  CHECK(values(out[0]) == std::vector<double>{1, 0, 1, 0});
+  CHECK(values(out[1]) == std::vector<double>{0, 0, 1, 2});
+  for (int64_t cols : kSizes) {
+    Tensor y = randn({9, cols});
+    out = checkAgainstInterpreter(c, {y});
+    CHECK(values(out[0]) == values(ops::argmax(y, 1)));
+    CHECK(values(out[2]) == values(ops::argmax(y, 0)));
+  }
+}
+
+TEST_CASE("one compiled program runs at several symbol values", "[cpu_emit]") {
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  LoopProgram p;
+  BufferId x = p.addInput(F32, {s0, s1});
+  BufferId sum = p.reduction(ReductionKind::Sum, {s0}, {s1},
+                             [&](Ops &ops, Idx i) { return ops.load(x, {i[0], i[1]}); });
+  p.markOutput(p.pointwise({s0, s1}, [&](Ops &ops, Idx i) { // x - mean(x, 1)
+    Val n = ops.cast(ops.indexValue(s1), F32);
+    return ops.load(x, {i[0], i[1]}) - ops.load(sum, {i[0]}) / n;
+  }));
+  CompiledProgram c = compile(p);
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{3, 5}, {6, 1031}, {1, 16}}) {
+    Tensor t = randn({rows, cols});
+    Tensor y = checkAgainstInterpreter(c, {t}, {}, 5)[0];
+    checkClose(y, ops::sub(t, ops::mean(t, Shape{1}, true)), 1e-5);
+  }
+  // A symbol that no input size gives must be passed.
+  LoopProgram flat;
+  BufferId f = flat.addInput(F32, {s0 * 2});
+  flat.markOutput(flat.pointwise({s0 * 2}, [&](Ops &ops, Idx i) {
+    return ops.load(f, {i[0]}) * ops.cast(ops.indexValue(i[0]), F32);
+  }));
+  CompiledProgram cf = compile(flat);
+  CHECK(errorOf(ErrorKind::Value, [&] { cf.run({randn({8})}); }).find("symbol 's0' has no value") !=
+        std::string::npos);
+  for (int64_t half : {4, 515})
+    checkAgainstInterpreter(cf, {randn({2 * half})}, {{"s0", half}});
+}
+
+TEST_CASE("index values, integer floordiv/mod and pow, casts", "[cpu_emit]") {
+  SymInt s0 = sym("s0");
+  LoopProgram p;
+  BufferId ba = p.addInput(DType::Int32, {s0});
+  BufferId bb = p.addInput(DType::Int32, {s0});
+  p.markOutput(
+      p.pointwise({s0}, [&](Ops &ops, Idx i) { return ops.cast(ops.indexValue(i[0] * 2), F32); }));
+  p.markOutput(p.pointwise({s0}, [&](Ops &ops, Idx i) {
+    return ops.floorDiv(ops.load(ba, {i[0]}), ops.load(bb, {i[0]}));
+  }));
+  p.markOutput(p.pointwise(
+      {s0}, [&](Ops &ops, Idx i) { return ops.mod(ops.load(ba, {i[0]}), ops.load(bb, {i[0]})); }));
+  p.markOutput(p.pointwise({s0}, [&](Ops &ops, Idx i) {
+    return ops.pow(ops.load(ba, {i[0]}), ops.constant(3, DType::Int32));
+  }));
+  p.markOutput(p.pointwise({s0}, [&](Ops &ops, Idx i) { // f32 floordiv and mod like Python
+    Val a = ops.cast(ops.load(ba, {i[0]}), F32), b = ops.cast(ops.load(bb, {i[0]}), F32);
+    return ops.floorDiv(a, b) * ops.constant(100.0, F32) + ops.mod(a, b);
+  }));
+  p.markOutput(p.pointwise({s0}, [&](Ops &ops, Idx i) { // where, compare, bool logic
+    Val a = ops.load(ba, {i[0]}), b = ops.load(bb, {i[0]});
+    Val c = ops.bitwiseXor(ops.lt(a, b), ops.ge(a, ops.constant(0, DType::Int32)));
+    return ops.where(c, ops.cast(a, DType::Int64), ops.indexValue(i[0]));
+  }));
+  CompiledProgram c = compile(p);
+  for (int64_t n : kSizes) {
+    Tensor a = ops::randint(-60, 60, {n}, DType::Int32);
+    Tensor b = ops::randint(1, 9, {n}, DType::Int32);
+    Tensor nb = ops::neg(b);
+    for (const Tensor &d : {b, nb}) {
+      std::vector<Tensor> out = checkAgainstInterpreter(c, {a, d});
+      CHECK(values(out[1]) == values(ops::floorDivide(a, d)));
+      CHECK(values(out[2]) == values(ops::remainder(a, d)));
+    }
+  }
+}
+
+TEST_CASE("every dtype: f64, i64, i32, bool, float16, bfloat16", "[cpu_emit]") {
+  for (DType t : {DType::Float64, DType::Float16, DType::BFloat16, F32}) {
+    INFO(dtypeName(t));
+    SymInt s0 = sym("s0");
+    LoopProgram p;
+    BufferId bx = p.addInput(t, {s0});
+    BufferId by = p.addInput(t, {s0});
+    BufferId bz = p.addInput(t, {s0}); // whole numbers and halves, exact in every float dtype
+    p.markOutput(p.pointwise({s0}, [&](Ops &ops, Idx i) { // gelu-like math in t
+      Val x = ops.load(bx, {i[0]}), y = ops.load(by, {i[0]});
+      Val half = ops.constant(0.5, t);
+      Val g = x * half * (ops.constant(1.0, t) + ops.erf(x * ops.constant(0.70710678, t)));
+      return g + ops.tanh(y) * ops.sigmoid(x) - ops.exp(ops.neg(ops.abs(y))) +
+             ops.sqrt(ops.abs(x)) + ops.log(ops.abs(y) + ops.constant(1.0, t)) +
+             ops.rsqrt(ops.abs(x) + ops.constant(1.0, t)) + ops.floor(y);
+    }));
+    p.markOutput(p.pointwise({s0}, [&](Ops &ops, Idx i) { // casts through every dtype
+      Val x = ops.load(bz, {i[0]});
+      Val i64 = ops.cast(x, DType::Int64), i32 = ops.cast(x, DType::Int32);
+      Val pos = ops.gt(x, ops.constant(0.0, t));
+      Val mixed = ops.cast(i64, DType::Float64) + ops.cast(i32, DType::Float64) +
+                  ops.cast(pos, DType::Float64) +
+                  ops.cast(ops.cast(x, DType::Float16), DType::Float64) +
+                  ops.cast(ops.cast(x, DType::BFloat16), DType::Float64);
+      return ops.cast(mixed, t);
+    }));
+    p.markOutput(p.reduction(ReductionKind::Sum, {}, {s0},
+                             [&](Ops &ops, Idx i) { return ops.load(bx, {i[0]}); }));
+    p.markOutput(p.pointwise({s0}, [&](Ops &ops, Idx i) { // bool in and out
+      Val x = ops.load(bx, {i[0]}), y = ops.load(by, {i[0]});
+      return ops.bitwiseOr(ops.gt(x, y), ops.bitwiseNot(ops.lt(x, ops.constant(1.0, t))));
+    }));
+    CompiledProgram c = compile(p);
+    for (int64_t n : kSizes) {
+      INFO(n);
+      Tensor z = ops::div(ops::randint(-200, 200, {n}, DType::Int32).to(t),
+                          Tensor::wrapScalar(Scalar(2.0)));
+      std::vector<Tensor> out = checkAgainstInterpreter(c, {randn({n}, t), randn({n}, t), z}, {},
+                                                        isReducedFloat(t) ? 2 : 5);
+      CHECK(out[3].dtype() == DType::Bool);
+    }
+  }
+  SymInt s0 = sym("s0");
+  LoopProgram p; // integers and bools
+  BufferId bi = p.addInput(DType::Int64, {s0});
+  BufferId bj = p.addInput(DType::Int32, {s0});
+  BufferId bm = p.addInput(DType::Bool, {s0});
+  p.markOutput(p.pointwise({s0}, [&](Ops &ops, Idx i) {
+    Val a = ops.load(bi, {i[0]}), b = ops.cast(ops.load(bj, {i[0]}), DType::Int64);
+    Val m = ops.load(bm, {i[0]});
+    return ops.where(m, ops.maximum(a, b) * ops.abs(a) - ops.neg(b),
+                     ops.minimum(a, b) + ops.bitwiseAnd(a, b));
+  }));
+  p.markOutput(p.reduction(ReductionKind::Sum, {}, {s0},
+                           [&](Ops &ops, Idx i) { return ops.load(bi, {i[0]}); }));
+  p.markOutput(p.reduction(ReductionKind::Max, {}, {s0},
+                           [&](Ops &ops, Idx i) { return ops.load(bm, {i[0]}); }));
+  p.markOutput(p.pointwise({s0}, [&](Ops &ops, Idx i) {
+    return ops.bitwiseNot(
+        ops.bitwiseXor(ops.load(bm, {i[0]}), ops.cast(ops.load(bj, {i[0]}), DType::Bool)));
+  }));
+  CompiledProgram c = compile(p);
+  for (int64_t n : kSizes) {
+    Tensor m = ops::gt(randn({n}), Tensor::wrapScalar(Scalar(0.0)));
+    checkAgainstInterpreter(c, {ops::randint(-1000, 1000, {n}, DType::Int64),
+                                ops::randint(-3, 3, {n}, DType::Int32), m});
+  }
+}
+
+TEST_CASE("an extern mm followed by a relu kernel", "[cpu_emit]") {
+  SymInt s0 = sym("s0");
+  LoopProgram p;
+  BufferId ba = p.addInput(F32, {s0, 64});
+  BufferId bw = p.addInput(F32, {64, 40});
+  BufferId mm = p.external("mm", {ba, bw}, {TensorMeta::contiguous(F32, {s0, 40})})[0];
+  p.markOutput(p.pointwise({s0, 40}, [&](Ops &ops, Idx i) {
+    return ops.maximum(ops.load(mm, {i[0], i[1]}), ops.constant(0.0, F32));
+  }));
+  CompiledProgram c = compile(p);
+  REQUIRE(c.module().kernels.size() == 1);
+  CHECK(c.module().kernels[0].node == 1);
+  for (int64_t rows : {1, 7, 300}) {
+    Tensor a = randn({rows, 64}), w = randn({64, 40});
+    checkClose(c.run({a, w})[0], ops::relu(ops::mm(a, w)), 0);
+  }
+  // The other default externs: linear, conv2d and attention, each with a kernel after it.
+  LoopProgram r;
+  BufferId rx = r.addInput(F32, {2, 3, 8, 8}), rw = r.addInput(F32, {4, 3, 3, 3});
+  BufferId lx = r.addInput(F32, {5, 8}), lw = r.addInput(F32, {6, 8});
+  BufferId bq = r.addInput(F32, {1, 2, 5, 8}), bk = r.addInput(F32, {1, 2, 7, 8});
+  BufferId conv =
+      r.external("conv2d", {rx, rw}, {TensorMeta::contiguous(F32, {2, 4, 4, 4})},
+                 {{"stride", std::vector<int64_t>{2}}, {"padding", std::vector<int64_t>{1}}})[0];
+  BufferId lin = r.external("linear", {lx, lw}, {TensorMeta::contiguous(F32, {5, 6})})[0];
+  BufferId att = r.external("scaled_dot_product_attention", {bq, bk, bk},
+                            {TensorMeta::contiguous(F32, {1, 2, 5, 8})}, {{"is_causal", true}})[0];
+  auto twice = [&](BufferId id, std::vector<SymInt> sizes) {
+    r.markOutput(r.pointwise(
+        sizes, [&](Ops &ops, Idx i) { return ops.load(id, i) * ops.constant(2.0, F32); }));
+  };
+  twice(conv, {2, 4, 4, 4});
+  twice(lin, {5, 6});
+  twice(att, {1, 2, 5, 8});
+  CompiledProgram cr = compile(r);
+  Tensor x = randn({2, 3, 8, 8}), w = randn({4, 3, 3, 3}), a8 = randn({5, 8}), w8 = randn({6, 8});
+  Tensor tq = randn({1, 2, 5, 8}), tk = randn({1, 2, 7, 8});
+  std::vector<Tensor> out = cr.run({x, w, a8, w8, tq, tk});
+  Tensor two = Tensor::wrapScalar(Scalar(2.0));
+  ops::ConvOptions co;
+  co.stride = {2};
+  co.padding = {1};
+  checkClose(out[0], ops::mul(ops::convolution(2, x, w, std::nullopt, co), two), 0);
+  checkClose(out[1], ops::mul(ops::linear(a8, w8, std::nullopt), two), 0);
+  checkClose(
+      out[2],
+      ops::mul(ops::scaledDotProductAttention(tq, tk, tk, Tensor(), 0.0, true, std::nullopt, false),
+               two),
+      0);
+
+  LoopProgram q; // an op without an implementation
+  BufferId xi = q.addInput(F32, {2});
+  q.markOutput(q.external("fft", {xi}, {TensorMeta::contiguous(F32, {2})})[0]);
+  CompiledProgram cq = compile(q);
+  CHECK(errorOf(ErrorKind::NotImplemented, [&] {
+          cq.run({randn({2})});
+        }).find("no implementation of extern \"fft\"") != std::string::npos);
+}
+
+TEST_CASE("a large pointwise node runs split over the thread pool", "[cpu_emit]") {
+  SymInt s0 = sym("s0");
+  LoopProgram p;
+  BufferId bx = p.addInput(F32, {s0, 1031});
+  p.markOutput(p.pointwise({s0, 1031}, [&](Ops &ops, Idx i) {
+    return ops.tanh(ops.load(bx, {i[0], i[1]})) * ops.cast(ops.indexValue(i[0]), F32);
+  }));
+  CompiledProgram c = compile(p);
+  checkAgainstInterpreter(c, {randn({257, 1031})});
+}
+
+TEST_CASE("errors: bad inputs and argmax over an empty range", "[cpu_emit][errors]") {
+  CompiledProgram soft = compile(softmaxProgram());
+  Tensor x = randn({4, 16});
+  CHECK(errorOf(ErrorKind::Value, [&] { soft.run({}); }) ==
+        "compiled program: the program takes 1 inputs, got 0");
+  CHECK(errorOf(ErrorKind::Type, [&] { soft.run({x.to(DType::Float64)}); }) ==
+        "compiled program: input buf0 is f32[s0, s1] but the tensor bound to it has dtype float64");
+  checkClose(soft.run({x.t()})[0], ops::softmax(x.t(), 1), 1e-5); // copied to contiguous
+
+  LoopProgram empty;
+  BufferId e = empty.addInput(F32, {3, 0});
+  empty.markOutput(empty.reduction(ReductionKind::ArgMax, {3}, {0},
+                                   [&](Ops &ops, Idx i) { return ops.load(e, {i[0], i[1]}); }));
+  CompiledProgram ce = compile(empty);
+  CHECK(errorOf(ErrorKind::Index, [&] { ce.run({randn({3, 0})}); }) ==
+        "compiled program: argmax over an empty reduction range");
+}
+
+TEST_CASE("the kernel cache: one module per program, keyed by its text", "[cpu_emit]") {
+  KernelCache cache("");
+  ProgramOptions options;
+  options.jit.cache = &cache;
+  LoopProgram p = softmaxProgram();
+  CompiledProgram cold = compileProgram(p, options);
+  CompiledProgram warm = compileProgram(p, options);
+  CHECK_FALSE(cold.fromCache());
+  CHECK(warm.fromCache());
+  CHECK(cache.stats().misses == 1);
+  CHECK(cold.module().kernels.size() == 3);
+  CHECK(has(cold.module().text, "//   " + p.str().substr(0, p.str().find('\n'))));
+  std::printf("softmax program (3 kernels): cold compile %.1f ms, warm (cache hit) %.1f ms\n",
+              cold.compileSeconds() * 1e3, warm.compileSeconds() * 1e3);
+  Tensor x = randn({5, 1031});
+  checkClose(warm.run({x})[0], cold.run({x})[0], 0);
+}
+
+TEST_CASE("prints the softmax module and its assembly (not run by default)", "[.dump]") {
+  ProgramOptions options;
+  options.jit.cache = &testCache();
+  options.jit.dumpStages = true;
+  CompiledProgram c = compileProgram(softmaxProgram(), options);
+  std::printf("%s\n", c.module().text.c_str());
+  std::printf("%s\n", c.dumps().assembly.c_str());
+}
+
+namespace {
+/// Median milliseconds of `fn` over `reps` runs after one warm-up.
+template <typename Fn> double medianMs(Fn &&fn, int reps = 15) {
+  fn();
+  std::vector<double> t;
+  for (int k = 0; k < reps; ++k) {
+    auto start = std::chrono::steady_clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                    .count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+} // namespace
+
+TEST_CASE("compiled vs eager timings (not run by default)", "[.bench]") {
+  const int64_t rows = 4096, cols = 1024; // 16 MiB per f32 tensor: an L3 case
+  Tensor x = randn({rows, cols}), b = randn({cols});
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  LoopProgram addRelu;
+  BufferId ax = addRelu.addInput(F32, {s0, s1}), ab = addRelu.addInput(F32, {s1});
+  addRelu.markOutput(addRelu.pointwise({s0, s1}, [&](Ops &ops, Idx i) {
+    return ops.maximum(ops.load(ax, {i[0], i[1]}) + ops.load(ab, {i[1]}), ops.constant(0.0, F32));
+  }));
+  LoopProgram rowSum;
+  BufferId rx = rowSum.addInput(F32, {s0, s1});
+  rowSum.markOutput(rowSum.reduction(ReductionKind::Sum, {s0}, {s1},
+                                     [&](Ops &ops, Idx i) { return ops.load(rx, {i[0], i[1]}); }));
+  LoopProgram stats;
+  BufferId wx = stats.addInput(F32, {s0, s1});
+  WelfordBuffers w =
+      stats.welford({s0}, {s1}, [&](Ops &ops, Idx i) { return ops.load(wx, {i[0], i[1]}); });
+  stats.markOutput(w.m2);
+  CompiledProgram cAdd = compile(addRelu), cSum = compile(rowSum),
+                  cSoft = compile(softmaxProgram()), cStats = compile(stats);
+  std::printf("[%lld x %lld] f32, median ms (compiled / eager):\n", (long long)rows,
+              (long long)cols);
+  std::printf("  add+relu       %.2f / %.2f\n", medianMs([&] { cAdd.run({x, b}); }),
+              medianMs([&] { ops::relu(ops::add(x, b)); }));
+  std::printf("  sum(dim=1)     %.2f / %.2f\n", medianMs([&] { cSum.run({x}); }),
+              medianMs([&] { ops::sum(x, Shape{1}); }));
+  std::printf("  softmax (3 k)  %.2f / %.2f\n", medianMs([&] { cSoft.run({x}); }),
+              medianMs([&] { ops::softmax(x, 1); }));
+  std::printf("  welford (var)  %.2f / %.2f\n", medianMs([&] { cStats.run({x}); }),
+              medianMs([&] { ops::var(x, Shape{1}, 0.0); }));
+}
