@@ -115,6 +115,8 @@ class PolyBuilder {
 public:
   void addConstant(int64_t c) { constant_ = checkedAdd(constant_, c); }
   void addTerm(const Monomial &mono, int64_t coeff) {
+    if (mono.empty()) // an exact quotient's `s0*8 / s0*2` leaves a constant
+      return addConstant(coeff);
     int64_t &slot = terms_[mono];
     slot = checkedAdd(slot, coeff);
   }

@@ -1,8 +1,11 @@
 #pragma once
-// Private to the verifier: the per-op-class dtype and shape rules and their shared helpers.
-// Rules throw kiln::Error with the broken rule; verifier.cc prefixes the node.
+// Private to the verifier and the shape rules: the per-op-class dtype and shape rules and their
+// shared helpers. Rules throw kiln::Error with the broken rule; verifier.cc prefixes the node.
+// The computations (what a result's dtype and sizes must be) live in shape_rules*.cc, where the
+// shape-infer pass finds them too; the checks (what else must hold) live in verifier_rules*.cc.
 
 #include "ir/graph.h"
+#include "ir/shape_rules.h"
 #include "runtime/error.h"
 
 #include <fmt/format.h>
@@ -28,6 +31,7 @@ void checkConv2d(const Node &n);
 void checkAttention(const Node &n);
 void checkLayerNorm(const Node &n);
 void checkEmbedding(const Node &n);
+void checkScatter(const Node &n);
 
 /// Throws the kiln::Error a broken rule is reported with.
 template <typename... Args>
@@ -52,9 +56,34 @@ int64_t wrapDim(int64_t dim, int64_t rank, std::string_view what);
 void expectSameDevice(const Node &n);
 /// Fails unless the result dtype is `want`; `why` names the rule.
 void expectResultDType(const Node &n, DType want, std::string_view why);
-/// The broadcast of the given shapes (numpy rules), failing when constants prove they clash.
-std::vector<SymInt> broadcastShapes(const std::vector<std::span<const SymInt>> &shapes);
 /// The value of an optional int attribute.
 int64_t intAttrOr(const Node &n, std::string_view name, int64_t fallback);
+
+// shape_rules.cc: what the result of each op class must be. Each also fails (ruleFails) when
+// the operands leave no result to compute (dims out of range, clashing sizes, wrong ranks).
+/// The dtype of an elementwise op's tensor result: promoted, bool for comparisons, the cast's
+/// dtype, or the default float dtype for FloatResult ops of non-floating operands.
+DType elementwiseDType(const Node &n);
+DType reductionDType(const Node &n, DType in);
+std::vector<SymInt> reductionSizes(const Node &n, const TensorMeta &in);
+/// cat: the promoted dtype and the sizes (operand sizes summed along dim).
+std::pair<DType, std::vector<SymInt>> catType(const Node &n, SymAssumptions *assumed);
+std::vector<SymInt> matmulSizes(const Node &n, SymAssumptions *assumed);
+std::vector<SymInt> linearSizes(const Node &n);
+std::vector<SymInt> conv2dSizes(const Node &n);
+std::vector<SymInt> attentionSizes(const Node &n);
+std::vector<SymInt> embeddingSizes(const Node &n);
+// shape_rules_view.cc
+/// The sizes of a view op's result (copy_: operand 0's, after checking operand 1 broadcasts to
+/// them). `given` (the result's sizes, for the verifier) resolves a `-1` in a view shape when it
+/// has the right rank; otherwise the -1 is the element count divided by the other sizes.
+std::vector<SymInt> viewSizes(const Node &n, const TensorMeta &in, std::span<const SymInt> given,
+                              SymAssumptions *assumed);
+/// The strides eager kiln gives the view `n` of `in` with result sizes `sizes`.
+std::vector<SymInt> viewResultStrides(const Node &n, const TensorMeta &in,
+                                      std::span<const SymInt> sizes);
+/// slice_scatter / select_scatter: the sizes operand 1 must have (those of the slice/select of
+/// operand 0 the attributes name).
+std::vector<SymInt> scatterSourceSizes(const Node &n, SymAssumptions *assumed);
 
 } // namespace kiln::ir::detail

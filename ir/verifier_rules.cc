@@ -1,10 +1,9 @@
 // Verifier rules for elementwise ops, reductions, constants and the ops of captured programs
-// (sym_size, call), plus the shared helpers.
+// (sym_size, call), plus the shared helpers. What results must be is computed in shape_rules.cc.
 
 #include "ir/verifier_impl.h"
 
 #include <algorithm>
-#include <set>
 
 namespace kiln::ir::detail {
 
@@ -68,26 +67,6 @@ void expectResultDType(const Node &n, DType want, std::string_view why) {
     ruleFails("result dtype {} should be {} ({})", dtypeShortName(got), dtypeShortName(want), why);
 }
 
-std::vector<SymInt> broadcastShapes(const std::vector<std::span<const SymInt>> &shapes) {
-  size_t rank = 0;
-  for (auto s : shapes)
-    rank = std::max(rank, s.size());
-  std::vector<SymInt> out(rank, SymInt(1));
-  for (size_t k = 1; k <= rank; ++k) {
-    SymInt &dim = out[rank - k];
-    for (auto s : shapes) {
-      if (k > s.size() || s[s.size() - k] == SymInt(1))
-        continue;
-      const SymInt &size = s[s.size() - k];
-      if (dim == SymInt(1))
-        dim = size;
-      else if (provablyDifferent(dim, size))
-        ruleFails("operand shapes do not broadcast: {} vs {} in dim -{}", dim.str(), size.str(), k);
-    }
-  }
-  return out;
-}
-
 int64_t intAttrOr(const Node &n, std::string_view name, int64_t fallback) {
   const Attribute *a = n.attr(name);
   return a ? a->toInt() : fallback;
@@ -95,30 +74,8 @@ int64_t intAttrOr(const Node &n, std::string_view name, int64_t fallback) {
 
 namespace {
 
-PromotionOperand promotionOf(const Value *v) {
-  if (v->isTensor())
-    return {v->meta().dtype,
-            v->meta().rank() > 0 ? PromotionPriority::Tensor : PromotionPriority::ZeroDim};
-  switch (v->type().scalar()) {
-  case ScalarType::Int:
-    return {DType::Int64, PromotionPriority::Scalar};
-  case ScalarType::Float:
-    return {DType::Float64, PromotionPriority::Scalar};
-  default:
-    return {DType::Bool, PromotionPriority::Scalar};
-  }
-}
-
 bool isBoolValue(const Value *v) {
   return v->isTensor() ? v->meta().dtype == DType::Bool : v->type().scalar() == ScalarType::Bool;
-}
-
-// torch.result_type of the operands from `first` on (where's condition does not vote).
-DType promotedDType(const Node &n, int first) {
-  std::vector<PromotionOperand> ops;
-  for (int i = first; i < n.numOperands(); ++i)
-    ops.push_back(promotionOf(n.operands()[i]));
-  return resultType(ops);
 }
 
 void checkElementwiseDType(const Node &n) {
@@ -141,46 +98,6 @@ void checkElementwiseDType(const Node &n) {
     return;
   }
   expectResultDType(n, promoted, "torch.result_type of the operands");
-}
-
-std::vector<int64_t> reductionDims(const Node &n, int64_t rank) {
-  std::vector<int64_t> dims;
-  if (const Attribute *a = n.attr("dim"))
-    dims = a->is<int64_t>() ? std::vector<int64_t>{a->toInt()} : a->toInts();
-  if (dims.empty()) { // no dim (or dim=[]) reduces every dim, as in torch
-    for (int64_t d = 0; d < rank; ++d)
-      dims.push_back(d);
-    return dims;
-  }
-  std::set<int64_t> seen;
-  for (int64_t &d : dims) {
-    d = wrapDim(d, rank, "dim");
-    if (!seen.insert(d).second)
-      ruleFails("dim {} appears more than once", d);
-  }
-  return dims;
-}
-
-DType reductionDType(const Node &n, DType in) {
-  const Attribute *dtypeAttr = n.attr("dtype");
-  switch (n.op()) {
-  case OpKind::Argmax:
-    return DType::Int64;
-  case OpKind::Amax:
-  case OpKind::Amin:
-    return in;
-  case OpKind::Sum:
-    return dtypeAttr ? dtypeAttr->toDType() : isIntegral(in, true) ? DType::Int64 : in;
-  case OpKind::Logsumexp:
-    return isFloating(in) ? in : DType::Float32;
-  default: // mean, var, softmax, log_softmax: floating only
-    if (dtypeAttr)
-      return dtypeAttr->toDType();
-    if (!isFloating(in))
-      ruleFails("'{}' needs a floating input (or a 'dtype' attribute), got {}", n.keyword(),
-                dtypeShortName(in));
-    return in;
-  }
 }
 
 } // namespace
@@ -210,22 +127,12 @@ void checkReduction(const Node &n) {
   expectSameDevice(n);
   expectResultDType(n, reductionDType(n, in.dtype),
                     fmt::format("'{}' of {}", n.keyword(), dtypeShortName(in.dtype)));
-  if (n.op() == OpKind::Softmax || n.op() == OpKind::LogSoftmax) {
-    wrapDim(n.attr("dim")->toInt(), in.rank(), "dim");
-    return expectSizes(out.sizes, in.sizes, "softmax keeps the shape");
-  }
-  std::vector<int64_t> dims = reductionDims(n, in.rank());
-  const Attribute *keep = n.attr("keepdim");
-  bool keepdim = keep && keep->toBool();
-  std::vector<SymInt> want;
-  for (int64_t d = 0; d < in.rank(); ++d) {
-    bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
-    if (!reduced)
-      want.push_back(in.sizes[d]);
-    else if (keepdim)
-      want.push_back(1);
-  }
-  expectSizes(out.sizes, want, keepdim ? "reduced dims kept as 1" : "reduced dims removed");
+  bool keepdim = n.attr("keepdim") && n.attr("keepdim")->toBool();
+  const char *why = n.op() == OpKind::Softmax || n.op() == OpKind::LogSoftmax
+                        ? "softmax keeps the shape"
+                    : keepdim ? "reduced dims kept as 1"
+                              : "reduced dims removed";
+  expectSizes(out.sizes, reductionSizes(n, in), why);
 }
 
 void checkConstant(const Node &n) {
@@ -285,6 +192,9 @@ void checkOpRules(const Node &n) {
     return checkLayerNorm(n);
   case OpKind::Embedding:
     return checkEmbedding(n);
+  case OpKind::SliceScatter:
+  case OpKind::SelectScatter:
+    return checkScatter(n);
   default:
     break;
   }

@@ -2,10 +2,16 @@
 
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/const_fold.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
+#include "passes/functionalize.h"
+#include "passes/shape_infer.h"
+#include "passes/simplify.h"
 #include "runtime/error.h"
 
+#include <chrono>
+#include <fmt/format.h>
 #include <ostream>
 
 namespace kiln::passes {
@@ -14,8 +20,16 @@ namespace {
 
 // The registry: add a row here for each new pass.
 constexpr PassInfo kPasses[] = {
+    {"const-fold", "evaluate elementwise ops and casts of constants, in the result dtype",
+     createConstFoldPass},
     {"cse", "merge pure nodes that compute the same values", createCsePass},
     {"dce", "delete pure nodes whose results are unused", createDcePass},
+    {"functionalize", "turn copy_ and in-place calls into data flow; write mutated inputs back",
+     createFunctionalizePass},
+    {"shape-infer", "recompute result types (dtype, symbolic sizes, strides) from the operands",
+     createShapeInferPass},
+    {"simplify", "algebraic identities that keep every result bit (x*1, --x, transpose pairs)",
+     createSimplifyPass},
 };
 
 constexpr int kMaxFixpointRounds = 32;
@@ -108,8 +122,13 @@ void PassManager::addPipeline(std::string_view pipeline) {
 
 bool PassManager::run(ir::Graph &graph) {
   bool changed = false;
+  std::vector<double> millis;
   for (auto &pass : passes_) {
+    auto start = std::chrono::steady_clock::now();
     changed |= pass->run(graph);
+    millis.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
     if (options_.verifyEach) {
       if (std::optional<ir::Diagnostic> d = ir::verify(graph)) {
         d->message = "after pass '" + std::string(pass->name()) + "': " + d->message;
@@ -121,6 +140,16 @@ bool PassManager::run(ir::Graph &graph) {
       *options_.dumpStream << "// -----// IR Dump After " << pass->name() << " //----- //\n"
                            << ir::printGraph(graph);
     }
+  }
+  if (options_.timePasses) {
+    KILN_CHECK(options_.dumpStream != nullptr, "PassManager: no dumpStream to print timings to");
+    double total = 0;
+    *options_.dumpStream << fmt::format("// -----// Pass timing: @{} //----- //\n", graph.name());
+    for (size_t i = 0; i < passes_.size(); ++i) {
+      *options_.dumpStream << fmt::format("// {:10.3f} ms  {}\n", millis[i], passes_[i]->name());
+      total += millis[i];
+    }
+    *options_.dumpStream << fmt::format("// {:10.3f} ms  total\n", total);
   }
   return changed;
 }

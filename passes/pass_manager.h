@@ -6,7 +6,8 @@
 /// repeats its passes until none changes the graph (XLA's HloPassFix), at most 32 rounds.
 /// After each pass the manager runs the verifier (unless turned off) and prints the IR when
 /// asked, under a `// -----// IR Dump After NAME //----- //` header, which is a .kir comment, so
-/// a dump can be fed back to kiln-opt.
+/// a dump can be fed back to kiln-opt. With `timePasses` it ends with a `// ...` comment table
+/// of each pass's wall time (verification and printing not included).
 
 #include "passes/pass.h"
 
@@ -40,7 +41,9 @@ struct PassManagerOptions {
   bool printAfterAll = false;
   /// Print the IR after the passes with these names.
   std::set<std::string, std::less<>> printAfter;
-  /// Where IR dumps go; required when anything is to be printed.
+  /// Print how long each pass took (wall time, after the last pass), like LLVM's -time-passes.
+  bool timePasses = false;
+  /// Where IR dumps and timings go; required when anything is to be printed.
   std::ostream *dumpStream = nullptr;
 };
 

@@ -30,6 +30,7 @@ options:
   -p, --passes PIPELINE    passes to run, e.g. 'dce,cse' or 'fixpoint(cse,dce)'
   --print-ir-after NAME    print the IR after pass NAME (to stderr; may be repeated)
   --print-ir-after-all     print the IR after every pass (to stderr)
+  --time-passes            print each pass's wall time after the pipeline (to stderr)
   --verify-only            parse and verify only; print nothing
   --split-input-file       process each '// -----' separated chunk on its own
   --no-verify-each         do not run the verifier after each pass
@@ -83,7 +84,7 @@ Options parseArgs(int argc, char **argv) {
       std::exit(0);
     } else if (arg == "--list-passes") {
       for (const passes::PassInfo &p : passes::registeredPasses())
-        std::cout << fmt::format("  {:<10} {}\n", p.name, p.summary);
+        std::cout << fmt::format("  {:<14} {}\n", p.name, p.summary);
       std::exit(0);
     } else if (takeValue(argc, argv, i, "-p", value) ||
                takeValue(argc, argv, i, "--passes", value)) {
@@ -92,6 +93,8 @@ Options parseArgs(int argc, char **argv) {
       o.pm.printAfter.insert(value);
     } else if (arg == "--print-ir-after-all") {
       o.pm.printAfterAll = true;
+    } else if (arg == "--time-passes") {
+      o.pm.timePasses = true;
     } else if (arg == "--verify-only") {
       o.verifyOnly = true;
     } else if (arg == "--split-input-file") {

@@ -2,14 +2,15 @@
 //
 // The frontend writes captured graphs as .kir text (kiln._capture.graph.Graph.to_kir); these
 // functions let it and its tests check that text with the C++ parser and verifier, the same ones
-// kiln-opt runs. Errors are ValueErrors whose message is the diagnostic as compilers print it,
-// `file:line:col: error: message`.
+// kiln-opt runs, and retype it with the shape-infer pass (to_kir runs it). Errors are ValueErrors
+// whose message is the diagnostic as compilers print it, `file:line:col: error: message`.
 
 #include "frontend/csrc/bindings.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/sym_int.h"
 #include "ir/verifier.h"
+#include "passes/shape_infer.h"
 
 #include <fmt/format.h>
 #include <pybind11/stl.h>
@@ -29,23 +30,46 @@ std::string parseAndPrint(const std::string &text, const std::string &filename) 
   return out;
 }
 
+/// `d` pointing at the line that defines its node, naming the user's source line when known.
+ir::DiagnosticError located(ir::Diagnostic d, const ir::ParsedModule &module,
+                            const std::string &filename) {
+  d.buffer = filename;
+  if (d.node) {
+    if (auto it = module.positions.find(d.node); it != module.positions.end())
+      d.pos = it->second;
+    if (d.node->loc().known())
+      d.message += fmt::format(" (from {}:{})", d.node->loc().file, d.node->loc().line);
+  }
+  return ir::DiagnosticError(std::move(d));
+}
+
 /// Parses and verifies every graph of `text`; a verifier error points at the line that defines
 /// the offending node and names the user's source line when the node has one.
 void verifyText(const std::string &text, const std::string &filename) {
   ir::ParsedModule module = ir::parseModule(text, filename);
   for (const auto &graph : module.graphs) {
-    std::optional<ir::Diagnostic> d = ir::verify(*graph);
-    if (!d)
-      continue;
-    d->buffer = filename;
-    if (d->node) {
-      if (auto it = module.positions.find(d->node); it != module.positions.end())
-        d->pos = it->second;
-      if (d->node->loc().known())
-        d->message += fmt::format(" (from {}:{})", d->node->loc().file, d->node->loc().line);
-    }
-    throw ir::DiagnosticError(std::move(*d));
+    if (std::optional<ir::Diagnostic> d = ir::verify(*graph))
+      throw located(std::move(*d), module, filename);
   }
+}
+
+/// Every graph of `text` with its result types recomputed by the shape-infer pass, verified and
+/// printed again (so captured graphs get symbolic result sizes from their symbolic inputs).
+std::string inferShapesText(const std::string &text, const std::string &filename) {
+  ir::ParsedModule module = ir::parseModule(text, filename);
+  std::string out;
+  for (size_t i = 0; i < module.graphs.size(); ++i) {
+    ir::Graph &graph = *module.graphs[i];
+    try {
+      passes::inferShapes(graph);
+    } catch (const ir::DiagnosticError &e) {
+      throw located(e.diagnostic(), module, filename);
+    }
+    if (std::optional<ir::Diagnostic> d = ir::verify(graph))
+      throw located(std::move(*d), module, filename);
+    out += (i ? "\n" : "") + ir::printGraph(graph);
+  }
+  return out;
 }
 
 } // namespace
@@ -56,6 +80,9 @@ void bindIR(py::module_ &m) {
          "Parses .kir text and prints it back in canonical form (ValueError on a syntax error).");
   ir.def("verify", &verifyText, py::arg("text"), py::arg("filename") = "<kir>",
          "Parses and verifies .kir text; raises ValueError with `file:line:col: error: ...`.");
+  ir.def("infer_shapes", &inferShapesText, py::arg("text"), py::arg("filename") = "<kir>",
+         "Recomputes every result type of .kir text (the shape-infer pass: dtypes, symbolic "
+         "sizes, view strides) and prints it; ValueError with `file:line:col: error: ...`.");
   ir.def(
       "canonical_sym_int", [](const std::string &text) { return ir::SymInt::parse(text).str(); },
       py::arg("text"),

@@ -8,8 +8,10 @@ that names the target and keeps the non-tensor arguments as text, so every graph
 Types come from each node's ``meta["example"]`` (dtype, sizes, strides when not contiguous,
 device) and ``meta["sym_sizes"]`` (symbolic sizes such as ``s0``); Python numbers that ops take
 become ``constant`` nodes of type ``int``/``float``/``bool``; locations print as
-``loc("model.py":12)``. The text is what the C++ printer writes for the same graph, so it parses
-and prints back unchanged (``kiln._C._ir.parse_and_print``).
+``loc("model.py":12)``. The shape-infer pass then recomputes every result type from the inputs
+(symbolic sizes flow from dynamic inputs to every result). The text is what the C++ printer
+writes for the same graph, so it parses and prints back unchanged
+(``kiln._C._ir.parse_and_print``).
 """
 
 from __future__ import annotations
@@ -434,5 +436,11 @@ def _arg_text(v, text) -> str:
 
 
 def graph_to_kir(graph: Graph) -> str:
-    """The .kir text of `graph` (one ``graph @name(...) { ... }`` block)."""
-    return KirWriter(graph).write()
+    """The .kir text of `graph` (one ``graph @name(...) { ... }`` block).
+
+    The writer types each result by its example value; the shape-infer pass
+    (``kiln._C._ir.infer_shapes``) then recomputes every result type from the graph's inputs, so
+    a dynamic capture's results carry its symbols (``f32[s0, 16]`` after an ``f32[s0, 8]``
+    input) instead of the example's sizes. ``call`` results keep the types the capture observed.
+    """
+    return kiln._C._ir.infer_shapes(KirWriter(graph).write(), f"{graph.name}.kir")

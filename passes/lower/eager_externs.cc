@@ -1,0 +1,69 @@
+// The extern contract of passes/lower/README.md, implemented by kiln's eager kernels.
+
+#include "passes/lower/eager_externs.h"
+
+#include "runtime/error.h"
+#include "runtime/ops/attention.h"
+#include "runtime/ops/conv.h"
+#include "runtime/ops/linalg.h"
+#include "runtime/ops/shape_ops.h"
+
+namespace kiln::passes::lower {
+
+namespace {
+
+using Inputs = std::span<const Tensor>;
+
+bool flag(const ir::Attributes &attrs, const char *name) {
+  auto it = attrs.find(name);
+  return it != attrs.end() && it->second.toBool();
+}
+
+Shape ints(const ir::Attributes &attrs, const char *name, Shape fallback) {
+  auto it = attrs.find(name);
+  return it == attrs.end() ? fallback : it->second.toInts();
+}
+
+void expectInputs(const char *op, Inputs in, size_t lo, size_t hi) {
+  KILN_CHECK_KIND(Value, in.size() >= lo && in.size() <= hi, "extern {}: {} inputs", op, in.size());
+}
+
+} // namespace
+
+void registerEagerExterns(ir::loop::Interpreter &interp) {
+  interp.registerExtern("matmul", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("matmul", in, 2, 2);
+    Tensor a = flag(attrs, "transpose_a") ? in[0].mT() : in[0];
+    Tensor b = flag(attrs, "transpose_b") ? in[1].mT() : in[1];
+    return std::vector<Tensor>{ops::matmul(a, b)};
+  });
+  interp.registerExtern("linear", [](Inputs in, const ir::Attributes &) {
+    expectInputs("linear", in, 2, 2);
+    return std::vector<Tensor>{ops::linear(in[0], in[1], std::nullopt)};
+  });
+  interp.registerExtern("conv2d", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("conv2d", in, 2, 2);
+    ops::ConvOptions o;
+    o.stride = ints(attrs, "stride", {1});
+    o.padding = ints(attrs, "padding", {0});
+    o.dilation = ints(attrs, "dilation", {1});
+    auto g = attrs.find("groups");
+    o.groups = g == attrs.end() ? 1 : g->second.toInt();
+    return std::vector<Tensor>{ops::convolution(2, in[0], in[1], std::nullopt, o)};
+  });
+  interp.registerExtern("scaled_dot_product_attention", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("scaled_dot_product_attention", in, 3, 4);
+    std::optional<double> scale;
+    if (auto it = attrs.find("scale"); it != attrs.end())
+      scale = it->second.toDouble();
+    Tensor mask = in.size() == 4 ? in[3] : Tensor();
+    return std::vector<Tensor>{ops::scaledDotProductAttention(
+        in[0], in[1], in[2], mask, 0.0, flag(attrs, "is_causal"), scale, false)};
+  });
+  interp.registerExtern("embedding", [](Inputs in, const ir::Attributes &) {
+    expectInputs("embedding", in, 2, 2);
+    return std::vector<Tensor>{ops::embedding(in[0], in[1])};
+  });
+}
+
+} // namespace kiln::passes::lower

@@ -1,0 +1,153 @@
+// Lowerings of the library calls (matmul, linear, conv2d, scaled_dot_product_attention,
+// embedding) as Extern nodes, and of layer_norm as a Welford reduction and two pointwise nodes.
+//
+// An extern takes whole buffers, so an operand that is a view is realized first (a copy node that
+// fusion folds its producer into), except a matmul operand that is exactly a transpose of its
+// last two dims: that one is passed as is with `transpose_a`/`transpose_b = true` (BLAS reads
+// transposes for free). A bias is not given to the library: it is a pointwise epilogue, which
+// fusion merges with whatever follows (linear -> gelu becomes one epilogue of the GEMM).
+
+#include "passes/lower/lower_context.h"
+
+namespace kiln::passes::lower {
+
+namespace {
+
+using ir::OpKind;
+using ir::loop::ReductionKind;
+
+/// Whether `t` is the whole of its buffer with the last two dims swapped.
+bool isLastTwoTransposed(const TensorRef &t, const LoopProgram &p) {
+  if (t.isFill() || t.rank() < 2)
+    return false;
+  const ir::TensorMeta &m = p.buffer(t.buffer).meta;
+  std::vector<IndexExpr> want = loopVars(t.sizes.size());
+  std::vector<SymInt> sizes = t.sizes;
+  size_t r = sizes.size();
+  std::swap(want[r - 1], want[r - 2]);
+  std::swap(sizes[r - 1], sizes[r - 2]);
+  return m.sizes == sizes && t.index == want;
+}
+
+ir::Attributes copyAttrs(const ir::Node &n, std::initializer_list<const char *> names) {
+  ir::Attributes out;
+  for (const char *name : names)
+    if (const ir::Attribute *a = n.attr(name))
+      out.emplace(name, *a);
+  return out;
+}
+
+/// One extern node writing the node's result (contiguous).
+TensorRef external(LowerContext &ctx, const ir::Node &n, std::string op,
+                   std::vector<BufferId> inputs, ir::Attributes attrs = {}) {
+  const ir::TensorMeta &m = n.result(0)->meta();
+  ir::TensorMeta out = ir::TensorMeta::contiguous(m.dtype, m.sizes, m.device);
+  LoopProgram &p = ctx.program();
+  return TensorRef::of(p, p.external(std::move(op), std::move(inputs), {out}, std::move(attrs))[0]);
+}
+
+std::vector<BufferId> realizeAll(LowerContext &ctx, const ir::Node &n, int count) {
+  std::vector<BufferId> ids;
+  for (int i = 0; i < count; ++i)
+    ids.push_back(ctx.realize(ctx.tensor(n.operand(i))));
+  return ids;
+}
+
+/// `y + bias` broadcast along `channelDim` of y: the bias epilogue of linear and conv2d.
+TensorRef addBias(LowerContext &ctx, const TensorRef &y, const TensorRef &bias,
+                  int64_t channelDim) {
+  DType result = y.dtype, compute = computeDType(result);
+  return ctx.pointwise(y.sizes, [&](Ops &ops, Idx i) {
+    Val b = LowerContext::load(ops, bias, {&i[channelDim], 1});
+    Val v = ops.cast(LowerContext::load(ops, y, i), compute) + ops.cast(b, compute);
+    return ops.cast(v, result);
+  });
+}
+
+void lowerMatmul(LowerContext &ctx, const ir::Node &n) {
+  ir::Attributes attrs;
+  std::vector<BufferId> in;
+  const char *flags[] = {"transpose_a", "transpose_b"};
+  for (int k = 0; k < 2; ++k) {
+    const TensorRef &t = ctx.tensor(n.operand(k));
+    if (isLastTwoTransposed(t, ctx.program())) {
+      in.push_back(t.buffer);
+      attrs.emplace(flags[k], true);
+    } else {
+      in.push_back(ctx.realize(t));
+    }
+  }
+  ctx.define(n.result(0), external(ctx, n, "matmul", in, attrs));
+}
+
+void lowerLinear(LowerContext &ctx, const ir::Node &n) {
+  TensorRef y = external(ctx, n, "linear", realizeAll(ctx, n, 2));
+  if (n.numOperands() == 3)
+    y = addBias(ctx, y, ctx.tensor(n.operand(2)), y.rank() - 1);
+  ctx.define(n.result(0), y);
+}
+
+void lowerConv2d(LowerContext &ctx, const ir::Node &n) {
+  TensorRef y = external(ctx, n, "conv2d", realizeAll(ctx, n, 2),
+                         copyAttrs(n, {"dilation", "groups", "padding", "stride"}));
+  if (n.numOperands() == 3)
+    y = addBias(ctx, y, ctx.tensor(n.operand(2)), y.rank() - 3);
+  ctx.define(n.result(0), y);
+}
+
+void lowerAttention(LowerContext &ctx, const ir::Node &n) {
+  ctx.define(n.result(0),
+             external(ctx, n, "scaled_dot_product_attention", realizeAll(ctx, n, n.numOperands()),
+                      copyAttrs(n, {"is_causal", "scale"})));
+}
+
+void lowerEmbedding(LowerContext &ctx, const ir::Node &n) {
+  ctx.define(n.result(0), external(ctx, n, "embedding", realizeAll(ctx, n, 2)));
+}
+
+/// layer_norm over the trailing dims: a Welford reduction (mean, m2) per row, rstd per row, and
+/// `(x - mean) * rstd * weight + bias` per element.
+void lowerLayerNorm(LowerContext &ctx, const ir::Node &n) {
+  const TensorRef &x = ctx.tensor(n.operand(0));
+  const ir::TensorMeta &out = n.result(0)->meta();
+  size_t k = n.attr("normalized_shape")->toSymInts().size();
+  size_t lead = x.sizes.size() - k;
+  std::vector<SymInt> outer(x.sizes.begin(), x.sizes.begin() + lead);
+  std::vector<SymInt> inner(x.sizes.begin() + lead, x.sizes.end());
+  const ir::Attribute *epsAttr = n.attr("eps");
+  double eps = epsAttr ? epsAttr->toDouble() : 1e-5;
+  DType result = out.dtype, compute = computeDType(result);
+  LoopProgram &p = ctx.program();
+  ir::loop::WelfordBuffers w = p.welford(outer, inner, [&](Ops &ops, Idx i) {
+    return ops.cast(LowerContext::load(ops, x, i), compute);
+  });
+  SymInt count = numel(inner);
+  BufferId rstd = p.pointwise(outer, [&](Ops &ops, Idx i) {
+    Val var = ops.load(w.m2, i) / sizeAs(ops, count, compute);
+    return ops.rsqrt(var + ops.constant(eps, compute));
+  });
+  const ir::Node *node = &n;
+  ctx.define(n.result(0), ctx.pointwise(out.sizes, [&](Ops &ops, Idx i) {
+    Idx row = i.first(lead), col = i.subspan(lead);
+    Val xc = ops.cast(LowerContext::load(ops, x, i), compute);
+    Val v = (xc - ops.load(w.mean, row)) * ops.load(rstd, row);
+    if (node->numOperands() > 1)
+      v = v * ops.cast(LowerContext::load(ops, ctx.tensor(node->operand(1)), col), compute);
+    if (node->numOperands() > 2)
+      v = v + ops.cast(LowerContext::load(ops, ctx.tensor(node->operand(2)), col), compute);
+    return ops.cast(v, result);
+  }));
+}
+
+} // namespace
+
+void registerNN(Registry &r) {
+  r.add(OpKind::Matmul, lowerMatmul);
+  r.add(OpKind::Linear, lowerLinear);
+  r.add(OpKind::Conv2d, lowerConv2d);
+  r.add(OpKind::ScaledDotProductAttention, lowerAttention);
+  r.add(OpKind::Embedding, lowerEmbedding);
+  r.add(OpKind::LayerNorm, lowerLayerNorm);
+}
+
+} // namespace kiln::passes::lower

@@ -1,0 +1,215 @@
+// Lowerings of reductions (sum, mean, amax, amin, argmax, var, logsumexp) and of softmax and
+// log_softmax.
+//
+// A reduction over dims D of an input of rank n is a Reduction node whose ranges are the kept
+// dims and whose reduction ranges are D (in dim order); `keepdim` is a view of its buffer with
+// size-1 dims put back. Accumulation happens in the compute dtype (float32 for float16/bfloat16,
+// int64 for integer sums); a pointwise epilogue (mean's division, var's correction, the cast to
+// the result dtype) follows the reduction, and fusion later inlines it into its consumers.
+// softmax, log_softmax and logsumexp subtract the row max before exp, as eager does.
+
+#include "passes/lower/lower_context.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace kiln::passes::lower {
+
+namespace {
+
+using ir::OpKind;
+using ir::loop::ReductionKind;
+
+/// The split of an input's dims into kept (the node's ranges) and reduced (its reduction
+/// ranges). With keepdim the reduced dims stay in the ranges as size 1, so the reduction's buffer
+/// already has the result's shape.
+struct ReduceShape {
+  std::vector<int64_t> kept, reduced;
+  std::vector<size_t> keptRange; ///< the range of each kept dim
+  std::vector<SymInt> outer, inner;
+
+  ReduceShape(const std::vector<SymInt> &sizes, std::vector<int64_t> dims, bool keepdim) {
+    std::sort(dims.begin(), dims.end());
+    for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+      if (std::binary_search(dims.begin(), dims.end(), d)) {
+        reduced.push_back(d);
+        inner.push_back(sizes[d]);
+        if (keepdim)
+          outer.push_back(1);
+        continue;
+      }
+      kept.push_back(d);
+      keptRange.push_back(outer.size());
+      outer.push_back(sizes[d]);
+    }
+  }
+  size_t rank() const { return kept.size() + reduced.size(); }
+
+  /// The input point of a reduction body: kept dims from their ranges, reduced from the r-vars.
+  std::vector<IndexExpr> inputPoint(Idx idx) const {
+    std::vector<IndexExpr> p(rank());
+    for (size_t k = 0; k < kept.size(); ++k)
+      p[kept[k]] = idx[keptRange[k]];
+    for (size_t k = 0; k < reduced.size(); ++k)
+      p[reduced[k]] = idx[outer.size() + k];
+    return p;
+  }
+  /// The point of the reduced buffer (without keepdim) that a full-rank point of the input
+  /// belongs to.
+  std::vector<IndexExpr> outerPoint(Idx idx) const {
+    std::vector<IndexExpr> p;
+    for (int64_t d : kept)
+      p.push_back(idx[d]);
+    return p;
+  }
+};
+
+bool keepdim(const ir::Node &n) {
+  const ir::Attribute *a = n.attr("keepdim");
+  return a && a->toBool();
+}
+
+/// The dims a reduction node folds (no dim, or an empty list, is every dim), wrapped and sorted.
+std::vector<int64_t> reductionDims(const ir::Node &n, int64_t rank) {
+  std::vector<int64_t> dims;
+  if (const ir::Attribute *a = n.attr("dim"))
+    dims = a->is<int64_t>() ? std::vector<int64_t>{a->toInt()} : a->toInts();
+  if (dims.empty())
+    for (int64_t d = 0; d < rank; ++d)
+      dims.push_back(d);
+  for (int64_t &d : dims)
+    d = wrapDim(d, rank);
+  if (rank == 0)
+    dims.clear();
+  return dims;
+}
+
+/// The input converted to the compute dtype: through the `dtype` attribute first, as torch does.
+Val inputAs(Ops &ops, const ir::Node &n, const TensorRef &x, Idx point, DType compute) {
+  Val v = LowerContext::load(ops, x, point);
+  if (const ir::Attribute *a = n.attr("dtype"))
+    v = ops.cast(v, a->toDType());
+  return ops.cast(v, compute);
+}
+
+/// sum, mean, amax, amin, argmax: one reduction and an epilogue where the dtypes or mean need it.
+void lowerSimple(LowerContext &ctx, const ir::Node &n) {
+  const TensorRef &x = ctx.tensor(n.operand(0));
+  const ir::TensorMeta &out = n.result(0)->meta();
+  ReduceShape shape(x.sizes, reductionDims(n, x.rank()), keepdim(n));
+  DType result = out.dtype;
+  OpKind op = n.op();
+  ReductionKind kind = op == OpKind::Amax     ? ReductionKind::Max
+                       : op == OpKind::Amin   ? ReductionKind::Min
+                       : op == OpKind::Argmax ? ReductionKind::ArgMax
+                                              : ReductionKind::Sum;
+  bool sums = kind == ReductionKind::Sum;
+  DType compute = sums ? computeDType(result) : x.dtype;
+  LoopProgram &p = ctx.program();
+  BufferId acc = p.reduction(kind, shape.outer, shape.inner, [&](Ops &ops, Idx i) {
+    std::vector<IndexExpr> point = shape.inputPoint(i);
+    return sums ? inputAs(ops, n, x, point, compute) : LowerContext::load(ops, x, point);
+  });
+  TensorRef r = TensorRef::of(p, acc);
+  if (op == OpKind::Mean || p.buffer(acc).meta.dtype != result) {
+    SymInt count = numel(shape.inner);
+    r = ctx.pointwise(shape.outer, [&](Ops &ops, Idx i) {
+      Val v = ops.load(acc, i);
+      if (op == OpKind::Mean)
+        v = v / sizeAs(ops, count, compute);
+      return ops.cast(v, result);
+    });
+  }
+  ctx.define(n.result(0), r);
+}
+
+void lowerVar(LowerContext &ctx, const ir::Node &n) {
+  const TensorRef &x = ctx.tensor(n.operand(0));
+  const ir::TensorMeta &out = n.result(0)->meta();
+  ReduceShape shape(x.sizes, reductionDims(n, x.rank()), keepdim(n));
+  DType result = out.dtype, compute = computeDType(result);
+  const ir::Attribute *c = n.attr("correction");
+  double correction = c ? c->toDouble() : 1.0;
+  LoopProgram &p = ctx.program();
+  ir::loop::WelfordBuffers w = p.welford(shape.outer, shape.inner, [&](Ops &ops, Idx i) {
+    return inputAs(ops, n, x, shape.inputPoint(i), compute);
+  });
+  SymInt count = numel(shape.inner);
+  TensorRef r = ctx.pointwise(shape.outer, [&](Ops &ops, Idx i) {
+    // torch divides by max(0, N - correction); a constant N folds to one literal.
+    Val dof = count.constant()
+                  ? ops.constant(std::max(0.0, double(*count.constant()) - correction), compute)
+                  : ops.maximum(sizeAs(ops, count, compute) - ops.constant(correction, compute),
+                                ops.constant(0.0, compute));
+    return ops.cast(ops.load(w.m2, i) / dof, result);
+  });
+  ctx.define(n.result(0), r);
+}
+
+void lowerLogsumexp(LowerContext &ctx, const ir::Node &n) {
+  const TensorRef &x = ctx.tensor(n.operand(0));
+  const ir::TensorMeta &out = n.result(0)->meta();
+  ReduceShape shape(x.sizes, reductionDims(n, x.rank()), keepdim(n));
+  DType result = out.dtype, compute = computeDType(result);
+  LoopProgram &p = ctx.program();
+  BufferId mx = p.reduction(ReductionKind::Max, shape.outer, shape.inner, [&](Ops &ops, Idx i) {
+    return inputAs(ops, n, x, shape.inputPoint(i), compute);
+  });
+  // An infinite max would make x - max NaN; torch subtracts 0 instead.
+  BufferId safe = p.pointwise(shape.outer, [&](Ops &ops, Idx i) {
+    Val m = ops.load(mx, i);
+    Val inf = ops.constant(std::numeric_limits<double>::infinity(), compute);
+    return ops.where(ops.eq(ops.abs(m), inf), ops.constant(0.0, compute), m);
+  });
+  size_t numOuter = shape.outer.size();
+  BufferId sum = p.reduction(ReductionKind::Sum, shape.outer, shape.inner, [&](Ops &ops, Idx i) {
+    Val m = ops.load(safe, i.first(numOuter));
+    return ops.exp(inputAs(ops, n, x, shape.inputPoint(i), compute) - m);
+  });
+  TensorRef r = ctx.pointwise(shape.outer, [&](Ops &ops, Idx i) {
+    return ops.cast(ops.log(ops.load(sum, i)) + ops.load(safe, i), result);
+  });
+  ctx.define(n.result(0), r);
+}
+
+/// softmax = exp(x - max) / sum(exp(x - max)); log_softmax = (x - max) - log(sum(...)): a max
+/// reduction, an exp-sum reduction and a pointwise node, which fusion schedules as one kernel.
+void lowerSoftmax(LowerContext &ctx, const ir::Node &n) {
+  const TensorRef &x = ctx.tensor(n.operand(0));
+  const ir::TensorMeta &out = n.result(0)->meta();
+  std::vector<int64_t> dims;
+  if (x.rank() > 0)
+    dims.push_back(wrapDim(n.attr("dim")->toInt(), x.rank()));
+  ReduceShape shape(x.sizes, dims, false);
+  DType result = out.dtype, compute = computeDType(result);
+  bool log = n.op() == OpKind::LogSoftmax;
+  LoopProgram &p = ctx.program();
+  size_t numOuter = shape.outer.size();
+  BufferId mx = p.reduction(ReductionKind::Max, shape.outer, shape.inner, [&](Ops &ops, Idx i) {
+    return inputAs(ops, n, x, shape.inputPoint(i), compute);
+  });
+  BufferId sum = p.reduction(ReductionKind::Sum, shape.outer, shape.inner, [&](Ops &ops, Idx i) {
+    Val shifted =
+        inputAs(ops, n, x, shape.inputPoint(i), compute) - ops.load(mx, i.first(numOuter));
+    return ops.exp(shifted);
+  });
+  ctx.define(n.result(0), ctx.pointwise(out.sizes, [&](Ops &ops, Idx i) {
+    std::vector<IndexExpr> row = shape.outerPoint(i);
+    Val shifted = inputAs(ops, n, x, i, compute) - ops.load(mx, row);
+    Val v = log ? shifted - ops.log(ops.load(sum, row)) : ops.exp(shifted) / ops.load(sum, row);
+    return ops.cast(v, result);
+  }));
+}
+
+} // namespace
+
+void registerReductions(Registry &r) {
+  for (OpKind op : {OpKind::Sum, OpKind::Mean, OpKind::Amax, OpKind::Amin, OpKind::Argmax})
+    r.add(op, lowerSimple);
+  r.add(OpKind::Var, lowerVar);
+  r.add(OpKind::Logsumexp, lowerLogsumexp);
+  r.add(OpKind::Softmax, lowerSoftmax);
+  r.add(OpKind::LogSoftmax, lowerSoftmax);
+}
+
+} // namespace kiln::passes::lower

@@ -1,0 +1,133 @@
+// Phase 1 of scheduling: which pointwise producers are inlined into their readers (the rule is
+// in [Note: scheduling], schedule.h).
+
+#include "passes/schedule/rebuild.h"
+#include "passes/schedule/schedule_impl.h"
+
+#include <algorithm>
+#include <set>
+
+namespace kiln::passes::schedule::detail {
+
+namespace {
+
+using ir::loop::Expr;
+using ir::loop::ExprKind;
+using ir::loop::IndexExpr;
+using ir::loop::LoopNode;
+using ir::loop::LoopNodeKind;
+
+bool isTranscendental(ExprKind k) {
+  switch (k) {
+  case ExprKind::Exp:
+  case ExprKind::Log:
+  case ExprKind::Sqrt:
+  case ExprKind::Rsqrt:
+  case ExprKind::Tanh:
+  case ExprKind::Sigmoid:
+  case ExprKind::Erf:
+  case ExprKind::Pow:
+    return true;
+  default:
+    return false;
+  }
+}
+
+bool isArithmetic(ExprKind k) {
+  return k != ExprKind::Load && k != ExprKind::Constant && k != ExprKind::Index &&
+         k != ExprKind::Cast;
+}
+
+/// The loads of each buffer in one body (hash-consing makes equal loads one Expr).
+std::vector<std::pair<BufferId, std::vector<const Expr *>>> loadsByBuffer(const LoopNode &n) {
+  std::vector<std::pair<BufferId, std::vector<const Expr *>>> out;
+  for (const Expr *e : n.body->exprs()) {
+    if (e->kind != ExprKind::Load)
+      continue;
+    auto it = std::find_if(out.begin(), out.end(), [&](auto &p) { return p.first == e->buffer; });
+    if (it == out.end())
+      out.push_back({e->buffer, {e}});
+    else
+      it->second.push_back(e);
+  }
+  return out;
+}
+
+/// Whether `reader` reading a buffer of `meta` through `load` touches each element at most once
+/// per element it computes: as many iterations as elements, and every non-trivial loop variable
+/// in the index.
+bool visitsOnce(const LoopNode &reader, const Expr *load, const ir::TensorMeta &meta) {
+  SymInt iterations = numel(reader.ranges) * numel(reader.reductionRanges);
+  if (!(numel(meta.sizes) == iterations))
+    return false;
+  std::set<std::string, std::less<>> used;
+  load->index.collectSymbols(used);
+  ir::loop::VarRanges ranges = reader.varRanges();
+  for (const IndexExpr &v : ranges.vars())
+    if (!(*ranges.extent(v.symbolName()) == SymInt(1)) && !used.count(v.symbolName()))
+      return false;
+  return true;
+}
+
+} // namespace
+
+SymInt numel(std::span<const SymInt> sizes) {
+  SymInt n = 1;
+  for (const SymInt &s : sizes)
+    n = n * s;
+  return n;
+}
+
+std::vector<bool> chooseInlined(const LoopProgram &p) {
+  size_t numBuffers = p.buffers().size();
+  std::vector<bool> inlined(numBuffers, false), pinned(numBuffers, false);
+  for (BufferId id : p.outputs())
+    pinned[id.index] = true;
+  struct Reader {
+    size_t node;
+    std::vector<const Expr *> loads;
+  };
+  std::vector<std::vector<Reader>> readers(numBuffers);
+  for (size_t n = 0; n < p.nodes().size(); ++n) {
+    const LoopNode &node = p.nodes()[n];
+    if (node.kind == LoopNodeKind::Extern) {
+      for (BufferId id : node.externInputs)
+        pinned[id.index] = true; // a library reads whole buffers
+      continue;
+    }
+    for (auto &[id, loads] : loadsByBuffer(node))
+      readers[id.index].push_back({n, loads});
+  }
+  std::vector<int> producer = producers(p);
+  std::vector<int> cost(p.nodes().size(), 0);
+  std::vector<bool> expensive(p.nodes().size(), false);
+  for (size_t n = 0; n < p.nodes().size(); ++n) {
+    const LoopNode &node = p.nodes()[n];
+    if (!node.body)
+      continue;
+    for (const Expr *e : node.body->exprs()) {
+      cost[n] += isArithmetic(e->kind);
+      expensive[n] = expensive[n] || isTranscendental(e->kind);
+      if (e->kind == ExprKind::Load && inlined[e->buffer.index]) {
+        cost[n] += cost[producer[e->buffer.index]];
+        expensive[n] = expensive[n] || expensive[producer[e->buffer.index]];
+      }
+    }
+    BufferId out = node.outputs[0];
+    const std::vector<Reader> &rs = readers[out.index];
+    const ir::TensorMeta &meta = p.buffer(out).meta;
+    if (node.kind != LoopNodeKind::Pointwise || pinned[out.index] || rs.empty() ||
+        meta.strides != ir::contiguousStrides(meta.sizes))
+      continue;
+    size_t loads = 0;
+    for (const Reader &r : rs)
+      loads += r.loads.size();
+    bool once =
+        rs.size() == 1 && loads == 1 && visitsOnce(p.nodes()[rs[0].node], rs[0].loads[0], meta);
+    bool cheap = !expensive[n] && cost[n] <= kCheapOps && loads <= size_t(kMaxCheapLoads);
+    inlined[out.index] = once || cheap;
+  }
+  return inlined;
+}
+
+} // namespace kiln::passes::schedule::detail

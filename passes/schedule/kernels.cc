@@ -1,0 +1,113 @@
+// Phase 2 of scheduling: grouping nodes into kernels (see [Note: scheduling] in schedule.h).
+
+#include "passes/schedule/rebuild.h"
+#include "passes/schedule/schedule_impl.h"
+
+namespace kiln::passes::schedule::detail {
+
+namespace {
+
+using ir::loop::Expr;
+using ir::loop::ExprKind;
+using ir::loop::IndexExpr;
+using ir::loop::LoopNode;
+using ir::loop::LoopNodeKind;
+
+/// The loads in `n`'s body of buffers that kernel `k` writes.
+std::vector<const Expr *> loadsFrom(const LoopNode &n, const std::vector<int> &kernelOf, int k) {
+  std::vector<const Expr *> out;
+  for (const Expr *e : n.body->exprs())
+    if (e->kind == ExprKind::Load && kernelOf[e->buffer.index] == k)
+      out.push_back(e);
+  return out;
+}
+
+/// How many leading loop variables of `n` the load `e` reads at themselves (`i0, i1, ...`),
+/// up to `limit`; 0 when the buffer's layout cannot be decoded.
+size_t localPrefix(const LoopProgram &p, const LoopNode &n, const Expr *e, size_t limit) {
+  const ir::TensorMeta &meta = p.buffer(e->buffer).meta;
+  std::optional<std::vector<IndexExpr>> point = decodeIndex(e->index, meta, n.varRanges());
+  if (!point)
+    return 0;
+  size_t q = 0;
+  auto same = [&](size_t d) { // a dim of size 1 matches a loop of extent 1
+    return (*point)[d] == SymInt::symbol(ir::loop::loopVarName(d)) ||
+           (meta.sizes[d] == SymInt(1) && d < n.ranges.size() && n.ranges[d] == SymInt(1));
+  };
+  while (q < limit && q < point->size() && same(q))
+    ++q;
+  return q;
+}
+
+/// Whether loop node `n` can run inside loop kernel `k`; shrinks its outer ranges if so.
+bool joinLoop(const LoopProgram &p, Kernel &kernel, const LoopNode &n,
+              const std::vector<int> &kernelOf, int k) {
+  size_t prefix = 0;
+  while (prefix < kernel.outer.size() && prefix < n.ranges.size() &&
+         kernel.outer[prefix] == n.ranges[prefix])
+    ++prefix;
+  std::vector<const Expr *> deps = loadsFrom(n, kernelOf, k);
+  for (const Expr *e : deps)
+    prefix = std::min(prefix, localPrefix(p, n, e, prefix));
+  // A dependent node may narrow the shared loops to the rows it reads (softmax's pointwise
+  // after its reductions); an independent one joins only loops of its own shape (up to trailing
+  // loops of extent 1).
+  bool onlyUnitDropped = true;
+  for (size_t d = prefix; d < kernel.outer.size(); ++d)
+    onlyUnitDropped = onlyUnitDropped && kernel.outer[d] == SymInt(1);
+  if (prefix == 0 || (deps.empty() && !onlyUnitDropped))
+    return false;
+  kernel.outer.resize(prefix);
+  return true;
+}
+
+/// Whether pointwise `n` is an epilogue of extern kernel `k`: same shape as the extern's result,
+/// reading what the kernel wrote only at the point it computes.
+bool joinExtern(const LoopProgram &p, const Kernel &kernel, const LoopNode &n,
+                const std::vector<int> &kernelOf, int k) {
+  if (n.kind != LoopNodeKind::Pointwise || n.ranges != kernel.outer)
+    return false;
+  std::vector<const Expr *> deps = loadsFrom(n, kernelOf, k);
+  for (const Expr *e : deps)
+    if (localPrefix(p, n, e, n.ranges.size()) != n.ranges.size())
+      return false;
+  return !deps.empty();
+}
+
+} // namespace
+
+std::vector<Kernel> groupKernels(const LoopProgram &p, bool fuse) {
+  std::vector<Kernel> kernels;
+  std::vector<int> kernelOf(p.buffers().size(), -1);
+  for (size_t i = 0; i < p.nodes().size(); ++i) {
+    const LoopNode &n = p.nodes()[i];
+    int placed = -1;
+    for (int k = static_cast<int>(kernels.size()) - 1; fuse && n.body && k >= 0; --k) {
+      Kernel &kernel = kernels[k];
+      bool joins = kernel.kind == KernelKind::Loop ? joinLoop(p, kernel, n, kernelOf, k)
+                                                   : joinExtern(p, kernel, n, kernelOf, k);
+      if (joins) {
+        placed = k;
+        break;
+      }
+      bool readsFromK = false; // then n cannot move before kernel k
+      for (BufferId id : n.reads())
+        readsFromK |= kernelOf[id.index] == k;
+      if (readsFromK)
+        break;
+    }
+    if (placed < 0) {
+      Kernel kernel;
+      kernel.kind = n.kind == LoopNodeKind::Extern ? KernelKind::Extern : KernelKind::Loop;
+      kernel.outer = n.kind == LoopNodeKind::Extern ? p.buffer(n.outputs[0]).meta.sizes : n.ranges;
+      kernels.push_back(std::move(kernel));
+      placed = static_cast<int>(kernels.size()) - 1;
+    }
+    kernels[placed].nodes.push_back(i);
+    for (BufferId id : n.outputs)
+      kernelOf[id.index] = placed;
+  }
+  return kernels;
+}
+
+} // namespace kiln::passes::schedule::detail

@@ -1,0 +1,278 @@
+// Replaying recorded bodies into a new program (see [Note: replaying a body] in rebuild.h).
+
+#include "passes/schedule/rebuild.h"
+
+#include "runtime/error.h"
+
+#include <map>
+#include <unordered_map>
+
+namespace kiln::passes::schedule {
+
+namespace {
+
+using ir::loop::Body;
+using ir::loop::Expr;
+using ir::loop::ExprKind;
+using ir::loop::LoopNodeKind;
+using ir::loop::Ops;
+using ir::loop::ReductionKind;
+using ir::loop::Val;
+using Substitution = std::map<std::string, SymInt, std::less<>>;
+
+Val applyPrim(Ops &ops, ExprKind kind, const std::vector<Val> &a) {
+  switch (kind) {
+#define KILN_CALL_1(M) ops.M(a[0])
+#define KILN_CALL_2(M) ops.M(a[0], a[1])
+#define KILN_CALL_3(M) ops.M(a[0], a[1], a[2])
+#define KILN_LOOP_PRIM(E, M, K, N, R)                                                              \
+  case ExprKind::E:                                                                                \
+    return KILN_CALL_##N(M);
+#include "ir/loop/loop.def"
+#undef KILN_CALL_1
+#undef KILN_CALL_2
+#undef KILN_CALL_3
+  default:
+    fail(ErrorKind::Runtime, "rebuild: {} is not a prim", ir::loop::exprKeyword(kind));
+  }
+}
+
+/// A load of `id` at flat offset `flat`: Ops::load takes one index per dim, so the offset goes
+/// on a dim whose stride divides it (a unit stride, for every buffer lowering makes).
+Val loadFlat(Ops &ops, BufferId id, const ir::TensorMeta &meta, const IndexExpr &flat) {
+  std::vector<IndexExpr> index(meta.sizes.size(), IndexExpr(0));
+  if (index.empty())
+    return ops.load(id, index);
+  for (size_t k = 0; k < index.size(); ++k) {
+    if (meta.strides[k] == SymInt(1)) {
+      index[k] = flat;
+      return ops.load(id, index);
+    }
+  }
+  for (size_t k = 0; k < index.size(); ++k) {
+    const SymInt &s = meta.strides[k];
+    if (s == SymInt(0))
+      continue;
+    IndexExpr q = floorDiv(flat, s);
+    if (q * s == flat) {
+      index[k] = q;
+      return ops.load(id, index);
+    }
+  }
+  fail(ErrorKind::Runtime, "rebuild: cannot express offset {} in {}", flat.str(),
+       ir::printType(meta));
+}
+
+/// Re-issues bodies of `source` on a new Ops (see rebuild.h).
+class Replayer {
+public:
+  Replayer(const LoopProgram &source, const std::vector<BufferId> &renamed,
+           const std::vector<bool> &inlined, const LoopProgram &target)
+      : source_(source), renamed_(renamed), inlined_(inlined), target_(target),
+        producers_(producers(source)) {}
+
+  Val replay(Ops &ops, const Body &body, const Substitution &subst) {
+    std::unordered_map<const Expr *, Val> memo;
+    auto sub = [&](const IndexExpr &e) { return subst.empty() ? e : e.substitute(subst); };
+    for (const Expr *e : body.exprs()) {
+      std::vector<Val> args;
+      for (const Expr *o : e->operands())
+        args.push_back(memo.at(o));
+      Val v;
+      switch (e->kind) {
+      case ExprKind::Load:
+        v = load(ops, e->buffer, sub(e->index));
+        break;
+      case ExprKind::Constant:
+        v = isFloating(e->dtype) ? ops.constant(e->floatValue, e->dtype)
+                                 : ops.constant(e->intValue, e->dtype);
+        break;
+      case ExprKind::Index:
+        v = ops.indexValue(sub(e->index));
+        break;
+      case ExprKind::Cast:
+        v = ops.cast(args[0], e->dtype);
+        break;
+      default:
+        v = applyPrim(ops, e->kind, args);
+      }
+      memo.emplace(e, v);
+    }
+    return memo.at(body.result());
+  }
+
+private:
+  Val load(Ops &ops, BufferId id, const IndexExpr &flat) {
+    if (!inlined_[id.index])
+      return loadFlat(ops, renamed_[id.index], target_.buffer(renamed_[id.index]).meta, flat);
+    const LoopNode &producer = source_.nodes()[producers_[id.index]];
+    std::optional<std::vector<IndexExpr>> point =
+        decodeIndex(flat, source_.buffer(id).meta, ops.ranges());
+    KILN_CHECK(point, "rebuild: inlined {} is not contiguous", ir::loop::bufferName(id));
+    Substitution bind;
+    for (size_t k = 0; k < point->size(); ++k)
+      bind.emplace(ir::loop::loopVarName(k), (*point)[k]);
+    return replay(ops, *producer.body, bind);
+  }
+
+  const LoopProgram &source_;
+  const std::vector<BufferId> &renamed_;
+  const std::vector<bool> &inlined_;
+  const LoopProgram &target_;
+  std::vector<int> producers_;
+};
+
+/// Adds a copy of `node` to `target`, bodies replayed by `r`; returns the buffers it writes.
+std::vector<BufferId> emitNode(LoopProgram &target, const LoopProgram &source, const LoopNode &n,
+                               Replayer &r, const std::vector<BufferId> &renamed) {
+  auto body = [&](Ops &ops, std::span<const IndexExpr>) { return r.replay(ops, *n.body, {}); };
+  LoopProgram::Strides strides = source.buffer(n.outputs[0]).meta.strides;
+  switch (n.kind) {
+  case LoopNodeKind::Pointwise:
+    return {target.pointwise(n.ranges, body, strides)};
+  case LoopNodeKind::Reduction:
+    if (n.reduction == ReductionKind::Welford) {
+      ir::loop::WelfordBuffers w = target.welford(n.ranges, n.reductionRanges, body);
+      return {w.mean, w.m2, w.count};
+    }
+    return {target.reduction(n.reduction, n.ranges, n.reductionRanges, body, strides)};
+  case LoopNodeKind::Extern: {
+    std::vector<BufferId> inputs;
+    for (BufferId id : n.externInputs)
+      inputs.push_back(renamed[id.index]);
+    std::vector<ir::TensorMeta> outs;
+    for (BufferId id : n.outputs)
+      outs.push_back(source.buffer(id).meta);
+    return target.external(n.externOp, inputs, outs, n.attributes);
+  }
+  }
+  return {};
+}
+
+} // namespace
+
+namespace {
+
+/// Decoding by matching coefficients: when `flat` is `sum(c_v * v)` and each c_v is a constant
+/// multiple k_v of one dim's stride, that dim's index is `sum(k_v * v)`, provided the sum stays
+/// below the dim's size. This needs no bounds on symbolic coefficients (which range-aware
+/// floordiv cannot use), so `i0*s0*s0*4 + i1*s0*s0 + i2*s0 + r0` decodes to [i0, i1, i2, r0].
+std::optional<std::vector<IndexExpr>> decodeByStrides(const IndexExpr &flat,
+                                                      const ir::TensorMeta &meta,
+                                                      const ir::loop::VarRanges &ranges) {
+  std::optional<ir::loop::AffineForm> form = ir::loop::affineForm(flat, ranges);
+  if (!form || !(form->base == SymInt(0)))
+    return std::nullopt;
+  size_t rank = meta.sizes.size();
+  std::vector<IndexExpr> point(rank, IndexExpr(0));
+  std::vector<SymInt> reach(rank, SymInt(0)); // the largest value each dim's index takes
+  for (const auto &[var, coeff] : form->coeffs) {
+    bool placed = false;
+    for (size_t d = 0; d < rank && !placed; ++d) {
+      if (meta.sizes[d] == SymInt(1) || meta.strides[d] == SymInt(0))
+        continue;
+      std::optional<int64_t> k = floorDiv(coeff, meta.strides[d]).constant();
+      if (!k || *k < 1 || !(SymInt(*k) * meta.strides[d] == coeff))
+        continue;
+      point[d] = point[d] + SymInt(*k) * SymInt::symbol(var);
+      reach[d] = reach[d] + SymInt(*k) * (*ranges.extent(var) - 1);
+      placed = true;
+    }
+    if (!placed)
+      return std::nullopt;
+  }
+  for (size_t d = 0; d < rank; ++d) {
+    std::optional<int64_t> slack = (meta.sizes[d] - 1 - reach[d]).constant();
+    if (!slack || *slack < 0)
+      return std::nullopt;
+  }
+  return point;
+}
+
+} // namespace
+
+std::optional<std::vector<IndexExpr>> decodeIndex(const IndexExpr &flat, const ir::TensorMeta &meta,
+                                                  const ir::loop::VarRanges &ranges) {
+  if (meta.strides != ir::contiguousStrides(meta.sizes))
+    return std::nullopt;
+  if (std::optional<std::vector<IndexExpr>> point = decodeByStrides(flat, meta, ranges))
+    return point;
+  std::vector<IndexExpr> point;
+  bool first = true;
+  for (size_t k = 0; k < meta.sizes.size(); ++k) {
+    if (meta.sizes[k] == SymInt(1)) {
+      point.push_back(0);
+      continue;
+    }
+    IndexExpr q = ir::loop::floorDivInRange(flat, meta.strides[k], ranges);
+    point.push_back(first ? q : ir::loop::modInRange(q, meta.sizes[k], ranges));
+    first = false;
+  }
+  return point;
+}
+
+std::vector<int> producers(const LoopProgram &program) {
+  std::vector<int> out(program.buffers().size(), -1);
+  for (size_t n = 0; n < program.nodes().size(); ++n)
+    for (BufferId id : program.nodes()[n].outputs)
+      out[id.index] = static_cast<int>(n);
+  return out;
+}
+
+std::vector<size_t> liveNodes(const LoopProgram &source, const std::vector<bool> &inlined) {
+  std::vector<bool> needed(source.buffers().size(), false);
+  for (BufferId id : source.outputs())
+    needed[id.index] = true;
+  std::vector<size_t> live;
+  for (size_t n = source.nodes().size(); n-- > 0;) {
+    const LoopNode &node = source.nodes()[n];
+    bool isNeeded = false;
+    for (BufferId id : node.outputs)
+      isNeeded |= needed[id.index];
+    if (!isNeeded)
+      continue;
+    for (BufferId id : node.reads())
+      needed[id.index] = true;
+    if (!inlined[node.outputs[0].index])
+      live.push_back(n);
+  }
+  return {live.rbegin(), live.rend()};
+}
+
+LoopProgram rebuild(const LoopProgram &source, const RebuildPlan &plan) {
+  LoopProgram target;
+  std::vector<BufferId> renamed(source.buffers().size());
+  for (BufferId id : source.inputs()) {
+    const ir::TensorMeta &m = source.buffer(id).meta;
+    renamed[id.index] = target.addInput(m.dtype, m.sizes, m.strides);
+  }
+  Replayer r(source, renamed, plan.inlined, target);
+  for (size_t n : plan.order) {
+    const LoopNode &node = source.nodes()[n];
+    KILN_CHECK(!plan.inlined[node.outputs[0].index], "rebuild: node {} is inlined", n);
+    std::vector<BufferId> written = emitNode(target, source, node, r, renamed);
+    for (size_t k = 0; k < written.size(); ++k)
+      renamed[node.outputs[k].index] = written[k];
+  }
+  for (BufferId id : source.outputs())
+    target.markOutput(renamed[id.index]);
+  return target;
+}
+
+LoopProgram extractNode(const LoopProgram &source, size_t node, std::vector<BufferId> &reads) {
+  const LoopNode &n = source.nodes()[node];
+  reads = n.reads();
+  LoopProgram target;
+  std::vector<BufferId> renamed(source.buffers().size());
+  for (BufferId id : reads) {
+    const ir::TensorMeta &m = source.buffer(id).meta;
+    renamed[id.index] = target.addInput(m.dtype, m.sizes, m.strides);
+  }
+  std::vector<bool> inlined(source.buffers().size(), false);
+  Replayer r(source, renamed, inlined, target);
+  for (BufferId id : emitNode(target, source, n, r, renamed))
+    target.markOutput(id);
+  return target;
+}
+
+} // namespace kiln::passes::schedule

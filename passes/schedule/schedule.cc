@@ -1,0 +1,28 @@
+// The scheduling driver: fuse, group into kernels, order loops, plan memory.
+
+#include "passes/schedule/schedule.h"
+
+#include "passes/schedule/rebuild.h"
+#include "passes/schedule/schedule_impl.h"
+
+namespace kiln::passes::schedule {
+
+Schedule schedule(const LoopProgram &program, const ScheduleOptions &options) {
+  std::vector<bool> inlined = options.fuse ? detail::chooseInlined(program)
+                                           : std::vector<bool>(program.buffers().size(), false);
+  LoopProgram fused = rebuild(program, {inlined, liveNodes(program, inlined)});
+  std::vector<Kernel> kernels = detail::groupKernels(fused, options.fuse);
+  // Kernels may have gathered nodes out of program order: emit them kernel by kernel.
+  RebuildPlan order{std::vector<bool>(fused.buffers().size(), false), {}};
+  for (Kernel &k : kernels)
+    for (size_t &n : k.nodes) {
+      order.order.push_back(n);
+      n = order.order.size() - 1;
+    }
+  Schedule s{rebuild(fused, order), std::move(kernels), {}, {}, {}};
+  s.loops = detail::chooseLoopOrders(s.program, s.kernels);
+  detail::planMemory(s.program, s.kernels, s.buffers, s.slots);
+  return s;
+}
+
+} // namespace kiln::passes::schedule

@@ -1,0 +1,32 @@
+#pragma once
+// The phases of schedule(), one per file (see [Note: scheduling] in schedule.h).
+
+#include "passes/schedule/schedule.h"
+
+namespace kiln::passes::schedule::detail {
+
+/// Inline a pointwise producer when it is read once at an index that visits each element once,
+/// or when it is cheap: no transcendental prim, at most this many arithmetic ops (counting what
+/// was inlined into it) and at most kMaxCheapLoads loads in all its readers.
+inline constexpr int kCheapOps = 8;
+inline constexpr int kMaxCheapLoads = 4;
+
+/// The product of `sizes` (1 for none).
+SymInt numel(std::span<const SymInt> sizes);
+
+/// fusion.cc: per buffer of `program`, whether its pointwise producer is inlined.
+std::vector<bool> chooseInlined(const LoopProgram &program);
+
+/// kernels.cc: the kernels of `program`, in an order that respects every dependency; with
+/// `fuse` false, one kernel per node in program order.
+std::vector<Kernel> groupKernels(const LoopProgram &program, bool fuse);
+
+/// loop_order.cc: each node's loop order and each kernel's parallel loop. Kernels must list
+/// consecutive nodes of `program`.
+std::vector<LoopOrder> chooseLoopOrders(const LoopProgram &program, std::vector<Kernel> &kernels);
+
+/// memory_plan.cc: each buffer's storage and the memory slots.
+void planMemory(const LoopProgram &program, const std::vector<Kernel> &kernels,
+                std::vector<BufferPlan> &buffers, std::vector<MemorySlot> &slots);
+
+} // namespace kiln::passes::schedule::detail
