@@ -46,4 +46,5 @@ PYBIND11_MODULE(_C, m) {
   bindFactory(m);
   bindCapture(m);
   bindIR(m);
+  bindCompiler(m);
 }

@@ -20,11 +20,13 @@ def compile(model=None, *, backend=None, fullgraph=False, dynamic=None, mode=Non
     """Returns `model` (a function, method, lambda or kiln.nn.Module) compiled: same results,
     captured into graphs by evaluating its bytecode symbolically.
 
-    backend: None (kiln's default), "eager" (run captured graphs with the eager kernels), or a
-    callable `backend(graph, example_inputs) -> callable`. fullgraph: raise CaptureError on any
+    backend: None or "kiln" (kiln's optimizing CPU compiler: graphs are partitioned, what it
+    cannot compile runs on the eager kernels), "eager" (run captured graphs with the eager
+    kernels), or a callable `backend(graph, example_inputs) -> callable`. fullgraph: raise CaptureError on any
     graph break. dynamic: True makes every dimension symbolic from the start, False never,
-    None (default) makes a dimension symbolic once it changes between calls. mode and options
-    are accepted for torch.compile compatibility; options may hold "recompile_limit".
+    None (default) makes a dimension symbolic once it changes between calls. mode is accepted for
+    torch.compile compatibility; options may hold "recompile_limit" (default 8) and
+    "backend_fallback" (default True; False makes an op the compiler cannot handle an error).
     """
     _check_python()
     if mode not in (None, "default", "reduce-overhead", "max-autotune",
@@ -32,14 +34,16 @@ def compile(model=None, *, backend=None, fullgraph=False, dynamic=None, mode=Non
         raise ValueError(f"kiln.compile: unknown mode {mode!r}")
     options = dict(options or {})
     limit = int(options.pop("recompile_limit", 8))
+    backend_options = {"backend_fallback": bool(options.pop("backend_fallback", True))}
     if options:
-        raise ValueError(f"kiln.compile: unknown options {sorted(options)}")
-    if backend is not None and backend != "eager" and not callable(backend):
+        raise ValueError(f"kiln.compile: unknown options {sorted(options)} (known: "
+                         "recompile_limit, backend_fallback)")
+    if backend not in (None, "eager", "kiln") and not callable(backend):
         raise ValueError(f"kiln.compile: unknown backend {backend!r} "
-                         "(expected None, 'eager' or a callable)")
+                         "(expected None, 'kiln', 'eager' or a callable)")
 
     def apply(m):
-        compiler = Compiler(backend, fullgraph, dynamic, limit)
+        compiler = Compiler(backend, fullgraph, dynamic, limit, options=backend_options)
         if isinstance(m, kiln.nn.Module):
             return OptimizedModule(m, compiler)
         if not callable(m):

@@ -228,7 +228,7 @@ class CaptureContext:
         dims |= {d for d, v in marks.items() if v}
         dims -= {d for d, v in marks.items() if not v}
         # Sizes 0 and 1 stay static (broadcasting and emptiness depend on them).
-        return {d for d in dims if t.shape[d] >= 2}
+        return {d for d in dims if d < t.dim() and t.shape[d] >= 2}
 
     def _wrap_tensor(self, t, source, label=None) -> V.VT:
         if id(t) in self.input_by_id:

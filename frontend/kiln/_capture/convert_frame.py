@@ -126,8 +126,9 @@ class Compiler:
     """Settings of one kiln.compile() call; its `callback` runs on every cache miss."""
 
     def __init__(self, backend=None, fullgraph=False, dynamic=None, recompile_limit=8,
-                 recorder=None) -> None:
+                 recorder=None, options=None) -> None:
         self.backend = backend
+        self.options = dict(options or {})
         self.fullgraph = fullgraph
         self.dynamic = dynamic
         self.recompile_limit = recompile_limit
@@ -292,8 +293,15 @@ class Compiler:
         return entry
 
     def _compile_graph(self, graph, ctx):
-        if self.backend is None or self.backend == "eager":
+        if self.backend == "eager":
             return graph.compile_python()
+        if self.backend is None or self.backend == "kiln":
+            from kiln._capture import backend_cpu
+
+            if self.backend is None and not backend_cpu.default_backend_enabled():
+                return graph.compile_python()
+            return backend_cpu.compile_graph(
+                graph, fallback=self.options.get("backend_fallback", True))
         if callable(self.backend):
             example_inputs = [n.meta["example"] for n in graph.inputs]
             compiled = self.backend(graph, example_inputs)
@@ -301,7 +309,7 @@ class Compiler:
                 raise TypeError("a kiln.compile backend must return a callable")
             return _without_capture(compiled)
         raise ValueError(f"kiln.compile: unknown backend {self.backend!r} "
-                         "(expected None, 'eager' or a callable)")
+                         "(expected None, 'eager', 'kiln' or a callable)")
 
     def _break_entry(self, func, code, state, ctx, graph_fn, outputs, outcome):
         stack, locals_ = outcome.stack, outcome.locals

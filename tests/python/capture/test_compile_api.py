@@ -44,7 +44,20 @@ def simple(x, y):
 def test_unknown_backend_is_rejected(backend):
     with pytest.raises(ValueError, match="unknown backend") as err:
         kiln.compile(simple, backend=backend)
-    assert "expected None, 'eager' or a callable" in str(err.value)
+    assert "expected None, 'kiln', 'eager' or a callable" in str(err.value)
+
+
+@pytest.mark.parametrize("backend", [None, "kiln", "eager"])
+def test_named_backends_are_accepted(backend):
+    compiled = kiln.compile(simple, backend=backend)
+    assert_same(compiled(rand(3), rand(3, seed=1)), simple(rand(3), rand(3, seed=1)))
+
+
+def test_backend_fallback_option_is_validated_and_passed_on():
+    assert kiln.compile(simple, options={"backend_fallback": False})._kiln_compiler.options == {
+        "backend_fallback": False}
+    with pytest.raises(ValueError, match="known: recompile_limit, backend_fallback"):
+        kiln.compile(simple, options={"fallback": False})
 
 
 @pytest.mark.parametrize("mode", [None, "default", "reduce-overhead", "max-autotune",

@@ -36,7 +36,8 @@ def line_of(fn, text: str) -> tuple[int, str]:
 def same(a, b):
     assert isinstance(a, kiln.Tensor) and isinstance(b, kiln.Tensor)
     assert a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape)
-    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    # The default backend compiles: fused sums and vector math may differ in the last bits.
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
 
 
 # --- programs ------------------------------------------------------------------------------------

@@ -1,0 +1,540 @@
+"""kiln.compile's default backend: captured graphs compiled by kiln's optimizing CPU compiler.
+
+A captured `Graph` is written as `.kir` and handed to ``kiln._C._compiler`` (parse, shape-infer,
+graph passes, lowering to loop IR, fusion and scheduling, MLIR/LLVM JIT through the kernel
+cache). What the compiler does not accept runs as the graph's own eager Python code, so one
+unsupported op does not lose the whole graph:
+
+1. **Partition.** Call nodes that mutate or draw random numbers (`graph.is_impure`) run eagerly.
+   The rest form maximal runs in program order; each run is written as a graph of its own (its
+   inputs: graph inputs and values computed before it; its outputs: values read after it) and
+   the C++ side is asked whether it lowers (``can_lower``: the line of the first declining node).
+   A node written as an opaque ``call`` or named by ``can_lower`` becomes eager, which splits its
+   run; repeat until every run lowers. No rule about ops is duplicated here.
+2. **Aliasing.** A run's output that eager code would have made a view of a value the caller
+   can see (an input, or another output: ``x.view(...)``, ``x.transpose(...)``, a ``contiguous``
+   that returns its input) is recomputed eagerly from the compiled values after the run, so later
+   in-place ops and the caller see eager's aliasing. The examples the evaluator computed say
+   which values share storage.
+3. **Compile** each run (`compile_graph`); one whose compile fails, or that only moves views and
+   sizes around, runs eagerly instead. The result is one generated Python function
+   (`Graph.compile_python` of a graph whose calls are the eager nodes and the compiled parts) that
+   calls the parts in order and frees intermediates after their last use.
+4. **At run time** a compiled part checks that its inputs still match what it was compiled for
+   (sizes of symbolic dims, strides, shape-infer's assumptions); when they do not (a value an
+   eager op computed changed shape under a dynamic capture) it runs its nodes eagerly for that
+   call (SpecializationError), so results are always eager's.
+
+`CpuBackend(fallback=False)` makes a decline an error (``BackendCompilerFailed``), for tests; it
+is also usable as ``kiln.compile(fn, backend=CpuBackend(...))``. KILN_LOGS: ``graph`` prints the
+partition and each fallback's reason, ``perf`` compile times and kernel-cache hits or misses,
+``output_code`` each part's loop program and MLIR (``+output_code`` adds the LLVM IR).
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import re
+import time
+
+import kiln
+from kiln import _C
+from kiln._capture import logs
+from kiln._capture.graph import Graph, Node, is_impure, nodes_in, sanitize_name, target_name
+from kiln._capture.graph_kir import KirWriter, Val
+
+__all__ = ["BackendCompilerFailed", "CpuBackend", "PartitionReport", "compile_graph"]
+
+_CALL_LINE = re.compile(r"\s*(?:%[\w.]+(?:, %[\w.]+)* = )?call\(")
+
+
+class BackendCompilerFailed(RuntimeError):
+    """The compiler declined part of a graph and fallback to eager code was turned off."""
+
+
+class PartitionReport:
+    """What the backend made of one graph: compiled parts and eager nodes (for logs and tests).
+
+    ``parts``: per compiled part, the names of its nodes; ``eager``: names of nodes run eagerly;
+    ``fallbacks``: ``(node name, target name, reason)`` per node or part the compiler declined;
+    ``compiled_nodes`` / ``eager_nodes``: counts over the graph's call nodes; ``infos``: each
+    compiled part's ``CompiledGraph.info`` (compile time, cache hit or miss, kernels);
+    ``eager_calls``: calls of compiled parts that ran eagerly because their inputs did not match
+    what they were compiled for.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+        self.parts: list[list[str]] = []
+        self.eager: list[str] = []
+        self.fallbacks: list[tuple[str, str, str]] = []
+        self.infos: list[dict] = []
+        self.compiled_nodes = 0
+        self.eager_nodes = 0
+        self.eager_calls = 0
+
+    def __repr__(self) -> str:
+        return (f"PartitionReport({self.name}: {len(self.parts)} compiled parts, "
+                f"{self.compiled_nodes} compiled nodes, {self.eager_nodes} eager nodes)")
+
+
+class CpuBackend:
+    """``backend(graph, example_inputs) -> callable`` compiling through kiln's CPU compiler.
+
+    fallback: run what the compiler declines eagerly (default) or raise BackendCompilerFailed.
+    fuse: fuse loops (passes/schedule). Every report is appended to ``reports``.
+    """
+
+    def __init__(self, fallback: bool = True, fuse: bool = True):
+        self.fallback = fallback
+        self.fuse = fuse
+        self.reports: list[PartitionReport] = []
+
+    def __call__(self, graph: Graph, example_inputs=None):
+        fn = compile_graph(graph, fallback=self.fallback, fuse=self.fuse)
+        self.reports.append(fn.kiln_report)
+        return fn
+
+
+def compile_graph(graph: Graph, *, fallback: bool = True, fuse: bool = True):
+    """A function ``f(*graph_inputs) -> tuple of graph outputs`` running `graph` through the
+    CPU compiler, with eager code for what it does not accept (see the module docstring)."""
+    start = time.perf_counter()
+    part = _Partitioner(graph, fallback, fuse)
+    try:
+        fn = part.build()
+    except BackendCompilerFailed:
+        raise
+    except Exception as e:  # a bug on the compiler's side must not break the user's program
+        if not fallback:
+            raise BackendCompilerFailed(f"kiln CPU backend: {graph.name}: {e}") from e
+        logs.log("graph", f"backend: {graph.name}: runs eagerly, the backend failed: "
+                          f"{type(e).__name__}: {e}")
+        part.report = PartitionReport(graph.name)
+        part.report.fallbacks.append(("", "the whole graph", f"{type(e).__name__}: {e}"))
+        part.report.eager = [n.name for n in part.calls]
+        part.report.eager_nodes = len(part.calls)
+        fn = graph.compile_python()
+    report = part.report
+    logs.log("perf", lambda: f"backend: {graph.name}: {len(report.parts)} compiled parts "
+                             f"({report.compiled_nodes} nodes), {report.eager_nodes} eager nodes, "
+                             f"{time.perf_counter() - start:.3f} s")
+    fn.kiln_report = report
+    return fn
+
+
+# --- Writing a run of nodes as .kir ----------------------------------------------------------
+
+
+class _Proxy:
+    """A run's input as the .kir writer sees a placeholder (name, example, symbolic sizes)."""
+
+    __slots__ = ("name", "meta")
+
+    def __init__(self, node: Node, sym_sizes=None, sym=None):
+        self.name = node.name
+        self.meta = {"example": node.meta.get("example"), "loc": None}
+        sym_sizes = node.meta.get("sym_sizes") if sym_sizes is None else sym_sizes
+        sym = node.meta.get("sym") if sym is None else sym
+        if sym_sizes is not None:
+            self.meta["sym_sizes"] = sym_sizes
+        if sym is not None:
+            self.meta["sym"] = sym
+
+
+class _RunWriter(KirWriter):
+    """Writes some call nodes as one graph: `inputs` (nodes computed elsewhere) become
+    parameters, `outputs` the returned values. Records which lines each node wrote."""
+
+    def __init__(self, name: str, inputs: list, nodes: list[Node], outputs: list[Node],
+                 types: dict | None = None):
+        super().__init__(Graph(name))
+        self.run_inputs, self.run_nodes, self.run_outputs = inputs, nodes, outputs
+        self.types = types or {}
+        self.owner: dict[int, Node] = {}  # line number -> node that wrote it
+        self.opaque: list[Node] = []  # nodes written as `call`
+        self.input_symbols: dict[int, str] = {}
+
+    def tensor_type(self, example, sym_sizes=None):
+        t = super().tensor_type(example, sym_sizes)
+        if any(not re.fullmatch(r"-?[0-9]+", s) for s in t.sizes):
+            t.contiguous = True  # symbolic strides are not guarded: the input is made dense
+        return t
+
+    def write(self) -> str:
+        params = []
+        proxies = [_Proxy(node, *self.types.get(id(node), (None, None)))
+                   for node in self.run_inputs]
+        for proxy in proxies:
+            self._used_symbols.update(
+                s for s in proxy.meta.get("sym_sizes") or () if isinstance(s, str))
+        for node, proxy in zip(self.run_inputs, proxies, strict=True):
+            param = self._input(proxy)
+            self.values[id(node)] = self.values.pop(id(proxy))
+            if param is None:  # a tuple or None: its readers are written as opaque calls
+                continue
+            val = self.values[id(node)]
+            if val.type == "int" and val.sym is not None:
+                self.input_symbols[len(params)] = val.sym
+            params.append(param)
+        for node in self.run_nodes:
+            first = len(self.lines)
+            self._call(node)
+            for i in range(first, len(self.lines)):
+                self.owner[i + 2] = node  # line 1 is the graph header
+                if _CALL_LINE.match(self.lines[i]):
+                    self.opaque.append(node)
+        outs = []
+        for node in self.run_outputs:
+            val = self.values.get(id(node))
+            if not isinstance(val, Val):
+                raise _NoKirValue(node)
+            outs.append(val.ref)
+        self.lines.append("  return" + (" " + ", ".join(outs) if outs else ""))
+        header = f"graph @{sanitize_name(self.graph.name)}({', '.join(params)}) {{\n"
+        return header + "\n".join(self.lines) + "\n}\n"
+
+
+class _NoKirValue(Exception):  # noqa: N818 - a signal
+    """A run's output has no .kir value (a tuple, None, a string): its node is eager."""
+
+    def __init__(self, node: Node):
+        super().__init__(node.name)
+        self.node = node
+
+
+# --- The partitioner -------------------------------------------------------------------------
+
+
+def _storage(value) -> int:
+    if isinstance(value, kiln.Tensor) and value.numel() > 0:
+        return value._storage_ptr()
+    return 0
+
+
+class _Part:
+    """A compiled part: its nodes, inputs, outputs and the eager recomputation of aliases."""
+
+    def __init__(self, nodes: list[Node]):
+        self.nodes = nodes
+        self.inputs: list[Node] = []
+        self.outputs: list[Node] = []
+        self.aliases: list[Node] = []  # recomputed eagerly after the part, in order
+
+
+class _Partitioner:
+    """Splits one graph into compiled parts and eager nodes and builds the function that runs
+    them (see the module docstring); `report` says what it did."""
+
+    def __init__(self, graph: Graph, fallback: bool, fuse: bool):
+        self.graph = graph
+        self.fallback = fallback
+        self.fuse = fuse
+        self.calls = [n for n in graph.nodes if n.op == "call"]
+        self.position = {id(n): i for i, n in enumerate(self.calls)}
+        self.report = PartitionReport(graph.name)
+        self.eager: set[int] = {id(n) for n in self.calls if is_impure(n)}
+        self.checked: set[tuple] = set()
+        self.types = self._symbolic_types()
+        self.debug_code = "output_code" in getattr(logs, "_debug", ())
+
+    # -- symbolic types of values computed by other parts ---------------------------------------
+
+    def _symbolic_types(self) -> dict:
+        """For a dynamic capture: each node's sizes as the whole graph's shape inference types
+        them (`s0`, `s0*2`), so a run's inputs keep their symbols."""
+        dynamic = any(n.meta.get("sym_sizes") or n.meta.get("sym") for n in self.graph.inputs)
+        if not dynamic:
+            return {}
+        try:
+            writer = KirWriter(self.graph)
+            sizes = _C._compiler.value_sizes(writer.write(), f"{self.graph.name}.kir")
+        except Exception:  # noqa: BLE001 - without types, runs specialize (checked at run time)
+            return {}
+        types = {}
+        for node in self.calls:
+            val = writer.values.get(id(node))
+            if isinstance(val, Val):
+                types[id(node)] = (sizes.get(val.ref), val.sym)
+        return types
+
+    # -- runs and their boundaries --------------------------------------------------------------
+
+    def _runs(self) -> list[list[Node]]:
+        runs, cur = [], []
+        for n in self.calls:
+            if id(n) in self.eager:
+                if cur:
+                    runs.append(cur)
+                cur = []
+            else:
+                cur.append(n)
+        return runs + ([cur] if cur else [])
+
+    def _boundary(self, run: list[Node]) -> tuple[list[Node], list[Node]]:
+        """The run's inputs (values from outside it, in first-use order) and outputs (its values
+        read after it or returned, in program order)."""
+        inside = {id(n) for n in run}
+        inputs: dict[int, Node] = {}
+        for n in run:
+            for a in nodes_in((n.args, n.kwargs)):
+                if id(a) not in inside:
+                    inputs.setdefault(id(a), a)
+        outputs = [n for n in run if any(id(u) not in inside for u in n.users)]
+        return list(inputs.values()), outputs
+
+    def _decline(self, node: Node, reason: str) -> None:
+        self.eager.add(id(node))
+        self.report.fallbacks.append((node.name, target_name(node.target), reason))
+        if not self.fallback:
+            raise BackendCompilerFailed(f"kiln CPU backend: {self.graph.name}: {node.name} = "
+                                        f"{target_name(node.target)}(...): {reason}")
+
+    def _check(self, run: list[Node]) -> bool:
+        """Asks the compiler about `run`; marks one declining node eager and returns False, or
+        returns True when the whole run lowers."""
+        inputs, outputs = self._boundary(run)
+        try:
+            w = _RunWriter(f"{self.graph.name}_check", inputs, run, outputs, self.types)
+            text = w.write()
+        except _NoKirValue as e:
+            self._decline(e.node, "its value has no .kir type (a tuple, None or a string)")
+            return False
+        if w.opaque:
+            for node in dict.fromkeys(w.opaque):
+                self._decline(node, "no .kir op for this call (written as an opaque `call`)")
+            return False
+        ok, line, reason = _C._compiler.can_lower(text, f"{self.graph.name}.kir")
+        if ok:
+            return True
+        node = w.owner.get(line)
+        if node is None:  # not a node's line (an output or the header): give up on the run
+            for n in run:
+                self._decline(n, reason)
+            return False
+        self._decline(node, reason.split("error: ", 1)[-1])
+        return False
+
+    def _partition(self) -> list[list[Node]]:
+        while True:
+            runs = self._runs()
+            done = True
+            for run in runs:
+                key = tuple(id(n) for n in run)
+                if key in self.checked:
+                    continue
+                if self._check(run):
+                    self.checked.add(key)
+                else:
+                    done = False
+                    break
+            if done:
+                return runs
+
+    # -- aliasing -------------------------------------------------------------------------------
+
+    def _plan(self, run: list[Node]) -> _Part:
+        """Inputs, outputs and the eagerly recomputed aliases of a run.
+
+        An escaping value that shares storage with an input is recomputed eagerly (with the
+        values it is computed from); of escaping values sharing storage made inside the run, the
+        first node with that storage (its producer) is an output and the others are recomputed
+        as views of it.
+        """
+        part = _Part(run)
+        inside = {id(n) for n in run}
+        part.inputs, escaping = self._boundary(run)
+        from_inputs = {_storage(n.meta.get("example")) for n in part.inputs} - {0}
+        producer: dict[int, Node] = {}
+        for n in run:
+            s = _storage(n.meta.get("example"))
+            if s and s not in from_inputs:
+                producer.setdefault(s, n)
+        outputs: set[int] = set()
+        recompute: set[int] = set()
+        pending = list(escaping)
+        while pending:
+            n = pending.pop()
+            if id(n) in outputs or id(n) in recompute:
+                continue
+            s = _storage(n.meta.get("example"))
+            if s == 0 or producer.get(s) is n:
+                outputs.add(id(n))
+                continue
+            recompute.add(id(n))
+            if s in producer:
+                pending.append(producer[s])
+            pending.extend(a for a in nodes_in((n.args, n.kwargs)) if id(a) in inside)
+        part.outputs = [n for n in run if id(n) in outputs]
+        part.aliases = [n for n in run if id(n) in recompute]
+        return part
+
+    @staticmethod
+    def _only_moves_data(part: _Part) -> bool:
+        """Whether a part computes nothing: views of its inputs and Python numbers only."""
+        for n in part.nodes:
+            ex = n.meta.get("example")
+            if not isinstance(ex, kiln.Tensor):
+                continue
+            args = {_storage(a.meta.get("example")) for a in nodes_in((n.args, n.kwargs))}
+            if _storage(ex) == 0 or _storage(ex) not in args:
+                return False
+        return True
+
+    # -- compiling ------------------------------------------------------------------------------
+
+    def _compile(self, part: _Part, index: int):
+        name = f"{self.graph.name}_part{index}"
+        w = _RunWriter(name, part.inputs, part.nodes, part.outputs, self.types)
+        text = w.write()
+        options = {"filename": f"{name}.kir", "fuse": self.fuse,
+                   "input_symbols": w.input_symbols, "dump_stages": self.debug_code}
+        compiled = _C._compiler.compile_graph(text, options)
+        info = compiled.info
+        logs.log("perf", lambda: f"backend: compiled {name}: {len(part.nodes)} nodes, "
+                                 f"{info['kernels']} kernels ({info['extern_kernels']} library "
+                                 f"calls) in {info['compile_seconds'] * 1e3:.1f} ms, kernel "
+                                 f"cache {info['cache']}; {_C._compiler.cache_stats()}")
+        logs.log("output_code", lambda: _output_code(name, compiled, self.debug_code))
+        return compiled, info
+
+    def build(self):
+        if not self.calls:
+            return self.graph.compile_python()
+        runs = self._partition()
+        pg = Graph(self.graph.name)
+        env: dict[int, Node] = {}
+        for n in self.graph.inputs:
+            env[id(n)] = pg.placeholder(n.name, n.meta.get("example"), n.meta.get("sym_sizes"))
+        planned = {id(run[0]): self._plan(run) for run in runs}
+        index = 0
+        i = 0
+        while i < len(self.calls):
+            node = self.calls[i]
+            part = planned.get(id(node))
+            if part is None:
+                self._emit_eager(pg, env, node)
+                i += 1
+                continue
+            i += len(part.nodes)
+            if not part.outputs or self._only_moves_data(part):
+                for n in part.nodes:
+                    self._emit_eager(pg, env, n)
+                continue
+            try:
+                compiled, info = self._compile(part, index)
+            except Exception as e:  # noqa: BLE001 - a compile failure falls back to eager code
+                reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                first = part.nodes[0]
+                self.report.fallbacks.append((first.name, f"part of {len(part.nodes)} nodes",
+                                              reason))
+                if not self.fallback:
+                    raise BackendCompilerFailed(f"kiln CPU backend: {self.graph.name}: "
+                                                f"compiling {len(part.nodes)} nodes failed: "
+                                                f"{reason}") from e
+                for n in part.nodes:
+                    self._emit_eager(pg, env, n)
+                continue
+            self._emit_part(pg, env, part, compiled, index)
+            self.report.parts.append([n.name for n in part.nodes])
+            self.report.infos.append(info)
+            self.report.compiled_nodes += len(part.nodes)
+            index += 1
+        pg.output(_remap(self.graph.outputs, env))
+        self._log_partition()
+        fn = pg.compile_python()
+        logs.log("output_code", lambda: f"partitioned code of {self.graph.name} (compiled parts "
+                                        f"and eager nodes):\n{fn.__kiln_source__}")
+        return fn
+
+    def _emit_eager(self, pg: Graph, env: dict, node: Node) -> None:
+        env[id(node)] = pg.call(node.target, _remap(node.args, env), _remap(node.kwargs, env),
+                                node.meta.get("example"), node.meta.get("loc"))
+        self.report.eager.append(node.name)
+        self.report.eager_nodes += 1
+
+    def _emit_part(self, pg: Graph, env: dict, part: _Part, compiled, index: int) -> None:
+        name = f"{self.graph.name}_part{index}"
+        fn = _CompiledPart(compiled, _eager_function(part, name), name, self.report)
+        examples = tuple(n.meta.get("example") for n in part.outputs)
+        call = pg.call(fn, tuple(env[id(n)] for n in part.inputs), {}, examples, None)
+        for k, n in enumerate(part.outputs):
+            env[id(n)] = pg.call(operator.getitem, (call, k), {}, examples[k], n.meta.get("loc"))
+        for n in part.aliases:
+            env[id(n)] = pg.call(n.target, _remap(n.args, env), _remap(n.kwargs, env),
+                                 n.meta.get("example"), n.meta.get("loc"))
+
+    def _log_partition(self) -> None:
+        def text():
+            r = self.report
+            lines = [f"backend: {r.name}: {len(r.parts)} compiled parts, {r.compiled_nodes} "
+                     f"compiled nodes, {r.eager_nodes} eager nodes"]
+            for k, names in enumerate(r.parts):
+                lines.append(f"  part{k}: {', '.join(names)}")
+            if r.eager:
+                lines.append(f"  eager: {', '.join(r.eager)}")
+            for name, target, reason in r.fallbacks:
+                lines.append(f"  fallback {name} ({target}): {reason}")
+            return "\n".join(lines)
+
+        logs.log("graph", text)
+
+
+class _CompiledPart:
+    """Calls a CompiledGraph; inputs it was not compiled for run `eager` (the part's nodes as
+    Python code, made up front so that no example values stay referenced)."""
+
+    def __init__(self, compiled, eager, name: str, report: PartitionReport):
+        self.compiled = compiled
+        self.eager = eager
+        self.report = report
+        self.__name__ = self.__qualname__ = name
+        self.__module__ = "kiln.compiled"
+
+    def __call__(self, *args):
+        try:
+            return self.compiled(*args)
+        except _C._compiler.SpecializationError as e:
+            logs.log("perf", f"backend: {self.__name__} runs eagerly for these inputs: {e}")
+            self.report.eager_calls += 1
+            return self.eager(*args)
+
+
+def _eager_function(part: _Part, name: str):
+    """The part's nodes as eager Python code with the part's inputs and outputs."""
+    g = Graph(name)
+    env = {id(n): g.placeholder(n.name, n.meta.get("example")) for n in part.inputs}
+    for n in part.nodes:
+        env[id(n)] = g.call(n.target, _remap(n.args, env), _remap(n.kwargs, env),
+                            n.meta.get("example"), n.meta.get("loc"))
+    g.output([env[id(n)] for n in part.outputs])
+    return g.compile_python()
+
+
+def _remap(value, env: dict):
+    """`value` with every Node replaced by env[id(node)] (through tuples, lists, dicts, slices)."""
+    if isinstance(value, Node):
+        return env[id(value)]
+    if type(value) is tuple:
+        return tuple(_remap(v, env) for v in value)
+    if type(value) is list:
+        return [_remap(v, env) for v in value]
+    if type(value) is dict:
+        return {k: _remap(v, env) for k, v in value.items()}
+    if type(value) is slice:
+        return slice(_remap(value.start, env), _remap(value.stop, env), _remap(value.step, env))
+    return value
+
+
+def _output_code(name: str, compiled, llvm: bool) -> str:
+    text = (f"compiled part {name}:\n// .kir after the graph passes\n{compiled.graph_text}"
+            f"// scheduled loop program\n{compiled.loop_text}\n{compiled.mlir}")
+    if llvm:
+        text += f"\n// LLVM IR\n{compiled.dumps['llvm_ir']}"
+    return text
+
+
+def default_backend_enabled() -> bool:
+    """KILN_BACKEND=eager turns the compiler off for backend=None (a debugging switch)."""
+    return os.environ.get("KILN_BACKEND", "") != "eager"

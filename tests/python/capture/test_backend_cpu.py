@@ -1,0 +1,491 @@
+"""kiln.compile's default backend: graphs compiled by the CPU compiler equal eager kiln.
+
+Every op family compiled on its own (strict: a decline fails the test) against the eager
+kernels, within per-dtype tolerances, on shapes with sizes 1, primes and tails that are not a
+multiple of the vector width, transposed and broadcast inputs and symbolic sizes; the GPT and
+ResNet-style models with the default backend; partitions around unsupported ops; aliasing of
+returned views; the kiln._C._compiler binding (errors, specialization checks, value_sizes); the
+kernel cache across processes; KILN_LOGS output.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches around every test
+
+import kiln
+import kiln.nn as nn
+import kiln.nn.functional as F
+from kiln._capture import backend_cpu, logs
+from kiln._capture.backend_cpu import BackendCompilerFailed, CpuBackend
+
+ROOT = Path(__file__).resolve().parents[3]
+C = kiln._C._compiler
+
+# (rtol, atol) of compiled vs eager per result dtype: f32 math uses ~2-ulp polynomials and
+# reductions reassociate; f16/bf16 round once per fused kernel instead of after every op.
+TOL = {
+    kiln.float32: (2e-5, 2e-5),
+    kiln.float64: (1e-10, 1e-10),
+    kiln.float16: (4e-3, 4e-3),
+    kiln.bfloat16: (3e-2, 3e-2),
+}
+
+
+def assert_same(out, ref, tol=None):
+    """`out` equals `ref`: same structure, dtypes and shapes; values within TOL (exact for ints
+    and bools)."""
+    if isinstance(ref, (tuple, list)):
+        assert type(out) is type(ref) and len(out) == len(ref)
+        for a, b in zip(out, ref, strict=True):
+            assert_same(a, b, tol)
+        return
+    if not isinstance(ref, kiln.Tensor):
+        assert type(out) is type(ref) and out == ref
+        return
+    assert isinstance(out, kiln.Tensor)
+    assert out.dtype == ref.dtype and tuple(out.shape) == tuple(ref.shape)
+    a, b = out.detach().contiguous(), ref.detach().contiguous()
+    if a.dtype in TOL:
+        rtol, atol = tol or TOL[a.dtype]
+        np.testing.assert_allclose(a.double().numpy(), b.double().numpy(), rtol=rtol, atol=atol)
+    else:
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def clone_args(args):
+    return [a.clone() if isinstance(a, kiln.Tensor) else a for a in args]
+
+
+def run_compiled(fn, *args, dynamic=None, strict=True, tol=None, calls=None):
+    """Compiles `fn` with the CPU backend (strict: a decline raises), checks its results on
+    `args` (and on each argument tuple of `calls`) against eager runs on clones, arguments
+    after the call included; returns the backend (its `reports`). Starts from empty caches."""
+    kiln.compiler.reset()
+    backend = CpuBackend(fallback=not strict)
+    compiled = kiln.compile(fn, backend=backend, dynamic=dynamic)
+    for call_args in [args] + list(calls or []):
+        ours, theirs = clone_args(call_args), clone_args(call_args)
+        with kiln.no_grad():
+            out, ref = compiled(*ours), fn(*theirs)
+        assert_same(out, ref, tol)
+        assert_same(ours, theirs, tol)
+    return backend
+
+
+def rand(*shape, dtype=kiln.float32, seed=0, low=-2.0, high=2.0):
+    g = np.random.default_rng(seed + 7 * len(shape) + sum(shape))
+    t = kiln.from_numpy(g.uniform(low, high, shape).astype(np.float64))
+    return t.to(dtype)
+
+
+SHAPES = [(1,), (7,), (3, 17), (2, 1, 33), (5, 16), (4, 37)]
+FLOATS = [kiln.float32, kiln.float64, kiln.float16, kiln.bfloat16]
+
+UNARY = {
+    "neg": lambda x: -x,
+    "abs": lambda x: x.abs(),
+    "exp": lambda x: x.exp(),
+    "log": lambda x: (x.abs() + 0.5).log(),
+    "sqrt": lambda x: x.abs().sqrt(),
+    "rsqrt": lambda x: (x.abs() + 0.1).rsqrt(),
+    "tanh": lambda x: x.tanh(),
+    "sigmoid": lambda x: x.sigmoid(),
+    "erf": lambda x: kiln.erf(x),
+    "relu": lambda x: F.relu(x),
+    "gelu": lambda x: F.gelu(x),
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": lambda x: F.silu(x),
+    "pow": lambda x: x.abs() ** 1.5,
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary(name, dtype):
+    fn = UNARY[name]
+    for shape in SHAPES[1::2] if dtype in (kiln.float16, kiln.bfloat16) else SHAPES:
+        run_compiled(lambda x: fn(x) * 2, rand(*shape, dtype=dtype))
+
+
+BINARY = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / (b.abs() + 1),
+    "maximum": lambda a, b: kiln.maximum(a, b),
+    "minimum": lambda a, b: kiln.minimum(a, b),
+    "where_lt": lambda a, b: kiln.where(a < b, a, b * 0.5),
+    "compare": lambda a, b: (a >= b, a == a, a != b, a > 0.5, b <= a),
+    "scalars": lambda a, b: 2.5 * a - b / 4 + 1,
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_broadcast(name, dtype):
+    fn = BINARY[name]
+    pairs = [((5, 16), (5, 16)), ((3, 17), (17,)), ((4, 1, 9), (1, 6, 1)), ((1,), (2, 31))]
+    for sa, sb in pairs:
+        run_compiled(fn, rand(*sa, dtype=dtype), rand(*sb, dtype=dtype, seed=1))
+
+
+@pytest.mark.parametrize("dtype", [kiln.int32, kiln.int64, kiln.int8, kiln.uint8])
+def test_integer_arithmetic(dtype):
+    a = kiln.randint(0, 20, (6, 19)).to(dtype)
+    b = kiln.randint(1, 5, (19,)).to(dtype)
+    run_compiled(lambda a, b: (a + b * 3 - 1, kiln.maximum(a, b), a > b, a.sum(1)), a, b)
+
+
+def test_type_promotion():
+    i = kiln.randint(0, 9, (4, 13))
+    f = rand(4, 13)
+    h = rand(13, dtype=kiln.float16)
+    run_compiled(lambda i, f, h: (i * 0.5, i + f, f + h, h * 2, i.float() / 3, i + True), i, f, h)
+    run_compiled(lambda b, f: (b & (f > 0), kiln.where(b, f, 0.0)), f > 0.5, f)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_reductions(dtype):
+    x = rand(6, 5, 37, dtype=dtype)
+    tol = (2e-2, 2e-2) if dtype == kiln.bfloat16 else None
+    run_compiled(lambda x: (x.sum(), x.sum(-1), x.sum((0, 2), keepdim=True), x.mean(1)), x,
+                 tol=tol)
+    run_compiled(lambda x: (x.amax(-1), x.amin(0, keepdim=True), x.argmax(-1)), x)
+    run_compiled(lambda x: (x.var(-1), x.var(1, correction=0), x.logsumexp(-1)), x, tol=tol)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_softmax_and_norms(dtype):
+    for shape in [(3, 17), (2, 4, 64), (1, 129)]:
+        x = rand(*shape, dtype=dtype)
+        run_compiled(lambda x: (F.softmax(x, -1), F.log_softmax(x, dim=0)), x)
+        w = rand(shape[-1], dtype=dtype, seed=2)
+        b = rand(shape[-1], dtype=dtype, seed=3)
+        run_compiled(lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, 1e-5), x, w, b)
+        run_compiled(lambda x: F.layer_norm(x, x.shape[-1:]) * 3, x)
+
+
+def test_views_on_contiguous_and_transposed_inputs():
+    fns = [
+        lambda x: x.view(-1, 4).exp(),
+        lambda x: x.reshape(2, -1).sum(0),
+        lambda x: x.permute(2, 0, 1) * 2,
+        lambda x: x.transpose(0, 2).reshape(-1) + 1,
+        lambda x: x[1:, :, ::2].tanh(),
+        lambda x: x[:, 0] - x[:, -1],
+        lambda x: x.unsqueeze(1).expand(3, 5, 4, 8) + 1,
+        lambda x: x[:1].squeeze(0) * x[2],
+        lambda x: x.narrow(2, 1, 5).sigmoid(),
+    ]
+    x = rand(3, 4, 8)
+    xt = rand(8, 4, 3).permute(2, 1, 0)  # same shape, not contiguous
+    assert not xt.is_contiguous()
+    for fn in fns:
+        run_compiled(fn, x)
+        run_compiled(fn, xt)
+
+
+def test_broadcast_input_with_zero_strides():
+    x = rand(1, 33).expand(5, 33)
+    assert x.stride() == (0, 1)
+    run_compiled(lambda x, y: (x * y).sum(-1), x, rand(5, 33))
+
+
+def test_cat_and_mixed_sources():
+    a, b = rand(5, 7), rand(5, 11)
+    run_compiled(lambda a, b: kiln.cat([a.exp(), b, a * 2], dim=1).sum(-1), a, b)
+    run_compiled(lambda a, b: kiln.cat([a.t(), b.t()]).relu(), a, b)
+
+
+def test_library_calls_with_epilogues():
+    x, w, bias = rand(2, 9, 16), rand(24, 16, seed=1), rand(24, seed=2)
+    run_compiled(lambda x, w, b: F.gelu(F.linear(x, w, b)) * 2, x, w, bias, tol=(1e-4, 1e-4))
+    run_compiled(lambda x, w: (x @ w.t()).softmax(-1), x, w, tol=(1e-4, 1e-4))
+    q, k, v = rand(2, 3, 10, 8), rand(2, 3, 10, 8, seed=1), rand(2, 3, 10, 8, seed=2)
+    run_compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True) + q,
+                 q, k, v, tol=(1e-4, 1e-4))
+    ids = kiln.randint(0, 20, (3, 5))
+    run_compiled(lambda ids, emb: F.embedding(ids, emb).sum(-1), ids, rand(20, 6))
+
+
+def test_dynamic_serves_two_sizes_with_one_compile():
+    def fn(x, w):
+        return F.layer_norm((x @ w).relu(), (w.shape[1],)) * x.shape[0]
+
+    w = rand(16, 24)
+    backend = run_compiled(fn, rand(5, 16), w, dynamic=True, tol=(1e-4, 1e-4),
+                           calls=[(rand(9, 16, seed=4), w), (rand(31, 16, seed=5), w)])
+    (report,) = backend.reports  # one capture served all three sizes, compiled
+    assert report.eager_nodes == 0 and len(report.infos) == 1 and report.eager_calls == 0
+    assert report.infos[0]["assumptions"]  # the matmul's inner sizes must agree: checked per call
+
+
+def test_automatic_dynamic_after_a_size_change():
+    backend = run_compiled(lambda x: F.softmax(x * 2, -1).sum(0), rand(4, 10),
+                           calls=[(rand(6, 10, seed=1),), (rand(11, 10, seed=2),)])
+    assert len(backend.reports) == 2  # static, then one dynamic graph for every later size
+    assert all(r.eager_calls == 0 for r in backend.reports)
+
+
+def test_part_runs_eagerly_for_inputs_it_was_not_compiled_for():
+    # cumsum has no .kir op: its result is typed by the example (static sizes) in a dynamic
+    # graph, so the compiled part after it refuses other sizes and that call runs eagerly.
+    backend = run_compiled(lambda x: (x.cumsum(0) * 2).exp().sum(-1), rand(5, 8), dynamic=True,
+                           strict=False, calls=[(rand(7, 8, seed=1),), (rand(5, 8, seed=2),)])
+    (report,) = backend.reports
+    assert len(report.parts) == 1 and report.eager_nodes == 1
+    assert report.eager_calls == 1  # the size-7 call; size 5 ran compiled again
+
+
+def test_models_gpt_demo_default_backend():
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from demo import build_gpt
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    kiln.manual_seed(0)
+    model = build_gpt(kiln, nn, F).eval()
+    idx = kiln.randint(0, 512, (2, 64))
+    backend = CpuBackend()
+    compiled = kiln.compile(model, backend=backend)
+    with kiln.no_grad():
+        assert_same(compiled(idx), model(idx), tol=(1e-4, 1e-4))
+        assert_same(compiled(idx), model(idx), tol=(1e-4, 1e-4))
+    (report,) = backend.reports
+    # everything but arange, the two qkv splits and their getitems is compiled
+    assert report.compiled_nodes == 42 and report.eager_nodes == 9
+    targets = {t for _, t, _ in report.fallbacks}
+    assert targets == {"kiln.arange", "kiln.Tensor.split", "operator.getitem"}
+    kiln.compiler.reset()
+    default = kiln.compile(model)  # backend=None is this backend
+    with kiln.no_grad():
+        assert_same(default(idx), model(idx), tol=(1e-4, 1e-4))
+
+
+@pytest.mark.parametrize("which", ["resnet_block", "convnet", "gpt"])
+def test_models_resnet_and_gpt(which):
+    from models import convnet, gpt
+    from test_corpus_constructs_modules import ResBlock
+
+    kiln.manual_seed(0)
+    if which == "resnet_block":
+        model, args = ResBlock().eval(), (rand(2, 4, 8, 8),)
+    elif which == "convnet":
+        model, args = convnet.build(kiln, nn, F)().eval(), (rand(2, 3, 8, 8),)
+    else:
+        model, args = gpt.build(kiln, nn, F)(n_layer=2).eval(), (kiln.randint(0, 50, (2, 8)),)
+    backend = run_compiled(model, *args, strict=False, tol=(1e-4, 1e-4))
+    (report,) = backend.reports
+    assert report.compiled_nodes > 0 and len(report.parts) >= 1
+
+
+def test_partition_around_an_unsupported_op():
+    def fn(x, y):
+        a = (x * 2).exp()
+        b = a.cumsum(1)  # no .kir op: eager
+        return (b + y).log_softmax(-1), a.sum()
+
+    x, y = rand(4, 9), rand(9)
+    backend = run_compiled(fn, x, y, strict=False)
+    (report,) = backend.reports
+    assert len(report.parts) == 2 and report.eager_nodes == 1
+    (fallback,) = report.fallbacks
+    assert fallback[1] == "kiln.Tensor.cumsum" and "opaque" in fallback[2]
+    kiln.compiler.reset()
+    with pytest.raises(BackendCompilerFailed, match="kiln.Tensor.cumsum"):
+        run_compiled(fn, x, y, strict=True)
+
+
+def test_mutation_stays_eager_and_in_order():
+    def fn(x, y):
+        z = x * 2
+        x.add_(y)  # mutates the caller's tensor: eager, between two compiled parts
+        y[0] = 5.0
+        return z + x, y.sum()
+
+    backend = run_compiled(fn, rand(3, 8), rand(8), strict=False)
+    (report,) = backend.reports
+    assert report.eager_nodes == 2 and len(report.parts) == 2
+
+
+def test_returned_views_alias_like_eager():
+    backend = CpuBackend()
+
+    def fn(x):
+        y = x * 2
+        return x.view(-1), x.t(), y, y.view(-1), y[1:], x.sum()
+
+    x = rand(3, 4)
+    a, b, y, yv, ys, s = kiln.compile(fn, backend=backend)(x)
+    assert all(t._storage_ptr() == x._storage_ptr() for t in (a, b))
+    assert all(t._storage_ptr() == y._storage_ptr() for t in (yv, ys))
+    yv.mul_(0)  # as in eager, writing the view writes y
+    assert float(y.abs().sum()) == 0.0
+    assert_same(s, x.sum())
+
+
+def test_python_number_inputs_and_outputs():
+    def fn(x, n):
+        return x.shape[0] * 2, x * n, x.sum(0) * x.shape[1]
+
+    run_compiled(fn, rand(3, 5), 3, strict=False, calls=[(rand(3, 5), 4), (rand(3, 5), 2.5)])
+
+
+def test_compile_graph_binding():
+    text = textwrap.dedent("""\
+        graph @f(%x: f32[s0, 8], %w: f32[8], %n: int) {
+          %0 = add(%x, %w) : f32[s0, 8]
+          %1 = exp(%0) : f32[s0, 8]
+          %2 = sum(%1) {dim = [1]} : f32[s0]
+          %3 = sym_size(%x) {dim = 0} : int
+          return %2, %x, %3
+        }
+        """)
+    assert C.can_lower(text) == (True, 0, "")
+    g = C.compile_graph(text, {"filename": "f.kir", "input_symbols": {2: "s1"}})
+    info = g.info
+    assert info["kernels"] >= 1 and info["compile_seconds"] > 0
+    assert info["cache"].startswith(("hit", "miss"))
+    for n in (5, 1, 13):
+        x, w = rand(n, 8), rand(8, seed=1)
+        total, same_x, size = g(x, w, 3)
+        assert same_x is x and size == n
+        assert_same(total, (x + w).exp().sum(1))
+    assert "kernel k0" in g.loop_text and "func.func" in g.mlir and "sym_size" in g.graph_text
+    with pytest.raises(C.SpecializationError, match="size 8"):
+        g(rand(4, 7), rand(8), 1)  # a static size differs: the caller runs eagerly instead
+    with pytest.raises(C.SpecializationError, match="float32"):
+        g(rand(4, 8, dtype=kiln.float64), rand(8), 1)
+    with pytest.raises(TypeError, match="takes 3 inputs"):
+        g(rand(4, 8))
+    assert C.value_sizes(text) == {"%x": ["s0", "8"], "%w": ["8"], "%0": ["s0", "8"],
+                                   "%1": ["s0", "8"], "%2": ["s0"]}
+
+
+def test_outputs_alias_inputs_only_where_the_text_says_so():
+    text = textwrap.dedent("""\
+        graph @s(%x: f32[4]) {
+          %0 = constant() {value = 1} : int
+          %1 = mul(%x, %0) : f32[4]
+          return %1, %x
+        }
+        """)
+    g = C.compile_graph(text)
+    assert "mul" not in g.graph_text  # simplify made `x * 1` the input itself...
+    x = rand(4)
+    y, same = g(x)
+    assert same is x  # ...but only the returned input is x; x * 1 is a new tensor, as in eager
+    assert y._storage_ptr() != x._storage_ptr()
+    assert_same(y, x)
+
+
+def test_compile_graph_declines_name_node_op_and_location():
+    text = textwrap.dedent("""\
+        graph @g(%x: f32[4]) {
+          %0 = exp(%x) : f32[4] loc("model.py":3)
+          %1 = call(%0) {target = "mylib.op"} : f32[4] loc("model.py":4)
+          return %1
+        }
+        """)
+    ok, line, reason = C.can_lower(text, "g.kir")
+    assert (ok, line) == (False, 3)
+    assert "%1 = call: cannot lower" in reason and "model.py:4" in reason
+    with pytest.raises(NotImplementedError, match=r"g.kir:3:3: error: %1 = call: cannot lower.*"
+                                                  r"\(from model.py:4\)"):
+        C.compile_graph(text, {"filename": "g.kir"})
+    assert issubclass(C.LoweringError, NotImplementedError)
+    with pytest.raises(ValueError, match="expected"):
+        C.can_lower("graph @bad(")
+
+
+def test_symbolic_assumption_is_checked_per_call():
+    text = textwrap.dedent("""\
+        graph @h(%a: f32[s0], %b: f32[s1]) {
+          %0 = add(%a, %b) : f32[s0]
+          return %0
+        }
+        """)
+    g = C.compile_graph(text)
+    assert g.info["assumptions"] == ["s0 == s1"]
+    assert_same(g(rand(6), rand(6, seed=1))[0], rand(6) + rand(6, seed=1))
+    with pytest.raises(C.SpecializationError, match="assumed s0 == s1"):
+        g(rand(6), rand(1))  # broadcasting: the compiled code would be wrong, it refuses
+
+
+def test_default_and_named_backend_wiring(capsys):
+    from kiln._capture.convert_frame import Compiler
+    from kiln._capture.graph import Graph
+
+    graph = Graph("wired")
+    x = graph.placeholder("x", rand(4))
+    y = graph.call(kiln.exp, (x,), {}, rand(4).exp())
+    graph.output([y])
+    fn = Compiler("kiln")._compile_graph(graph, None)
+    assert fn.kiln_report.compiled_nodes == 1
+    assert_same(fn(rand(4))[0], rand(4).exp())
+    logs.configure("graph")
+    try:
+        out = kiln.compile(lambda x: x.exp() + 1)(rand(3))
+    finally:
+        logs.configure()
+    assert_same(out, rand(3).exp() + 1)
+    assert "backend: <lambda>_0: 1 compiled parts, 2 compiled nodes" in capsys.readouterr().err
+
+
+def test_logs_perf_and_output_code(capsys):
+    logs.configure("perf,+output_code")
+    try:
+        run_compiled(lambda x: F.softmax(x, -1), rand(3, 20))
+    finally:
+        logs.configure()
+    err = capsys.readouterr().err
+    assert "[kiln:perf] backend: compiled" in err and "kernel cache" in err
+    assert "// scheduled loop program" in err and "func.func" in err
+    assert "// LLVM IR" in err and "define void" in err
+
+
+def test_kernel_cache_hit_in_a_second_process(tmp_path):
+    script = tmp_path / "prog.py"
+    script.write_text(textwrap.dedent("""\
+        import kiln
+        f = kiln.compile(lambda x: (x * 3.5).tanh().sum(-1))
+        print(float(f(kiln.ones(3, 21)).sum()))
+        """))
+    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path / "cache"), KILN_LOGS="perf",
+               PYTHONPATH=str(ROOT / "frontend"))
+    runs = [subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                           text=True, timeout=120) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    assert runs[0].stdout == runs[1].stdout
+    assert "kernel cache miss (not-found 1)" in runs[0].stderr
+    assert "kernel cache hit (disk)" in runs[1].stderr
+    assert list((tmp_path / "cache" / "cpu").glob("*.o"))
+
+
+def test_backend_switch_env(monkeypatch):
+    monkeypatch.setenv("KILN_BACKEND", "eager")
+    assert not backend_cpu.default_backend_enabled()
+    monkeypatch.delenv("KILN_BACKEND")
+    assert backend_cpu.default_backend_enabled()
+
+
+def test_backend_failure_runs_the_graph_eagerly(monkeypatch):
+    def broken(*args):
+        raise RuntimeError("compiler bug")
+
+    monkeypatch.setattr(C, "can_lower", broken)
+    backend = run_compiled(lambda x: x.exp() + 1, rand(3, 5), strict=False)
+    (report,) = backend.reports
+    assert report.parts == [] and report.eager_nodes == 2
+    assert report.fallbacks == [("", "the whole graph", "RuntimeError: compiler bug")]
+    with pytest.raises(BackendCompilerFailed, match="compiler bug"):
+        run_compiled(lambda x: x.exp() + 1, rand(3, 5), strict=True)
