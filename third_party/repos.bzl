@@ -84,6 +84,10 @@ def _nvrtc_impl(rctx):
         res = rctx.execute([python, "-c", "import nvidia.cuda_nvrtc as m, os; print(os.path.join(list(m.__path__)[0], 'include'))"])
         if res.return_code == 0:
             candidates.append(res.stdout.strip())
+        # The CUDA 13 wheels install into nvidia/cu13/ instead of nvidia/cuda_nvrtc/.
+        res = rctx.execute([python, "-c", "import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], 'cu13', 'include'))"])
+        if res.return_code == 0:
+            candidates.append(res.stdout.strip())
     found = None
     for c in candidates:
         if rctx.path(c + "/nvrtc.h").exists:

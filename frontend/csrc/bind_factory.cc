@@ -2,6 +2,7 @@
 // and Tensor.new_*. Data-based factories (kiln.tensor) are in bind_factory_data.cc, random ones
 // in bind_factory_random.cc.
 #include "frontend/csrc/bind_factory.h"
+#include "codegen/cuda/driver.h"
 #include "frontend/csrc/bindings.h"
 #include "runtime/error.h"
 #include "runtime/ops/factory.h"
@@ -15,10 +16,14 @@ void checkDevice(py::handle device, const char *op) {
     return;
   std::string s = py::str(device);
   bool cuda = PyLong_Check(device.ptr()) || Device::parse(s).type != DeviceType::CPU;
-  KILN_CHECK(!cuda,
-             "{}: device '{}' was requested but no CUDA device is available (kiln runs on the "
-             "CPU only); use device='cpu'",
-             op, s);
+  if (!cuda)
+    return;
+  std::string reason;
+  KILN_CHECK(codegen::cuda::Driver::get(&reason),
+             "kiln: CUDA is not available: {}. {}: device '{}' was requested but no CUDA device "
+             "is available; use device='cpu'",
+             reason, op, s);
+  fail(ErrorKind::NotImplemented, "{}: device '{}': kiln cannot allocate CUDA tensors yet", op, s);
 }
 
 Tensor finishFactory(Tensor t, bool requiresGrad, const char *op) {

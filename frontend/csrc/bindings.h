@@ -18,6 +18,7 @@ void bindNN(pybind11::module_ &m);
 void bindFactory(pybind11::module_ &m);
 void bindCapture(pybind11::module_ &m);
 void bindIR(pybind11::module_ &m);
+void bindCuda(pybind11::module_ &m);
 void bindCompiler(pybind11::module_ &m);
 
 } // namespace kiln::frontend

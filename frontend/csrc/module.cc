@@ -47,4 +47,5 @@ PYBIND11_MODULE(_C, m) {
   bindCapture(m);
   bindIR(m);
   bindCompiler(m);
+  bindCuda(m);
 }

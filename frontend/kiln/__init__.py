@@ -39,3 +39,4 @@ from kiln import compiler  # noqa: E402,F401,I001
 from kiln._capture.compile import compile  # noqa: E402,F401,A001,I001 - torch spelling
 from kiln._capture.context import mark_dynamic, mark_static  # noqa: E402,F401,I001
 from kiln._capture.explain import explain  # noqa: E402,F401,I001
+from kiln import cuda  # noqa: E402,F401,I001

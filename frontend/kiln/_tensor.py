@@ -89,8 +89,20 @@ def _to(self, *args, **kwargs):
     dt, dev = _parse_to(args, kwargs)
     copy = kwargs.get("copy", False)
     if dev is not None and device(dev).type != "cpu":
-        raise RuntimeError(f"to(): device '{dev}' is not available in this build (cpu only)")
+        _reject_cuda(f"to(): device '{dev}'")
     return self._to_dtype(dt if dt is not None else self.dtype, copy)
+
+
+def _reject_cuda(what: str):
+    from kiln import cuda
+
+    if not cuda.is_available():
+        raise cuda._unavailable_error()
+    raise NotImplementedError(f"{what}: kiln cannot allocate CUDA tensors yet")
+
+
+def _cuda(self, device=None, non_blocking=False, memory_format=None):
+    _reject_cuda("cuda()")
 
 
 def _tolist(self):
@@ -162,6 +174,7 @@ def _install() -> None:
     t.device = property(lambda self: device(self._device_str))
     t.is_cpu = property(lambda self: self._device_str == "cpu")
     t.to = _to
+    t.cuda = _cuda
     t.type_as = lambda self, other: self._to_dtype(other.dtype)
     t.tolist = _tolist
     t.__repr__ = _repr

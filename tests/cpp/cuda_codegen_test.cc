@@ -1,0 +1,1260 @@
+// CUDA code generation without a GPU (codegen/cuda): every prim, cast and reduction kind of the
+// loop IR and the fused patterns of the schedule tests are emitted as CUDA C and compiled by
+// NVRTC to PTX for sm_80 and sm_90 (and to SASS, by NVRTC and by the toolkit's ptxas when one is
+// installed); golden kernels; vector and launch plans; the kernel cache; NVRTC's and the
+// driver's error paths. Without libnvrtc the compile checks are skipped with a message.
+
+#include "codegen/cuda/compile.h"
+#include "codegen/cuda/driver.h"
+#include "codegen/cuda/emit.h"
+#include "codegen/cuda/host_emulator.h"
+#include "codegen/cuda/launch_plan.h"
+#include "codegen/cuda/nvrtc.h"
+#include "ir/loop/interpreter.h"
+#include "ir/loop/program.h"
+#include "ir/parser.h"
+#include "ir/verifier.h"
+#include "passes/lower/eager_externs.h"
+#include "passes/lower/lowering.h"
+#include "passes/schedule/schedule.h"
+#include "runtime/error.h"
+#include "runtime/generator.h"
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/random.h"
+
+#include <kiln_catch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <limits>
+#include <set>
+
+using namespace kiln;
+using namespace kiln::ir;
+using namespace kiln::ir::loop;
+using namespace kiln::codegen::cuda;
+
+namespace {
+
+constexpr DType F32 = DType::Float32;
+using Idx = std::span<const IndexExpr>;
+SymInt sym(const char *name) { return SymInt::symbol(name); }
+
+const DType kAllDTypes[] = {DType::Bool,    DType::UInt8,  DType::Int8,    DType::Int16,
+                            DType::Int32,   DType::Int64,  DType::Float16, DType::BFloat16,
+                            DType::Float32, DType::Float64};
+
+/// `bazel test` runs with a clean environment: point the NVRTC search at the workspace's
+/// virtualenv (its nvidia-cuda-nvrtc wheel), found through this source file's runfiles link.
+void addWorkspaceVenv() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path self = fs::canonical("tests/cpp/cuda_codegen_test.cc", ec);
+  if (ec)
+    return;
+  fs::path lib = self.parent_path().parent_path().parent_path() / ".venv" / "lib";
+  for (fs::directory_iterator it(lib, ec), end; !ec && it != end; it.increment(ec))
+    Nvrtc::addSearchRoot((it->path() / "site-packages").string());
+}
+
+/// NVRTC, or null after a message saying why the compile checks are skipped.
+const Nvrtc *nvrtc() {
+  static const Nvrtc *n = [] {
+    addWorkspaceVenv();
+    std::string reason;
+    const Nvrtc *found = Nvrtc::tryGet(&reason);
+    if (found)
+      std::printf("cuda_codegen_test: NVRTC %d.%d from %s\n", found->version().first,
+                  found->version().second, found->path().c_str());
+    return found;
+  }();
+  if (!n) {
+    std::string reason;
+    Nvrtc::tryGet(&reason);
+    WARN("NVRTC compile checks skipped: " << reason);
+  }
+  return n;
+}
+
+/// One memory-only cache for the binary.
+CudaCache &testCache() {
+  static CudaCache cache("");
+  return cache;
+}
+
+/// PTX ISA too new for this ptxas (an NVRTC newer than the toolkit): assembling is skipped.
+bool ptxasTooOld(const std::string &message) {
+  return message.find("Unsupported .version") != std::string::npos;
+}
+
+/// What compileEverywhere checks besides PTX.
+enum class Sass { None, Nvrtc, NvrtcAndPtxas };
+
+/// Compiles `m` for sm_80 and sm_90 (concurrently: NVRTC is thread-safe): PTX with an `.entry`
+/// per kernel and no warnings; with `sass`, SASS from NVRTC (a real architecture) and from the
+/// toolkit's ptxas when installed. Returns the sm_90 PTX.
+std::string compileEverywhere(const CudaModule &m, Sass sass = Sass::Nvrtc) {
+  auto compileFor = [&](int arch) {
+    CudaCompileOptions options;
+    options.arch = arch;
+    options.cubin = sass != Sass::None;
+    options.cache = &testCache();
+    return compileCuda(m.source, options);
+  };
+  std::future<CompiledCuda> sm80 = std::async(std::launch::async, compileFor, 80);
+  CompiledCuda sm90 = compileFor(90);
+  for (const CompiledCuda &c : {sm80.get(), sm90}) {
+    INFO("sm_" << c.arch);
+    INFO(c.log);
+    CHECK(c.log.empty()); // no warnings either
+    CHECK(c.ptx.find(fmt::format(".target sm_{}", c.arch)) != std::string::npos);
+    for (const NodeKernels &n : m.nodes)
+      for (const CudaKernel &k : n.kernels) {
+        INFO(k.name);
+        CHECK(c.ptx.find(fmt::format(".entry {}(", k.name)) != std::string::npos);
+      }
+    if (sass != Sass::None) {
+      CHECK(c.cubinSource == CubinSource::Nvrtc);
+      CHECK(c.cubin.rfind("\x7f"
+                          "ELF",
+                          0) == 0);
+    }
+    if (sass == Sass::NvrtcAndPtxas && findPtxas()) {
+      try {
+        std::string cubin = assembleWithPtxas(c.ptx, c.arch);
+        CHECK(cubin.rfind("\x7f"
+                          "ELF",
+                          0) == 0);
+      } catch (const Error &e) {
+        if (!ptxasTooOld(e.what()))
+          throw;
+        WARN("ptxas skipped: " << e.what());
+      }
+    }
+  }
+  return sm90.ptx;
+}
+
+bool has(const std::string &text, const std::string &what) {
+  return text.find(what) != std::string::npos;
+}
+
+template <typename Fn> std::string errorOf(Fn &&fn) {
+  try {
+    fn();
+  } catch (const Error &e) {
+    return e.what();
+  }
+  FAIL("no kiln::Error thrown");
+  return "";
+}
+
+// ---- programs ---------------------------------------------------------------------------
+
+/// Whether a prim of `rule` takes operands of dtype `t` (loop.def's type rules).
+bool admits(TypeRule rule, DType t) {
+  switch (rule) {
+  case TypeRule::Numeric:
+    return t != DType::Bool;
+  case TypeRule::Float:
+    return isFloating(t);
+  case TypeRule::Bits:
+    return !isFloating(t);
+  default:
+    return true;
+  }
+}
+
+template <int N, typename F> Val applyPrim(Ops &o, F f, const std::vector<Val> &a) {
+  if constexpr (N == 1)
+    return (o.*f)(a[0]);
+  else if constexpr (N == 2)
+    return (o.*f)(a[0], a[1]);
+  else
+    return (o.*f)(a[0], a[1], a[2]);
+}
+
+struct PrimRow {
+  ExprKind kind;
+  const char *keyword;
+  int arity;
+  TypeRule rule;
+  Val (*apply)(Ops &, const std::vector<Val> &);
+};
+
+/// Every prim row of loop.def, with a way to call its Ops method.
+const std::vector<PrimRow> &primRows() {
+  static const std::vector<PrimRow> rows = {
+#define KILN_LOOP_PRIM(E, M, K, N, R)                                                              \
+  {ExprKind::E, K, N, TypeRule::R,                                                                 \
+   [](Ops &o, const std::vector<Val> &a) { return applyPrim<N>(o, &Ops::M, a); }},
+#include "ir/loop/loop.def"
+  };
+  return rows;
+}
+
+/// One pointwise node per (prim, admitted dtype) over [s0]; operands load inputs of that dtype
+/// (two per dtype, read one element apart, and a b8 condition for `where`).
+LoopProgram everyPrimProgram(size_t &nodes) {
+  LoopProgram p;
+  SymInt s0 = sym("s0");
+  std::map<DType, BufferId> in;
+  for (DType t : kAllDTypes)
+    in[t] = p.addInput(t, {s0 + 1});
+  nodes = 0;
+  for (const PrimRow &row : primRows())
+    for (DType t : kAllDTypes) {
+      if (!admits(row.rule, t))
+        continue;
+      p.markOutput(p.pointwise({s0}, [&](Ops &ops, Idx i) {
+        std::vector<Val> args;
+        if (row.rule == TypeRule::Select)
+          args.push_back(ops.load(in[DType::Bool], {i[0]}));
+        for (int k = 0; k < row.arity - (row.rule == TypeRule::Select); ++k)
+          args.push_back(ops.load(in[t], {i[0] + k}));
+        return row.apply(ops, args);
+      }));
+      ++nodes;
+    }
+  return p;
+}
+
+/// softmax over the last dim of f32[s0, s1] as three nodes (as in cpu_emit_test).
+LoopProgram softmaxProgram() {
+  LoopProgram p;
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  BufferId x = p.addInput(F32, {s0, s1});
+  BufferId mx = p.reduction(ReductionKind::Max, {s0}, {s1},
+                            [&](Ops &ops, Idx i) { return ops.load(x, {i[0], i[1]}); });
+  BufferId sum = p.reduction(ReductionKind::Sum, {s0}, {s1}, [&](Ops &ops, Idx i) {
+    return ops.exp(ops.load(x, {i[0], i[1]}) - ops.load(mx, {i[0]}));
+  });
+  p.markOutput(p.pointwise({s0, s1}, [&](Ops &ops, Idx i) {
+    return ops.exp(ops.load(x, {i[0], i[1]}) - ops.load(mx, {i[0]})) / ops.load(sum, {i[0]});
+  }));
+  return p;
+}
+
+/// relu(x + bias) over f32[s0, s1] with a bias of [s1].
+LoopProgram addReluProgram() {
+  LoopProgram p;
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  BufferId x = p.addInput(F32, {s0, s1});
+  BufferId b = p.addInput(F32, {s1});
+  p.markOutput(p.pointwise({s0, s1}, [&](Ops &ops, Idx i) {
+    return ops.maximum(ops.load(x, {i[0], i[1]}) + ops.load(b, {i[1]}), ops.constant(0.0, F32));
+  }));
+  return p;
+}
+
+passes::schedule::Schedule scheduled(const std::string &kir) {
+  std::unique_ptr<Graph> graph = parseGraph(kir);
+  verifyOrThrow(*graph);
+  return passes::schedule::schedule(passes::lower::lowerGraph(*graph));
+}
+
+// The graphs of tests/cpp/schedule_test.cc.
+const char *kSoftmax = R"(graph @softmax(%x: f32[s0, 128]) {
+  %0 = softmax(%x) {dim = -1} : f32[s0, 128]
+  return %0
+}
+)";
+
+const char *kLayerNorm = R"(graph @layer_norm(%x: f32[s0, 64], %w: f32[64], %b: f32[64]) {
+  %0 = layer_norm(%x, %w, %b) {normalized_shape = [64]} : f32[s0, 64]
+  return %0
+}
+)";
+
+const char *kRmsNorm = R"(graph @rms_norm(%x: f32[s0, 64], %w: f32[64]) {
+  %eps = constant() {value = 1e-06} : float
+  %0 = mul(%x, %x) : f32[s0, 64]
+  %1 = mean(%0) {dim = [-1], keepdim = true} : f32[s0, 1]
+  %2 = add(%1, %eps) : f32[s0, 1]
+  %3 = rsqrt(%2) : f32[s0, 1]
+  %4 = mul(%x, %3) : f32[s0, 64]
+  %5 = mul(%4, %w) : f32[s0, 64]
+  return %5
+}
+)";
+
+const char *kGeluMlp = R"(graph @gelu_mlp(%x: f32[s0, 32], %w1: f32[128, 32], %b1: f32[128],
+                 %w2: f32[32, 128], %b2: f32[32]) {
+  %0 = linear(%x, %w1, %b1) : f32[s0, 128]
+  %1 = gelu(%0) {approximate = "tanh"} : f32[s0, 128]
+  %2 = linear(%1, %w2, %b2) : f32[s0, 32]
+  return %2
+}
+)";
+
+const char *kAttention = R"(graph @attention(%q: f32[2, 4, s0, 16], %k: f32[2, 4, s0, 16],
+                  %v: f32[2, 4, s0, 16]) {
+  %kt = transpose(%k) {dim0 = -2, dim1 = -1} : f32[2, 4, 16, s0] strided [s0*64, s0*16, 1, 16]
+  %0 = matmul(%q, %kt) : f32[2, 4, s0, s0]
+  %scale = constant() {value = 0.25} : float
+  %1 = mul(%0, %scale) : f32[2, 4, s0, s0]
+  %2 = softmax(%1) {dim = -1} : f32[2, 4, s0, s0]
+  %3 = matmul(%2, %v) : f32[2, 4, s0, 16]
+  return %3
+}
+)";
+
+std::vector<KernelRole> roles(const NodeKernels &n) {
+  std::vector<KernelRole> out;
+  for (const CudaKernel &k : n.kernels)
+    out.push_back(k.role);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("every prim of loop.def, for every dtype its type rule admits, compiles",
+          "[cuda][nvrtc]") {
+  size_t nodes = 0;
+  LoopProgram p = everyPrimProgram(nodes);
+  CudaModule m = emitCuda(p, {.vectorize = false}); // vector kernels: every dtype in the casts
+  CudaModule vec = emitCuda(p);
+  REQUIRE(m.nodes.size() == nodes);
+  std::set<ExprKind> seen;
+  for (const LoopNode &node : p.nodes())
+    seen.insert(node.body->result()->kind);
+  CHECK(seen.size() == primRows().size()); // every row of the table is exercised
+  for (const NodeKernels &n : m.nodes)
+    CHECK(roles(n) == std::vector<KernelRole>{KernelRole::Pointwise});
+  for (const NodeKernels &n : vec.nodes) // [s0] reading x[i] and x[i+1]: a vector kernel each
+    CHECK(roles(n) == std::vector<KernelRole>{KernelRole::Pointwise, KernelRole::PointwiseVector});
+  // Spot checks of the translation (floats map to libdevice, integers wrap, Python division).
+  for (const char *text : {"expf(",
+                           "= exp(",
+                           "rsqrtf(",
+                           "erff(",
+                           "tanh(",
+                           "kiln::floordiv_f(",
+                           "kiln::floordiv(",
+                           "kiln::mod(",
+                           "kiln::pow(",
+                           "powf(",
+                           "kiln::add(",
+                           "kiln::neg(",
+                           "kiln::abs(",
+                           "kiln::h2f(",
+                           "kiln::bf2f(",
+                           "kiln::f2h(",
+                           "kiln::f2bf(",
+                           "kiln::max(",
+                           " ? ",
+                           " && ",
+                           "(unsigned char)("}) {
+    INFO(text);
+    CHECK(has(m.source, text));
+  }
+  if (!nvrtc())
+    return;
+  compileEverywhere(m, Sass::None); // ~400 kernels: PTX only (SASS is checked below)
+}
+
+TEST_CASE("every cast between dtypes, literals of every dtype, index values", "[cuda][nvrtc]") {
+  LoopProgram p;
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  std::map<DType, BufferId> in;
+  for (DType t : kAllDTypes)
+    in[t] = p.addInput(t, {s0});
+  for (DType from : kAllDTypes)
+    for (DType to : kAllDTypes)
+      if (from != to)
+        p.markOutput(p.pointwise(
+            {s0}, [&](Ops &ops, Idx i) { return ops.cast(ops.load(in[from], {i[0]}), to); }));
+  // Literals: non-finite and signed-zero floats, the extremes of every integer type.
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double v : {inf, -inf, std::nan(""), -0.0, 1e-30, 65504.0})
+    for (DType t : {DType::Float16, DType::BFloat16, F32, DType::Float64})
+      p.markOutput(p.pointwise({s0}, [&](Ops &ops, Idx i) {
+        return ops.add(ops.load(in[t], {i[0]}), ops.constant(v, t));
+      }));
+  for (DType t : {DType::UInt8, DType::Int8, DType::Int16, DType::Int32, DType::Int64}) {
+    int64_t lo = t == DType::UInt8   ? 0
+                 : t == DType::Int8  ? -128
+                 : t == DType::Int16 ? -32768
+                 : t == DType::Int32 ? std::numeric_limits<int32_t>::min()
+                                     : std::numeric_limits<int64_t>::min();
+    p.markOutput(p.pointwise({s0}, [&](Ops &ops, Idx i) {
+      return ops.maximum(ops.load(in[t], {i[0]}), ops.constant(lo, t));
+    }));
+  }
+  // Index values and a view's index math: floordiv/mod of a flattened [s0, s1] read as [s1, s0].
+  LoopProgram q;
+  BufferId x = q.addInput(F32, {s0 * s1});
+  q.markOutput(q.pointwise({s1, s0}, [&](Ops &ops, Idx i) {
+    IndexExpr k = i[0] * s0 + i[1];
+    Val v = ops.load(x, {ops.indexMod(k, s1) * s0 + ops.indexFloorDiv(k, s1)});
+    return v * ops.cast(ops.indexValue(i[0] - i[1]), F32);
+  }));
+  CudaModule m = emitCuda(p), mq = emitCuda(q);
+  for (const char *text :
+       {"kiln::inff()", "-kiln::inff()", "kiln::nanf()", "kiln::inf()", "(-0.0f)", "1e-30f",
+        "(-9223372036854775807LL - 1)", "((signed char)-128)", "kiln::f2i(", "(float)(double)",
+        "kiln::round_f16(", "kiln::round_bf16(", "(double)"}) {
+    INFO(text);
+    CHECK(has(m.source, text));
+  }
+  CHECK(has(mq.nodes[0].kernels[0].code, "kiln::imod("));
+  CHECK(has(mq.nodes[0].kernels[0].code, "kiln::idiv("));
+  // The store is contiguous (a vector kernel), the load is not affine (read lane by lane).
+  REQUIRE(mq.nodes[0].kernels.size() == 2);
+  CHECK(mq.nodes[0].vector.aligned == std::vector<BufferId>{mq.nodes[0].kernels[1].args[1].buffer});
+  CHECK(has(mq.nodes[0].kernels[1].code, "const long long i1_lane = i1 + lane;"));
+  if (!nvrtc())
+    return;
+  compileEverywhere(m, Sass::None);
+  compileEverywhere(mq);
+}
+
+TEST_CASE("every reduction kind and dtype, as rows, columns and split full reductions",
+          "[cuda][nvrtc]") {
+  LoopProgram p;
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  std::map<DType, BufferId> in;
+  for (DType t : kAllDTypes)
+    in[t] = p.addInput(t, {s0, s1});
+  size_t nodes = 0;
+  for (ReductionKind kind :
+       {ReductionKind::Sum, ReductionKind::Prod, ReductionKind::Max, ReductionKind::Min,
+        ReductionKind::ArgMax, ReductionKind::ArgMin, ReductionKind::Welford})
+    for (DType t : kAllDTypes) {
+      bool numeric = kind == ReductionKind::Sum || kind == ReductionKind::Prod;
+      if ((numeric && t == DType::Bool) || (kind == ReductionKind::Welford && !isFloating(t)))
+        continue;
+      auto rows = [&](Ops &ops, Idx i) { return ops.load(in[t], {i[0], i[1]}); };
+      auto cols = [&](Ops &ops, Idx i) { return ops.load(in[t], {i[1], i[0]}); };
+      if (kind == ReductionKind::Welford) {
+        p.welford({s0}, {s1}, rows);
+        p.welford({s1}, {s0}, cols);
+        p.welford({}, {s0, s1}, rows);
+      } else {
+        p.markOutput(p.reduction(kind, {s0}, {s1}, rows));
+        p.markOutput(p.reduction(kind, {s1}, {s0}, cols));
+        p.markOutput(p.reduction(kind, {}, {s0, s1}, rows));
+      }
+      nodes += 3;
+    }
+  CudaModule m = emitCuda(p);
+  REQUIRE(m.nodes.size() == nodes);
+  for (size_t n = 0; n < nodes; n += 3) {
+    INFO(p.nodes()[n].body->str());
+    CHECK(roles(m.nodes[n]) == std::vector<KernelRole>{KernelRole::ReduceBlock});
+    CHECK(roles(m.nodes[n + 1]) == std::vector<KernelRole>{KernelRole::ReduceThread});
+    CHECK(roles(m.nodes[n + 2]) == std::vector<KernelRole>{KernelRole::ReduceBlock,
+                                                           KernelRole::ReducePartial,
+                                                           KernelRole::ReduceFinal});
+    CHECK(m.nodes[n + 2].partialStateBytes > 0);
+  }
+  for (const char *text :
+       {"kiln::Sum<long long>", "kiln::Prod<float>", "kiln::Max<int>", "kiln::Min<double>",
+        "kiln::ArgMax<float>", "kiln::ArgMin<int>", "kiln::Welford<double>", "{(-128)}",
+        "{(-2147483647 - 1)}", "__shfl_down_sync"}) {
+    INFO(text);
+    CHECK(has(m.source + std::string(cudaPrelude()), text));
+  }
+  if (!nvrtc())
+    return;
+  compileEverywhere(m, Sass::None);
+}
+
+TEST_CASE("the fused patterns of the schedule tests compile for sm_80 and sm_90",
+          "[cuda][nvrtc][schedule]") {
+  struct Pattern {
+    const char *name;
+    const char *kir;
+    std::vector<std::vector<KernelRole>> roles; ///< per loop node
+  };
+  const std::vector<KernelRole> block = {KernelRole::ReduceBlock};
+  const std::vector<KernelRole> vector = {KernelRole::Pointwise, KernelRole::PointwiseVector};
+  const std::vector<Pattern> patterns = {
+      {"softmax", kSoftmax, {block, block, vector}},
+      {"layer_norm", kLayerNorm, {block, vector, vector}}, // rstd over [s0] vectorizes too
+      {"rms_norm", kRmsNorm, {block, {KernelRole::Pointwise}, vector}}, // rstd over [s0, 1]
+      {"gelu epilogue", kGeluMlp, {vector, vector}},
+      {"attention softmax", kAttention, {block, block, vector}},
+  };
+  for (const Pattern &pattern : patterns) {
+    INFO(pattern.name);
+    passes::schedule::Schedule s = scheduled(pattern.kir);
+    INFO(s.str());
+    CudaModule m = emitCuda(s.program);
+    REQUIRE(m.nodes.size() == pattern.roles.size());
+    for (size_t n = 0; n < m.nodes.size(); ++n)
+      CHECK(roles(m.nodes[n]) == pattern.roles[n]);
+    if (nvrtc())
+      compileEverywhere(m, Sass::NvrtcAndPtxas);
+  }
+}
+
+TEST_CASE("golden: an add-relu pointwise kernel and its 128-bit twin", "[cuda][golden]") {
+  CudaModule m = emitCuda(addReluProgram());
+  REQUIRE(m.nodes.size() == 1);
+  REQUIRE(roles(m.nodes[0]) ==
+          std::vector<KernelRole>{KernelRole::Pointwise, KernelRole::PointwiseVector});
+  CHECK(
+      m.nodes[0].kernels[0].code ==
+      R"(extern "C" __global__ void __launch_bounds__(256) node0_buf2(const float *buf0, const float *buf1, float *buf2, long long sz_s0, long long sz_s1) {
+  const long long points = sz_s0 * sz_s1;
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < points; p += stride) {
+    const long long i1 = p % sz_s1;
+    const long long i0 = p / sz_s1;
+    const float v0 = buf0[i0 * sz_s1 + i1];
+    const float v1 = buf1[i1];
+    const float v2 = v0 + v1;
+    const float v3 = kiln::max(v2, 0.0f);
+    buf2[i0 * sz_s1 + i1] = v3;
+  }
+}
+)");
+  CHECK(
+      m.nodes[0].kernels[1].code ==
+      R"(extern "C" __global__ void __launch_bounds__(256) node0_buf2_v4(const float *buf0, const float *buf1, float *buf2, long long sz_s0, long long sz_s1) {
+  const long long points = sz_s0 * kiln::idiv(sz_s1, 4);
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < points; p += stride) {
+    const long long q = p % (kiln::idiv(sz_s1, 4));
+    const long long i0 = p / (kiln::idiv(sz_s1, 4));
+    const long long i1 = q * 4;
+    const kiln::Vec<float, 4> w0 = kiln::load_vec<4>(buf0 + i0 * sz_s1 + i1);
+    const kiln::Vec<float, 4> w1 = kiln::load_vec<4>(buf1 + i1);
+    kiln::Vec<float, 4> out;
+    #pragma unroll
+    for (int lane = 0; lane < 4; ++lane) {
+      const float v0 = w0.v[lane];
+      const float v1 = w1.v[lane];
+      const float v2 = v0 + v1;
+      const float v3 = kiln::max(v2, 0.0f);
+      out.v[lane] = v3;
+    }
+    kiln::store_vec<4>(buf2 + i0 * sz_s1 + i1, out);
+  }
+}
+)");
+  // Valid when s1 is a multiple of 4 and all three base pointers are 16-byte aligned.
+  const VectorPlan &plan = m.nodes[0].vector;
+  CHECK(plan.width == 4);
+  CHECK(plan.divisible == std::vector<SymInt>{sym("s1")});
+  CHECK(plan.aligned == std::vector<BufferId>{BufferId{0}, BufferId{1}, BufferId{2}});
+}
+
+TEST_CASE("golden: the scheduled row softmax (two block reductions, one pointwise)",
+          "[cuda][golden]") {
+  passes::schedule::Schedule s = scheduled(kSoftmax);
+  CudaModule m = emitCuda(s.program);
+  REQUIRE(m.nodes.size() == 3);
+  CHECK(
+      m.nodes[0].kernels[0].code ==
+      R"(extern "C" __global__ void __launch_bounds__(256) node0_buf1(const float *buf0, float *buf1, long long sz_s0) {
+  __shared__ kiln::Max<float> smem[32];
+  const kiln::Max<float> identity = {-kiln::inff()};
+  const long long outputs = sz_s0;
+  const long long reduced = 128;
+  for (long long o = blockIdx.x; o < outputs; o += gridDim.x) {
+    const long long i0 = o;
+    kiln::Max<float> acc = identity;
+    for (long long red = threadIdx.x; red < reduced; red += blockDim.x) {
+      const long long r0 = red;
+      const float v0 = buf0[i0 * 128 + r0];
+      acc.push(v0, red);
+    }
+    acc = kiln::block_reduce(acc, smem, identity);
+    if (threadIdx.x == 0) {
+      buf1[i0] = acc.acc;
+    }
+  }
+}
+)");
+  // The row max is loaded once per row, outside the loop over the row's points.
+  CHECK(
+      m.nodes[1].kernels[0].code ==
+      R"(extern "C" __global__ void __launch_bounds__(256) node1_buf2(const float *buf0, const float *buf1, float *buf2, long long sz_s0) {
+  __shared__ kiln::Sum<float> smem[32];
+  const kiln::Sum<float> identity = {0.0f};
+  const long long outputs = sz_s0;
+  const long long reduced = 128;
+  for (long long o = blockIdx.x; o < outputs; o += gridDim.x) {
+    const long long i0 = o;
+    const float v0 = buf1[i0];
+    kiln::Sum<float> acc = identity;
+    for (long long red = threadIdx.x; red < reduced; red += blockDim.x) {
+      const long long r0 = red;
+      const float v1 = buf0[i0 * 128 + r0];
+      const float v2 = v1 - v0;
+      const float v3 = expf(v2);
+      acc.push(v3, red);
+    }
+    acc = kiln::block_reduce(acc, smem, identity);
+    if (threadIdx.x == 0) {
+      buf2[i0] = acc.acc;
+    }
+  }
+}
+)");
+  // 128 columns: the vector kernel needs no size check, only aligned pointers.
+  REQUIRE(m.nodes[2].kernels.size() == 2);
+  CHECK(m.nodes[2].vector.divisible.empty());
+  CHECK(
+      m.nodes[2].kernels[1].code ==
+      R"(extern "C" __global__ void __launch_bounds__(256) node2_buf3_v4(const float *buf0, const float *buf1, const float *buf2, float *buf3, long long sz_s0) {
+  const long long points = sz_s0 * 32;
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < points; p += stride) {
+    const long long q = p % 32;
+    const long long i0 = p / 32;
+    const long long i1 = q * 4;
+    const kiln::Vec<float, 4> w0 = kiln::load_vec<4>(buf0 + i0 * 128 + i1);
+    const float v0 = buf1[i0];
+    const float v1 = buf2[i0];
+    kiln::Vec<float, 4> out;
+    #pragma unroll
+    for (int lane = 0; lane < 4; ++lane) {
+      const float v2 = w0.v[lane];
+      const float v3 = v2 - v0;
+      const float v4 = expf(v3);
+      const float v5 = v4 / v1;
+      out.v[lane] = v5;
+    }
+    kiln::store_vec<4>(buf3 + i0 * 128 + i1, out);
+  }
+}
+)");
+}
+
+TEST_CASE("golden: a float16 full sum split across blocks, then merged", "[cuda][golden]") {
+  LoopProgram p;
+  BufferId x = p.addInput(DType::Float16, {sym("s0")});
+  p.markOutput(p.reduction(ReductionKind::Sum, {}, {sym("s0")},
+                           [&](Ops &ops, Idx i) { return ops.cast(ops.load(x, {i[0]}), F32); }));
+  CudaModule m = emitCuda(p);
+  REQUIRE(m.nodes.size() == 1);
+  REQUIRE(roles(m.nodes[0]) == std::vector<KernelRole>{KernelRole::ReduceBlock,
+                                                       KernelRole::ReducePartial,
+                                                       KernelRole::ReduceFinal});
+  CHECK(m.nodes[0].partialStateBytes == 4);
+  CHECK(
+      m.nodes[0].kernels[1].code ==
+      R"(extern "C" __global__ void __launch_bounds__(256) node0_buf1_partial(const unsigned short *buf0, long long sz_s0, kiln::Sum<float> *partials, long long chunks) {
+  static_assert(sizeof(kiln::Sum<float>) == 4, "the launcher sizes partials by this");
+  __shared__ kiln::Sum<float> smem[32];
+  const kiln::Sum<float> identity = {0.0f};
+  const long long outputs = 1;
+  const long long reduced = sz_s0;
+  const long long chunk = (reduced + chunks - 1) / chunks;
+  for (long long job = blockIdx.x; job < outputs * chunks; job += gridDim.x) {
+    const long long begin = job % chunks * chunk;
+    const long long end = kiln::imin(reduced, begin + chunk);
+    kiln::Sum<float> acc = identity;
+    for (long long red = begin + threadIdx.x; red < end; red += blockDim.x) {
+      const long long r0 = red;
+      const float v0 = kiln::h2f(buf0[r0]);
+      acc.push(v0, red);
+    }
+    acc = kiln::block_reduce(acc, smem, identity);
+    if (threadIdx.x == 0) {
+      partials[job] = acc;
+    }
+  }
+}
+)");
+  CHECK(
+      m.nodes[0].kernels[2].code ==
+      R"(extern "C" __global__ void __launch_bounds__(256) node0_buf1_final(float *buf1, long long sz_s0, const kiln::Sum<float> *partials, long long chunks) {
+  __shared__ kiln::Sum<float> smem[32];
+  const kiln::Sum<float> identity = {0.0f};
+  const long long outputs = 1;
+  for (long long o = blockIdx.x; o < outputs; o += gridDim.x) {
+    kiln::Sum<float> acc = identity;
+    for (long long c = threadIdx.x; c < chunks; c += blockDim.x) {
+      acc.merge(partials[o * chunks + c]);
+    }
+    acc = kiln::block_reduce(acc, smem, identity);
+    if (threadIdx.x == 0) {
+      buf1[0] = acc.acc;
+    }
+  }
+}
+)");
+  std::vector<KernelArg::Kind> kinds;
+  for (const KernelArg &a : m.nodes[0].kernels[2].args)
+    kinds.push_back(a.kind);
+  CHECK(kinds == std::vector<KernelArg::Kind>{KernelArg::Kind::Buffer, KernelArg::Kind::Size,
+                                              KernelArg::Kind::Partials, KernelArg::Kind::Chunks});
+}
+
+TEST_CASE("launch plans: vector or scalar pointwise, block, thread and split reductions",
+          "[cuda][launch]") {
+  LoopProgram p = addReluProgram();
+  CudaModule m = emitCuda(p);
+  const NodeKernels &n = m.nodes[0];
+  std::vector<uint64_t> aligned = {0x1000, 0x2000, 0x3000};
+  LaunchLimits limits;
+  limits.multiprocessors = 4;
+  // s1 = 128, aligned: the vector kernel, 1000 * 32 iterations over 256 threads per block.
+  std::vector<KernelLaunch> l = planLaunches(p, n, {{"s0", 1000}, {"s1", 128}}, aligned, limits);
+  REQUIRE(l.size() == 1);
+  CHECK(l[0].kernel->role == KernelRole::PointwiseVector);
+  CHECK(l[0].block == 256);
+  CHECK(l[0].grid == 125); // under the cap of 4 SMs * 32 blocks
+  // A row length that is not a multiple of 4, or a misaligned bias: the scalar kernel.
+  CHECK_FALSE(vectorApplies(p, n, {{"s0", 3}, {"s1", 130}}, aligned));
+  std::vector<uint64_t> misaligned = {0x1000, 0x2004, 0x3000};
+  CHECK_FALSE(vectorApplies(p, n, {{"s0", 3}, {"s1", 128}}, misaligned));
+  l = planLaunches(p, n, {{"s0", 3}, {"s1", 128}}, misaligned, limits);
+  REQUIRE(l.size() == 1);
+  CHECK(l[0].kernel->role == KernelRole::Pointwise);
+  CHECK(l[0].grid == 2);
+  l = planLaunches(p, n, {{"s0", 1 << 20}, {"s1", 130}}, aligned, limits);
+  CHECK(l[0].grid == 128); // grid-stride: capped at 4 * 32
+  CHECK(planLaunches(p, n, {{"s0", 0}, {"s1", 128}}, aligned, limits).empty());
+
+  LoopProgram r;
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  BufferId x = r.addInput(F32, {s0, s1});
+  r.markOutput(r.reduction(ReductionKind::Sum, {s0}, {s1},
+                           [&](Ops &ops, Idx i) { return ops.load(x, {i[0], i[1]}); }));
+  r.markOutput(r.reduction(ReductionKind::Sum, {s1}, {s0},
+                           [&](Ops &ops, Idx i) { return ops.load(x, {i[1], i[0]}); }));
+  r.markOutput(r.reduction(ReductionKind::ArgMax, {}, {s0, s1},
+                           [&](Ops &ops, Idx i) { return ops.load(x, {i[0], i[1]}); }));
+  CudaModule mr = emitCuda(r);
+  std::vector<uint64_t> none(4, 0);
+  ir::SymbolValues rows = {{"s0", 1000}, {"s1", 100}};
+  l = planLaunches(r, mr.nodes[0], rows, none, limits); // one block (128 threads) per row
+  REQUIRE(l.size() == 1);
+  CHECK(l[0].kernel->role == KernelRole::ReduceBlock);
+  CHECK(l[0].block == 128);
+  CHECK(l[0].grid == 128);
+  l = planLaunches(r, mr.nodes[1], rows, none, limits); // one thread per column
+  CHECK(l[0].kernel->role == KernelRole::ReduceThread);
+  CHECK(l[0].grid == 1);
+  l = planLaunches(r, mr.nodes[2], rows, none, limits); // 1e5 points: split in 25 chunks
+  REQUIRE(l.size() == 2);
+  CHECK(l[0].kernel->role == KernelRole::ReducePartial);
+  CHECK(l[0].chunks == 25);
+  CHECK(l[0].grid == 25);
+  CHECK(l[0].workspaceBytes == 25 * 16); // ArgMax<float>: value + int64 index
+  CHECK(l[1].kernel->role == KernelRole::ReduceFinal);
+  CHECK(l[1].grid == 1);
+  CHECK(l[1].block == 32);
+  CHECK(l[1].workspaceBytes == l[0].workspaceBytes);
+  l = planLaunches(r, mr.nodes[2], {{"s0", 10}, {"s1", 10}}, none, limits); // short: one block
+  REQUIRE(l.size() == 1);
+  CHECK(l[0].kernel->role == KernelRole::ReduceBlock);
+  CHECK(l[0].block == 128);
+}
+
+TEST_CASE("NVRTC errors carry the log and the offending line", "[cuda][nvrtc][errors]") {
+  if (!nvrtc())
+    return;
+  CudaCompileOptions options;
+  options.cache = nullptr;
+  std::string e = errorOf([&] {
+    compileCuda("extern \"C\" __global__ void k(float *x) {\n  x[0] = undefined_thing;\n}\n",
+                options);
+  });
+  CHECK(has(e, "kiln: NVRTC could not compile kiln_kernels.cu for sm_80"));
+  CHECK(has(e, "NVRTC_ERROR_COMPILATION"));
+  CHECK(has(e, "identifier \"undefined_thing\" is undefined"));
+  CHECK(has(e, "kiln_kernels.cu line 2:   x[0] = undefined_thing;"));
+  options.arch = 10;
+  e = errorOf([&] { compileCuda("", options); });
+  CHECK(has(e, "cannot compile for sm_10"));
+  CHECK(has(e, "sm_80"));
+  // A failed compile is not cached: the next request compiles (and fails) again.
+  CudaCache cache("");
+  options.arch = 80;
+  options.cache = &cache;
+  for (int k = 0; k < 2; ++k)
+    CHECK(has(errorOf([&] { compileCuda("this is not CUDA", options); }), "error"));
+  CHECK(cache.stats().misses == 0);
+}
+
+TEST_CASE("a missing or wrong libnvrtc is a clear error", "[cuda][nvrtc][errors]") {
+  std::string e = errorOf([] { Nvrtc::load({"/nonexistent/libnvrtc.so.13", "libnvrtc.so.7"}); });
+  CHECK(has(e, "kiln: NVRTC is not available"));
+  CHECK(has(e, "/nonexistent/libnvrtc.so.13: "));
+  CHECK(has(e, "libnvrtc.so.7: "));
+  CHECK(has(e, "KILN_NVRTC"));
+  CHECK(has(e, "pip install nvidia-cuda-nvrtc"));
+  e = errorOf([] { Nvrtc::load({"libm.so.6"}); });
+  CHECK(has(e, "does not export nvrtcVersion"));
+  CHECK(has(e, "not an NVRTC library"));
+  std::vector<std::string> candidates = Nvrtc::searchCandidates();
+  CHECK(candidates.back() == "libnvrtc.so");
+  if (const Nvrtc *n = nvrtc()) {
+    CHECK(n->version().first >= 11);
+    std::vector<int> archs = n->supportedArchs();
+    CHECK(std::find(archs.begin(), archs.end(), 90) != archs.end());
+    CHECK(std::find(candidates.begin(), candidates.end(), n->path()) != candidates.end());
+    CHECK(Nvrtc::load({n->path()})->path() == n->path());
+  }
+}
+
+TEST_CASE("the CUDA driver is optional: a clear reason when it cannot be used", "[cuda][driver]") {
+  std::string reason;
+  CHECK(Driver::load("/nonexistent/libcuda.so.1", &reason) == nullptr);
+  CHECK(has(reason, "the NVIDIA driver library could not be loaded"));
+  CHECK(Driver::load("libm.so.6", &reason) == nullptr);
+  CHECK(has(reason, "does not export cuInit"));
+  // The toolkit's link stub exports the API but refuses to initialize.
+  for (const char *stub : {"/usr/local/cuda/lib64/stubs/libcuda.so",
+                           "/usr/local/cuda/targets/x86_64-linux/lib/stubs/libcuda.so"})
+    if (std::filesystem::exists(stub)) {
+      CHECK(Driver::load(stub, &reason) == nullptr);
+      CHECK(has(reason, "cuInit failed: "));
+      break;
+    }
+  // Here: no GPU (the reason says why) or a working driver with its devices.
+  if (const Driver *d = Driver::get()) {
+    CHECK(Driver::unavailableReason().empty());
+    REQUIRE(d->deviceCount() > 0);
+    DeviceInfo info = d->device(0);
+    CHECK(!info.name.empty());
+    CHECK(info.smVersion() >= 50);
+    CHECK(has(errorOf([&] { d->device(d->deviceCount()); }), "does not exist"));
+    d->synchronize(0);
+  } else {
+    CHECK(!Driver::unavailableReason().empty());
+    CHECK_FALSE(Driver::isAvailable());
+  }
+}
+
+TEST_CASE("compiled modules are cached in memory and on disk, keyed by source and arch",
+          "[cuda][nvrtc][cache]") {
+  CHECK(sha256Hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(sha256Hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(sha256Hex(std::string(1000, 'a')) ==
+        "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3");
+  CHECK(cudaCacheKey({"ab", "c"}) != cudaCacheKey({"a", "bc"}));
+  if (!nvrtc())
+    return;
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / fmt::format("kiln-cuda-cache-{}", ::getpid());
+  fs::remove_all(dir);
+  std::string source = emitCuda(softmaxProgram()).source;
+  CudaCompileOptions options;
+  CudaCache disk(dir.string());
+  options.cache = &disk;
+  CompiledCuda first = compileCuda(source, options);
+  CHECK_FALSE(first.fromCache);
+  CompiledCuda again = compileCuda(source, options);
+  CHECK(again.fromCache);
+  CHECK(again.ptx == first.ptx);
+  CHECK(again.cubin == first.cubin);
+  CHECK(disk.stats().memoryHits == 1);
+  // Another process (a fresh cache over the same folder) reads the disk entry.
+  CudaCache other(dir.string());
+  options.cache = &other;
+  CompiledCuda fromDisk = compileCuda(source, options);
+  CHECK(fromDisk.fromCache);
+  CHECK(fromDisk.cubin == first.cubin);
+  CHECK(other.stats().diskHits == 1);
+  // Another architecture or kiln version is another entry.
+  options.arch = 90;
+  CHECK_FALSE(compileCuda(source, options).fromCache);
+  options.arch = 80;
+  options.version = "kiln-test/other-version";
+  CHECK_FALSE(compileCuda(source, options).fromCache);
+  // A corrupt entry is discarded and rebuilt.
+  options.version = std::string(kCudaCodegenVersion);
+  size_t entries = 0;
+  for (const fs::directory_entry &f : fs::directory_iterator(dir / "cuda")) {
+    std::fstream(f.path(), std::ios::in | std::ios::out | std::ios::binary).seekp(100).put('!');
+    ++entries;
+  }
+  CHECK(entries == 3);
+  CudaCache third(dir.string());
+  options.cache = &third;
+  CompiledCuda rebuilt = compileCuda(source, options);
+  CHECK_FALSE(rebuilt.fromCache);
+  CHECK(rebuilt.cubin == first.cubin);
+  CHECK(third.stats().corrupt == 1);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("SASS from the toolkit's ptxas matches NVRTC's targets", "[cuda][nvrtc][ptxas]") {
+  std::optional<std::string> ptxas = findPtxas();
+  if (!nvrtc() || !ptxas) {
+    WARN("ptxas checks skipped: " << (ptxas ? "no NVRTC" : "no ptxas (set KILN_PTXAS)"));
+    return;
+  }
+  CudaCompileOptions options;
+  options.arch = 90;
+  options.cache = nullptr;
+  options.preferPtxas = true;
+  CompiledCuda c;
+  try {
+    c = compileCuda(emitCuda(softmaxProgram()).source, options);
+  } catch (const Error &e) {
+    if (!ptxasTooOld(e.what()))
+      throw;
+    WARN("ptxas skipped: " << e.what());
+    return;
+  }
+  CHECK(c.options[0] == "--gpu-architecture=compute_90");
+  CHECK(c.cubinSource == CubinSource::Ptxas);
+  CHECK(c.cubin.rfind("\x7f"
+                      "ELF",
+                      0) == 0);
+  CHECK(!ptxVersion(c.ptx).empty());
+  std::string e = errorOf([&] { assembleWithPtxas(".version 1.0\nnonsense\n", 90, *ptxas); });
+  CHECK(has(e, "kiln: ptxas failed for sm_90 (PTX ISA 1.0"));
+}
+
+// ---- numerics on the host emulator -------------------------------------------------------
+
+namespace {
+
+/// Tolerances of the generated code against the interpreter's doubles, relative to
+/// max(1, |expected|): float16/bfloat16 round once instead of after every op; sums are trees.
+double tolerance(DType t) {
+  switch (t) {
+  case DType::Float16:
+    return 2e-3;
+  case DType::BFloat16:
+    return 1.6e-2;
+  case DType::Float32:
+    return 2e-5;
+  case DType::Float64:
+    return 1e-12;
+  default:
+    return 0;
+  }
+}
+
+std::vector<double> values(const Tensor &t) {
+  Tensor d = t.to(DType::Float64).contiguous();
+  return {d.data<double>(), d.data<double>() + d.numel()};
+}
+
+/// Same shape; every element within `tol`; NaNs and infinities match.
+void checkClose(const Tensor &actual, const Tensor &expected, double tol) {
+  REQUIRE(actual.sizes() == expected.sizes());
+  std::vector<double> a = values(actual), e = values(expected);
+  int64_t bad = 0;
+  for (size_t k = 0; k < a.size() && bad < 5; ++k) {
+    bool ok = std::isnan(e[k])   ? std::isnan(a[k])
+              : std::isinf(e[k]) ? a[k] == e[k]
+                                 : std::abs(a[k] - e[k]) <= tol * std::max(1.0, std::abs(e[k]));
+    if (!ok) {
+      ++bad;
+      INFO("element " << k << " of " << a.size() << ": " << a[k] << " vs " << e[k]);
+      CHECK(ok);
+    }
+  }
+  CHECK(bad == 0);
+}
+
+/// Small grids (at most 3 blocks of 64 threads) so every grid-stride loop wraps around, and
+/// split reductions from 200 points on.
+LaunchLimits emulatedLimits() {
+  LaunchLimits l;
+  l.multiprocessors = 1;
+  l.blocksPerMultiprocessor = 3;
+  l.splitMinPoints = 200;
+  l.pointsPerChunk = 64;
+  return l;
+}
+
+/// A buffer of `meta` with `symbols`, filled with a value no kernel writes by accident.
+Tensor allocate(const TensorMeta &meta, const SymbolValues &symbols) {
+  Shape sizes, strides;
+  int64_t extent = 1;
+  for (size_t k = 0; k < meta.sizes.size(); ++k) {
+    sizes.push_back(meta.sizes[k].evaluate(symbols));
+    strides.push_back(meta.strides[k].evaluate(symbols));
+    extent += (sizes.back() - 1) * strides.back();
+  }
+  Tensor flat = Tensor::empty({std::max<int64_t>(extent, 1)}, meta.dtype);
+  flat.fill_(isFloating(meta.dtype) ? Scalar(std::nan(""))
+                                    : Scalar(int64_t{meta.dtype != DType::Bool ? 77 : 1}));
+  return flat.asStrided(sizes, strides, 0);
+}
+
+/// The emulator of a module, compiled once per source text.
+const HostEmulator &emulatorFor(const CudaModule &m) {
+  static std::map<std::string, std::unique_ptr<HostEmulator>> cache;
+  std::unique_ptr<HostEmulator> &e = cache[m.source];
+  if (!e)
+    e = std::make_unique<HostEmulator>(m);
+  return *e;
+}
+
+/// Runs the kernels of `m` (emitted from `p`) on the host emulator as planLaunches says, over
+/// buffers bound like the interpreter's (`interp` has run `p`; extern nodes take its results).
+/// Returns every buffer; `ran` collects the roles of the kernels launched.
+std::vector<Tensor> emulate(const LoopProgram &p, const CudaModule &m, const Interpreter &interp,
+                            std::set<KernelRole> *ran = nullptr) {
+  const SymbolValues &symbols = interp.symbols();
+  const HostEmulator &emulator = emulatorFor(m);
+  std::vector<Tensor> buffers;
+  for (const Buffer &b : p.buffers())
+    buffers.push_back(b.kind == BufferKind::Input ? interp.tensor(b.id)
+                                                  : allocate(b.meta, symbols));
+  std::vector<uint64_t> addresses;
+  for (const Tensor &t : buffers)
+    addresses.push_back(reinterpret_cast<uint64_t>(t.rawData()));
+  size_t next = 0;
+  for (const LoopNode &node : p.nodes()) {
+    if (node.kind == LoopNodeKind::Extern) {
+      for (BufferId out : node.outputs)
+        buffers[out.index].copy_(interp.tensor(out));
+      continue;
+    }
+    const NodeKernels &nk = m.nodes.at(next++);
+    std::vector<uint64_t> workspace;
+    for (const KernelLaunch &l : planLaunches(p, nk, symbols, addresses, emulatedLimits())) {
+      if (l.workspaceBytes && workspace.empty())
+        workspace.resize(static_cast<size_t>(l.workspaceBytes) / 8 + 1);
+      std::vector<uint64_t> args;
+      for (const KernelArg &a : l.kernel->args)
+        switch (a.kind) {
+        case KernelArg::Kind::Buffer:
+          args.push_back(addresses[a.buffer.index]);
+          break;
+        case KernelArg::Kind::Size:
+          args.push_back(static_cast<uint64_t>(symbols.at(a.symbol)));
+          break;
+        case KernelArg::Kind::Partials:
+          args.push_back(reinterpret_cast<uint64_t>(workspace.data()));
+          break;
+        case KernelArg::Kind::Chunks:
+          args.push_back(static_cast<uint64_t>(l.chunks));
+          break;
+        }
+      emulator.launch(*l.kernel, args, l.grid, std::min(l.block, 64));
+      if (ran)
+        ran->insert(l.kernel->role);
+    }
+  }
+  return buffers;
+}
+
+/// Runs `p` on the interpreter and, with and without vector kernels, on the host emulator;
+/// compares every buffer the program writes. Returns the roles of the kernels that ran.
+std::set<KernelRole> checkOnHost(const LoopProgram &p, const std::vector<Tensor> &inputs,
+                                 const SymbolValues &bind = {}, double tolScale = 1) {
+  Interpreter interp(p);
+  passes::lower::registerEagerExterns(interp);
+  for (const auto &[name, value] : bind)
+    interp.bind(name, value);
+  interp.run(inputs);
+  std::set<KernelRole> ran;
+  for (bool vectorize : {true, false}) {
+    INFO((vectorize ? "with" : "without") << " vector kernels");
+    CudaModule m = emitCuda(p, {.vectorize = vectorize});
+    std::vector<Tensor> buffers = emulate(p, m, interp, &ran);
+    for (const Buffer &b : p.buffers()) {
+      if (b.kind == BufferKind::Input)
+        continue;
+      INFO(b.name() << " " << dtypeName(b.meta.dtype));
+      checkClose(buffers[b.id.index], interp.tensor(b.id), tolerance(b.meta.dtype) * tolScale);
+    }
+  }
+  return ran;
+}
+
+/// The host emulator, or null after a message saying why numerics are not checked.
+bool emulatorOrSkip() {
+  if (HostEmulator::findCompiler())
+    return true;
+  WARN("host emulation skipped: no C++ compiler (set CXX)");
+  return false;
+}
+
+Tensor randn(Shape sizes, DType dtype = F32) {
+  static Generator gen(20261201);
+  return ops::randn(sizes, F32, &gen).to(dtype);
+}
+
+} // namespace
+
+TEST_CASE("emulated: add-relu, both paths, aligned and misaligned views", "[cuda][emulated]") {
+  if (!emulatorOrSkip())
+    return;
+  LoopProgram p = addReluProgram();
+  using Roles = std::set<KernelRole>;
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {3, 7}, {5, 16}, {33, 132}}) {
+    INFO(rows << "x" << cols);
+    Tensor x = randn({rows, cols}), b = randn({cols});
+    Roles ran = checkOnHost(p, {x, b});
+    CHECK(ran.count(KernelRole::PointwiseVector) == (cols % 4 == 0));
+    // The bias one element into its storage: misaligned, so only the scalar kernel runs.
+    Tensor shifted = randn({cols + 1}).narrow(0, 1, cols);
+    CHECK(checkOnHost(p, {x, shifted}) == Roles{KernelRole::Pointwise});
+  }
+  // The comparison can fail: a kernel that adds the bias twice is caught.
+  Interpreter interp(p);
+  Tensor x = randn({3, 8}), b = randn({8});
+  interp.run({x, b});
+  CudaModule m = emitCuda(p);
+  size_t at = m.source.rfind("v0 + v1");
+  REQUIRE(at != std::string::npos);
+  m.source.replace(at, 7, "v0 + v1 + v1");
+  Tensor wrong = emulate(p, m, interp)[2];
+  CHECK(values(wrong) != values(interp.tensor(BufferId{2})));
+}
+
+namespace {
+
+/// Values of dtype `t` for the emulated prims: `kind` 0 any (floats start with NaN, infinities,
+/// signed zeros, values past every integer range and float16's, halfway cases), 1 a divisor
+/// (nonzero integers of both signs), 2 an integer exponent in [0, 4].
+Tensor special(DType t, int64_t n, int kind) {
+  static Generator gen(20261202);
+  Tensor out = Tensor::empty({n}, DType::Float64);
+  Tensor r = ops::randn({n}, DType::Float64, &gen);
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> floats = {
+      std::nan(""), inf,     -inf, -0.0, 0.0,  0.5,   -2.5,   1e-3,   60000.0, 65520.0,
+      1e30,         -1.5e19, 1e19, 4e9,  -3e9, 255.9, -129.0, 2.5e-8, 1.0e-40, 33554433.0};
+  for (int64_t k = 0; k < n; ++k) {
+    double g = r.data<double>()[k], v;
+    double small = std::round(g * 3);
+    if (isFloating(t))
+      v = kind == 0 && k < static_cast<int64_t>(floats.size()) ? floats[k] : 3 * g;
+    else if (t == DType::Bool)
+      v = g > 0;
+    else if (kind == 2)
+      v = std::min(std::abs(small), 4.0);
+    else if (kind == 1)
+      v = t == DType::UInt8 ? 1 + std::abs(small) : (g < 0 ? -1 : 1) * (1 + std::abs(small));
+    else if (t == DType::UInt8)
+      v = std::min(std::abs(std::round(g * 80)), 255.0);
+    else
+      v = k == 0 ? (t == DType::Int8    ? -128
+                    : t == DType::Int16 ? -32768
+                                        : -2147483648.0)
+                 : std::round(g * 60);
+    out.data<double>()[k] = v;
+  }
+  return out.to(t);
+}
+
+} // namespace
+
+TEST_CASE("emulated: every prim of loop.def on special values", "[cuda][emulated]") {
+  if (!emulatorOrSkip())
+    return;
+  LoopProgram p;
+  SymInt s0 = sym("s0");
+  std::map<DType, std::array<BufferId, 3>> in;
+  std::vector<Tensor> inputs;
+  const int64_t n = 48; // a multiple of every vector width (2 to 16 lanes)
+  for (DType t : kAllDTypes)
+    for (int kind = 0; kind < 3; ++kind) {
+      in[t][kind] = p.addInput(t, {s0});
+      inputs.push_back(special(t, n, kind));
+    }
+  for (const PrimRow &row : primRows())
+    for (DType t : kAllDTypes) {
+      if (!admits(row.rule, t))
+        continue;
+      p.markOutput(p.pointwise({s0}, [&](Ops &ops, Idx i) {
+        std::vector<Val> args;
+        if (row.rule == TypeRule::Select)
+          args.push_back(ops.load(in[DType::Bool][0], {i[0]}));
+        args.push_back(ops.load(in[t][0], {i[0]}));
+        if (row.arity - (row.rule == TypeRule::Select) == 2)
+          args.push_back(ops.load(in[t][row.kind == ExprKind::Pow ? 2 : 1], {i[0]}));
+        return row.apply(ops, args);
+      }));
+    }
+  CHECK(checkOnHost(p, inputs).count(KernelRole::PointwiseVector) == 1);
+}
+
+TEST_CASE("emulated: every cast between dtypes on special values", "[cuda][emulated]") {
+  if (!emulatorOrSkip())
+    return;
+  LoopProgram p;
+  SymInt s0 = sym("s0");
+  std::vector<Tensor> inputs;
+  std::map<DType, BufferId> in;
+  for (DType t : kAllDTypes) {
+    in[t] = p.addInput(t, {s0});
+    inputs.push_back(special(t, 48, 0));
+  }
+  for (DType from : kAllDTypes)
+    for (DType to : kAllDTypes)
+      if (from != to)
+        p.markOutput(p.pointwise(
+            {s0}, [&](Ops &ops, Idx i) { return ops.cast(ops.load(in[from], {i[0]}), to); }));
+  CHECK(checkOnHost(p, inputs).count(KernelRole::PointwiseVector) == 1);
+}
+
+TEST_CASE("emulated: every reduction kind and dtype as rows, columns and split reductions",
+          "[cuda][emulated]") {
+  if (!emulatorOrSkip())
+    return;
+  LoopProgram p;
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  std::vector<Tensor> inputs;
+  std::map<DType, std::array<BufferId, 2>> in; // values with ties (and NaNs), values near 1
+  static Generator gen(20261203);
+  for (DType t : kAllDTypes) {
+    Tensor g = ops::randn({5, 77}, DType::Float64, &gen);
+    Tensor ties = Tensor::empty({5, 77}, DType::Float64), near1 = ties.clone();
+    for (int64_t k = 0; k < 5 * 77; ++k) {
+      double v = g.data<double>()[k];
+      ties.data<double>()[k] = t == DType::UInt8 ? std::abs(std::round(v * 2)) : std::round(v * 2);
+      near1.data<double>()[k] = isFloating(t) ? 1 + v / 50 : (v > 0.5 ? 2 : v < -1 ? -1 : 1);
+    }
+    if (isFloating(t)) {
+      ties.data<double>()[77 + 5] = std::nan(""); // row 1: NaN wins max/min/argmax/argmin
+      ties.data<double>()[2 * 77 + 40] = std::nan("");
+      ties.data<double>()[2 * 77 + 10] = std::nan(""); // row 2: the first NaN
+    }
+    for (int k = 0; k < 2; ++k) {
+      in[t][k] = p.addInput(t, {s0, s1});
+      inputs.push_back((k ? near1 : ties).to(t == DType::Bool ? DType::Int64 : t).to(t));
+    }
+  }
+  for (ReductionKind kind :
+       {ReductionKind::Sum, ReductionKind::Prod, ReductionKind::Max, ReductionKind::Min,
+        ReductionKind::ArgMax, ReductionKind::ArgMin, ReductionKind::Welford})
+    for (DType t : kAllDTypes) {
+      bool numeric = kind == ReductionKind::Sum || kind == ReductionKind::Prod;
+      if ((numeric && t == DType::Bool) || (kind == ReductionKind::Welford && !isFloating(t)))
+        continue;
+      BufferId x = in[t][kind == ReductionKind::Prod];
+      auto rows = [&](Ops &ops, Idx i) { return ops.load(x, {i[0], i[1]}); };
+      auto cols = [&](Ops &ops, Idx i) { return ops.load(x, {i[1], i[0]}); };
+      if (kind == ReductionKind::Welford) {
+        for (const WelfordBuffers &w : {p.welford({s0}, {s1}, rows), p.welford({s1}, {s0}, cols),
+                                        p.welford({}, {s0, s1}, rows)})
+          for (BufferId id : {w.mean, w.m2, w.count})
+            p.markOutput(id);
+      } else {
+        p.markOutput(p.reduction(kind, {s0}, {s1}, rows));
+        p.markOutput(p.reduction(kind, {s1}, {s0}, cols));
+        p.markOutput(p.reduction(kind, {}, {s0, s1}, rows));
+      }
+    }
+  std::set<KernelRole> ran = checkOnHost(p, inputs);
+  CHECK(ran == std::set<KernelRole>{KernelRole::ReduceBlock, KernelRole::ReduceThread,
+                                    KernelRole::ReducePartial, KernelRole::ReduceFinal});
+}
+
+TEST_CASE("emulated: the fused schedule patterns match the interpreter", "[cuda][emulated]") {
+  if (!emulatorOrSkip())
+    return;
+  for (int64_t s0 : {1, 6}) {
+    INFO("s0 = " << s0);
+    Tensor x = ops::mul(randn({s0, 128}), Tensor::wrapScalar(Scalar(10.0)));
+    checkOnHost(scheduled(kSoftmax).program, {x});
+    Tensor y = randn({s0, 64}), w = randn({64}), b = randn({64});
+    checkOnHost(scheduled(kLayerNorm).program, {y, w, b});
+    checkOnHost(scheduled(kRmsNorm).program, {y, w});
+    Tensor h = randn({s0, 32}), w1 = randn({128, 32}), b1 = randn({128}), w2 = randn({32, 128});
+    checkOnHost(scheduled(kGeluMlp).program, {h, w1, b1, w2, randn({32})});
+    Tensor q = randn({2, 4, s0, 16}), k = randn({2, 4, s0, 16}), v = randn({2, 4, s0, 16});
+    checkOnHost(scheduled(kAttention).program, {q, k, v});
+  }
+  // softmax with symbolic rows of 1000 (a tail for the vector kernel: 1000 = 250 * 4).
+  checkOnHost(softmaxProgram(), {randn({3, 1000})});
+}
