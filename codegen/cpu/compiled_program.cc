@@ -115,13 +115,20 @@ struct CompiledProgram::State {
   std::unique_ptr<CpuJit> jit;
   std::vector<KernelFn> kernels; ///< parallel to module.kernels
   std::vector<int> kernelOfNode; ///< node → index into kernels, -1 for externs
+  /// Per buffer: the last node that reads or writes it (-1: none). An intermediate is freed
+  /// after it, so a call holds only the buffers live at each node, not all of them at once.
+  std::vector<int> lastUse;
   std::map<std::string, ExternFn, std::less<>> externs = defaultExterns();
   double seconds = 0;
   bool fromCache = false;
 
   SymbolValues bind(std::span<const Tensor> inputs, const SymbolValues &given,
                     std::vector<Tensor> &tensors) const;
-  void runExtern(const LoopNode &node, std::vector<Tensor> &tensors) const;
+  void runExtern(const LoopNode &node, const SymbolValues &values,
+                 std::vector<Tensor> &tensors) const;
+  /// The buffers node `k` reads or writes (a kernel's arguments, an extern's inputs and
+  /// outputs).
+  std::vector<BufferId> uses(size_t k) const;
   void runKernel(size_t node, const SymbolValues &values, std::vector<Tensor> &tensors) const;
 };
 
@@ -161,8 +168,43 @@ CompiledProgram compileProgram(const LoopProgram &program, const ProgramOptions 
       s.kernels.push_back(s.jit->lookupKernel(k.name));
     }
   }
+  s.lastUse.assign(s.program.buffers().size(), -1);
+  for (size_t k = 0; k < s.program.nodes().size(); ++k)
+    for (BufferId id : s.uses(k))
+      s.lastUse[id.index] = static_cast<int>(k);
+  for (BufferId id : s.program.outputs()) // returned: never freed
+    s.lastUse[id.index] = static_cast<int>(s.program.nodes().size());
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return compiled;
+}
+
+namespace {
+
+/// A fresh tensor with buffer `b`'s sizes and strides under `values`.
+Tensor allocate(const Buffer &b, const SymbolValues &values) {
+  Shape sizes = evaluateAll(b.meta.sizes, values);
+  Shape strides = evaluateAll(b.meta.strides, values);
+  int64_t extent = 1;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    KILN_CHECK_KIND(Value, sizes[k] >= 0 && strides[k] >= 0,
+                    "compiled program: {} has sizes {} and strides {} here", b.name(),
+                    shapeToString(sizes), shapeToString(strides));
+    extent = sizes[k] == 0 || extent == 0 ? 0 : extent + (sizes[k] - 1) * strides[k];
+  }
+  return Tensor::empty({extent}, b.meta.dtype).asStrided(sizes, strides, 0);
+}
+
+} // namespace
+
+std::vector<BufferId> CompiledProgram::State::uses(size_t k) const {
+  const LoopNode &node = program.nodes()[k];
+  std::vector<BufferId> out = node.reads();
+  out.insert(out.end(), node.outputs.begin(), node.outputs.end());
+  if (kernelOfNode[k] >= 0) {
+    const std::vector<BufferId> &args = module.kernels[kernelOfNode[k]].buffers;
+    out.insert(out.end(), args.begin(), args.end());
+  }
+  return out;
 }
 
 SymbolValues CompiledProgram::State::bind(std::span<const Tensor> inputs, const SymbolValues &given,
@@ -217,7 +259,8 @@ SymbolValues CompiledProgram::State::bind(std::span<const Tensor> inputs, const 
   return values;
 }
 
-void CompiledProgram::State::runExtern(const LoopNode &node, std::vector<Tensor> &tensors) const {
+void CompiledProgram::State::runExtern(const LoopNode &node, const SymbolValues &values,
+                                       std::vector<Tensor> &tensors) const {
   auto it = externs.find(node.externOp);
   KILN_CHECK_KIND(NotImplemented, it != externs.end(),
                   "compiled program: no implementation of extern \"{}\" (registerExtern it)",
@@ -230,17 +273,23 @@ void CompiledProgram::State::runExtern(const LoopNode &node, std::vector<Tensor>
                   "compiled program: extern \"{}\" returned {} tensors for {} buffers",
                   node.externOp, results.size(), node.outputs.size());
   for (size_t n = 0; n < results.size(); ++n) {
+    const Buffer &b = program.buffer(node.outputs[n]);
     Tensor &out = tensors[node.outputs[n].index];
-    KILN_CHECK_KIND(Value, results[n].sizes() == out.sizes() && results[n].dtype() == out.dtype(),
+    Shape sizes = out.defined() ? out.sizes() : evaluateAll(b.meta.sizes, values);
+    KILN_CHECK_KIND(Value, results[n].sizes() == sizes && results[n].dtype() == b.meta.dtype,
                     "compiled program: extern \"{}\" result {} is {} {}, but {} is {}",
                     node.externOp, n, dtypeName(results[n].dtype()), results[n].shapeStr(),
-                    bufferName(node.outputs[n]), printType(program.buffer(node.outputs[n]).meta));
+                    bufferName(node.outputs[n]), printType(b.meta));
     // Adopt the result when its layout is the buffer's (kernels read it through the buffer's
-    // strides); otherwise copy it in.
-    if (results[n].strides() == out.strides())
+    // strides); otherwise copy it in. An output buffer is only allocated for the copy.
+    Shape strides = out.defined() ? out.strides() : evaluateAll(b.meta.strides, values);
+    if (results[n].strides() == strides) {
       out = results[n];
-    else
+    } else {
+      if (!out.defined())
+        out = allocate(b, values);
       out.copy_(results[n]);
+    }
   }
 }
 
@@ -272,27 +321,25 @@ std::vector<Tensor> CompiledProgram::run(std::span<const Tensor> inputs,
   const State &s = *state_;
   std::vector<Tensor> tensors(s.program.buffers().size());
   SymbolValues values = s.bind(inputs, symbols, tensors);
-  for (const Buffer &b : s.program.buffers()) {
-    if (b.kind == BufferKind::Input)
-      continue;
-    Shape sizes = evaluateAll(b.meta.sizes, values);
-    Shape strides = evaluateAll(b.meta.strides, values);
-    int64_t extent = 1;
-    for (size_t k = 0; k < sizes.size(); ++k) {
-      KILN_CHECK_KIND(Value, sizes[k] >= 0 && strides[k] >= 0,
-                      "compiled program: {} has sizes {} and strides {} here", b.name(),
-                      shapeToString(sizes), shapeToString(strides));
-      extent = sizes[k] == 0 || extent == 0 ? 0 : extent + (sizes[k] - 1) * strides[k];
-    }
-    tensors[b.id.index] = Tensor::empty({extent}, b.meta.dtype).asStrided(sizes, strides, 0);
-  }
+  // Intermediates are allocated just before the first node that uses them and freed after the
+  // last one (outputs are kept), so the peak is what is live at one node.
   std::span<const LoopNode> nodes = s.program.nodes();
   for (size_t k = 0; k < nodes.size(); ++k) {
-    if (nodes[k].kind == LoopNodeKind::Extern)
-      s.runExtern(nodes[k], tensors);
-    else
+    if (nodes[k].kind == LoopNodeKind::Extern) {
+      s.runExtern(nodes[k], values, tensors);
+    } else {
+      for (BufferId id : s.module.kernels[s.kernelOfNode[k]].buffers)
+        if (!tensors[id.index].defined())
+          tensors[id.index] = allocate(s.program.buffer(id), values);
       s.runKernel(k, values, tensors);
+    }
+    for (BufferId id : s.uses(k))
+      if (s.lastUse[id.index] == static_cast<int>(k))
+        tensors[id.index] = Tensor();
   }
+  for (BufferId id : s.program.outputs())
+    if (!tensors[id.index].defined())
+      tensors[id.index] = allocate(s.program.buffer(id), values);
   std::vector<Tensor> results;
   for (BufferId id : s.program.outputs())
     results.push_back(tensors[id.index]);

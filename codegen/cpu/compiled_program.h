@@ -4,9 +4,12 @@
 /// compileProgram emits one MLIR module for the program (emit.h), compiles it through CpuJit
 /// and the kernel cache (the key hashes the module text, which begins with the program's text,
 /// plus the target), and looks up one kernel per pointwise/reduction node. run() binds the
-/// inputs and size symbols, allocates every other buffer as a kiln Tensor, then runs the nodes
-/// in order: a generated kernel through `launch` over the thread pool (split along its
-/// outermost range), an Extern node through kiln's eager ops.
+/// inputs and size symbols, then runs the nodes in order: a generated kernel through `launch`
+/// over the thread pool (split along its outermost range), an Extern node through kiln's eager
+/// ops (its result is adopted as the buffer when the layouts agree). Each intermediate is
+/// allocated as a kiln Tensor just before the first node that uses it and released after the
+/// last one, so a call's peak memory is what is live at one node (as in eager code), not the
+/// sum of all its buffers.
 ///
 /// Symbols take their values from run()'s `symbols` and from inputs whose size is exactly a
 /// symbol (as in the interpreter). Externs registered by default (inputs in order, optional
