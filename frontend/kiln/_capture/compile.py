@@ -22,11 +22,13 @@ def compile(model=None, *, backend=None, fullgraph=False, dynamic=None, mode=Non
 
     backend: None or "kiln" (kiln's optimizing CPU compiler: graphs are partitioned, what it
     cannot compile runs on the eager kernels), "eager" (run captured graphs with the eager
-    kernels), or a callable `backend(graph, example_inputs) -> callable`. fullgraph: raise
-    CaptureError on any graph break. dynamic: True makes every dimension symbolic from the start, False never,
-    None (default) makes a dimension symbolic once it changes between calls. mode is accepted for
-    torch.compile compatibility; options may hold "recompile_limit" (default 8) and
-    "backend_fallback" (default True; False makes an op the compiler cannot handle an error).
+    kernels), or a callable `backend(graph, example_inputs) -> callable`.
+    fullgraph: raise CaptureError on any graph break.
+    dynamic: True makes every dimension symbolic from the start, False never, None (default)
+    makes a dimension symbolic once it changes between calls.
+    mode: accepted for torch.compile compatibility.
+    options: "recompile_limit" (default 8) and "backend_fallback" (default True; False makes an
+    op the compiler cannot handle an error).
     """
     _check_python()
     if mode not in (None, "default", "reduce-overhead", "max-autotune",
