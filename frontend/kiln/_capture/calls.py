@@ -624,7 +624,8 @@ def _hashable(x) -> bool:
 
 
 @functools.cache
-def _library_dirs() -> tuple:
+def library_dirs() -> tuple:
+    """The standard library and site-packages folders: code there is library code."""
     import sysconfig
 
     paths = sysconfig.get_paths()
@@ -633,7 +634,7 @@ def _library_dirs() -> tuple:
 
 def _is_library_code(code) -> bool:
     filename = code.co_filename
-    return filename.startswith(_library_dirs()) and "/kiln/" not in filename
+    return filename.startswith(library_dirs()) and "/kiln/" not in filename
 
 
 def _bind_arguments(code, args, kwargs, defaults, kwdefaults) -> dict:

@@ -10,11 +10,9 @@ any other break continues natively in a resume function that starts at the break
 
 from __future__ import annotations
 
-import dis
 import linecache
 import os
 import sys
-import sysconfig
 import time
 import types
 import warnings
@@ -23,13 +21,13 @@ import kiln
 from kiln import _C
 from kiln._capture import bytecode, codegen, logs
 from kiln._capture import variables as V
+from kiln._capture.calls import library_dirs
 from kiln._capture.context import CaptureContext
 from kiln._capture.sources import ArgSource, ClosureSource
 from kiln._capture.symbolic import Frame
 
 _KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(kiln.__file__)))
 _NN_MODULES_DIR = os.path.join(_KILN_DIR, "kiln", "nn", "modules") + os.sep
-_LIB_DIRS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")})
 
 
 class CaptureError(RuntimeError):
@@ -109,7 +107,7 @@ def _should_skip(code) -> bool:
         return not (filename.startswith(_NN_MODULES_DIR) and code.co_name == "forward")
     if filename.startswith("<kiln-") or filename.startswith("<frozen"):
         return True
-    return filename.startswith(_LIB_DIRS) and "site-packages/kiln" not in filename
+    return filename.startswith(library_dirs()) and "site-packages/kiln" not in filename
 
 
 def _is_generated_helper(func) -> bool:
@@ -362,6 +360,7 @@ class Break:
         self.locals = locals_
         self.lineno = lineno
         self.resume_offset = resume_offset  # where native continuation starts
+        self.kw_names = ()  # the KW_NAMES of a breaking CALL
 
 
 class Return:
@@ -434,8 +433,12 @@ class TopFrame(Frame):
         while i >= 1 and self.insts[i - 1].opname == "EXTENDED_ARG":  # keep the arg's prefix
             i -= 1
         resume_offset = self.insts[i].offset
-        return Break(inst, error, list(self.stack), dict(self.locals), self.lineno,
-                     resume_offset)
+        outcome = Break(inst, error, list(self.stack), dict(self.locals), self.lineno,
+                        resume_offset)
+        outcome.kw_names = self.kw_names or ()
+        after = self.index_of[inst.offset] + 1  # the instruction after the breaking one
+        outcome.next_offset = self.insts[after].offset if after < len(self.insts) else None
+        return outcome
 
 
 class _GeneratorEscapes(Exception):
@@ -483,14 +486,11 @@ class BreakHandler:
         if not in_region and inst.opname == "CALL":
             self.mode = "call"
             self.argc = inst.arg
-            kw = [i for i in dis.get_instructions(code) if i.offset < inst.offset]
-            self.kw_names = ()
-            if len(kw) >= 2 and kw[-2].opname == "KW_NAMES":
-                self.kw_names = code.co_consts[kw[-2].arg]
+            self.kw_names = outcome.kw_names
         elif not in_region and inst.opname.startswith(("POP_JUMP", "JUMP_IF")):
             self.mode = "jump"
         self.resume_offset = outcome.resume_offset
-        self.next_offset = _next_offset(code, inst) if self.mode != "native" else None
+        self.next_offset = outcome.next_offset
 
     def __call__(self, func, stack, locals_, cells):
         if self.mode == "call":
@@ -545,14 +545,6 @@ class BreakHandler:
         fn = types.FunctionType(resume_code, func.__globals__, resume_code.co_name, None,
                                 func.__closure__)
         return fn(*bytecode.resume_args(self.code, locals_, cells, stack))
-
-
-def _next_offset(code, inst) -> int:
-    insts = list(dis.get_instructions(code))
-    for i, x in enumerate(insts):
-        if x.offset == inst.offset:
-            return insts[i + 1].offset
-    raise AssertionError("instruction not found")
 
 
 def _state_labels(code, n: int) -> list:
