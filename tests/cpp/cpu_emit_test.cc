@@ -19,6 +19,7 @@
 #include "runtime/ops/random.h"
 #include "runtime/ops/reduce.h"
 #include "runtime/ops/softmax.h"
+#include "tests/cpp/loop_test_util.h"
 
 #include <kiln_catch.h>
 
@@ -35,9 +36,14 @@ using namespace kiln::codegen::cpu;
 
 namespace {
 
-constexpr DType F32 = DType::Float32;
-using Idx = std::span<const IndexExpr>;
-SymInt sym(const char *name) { return SymInt::symbol(name); }
+using test::F32;
+using test::has;
+using test::Idx;
+using test::softmaxProgram;
+using test::sym;
+using test::tolerance;
+using test::values;
+
 const int64_t kSizes[] = {1, 7, 16, 1000, 1031};
 
 Tensor randn(Shape sizes, DType dtype = F32) {
@@ -45,45 +51,9 @@ Tensor randn(Shape sizes, DType dtype = F32) {
   return ops::randn(sizes, F32, &gen).to(dtype);
 }
 
-std::vector<double> values(const Tensor &t) {
-  Tensor d = t.to(DType::Float64).contiguous();
-  return {d.data<double>(), d.data<double>() + d.numel()};
-}
-
-/// Relative tolerance per dtype: float rounding of the compiled code (f32 polynomial math,
-/// float16/bfloat16 rounded once instead of after every op) against the interpreter's doubles.
-double tolerance(DType t) {
-  switch (t) {
-  case DType::Float16:
-    return 2e-3;
-  case DType::BFloat16:
-    return 1.6e-2;
-  case DType::Float32:
-    return 2e-5;
-  case DType::Float64:
-    return 1e-12;
-  default:
-    return 0;
-  }
-}
-
 /// Same shape and dtype; every element within `tol` relative to max(1, |expected|); NaNs match.
 void checkClose(const Tensor &actual, const Tensor &expected, double tol) {
-  REQUIRE(actual.sizes() == expected.sizes());
-  REQUIRE(actual.dtype() == expected.dtype());
-  std::vector<double> a = values(actual), e = values(expected);
-  int64_t bad = 0;
-  for (size_t k = 0; k < a.size() && bad < 5; ++k) {
-    bool ok = std::isnan(e[k])   ? std::isnan(a[k])
-              : std::isinf(e[k]) ? a[k] == e[k]
-                                 : std::abs(a[k] - e[k]) <= tol * std::max(1.0, std::abs(e[k]));
-    if (!ok) {
-      ++bad;
-      INFO("element " << k << " of " << a.size() << ": " << a[k] << " vs " << e[k]);
-      CHECK(ok);
-    }
-  }
-  CHECK(bad == 0);
+  test::checkClose(actual, expected, tol, /*sameDType=*/true);
 }
 
 /// One memory-only kernel cache for the whole test binary.
@@ -111,29 +81,9 @@ std::vector<Tensor> checkAgainstInterpreter(const CompiledProgram &c, std::vecto
   return got;
 }
 
-bool has(const std::string &text, const std::string &what) {
-  return text.find(what) != std::string::npos;
-}
-
 const KernelInfo &kernel(const CompiledProgram &c, size_t k) { return c.module().kernels.at(k); }
 
 int f32Lanes() { return emitOptionsForFeatures(hostTarget().features).vectorBits / 32; }
-
-/// softmax over the last dim of f32[s0, s1] as three loop nodes.
-LoopProgram softmaxProgram() {
-  LoopProgram p;
-  SymInt s0 = sym("s0"), s1 = sym("s1");
-  BufferId x = p.addInput(F32, {s0, s1});
-  BufferId mx = p.reduction(ReductionKind::Max, {s0}, {s1},
-                            [&](Ops &ops, Idx i) { return ops.load(x, {i[0], i[1]}); });
-  BufferId sum = p.reduction(ReductionKind::Sum, {s0}, {s1}, [&](Ops &ops, Idx i) {
-    return ops.exp(ops.load(x, {i[0], i[1]}) - ops.load(mx, {i[0]}));
-  });
-  p.markOutput(p.pointwise({s0, s1}, [&](Ops &ops, Idx i) {
-    return ops.exp(ops.load(x, {i[0], i[1]}) - ops.load(mx, {i[0]})) / ops.load(sum, {i[0]});
-  }));
-  return p;
-}
 
 template <typename Fn> std::string errorOf(ErrorKind kind, Fn &&fn) {
   try {
