@@ -1,23 +1,17 @@
 #include "codegen/cuda/cache.h"
 
+#include "codegen/disk_cache.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
-#include <thread>
-#include <unistd.h>
 
 namespace kiln::codegen::cuda {
 namespace {
-
-namespace fs = std::filesystem;
 
 /// SHA-256 (FIPS 180-4), streaming.
 class Sha256 {
@@ -93,37 +87,14 @@ private:
 };
 
 // [Note: CUDA cache entry format]
-//   magic "KILNCUDA" | u32 format version | u32 key length | the key |
-//   u64 payload size | u64 FNV-1a 64 of the payload      (host byte order)
-constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'C', 'U', 'D', 'A'};
-constexpr uint32_t kFormatVersion = 1;
-constexpr size_t kFixedHeader = 8 + 4 + 4 + 8 + 8;
-
+// The disk cache framing (codegen/disk_cache.h) with magic "KILNCUDA" and an FNV-1a 64 checksum.
 uint64_t fnv1a(std::string_view data) {
   uint64_t h = 0xcbf29ce484222325ULL;
   for (unsigned char c : data)
     h = (h ^ c) * 0x100000001b3ULL;
   return h;
 }
-
-template <typename T> void put(std::string &out, T value) {
-  out.append(reinterpret_cast<const char *>(&value), sizeof(T));
-}
-template <typename T> T get(const std::string &in, size_t offset) {
-  T value;
-  std::memcpy(&value, in.data() + offset, sizeof(T));
-  return value;
-}
-
-/// Whether `data` is a valid entry of `key`.
-bool validEntry(const std::string &data, const std::string &key) {
-  const size_t headerSize = kFixedHeader + key.size();
-  return data.size() >= headerSize && std::memcmp(data.data(), kMagic, sizeof(kMagic)) == 0 &&
-         get<uint32_t>(data, 8) == kFormatVersion && get<uint32_t>(data, 12) == key.size() &&
-         data.compare(16, key.size(), key) == 0 &&
-         get<uint64_t>(data, 16 + key.size()) == data.size() - headerSize &&
-         get<uint64_t>(data, 24 + key.size()) == fnv1a(std::string_view(data).substr(headerSize));
-}
+constexpr EntryFormat kFormat = {{'K', 'I', 'L', 'N', 'C', 'U', 'D', 'A'}, 1, fnv1a};
 
 } // namespace
 
@@ -144,24 +115,13 @@ std::string cudaCacheKey(std::initializer_list<std::string_view> fields) {
 }
 
 std::string CudaCacheStats::str() const {
-  std::string s = fmt::format("hits {} (memory {}, disk {}), misses {}", memoryHits + diskHits,
-                              memoryHits, diskHits, misses);
-  if (corrupt)
-    s += fmt::format(" (corrupt {})", corrupt);
-  if (writeFailures)
-    s += fmt::format(", write failures {}", writeFailures);
-  return s;
+  return cacheStatsText(memoryHits, diskHits, misses,
+                        corrupt ? fmt::format("corrupt {}", corrupt) : "", writeFailures);
 }
 
 CudaCache::CudaCache(std::string dir) : dir_(std::move(dir)) {}
 
-std::string CudaCache::defaultDir() {
-  if (const char *env = std::getenv("KILN_CACHE_DIR"); env && *env)
-    return env;
-  if (const char *home = std::getenv("HOME"); home && *home)
-    return std::string(home) + "/.cache/kiln";
-  return "";
-}
+std::string CudaCache::defaultDir() { return defaultCacheDir(); }
 
 CudaCache &CudaCache::global() {
   static CudaCache cache(defaultDir());
@@ -177,51 +137,21 @@ CudaCache::Entry CudaCache::readEntry(const std::string &key, bool *corrupt) con
   if (dir_.empty())
     return nullptr;
   std::string path = entryPath(key);
-  std::error_code ec;
-  if (!fs::exists(path, ec))
+  bool unreadable = false;
+  std::optional<std::string> data = readFileIfExists(path, &unreadable);
+  if (!data && !unreadable)
     return nullptr;
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  std::string data = std::move(buffer).str();
-  if (in.is_open() && validEntry(data, key))
-    return std::make_shared<const std::string>(data.substr(kFixedHeader + key.size()));
+  if (data && !checkEntry(kFormat, *data, key))
+    return std::make_shared<const std::string>(data->substr(entryHeaderSize(key)));
   *corrupt = true;
-  fs::remove(path, ec); // never trusted again; rebuilt by the caller
+  std::error_code ec;
+  std::filesystem::remove(path, ec); // never trusted again; rebuilt by the caller
   return nullptr;
 }
 
 bool CudaCache::writeEntry(const std::string &key, const std::string &payload) const {
-  if (dir_.empty())
-    return true;
-  static std::atomic<uint64_t> counter{0};
-  std::error_code ec;
-  std::string path = entryPath(key);
-  fs::create_directories(fs::path(path).parent_path(), ec);
-  std::string tmp =
-      fmt::format("{}.tmp.{}.{}.{}", path, ::getpid(),
-                  std::hash<std::thread::id>()(std::this_thread::get_id()), counter.fetch_add(1));
-  {
-    std::string header(kMagic, sizeof(kMagic));
-    put<uint32_t>(header, kFormatVersion);
-    put<uint32_t>(header, static_cast<uint32_t>(key.size()));
-    header += key;
-    put<uint64_t>(header, payload.size());
-    put<uint64_t>(header, fnv1a(payload));
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << header << payload;
-    out.close();
-    if (!out) {
-      fs::remove(tmp, ec);
-      return false;
-    }
-  }
-  fs::rename(tmp, path, ec); // atomic on POSIX: readers see the old entry or the new one
-  if (ec) {
-    fs::remove(tmp, ec);
-    return false;
-  }
-  return true;
+  return dir_.empty() ||
+         writeFileAtomically(entryPath(key), entryHeader(kFormat, key, payload) + payload);
 }
 
 CudaCache::Entry CudaCache::getOrBuild(const std::string &key,
