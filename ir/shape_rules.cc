@@ -329,6 +329,8 @@ std::optional<ValueType> inferResultType(const Node &n, SymAssumptions *assumed)
   case OpKind::Input:
   case OpKind::Output:
   case OpKind::Constant:
+  case OpKind::Weight: // typed by the weights file, as declared
+  case OpKind::SymConstrainRange:
   case OpKind::Call:
     return std::nullopt;
   case OpKind::SymSize: {

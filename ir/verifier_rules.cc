@@ -162,6 +162,27 @@ void checkSymSize(const Node &n) {
   wrapDim(n.attr("dim")->toInt(), in.rank(), "dim");
 }
 
+void checkWeight(const Node &n) {
+  if (n.attr("name")->toString().empty())
+    ruleFails("the 'name' attribute must name a tensor of the weights file");
+  if (!n.result(0)->isTensor())
+    ruleFails("the result must be a tensor, got {}", printType(n.result(0)->type()));
+}
+
+void checkSymConstrainRange(const Node &n) {
+  const std::string &symbol = n.attr("symbol")->toString();
+  bool isSymbol = false;
+  try {
+    isSymbol = !symbol.empty() && SymInt::parse(symbol).symbolName() == symbol;
+  } catch (const std::exception &) {
+  }
+  if (!isSymbol)
+    ruleFails("'symbol' must name a size symbol, got \"{}\"", symbol);
+  int64_t lo = n.attr("min")->toInt(), hi = n.attr("max")->toInt();
+  if (lo < 0 || (hi != -1 && hi < lo))
+    ruleFails("the range [{}, {}] is empty or negative (max = -1: no upper bound)", lo, hi);
+}
+
 void checkCall(const Node &n) {
   if (n.attr("target")->toString().empty())
     ruleFails("the 'target' attribute must name a callable");
@@ -174,6 +195,10 @@ void checkOpRules(const Node &n) {
     return;
   case OpKind::Constant:
     return checkConstant(n);
+  case OpKind::Weight:
+    return checkWeight(n);
+  case OpKind::SymConstrainRange:
+    return checkSymConstrainRange(n);
   case OpKind::SymSize:
     return checkSymSize(n);
   case OpKind::Call: // the results are typed as captured; the callee is opaque

@@ -9,6 +9,7 @@
 /// The object is what the kernel cache stores and what CpuJit links (ORC addObjectFile), so a
 /// warm cache skips everything in this file.
 
+#include "codegen/cpu/compile_dumps.h"
 #include "codegen/cpu/target.h"
 
 #include <memory>
@@ -31,14 +32,6 @@ struct CompileOptions {
   int optLevel = 3;
   /// Fill CompileDumps (for KILN_LOGS=output_code).
   bool dumpStages = false;
-};
-
-/// The stages of one compile as text; empty when not requested or when the cache answered.
-struct CompileDumps {
-  std::string loweredMlir; ///< after the MLIR pipeline (LLVM dialect)
-  std::string llvmIr;      ///< after LLVM optimization
-  std::string assembly;    ///< the target's assembly for the same code as the object
-  bool fromCache = false;  ///< the object came from the kernel cache: no stage ran
 };
 
 /// Compiles MLIR text to an object file image. Throws kiln::Error with MLIR's diagnostics.

@@ -4,15 +4,11 @@
 #include "codegen/cpu/compiled_program.h"
 
 #include "codegen/cpu/launch.h"
+#include "passes/lower/eager_externs.h"
 #include "runtime/error.h"
-#include "runtime/ops/attention.h"
-#include "runtime/ops/conv.h"
-#include "runtime/ops/linalg.h"
-#include "runtime/ops/shape_ops.h"
 
 #include <fmt/format.h>
 
-#include <chrono>
 
 namespace kiln::codegen::cpu {
 
@@ -36,91 +32,20 @@ int64_t product(std::span<const SymInt> syms, const SymbolValues &values) {
   return n;
 }
 
-/// An optional trailing input.
-std::optional<Tensor> optionalInput(std::span<const Tensor> in, size_t k) {
-  return in.size() > k ? std::optional<Tensor>(in[k]) : std::nullopt;
-}
-
-template <typename T>
-T attrOr(const ir::Attributes &attrs, std::string_view name, T fallback,
-         T (ir::Attribute::*get)() const) {
-  auto it = attrs.find(name);
-  return it == attrs.end() ? fallback : (it->second.*get)();
-}
-
-void checkInputs(std::string_view op, std::span<const Tensor> in, size_t lo, size_t hi) {
-  KILN_CHECK_KIND(Value, in.size() >= lo && in.size() <= hi,
-                  "compiled program: extern \"{}\" takes {} to {} inputs, got {}", op, lo, hi,
-                  in.size());
-}
-
-std::map<std::string, CompiledProgram::ExternFn, std::less<>> defaultExterns() {
-  using Attrs = ir::Attributes;
-  std::map<std::string, CompiledProgram::ExternFn, std::less<>> ex;
-  ex["mm"] = [](std::span<const Tensor> in, const Attrs &) -> std::vector<Tensor> {
-    checkInputs("mm", in, 2, 2);
-    return {ops::mm(in[0], in[1])};
-  };
-  ex["bmm"] = [](std::span<const Tensor> in, const Attrs &) -> std::vector<Tensor> {
-    checkInputs("bmm", in, 2, 2);
-    return {ops::bmm(in[0], in[1])};
-  };
-  ex["matmul"] = [](std::span<const Tensor> in, const Attrs &a) -> std::vector<Tensor> {
-    checkInputs("matmul", in, 2, 2);
-    Tensor x = attrOr(a, "transpose_a", false, &ir::Attribute::toBool) ? in[0].mT() : in[0];
-    Tensor y = attrOr(a, "transpose_b", false, &ir::Attribute::toBool) ? in[1].mT() : in[1];
-    return {ops::matmul(x, y)};
-  };
-  ex["linear"] = [](std::span<const Tensor> in, const Attrs &) -> std::vector<Tensor> {
-    checkInputs("linear", in, 2, 3);
-    return {ops::linear(in[0], in[1], optionalInput(in, 2))};
-  };
-  ex["conv2d"] = [](std::span<const Tensor> in, const Attrs &a) -> std::vector<Tensor> {
-    checkInputs("conv2d", in, 2, 3);
-    ops::ConvOptions o;
-    auto list = [&](const char *name, Shape fallback) {
-      auto it = a.find(name);
-      return it == a.end() ? fallback : it->second.toInts();
-    };
-    o.stride = list("stride", {1});
-    o.padding = list("padding", {0});
-    o.dilation = list("dilation", {1});
-    o.groups = attrOr<int64_t>(a, "groups", 1, &ir::Attribute::toInt);
-    return {ops::convolution(2, in[0], in[1], optionalInput(in, 2), o)};
-  };
-  ex["scaled_dot_product_attention"] = [](std::span<const Tensor> in,
-                                          const Attrs &a) -> std::vector<Tensor> {
-    checkInputs("scaled_dot_product_attention", in, 3, 4);
-    auto scale = a.find("scale");
-    return {ops::scaledDotProductAttention(
-        in[0], in[1], in[2], in.size() > 3 ? in[3] : Tensor(), 0.0,
-        attrOr(a, "is_causal", false, &ir::Attribute::toBool),
-        scale == a.end() ? std::nullopt : std::optional<double>(scale->second.toDouble()), false)};
-  };
-  ex["attention"] = ex["scaled_dot_product_attention"];
-  ex["embedding"] = [](std::span<const Tensor> in, const Attrs &a) -> std::vector<Tensor> {
-    checkInputs("embedding", in, 2, 2);
-    auto pad = a.find("padding_idx");
-    return {ops::embedding(
-        in[0], in[1], pad == a.end() ? std::nullopt : std::optional<int64_t>(pad->second.toInt()))};
-  };
-  return ex;
-}
-
 } // namespace
 
 struct CompiledProgram::State {
   LoopProgram program;
   EmittedModule module;
-  std::unique_ptr<CpuJit> jit;
+  std::shared_ptr<const void> codeOwner; ///< keeps the kernels' code loaded
+  CompileDumps dumps;
   std::vector<KernelFn> kernels; ///< parallel to module.kernels
   std::vector<int> kernelOfNode; ///< node → index into kernels, -1 for externs
   /// Per buffer: the last node that reads or writes it (-1: none). An intermediate is freed
   /// after it, so a call holds only the buffers live at each node, not all of them at once.
   std::vector<int> lastUse;
-  std::map<std::string, ExternFn, std::less<>> externs = defaultExterns();
+  std::map<std::string, ExternFn, std::less<>> externs = passes::lower::eagerExterns();
   double seconds = 0;
-  bool fromCache = false;
 
   SymbolValues bind(std::span<const Tensor> inputs, const SymbolValues &given,
                     std::vector<Tensor> &tensors) const;
@@ -140,33 +65,33 @@ CompiledProgram::~CompiledProgram() = default;
 const LoopProgram &CompiledProgram::program() const { return state_->program; }
 const EmittedModule &CompiledProgram::module() const { return state_->module; }
 double CompiledProgram::compileSeconds() const { return state_->seconds; }
-bool CompiledProgram::fromCache() const { return state_->fromCache; }
-CompileDumps CompiledProgram::dumps() const { return state_->jit->dumps(); }
+bool CompiledProgram::fromCache() const { return state_->dumps.fromCache; }
+CompileDumps CompiledProgram::dumps() const { return state_->dumps; }
 
 CompiledProgram &CompiledProgram::registerExtern(const std::string &op, ExternFn fn) {
   state_->externs[op] = std::move(fn);
   return *this;
 }
 
-CompiledProgram compileProgram(const LoopProgram &program, const ProgramOptions &options) {
-  auto start = std::chrono::steady_clock::now();
+CompiledProgram CompiledProgram::fromKernels(LoopProgram program, EmittedModule module,
+                                             std::vector<KernelFn> kernels,
+                                             std::shared_ptr<const void> codeOwner,
+                                             double seconds, CompileDumps dumps) {
+  KILN_CHECK(kernels.size() == module.kernels.size(),
+             "compiled program: {} kernels for a module of {}", kernels.size(),
+             module.kernels.size());
   CompiledProgram compiled;
   CompiledProgram::State &s = *compiled.state_;
-  s.program = program;
-  JitOptions jitOptions = options.jit;
-  if (!jitOptions.cache)
-    jitOptions.cache = &KernelCache::global();
-  s.jit = std::make_unique<CpuJit>(jitOptions);
-  s.module = emitModule(s.program,
-                        options.emit.value_or(emitOptionsForFeatures(s.jit->target().features)));
+  s.program = std::move(program);
+  s.module = std::move(module);
+  s.kernels = std::move(kernels);
+  s.codeOwner = std::move(codeOwner);
+  s.seconds = seconds;
+  s.dumps = std::move(dumps);
   s.kernelOfNode.assign(s.program.nodes().size(), -1);
-  if (!s.module.kernels.empty()) {
-    s.jit->addModule(s.module.text);
-    s.fromCache = s.jit->dumps().fromCache;
-    for (const KernelInfo &k : s.module.kernels) {
-      s.kernelOfNode[k.node] = static_cast<int>(s.kernels.size());
-      s.kernels.push_back(s.jit->lookupKernel(k.name));
-    }
+  for (size_t k = 0; k < s.module.kernels.size(); ++k) {
+    KILN_CHECK(s.kernels[k], "compiled program: kernel {} has no code", s.module.kernels[k].name);
+    s.kernelOfNode[s.module.kernels[k].node] = static_cast<int>(k);
   }
   s.lastUse.assign(s.program.buffers().size(), -1);
   for (size_t k = 0; k < s.program.nodes().size(); ++k)
@@ -174,7 +99,6 @@ CompiledProgram compileProgram(const LoopProgram &program, const ProgramOptions 
       s.lastUse[id.index] = static_cast<int>(k);
   for (BufferId id : s.program.outputs()) // returned: never freed
     s.lastUse[id.index] = static_cast<int>(s.program.nodes().size());
-  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return compiled;
 }
 

@@ -1,9 +1,9 @@
 #pragma once
 /// CompiledProgram: a whole LoopProgram as one executable for the host CPU.
 ///
-/// compileProgram emits one MLIR module for the program (emit.h), compiles it through CpuJit
-/// and the kernel cache (the key hashes the module text, which begins with the program's text,
-/// plus the target), and looks up one kernel per pointwise/reduction node. run() binds the
+/// Its kernels come from the JIT (compileProgram, compile_program.h) or from a library compiled
+/// ahead of time (fromKernels: the AOT runtime links the same emitted module). No LLVM here:
+/// the AOT runtime links this file without the compiler. run() binds the
 /// inputs and size symbols, then runs the nodes in order: a generated kernel through `launch`
 /// over the thread pool (split along its outermost range), an Extern node through kiln's eager
 /// ops (its result is adopted as the buffer when the layouts agree). Each intermediate is
@@ -21,9 +21,11 @@
 ///   scaled_dot_product_attention / attention   (q, k, v, [mask]) {is_causal, scale}
 ///   embedding        (indices, weight) {padding_idx}
 
+#include "codegen/cpu/compile_dumps.h"
 #include "codegen/cpu/emit.h"
-#include "codegen/cpu/jit.h"
+#include "codegen/cpu/launch.h"
 #include "ir/loop/program.h"
+#include "passes/lower/eager_externs.h"
 #include "runtime/tensor.h"
 
 #include <functional>
@@ -35,18 +37,18 @@
 
 namespace kiln::codegen::cpu {
 
-struct ProgramOptions {
-  /// The JIT's options; `jit.cache` null means KernelCache::global().
-  JitOptions jit;
-  /// Emitter options; default: the widest vectors the JIT's target has.
-  std::optional<EmitOptions> emit;
-};
-
 class CompiledProgram {
 public:
   /// Computes an extern node: its input tensors and attributes to one tensor per output buffer.
-  using ExternFn = std::function<std::vector<Tensor>(std::span<const Tensor> inputs,
-                                                     const ir::Attributes &attrs)>;
+  using ExternFn = passes::lower::ExternFn;
+
+  /// A program whose kernels are already in memory: `kernels[k]` implements
+  /// `module.kernels[k]`. `codeOwner` keeps the code alive (a JIT, a loaded library); `seconds`
+  /// and `dumps` describe how the code was made.
+  static CompiledProgram fromKernels(ir::loop::LoopProgram program, EmittedModule module,
+                                     std::vector<KernelFn> kernels,
+                                     std::shared_ptr<const void> codeOwner, double seconds = 0,
+                                     CompileDumps dumps = {});
 
   CompiledProgram(CompiledProgram &&) noexcept;
   CompiledProgram &operator=(CompiledProgram &&) noexcept;
@@ -76,15 +78,9 @@ public:
   CompileDumps dumps() const;
 
 private:
-  friend CompiledProgram compileProgram(const ir::loop::LoopProgram &, const ProgramOptions &);
   struct State;
   CompiledProgram();
   std::unique_ptr<State> state_;
 };
-
-/// Emits, compiles and links `program` (the program is copied). Throws kiln::Error when the
-/// emitter or the JIT fails.
-CompiledProgram compileProgram(const ir::loop::LoopProgram &program,
-                               const ProgramOptions &options = {});
 
 } // namespace kiln::codegen::cpu

@@ -20,7 +20,7 @@
 // every size, stride and assumption. A call that breaks one raises SpecializationError (a
 // ValueError) before anything runs, so the caller can run the graph eagerly instead.
 
-#include "codegen/cpu/compiled_program.h"
+#include "codegen/cpu/compile_program.h"
 #include "codegen/cpu/kernel_cache.h"
 #include "frontend/csrc/bindings.h"
 #include "ir/parser.h"

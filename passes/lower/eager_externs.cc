@@ -2,6 +2,7 @@
 
 #include "passes/lower/eager_externs.h"
 
+#include "ir/loop/interpreter.h"
 #include "runtime/error.h"
 #include "runtime/ops/attention.h"
 #include "runtime/ops/conv.h"
@@ -28,30 +29,35 @@ void expectInputs(const char *op, Inputs in, size_t lo, size_t hi) {
   KILN_CHECK_KIND(Value, in.size() >= lo && in.size() <= hi, "extern {}: {} inputs", op, in.size());
 }
 
-} // namespace
-
-void registerEagerExterns(ir::loop::Interpreter &interp) {
-  interp.registerExtern("matmul", [](Inputs in, const ir::Attributes &attrs) {
+ExternTable buildTable() {
+  ExternTable t;
+  t.emplace("matmul", [](Inputs in, const ir::Attributes &attrs) {
     expectInputs("matmul", in, 2, 2);
     Tensor a = flag(attrs, "transpose_a") ? in[0].mT() : in[0];
     Tensor b = flag(attrs, "transpose_b") ? in[1].mT() : in[1];
     return std::vector<Tensor>{ops::matmul(a, b)};
   });
-  interp.registerExtern("linear", [](Inputs in, const ir::Attributes &) {
-    expectInputs("linear", in, 2, 2);
-    return std::vector<Tensor>{ops::linear(in[0], in[1], std::nullopt)};
+  t.emplace("linear", [](Inputs in, const ir::Attributes &) {
+    expectInputs("linear", in, 2, 3);
+    std::optional<Tensor> bias;
+    if (in.size() == 3)
+      bias = in[2];
+    return std::vector<Tensor>{ops::linear(in[0], in[1], bias)};
   });
-  interp.registerExtern("conv2d", [](Inputs in, const ir::Attributes &attrs) {
-    expectInputs("conv2d", in, 2, 2);
+  t.emplace("conv2d", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("conv2d", in, 2, 3);
     ops::ConvOptions o;
     o.stride = ints(attrs, "stride", {1});
     o.padding = ints(attrs, "padding", {0});
     o.dilation = ints(attrs, "dilation", {1});
     auto g = attrs.find("groups");
     o.groups = g == attrs.end() ? 1 : g->second.toInt();
-    return std::vector<Tensor>{ops::convolution(2, in[0], in[1], std::nullopt, o)};
+    std::optional<Tensor> bias;
+    if (in.size() == 3)
+      bias = in[2];
+    return std::vector<Tensor>{ops::convolution(2, in[0], in[1], bias, o)};
   });
-  interp.registerExtern("scaled_dot_product_attention", [](Inputs in, const ir::Attributes &attrs) {
+  t.emplace("scaled_dot_product_attention", [](Inputs in, const ir::Attributes &attrs) {
     expectInputs("scaled_dot_product_attention", in, 3, 4);
     std::optional<double> scale;
     if (auto it = attrs.find("scale"); it != attrs.end())
@@ -60,10 +66,35 @@ void registerEagerExterns(ir::loop::Interpreter &interp) {
     return std::vector<Tensor>{ops::scaledDotProductAttention(
         in[0], in[1], in[2], mask, 0.0, flag(attrs, "is_causal"), scale, false)};
   });
-  interp.registerExtern("embedding", [](Inputs in, const ir::Attributes &) {
+  t.emplace("embedding", [](Inputs in, const ir::Attributes &attrs) {
     expectInputs("embedding", in, 2, 2);
-    return std::vector<Tensor>{ops::embedding(in[0], in[1])};
+    std::optional<int64_t> pad;
+    if (auto it = attrs.find("padding_idx"); it != attrs.end())
+      pad = it->second.toInt();
+    return std::vector<Tensor>{ops::embedding(in[0], in[1], pad)};
   });
+  t.emplace("mm", [](Inputs in, const ir::Attributes &) {
+    expectInputs("mm", in, 2, 2);
+    return std::vector<Tensor>{ops::mm(in[0], in[1])};
+  });
+  t.emplace("bmm", [](Inputs in, const ir::Attributes &) {
+    expectInputs("bmm", in, 2, 2);
+    return std::vector<Tensor>{ops::bmm(in[0], in[1])};
+  });
+  t["attention"] = t.at("scaled_dot_product_attention");
+  return t;
+}
+
+} // namespace
+
+const ExternTable &eagerExterns() {
+  static const ExternTable table = buildTable();
+  return table;
+}
+
+void registerEagerExterns(ir::loop::Interpreter &interp) {
+  for (const auto &[name, fn] : eagerExterns())
+    interp.registerExtern(name, fn);
 }
 
 } // namespace kiln::passes::lower

@@ -2,7 +2,7 @@
 // reference interpreter (and, where one exists, the eager kernel), at sizes that leave vector
 // tails (1, 7, 16, 1000, 1031).
 
-#include "codegen/cpu/compiled_program.h"
+#include "codegen/cpu/compile_program.h"
 #include "codegen/cpu/emit.h"
 #include "codegen/cpu/kernel_cache.h"
 #include "ir/loop/interpreter.h"
