@@ -1,0 +1,43 @@
+#pragma once
+/// Building libNAME.so, NAME.h and the weights file from a prepared program (kilnc's back end).
+///
+/// The library is three objects linked by the system C compiler driver ($CC, else `cc`) against
+/// libkiln_aot.so: the kernels (compiled by codegen/cpu's LLVM pipeline for the target), a C
+/// glue file declaring the kiln_program_desc and `NAME_create`, and an assembly file whose
+/// `.incbin`s embed the .kir text (and the weights with --weights embed). A version script keeps
+/// every symbol but `NAME_*` local, so several models load into one process. Everything is
+/// written in a temporary folder inside the output folder and renamed into place file by file
+/// at the end, so a failed build leaves no half-written library, header or weights.
+
+#include "driver/prepared_graph.h"
+
+#include <string>
+#include <vector>
+
+namespace kiln::aot {
+
+struct LibraryOptions {
+  std::string name;        ///< NAME (a C identifier)
+  std::string outDir;      ///< where libNAME.so, NAME.h, ... go (created if missing)
+  std::string kirText;     ///< the exported .kir text, as given
+  std::string weightsPath; ///< the safetensors file ("" when the program has no weights)
+  bool embedWeights = false;
+  int optLevel = 3;
+  std::string pipelineOptions; ///< recorded for the runtime ("fuse=1")
+  std::string runtimeDir;      ///< holds libkiln_aot.so and kiln_aot.h
+  bool verbose = false;        ///< print the commands run
+};
+
+/// Compiles and links the library; throws kiln::Error with the failing step's output.
+/// Returns the paths written.
+std::vector<std::string> buildLibrary(const driver::PreparedGraph &graph,
+                                      const LibraryOptions &options);
+
+/// The text of NAME.h: the model's inputs, outputs and ranges as comments and `NAME_create`.
+std::string modelHeader(const driver::PreparedGraph &graph, const std::string &name,
+                        bool embeddedWeights);
+
+/// Writes `data` to `path` atomically (temporary file in the same folder, fsync, rename).
+void writeFileAtomic(const std::string &path, std::string_view data);
+
+} // namespace kiln::aot

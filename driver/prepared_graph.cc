@@ -1,0 +1,334 @@
+// The pipeline from .kir text to a scheduled loop program, and the program's input contract.
+
+#include "driver/prepared_graph.h"
+
+#include "ir/printer.h"
+#include "ir/shape_rules.h"
+#include "ir/verifier.h"
+#include "passes/lower/lowering.h"
+#include "passes/pass_manager.h"
+#include "passes/shape_infer.h"
+#include "runtime/error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+namespace kiln::driver {
+
+namespace {
+
+/// The graph pipeline: every pass of this list that the pass manager knows, in order.
+constexpr std::string_view kDefaultPasses[] = {"functionalize", "simplify", "const-fold",
+                                               "dce",           "cse",      "dce"};
+
+ValueKind scalarKind(ir::ScalarType t) {
+  return t == ir::ScalarType::Int     ? ValueKind::Int
+         : t == ir::ScalarType::Float ? ValueKind::Float
+                                      : ValueKind::Bool;
+}
+
+DType scalarDType(ValueKind k) {
+  return k == ValueKind::Int ? DType::Int64 : k == ValueKind::Float ? DType::Float64 : DType::Bool;
+}
+
+[[noreturn]] void failAt(const ir::Node *n, const ir::ParsedModule &module,
+                         const std::string &filename, std::string message) {
+  ir::Diagnostic d;
+  d.message = std::move(message);
+  d.node = n;
+  throw ir::DiagnosticError(located(std::move(d), module, filename));
+}
+
+/// Takes `sym_constrain_range` nodes out of the graph into `out` (and `assumed` as relations).
+void takeRanges(ir::Graph &graph, const ir::ParsedModule &module, const std::string &filename,
+                PreparedGraph &out) {
+  std::set<std::string, std::less<>> inputSymbols;
+  for (const ir::Value *v : graph.inputs())
+    if (v->isTensor())
+      for (const ir::SymInt &s : v->meta().sizes)
+        s.collectSymbols(inputSymbols);
+  for (ir::Node *n : graph.nodes()) {
+    if (n->op() != ir::OpKind::SymConstrainRange)
+      continue;
+    SymRange r{n->attr("symbol")->toString(), n->attr("min")->toInt(), n->attr("max")->toInt()};
+    if (!inputSymbols.count(r.symbol))
+      failAt(n, module, filename,
+             fmt::format("sym_constrain_range: no input has a size '{}'", r.symbol));
+    for (const SymRange &seen : out.ranges)
+      if (seen.symbol == r.symbol)
+        failAt(n, module, filename,
+               fmt::format("sym_constrain_range: '{}' is constrained twice", r.symbol));
+    ir::SymInt sym = ir::SymInt::parse(r.symbol);
+    out.assumed.push_back({sym, ir::RelOp::Ge, ir::SymInt(r.min)});
+    if (r.max >= 0)
+      out.assumed.push_back({sym, ir::RelOp::Le, ir::SymInt(r.max)});
+    out.ranges.push_back(std::move(r));
+    graph.erase(n);
+  }
+}
+
+/// Turns `weight` nodes into graph inputs after the parameters, recording them in `out`.
+void hoistWeights(ir::Graph &graph, const ir::ParsedModule &module, const std::string &filename,
+                  PreparedGraph &out) {
+  std::map<std::string, ir::Value *, std::less<>> byName;
+  for (ir::Node *n : graph.nodes()) {
+    if (n->op() != ir::OpKind::Weight)
+      continue;
+    const std::string &name = n->attr("name")->toString();
+    const ir::TensorMeta &m = n->result()->meta();
+    WeightSpec spec{name, m.dtype, {}};
+    for (const ir::SymInt &s : m.sizes) {
+      if (!s.isConstant())
+        failAt(n, module, filename,
+               fmt::format("weight \"{}\" must have constant sizes, got {}", name,
+                           ir::printType(n->result()->type())));
+      spec.sizes.push_back(*s.constant());
+    }
+    if (!m.isContiguous())
+      failAt(n, module, filename, fmt::format("weight \"{}\" must be contiguous", name));
+    auto [it, fresh] = byName.try_emplace(name, nullptr);
+    if (fresh) {
+      it->second = graph.addInput(n->result()->type(), fmt::format("weight{}", out.weights.size()),
+                                  n->loc());
+      out.weights.push_back(std::move(spec));
+    } else if (it->second->type() != n->result()->type()) {
+      failAt(n, module, filename,
+             fmt::format("weight \"{}\" is used with two types: {} and {}", name,
+                         ir::printType(it->second->type()), ir::printType(n->result()->type())));
+    }
+    n->result()->replaceAllUsesWith(it->second);
+    graph.erase(n);
+  }
+}
+
+/// A size that is a function of one unbound symbol: the symbol's value making it `size`, when
+/// the expression is linear in it (`s0*2 + 1`), else nullopt.
+std::optional<int64_t> solveLinear(const ir::SymInt &expr, const std::string &symbol,
+                                   ir::SymbolValues values, int64_t size) {
+  values[symbol] = 0;
+  int64_t at0 = expr.evaluate(values);
+  values[symbol] = 1;
+  int64_t slope = expr.evaluate(values) - at0;
+  if (slope == 0 || (size - at0) % slope != 0)
+    return std::nullopt;
+  values[symbol] = (size - at0) / slope;
+  if (expr.evaluate(values) != size)
+    return std::nullopt;
+  return values[symbol];
+}
+
+} // namespace
+
+std::string defaultPipeline() {
+  std::string out;
+  for (std::string_view name : kDefaultPasses) {
+    for (const passes::PassInfo &info : passes::registeredPasses()) {
+      if (info.name == name) {
+        out += (out.empty() ? "" : ",") + std::string(name);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+ir::Diagnostic located(ir::Diagnostic d, const ir::ParsedModule &module,
+                       const std::string &filename) {
+  d.buffer = filename;
+  if (d.node) {
+    if (auto it = module.positions.find(d.node); it != module.positions.end())
+      d.pos = it->second;
+    if (d.node->loc().known())
+      d.message += fmt::format(" (from {}:{})", d.node->loc().file, d.node->loc().line);
+  }
+  return d;
+}
+
+std::unique_ptr<ir::Graph> parseTyped(std::string_view text, const std::string &filename,
+                                      ir::ParsedModule &module, ir::SymAssumptions *assumed) {
+  module = ir::parseModule(text, filename);
+  KILN_CHECK_KIND(Value, module.graphs.size() == 1, "{}: expected one graph, found {}", filename,
+                  module.graphs.size());
+  ir::Graph &graph = *module.graphs[0];
+  try {
+    passes::ShapeInference inference = passes::inferShapes(graph);
+    if (assumed)
+      *assumed = std::move(inference.assumed);
+  } catch (const ir::DiagnosticError &e) {
+    throw ir::DiagnosticError(located(e.diagnostic(), module, filename));
+  }
+  if (std::optional<ir::Diagnostic> d = ir::verify(graph))
+    throw ir::DiagnosticError(located(std::move(*d), module, filename));
+  return std::move(module.graphs[0]);
+}
+
+PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options) {
+  const std::string &filename = options.filename;
+  PreparedGraph out;
+  ir::ParsedModule module;
+  ir::SymAssumptions assumed;
+  std::unique_ptr<ir::Graph> graph = parseTyped(text, filename, module, &assumed);
+  out.name = graph->name();
+  for (const ir::SymRelation &r : assumed.relations())
+    out.assumed.push_back(r);
+  if (const ir::Attribute *spec = graph->returnNode()->attr("out_spec"))
+    out.outSpec = spec->toString();
+
+  // Inputs and outputs as the caller sees them (passes keep their number and order).
+  std::vector<ir::Value *> ins = graph->inputs();
+  for (size_t k = 0; k < ins.size(); ++k) {
+    InputSpec spec;
+    spec.name = ins[k]->name().empty() ? fmt::format("arg{}", k) : ins[k]->name();
+    if (ins[k]->isTensor()) {
+      const ir::TensorMeta &m = ins[k]->meta();
+      spec.sizes = m.sizes;
+      spec.strides = m.strides;
+      spec.contiguous = m.isContiguous();
+      spec.dtype = m.dtype;
+    } else {
+      spec.kind = scalarKind(ins[k]->type().scalar());
+      spec.dtype = scalarDType(spec.kind);
+      if (auto it = options.inputSymbols.find(static_cast<int>(k));
+          it != options.inputSymbols.end())
+        spec.value = ir::SymInt::parse(it->second);
+    }
+    out.inputs.push_back(std::move(spec));
+  }
+  // An output that is an input in the text is that very object; one that a pass (`x * 1` →
+  // x) turned into an input is still a fresh tensor, as eager code makes it.
+  for (const ir::Value *v : graph->outputs()) {
+    OutputSpec spec;
+    auto it = std::find(ins.begin(), ins.end(), v);
+    spec.aliasOf = it == ins.end() ? -1 : static_cast<int>(it - ins.begin());
+    if (v->isTensor()) {
+      spec.dtype = v->meta().dtype;
+      spec.sizes = v->meta().sizes;
+    } else {
+      spec.kind = scalarKind(v->type().scalar());
+      spec.dtype = scalarDType(spec.kind);
+    }
+    out.outputs.push_back(std::move(spec));
+  }
+  takeRanges(*graph, module, filename, out);
+  hoistWeights(*graph, module, filename, out);
+
+  std::string pipeline = options.pipeline.value_or(defaultPipeline());
+  if (!pipeline.empty()) {
+    passes::PassManager pm;
+    pm.addPipeline(pipeline);
+    try {
+      pm.run(*graph);
+    } catch (const ir::DiagnosticError &e) {
+      throw ir::DiagnosticError(located(e.diagnostic(), module, filename));
+    }
+  }
+  out.graphText = ir::printGraph(*graph);
+
+  ir::loop::LoopProgram lowered;
+  try {
+    lowered = passes::lower::lowerGraph(*graph);
+  } catch (const ir::DiagnosticError &e) {
+    // Point at the optimized graph's text when the node is not in the input (a pass made it).
+    throw LoweringDeclined(located(e.diagnostic(), module, filename).str());
+  }
+  passes::schedule::ScheduleOptions scheduleOptions;
+  scheduleOptions.fuse = options.fuse;
+  out.schedule = passes::schedule::schedule(lowered, scheduleOptions);
+  out.loopText = out.schedule.str();
+  for (const passes::schedule::Kernel &k : out.schedule.kernels)
+    (k.kind == passes::schedule::KernelKind::Extern ? out.externKernels : out.kernels) += 1;
+  return out;
+}
+
+ir::SymbolValues PreparedGraph::bindSymbols(std::span<const Tensor> tensors,
+                                            std::span<const std::optional<int64_t>> ints) const {
+  KILN_CHECK(tensors.size() == inputs.size() && ints.size() == inputs.size(),
+             "bindSymbols: {} inputs for a graph of {}", tensors.size(), inputs.size());
+  ir::SymbolValues values;
+  auto bind = [&](const std::string &name, int64_t v, size_t k) {
+    auto [it, fresh] = values.try_emplace(name, v);
+    if (!fresh && it->second != v)
+      throw SpecializationError(fmt::format("size {} is {} but input {} makes it {}", name,
+                                            it->second, inputs[k].name, v));
+  };
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const InputSpec &in = inputs[k];
+    if (in.kind != ValueKind::Tensor) {
+      if (in.value && ints[k] && !in.value->symbolName().empty())
+        bind(std::string(in.value->symbolName()), *ints[k], k);
+      continue;
+    }
+    for (size_t d = 0; d < in.sizes.size(); ++d)
+      if (std::string_view s = in.sizes[d].symbolName(); !s.empty())
+        bind(std::string(s), tensors[k].size(static_cast<int64_t>(d)), k);
+  }
+  // Sizes that are expressions in one symbol no input gives directly (`s0*2`).
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    for (size_t d = 0; inputs[k].kind == ValueKind::Tensor && d < inputs[k].sizes.size(); ++d) {
+      std::set<std::string, std::less<>> syms;
+      inputs[k].sizes[d].collectSymbols(syms);
+      std::vector<std::string> unbound;
+      for (const std::string &s : syms)
+        if (!values.count(s))
+          unbound.push_back(s);
+      if (unbound.size() != 1)
+        continue;
+      int64_t size = tensors[k].size(static_cast<int64_t>(d));
+      if (std::optional<int64_t> v = solveLinear(inputs[k].sizes[d], unbound[0], values, size))
+        values[unbound[0]] = *v;
+    }
+  }
+  for (const SymRange &r : ranges) {
+    auto it = values.find(r.symbol);
+    if (it != values.end() && (it->second < r.min || (r.max >= 0 && it->second > r.max)))
+      throw SpecializationError(
+          fmt::format("size {} = {} is outside its range [{}, {}]", r.symbol, it->second, r.min,
+                      r.max < 0 ? std::string("inf") : std::to_string(r.max)));
+  }
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const InputSpec &in = inputs[k];
+    if (in.kind != ValueKind::Tensor)
+      continue;
+    const Tensor &t = tensors[k];
+    for (size_t d = 0; d < in.sizes.size(); ++d) {
+      std::set<std::string, std::less<>> syms;
+      in.sizes[d].collectSymbols(syms);
+      for (const std::string &s : syms)
+        if (!values.count(s))
+          throw SpecializationError(fmt::format("size {} of input {} has no value (size {})", s,
+                                                in.name, in.sizes[d].str()));
+      int64_t want = in.sizes[d].evaluate(values);
+      if (want != t.size(static_cast<int64_t>(d)))
+        throw SpecializationError(fmt::format("input {} has shape {}, the graph expects size "
+                                              "{} = {} in dim {}",
+                                              in.name, t.shapeStr(), in.sizes[d].str(), want, d));
+      if (!in.contiguous && want > 1 &&
+          in.strides[d].evaluate(values) != t.stride(static_cast<int64_t>(d)))
+        throw SpecializationError(
+            fmt::format("input {} has strides {}, the graph expects stride {} in dim {}", in.name,
+                        shapeToString(t.strides()), in.strides[d].str(), d));
+    }
+  }
+  for (const std::string &s : schedule.program.sizeSymbols())
+    if (!values.count(s))
+      throw SpecializationError(fmt::format("no input gives size symbol {} a value", s));
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const InputSpec &in = inputs[k];
+    if (in.kind == ValueKind::Tensor || !in.value || !ints[k])
+      continue;
+    std::set<std::string, std::less<>> syms;
+    in.value->collectSymbols(syms);
+    bool known = std::all_of(syms.begin(), syms.end(), [&](auto &s) { return values.count(s); });
+    if (known && in.value->evaluate(values) != *ints[k])
+      throw SpecializationError(fmt::format("int input {} is {}, the graph was compiled for {}",
+                                            in.name, *ints[k], in.value->str()));
+  }
+  for (const ir::SymRelation &r : assumed)
+    if (!r.evaluate(values))
+      throw SpecializationError(fmt::format("the compiled graph assumed {}", r.str()));
+  return values;
+}
+
+} // namespace kiln::driver

@@ -1,0 +1,132 @@
+#pragma once
+/// The one pipeline a `.kir` graph becomes a program through, shared by kiln.compile's backend
+/// (frontend/csrc/bind_compiler.cc), `kilnc` and the AOT runtime (aot/):
+///
+///   parse → shape-infer → verify → exported-program nodes out of the graph (`weight` nodes
+///   become trailing inputs, `sym_constrain_range` nodes become assumptions) → graph passes →
+///   lower (passes/lower) → schedule (passes/schedule)
+///
+/// and the contract at the program's boundary: what each input must be (InputSpec, WeightSpec,
+/// the assumptions) and how a call's inputs bind the size symbols (bindSymbols). The same text
+/// always gives the same program, so a library compiled ahead of time and the runtime that
+/// loads it agree on every kernel (see aot/README.md).
+///
+/// [Note: specialization checks]
+/// A program assumes what its .kir text says about its inputs: dtypes, ranks, sizes as symbolic
+/// expressions, the strides of non-contiguous inputs, the equalities shape-infer assumed
+/// (`s0 == s1` where two symbolic sizes broadcast) and the ranges of `sym_constrain_range`. A
+/// call binds the symbols from the input shapes (a size that is exactly a symbol, or an
+/// expression in one unbound symbol that can be solved: `s0*2`), from scalar inputs named as
+/// symbols, then checks every size, stride and assumption; one that breaks any of them throws
+/// SpecializationError before anything runs.
+
+#include "ir/diagnostic.h"
+#include "ir/graph.h"
+#include "ir/parser.h"
+#include "ir/shape_rules.h"
+#include "ir/sym_int.h"
+#include "passes/schedule/schedule.h"
+#include "runtime/tensor.h"
+
+#include <map>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kiln::driver {
+
+/// A node that lowering declines (an opaque `call`, an op without a lowering): the message names
+/// the node, its op and the user's source line.
+struct LoweringDeclined : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Inputs that break what the program assumed (see [Note: specialization checks]).
+struct SpecializationError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct PipelineOptions {
+  std::string filename = "<kir>";
+  /// Graph passes; nullopt: defaultPipeline().
+  std::optional<std::string> pipeline;
+  bool fuse = true;
+  /// {input index: SymInt text} for int inputs: a symbol is bound from the int, an expression
+  /// or constant is checked against it.
+  std::map<int, std::string> inputSymbols;
+};
+
+enum class ValueKind : uint8_t { Tensor, Int, Float, Bool };
+
+/// A graph parameter as callers see it.
+struct InputSpec {
+  std::string name;
+  ValueKind kind = ValueKind::Tensor;
+  DType dtype = DType::Float32; ///< the program buffer's dtype (int64/float64/bool for scalars)
+  std::vector<ir::SymInt> sizes, strides;
+  bool contiguous = true;
+  /// An int input whose value the graph used: a symbol (bound from it) or an expression or
+  /// constant (checked against it).
+  std::optional<ir::SymInt> value;
+};
+
+/// A `weight` node: bound after the inputs, from the weights file.
+struct WeightSpec {
+  std::string name; ///< the safetensors key
+  DType dtype = DType::Float32;
+  Shape sizes;
+};
+
+struct OutputSpec {
+  ValueKind kind = ValueKind::Tensor;
+  DType dtype = DType::Float32;
+  std::vector<ir::SymInt> sizes;
+  int aliasOf = -1; ///< the graph input this output is, or -1
+};
+
+/// `sym_constrain_range`: min <= symbol <= max (max = -1: no upper bound).
+struct SymRange {
+  std::string symbol;
+  int64_t min = 0, max = -1;
+};
+
+struct PreparedGraph {
+  std::string name;
+  std::vector<InputSpec> inputs;
+  std::vector<WeightSpec> weights;
+  std::vector<OutputSpec> outputs;
+  std::vector<SymRange> ranges;
+  /// shape-infer's assumptions and the ranges, as relations.
+  std::vector<ir::SymRelation> assumed;
+  std::string outSpec;   ///< the return's out_spec attribute ("" when absent)
+  std::string graphText; ///< after the graph passes
+  std::string loopText;  ///< the scheduled loop program
+  passes::schedule::Schedule schedule;
+  size_t kernels = 0, externKernels = 0;
+
+  /// Checks a call's inputs (tensors; 0-d tensors for scalar inputs, `ints` holding the value
+  /// of int inputs) and binds every size symbol of the program. Throws SpecializationError.
+  ir::SymbolValues bindSymbols(std::span<const Tensor> inputs,
+                               std::span<const std::optional<int64_t>> ints) const;
+};
+
+/// The graph passes run by default: the registered subset of
+/// functionalize, simplify, const-fold, dce, cse, dce.
+std::string defaultPipeline();
+
+/// `d` pointing at the line of the parsed text that defines its node, naming the user's line.
+ir::Diagnostic located(ir::Diagnostic d, const ir::ParsedModule &module,
+                       const std::string &filename);
+
+/// The single graph of `text`, typed by shape-infer and verified; DiagnosticError otherwise.
+/// `assumed` receives shape-infer's assumptions.
+std::unique_ptr<ir::Graph> parseTyped(std::string_view text, const std::string &filename,
+                                      ir::ParsedModule &module, ir::SymAssumptions *assumed);
+
+/// Runs the whole pipeline. Throws ir::DiagnosticError for invalid text, LoweringDeclined when
+/// a node does not lower.
+PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options = {});
+
+} // namespace kiln::driver
