@@ -24,7 +24,7 @@ std::string joinShape(std::span<const ir::SymInt> sizes) {
   return out + "]";
 }
 
-/// The folder of the shared object that holds `address` (libNAME.so for its desc).
+/// The folder of the shared object that holds `address` (libNAME.so for its embedded .kir).
 std::string libraryDir(const void *address) {
   Dl_info info{};
   if (!dladdr(address, &info) || !info.dli_fname)
@@ -157,7 +157,7 @@ void AotModel::bindWeights(const kiln_program_desc &desc, const char *weightsPat
       view = &embedded;
     } else {
       std::string path = weightsPath         ? std::string(weightsPath)
-                         : desc.weights_file ? libraryDir(&desc) + "/" + desc.weights_file
+                         : desc.weights_file ? libraryDir(desc.kir) + "/" + desc.weights_file
                                              : std::string();
       if (path.empty())
         throw AotError(KILN_ERROR_WEIGHTS,

@@ -1,0 +1,108 @@
+// The driver pipeline's handling of exported programs: weight nodes become trailing inputs,
+// sym_constrain_range nodes become checked ranges, and every misuse is a diagnostic that points
+// at the node.
+
+#include "driver/prepared_graph.h"
+
+#include <kiln_catch.h>
+
+using namespace kiln;
+
+namespace {
+
+constexpr const char *kProgram = R"(graph @f(%x: f32[batch, 4]) {
+  sym_constrain_range() {max = 64, min = 2, symbol = "batch"}
+  %w = weight() {name = "w"} : f32[4]
+  %v = weight() {name = "w"} : f32[4]
+  %0 = add(%x, %w) : f32[batch, 4]
+  %1 = mul(%0, %v) : f32[batch, 4]
+  return %1 {out_spec = "%0"}
+}
+)";
+
+bool has(const std::string &text, std::string_view part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::string errorOf(const std::string &text) {
+  try {
+    driver::prepareGraph(text);
+  } catch (const std::exception &e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+TEST_CASE("weights become inputs after the parameters, one per name") {
+  driver::PreparedGraph g = driver::prepareGraph(kProgram);
+  REQUIRE(g.inputs.size() == 1);
+  CHECK(g.inputs[0].name == "x");
+  REQUIRE(g.weights.size() == 1);
+  CHECK(g.weights[0].name == "w");
+  CHECK(g.weights[0].sizes == Shape{4});
+  CHECK(g.schedule.program.inputs().size() == 2);
+  CHECK(g.outSpec == "%0");
+  REQUIRE(g.ranges.size() == 1);
+  CHECK(g.ranges[0].symbol == "batch");
+  CHECK(g.ranges[0].min == 2);
+  CHECK(g.ranges[0].max == 64);
+}
+
+TEST_CASE("bindSymbols checks the ranges") {
+  driver::PreparedGraph g = driver::prepareGraph(kProgram);
+  std::vector<std::optional<int64_t>> ints(1);
+  std::vector<Tensor> ok = {Tensor::empty({5, 4}, DType::Float32)};
+  CHECK(g.bindSymbols(ok, ints).at("batch") == 5);
+  std::vector<Tensor> big = {Tensor::empty({65, 4}, DType::Float32)};
+  std::string message;
+  try {
+    g.bindSymbols(big, ints);
+  } catch (const driver::SpecializationError &e) {
+    message = e.what();
+  }
+  CHECK(has(message, "size batch = 65 is outside its range [2, 64]"));
+  std::vector<Tensor> wrong = {Tensor::empty({5, 3}, DType::Float32)};
+  message.clear();
+  try {
+    g.bindSymbols(wrong, ints);
+  } catch (const driver::SpecializationError &e) {
+    message = e.what();
+  }
+  CHECK(has(message, "input x has shape [5, 3], the graph expects size 4"));
+}
+
+TEST_CASE("misused exported-program nodes are diagnostics at the node") {
+  std::string twoTypes = kProgram;
+  twoTypes.replace(twoTypes.find("%v = weight() {name = \"w\"} : f32[4]"), 35,
+                   "%v = weight() {name = \"w\"} : f64[4]");
+  CHECK(has(errorOf(twoTypes), "<kir>:4:3"));
+  CHECK(has(errorOf(twoTypes), "weight \"w\" is used with two types"));
+  std::string symbolic = R"(graph @f(%x: f32[s0]) {
+  %w = weight() {name = "w"} : f32[s0]
+  return %w
+}
+)";
+  CHECK(has(errorOf(symbolic), "must have constant sizes"));
+  std::string unknown = R"(graph @f(%x: f32[4]) {
+  sym_constrain_range() {max = -1, min = 2, symbol = "n"}
+  return %x
+}
+)";
+  CHECK(has(errorOf(unknown), "<kir>:2:3"));
+  CHECK(has(errorOf(unknown), "no input has a size 'n'"));
+  std::string twice = R"(graph @f(%x: f32[n]) {
+  sym_constrain_range() {max = -1, min = 2, symbol = "n"}
+  sym_constrain_range() {max = 9, min = 2, symbol = "n"}
+  return %x
+}
+)";
+  CHECK(has(errorOf(twice), "'n' is constrained twice"));
+  std::string empty = R"(graph @f(%x: f32[n]) {
+  sym_constrain_range() {max = 1, min = 2, symbol = "n"}
+  return %x
+}
+)";
+  CHECK(has(errorOf(empty), "the range [2, 1] is empty"));
+}
