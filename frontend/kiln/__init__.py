@@ -40,3 +40,4 @@ from kiln._capture.compile import compile  # noqa: E402,F401,A001,I001 - torch s
 from kiln._capture.context import mark_dynamic, mark_static  # noqa: E402,F401,I001
 from kiln._capture.explain import explain  # noqa: E402,F401,I001
 from kiln import cuda  # noqa: E402,F401,I001
+from kiln._export import Dim, ExportedProgram, export, load_exported  # noqa: E402,F401,I001

@@ -20,11 +20,12 @@ import math
 import operator
 import os
 import re
+from dataclasses import dataclass, field
 
 import kiln
 from kiln._capture.graph import Graph, Node, sanitize_name, sym_size, target_name
 
-__all__ = ["Decline", "graph_to_kir"]
+__all__ = ["Decline", "ExportOptions", "graph_to_kir"]
 
 _DTYPE_SHORT = {
     "bool": "b8", "uint8": "u8", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
@@ -36,6 +37,25 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 class Decline(Exception):  # noqa: N818 - a signal, not an error
     """Raised by a lowering that cannot express a call as its op; the call becomes ``call``."""
+
+
+@dataclass
+class ExportOptions:
+    """How kiln.export writes a graph (frontend/kiln/_export): the program's own form of it.
+
+    Placeholders named in `weights` become ``weight() {name = "<key>"}`` nodes (tensors of the
+    program's weights file) instead of parameters; those in `input_names` keep a parameter named
+    after the function's argument. `symbols` renames the capture's size symbols (``s0`` ->
+    ``batch``), `ranges` adds one ``sym_constrain_range`` per symbol after the parameters
+    (max -1: unbounded), and `out_spec` is recorded on the return (how the function packed its
+    outputs; ``%k`` is return operand k, so every output must be a single value).
+    """
+
+    input_names: dict = field(default_factory=dict)  # id(placeholder) -> parameter name
+    weights: dict = field(default_factory=dict)  # id(placeholder) -> weights-file key
+    symbols: dict = field(default_factory=dict)  # capture symbol -> exported symbol name
+    ranges: list = field(default_factory=list)  # (symbol, min, max or -1)
+    out_spec: str | None = None
 
 
 # --- Text of attribute values (the C++ Attribute::str spellings) --------------------------------
@@ -131,8 +151,9 @@ def scalar_type(value) -> str | None:
 class KirWriter:
     """Writes one graph; graph_kir_ops.py lowers each call node through its helpers."""
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, export: ExportOptions | None = None):
         self.graph = graph
+        self.export = export
         self.lines: list[str] = []
         self.values: dict[int, object] = {}  # id(node) -> Val | tuple of (Val | None) | None
         self._count = 0
@@ -155,6 +176,12 @@ class KirWriter:
         if type(entry) is int:
             return str(entry)
         entry = str(entry)
+        if self.export is not None and self.export.symbols:
+            renamed = self.export.symbols
+            entry = re.sub(r"\b[A-Za-z_][A-Za-z0-9_]*\b",
+                           lambda m: renamed.get(m.group(0), m.group(0)), entry)
+            if entry in renamed.values():
+                return entry
         if _SYMBOL.match(entry):
             return entry
         if _IDENT.match(entry):  # a named size: renamed s<k> so the text follows the convention
@@ -297,11 +324,17 @@ class KirWriter:
         if t is None:
             self.values[id(node)] = None
             return None
+        if self.export is not None and id(node) in self.export.weights:
+            self.values[id(node)] = Val("", t)  # written as a weight node after the parameters
+            return None
         sym = None
         if t == "int":  # a dynamic int input names its symbol in meta["sym"] or sym_sizes[0]
             given = node.meta.get("sym") or (node.meta.get("sym_sizes") or [None])[0]
             sym = self._symbol_text(given) if given is not None else str(example)
-        val = Val(f"%{node.name}", t, sym)
+        name = node.name
+        if self.export is not None:
+            name = self.export.input_names.get(id(node), name)
+        val = Val(f"%{name}", t, sym)
         self.values[id(node)] = val
         loc = node.meta.get("loc")
         where = f" loc({quote(os.path.basename(str(loc[0])))}:{int(loc[1])})" if loc else ""
@@ -374,6 +407,20 @@ class KirWriter:
         else:
             self.values[id(node)] = vals[0]
 
+    def _export_prologue(self) -> None:
+        """The range of each exported symbol, then the weight nodes, in placeholder order."""
+        for symbol, lo, hi in self.export.ranges:
+            attrs = [("max", str(hi)), ("min", str(lo)), ("symbol", quote(symbol))]
+            self.emit("sym_constrain_range", [], attrs, [])
+        for node in self.graph.inputs:
+            key = self.export.weights.get(id(node))
+            if key is None:
+                continue
+            t = self.values[id(node)].type
+            t = TensorType(t.dtype, t.sizes, [], t.device, True)  # the file holds it contiguous
+            (val,) = self.emit("weight", [], [("name", quote(key))], [t])
+            self.values[id(node)] = val
+
     def write(self) -> str:
         params = []
         for node in self.graph.inputs:
@@ -384,11 +431,15 @@ class KirWriter:
             param = self._input(node)
             if param is not None:
                 params.append(param)
+        if self.export is not None:
+            self._export_prologue()
         for node in self.graph.nodes:
             if node.op == "call":
                 self._call(node)
         outs: list[str] = []
-        for v in self.graph.outputs:
+        for i, v in enumerate(self.graph.outputs):
+            if self.export is not None and len(outs) != i:
+                raise ValueError(f"graph output {i - 1} is not a single tensor or number")
             val = self.value_of(v) if isinstance(v, Node) else None
             if isinstance(val, Val):
                 outs.append(val.ref)
@@ -396,7 +447,13 @@ class KirWriter:
                 outs.extend(x.ref for x in val if x is not None)
             elif not isinstance(v, Node) and scalar_type(v) is not None:
                 outs.append(self.constant(v).ref)
-        self.lines.append("  return" + (" " + ", ".join(outs) if outs else ""))
+        if self.export is not None and len(outs) != len(self.graph.outputs):
+            raise ValueError(f"graph output {len(self.graph.outputs) - 1} is not a single tensor "
+                             "or number")
+        ret = "  return" + (" " + ", ".join(outs) if outs else "")
+        if self.export is not None and self.export.out_spec is not None:
+            ret += f" {{out_spec = {quote(self.export.out_spec)}}}"
+        self.lines.append(ret)
         name = sanitize_name(self.graph.name)
         return f"graph @{name}({', '.join(params)}) {{\n" + "\n".join(self.lines) + "\n}\n"
 
@@ -435,12 +492,13 @@ def _arg_text(v, text) -> str:
     return f"<{type(v).__qualname__}>"
 
 
-def graph_to_kir(graph: Graph) -> str:
+def graph_to_kir(graph: Graph, export: ExportOptions | None = None) -> str:
     """The .kir text of `graph` (one ``graph @name(...) { ... }`` block).
 
     The writer types each result by its example value; the shape-infer pass
     (``kiln._C._ir.infer_shapes``) then recomputes every result type from the graph's inputs, so
     a dynamic capture's results carry its symbols (``f32[s0, 16]`` after an ``f32[s0, 8]``
     input) instead of the example's sizes. ``call`` results keep the types the capture observed.
+    `export` writes the graph as kiln.export's program (see ExportOptions).
     """
-    return kiln._C._ir.infer_shapes(KirWriter(graph).write(), f"{graph.name}.kir")
+    return kiln._C._ir.infer_shapes(KirWriter(graph, export).write(), f"{graph.name}.kir")
