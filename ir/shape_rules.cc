@@ -3,6 +3,7 @@
 
 #include "ir/shape_rules.h"
 
+#include "ir/shape_rules_nn_impl.h"
 #include "ir/verifier_impl.h"
 
 #include <algorithm>
@@ -356,6 +357,15 @@ std::optional<ValueType> inferResultType(const Node &n, SymAssumptions *assumed)
     return contiguous(tensorOperand(n, 0).dtype, tensorOperand(n, 0).sizes);
   case OpKind::Embedding:
     return contiguous(tensorOperand(n, 1).dtype, embeddingSizes(n));
+  case OpKind::Arange:
+    return contiguous(arangeDType(n), arangeSizes(n));
+  case OpKind::Contiguous:
+  case OpKind::BatchNorm:
+    return contiguous(tensorOperand(n, 0).dtype, tensorOperand(n, 0).sizes);
+  case OpKind::MaxPool2d:
+  case OpKind::AvgPool2d:
+  case OpKind::AdaptiveAvgPool2d:
+    return contiguous(tensorOperand(n, 0).dtype, poolSizes(n));
   case OpKind::SliceScatter:
   case OpKind::SelectScatter:
     scatterSourceSizes(n, assumed);

@@ -1,6 +1,7 @@
 // Verifier rules for elementwise ops, reductions, constants and the ops of captured programs
 // (sym_size, call), plus the shared helpers. What results must be is computed in shape_rules.cc.
 
+#include "ir/shape_rules_nn_impl.h"
 #include "ir/verifier_impl.h"
 
 #include <algorithm>
@@ -217,6 +218,16 @@ void checkOpRules(const Node &n) {
     return checkLayerNorm(n);
   case OpKind::Embedding:
     return checkEmbedding(n);
+  case OpKind::Arange:
+    return checkArange(n);
+  case OpKind::Contiguous:
+    return checkContiguous(n);
+  case OpKind::BatchNorm:
+    return checkBatchNorm(n);
+  case OpKind::MaxPool2d:
+  case OpKind::AvgPool2d:
+  case OpKind::AdaptiveAvgPool2d:
+    return checkPool(n);
   case OpKind::SliceScatter:
   case OpKind::SelectScatter:
     return checkScatter(n);

@@ -7,6 +7,7 @@
 #include "runtime/ops/attention.h"
 #include "runtime/ops/conv.h"
 #include "runtime/ops/linalg.h"
+#include "runtime/ops/pool.h"
 #include "runtime/ops/shape_ops.h"
 
 namespace kiln::passes::lower {
@@ -27,6 +28,41 @@ Shape ints(const ir::Attributes &attrs, const char *name, Shape fallback) {
 
 void expectInputs(const char *op, Inputs in, size_t lo, size_t hi) {
   KILN_CHECK_KIND(Value, in.size() >= lo && in.size() <= hi, "extern {}: {} inputs", op, in.size());
+}
+
+/// The window options of a max_pool2d / avg_pool2d extern (absent lists take torch's defaults).
+ops::PoolOptions poolOptions(const ir::Attributes &attrs) {
+  ops::PoolOptions o;
+  o.kernelSize = ints(attrs, "kernel_size", {});
+  o.stride = ints(attrs, "stride", {});
+  o.padding = ints(attrs, "padding", {0});
+  o.dilation = ints(attrs, "dilation", {1});
+  o.ceilMode = flag(attrs, "ceil_mode");
+  return o;
+}
+
+void addPools(ExternTable &t) {
+  t.emplace("max_pool2d", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("max_pool2d", in, 1, 1);
+    return std::vector<Tensor>{ops::maxPool(2, in[0], poolOptions(attrs), false).first};
+  });
+  t.emplace("avg_pool2d", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("avg_pool2d", in, 1, 1);
+    auto include = attrs.find("count_include_pad");
+    std::optional<int64_t> divisor;
+    if (auto it = attrs.find("divisor_override"); it != attrs.end())
+      divisor = it->second.toInt();
+    bool countIncludePad = include == attrs.end() || include->second.toBool();
+    return std::vector<Tensor>{
+        ops::avgPool(2, in[0], poolOptions(attrs), countIncludePad, divisor)};
+  });
+  t.emplace("adaptive_avg_pool2d", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("adaptive_avg_pool2d", in, 1, 1);
+    ops::AdaptiveSize size;
+    for (int64_t s : ints(attrs, "output_size", {}))
+      size.emplace_back(s);
+    return std::vector<Tensor>{ops::adaptiveAvgPool(2, in[0], size)};
+  });
 }
 
 ExternTable buildTable() {
@@ -81,6 +117,7 @@ ExternTable buildTable() {
     expectInputs("bmm", in, 2, 2);
     return std::vector<Tensor>{ops::bmm(in[0], in[1])};
   });
+  addPools(t);
   t["attention"] = t.at("scaled_dot_product_attention");
   return t;
 }

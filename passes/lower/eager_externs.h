@@ -21,8 +21,8 @@ class Interpreter;
 namespace kiln::passes::lower {
 
 /// Computes an extern node: its input tensors and attributes to one tensor per output buffer.
-using ExternFn = std::function<std::vector<Tensor>(std::span<const Tensor> inputs,
-                                                   const ir::Attributes &attrs)>;
+using ExternFn =
+    std::function<std::vector<Tensor>(std::span<const Tensor> inputs, const ir::Attributes &attrs)>;
 using ExternTable = std::map<std::string, ExternFn, std::less<>>;
 
 /// Every extern of the contract, keyed by op name (built once).

@@ -134,5 +134,6 @@ void registerElementwise(Registry &r); // lower_elementwise.cc
 void registerReductions(Registry &r);  // lower_reduce.cc
 void registerViews(Registry &r);       // lower_views.cc
 void registerNN(Registry &r);          // lower_nn.cc
+void registerPools(Registry &r);       // lower_pool.cc
 
 } // namespace kiln::passes::lower

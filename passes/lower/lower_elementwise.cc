@@ -1,5 +1,5 @@
 // Lowerings of elementwise ops (unary, binary, compare, where, cast, activations), constants,
-// sym_size, and arithmetic on compile-time Python numbers.
+// sym_size, arange, contiguous, and arithmetic on compile-time Python numbers.
 //
 // Every tensor op becomes one pointwise node over the result shape: operands are read with
 // broadcasting (LowerContext::read), converted to the compute dtype (the result dtype, float32
@@ -244,6 +244,24 @@ void lowerSymSize(LowerContext &ctx, const ir::Node &n) {
   ctx.define(n.result(0), s);
 }
 
+/// arange: start + i * step, computed as an i64 index and converted once (torch computes the
+/// values of an integer range exactly).
+void lowerArange(LowerContext &ctx, const ir::Node &n) {
+  const ir::TensorMeta &out = n.result(0)->meta();
+  const ir::Attribute *start = n.attr("start"), *step = n.attr("step");
+  SymInt first = start ? start->toInt() : 0, stride = step ? step->toInt() : 1;
+  DType result = out.dtype;
+  ctx.define(n.result(0), ctx.pointwise(out.sizes, [&](Ops &ops, Idx i) {
+    return ops.cast(ops.indexValue(first + i[0] * stride), result);
+  }));
+}
+
+/// contiguous: the same values; layout is the business of whoever realizes the value (an
+/// extern's operand, a graph output), so the operand's ref is the result.
+void lowerContiguous(LowerContext &ctx, const ir::Node &n) {
+  ctx.define(n.result(0), ctx.tensor(n.operand(0)));
+}
+
 } // namespace
 
 void registerElementwise(Registry &r) {
@@ -256,6 +274,8 @@ void registerElementwise(Registry &r) {
     r.add(op, lowerElementwise);
   r.add(OpKind::Constant, lowerConstant);
   r.add(OpKind::SymSize, lowerSymSize);
+  r.add(OpKind::Arange, lowerArange);
+  r.add(OpKind::Contiguous, lowerContiguous);
 }
 
 } // namespace kiln::passes::lower

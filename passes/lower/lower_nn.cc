@@ -1,5 +1,6 @@
 // Lowerings of the library calls (matmul, linear, conv2d, scaled_dot_product_attention,
-// embedding) as Extern nodes, and of layer_norm as a Welford reduction and two pointwise nodes.
+// embedding) as Extern nodes, of layer_norm as a Welford reduction and two pointwise nodes, and
+// of batch_norm (inference) as a per-channel scale and one pointwise node.
 //
 // An extern takes whole buffers, so an operand that is a view is realized first (a copy node that
 // fusion folds its producer into), except a matmul operand that is exactly a transpose of its
@@ -139,6 +140,34 @@ void lowerLayerNorm(LowerContext &ctx, const ir::Node &n) {
   }));
 }
 
+/// batch_norm (inference): a per-channel scale w / sqrt(var + eps), computed in f64 as eager
+/// does, then `(x - mean) * scale + bias` per element with the channel in dim 1.
+void lowerBatchNorm(LowerContext &ctx, const ir::Node &n) {
+  const TensorRef &x = ctx.tensor(n.operand(0));
+  const ir::TensorMeta &out = n.result(0)->meta();
+  const ir::Attribute *epsAttr = n.attr("eps");
+  double eps = epsAttr ? epsAttr->toDouble() : 1e-5;
+  DType result = out.dtype, compute = computeDType(result);
+  const ir::Node *node = &n;
+  auto param = [&](Ops &ops, int k, Idx c, DType dtype) {
+    return ops.cast(LowerContext::load(ops, ctx.tensor(node->operand(k)), c), dtype);
+  };
+  TensorRef scale = ctx.pointwise({x.sizes[1]}, [&](Ops &ops, Idx c) {
+    Val w = node->numOperands() > 3 ? param(ops, 3, c, DType::Float64)
+                                    : ops.constant(1.0, DType::Float64);
+    Val var = param(ops, 2, c, DType::Float64) + ops.constant(eps, DType::Float64);
+    return ops.cast(w / ops.sqrt(var), compute);
+  });
+  ctx.define(n.result(0), ctx.pointwise(out.sizes, [&](Ops &ops, Idx i) {
+    Idx c = i.subspan(1, 1);
+    Val v = (ops.cast(LowerContext::load(ops, x, i), compute) - param(ops, 1, c, compute)) *
+            LowerContext::load(ops, scale, c);
+    if (node->numOperands() > 4)
+      v = v + param(ops, 4, c, compute);
+    return ops.cast(v, result);
+  }));
+}
+
 } // namespace
 
 void registerNN(Registry &r) {
@@ -148,6 +177,7 @@ void registerNN(Registry &r) {
   r.add(OpKind::ScaledDotProductAttention, lowerAttention);
   r.add(OpKind::Embedding, lowerEmbedding);
   r.add(OpKind::LayerNorm, lowerLayerNorm);
+  r.add(OpKind::BatchNorm, lowerBatchNorm);
 }
 
 } // namespace kiln::passes::lower

@@ -18,6 +18,7 @@ const Registry &registry() {
     registerReductions(r);
     registerViews(r);
     registerNN(r);
+    registerPools(r);
     return r;
   }();
   return r;

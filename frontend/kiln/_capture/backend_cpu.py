@@ -5,7 +5,8 @@ graph passes, lowering to loop IR, fusion and scheduling, MLIR/LLVM JIT through 
 cache). What the compiler does not accept runs as the graph's own eager Python code, so one
 unsupported op does not lose the whole graph:
 
-1. **Partition.** Call nodes that mutate or draw random numbers (`graph.is_impure`) run eagerly.
+1. **Partition.** Call nodes that mutate or draw random numbers (`graph.is_impure`) run eagerly,
+   except identity dropouts and in-place activations of values no input shares storage with.
    The rest form maximal runs in program order; each run is written as a graph of its own (its
    inputs: graph inputs and values computed before it; its outputs: values read after it) and
    the C++ side is asked whether it lowers (``can_lower``: the line of the first declining node).
@@ -207,6 +208,31 @@ class _NoKirValue(Exception):  # noqa: N818 - a signal
 # --- The partitioner -------------------------------------------------------------------------
 
 
+def _identity_dropout(node: Node) -> bool:
+    """``F.dropout(x, p, training)`` that keeps everything (eval mode or p == 0): draws nothing."""
+    if not target_name(node.target).endswith("dropout"):
+        return False
+    args, kwargs = node.args, node.kwargs
+    p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
+    training = kwargs.get("training", args[2] if len(args) > 2 else True)
+    return training is False or (type(p) in (int, float) and p == 0)
+
+
+def _pure_here(node: Node, input_storages: set) -> bool:
+    """An impure call the compiler may still take: an identity dropout, or an ``inplace=True``
+    activation whose operand shares no storage with a graph input (graph_kir writes it as the
+    pure op, plus ``copy_`` when the mutated value is read again, which functionalize folds)."""
+    if _identity_dropout(node):
+        return True
+    if node.kwargs.get("inplace") is not True or node.kwargs.get("out") is not None:
+        return False
+    name = target_name(node.target).rsplit(".", 1)[-1]
+    operand = node.args[0] if node.args else None
+    return (name in {"relu", "silu", "sigmoid", "tanh", "gelu", "hardtanh", "leaky_relu"}
+            and isinstance(operand, Node) and operand.op == "call"
+            and _storage(operand.meta.get("example")) not in input_storages)
+
+
 def _storage(value) -> int:
     if isinstance(value, kiln.Tensor) and value.numel() > 0:
         return value._storage_ptr()
@@ -234,7 +260,10 @@ class _Partitioner:
         self.calls = [n for n in graph.nodes if n.op == "call"]
         self.position = {id(n): i for i, n in enumerate(self.calls)}
         self.report = PartitionReport(graph.name)
-        self.eager: set[int] = {id(n) for n in self.calls if is_impure(n)}
+        inputs = {_storage(n.meta.get("example")) for n in graph.inputs} - {0}
+        self.eager: set[int] = {
+            id(n) for n in self.calls if is_impure(n) and not _pure_here(n, inputs)
+        }
         self.checked: set[tuple] = set()
         self.types = self._symbolic_types()
         self.debug_code = "output_code" in getattr(logs, "_debug", ())

@@ -45,6 +45,7 @@ def _resolve(path: str):
 
 def _table() -> dict:
     if not _TABLE:
+        import kiln._capture.graph_kir_ops_nn  # noqa: F401 - registers the model-zoo ops
         import kiln._capture.graph_kir_ops_shape  # noqa: F401 - registers the second half
 
         for sig, targets, fn in _REGISTRY:
@@ -107,7 +108,6 @@ def _no(*values) -> None:
 
 def _s_binary(input, other, *, alpha=1, out=None, rounding_mode=None): ...
 def _s_unary(input, *, out=None): ...
-def _s_inplace_flag(input, inplace=False): ...
 
 
 def _binary(op: str, swap: bool = False):
@@ -175,10 +175,6 @@ for _op, _names, _opfn, _dunder in [
 ]:
     lowering(_s_unary, *_spellings(*_names, op_fn=_opfn, dunder=_dunder))(_unary(_op))
 lowering(_s_unary, "builtins.abs")(_unary("abs"))
-lowering(_s_inplace_flag, "kiln.relu", "kiln.Tensor.relu", "kiln.nn.functional.relu")(
-    _unary("relu")
-)
-lowering(_s_inplace_flag, "kiln.silu", "kiln.nn.functional.silu")(_unary("silu"))
 
 
 def _s_gelu(input, approximate="none"): ...

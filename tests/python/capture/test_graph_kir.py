@@ -172,7 +172,7 @@ def test_call_fallback_golden():
         'target = "kiln.nn.functional.dropout"} : f32[4, 5]',
         '%1, %2 = call(%x) {args = "($0, 2)", target = "kiln.topk"} : f32[4, 2], i64[4, 2]',
         "%3 = transpose(%x) {dim0 = 0, dim1 = 1} : f32[5, 4] strided [1, 5]",
-        '%4 = call(%3) {target = "kiln.Tensor.contiguous"} : f32[5, 4]',
+        "%4 = contiguous(%3) : f32[5, 4]",
         "call(%1) {args = \"('vals:', $0, {'sep': '\\\\n'})\", target = \"builtins.print\"}",
         "return %0, %1, %2, %4",
     ]

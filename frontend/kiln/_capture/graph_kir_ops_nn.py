@@ -1,0 +1,273 @@
+"""Lowerings of the ops the model zoo's networks add (the third part of the table in
+graph_kir_ops.py): ``arange``, identity dropout, ``split``/``chunk`` as slices, ``contiguous``,
+inference ``batch_norm``, the 2-d pools, and in-place activations (the pure op, then ``copy_``
+into the mutated value, which functionalization turns back into a pure graph)."""
+
+from __future__ import annotations
+
+import kiln
+from kiln._capture.graph import Node
+from kiln._capture.graph_kir import Decline, TensorType, dtype_short, format_float
+from kiln._capture.graph_kir_ops import _bool, _ints, _no, lowering
+
+# --- Factories -----------------------------------------------------------------------------------
+
+
+def _s_arange(start=None, end=None, step=1, *, dtype=None, device=None, requires_grad=False,
+              layout=None, pin_memory=False, out=None): ...  # fmt: skip
+
+
+@lowering(_s_arange, "kiln.arange")
+def _arange(w, node, a):
+    _no(a["requires_grad"], a["layout"], a["pin_memory"], a["out"])
+    if a["device"] is not None and kiln.device(a["device"]).type != "cpu":
+        raise Decline("a device other than the CPU")
+    start, end, step = a["start"], a["end"], a["step"]
+    if end is None:
+        start, end = 0, start
+    if a["dtype"] is kiln.bool:
+        raise Decline("arange of bool")
+    if any(type(v) is float for v in (start, end, step)):
+        raise Decline("a float range (its length depends on rounding)")
+    attrs = {"end": w.sym(end)}
+    if w.int_(start) != 0:
+        attrs["start"] = str(w.int_(start))
+    if w.int_(step) != 1:
+        attrs["step"] = str(w.int_(step))
+    if a["dtype"] is not None and a["dtype"] != kiln.int64:
+        attrs["dtype"] = dtype_short(a["dtype"])
+    w.emit_node(node, "arange", [], attrs)
+
+
+# --- Identities and layout -----------------------------------------------------------------------
+
+
+def _s_f_dropout(input, p=0.5, training=True, inplace=False): ...
+def _s_dropout(input, p=0.5, training=True, inplace=False, *, train=None, generator=None): ...
+def _s_contiguous(input, memory_format=None): ...
+
+
+def _dropout(w, node, a):
+    """Dropout that keeps every element (evaluation, or p == 0) is its input; one that draws
+    random numbers has no op here."""
+    training = a["training"] if a.get("train") is None else a["train"]
+    if type(training) is not bool or type(a["p"]) not in (int, float):
+        raise Decline("dropout with run-time arguments")
+    if training and a["p"] != 0:
+        raise Decline("dropout in training mode draws random numbers")
+    w.values[id(node)] = w.tensor(a["input"])
+
+
+lowering(_s_f_dropout, "kiln.nn.functional.dropout")(_dropout)
+lowering(_s_dropout, "kiln.dropout")(_dropout)
+
+
+@lowering(_s_contiguous, "kiln.Tensor.contiguous")
+def _contiguous(w, node, a):
+    if a["memory_format"] not in (None, getattr(kiln, "contiguous_format", None)):
+        raise Decline("a memory format other than contiguous")
+    x = w.tensor(a["input"])
+    if x.type.contiguous:  # eager returns the tensor itself
+        w.values[id(node)] = x
+        return
+    w.emit_node(node, "contiguous", [x], {})
+
+
+# --- Splitting -----------------------------------------------------------------------------------
+
+
+def _s_split(tensor, split_size_or_sections, dim=0): ...
+def _s_split_method(input, split_size, dim=0): ...
+def _s_chunk(input, chunks, dim=0): ...
+
+
+def _slices(w, node, x, dim: int) -> None:
+    """One ``slice`` per piece of a split along `dim`, typed by the pieces the capture saw (with
+    the input's symbolic sizes in the other dims)."""
+    pieces = node.meta.get("example")
+    if not isinstance(pieces, (tuple, list)) or not all(isinstance(p, kiln.Tensor) for p in pieces):
+        raise Decline("split results that are not tensors")
+    rank = len(x.type.sizes)
+    if not -rank <= dim < rank:
+        raise Decline("a dim out of range")
+    dim %= rank
+    if not x.type.sizes[dim].isdigit():
+        raise Decline("a split along a symbolic dim")
+    vals, start = [], 0
+    for p in pieces:
+        length = int(p.shape[dim])
+        t = w.tensor_type(p)
+        sizes = list(x.type.sizes)
+        sizes[dim] = str(length)
+        piece = TensorType(t.dtype, sizes, t.strides, t.device, t.contiguous)
+        attrs = {"end": str(start + length)}
+        if start:
+            attrs["start"] = str(start)
+        if dim:
+            attrs["dim"] = str(dim)
+        (val,) = w.emit("slice", [x], sorted(attrs.items()), [piece], node.meta.get("loc"))
+        vals.append(val)
+        start += length
+    if start != int(x.type.sizes[dim]):
+        raise Decline("pieces that do not cover the input")
+    w.values[id(node)] = tuple(vals)
+
+
+@lowering(_s_split, "kiln.split")
+def _split(w, node, a):
+    _slices(w, node, w.tensor(a["tensor"]), w.int_(a["dim"]))
+
+
+@lowering(_s_split_method, "kiln.Tensor.split")
+def _split_method(w, node, a):
+    _slices(w, node, w.tensor(a["input"]), w.int_(a["dim"]))
+
+
+@lowering(_s_chunk, "kiln.chunk", "kiln.Tensor.chunk")
+def _chunk(w, node, a):
+    _slices(w, node, w.tensor(a["input"]), w.int_(a["dim"]))
+
+
+# --- Normalization and pools ---------------------------------------------------------------------
+
+
+def _s_batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+                  momentum=0.1, eps=1e-05): ...  # fmt: skip
+
+
+@lowering(_s_batch_norm, "kiln.nn.functional.batch_norm")
+def _batch_norm(w, node, a):
+    if a["training"] is not False:
+        raise Decline("batch_norm in training mode (it updates the running statistics)")
+    if a["running_mean"] is None or a["running_var"] is None:
+        raise Decline("batch_norm without running statistics")
+    if a["weight"] is None and a["bias"] is not None:
+        raise Decline("batch_norm bias without weight")
+    ops = [w.tensor(a[k]) for k in ("input", "running_mean", "running_var")]
+    ops += [w.tensor(a[k]) for k in ("weight", "bias") if a[k] is not None]
+    attrs = {}
+    if float(a["eps"]) != 1e-05:
+        attrs["eps"] = format_float(float(a["eps"]))
+    w.emit_node(node, "batch_norm", ops, attrs)
+
+
+def _s_max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                  return_indices=False): ...  # fmt: skip
+def _s_avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+                  count_include_pad=True, divisor_override=None): ...  # fmt: skip
+def _s_adaptive(input, output_size): ...
+
+
+def _two(w, v) -> list[int]:
+    values = w.ints(v)
+    if len(values) == 1:
+        values = values * 2
+    if len(values) != 2:
+        raise Decline("pool sizes need one or two values")
+    return values
+
+
+def _window(w, a) -> dict:
+    """kernel_size, stride (left out when it is the kernel size), padding and ceil_mode."""
+    attrs = {"kernel_size": _ints(_two(w, a["kernel_size"]))}
+    stride = a["stride"]
+    if stride is not None and not (isinstance(stride, (tuple, list)) and not stride):
+        if (values := _two(w, stride)) != _two(w, a["kernel_size"]):
+            attrs["stride"] = _ints(values)
+    if (padding := _two(w, a["padding"])) != [0, 0]:
+        attrs["padding"] = _ints(padding)
+    if a["ceil_mode"]:
+        attrs["ceil_mode"] = _bool(True)
+    return attrs
+
+
+@lowering(_s_max_pool2d, "kiln.max_pool2d", "kiln.nn.functional.max_pool2d")
+def _max_pool2d(w, node, a):
+    _no(a["return_indices"])
+    attrs = _window(w, a)
+    if (dilation := _two(w, a["dilation"])) != [1, 1]:
+        attrs["dilation"] = _ints(dilation)
+    w.emit_node(node, "max_pool2d", [w.tensor(a["input"])], attrs)
+
+
+@lowering(_s_avg_pool2d, "kiln.nn.functional.avg_pool2d")
+def _avg_pool2d(w, node, a):
+    attrs = _window(w, a)
+    if not a["count_include_pad"]:
+        attrs["count_include_pad"] = _bool(False)
+    if a["divisor_override"] is not None:
+        attrs["divisor_override"] = str(w.int_(a["divisor_override"]))
+    w.emit_node(node, "avg_pool2d", [w.tensor(a["input"])], attrs)
+
+
+@lowering(_s_adaptive, "kiln.nn.functional.adaptive_avg_pool2d")
+def _adaptive_avg_pool2d(w, node, a):
+    x = w.tensor(a["input"])
+    size = a["output_size"]
+    size = list(size) if isinstance(size, (tuple, list)) else [size, size]
+    if len(size) != 2:
+        raise Decline("output_size needs two values")
+    for k, s in enumerate(size):
+        if s is None:  # torch's None keeps the input's size
+            s = x.type.sizes[len(x.type.sizes) - 2 + k]
+            if not s.isdigit():
+                raise Decline("output_size None of a symbolic dim")
+            size[k] = int(s)
+    w.emit_node(node, "adaptive_avg_pool2d", [x], {"output_size": _ints(w.ints(size))})
+
+
+# --- In-place activations ------------------------------------------------------------------------
+
+
+def _s_inplace_flag(input, inplace=False): ...
+def _s_self(input): ...
+
+
+def _unobserved(node, x) -> bool:
+    """Whether `node` mutating `x` in place is invisible to the rest of the program: `x` is a value
+    the graph computes, `node` is its only reader, and no value before `node` shares its storage
+    (a base it is a view of, or a view of it)."""
+    if not isinstance(x, Node) or x.op != "call" or x.users != [node]:
+        return False
+    example = x.meta.get("example")
+    if not isinstance(example, kiln.Tensor):
+        return False
+    if example.numel() == 0:
+        return True
+    ptr = example._storage_ptr()
+    for n in node.graph.nodes:
+        if n is node:
+            break
+        e = n.meta.get("example")
+        if n is not x and isinstance(e, kiln.Tensor) and e.numel() and e._storage_ptr() == ptr:
+            return False
+    return True
+
+
+def _activation(op: str, inplace: bool | None):
+    """`op` of the input. In place (``inplace=True`` or the ``_`` method) it is the pure op when
+    nothing else can see the mutation (an intermediate read only here), else the pure op written
+    back with ``copy_``, so later reads of the input see the new values after functionalization."""
+
+    def lower_activation(w, node, a):
+        x = w.tensor(a["input"])
+        if not (a.get("inplace") if inplace is None else inplace) or _unobserved(node, a["input"]):
+            w.emit_node(node, op, [x], {})
+            return
+        if op != "relu" and x.type.dtype not in ("f16", "bf16", "f32", "f64"):
+            raise Decline("an in-place float op on an integer tensor")
+        tmp_type = TensorType(x.type.dtype, x.type.sizes, x.type.strides, x.type.device, True)
+        (tmp,) = w.emit(op, [x], [], [tmp_type], node.meta.get("loc"))
+        w.emit_node(node, "copy_", [x, tmp], {})
+
+    return lower_activation
+
+
+lowering(_s_inplace_flag, "kiln.relu", "kiln.Tensor.relu", "kiln.nn.functional.relu")(
+    _activation("relu", None)
+)
+lowering(_s_inplace_flag, "kiln.silu", "kiln.nn.functional.silu")(_activation("silu", None))
+for _op in ("relu", "sigmoid", "tanh", "silu"):
+    lowering(_s_self, f"kiln.{_op}_", f"kiln.Tensor.{_op}_", f"kiln.nn.functional.{_op}_")(
+        _activation(_op, True)
+    )

@@ -1,0 +1,67 @@
+// Verifier rules of the model-zoo ops (arange, contiguous, batch_norm, the 2-d pools): the
+// checks on operands and attributes beyond the result types computed in shape_rules_nn.cc.
+
+#include "ir/shape_rules_nn_impl.h"
+#include "ir/verifier_impl.h"
+
+namespace kiln::ir::detail {
+
+void checkArange(const Node &n) {
+  std::vector<SymInt> want = arangeSizes(n);
+  DType dtype = arangeDType(n);
+  if (dtype == DType::Bool)
+    ruleFails("arange cannot produce bool");
+  expectResultDType(n, dtype, "the 'dtype' attribute (i64 when absent)");
+  expectSizes(tensorResult(n).sizes, want, "ceil((end - start) / step) elements");
+}
+
+void checkContiguous(const Node &n) {
+  const TensorMeta &in = tensorOperand(n, 0);
+  const TensorMeta &out = tensorResult(n);
+  expectSameDevice(n);
+  expectResultDType(n, in.dtype, "the operand dtype");
+  expectSizes(out.sizes, in.sizes, "contiguous keeps the shape");
+  if (out.strides != contiguousStrides(out.sizes))
+    ruleFails("the result of contiguous must have contiguous strides, got {}",
+              shapeStr(out.strides));
+}
+
+void checkBatchNorm(const Node &n) {
+  const TensorMeta &x = tensorOperand(n, 0);
+  if (x.rank() < 2)
+    ruleFails("batch_norm needs an input of rank >= 2 ([N, C, ...]), got {}", shapeStr(x.sizes));
+  if (!isFloating(x.dtype))
+    ruleFails("batch_norm needs a floating input, got {}", dtypeShortName(x.dtype));
+  static constexpr const char *kNames[] = {"input", "running_mean", "running_var", "weight",
+                                           "bias"};
+  for (int i = 1; i < n.numOperands(); ++i) {
+    const TensorMeta &p = tensorOperand(n, i);
+    if (p.rank() != 1 || provablyDifferent(p.sizes[0], x.sizes[1]))
+      ruleFails("batch_norm {} (operand {}) must have shape [{}] (the channels), got {}", kNames[i],
+                i, x.sizes[1].str(), shapeStr(p.sizes));
+    if (!isFloating(p.dtype))
+      ruleFails("batch_norm {} (operand {}) must be floating, got {}", kNames[i], i,
+                dtypeShortName(p.dtype));
+  }
+  if (const Attribute *eps = n.attr("eps"); eps && !(eps->toDouble() >= 0))
+    ruleFails("batch_norm's eps must be >= 0, got {}", eps->str());
+  expectSameDevice(n);
+  expectResultDType(n, x.dtype, "the input dtype");
+  expectSizes(tensorResult(n).sizes, x.sizes, "batch_norm keeps the input shape");
+}
+
+void checkPool(const Node &n) {
+  std::vector<SymInt> want = poolSizes(n);
+  const TensorMeta &x = tensorOperand(n, 0);
+  bool averages = n.op() != OpKind::MaxPool2d;
+  if (averages ? !isFloating(x.dtype) : x.dtype == DType::Bool)
+    ruleFails("{} needs a {} input, got {}", n.keyword(), averages ? "floating" : "numeric",
+              dtypeShortName(x.dtype));
+  if (const Attribute *d = n.attr("divisor_override"); d && d->toInt() == 0)
+    ruleFails("avg_pool2d's divisor_override must be nonzero");
+  expectSameDevice(n);
+  expectResultDType(n, x.dtype, "the input dtype");
+  expectSizes(tensorResult(n).sizes, want, fmt::format("{} of {}", n.keyword(), shapeStr(x.sizes)));
+}
+
+} // namespace kiln::ir::detail
