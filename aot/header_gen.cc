@@ -79,7 +79,7 @@ std::string modelHeader(const driver::PreparedGraph &graph, const std::string &n
  *   kiln_tensor in[{nin}] = {{...}}, out[{nout}] = {{{{0}}}};  // null data: run() allocates
  *   kiln_model_run(m, in, {nin}, out, {nout});  // then kiln_free(out[k].data)
  *   kiln_model_destroy(m);
- * Link with -L<dir> -l{name} (libkiln_aot.so must sit next to lib{name}.so).
+ * Link with -L<dir> -l{name} -lkiln_aot -Wl,-rpath,<dir> (libkiln_aot.so sits beside lib{name}.so).
  */
 #ifndef {guard}
 #define {guard}
