@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <set>
 
 namespace kiln::driver {
@@ -167,6 +168,13 @@ std::unique_ptr<ir::Graph> parseTyped(std::string_view text, const std::string &
 PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options) {
   const std::string &filename = options.filename;
   PreparedGraph out;
+  auto last = std::chrono::steady_clock::now();
+  auto lap = [&](std::string stage) {
+    auto now = std::chrono::steady_clock::now();
+    out.stageMillis.emplace_back(std::move(stage),
+                                 std::chrono::duration<double, std::milli>(now - last).count());
+    last = now;
+  };
   ir::ParsedModule module;
   ir::SymAssumptions assumed;
   std::unique_ptr<ir::Graph> graph = parseTyped(text, filename, module, &assumed);
@@ -213,6 +221,7 @@ PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options
   }
   takeRanges(*graph, module, filename, out);
   hoistWeights(*graph, module, filename, out);
+  lap("parse+shape-infer");
 
   std::string pipeline = options.pipeline.value_or(defaultPipeline());
   if (!pipeline.empty()) {
@@ -223,6 +232,9 @@ PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options
     } catch (const ir::DiagnosticError &e) {
       throw ir::DiagnosticError(located(e.diagnostic(), module, filename));
     }
+    for (const auto &[name, millis] : pm.lastTimings())
+      out.stageMillis.emplace_back(name, millis);
+    last = std::chrono::steady_clock::now();
   }
   out.graphText = ir::printGraph(*graph);
 
@@ -233,9 +245,11 @@ PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options
     // Point at the optimized graph's text when the node is not in the input (a pass made it).
     throw LoweringDeclined(located(e.diagnostic(), module, filename).str());
   }
+  lap("lower");
   passes::schedule::ScheduleOptions scheduleOptions;
   scheduleOptions.fuse = options.fuse;
   out.schedule = passes::schedule::schedule(lowered, scheduleOptions);
+  lap("schedule");
   out.loopText = out.schedule.str();
   for (const passes::schedule::Kernel &k : out.schedule.kernels)
     (k.kind == passes::schedule::KernelKind::Extern ? out.externKernels : out.kernels) += 1;

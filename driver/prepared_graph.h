@@ -105,6 +105,9 @@ struct PreparedGraph {
   std::string loopText;  ///< the scheduled loop program
   passes::schedule::Schedule schedule;
   size_t kernels = 0, externKernels = 0;
+  /// Wall milliseconds of each stage, in order: "parse+shape-infer", one entry per graph pass,
+  /// "lower", "schedule" (KILN_LOGS=perf).
+  std::vector<std::pair<std::string, double>> stageMillis;
 
   /// Checks a call's inputs (tensors; 0-d tensors for scalar inputs, `ints` holding the value
   /// of int inputs) and binds every size symbol of the program. Throws SpecializationError.

@@ -141,6 +141,9 @@ bool PassManager::run(ir::Graph &graph) {
                            << ir::printGraph(graph);
     }
   }
+  timings_.clear();
+  for (size_t i = 0; i < passes_.size(); ++i)
+    timings_.emplace_back(std::string(passes_[i]->name()), millis[i]);
   if (options_.timePasses) {
     KILN_CHECK(options_.dumpStream != nullptr, "PassManager: no dumpStream to print timings to");
     double total = 0;

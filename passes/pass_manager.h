@@ -55,9 +55,12 @@ public:
   void addPipeline(std::string_view pipeline);
   /// Runs the passes in order on `graph`; returns true when any changed it.
   bool run(ir::Graph &graph);
+  /// (pass name, wall milliseconds) of each pass of the last run, in order (KILN_LOGS=perf).
+  const std::vector<std::pair<std::string, double>> &lastTimings() const { return timings_; }
 
 private:
   PassManagerOptions options_;
+  std::vector<std::pair<std::string, double>> timings_;
   std::vector<std::unique_ptr<Pass>> passes_;
 };
 

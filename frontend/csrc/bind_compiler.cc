@@ -302,6 +302,10 @@ py::dict CompiledGraph::info() const {
   for (const ir::SymRelation &r : graph_.assumed)
     assumed.push_back(r.str());
   d["assumptions"] = assumed;
+  py::list stages;
+  for (const auto &[name, millis] : graph_.stageMillis)
+    stages.append(py::make_tuple(name, millis / 1000.0));
+  d["stage_seconds"] = stages;
   return d;
 }
 

@@ -145,6 +145,19 @@ def test_output_code_and_perf(script):
     assert re.search(r"\[kiln:perf\] capture of f \(.*prog.py:\d+\): [0-9.]+ ms", err)
 
 
+def test_perf_times_every_compiler_stage(script):
+    """KILN_LOGS=perf names each graph pass of the pipeline with its time, then lower,
+    schedule and code generation."""
+    from kiln._C import _compiler
+
+    err = run(script, "perf").stderr
+    stages = re.search(r"\[kiln:perf\] backend: \S+ stages: (.*)", err)
+    assert stages, err
+    names = [m.group(1) for m in re.finditer(r"([\w+-]+) [0-9.]+ ms", stages.group(1))]
+    passes = _compiler.default_pipeline().split(",")
+    assert names == ["parse+shape-infer", *passes, "lower", "schedule", "codegen+jit"]
+
+
 def test_configure_in_process(capsys):
     try:
         logs.configure("+graph, guards")
