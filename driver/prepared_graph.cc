@@ -243,7 +243,7 @@ PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options
     lowered = passes::lower::lowerGraph(*graph);
   } catch (const ir::DiagnosticError &e) {
     // Point at the optimized graph's text when the node is not in the input (a pass made it).
-    throw LoweringDeclined(located(e.diagnostic(), module, filename).str());
+    throw LoweringDeclined(located(e.diagnostic(), module, filename));
   }
   lap("lower");
   passes::schedule::ScheduleOptions scheduleOptions;

@@ -40,7 +40,8 @@ namespace kiln::driver {
 /// A node that lowering declines (an opaque `call`, an op without a lowering): the message names
 /// the node, its op and the user's source line.
 struct LoweringDeclined : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit LoweringDeclined(ir::Diagnostic d) : std::runtime_error(d.str()), diagnostic(d) {}
+  ir::Diagnostic diagnostic; ///< positioned at the node in the text given to prepareGraph
 };
 
 /// Inputs that break what the program assumed (see [Note: specialization checks]).

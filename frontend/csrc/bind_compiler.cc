@@ -45,25 +45,20 @@ using driver::PreparedGraph;
 using driver::ValueKind;
 using SpecializationMismatch = driver::SpecializationError;
 
-/// can_lower: (True, 0, "") or (False, line of the declining node in `text`, message).
+/// can_lower: (True, 0, "") or (False, line of the declining node in `text`, message). Runs
+/// the driver's pipeline without graph passes, so exported programs (weights, ranges) qualify.
 py::tuple canLower(const std::string &text, const std::string &filename) {
-  ir::ParsedModule module;
-  std::unique_ptr<ir::Graph> graph;
-  auto declined = [&](const ir::DiagnosticError &e) {
-    ir::Diagnostic d = located(e.diagnostic(), module, filename);
-    return py::make_tuple(false, d.pos.line, d.str());
-  };
+  driver::PipelineOptions options;
+  options.filename = filename;
+  options.pipeline = "";
   try {
-    graph = parseTyped(text, filename, module, nullptr);
+    driver::prepareGraph(text, options);
+  } catch (const LoweringDeclined &e) {
+    return py::make_tuple(false, e.diagnostic.pos.line, e.diagnostic.str());
   } catch (const ir::DiagnosticError &e) {
     if (!e.diagnostic().node) // a syntax error: the caller wrote bad text
       throw;
-    return declined(e);
-  }
-  try {
-    passes::lower::lowerGraph(*graph);
-  } catch (const ir::DiagnosticError &e) {
-    return declined(e);
+    return py::make_tuple(false, e.diagnostic().pos.line, e.diagnostic().str());
   }
   return py::make_tuple(true, 0, "");
 }
@@ -322,7 +317,7 @@ void bindCompiler(py::module_ &parent) {
     try {
       if (p)
         std::rethrow_exception(p);
-    } catch (const LoweringDeclined &e) {
+    } catch (const driver::LoweringDeclined &e) {
       PyErr_SetString(loweringError.ptr(), e.what());
     } catch (const SpecializationMismatch &e) {
       PyErr_SetString(specializationError.ptr(), e.what());

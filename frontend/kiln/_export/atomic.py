@@ -14,6 +14,7 @@ def _write_temp(path: str, write) -> str:
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
                                dir=folder)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide the file from other users
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
@@ -22,6 +23,12 @@ def _write_temp(path: str, write) -> str:
         _unlink(tmp)
         raise
     return tmp
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _unlink(path: str) -> None:

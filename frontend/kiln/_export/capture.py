@@ -207,6 +207,11 @@ def capture_program(fn_or_module, example_args, dynamic_shapes=None):
     except ValueError as e:
         raise ExportError(f"kiln.export: the captured graph cannot be written as a program: "
                           f"{e}") from None
+    # Everything must compile without Python: an op written as an opaque `call` (or any other
+    # node the compiler declines) is an error now, not when the program is loaded or compiled.
+    ok, _, reason = kiln._C._compiler.can_lower(text, f"{name}.kir")
+    if not ok:
+        raise ExportError(f"kiln.export: the program cannot run without Python: {reason}")
     return text, weights, name
 
 

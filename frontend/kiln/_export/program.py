@@ -111,11 +111,12 @@ class ExportedProgram:
     def save(self, path) -> None:
         """Writes ``NAME.kir`` and ``NAME.safetensors`` next to each other.
 
-        `path` is ``DIR/NAME`` or ``DIR/NAME.kir``. Both files are written to temporary files
-        first and renamed over the old ones only when both are complete, so an error leaves the
-        old files as they were.
+        `path` is ``DIR/NAME`` or ``DIR/NAME.kir`` (DIR is created when missing). Both files are
+        written to temporary files first and renamed over the old ones only when both are
+        complete, so an error leaves the old files as they were.
         """
         folder, name = split_path(path)
+        os.makedirs(folder or ".", exist_ok=True)
         metadata = {"format": "kiln", "kiln.program": name}
         data = self.graph_text.encode("utf-8")
         atomic_write_all([

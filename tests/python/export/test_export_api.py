@@ -2,6 +2,8 @@
 export raises (graph breaks, Dim misuse, specialized or narrowed dims, bad arguments)."""
 
 import inspect
+import os
+import stat
 
 import pytest
 
@@ -203,3 +205,24 @@ def test_module_call_errors():
         run(x=kiln.randn(4, 3))
     with pytest.raises(TypeError, match=r"unexpected arguments \['v'\]"):
         run(kiln.randn(4, 3), w=w, v=1)
+
+
+def test_save_creates_the_folder_and_readable_files(tmp_path):
+    program = kiln.export(lambda x: x * 2 + 1, (kiln.randn(3),))
+    old = os.umask(0o022)
+    try:
+        program.save(tmp_path / "new" / "deeper" / "prog")
+    finally:
+        os.umask(old)
+    for suffix in (".kir", ".safetensors"):
+        path = tmp_path / "new" / "deeper" / ("prog" + suffix)
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert [p.name for p in (tmp_path / "new" / "deeper").iterdir() if p.name.startswith(".")] == []
+
+
+def test_an_op_without_a_compiled_form_is_an_export_error():
+    def f(x):
+        return kiln.cumsum(x, 0) + 1  # written as an opaque `call`: needs Python to run
+
+    with pytest.raises(ExportError, match=r"cannot run without Python: .*call.*test_export_api"):
+        kiln.export(f, (kiln.randn(4),))
