@@ -15,6 +15,7 @@
 #include "codegen/cpu/emit.h"
 #include "codegen/cuda/compile.h"
 #include "codegen/cuda/emit.h"
+#include "codegen/cuda/nvrtc.h"
 #include "ir/diagnostic.h"
 #include "runtime/error.h"
 
@@ -159,6 +160,14 @@ void emitStage(const Options &o, const driver::PreparedGraph &graph) {
   } else if (o.emit == "loop") {
     fmt::print("{}", graph.loopText);
   } else if (o.emit == "cuda" || o.emit == "ptx") {
+    // Installed in a venv (`<venv>/bin/kilnc`): the nvidia-cuda-nvrtc wheel is in its
+    // site-packages.
+    std::error_code ec;
+    fs::path venv = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path();
+    if (!ec && fs::exists(venv / "pyvenv.cfg") && fs::exists(venv / "lib"))
+      for (const fs::directory_entry &e : fs::directory_iterator(venv / "lib", ec))
+        if (e.path().filename().string().starts_with("python3"))
+          codegen::cuda::Nvrtc::addSearchRoot((e.path() / "site-packages").string());
     codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph.schedule.program);
     if (o.emit == "cuda") {
       fmt::print("{}", module.source);

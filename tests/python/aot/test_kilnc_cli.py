@@ -192,3 +192,12 @@ def test_failed_build_leaves_nothing_behind(built, tmp_path):
     assert proc.returncode == 1 and "compiling the glue failed" in proc.stderr
     assert sorted(p.name for p in out.iterdir()) == ["libmlp.so"]
     assert (out / "libmlp.so").read_bytes() == b"previous library"
+
+
+def test_emit_ptx_through_nvrtc(built):
+    root, _, _ = built
+    proc = kilnc(root / "mlp.kir", "--emit", "ptx", "--arch", "90", check=False)
+    if "NVRTC is not available" in proc.stderr:
+        pytest.skip("no libnvrtc on this machine")
+    assert proc.returncode == 0, proc.stderr
+    assert ".target sm_90" in proc.stdout and ".entry " in proc.stdout
