@@ -148,16 +148,26 @@ void writeFile(const std::string &path, std::string_view data) {
   KILN_CHECK(out.good(), "kilnc: cannot write {}", path);
 }
 
-/// Copies `from` to `to` atomically (skipped when they are the same file).
+/// Copies `from` to `to` atomically (skipped when they are the same file): the kernel copies
+/// into a temporary file beside `to`, which is synced and renamed into place.
 void copyAtomic(const std::string &from, const std::string &to) {
   std::error_code ec;
   if (fs::exists(to) && fs::equivalent(from, to, ec))
     return;
-  std::ifstream in(from, std::ios::binary);
-  KILN_CHECK(in.good(), "kilnc: cannot read {}", from);
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  writeFileAtomic(to, data);
-  fs::permissions(to, fs::status(from).permissions(), ec);
+  fs::path target(to);
+  std::string tmp =
+      (target.parent_path() / fmt::format(".{}.tmp{}", target.filename().string(), getpid()))
+          .string();
+  fs::copy_file(from, tmp, fs::copy_options::overwrite_existing, ec);
+  int fd = ec ? -1 : ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+  bool ok = fd >= 0 && ::fsync(fd) == 0;
+  if (fd >= 0)
+    ::close(fd);
+  if (!ok || std::rename(tmp.c_str(), to.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    KILN_CHECK(false, "kilnc: cannot copy {} to {}{}", from, to,
+               ec ? ": " + ec.message() : std::string());
+  }
 }
 
 /// A temporary folder removed on scope exit.
