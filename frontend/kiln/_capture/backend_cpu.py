@@ -156,10 +156,11 @@ class _RunWriter(KirWriter):
         self.owner: dict[int, Node] = {}  # line number -> node that wrote it
         self.opaque: list[Node] = []  # nodes written as `call`
         self.input_symbols: dict[int, str] = {}
+        self._typing_inputs = False  # intermediates keep their strides (a transpose is no copy)
 
     def tensor_type(self, example, sym_sizes=None):
         t = super().tensor_type(example, sym_sizes)
-        if any(not re.fullmatch(r"-?[0-9]+", s) for s in t.sizes):
+        if self._typing_inputs and any(not re.fullmatch(r"-?[0-9]+", s) for s in t.sizes):
             t.contiguous = True  # symbolic strides are not guarded: the input is made dense
         return t
 
@@ -171,7 +172,11 @@ class _RunWriter(KirWriter):
             self._used_symbols.update(
                 s for s in proxy.meta.get("sym_sizes") or () if isinstance(s, str))
         for node, proxy in zip(self.run_inputs, proxies, strict=True):
-            param = self._input(proxy)
+            self._typing_inputs = True
+            try:
+                param = self._input(proxy)
+            finally:
+                self._typing_inputs = False
             self.values[id(node)] = self.values.pop(id(proxy))
             if param is None:  # a tuple or None: its readers are written as opaque calls
                 continue
@@ -231,6 +236,11 @@ def _pure_here(node: Node, input_storages: set) -> bool:
     return (name in {"relu", "silu", "sigmoid", "tanh", "gelu", "hardtanh", "leaky_relu"}
             and isinstance(operand, Node) and operand.op == "call"
             and _storage(operand.meta.get("example")) not in input_storages)
+
+
+def _is_multi_result(node: Node) -> bool:
+    """A node whose value is a tuple or list of tensors, read through getitem nodes."""
+    return isinstance(node.meta.get("example"), (tuple, list))
 
 
 def _storage(value) -> int:
@@ -369,7 +379,9 @@ class _Partitioner:
         An escaping value that shares storage with an input is recomputed eagerly (with the
         values it is computed from); of escaping values sharing storage made inside the run, the
         first node with that storage (its producer) is an output and the others are recomputed
-        as views of it.
+        as views of it. A multi-result node (a split) is never an output, since a part returns
+        tensors: its tuple is recomputed (its pieces are views) when an alias reads it, and its
+        pieces that escape are outputs on their own.
         """
         part = _Part(run)
         inside = {id(n) for n in run}
@@ -388,7 +400,7 @@ class _Partitioner:
             if id(n) in outputs or id(n) in recompute:
                 continue
             s = _storage(n.meta.get("example"))
-            if s == 0 or producer.get(s) is n:
+            if (s == 0 or producer.get(s) is n) and not _is_multi_result(n):
                 outputs.add(id(n))
                 continue
             recompute.add(id(n))
@@ -425,6 +437,9 @@ class _Partitioner:
                                  f"{info['kernels']} kernels ({info['extern_kernels']} library "
                                  f"calls) in {info['compile_seconds'] * 1e3:.1f} ms, kernel "
                                  f"cache {info['cache']}; {_C._compiler.cache_stats()}")
+        logs.log("perf", lambda: f"backend: {name} stages: " + ", ".join(
+            f"{stage} {seconds * 1e3:.2f} ms" for stage, seconds in info["stage_seconds"])
+            + f", codegen+jit {info['jit_seconds'] * 1e3:.2f} ms")
         logs.log("output_code", lambda: _output_code(name, compiled, self.debug_code))
         return compiled, info
 

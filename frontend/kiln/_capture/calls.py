@@ -26,7 +26,24 @@ _SIMPLE_BUILTINS = {
 }
 
 
+# kiln Python code that `call` does not record as one op: the capture machinery (its API reaches
+# call_kiln through `inline`, which refuses what changes global state), and the modules' forwards
+# and helpers (shape checks returning bools, mask canonicalization...): those are not tensor ops
+# and are inlined like user code, so their tensor ops are recorded one by one.
+_INLINED_KILN_MODULES = ("kiln._capture", "kiln.nn.modules")
+
+
+def _unflatten_signature(input, dim, sizes): ...
+def _unbind_signature(input, dim=0): ...
+
+
+_UNFLATTEN = inspect.signature(_unflatten_signature)
+_UNBIND = inspect.signature(_unbind_signature)
+
+
 def _is_kiln_function(fn) -> bool:
+    """A kiln op (a pybind11 function, or a Python-level op of kiln, kiln.nn.functional...)
+    recorded as one graph node rather than inlined."""
     module = getattr(fn, "__module__", None) or ""
     if isinstance(fn, types.BuiltinFunctionType) and (module.startswith("kiln") or module == ""):
         self_obj = getattr(fn, "__self__", None)
@@ -36,7 +53,7 @@ def _is_kiln_function(fn) -> bool:
             self_obj.__name__.startswith("kiln")
         )
     return isinstance(fn, types.FunctionType) and module.startswith("kiln.") and not (
-        module.startswith("kiln._capture")
+        module.startswith(_INLINED_KILN_MODULES)
     )
 
 
@@ -445,8 +462,45 @@ class CallMixin:
             return V.ConstVar(getattr(ex, name)(*ex_args))
         if name == "type" and not args and not kwargs:
             return V.ConstVar(ex.type())
+        if name in ("unflatten", "unbind"):
+            parts = self.view_parts(name, [t] + list(args), kwargs)
+            if parts is not None:
+                return parts
         method = getattr(_TENSOR, name)
         return ops.record(self.ctx, method, [t] + list(args), kwargs, name)
+
+    def view_parts(self, name: str, args: list, kwargs: dict) -> V.VT | None:
+        """`unflatten` as the `view` and `unbind` as the `select`s they are (so the compiler
+        sees ops it has), or None to record the call as it is: arguments eager would reject,
+        or an unbind along a symbolic dim (its number of results varies)."""
+        sig = _UNFLATTEN if name == "unflatten" else _UNBIND
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError:
+            return None
+        bound.apply_defaults()
+        t, dim = bound.arguments["input"], bound.arguments["dim"]
+        if not isinstance(t, V.TensorVar) or not isinstance(dim, V.ConstVar) or (
+            type(dim.value) is not int
+        ):
+            return None
+        ex = t.example
+        try:
+            (ex.unflatten(dim.value, ops.to_example(bound.arguments["sizes"]))
+             if name == "unflatten" else ex.unbind(dim.value))
+        except Exception:  # noqa: BLE001 - recorded as is, the op's own error breaks the graph
+            return None
+        d = dim.value % ex.dim()
+        if name == "unbind":
+            n = self.ctx.size_of(t, d)
+            if not isinstance(n, V.ConstVar):
+                return None
+            return V.TupleVar([ops.record(self.ctx, _TENSOR.select, [t, dim, V.ConstVar(i)], {},
+                                          "select") for i in range(n.value)])
+        inner = self.unpack_iterable(bound.arguments["sizes"])
+        shape = [self.ctx.size_of(t, i) for i in range(d)] + inner + [
+            self.ctx.size_of(t, i) for i in range(d + 1, ex.dim())]
+        return ops.record(self.ctx, _TENSOR.view, [t] + shape, {}, "view")
 
     def call_kiln(self, fn, args, kwargs) -> V.VT:
         name = getattr(fn, "__name__", "?")
@@ -463,6 +517,10 @@ class CallMixin:
         if any(isinstance(a, (V.ModuleVar, V.FunctionVar, V.NestedFunctionVar))
                for a in list(args) + list(kwargs.values())):
             raise V.Unsupported(f"kiln.{name}() with a module or function argument")
+        if fn in (kiln.unflatten, kiln.unbind):
+            parts = self.view_parts(name, list(args), kwargs)
+            if parts is not None:
+                return parts
         return ops.record(self.ctx, fn, list(args), kwargs, name)
 
     def zero_arg_super(self) -> V.VT:
@@ -557,7 +615,9 @@ class CallMixin:
                         contents = None
                     closure.append(V.CellVar(contents, source=("outer", i)))
             module = f.__module__ or ""
-            if module.split(".")[0] in ("kiln",) and not module.startswith("kiln.nn.modules") and (
+            # kiln's own functions (the capture API included: kiln.compile() inside compiled
+            # code is refused by call_kiln) are ops, except the modules' Python code.
+            if module.split(".")[0] == "kiln" and not module.startswith("kiln.nn.modules") and (
                 not _has_callables(args, kwargs)
             ):
                 return self.call_kiln(f, args, kwargs)

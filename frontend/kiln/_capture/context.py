@@ -13,7 +13,8 @@ import weakref
 
 import kiln
 from kiln._capture import variables as V
-from kiln._capture.graph import Graph, sym_size
+from kiln._capture.graph import Graph, nodes_in, sym_size
+from kiln._capture.graph_kir import Val
 from kiln._capture.guards import GuardSet
 from kiln._capture.sources import AttrSource, BakedSource, ItemSource
 
@@ -78,6 +79,8 @@ class CaptureContext:
         self.modules_seen: dict = {}
         self.loc = None  # (filename, lineno) of the instruction being evaluated
         self.static_only = dynamic is False
+        self._typed_upto = 0  # graph.nodes before this index were given to shape inference
+        self._int_syms: dict = {}  # id(int node) -> its SymInt text, as the .kir writer spells it
 
     # -- wrapping real values ------------------------------------------------------------
     def wrap(self, value, source, label: str | None = None) -> V.VT:
@@ -273,13 +276,138 @@ class CaptureContext:
         return bool(self.symbols)
 
     def size_of(self, tv: V.TensorVar, dim: int) -> V.VT:
-        """`t.size(dim)`: a constant, or a run-time int when shapes are symbolic."""
+        """`t.size(dim)`: a constant, or a run-time int when shapes are symbolic.
+
+        A size that is the same whatever the symbols are is a constant, so code comparing it
+        (`if T > block_size`, `embed_dim != self.embed_dim`) keeps the other dims symbolic: a
+        static dim of a graph input (its tensor guard checks it), or a size of an intermediate
+        that shape inference of the graph so far finds constant. A size that is exactly a symbol
+        carries it, so a comparison guards the symbol instead of restarting the capture."""
         hint = tv.example.shape[dim]
         if not self.has_symbols:
             return V.ConstVar(hint)
+        sym_of_dim = getattr(tv, "sym_of_dim", None)
+        if sym_of_dim is not None:  # a graph input: its dynamic dims are known
+            if dim not in sym_of_dim:
+                return V.ConstVar(hint)
+            sym = sym_of_dim[dim]
+        else:
+            sizes = self._sizes_of(tv.node)
+            text = sizes[dim] if sizes is not None and -len(sizes) <= dim < len(sizes) else None
+            if text is not None and text == str(hint):
+                return V.ConstVar(hint)
+            names = {name: i for i, (name, _) in enumerate(self.symbols)}
+            sym = names.get(text)
         node = self.graph.call(sym_size, (tv.node, dim), {}, hint, loc=self.loc)
-        sym = getattr(tv, "sym_of_dim", {}).get(dim)
         return V.SymIntVar(node, hint, sym)
+
+    def _sizes_of(self, node) -> list | None:
+        """The sizes of tensor `node` as SymInt text (`s0`, `8`, `s0*8`), or None if unknown.
+
+        Shape inference types the call nodes recorded since the last query and keeps the result
+        in their ``meta["sym_sizes"]``: the .kir writer then spells ints read from them (the `B`
+        of ``x.view(B, T, -1)``) symbolically, which later inferences rely on."""
+        if "sym_sizes" not in node.meta and node.op == "call":
+            nodes = self.graph.nodes
+            new = [n for n in nodes[self._typed_upto:] if n.op == "call"]
+            self._typed_upto = len(nodes)
+            _annotate_sizes(self.graph.name, new, self._int_syms)
+        sizes = node.meta.get("sym_sizes")
+        example = node.meta.get("example")
+        if sizes is None and node.op == "placeholder" and isinstance(example, kiln.Tensor):
+            sizes = list(example.shape)
+        return [str(s) for s in sizes] if sizes is not None else None
+
+
+def _annotate_sizes(name: str, nodes: list, int_syms: dict, rounds: int = 4) -> None:
+    """Sets ``meta["sym_sizes"]`` of `nodes` (call nodes, in order) to their sizes as the C++
+    shape-infer pass types them, from the symbolic types of the values they read (earlier
+    nodes' annotations, `int_syms` for ints), repeating while a node written from its own sizes
+    (flatten) changes; records the SymInt text of their int results in `int_syms`.
+
+    Values typed only by their example cannot be trusted, since a symbol would print as a
+    number: the result of an opaque ``call`` op, of a node left untyped, a tuple. Nodes reading
+    one stay untyped (their sizes stay run-time ints)."""
+    from kiln._capture.backend_cpu import _RunWriter
+
+    if not nodes:
+        return
+    inside = {id(n) for n in nodes}
+    inputs, types = {}, {}
+    for n in nodes:
+        for a in nodes_in((n.args, n.kwargs)):
+            if id(a) in inside or id(a) in inputs:
+                continue
+            inputs[id(a)] = a
+            if a.op == "placeholder":
+                continue
+            if isinstance(a.meta.get("example"), kiln.Tensor) and "sym_sizes" in a.meta:
+                types[id(a)] = (a.meta["sym_sizes"], None)
+            elif id(a) in int_syms:
+                types[id(a)] = (None, int_syms[id(a)])
+            else:
+                return
+    flattens = (kiln.flatten, kiln.Tensor.flatten)
+    for round_ in range(rounds):
+        try:
+            writer = _RunWriter(f"{name}_sizes", list(inputs.values()), nodes, [], types)
+            text = writer.write()
+            sizes = None if writer.opaque else kiln._C._compiler.value_sizes(text, f"{name}.kir")
+        except Exception:  # noqa: BLE001 - an untyped graph: its sizes stay run-time ints
+            sizes = None
+        if sizes is None:
+            for node in nodes if round_ else ():  # an earlier round's types are not final
+                node.meta.pop("sym_sizes", None)
+            return
+        ints, changed, stop = {}, False, len(nodes)
+        for i, node in enumerate(nodes):  # in order: a flatten reads its input's sizes
+            val = writer.values.get(id(node))
+            if not isinstance(val, Val):
+                continue
+            if val.type == "int":
+                if val.sym is None or val.sym.lstrip("-").isdigit():
+                    stop = i  # an int the writer could only spell by its example: the nodes
+                    break  # after it may read it, so they stay untyped
+                ints[id(node)] = val.sym
+                continue
+            found = sizes.get(val.ref)
+            if found is None or len(found) != len(val.type.sizes):
+                continue
+            new = [int(s) if s.lstrip("-").isdigit() else s for s in found]
+            if any(node.target is f for f in flattens):
+                own = _flatten_sizes(node)
+                if own is not None and own != new:  # written wrong, and so were its users
+                    new, changed = own, True
+            node.meta["sym_sizes"] = new
+        if changed:
+            continue
+        for node in nodes[stop:]:
+            node.meta.pop("sym_sizes", None)
+        int_syms.update(ints)
+        return
+    for node in nodes:  # flattens still changing: leave the nodes untyped
+        node.meta.pop("sym_sizes", None)
+
+
+def _flatten_sizes(node) -> list | None:
+    """The sizes of ``flatten(input, start_dim, end_dim)`` from its input's: the writer spells
+    flatten as a reshape to the node's own sizes, which shape inference then only repeats."""
+    args = list(node.args) + [None] * 3
+    src = node.kwargs.get("input", args[0])
+    start = node.kwargs.get("start_dim", args[1] if args[1] is not None else 0)
+    end = node.kwargs.get("end_dim", args[2] if args[2] is not None else -1)
+    meta = getattr(src, "meta", {})
+    sizes = meta.get("sym_sizes")
+    if sizes is None and isinstance(meta.get("example"), kiln.Tensor):
+        sizes = list(meta["example"].shape)
+    if sizes is None or type(start) is not int or type(end) is not int:
+        return None
+    if not sizes:
+        return [1]
+    start, end = start % len(sizes), end % len(sizes)
+    merged = kiln._C._ir.canonical_sym_int("*".join(f"({s})" for s in sizes[start:end + 1]))
+    merged = int(merged) if merged.lstrip("-").isdigit() else merged
+    return list(sizes[:start]) + [merged] + list(sizes[end + 1:])
 
 
 def _with_origin(var, value):

@@ -27,7 +27,7 @@ from kiln._capture.convert_frame import (
 )
 from kiln._capture.graph_kir import ExportOptions, graph_to_kir
 from kiln._capture.sources import ArgSource, ClosureSource
-from kiln._export.context import ExportContext, annotate_symbolic_sizes
+from kiln._export.context import annotate_symbolic_sizes
 from kiln._export.dim import Dim
 from kiln._export.out_spec import OutSpecError, format_spec
 
@@ -47,10 +47,10 @@ class _ExportCompiler(Compiler):
         self.result = None
 
     def _capture_once(self, func, args, code, state, labels, recompile_reason, static):
-        """Compiler._capture_once with an ExportContext and without the code state updates
+        """Compiler._capture_once without the code state updates
         (kiln.compile's automatic-dynamic history is not touched)."""
         self.static = static  # the capture gave up on symbolic shapes (RestartStatic)
-        ctx = ExportContext(f"{code.co_name}_0", labels, False if static else self.dynamic,
+        ctx = CaptureContext(f"{code.co_name}_0", labels, False if static else self.dynamic,
                             {} if static else state.auto_dynamic)
         ctx.break_at = state.__dict__.get("break_at", set())
         ctx.grad_enabled = kiln.is_grad_enabled()

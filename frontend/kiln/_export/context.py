@@ -1,61 +1,17 @@
-"""The capture context of kiln.export: sizes that are static stay Python ints.
+"""Symbolic sizes of an exported graph's intermediates, for the .kir writer.
 
-kiln.compile's capture does not track which sizes of intermediate tensors are symbolic, so once
-any input is dynamic every ``t.size(d)`` is a run-time int, and using one as a plain number (a
-comparison, ``range``) restarts the capture with static shapes. An exported program must keep
-its declared dims symbolic, so here a size is a constant when it is one: a static dim of an
-input, or a size that shape inference of the graph so far (the C++ shape-infer pass over the
-.kir text, as the compiler will type it) finds constant. A size that is exactly a symbol keeps
-that symbol, so a comparison on it becomes a guard on the symbol (checked against the Dim's
-range) instead of a restart.
+The capture types the sizes it reads (a static size is a Python int, a symbolic one a run-time
+int carrying its symbol); the writer still spells some attributes from a node's example sizes.
+annotate_symbolic_sizes gives every node the sizes shape inference of the whole graph finds,
+so those attributes come out symbolic in the exported program.
 """
 
 from __future__ import annotations
 
 import kiln
-from kiln._capture import variables as V
-from kiln._capture.context import CaptureContext
 from kiln._capture.graph_kir import KirWriter, Val
 
-__all__ = ["ExportContext"]
-
-
-class ExportContext(CaptureContext):
-    def size_of(self, tv: V.TensorVar, dim: int) -> V.VT:
-        hint = tv.example.shape[dim]
-        if not self.has_symbols:
-            return V.ConstVar(hint)
-        if hasattr(tv, "sym_of_dim"):  # a graph input: its dynamic dims are known
-            if dim not in tv.sym_of_dim:
-                return V.ConstVar(hint)
-            return super().size_of(tv, dim)
-        sizes = self._symbolic_sizes(tv.node)
-        text = sizes[dim] if sizes is not None and 0 <= dim < len(sizes) else None
-        if text is not None and text.lstrip("-").isdigit():
-            return V.ConstVar(hint)
-        var = super().size_of(tv, dim)
-        names = {name: i for i, (name, _) in enumerate(self.symbols)}
-        if text in names and isinstance(var, V.SymIntVar):
-            var.sym = names[text]
-        return var
-
-    def _symbolic_sizes(self, node) -> list | None:
-        """The sizes of `node` as shape inference types them (`s0`, `s0*2`, `8`), or None.
-
-        They are also kept in ``meta["sym_sizes"]``, so the .kir writer types the node and the
-        ints read from its sizes (a ``view`` of ``x.size(0)``) symbolically, not by example."""
-        try:
-            writer = KirWriter(self.graph)
-            sizes = kiln._C._compiler.value_sizes(writer.write(), f"{self.graph.name}.kir")
-        except Exception:  # noqa: BLE001 - untyped: the size stays a run-time int
-            return None
-        val = writer.values.get(id(node))
-        if not isinstance(val, Val):
-            return None
-        found = sizes.get(val.ref)
-        if found is not None and len(found) == len(val.type.sizes):
-            node.meta["sym_sizes"] = [int(s) if s.lstrip("-").isdigit() else s for s in found]
-        return found
+__all__ = ["annotate_symbolic_sizes"]
 
 
 def _flatten_sizes(node, sizes_of) -> list | None:

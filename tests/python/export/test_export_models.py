@@ -24,14 +24,7 @@ def assert_close(got, want, atol=ATOL):
     assert float((got - want).abs().max()) <= atol
 
 
-# nn.MultiheadAttention's helper _check_shapes is recorded as one op by the capture (calls.py
-# records kiln functions) and returns a bool, a graph break: kiln.compile(fullgraph=True) fails
-# the same way. Strict, so the test reports when the capture learns to inline it.
-MHA_BREAK = pytest.mark.xfail(strict=True, raises=kiln._capture.convert_frame.CaptureError,
-                              reason="capture records _check_shapes (returns a bool) as an op")
-
-
-@pytest.fixture(scope="module", params=[False, pytest.param(True, marks=MHA_BREAK)],
+@pytest.fixture(scope="module", params=[False, True],
                 ids=["attn", "mha"])
 def gpt_program(request, tmp_path_factory):
     model = build(gpt.build, dropout=0.0, use_mha=request.param)

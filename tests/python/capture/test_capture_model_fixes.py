@@ -1,0 +1,275 @@
+"""Capture and backend behaviour the model zoo depends on to compile as one dynamic graph.
+
+nn modules' Python helpers are inlined (MultiheadAttention's shape checks return bools), sizes
+that are static stay Python ints when another dim is dynamic (inputs' static dims, and sizes of
+intermediates that shape inference finds constant), `unflatten`/`unbind` are captured as the
+views/selects they are, and the CPU backend never makes a split's tuple a part output.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from corpus_util import RecordingBackend, fresh_capture  # noqa: F401 - autouse fixture
+from test_backend_cpu import assert_same, rand, run_compiled
+
+import kiln
+import kiln.nn as nn
+import kiln.nn.functional as F
+from kiln._capture.backend_cpu import CpuBackend
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from models import convnet, gpt  # noqa: E402
+
+TOL = (1e-4, 1e-4)
+
+
+def dynamic_batch(x):
+    kiln.mark_dynamic(x, 0)
+    return x
+
+
+def compile_batches(fn, make, batches=(2, 5, 3), tol=None):
+    """Compiles `fn` strictly with the CPU backend and checks it against eager on `make(b)` with
+    a dynamic batch for each b; returns the partition reports (one per capture)."""
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(fn, backend=backend)
+    with kiln.no_grad():
+        for b in batches:
+            x = dynamic_batch(make(b))
+            assert_same(compiled(x), fn(x), tol)
+    return backend.reports
+
+
+def _mha_gpt():
+    kiln.manual_seed(0)
+    return gpt.build(kiln, nn, F)(use_mha=True, dropout=0.0).eval()
+
+
+# --- nn modules' helpers are inlined -----------------------------------------------------------
+
+
+def test_mha_gpt_is_one_full_graph():
+    model = _mha_gpt()
+    backend = RecordingBackend()
+    idx = kiln.randint(0, 50, (2, 8))
+    with kiln.no_grad():
+        out = kiln.compile(model, backend=backend, fullgraph=True)(idx)
+        assert_same(out, model(idx))
+    (graph,) = backend.graphs
+    kir = graph.to_kir()
+    assert "call(" not in kir
+    assert "_check_shapes" not in kir and "scaled_dot_product_attention(" in kir
+
+
+def test_multihead_attention_module_compiles_fully():
+    kiln.manual_seed(2)
+    mha = nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    q, kv = rand(3, 5, 16, seed=1), rand(3, 7, 16, seed=2)
+
+    def fn(q, kv):
+        out, weights = mha(q, kv, kv)
+        return out, weights
+
+    backend = run_compiled(fn, q, kv, tol=TOL)
+    (report,) = backend.reports
+    assert report.eager_nodes == 0
+
+
+def test_mha_shape_check_error_is_raised_as_in_eager():
+    mha = nn.MultiheadAttention(8, 2).eval()
+    bad = rand(2, 3, 4, 8)  # 4-D: _check_shapes raises AssertionError
+    for fn in (mha, kiln.compile(mha, backend="eager"),
+               kiln.compile(mha, backend="eager", fullgraph=True)):  # fmt: skip
+        with pytest.raises(AssertionError, match="query should be unbatched 2D or batched 3D"):
+            fn(bad, bad, bad)
+
+
+# --- static sizes stay ints next to a dynamic batch --------------------------------------------
+
+
+def test_compare_on_a_static_dim_of_an_input_keeps_the_batch_dynamic():
+    def fn(x):
+        b, t = x.size()
+        if t > 16:
+            raise ValueError("too long")
+        return x * t + b
+
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(fn, backend=backend)
+    for n in (2, 5, 3):
+        x = dynamic_batch(rand(n, 8, seed=n))
+        assert_same(compiled(x), fn(x))
+    assert len(backend.reports) == 1
+
+
+def test_compare_on_a_static_size_of_an_intermediate_keeps_the_batch_dynamic():
+    def fn(x):
+        y = (x * 2).transpose(0, 1)  # [4, B]
+        if y.size(0) != 4:
+            raise ValueError("unexpected")
+        return y.contiguous().view(y.size(0), -1) + y.shape[0]
+
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(fn, backend=backend)
+    for n in (2, 5, 3):
+        x = dynamic_batch(rand(n, 4, seed=n))
+        assert_same(compiled(x), fn(x))
+    (report,) = backend.reports
+    assert report.eager_nodes == 0
+
+
+def test_compare_on_a_symbolic_size_of_an_intermediate_guards_the_symbol():
+    def fn(x):
+        y = (x + 1).transpose(0, 1)  # [3, B]
+        if y.size(1) > 3:
+            return y * 2
+        return y * 3
+
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(fn, backend=backend)
+    for n in (5, 7, 2, 3):
+        x = dynamic_batch(rand(n, 3, seed=n))
+        assert_same(compiled(x), fn(x))
+    assert len(backend.reports) == 2  # B > 3 and B <= 3: one symbolic capture each
+
+
+def test_view_of_a_transposed_intermediate_with_a_size_read_from_it():
+    def fn(x):
+        y = (x * 2).transpose(1, 2).contiguous()
+        b, t, c = y.size()
+        return y.view(b, t * c) + 1
+
+    (report,) = compile_batches(fn, lambda b: rand(b, 3, 4, seed=b))
+    assert report.eager_nodes == 0
+
+
+def test_size_after_an_opaque_call_is_not_assumed_static():
+    def fn(x):
+        y = x.flip(0)  # no .kir op: typed by its example, so its sizes are not inferred
+        if y.size(0) > 3:
+            return y * 2
+        return y * 3
+
+    compiled = kiln.compile(fn, backend="eager")
+    for n in (5, 2, 4, 3):
+        x = dynamic_batch(rand(n, 3, seed=n))
+        assert_same(compiled(x), fn(x))
+
+
+# --- unflatten and unbind ----------------------------------------------------------------------
+
+
+def test_unflatten_and_unbind_are_views_and_selects():
+    def fn(x):
+        parts = (x * 2).unflatten(-1, (3, 4)).unbind(-2)
+        a, b, c = kiln.unbind(kiln.unflatten(x, 2, (3, -1)), dim=2)
+        return tuple(p.exp() for p in parts) + (a * b + c,)
+
+    (report,) = compile_batches(fn, lambda b: rand(b, 5, 12, seed=b), tol=TOL)
+    assert report.eager_nodes == 0
+    recorder = RecordingBackend()
+    kiln.compile(fn, backend=recorder)(rand(2, 5, 12))
+    kir = recorder.graphs[0].to_kir()
+    assert "call(" not in kir and "select(" in kir and "view(" in kir
+
+
+def test_unbind_along_a_dynamic_dim_stays_a_call():
+    recorder = RecordingBackend()
+    fn = kiln.compile(lambda x: [t * 2 for t in x.unbind(0)], backend=recorder)
+    x = dynamic_batch(rand(3, 4))
+    assert_same(fn(x), [t * 2 for t in x.unbind(0)])
+    assert 'target = "kiln.Tensor.unbind"' in recorder.graphs[0].to_kir()
+
+
+def test_unflatten_with_wrong_sizes_raises_as_in_eager():
+    fn = kiln.compile(lambda x: x.unflatten(1, (5, 5)) * 2, backend="eager")
+    with pytest.raises(RuntimeError) as eager:
+        rand(2, 12).unflatten(1, (5, 5))
+    with pytest.raises(RuntimeError) as compiled:
+        fn(rand(2, 12))
+    assert str(compiled.value) == str(eager.value)
+
+
+# --- the CPU backend never returns a split's tuple from a part ---------------------------------
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_split_piece_recomputed_as_a_view_does_not_make_the_tuple_an_output(dynamic):
+    def fn(x):
+        a, b, c = (x * 2).split(4, dim=1)  # `a` escapes as a view of x * 2
+        return a, b.exp(), c.t()
+
+    backend = run_compiled(fn, rand(3, 12), dynamic=dynamic, tol=TOL)
+    (report,) = backend.reports
+    assert report.eager_nodes == 0 and report.fallbacks == []
+
+
+def test_split_pieces_of_an_input_escape_as_views():
+    def fn(x):
+        a, b, c = x.split(4, dim=1)
+        return a, b + 1, c
+
+    backend = run_compiled(fn, rand(3, 12))
+    (report,) = backend.reports
+    assert report.fallbacks == []
+    out = kiln.compile(fn, backend=CpuBackend(fallback=False))(x := rand(3, 12))
+    assert out[0]._storage_ptr() == x._storage_ptr()  # a view of the input, as in eager
+
+
+# --- the models --------------------------------------------------------------------------------
+
+
+def _models():
+    kiln.manual_seed(0)
+    return {
+        "gpt": (gpt.build(kiln, nn, F)().eval(), lambda b: kiln.randint(0, 50, (b, 8))),
+        "mha": (_mha_gpt(), lambda b: kiln.randint(0, 50, (b, 8))),
+        "convnet": (convnet.build(kiln, nn, F)().eval(), lambda b: rand(b, 3, 16, 16, seed=b)),
+    }
+
+
+@pytest.mark.parametrize("which", ["gpt", "mha", "convnet"])
+@pytest.mark.parametrize("how", ["mark_dynamic", "dynamic=True"])
+def test_models_compile_once_for_every_batch_size(which, how):
+    model, make = _models()[which]
+    backend = CpuBackend(fallback=False)
+    fn = kiln.compile(model, backend=backend, dynamic=True if how == "dynamic=True" else None)
+    with kiln.no_grad():
+        for b in (2, 5, 3):
+            x = make(b)
+            if how == "mark_dynamic":
+                kiln.mark_dynamic(x, 0)
+            assert_same(fn(x), model(x), tol=TOL)
+    (report,) = backend.reports
+    assert report.eager_nodes == 0 and report.fallbacks == []
+
+
+def test_compare_on_a_size_after_flatten_guards_the_batch():
+    def fn(x):
+        y = (x + 1).flatten(0, 1)  # [3 * B, 4]: written as a reshape to its own sizes
+        if y.size(0) > 6:
+            return y * 2
+        return y * 3
+
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(fn, backend=backend)
+    for n in (2, 5, 3, 2):
+        x = dynamic_batch(rand(n, 3, 4, seed=n))
+        assert_same(compiled(x), fn(x))
+    # `3 * B > 6` is no relation of a symbol with a constant: the capture specializes (one static
+    # capture per batch size) instead of trusting the example's 6
+    assert len(backend.reports) == 3
+
+
+def test_sizes_after_flatten_keep_the_batch_dynamic():
+    def fn(x):
+        y = (x * 2).flatten(1)  # [B, 12]
+        if y.size(1) != 12 or y.size(0) < 2:
+            raise ValueError("unexpected")
+        return y.view(y.size(0), 3, 4) + y.size(1)
+
+    (report,) = compile_batches(fn, lambda b: rand(b, 3, 4, seed=b))
+    assert report.eager_nodes == 0
