@@ -74,7 +74,7 @@ class _Builder:
             return f"_MethodType({self.expr(v.fn)}, {self.expr(v.self_var)})"
         if isinstance(v, V.TensorAttrVar):
             return f"{self.expr(v.tensor)}.{v.name}"
-        from kiln._capture.calls import _ContainerMethod
+        from kiln._capture.calls_access import _ContainerMethod
 
         if isinstance(v, _ContainerMethod):
             return f"{self.expr(v.obj)}.{v.name}"

@@ -1,0 +1,263 @@
+"""Attribute and item access on symbolic values (mixed into `Frame` through CallMixin).
+
+Reads a tensor's metadata as constants (or symbolic sizes), a module's parameters and
+submodules behind its version guard, an object's attributes by their static definition
+(properties and methods inlined, data read with a source), items of containers and tensors; a
+mutation of something that exists outside the capture breaks the graph.
+"""
+
+from __future__ import annotations
+
+import inspect
+import operator
+import types
+
+import kiln
+from kiln._capture import ops
+from kiln._capture import variables as V
+from kiln._capture.sources import AttrSource
+
+_TENSOR = kiln.Tensor
+_METADATA_ATTRS = {"dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "is_leaf"}
+
+
+class AccessMixin:
+    def get_attr(self, obj: V.VT, name: str) -> V.VT:
+        if isinstance(obj, V.TensorVar):
+            return self.tensor_attr(obj, name)
+        if isinstance(obj, V.ModuleVar):
+            return self.module_attr(obj, name)
+        if isinstance(obj, V.ConstVar):
+            value = getattr(obj.value, name)
+            if callable(value):
+                return V.ObjectVar(value)
+            return V.ConstVar(value)
+        if isinstance(obj, V.TupleVar) and hasattr(obj.tuple_type, "_fields"):
+            if name in obj.tuple_type._fields:
+                return obj.items[obj.tuple_type._fields.index(name)]
+        if isinstance(obj, (V.ListVar, V.DictVar, V.TupleVar)):
+            return _ContainerMethod(obj, name)
+        if isinstance(obj, V.ObjectVar):
+            return self.object_attr(obj, name)
+        if isinstance(obj, _SuperVar):
+            return obj.get_attr(name)
+        if isinstance(obj, V.FunctionVar) and name in ("__name__", "__qualname__", "__doc__",
+                                                       "__module__"):
+            return V.ConstVar(getattr(obj.fn, name))
+        if isinstance(obj, V.SymIntVar):
+            raise V.Unsupported(f"attribute {name!r} of a symbolic int")
+        raise V.Unsupported(f"attribute {name!r} of {type(obj).__name__}")
+
+    def tensor_attr(self, t: V.TensorVar, name: str) -> V.VT:
+        ex = t.example
+        if name in ("shape",):
+            return V.TupleVar([self.ctx.size_of(t, d) for d in range(ex.dim())], None, kiln.Size)
+        if name in _METADATA_ATTRS:
+            return V.ConstVar(getattr(ex, name))
+        if name in ("T", "mT", "mH", "H", "data", "real"):
+            fn = {"data": _TENSOR.detach}.get(name)
+            if fn is not None:
+                return ops.record(self.ctx, fn, [t], {}, name)
+            return ops.record(self.ctx, _attr_getter(name), [t], {}, name)
+        if name in ("grad", "grad_fn", "_version"):
+            raise V.Unsupported(f"Tensor.{name} is autograd state")
+        if not hasattr(_TENSOR, name):
+            raise V.Unsupported(f"Tensor has no attribute {name!r}")
+        return V.TensorAttrVar(t, name)
+
+    def module_attr(self, mv: V.ModuleVar, name: str) -> V.VT:
+        mod = mv.module
+        d = mod.__dict__
+        for table in ("_parameters", "_buffers", "_modules"):
+            entries = d.get(table)
+            if entries is not None and name in entries:
+                value = entries[name]
+                if value is None:
+                    return V.ConstVar(None)
+                return self.ctx.wrap(value, None, f"{mv.label}.{name}")
+        if name in d:
+            return self.ctx.wrap(d[name], None, f"{mv.label}.{name}")
+        cls_attr = inspect.getattr_static(type(mod), name, None)
+        if isinstance(cls_attr, types.FunctionType):
+            return V.BoundMethodVar(V.FunctionVar(cls_attr), mv)
+        if isinstance(cls_attr, property):
+            return self.inline(V.FunctionVar(cls_attr.fget), [mv], {})
+        if isinstance(cls_attr, (staticmethod,)):
+            return self.ctx.wrap(cls_attr.__func__, None)
+        if isinstance(cls_attr, classmethod):
+            return V.BoundMethodVar(V.FunctionVar(cls_attr.__func__), V.ObjectVar(type(mod)))
+        if cls_attr is not None:
+            return self.ctx.wrap(getattr(mod, name), None)
+        raise V.Unsupported(f"{type(mod).__name__} has no attribute {name!r}")
+
+    def object_attr(self, ov: V.ObjectVar, name: str) -> V.VT:
+        obj = ov.value
+        source = AttrSource(ov.source, name) if ov.source is not None else None
+        if isinstance(obj, types.ModuleType):
+            if not hasattr(obj, name):
+                raise V.Unsupported(f"module {obj.__name__!r} has no attribute {name!r}")
+            value = getattr(obj, name)
+            trusted = obj.__name__.split(".")[0] in ("kiln", "math", "operator", "functools",
+                                                      "builtins", "typing", "collections")
+            return self.ctx.wrap(value, None if trusted else source)
+        if isinstance(obj, type):
+            attr = inspect.getattr_static(obj, name)
+            if isinstance(attr, staticmethod):
+                return self.ctx.wrap(attr.__func__, None)
+            if isinstance(attr, classmethod):
+                return V.BoundMethodVar(self.ctx.wrap(attr.__func__, None), ov)
+            return self.ctx.wrap(getattr(obj, name), source)
+        try:
+            static = inspect.getattr_static(obj, name)
+        except AttributeError:
+            raise V.Unsupported(f"{type(obj).__name__} object has no attribute {name!r}") from None
+        inst_dict = getattr(obj, "__dict__", None)
+        if inst_dict is not None and name in inst_dict:
+            return self.ctx.wrap(inst_dict[name], source)
+        if isinstance(static, types.FunctionType):
+            return V.BoundMethodVar(V.FunctionVar(static), ov)
+        if isinstance(static, property) and isinstance(static.fget, types.FunctionType):
+            return self.inline(V.FunctionVar(static.fget), [ov], {})
+        if isinstance(static, (staticmethod, classmethod)):
+            return self.ctx.wrap(getattr(obj, name), None)
+        value = getattr(obj, name)
+        return self.ctx.wrap(value, source)
+
+    def set_attr(self, obj: V.VT, name: str, value: V.VT) -> None:
+        raise V.Unsupported(f"assignment to attribute {name!r} of {type(obj).__name__}",
+                            "keep state in local variables inside compiled code")
+
+    # -- items ---------------------------------------------------------------------------
+    def get_item(self, obj: V.VT, index: V.VT) -> V.VT:
+        if isinstance(obj, V.TensorVar):
+            return ops.record(self.ctx, operator.getitem, [obj, index], {}, "getitem")
+        if isinstance(obj, (V.ListVar, V.TupleVar)):
+            key = self.const_index(index)
+            if isinstance(key, slice):
+                items = obj.items[key]
+                return V.ListVar(items) if isinstance(obj, V.ListVar) else V.TupleVar(items)
+            try:
+                return obj.items[key]
+            except IndexError:
+                raise V.Unsupported("index out of range (raises at run time)") from None
+        if isinstance(obj, V.DictVar):
+            key = index.const()
+            if key not in obj.items:
+                raise V.Unsupported(f"KeyError {key!r} (raises at run time)")
+            return obj.items[key]
+        if isinstance(obj, V.ModuleVar):
+            key = self.const_index(index)
+            return self.ctx.wrap(obj.module[key], None, f"{obj.label}.{key}")
+        if isinstance(obj, V.ConstVar):
+            return V.ConstVar(obj.value[self.const_index(index)])
+        if isinstance(obj, V.ObjectVar) and isinstance(obj.value, type):
+            return V.ObjectVar(obj.value[index.const()])
+        raise V.Unsupported(f"indexing a {type(obj).__name__}")
+
+    def const_index(self, index: V.VT):
+        if isinstance(index, V.SymIntVar):
+            return self.concrete_int(index)
+        if isinstance(index, V.SliceVar):
+            parts = [self.const_index(p) for p in (index.start, index.stop, index.step)]
+            return slice(*parts)
+        return index.const()
+
+    def set_item(self, obj: V.VT, index: V.VT, value: V.VT) -> None:
+        if isinstance(obj, V.TensorVar):
+            ops.record(self.ctx, operator.setitem, [obj, index, value], {}, "setitem")
+            return
+        if isinstance(obj, (V.ListVar, V.DictVar)) and not from_outside(obj):
+            self.ctx.undo.append((obj, "items", obj.items.copy()))
+            obj.items[self.const_index(index)] = value
+            return
+        raise V.Unsupported(f"item assignment into a {type(obj).__name__} from outside the graph")
+
+    # -- operators -----------------------------------------------------------------------
+
+
+def from_outside(v: V.VT) -> bool:
+    """A list or dict that exists outside the capture (read from an argument, a global, a module
+    attribute...): mutating it is a side effect the graph cannot replay, so it breaks."""
+    return v.source is not None or getattr(v, "origin", None) is not None
+
+
+def _attr_getter(name):
+    return operator.attrgetter(name)
+
+
+class _SuperVar(V.VT):
+    """`super()` bound to a method's class and `self`: attributes come from the classes after
+    `cls` in the MRO of `self`'s type; methods are bound to `self` and inlined."""
+
+    def __init__(self, cls, self_var: V.VT) -> None:
+        self.cls = cls
+        self.self_var = self_var
+
+    def get_attr(self, name: str) -> V.VT:
+        mro = self.self_var.python_type().__mro__
+        for klass in mro[mro.index(self.cls) + 1:]:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                if isinstance(attr, types.FunctionType):
+                    return V.BoundMethodVar(V.FunctionVar(attr), self.self_var)
+                break
+        raise V.Unsupported(f"super().{name} is not a plain method")
+
+
+class _ContainerMethod(V.VT):
+    """`lst.append`, `d.items`, `t.index`... on a container variable."""
+
+    def __init__(self, obj: V.VT, name: str) -> None:
+        self.obj = obj
+        self.name = name
+
+    def call(self, frame, args, kwargs) -> V.VT:
+        obj, name = self.obj, self.name
+        if isinstance(obj, V.ListVar):
+            if name in ("append", "extend", "insert", "pop", "clear", "reverse", "remove"):
+                if from_outside(obj):
+                    raise V.Unsupported(f"list.{name} on a list from outside the graph")
+                frame.ctx.undo.append((obj, "items", obj.items.copy()))
+                if name == "append":
+                    obj.items.append(args[0])
+                elif name == "extend":
+                    obj.items.extend(frame.unpack_iterable(args[0]))
+                elif name == "insert":
+                    obj.items.insert(args[0].const(), args[1])
+                elif name == "pop":
+                    return obj.items.pop(args[0].const() if args else -1)
+                elif name == "clear":
+                    obj.items.clear()
+                elif name == "reverse":
+                    obj.items.reverse()
+                else:
+                    raise V.Unsupported("list.remove")
+                return V.ConstVar(None)
+            if name == "copy":
+                return V.ListVar(obj.items)
+        if isinstance(obj, V.DictVar):
+            if name == "items":
+                return V.ListVar([V.TupleVar([V.ConstVar(k), v]) for k, v in obj.items.items()])
+            if name == "keys":
+                return V.ListVar([V.ConstVar(k) for k in obj.items])
+            if name == "values":
+                return V.ListVar(list(obj.items.values()))
+            if name == "get":
+                key = args[0].const()
+                default = args[1] if len(args) > 1 else V.ConstVar(None)
+                return obj.items.get(key, default)
+            if name in ("update", "pop", "setdefault", "__setitem__") and not from_outside(obj):
+                frame.ctx.undo.append((obj, "items", obj.items.copy()))
+                if name == "update":
+                    obj.items.update(args[0].items if args else {})
+                    obj.items.update(kwargs)
+                    return V.ConstVar(None)
+                if name == "pop":
+                    return obj.items.pop(args[0].const(), *(args[1:2]))
+                if name == "setdefault":
+                    return obj.items.setdefault(args[0].const(), args[1])
+            if name == "copy":
+                return V.DictVar(obj.items)
+        if name in ("index", "count") and obj.is_const():
+            return V.ConstVar(getattr(obj.const(), name)(*[a.const() for a in args]))
+        raise V.Unsupported(f"{obj.python_type().__name__}.{name}()")
