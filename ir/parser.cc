@@ -106,6 +106,8 @@ bool Parser::parseStatement(Graph &g) {
     lex_.errorAt(opTok.pos, fmt::format("unknown op '{}'", opTok.text));
   if (*op == OpKind::Input)
     lex_.errorAt(opTok.pos, "graph inputs are written as parameters of the graph, not 'input'");
+  if (*op == OpKind::Output) // only `return %a, %b` as the last statement, never with results
+    lex_.errorAt(opTok.pos, "'return' ends the graph body and defines no values");
   lex_.expect(Tok::LParen, "after the op name");
   std::vector<Value *> operands = parseOperandList(Tok::RParen, "after the operands");
   Attributes attrs = parseAttrDict();
@@ -189,7 +191,11 @@ TensorMeta Parser::parseTensorType(const Token &dtypeTok, DType dtype) {
   TensorMeta meta;
   meta.dtype = dtype;
   meta.sizes = parseSymIntList("after the sizes");
-  meta.strides = contiguousStrides(meta.sizes);
+  try {
+    meta.strides = contiguousStrides(meta.sizes);
+  } catch (const Error &e) { // the product of the sizes overflows
+    lex_.errorAt(dtypeTok.pos, fmt::format("the sizes of this tensor type: {}", e.what()));
+  }
   if (lex_.peek().kind == Tok::Ident && lex_.peek().text == "strided") {
     TextPos pos = lex_.next().pos;
     lex_.expect(Tok::LBracket, "after 'strided'");

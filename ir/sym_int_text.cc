@@ -84,11 +84,17 @@ SymInt parsePrimary(Lexer &lex, int depth) {
 SymInt parseUnary(Lexer &lex, int depth) {
   if (depth > kMaxNesting)
     lex.errorAt(lex.peek().pos, "symbolic int expression nested too deeply");
+  TextPos minusPos = lex.peek().pos;
   if (!lex.consumeIf(Tok::Minus))
     return parsePrimary(lex, depth);
   if (lex.peek().kind == Tok::Int) // keeps INT64_MIN representable
     return lex.intValue(lex.next(), true);
-  return -parseUnary(lex, depth + 1);
+  SymInt operand = parseUnary(lex, depth + 1);
+  try {
+    return -operand;
+  } catch (const Error &e) { // -(INT64_MIN) overflows
+    lex.errorAt(minusPos, e.what());
+  }
 }
 
 // Arithmetic errors (overflow, division by zero) get the operator's position.

@@ -17,6 +17,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# Optional: clang with libFuzzer for tests/fuzz/run.sh, which skips without them.
+OPTIONAL_APT_PACKAGES=(clang-19 libclang-rt-19-dev)
+missing=()
+for p in "${OPTIONAL_APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[setup] installing optional apt packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq >/dev/null 2>&1 || true
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 ||
+    echo "[setup] ${missing[*]} not available: the libFuzzer runs of scripts/test.sh will skip"
+fi
 
 PY_BASE="${KILN_BASE_PYTHON:-$(command -v python3.11 || command -v python3)}"
 if [ ! -x .venv/bin/python ]; then

@@ -31,6 +31,9 @@ else
   status=1
 fi
 
+echo "== Fuzz targets (libFuzzer, bounded)"
+tests/fuzz/run.sh 15 || status=1
+
 echo "== Python tests (pytest: tests/python)"
 "$PY" -m pytest -q -p no:cacheprovider tests/python "$@" || status=1
 
