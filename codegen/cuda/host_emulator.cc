@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -232,6 +233,52 @@ void HostEmulator::launch(const CudaKernel &kernel, std::span<const uint64_t> ar
   KILN_CHECK(entry, "kiln: the emulated module has no kernel {}", kernel.name);
   static_assert(sizeof(unsigned long long) == sizeof(uint64_t));
   launcher_(entry, reinterpret_cast<const unsigned long long *>(args.data()), grid, block);
+}
+
+HostEmulatorDevice::HostEmulatorDevice(const CudaModule &module, LaunchLimits limits, int maxBlock)
+    : emulator_(module), limits_(limits), maxBlock_(maxBlock),
+      allocator_(
+          [](size_t bytes) {
+            void *p = std::aligned_alloc(256, bytes); // bytes: a multiple of 512
+            KILN_CHECK(p, "kiln: host emulator: out of memory allocating {} bytes", bytes);
+            std::memset(p, 0xff, bytes);
+            return reinterpret_cast<uint64_t>(p);
+          },
+          [](uint64_t address) { std::free(reinterpret_cast<void *>(address)); }) {
+  KILN_CHECK(maxBlock > 0 && maxBlock % 32 == 0 && maxBlock <= kMaxBlockThreads,
+             "kiln: host emulator: blocks of {} threads (a multiple of 32 up to {})", maxBlock,
+             kMaxBlockThreads);
+}
+
+HostEmulatorDevice::~HostEmulatorDevice() = default;
+
+std::set<KernelRole> HostEmulatorDevice::rolesLaunched() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return roles_;
+}
+
+uint64_t HostEmulatorDevice::allocate(size_t bytes) { return allocator_.allocate(bytes); }
+
+void HostEmulatorDevice::release(uint64_t address) { allocator_.release(address); }
+
+void HostEmulatorDevice::copyToDevice(uint64_t dst, const void *src, size_t bytes) {
+  if (bytes)
+    std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
+}
+
+void HostEmulatorDevice::copyToHost(void *dst, uint64_t src, size_t bytes) {
+  if (bytes)
+    std::memcpy(dst, reinterpret_cast<const void *>(src), bytes);
+}
+
+void HostEmulatorDevice::launch(const CudaKernel &kernel, std::span<const uint64_t> args,
+                                int64_t grid, int block) {
+  // The emulated module keeps one launch's geometry, shared memory and barriers in globals (like
+  // one stream: launches run one at a time), so concurrent callers take turns.
+  std::lock_guard<std::mutex> lock(mu_);
+  ++launches_;
+  roles_.insert(kernel.role);
+  emulator_.launch(kernel, args, grid, std::min(block, maxBlock_));
 }
 
 } // namespace kiln::codegen::cuda

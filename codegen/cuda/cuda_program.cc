@@ -1,0 +1,354 @@
+// A loop program on a CUDA device: binding, device buffers, kernels launched as planLaunches says,
+// externs on the host through kiln's eager kernels.
+
+#include "codegen/cuda/cuda_program.h"
+
+#include "codegen/cuda/driver.h"
+#include "codegen/cuda/launch_plan.h"
+#include "runtime/error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+namespace kiln::codegen::cuda {
+
+using namespace ir::loop;
+using ir::SymbolValues;
+using ir::SymInt;
+
+namespace {
+
+std::vector<int64_t> evaluateAll(std::span<const SymInt> syms, const SymbolValues &values) {
+  std::vector<int64_t> out;
+  for (const SymInt &s : syms)
+    out.push_back(s.evaluate(values));
+  return out;
+}
+
+/// Buffer `b` under `values`: its sizes, strides and the elements its storage spans.
+struct Layout {
+  Shape sizes, strides;
+  int64_t extent = 1;
+
+  size_t bytes(DType dtype) const { return static_cast<size_t>(extent * itemsize(dtype)); }
+};
+
+Layout layoutOf(const Buffer &b, const SymbolValues &values) {
+  Layout l{evaluateAll(b.meta.sizes, values), evaluateAll(b.meta.strides, values)};
+  for (size_t k = 0; k < l.sizes.size(); ++k) {
+    KILN_CHECK_KIND(Value, l.sizes[k] >= 0 && l.strides[k] >= 0,
+                    "cuda program: {} has sizes {} and strides {} here", b.name(),
+                    shapeToString(l.sizes), shapeToString(l.strides));
+    l.extent = l.sizes[k] == 0 || l.extent == 0 ? 0 : l.extent + (l.sizes[k] - 1) * l.strides[k];
+  }
+  return l;
+}
+
+/// A host tensor with buffer `b`'s layout (the same bytes as its device buffer).
+Tensor hostTensor(const Buffer &b, const Layout &l) {
+  return Tensor::empty({l.extent}, b.meta.dtype).asStrided(l.sizes, l.strides, 0);
+}
+
+/// Whether `t` has layout `l` (strides of dims of size 1 do not matter): then its bytes from
+/// rawData() are the buffer's.
+bool hasLayout(const Tensor &t, const Layout &l) {
+  if (t.sizes() != l.sizes)
+    return false;
+  for (size_t k = 0; k < l.sizes.size(); ++k)
+    if (l.sizes[k] > 1 && l.strides[k] != t.stride(static_cast<int64_t>(k)))
+      return false;
+  return true;
+}
+
+/// The device buffers of one call, by buffer id (0: not allocated), released on every exit.
+struct DeviceBuffers {
+  CudaDevice &device;
+  std::vector<uint64_t> addresses;
+
+  DeviceBuffers(CudaDevice &d, size_t n) : device(d), addresses(n, 0) {}
+  ~DeviceBuffers() {
+    for (uint64_t &a : addresses)
+      if (a) {
+        try {
+          device.release(a);
+        } catch (const std::exception &) {
+          // Unwinding from another error: that one is the one to report.
+        }
+      }
+  }
+  DeviceBuffers(const DeviceBuffers &) = delete;
+  DeviceBuffers &operator=(const DeviceBuffers &) = delete;
+
+  void release(BufferId id) {
+    if (uint64_t a = std::exchange(addresses[id.index], 0))
+      device.release(a);
+  }
+};
+
+} // namespace
+
+struct CudaProgram::State {
+  LoopProgram program;
+  CudaModule module;
+  std::shared_ptr<CudaDevice> device;
+  std::vector<int> kernelsOfNode; ///< node → index into module.nodes, -1 for externs
+  /// Per buffer: the last node that reads or writes it (-1: none; outputs: past the last node).
+  std::vector<int> lastUse;
+  passes::lower::ExternTable externs = passes::lower::eagerExterns();
+
+  std::vector<BufferId> uses(size_t k) const;
+  SymbolValues bind(std::span<const Tensor> inputs, const SymbolValues &given,
+                    std::vector<Tensor> &bound) const;
+  uint64_t ensure(BufferId id, const SymbolValues &values, DeviceBuffers &buffers) const;
+  void runExtern(const LoopNode &node, const SymbolValues &values, DeviceBuffers &buffers) const;
+  void runKernels(size_t k, const SymbolValues &values, DeviceBuffers &buffers) const;
+};
+
+CudaProgram::CudaProgram(LoopProgram program, CudaModule module, std::shared_ptr<CudaDevice> device)
+    : state_(std::make_unique<State>()) {
+  KILN_CHECK(device, "cuda program: no device");
+  State &s = *state_;
+  s.program = std::move(program);
+  s.module = std::move(module);
+  s.device = std::move(device);
+  s.kernelsOfNode.assign(s.program.nodes().size(), -1);
+  for (size_t n = 0; n < s.module.nodes.size(); ++n) {
+    size_t node = s.module.nodes[n].node;
+    KILN_CHECK(node < s.program.nodes().size() &&
+                   s.program.nodes()[node].kind != LoopNodeKind::Extern &&
+                   !s.module.nodes[n].kernels.empty(),
+               "cuda program: the module's kernels of node {} do not match the program", node);
+    s.kernelsOfNode[node] = static_cast<int>(n);
+  }
+  for (size_t k = 0; k < s.program.nodes().size(); ++k)
+    KILN_CHECK(s.program.nodes()[k].kind == LoopNodeKind::Extern || s.kernelsOfNode[k] >= 0,
+               "cuda program: the module has no kernels for node {}", k);
+  s.lastUse.assign(s.program.buffers().size(), -1);
+  for (size_t k = 0; k < s.program.nodes().size(); ++k)
+    for (BufferId id : s.uses(k))
+      s.lastUse[id.index] = static_cast<int>(k);
+  for (BufferId id : s.program.outputs()) // copied back at the end: never freed before
+    s.lastUse[id.index] = static_cast<int>(s.program.nodes().size());
+}
+
+CudaProgram::CudaProgram(CudaProgram &&) noexcept = default;
+CudaProgram &CudaProgram::operator=(CudaProgram &&) noexcept = default;
+CudaProgram::~CudaProgram() = default;
+
+const LoopProgram &CudaProgram::program() const { return state_->program; }
+const CudaModule &CudaProgram::module() const { return state_->module; }
+CudaDevice &CudaProgram::device() const { return *state_->device; }
+
+CudaProgram &CudaProgram::registerExtern(const std::string &op, passes::lower::ExternFn fn) {
+  state_->externs[op] = std::move(fn);
+  return *this;
+}
+
+std::vector<BufferId> CudaProgram::State::uses(size_t k) const {
+  const LoopNode &node = program.nodes()[k];
+  std::vector<BufferId> out = node.reads();
+  out.insert(out.end(), node.outputs.begin(), node.outputs.end());
+  if (kernelsOfNode[k] >= 0)
+    for (const CudaKernel &kernel : module.nodes[kernelsOfNode[k]].kernels)
+      for (const KernelArg &a : kernel.args)
+        if (a.kind == KernelArg::Kind::Buffer)
+          out.push_back(a.buffer);
+  return out;
+}
+
+SymbolValues CudaProgram::State::bind(std::span<const Tensor> inputs, const SymbolValues &given,
+                                      std::vector<Tensor> &bound) const {
+  std::span<const BufferId> ids = program.inputs();
+  KILN_CHECK_KIND(Value, inputs.size() == ids.size(),
+                  "cuda program: the program takes {} inputs, got {}", ids.size(), inputs.size());
+  SymbolValues values = given;
+  for (size_t n = 0; n < ids.size(); ++n) {
+    const Buffer &b = program.buffer(ids[n]);
+    const Tensor &t = inputs[n];
+    KILN_CHECK_KIND(Value, t.defined(), "cuda program: input {} is undefined", b.name());
+    KILN_CHECK_KIND(Type, t.dtype() == b.meta.dtype,
+                    "cuda program: input {} is {} but the tensor bound to it has dtype {}",
+                    b.name(), printType(b.meta), dtypeName(t.dtype()));
+    KILN_CHECK_KIND(Value, t.dim() == b.rank(),
+                    "cuda program: input {} is {} but the tensor bound to it has shape {}",
+                    b.name(), printType(b.meta), t.shapeStr());
+    for (int64_t k = 0; k < b.rank(); ++k)
+      if (std::string_view s = b.meta.sizes[k].symbolName(); !s.empty())
+        values.try_emplace(std::string(s), t.size(k));
+  }
+  for (const std::string &s : program.sizeSymbols())
+    KILN_CHECK_KIND(Value, values.count(s),
+                    "cuda program: symbol '{}' has no value: pass it or an input with a "
+                    "dimension of size {}",
+                    s, s);
+  for (size_t n = 0; n < ids.size(); ++n) {
+    const Buffer &b = program.buffer(ids[n]);
+    Tensor t = inputs[n];
+    Layout l = layoutOf(b, values);
+    KILN_CHECK_KIND(Value, l.sizes == t.sizes(),
+                    "cuda program: input {} is {} = {} here, but the tensor bound to it has "
+                    "shape {}",
+                    b.name(), printType(b.meta), shapeToString(l.sizes), t.shapeStr());
+    if (!hasLayout(t, l) && b.meta.isContiguous())
+      t = t.contiguous();
+    KILN_CHECK_KIND(Value, hasLayout(t, l),
+                    "cuda program: input {} has strides {} here, but the tensor bound to it "
+                    "has strides {}",
+                    b.name(), shapeToString(l.strides), shapeToString(t.strides()));
+    bound[ids[n].index] = t;
+  }
+  return values;
+}
+
+uint64_t CudaProgram::State::ensure(BufferId id, const SymbolValues &values,
+                                    DeviceBuffers &buffers) const {
+  uint64_t &a = buffers.addresses[id.index];
+  if (!a) {
+    const Buffer &b = program.buffer(id);
+    a = device->allocate(layoutOf(b, values).bytes(b.meta.dtype));
+  }
+  return a;
+}
+
+void CudaProgram::State::runExtern(const LoopNode &node, const SymbolValues &values,
+                                   DeviceBuffers &buffers) const {
+  auto it = externs.find(node.externOp);
+  KILN_CHECK_KIND(NotImplemented, it != externs.end(),
+                  "cuda program: no implementation of extern \"{}\" (registerExtern it)",
+                  node.externOp);
+  std::vector<Tensor> inputs;
+  for (BufferId id : node.externInputs) {
+    const Buffer &b = program.buffer(id);
+    Layout l = layoutOf(b, values);
+    Tensor host = hostTensor(b, l);
+    device->copyToHost(host.rawData(), ensure(id, values, buffers), l.bytes(b.meta.dtype));
+    inputs.push_back(host);
+  }
+  std::vector<Tensor> results = it->second(inputs, node.attributes);
+  KILN_CHECK_KIND(Value, results.size() == node.outputs.size(),
+                  "cuda program: extern \"{}\" returned {} tensors for {} buffers", node.externOp,
+                  results.size(), node.outputs.size());
+  for (size_t n = 0; n < results.size(); ++n) {
+    BufferId id = node.outputs[n];
+    const Buffer &b = program.buffer(id);
+    Layout l = layoutOf(b, values);
+    KILN_CHECK_KIND(Value, results[n].sizes() == l.sizes && results[n].dtype() == b.meta.dtype,
+                    "cuda program: extern \"{}\" result {} is {} {}, but {} is {}", node.externOp,
+                    n, dtypeName(results[n].dtype()), results[n].shapeStr(), bufferName(id),
+                    printType(b.meta));
+    Tensor host = results[n];
+    if (!hasLayout(host, l)) {
+      host = hostTensor(b, l);
+      host.copy_(results[n]);
+    }
+    device->copyToDevice(ensure(id, values, buffers), host.rawData(), l.bytes(b.meta.dtype));
+  }
+}
+
+void CudaProgram::State::runKernels(size_t k, const SymbolValues &values,
+                                    DeviceBuffers &buffers) const {
+  const LoopNode &node = program.nodes()[k];
+  const NodeKernels &nk = module.nodes[kernelsOfNode[k]];
+  int64_t points = nk.points.evaluate(values);
+  KILN_CHECK_KIND(
+      Index,
+      points <= 0 || node.kind != LoopNodeKind::Reduction ||
+          (node.reduction != ReductionKind::ArgMax && node.reduction != ReductionKind::ArgMin) ||
+          nk.reducedPoints.evaluate(values) > 0,
+      "cuda program: {} over an empty reduction range", reductionKeyword(node.reduction));
+  for (const CudaKernel &kernel : nk.kernels)
+    for (const KernelArg &a : kernel.args)
+      if (a.kind == KernelArg::Kind::Buffer)
+        ensure(a.buffer, values, buffers);
+  std::vector<KernelLaunch> launches =
+      planLaunches(program, nk, values, buffers.addresses, device->limits());
+  int64_t workspaceBytes = 0;
+  for (const KernelLaunch &l : launches)
+    workspaceBytes = std::max(workspaceBytes, l.workspaceBytes);
+  // Pass 1 of a split reduction writes the workspace pass 2 reads; both are queued on the same
+  // stream, so releasing it after queueing them is safe (the allocator reuses it only there).
+  uint64_t workspace = workspaceBytes ? device->allocate(static_cast<size_t>(workspaceBytes)) : 0;
+  struct Workspace {
+    CudaDevice &device;
+    uint64_t address;
+    ~Workspace() {
+      try {
+        if (address)
+          device.release(address);
+      } catch (const std::exception &) {
+        // Unwinding from a failed launch: that error is the one to report.
+      }
+    }
+  } hold{*device, workspace};
+  std::vector<uint64_t> args;
+  for (const KernelLaunch &l : launches) {
+    args.clear();
+    for (const KernelArg &a : l.kernel->args)
+      switch (a.kind) {
+      case KernelArg::Kind::Buffer:
+        args.push_back(buffers.addresses[a.buffer.index]);
+        break;
+      case KernelArg::Kind::Size:
+        args.push_back(static_cast<uint64_t>(values.at(a.symbol)));
+        break;
+      case KernelArg::Kind::Partials:
+        args.push_back(workspace);
+        break;
+      case KernelArg::Kind::Chunks:
+        args.push_back(static_cast<uint64_t>(l.chunks));
+        break;
+      }
+    device->launch(*l.kernel, args, l.grid, l.block);
+  }
+}
+
+std::vector<Tensor> CudaProgram::run(std::span<const Tensor> hostInputs,
+                                     const SymbolValues &symbols) const {
+  const State &s = *state_;
+  std::vector<Tensor> bound(s.program.buffers().size());
+  SymbolValues values = s.bind(hostInputs, symbols, bound);
+  DeviceBuffers buffers(*s.device, s.program.buffers().size());
+  for (BufferId id : s.program.inputs()) {
+    const Buffer &b = s.program.buffer(id);
+    s.device->copyToDevice(s.ensure(id, values, buffers), bound[id.index].rawData(),
+                           layoutOf(b, values).bytes(b.meta.dtype));
+  }
+  bound.clear();
+  std::span<const LoopNode> nodes = s.program.nodes();
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    if (nodes[k].kind == LoopNodeKind::Extern)
+      s.runExtern(nodes[k], values, buffers);
+    else
+      s.runKernels(k, values, buffers);
+    for (BufferId id : s.uses(k))
+      if (s.lastUse[id.index] == static_cast<int>(k))
+        buffers.release(id);
+  }
+  std::vector<Tensor> results;
+  for (BufferId id : s.program.outputs()) {
+    const Buffer &b = s.program.buffer(id);
+    Layout l = layoutOf(b, values);
+    Tensor host = hostTensor(b, l);
+    if (uint64_t a = buffers.addresses[id.index])
+      s.device->copyToHost(host.rawData(), a, l.bytes(b.meta.dtype));
+    results.push_back(host);
+  }
+  return results;
+}
+
+CudaProgram compileCudaProgram(const LoopProgram &program, int deviceIndex,
+                               CudaCompileOptions options) {
+  std::string reason;
+  const Driver *driver = Driver::get(&reason);
+  KILN_CHECK(driver, "kiln: CUDA is not available: {}", reason);
+  options.arch = driver->device(deviceIndex).smVersion();
+  CudaModule module = emitCuda(program);
+  CompiledCuda code = compileCuda(module.source, options);
+  std::shared_ptr<CudaDevice> device = openDriverDevice(deviceIndex, code);
+  return CudaProgram(program, std::move(module), std::move(device));
+}
+
+} // namespace kiln::codegen::cuda

@@ -1,0 +1,75 @@
+#pragma once
+/// CudaProgram: a whole LoopProgram run on a CUDA device, the GPU twin of the CPU executor
+/// (codegen/cpu/compiled_program.h).
+///
+/// run() takes host tensors and returns host tensors:
+///   bind       size symbols from the inputs' sizes (and `symbols`), with the CPU executor's
+///              checks: count, dtype, rank, sizes under the bound symbols, strides
+///   inputs     copied to device buffers laid out as the buffer's meta strides (an input whose
+///              buffer is contiguous is made contiguous first)
+///   per node   Pointwise/Reduction: its buffers allocated on first use, its kernels launched as
+///              planLaunches says for this device's limits (a split reduction's workspace from
+///              the device's allocator); Extern: run on the host through kiln's eager kernels
+///              (passes/lower/eager_externs.h): inputs copied device → host, results host →
+///              device. Library calls on the device (cuBLAS GEMMs, cuDNN convolutions) come
+///              later; until then each extern costs two transfers.
+///              Every buffer is released after the last node that uses it, so device memory
+///              peaks at what one node needs, as on the CPU.
+///   outputs    copied back into fresh host tensors with the buffers' strides.
+///
+/// run() is const and keeps its state per call, so several threads may run one program at
+/// once (the device serializes what it must).
+
+#include "codegen/cuda/compile.h"
+#include "codegen/cuda/device.h"
+#include "codegen/cuda/emit.h"
+#include "ir/loop/program.h"
+#include "passes/lower/eager_externs.h"
+#include "runtime/tensor.h"
+
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln::codegen::cuda {
+
+class CudaProgram {
+public:
+  /// `module` is emitCuda(program) and `device` has that module's code loaded.
+  CudaProgram(ir::loop::LoopProgram program, CudaModule module, std::shared_ptr<CudaDevice> device);
+  CudaProgram(CudaProgram &&) noexcept;
+  CudaProgram &operator=(CudaProgram &&) noexcept;
+  ~CudaProgram();
+
+  /// Runs the program on one host tensor per input buffer (declaration order); returns one host
+  /// tensor per output buffer. Throws kiln::Error for bad inputs (Type: a dtype; Value: the
+  /// count, a rank, a size, strides; a symbol without a value), an argmax/argmin over an empty
+  /// range, an extern without an implementation, or a device error.
+  std::vector<Tensor> run(std::span<const Tensor> hostInputs,
+                          const ir::SymbolValues &symbols = {}) const;
+  std::vector<Tensor> run(std::initializer_list<Tensor> hostInputs,
+                          const ir::SymbolValues &symbols = {}) const {
+    return run(std::span<const Tensor>(hostInputs.begin(), hostInputs.size()), symbols);
+  }
+
+  /// Registers (or replaces) the host implementation of extern op `op`.
+  CudaProgram &registerExtern(const std::string &op, passes::lower::ExternFn fn);
+
+  const ir::loop::LoopProgram &program() const;
+  const CudaModule &module() const;
+  CudaDevice &device() const;
+
+private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+/// Emits `program`'s CUDA C, compiles it with NVRTC for device `deviceIndex`'s architecture
+/// (`options.arch` is replaced by the device's) and loads it on that device. Throws kiln::Error
+/// when CUDA or NVRTC is unavailable or compilation fails.
+CudaProgram compileCudaProgram(const ir::loop::LoopProgram &program, int deviceIndex = 0,
+                               CudaCompileOptions options = {});
+
+} // namespace kiln::codegen::cuda
