@@ -32,13 +32,13 @@ std::string kindText(driver::ValueKind kind) {
 } // namespace
 
 std::string modelHeader(const driver::PreparedGraph &graph, const std::string &name,
-                        bool embeddedWeights) {
+                        bool embeddedWeights, const std::string &target) {
   std::string guard = "KILN_MODEL_" + name + "_H";
   for (char &c : guard)
     c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   std::string doc;
-  doc += fmt::format(" * Model {} compiled ahead of time by kilnc from graph @{}.\n *\n", name,
-                     graph.name);
+  doc += fmt::format(" * Model {} compiled ahead of time by kilnc from graph @{} for {}.\n *\n",
+                     name, graph.name, target);
   doc += " * Inputs (kiln_model_run takes them in this order):\n";
   for (size_t k = 0; k < graph.inputs.size(); ++k) {
     const driver::InputSpec &in = graph.inputs[k];

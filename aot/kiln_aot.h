@@ -28,7 +28,7 @@ typedef enum kiln_status {
   KILN_ERROR_DTYPE = 2,            /* an input of the wrong dtype */
   KILN_ERROR_SHAPE = 3,            /* a wrong rank, a size that breaks the exported shapes/ranges */
   KILN_ERROR_WEIGHTS = 4,          /* the weights file is missing, corrupt or does not match */
-  KILN_ERROR_INCOMPATIBLE = 5,     /* the library was built for another CPU or runtime */
+  KILN_ERROR_INCOMPATIBLE = 5,     /* built for another CPU or runtime, or no CUDA device */
   KILN_ERROR_RUNTIME = 6           /* anything else (out of memory, an internal error) */
 } kiln_status;
 
@@ -76,20 +76,26 @@ typedef struct kiln_model kiln_model;
 /* What kilnc links into libNAME.so to describe the model (not for direct use). */
 typedef void (*kiln_kernel_fn)(void **args, int64_t begin, int64_t end);
 typedef struct kiln_program_desc {
-  uint32_t abi_version;      /* KILN_AOT_ABI_VERSION */
-  const char *name;          /* NAME */
-  const char *kiln_version;  /* the kiln that compiled it: the runtime must be the same */
-  const char *kir;           /* the exported .kir text */
+  uint32_t abi_version;     /* KILN_AOT_ABI_VERSION */
+  const char *name;         /* NAME */
+  const char *kiln_version; /* the kiln that compiled it: the runtime must be the same */
+  const char *kir;          /* the exported .kir text */
   size_t kir_size;
-  const char *options;       /* pipeline options: "fuse=1" */
-  const char *features;      /* LLVM CPU features the kernels were compiled for */
-  uint64_t module_hash;      /* FNV-1a of the emitted kernel module: the runtime re-derives it */
+  const char *options;          /* pipeline options: "fuse=1" */
+  const char *features;         /* LLVM CPU features the kernels were compiled for */
+  uint64_t module_hash;         /* FNV-1a of the emitted kernel module: the runtime re-derives it */
   const unsigned char *weights; /* embedded safetensors bytes, or NULL */
   size_t weights_size;
-  const char *weights_file;  /* default weights file name next to the library, or NULL */
+  const char *weights_file; /* default weights file name next to the library, or NULL */
   size_t num_kernels;
   const char *const *kernel_names;
   const kiln_kernel_fn *kernels;
+  const char *target;            /* "cpu" or "cuda" */
+  int32_t cuda_arch;             /* sm_XY of the embedded cubin (cuda) */
+  const unsigned char *cuda_ptx; /* NVRTC's PTX, NUL-terminated (cuda) */
+  size_t cuda_ptx_size;
+  const unsigned char *cuda_cubin; /* SASS for cuda_arch, or NULL (cuda) */
+  size_t cuda_cubin_size;
 } kiln_program_desc;
 
 /* Creates a model: `weights_path` is the safetensors file (NULL: embedded weights, else the

@@ -39,7 +39,9 @@ ExportedProgram.save writes them) into DIR/libNAME.so and DIR/NAME.h (plus libki
 kiln_aot.h and, unless --weights embed, NAME.safetensors). --emit prints one stage instead.
   -o DIR        output folder (default: .)
   --name NAME   C identifier of the model (default: the .kir file's stem)
-  --target      cpu (default) or cuda (only --emit cuda|ptx today)
+  --target      cpu (default) or cuda: NVRTC's PTX and cubin for --arch embedded in the
+                library (built without a GPU; running needs one)
+  --arch XY     the CUDA architecture sm_XY (default 80)
   --weights     file (default: NAME.safetensors next to the library) or embed (in the library)
   --weights-path FILE   the weights file (default: model.safetensors beside model.kir)
   --emit STAGE  kir (after the graph passes), loop (scheduled loop program), mlir, llvm, asm,
@@ -137,6 +139,18 @@ std::string runtimeDir(const char *argv0) {
   return exe.parent_path().string();
 }
 
+/// Installed in a venv (`<venv>/bin/kilnc`): the nvidia-cuda-nvrtc wheel is in its
+/// site-packages, where NVRTC is searched too.
+void addVenvNvrtcRoots() {
+  std::error_code ec;
+  fs::path venv = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path();
+  if (ec || !fs::exists(venv / "pyvenv.cfg") || !fs::exists(venv / "lib"))
+    return;
+  for (const fs::directory_entry &e : fs::directory_iterator(venv / "lib", ec))
+    if (e.path().filename().string().starts_with("python3"))
+      codegen::cuda::Nvrtc::addSearchRoot((e.path() / "site-packages").string());
+}
+
 /// Checks every weight node against the weights file before anything is built.
 void checkWeights(const driver::PreparedGraph &graph, const std::string &path) {
   if (graph.weights.empty())
@@ -160,14 +174,6 @@ void emitStage(const Options &o, const driver::PreparedGraph &graph) {
   } else if (o.emit == "loop") {
     fmt::print("{}", graph.loopText);
   } else if (o.emit == "cuda" || o.emit == "ptx") {
-    // Installed in a venv (`<venv>/bin/kilnc`): the nvidia-cuda-nvrtc wheel is in its
-    // site-packages.
-    std::error_code ec;
-    fs::path venv = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path();
-    if (!ec && fs::exists(venv / "pyvenv.cfg") && fs::exists(venv / "lib"))
-      for (const fs::directory_entry &e : fs::directory_iterator(venv / "lib", ec))
-        if (e.path().filename().string().starts_with("python3"))
-          codegen::cuda::Nvrtc::addSearchRoot((e.path() / "site-packages").string());
     codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph.schedule.program);
     if (o.emit == "cuda") {
       fmt::print("{}", module.source);
@@ -195,6 +201,7 @@ void emitStage(const Options &o, const driver::PreparedGraph &graph) {
 }
 
 int compile(const Options &o, const char *argv0) {
+  addVenvNvrtcRoots();
   std::string text = readFile(o.input);
   driver::PipelineOptions pipeline;
   pipeline.filename = o.input;
@@ -204,9 +211,6 @@ int compile(const Options &o, const char *argv0) {
     emitStage(o, graph);
     return 0;
   }
-  if (o.target == "cuda")
-    throw std::runtime_error("--target cuda builds no library yet (the CUDA runtime is not "
-                             "there); --emit cuda|ptx shows the CUDA code");
   checkWeights(graph, o.weightsPath);
   aot::LibraryOptions lib;
   lib.name = o.name;
@@ -217,6 +221,8 @@ int compile(const Options &o, const char *argv0) {
   lib.optLevel = o.optLevel;
   lib.pipelineOptions = o.fuse ? "fuse=1" : "fuse=0";
   lib.runtimeDir = runtimeDir(argv0);
+  lib.target = o.target;
+  lib.cudaArch = o.arch;
   lib.verbose = o.verbose;
   for (const std::string &path : aot::buildLibrary(graph, lib))
     if (o.verbose)

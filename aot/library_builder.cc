@@ -5,6 +5,8 @@
 #include "aot/model.h"
 #include "codegen/cpu/compile.h"
 #include "codegen/cpu/emit.h"
+#include "codegen/cuda/compile.h"
+#include "codegen/cuda/emit.h"
 #include "runtime/error.h"
 
 #include <fmt/format.h>
@@ -55,7 +57,8 @@ std::string asmPath(const std::string &path) {
   return fs::absolute(path).string();
 }
 
-std::string embedAsm(const std::string &kirPath, const std::string &weightsPath) {
+/// The files `.incbin` embeds: name → path ("" embeds nothing).
+std::string embedAsm(const std::vector<std::pair<std::string, std::string>> &blobs) {
   std::string out = "  .section .rodata.kiln,\"a\",@progbits\n";
   auto blob = [&](const char *name, const std::string &path) {
     out += fmt::format("  .balign 64\n  .globl {0}\n  .hidden {0}\n{0}:\n", name);
@@ -65,8 +68,8 @@ std::string embedAsm(const std::string &kirPath, const std::string &weightsPath)
                        "{0}_size:\n  .quad {0}_end - {0}\n",
                        name);
   };
-  blob("kiln_embedded_kir", kirPath);
-  blob("kiln_embedded_weights", weightsPath);
+  for (const auto &[name, path] : blobs)
+    blob(name.c_str(), path);
   out += "  .section .note.GNU-stack,\"\",@progbits\n";
   return out;
 }
@@ -84,15 +87,22 @@ std::string cString(std::string_view s) {
   return out + "\"";
 }
 
-std::string glueSource(const LibraryOptions &o, const codegen::cpu::EmittedModule &module,
-                       const std::string &features, bool hasWeights) {
+/// What the glue describes: the CPU kernels by name, or the CUDA code's architecture.
+struct CodeDesc {
+  std::vector<std::string> kernelNames; ///< --target cpu
+  std::string features;                 ///< --target cpu
+  uint64_t hash = 0;                    ///< of the emitted module (MLIR or CUDA C)
+};
+
+std::string glueSource(const LibraryOptions &o, const CodeDesc &code, bool hasWeights) {
   std::string decls, names, fns;
-  for (const codegen::cpu::KernelInfo &k : module.kernels) {
-    decls += fmt::format("void {}(void **args, int64_t begin, int64_t end);\n", k.name);
-    names += fmt::format("    \"{}\",\n", k.name);
-    fns += fmt::format("    {},\n", k.name);
+  for (const std::string &k : code.kernelNames) {
+    decls += fmt::format("void {}(void **args, int64_t begin, int64_t end);\n", k);
+    names += fmt::format("    \"{}\",\n", k);
+    fns += fmt::format("    {},\n", k);
   }
-  if (module.kernels.empty()) {
+  bool cuda = o.target == "cuda";
+  if (code.kernelNames.empty()) {
     names = "    0,\n";
     fns = "    0,\n";
   }
@@ -104,6 +114,10 @@ extern const char kiln_embedded_kir[];
 extern const unsigned long long kiln_embedded_kir_size;
 extern const unsigned char kiln_embedded_weights[];
 extern const unsigned long long kiln_embedded_weights_size;
+extern const unsigned char kiln_embedded_ptx[];
+extern const unsigned long long kiln_embedded_ptx_size;
+extern const unsigned char kiln_embedded_cubin[];
+extern const unsigned long long kiln_embedded_cubin_size;
 
 {decls}
 static const char *const kernel_names[] = {{
@@ -128,17 +142,24 @@ __attribute__((visibility("default"))) kiln_status {name}_create(const char *wei
   desc.num_kernels = {numKernels};
   desc.kernel_names = kernel_names;
   desc.kernels = kernels;
+  desc.target = "{target}";
+  desc.cuda_arch = {arch};
+  desc.cuda_ptx = {cuda} ? kiln_embedded_ptx : 0;
+  desc.cuda_ptx_size = (size_t)kiln_embedded_ptx_size;
+  desc.cuda_cubin = {cuda} && kiln_embedded_cubin_size ? kiln_embedded_cubin : 0;
+  desc.cuda_cubin_size = (size_t)kiln_embedded_cubin_size;
   return kiln_model_create(&desc, weights_path, model);
 }}
 )",
       fmt::arg("name", o.name), fmt::arg("decls", decls), fmt::arg("names", names),
       fmt::arg("fns", fns), fmt::arg("version", cString(kilnVersion())),
-      fmt::arg("options", cString(o.pipelineOptions)), fmt::arg("features", cString(features)),
-      fmt::arg("hash", moduleHash(module.text)),
+      fmt::arg("options", cString(o.pipelineOptions)), fmt::arg("features", cString(code.features)),
+      fmt::arg("hash", code.hash), fmt::arg("target", o.target),
+      fmt::arg("arch", cuda ? o.cudaArch : 0), fmt::arg("cuda", cuda ? 1 : 0),
       fmt::arg("embedded", o.embedWeights && hasWeights ? 1 : 0),
       fmt::arg("weightsFile",
                hasWeights && !o.embedWeights ? cString(o.name + ".safetensors") : std::string("0")),
-      fmt::arg("numKernels", module.kernels.size()));
+      fmt::arg("numKernels", code.kernelNames.size()));
 }
 
 void writeFile(const std::string &path, std::string_view data) {
@@ -229,20 +250,45 @@ std::vector<std::string> buildLibrary(const driver::PreparedGraph &graph, const 
              graph.weights.size());
 
   TempDir tmp(o.outDir, o.name);
-  const codegen::cpu::TargetDesc &target = codegen::cpu::hostTarget();
-  codegen::cpu::EmittedModule module = codegen::cpu::emitModule(
-      graph.schedule.program, codegen::cpu::emitOptionsForFeatures(target.features));
   std::vector<std::string> objects;
-  if (!module.kernels.empty()) {
-    codegen::cpu::CompileOptions compile;
-    compile.optLevel = o.optLevel;
-    writeFile(tmp.file("kernels.o"), codegen::cpu::compileToObject(module.text, target, compile));
-    objects.push_back(tmp.file("kernels.o"));
+  CodeDesc code;
+  std::vector<std::pair<std::string, std::string>> blobs = {
+      {"kiln_embedded_kir", tmp.file("model.kir")},
+      {"kiln_embedded_weights", o.embedWeights && hasWeights ? o.weightsPath : ""},
+      {"kiln_embedded_ptx", ""},
+      {"kiln_embedded_cubin", ""}};
+  if (o.target == "cuda") {
+    // NVRTC here; the runtime loads the cubin (or JIT-compiles the PTX on a newer GPU).
+    codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph.schedule.program);
+    codegen::cuda::CudaCompileOptions compile;
+    compile.arch = o.cudaArch;
+    compile.cache = nullptr;
+    codegen::cuda::CompiledCuda compiled = codegen::cuda::compileCuda(module.source, compile);
+    writeFile(tmp.file("model.ptx"), compiled.ptx + std::string(1, '\0'));
+    blobs[2].second = tmp.file("model.ptx");
+    if (!compiled.cubin.empty()) {
+      writeFile(tmp.file("model.cubin"), compiled.cubin);
+      blobs[3].second = tmp.file("model.cubin");
+    }
+    code.hash = moduleHash(module.source);
+  } else {
+    const codegen::cpu::TargetDesc &target = codegen::cpu::hostTarget();
+    codegen::cpu::EmittedModule module = codegen::cpu::emitModule(
+        graph.schedule.program, codegen::cpu::emitOptionsForFeatures(target.features));
+    if (!module.kernels.empty()) {
+      codegen::cpu::CompileOptions compile;
+      compile.optLevel = o.optLevel;
+      writeFile(tmp.file("kernels.o"), codegen::cpu::compileToObject(module.text, target, compile));
+      objects.push_back(tmp.file("kernels.o"));
+    }
+    for (const codegen::cpu::KernelInfo &k : module.kernels)
+      code.kernelNames.push_back(k.name);
+    code.features = target.features;
+    code.hash = moduleHash(module.text);
   }
   writeFile(tmp.file("model.kir"), o.kirText);
-  writeFile(tmp.file("embed.S"),
-            embedAsm(tmp.file("model.kir"), o.embedWeights && hasWeights ? o.weightsPath : ""));
-  writeFile(tmp.file("glue.c"), glueSource(o, module, target.features, hasWeights));
+  writeFile(tmp.file("embed.S"), embedAsm(blobs));
+  writeFile(tmp.file("glue.c"), glueSource(o, code, hasWeights));
   writeFile(tmp.file("exports.map"),
             fmt::format("{{\n  global: {}_*;\n  local: *;\n}};\n", o.name));
   const char *cc = std::getenv("CC");
@@ -264,7 +310,10 @@ std::vector<std::string> buildLibrary(const driver::PreparedGraph &graph, const 
   link.push_back("-lkiln_aot");
   link.push_back("-Wl,-rpath,$ORIGIN");
   run(link, "linking", o.verbose);
-  writeFile(tmp.file(o.name + ".h"), modelHeader(graph, o.name, o.embedWeights));
+  writeFile(tmp.file(o.name + ".h"),
+            modelHeader(graph, o.name, o.embedWeights,
+                        o.target == "cuda" ? fmt::format("CUDA sm_{}", o.cudaArch)
+                                           : std::string("the host CPU")));
 
   // Install: support files first, the library last, each by an atomic rename.
   auto out = [&](const std::string &name) { return (fs::path(o.outDir) / name).string(); };

@@ -25,6 +25,8 @@ struct LibraryOptions {
   int optLevel = 3;
   std::string pipelineOptions; ///< recorded for the runtime ("fuse=1")
   std::string runtimeDir;      ///< holds libkiln_aot.so and kiln_aot.h
+  std::string target = "cpu";  ///< "cpu" or "cuda" (NVRTC's PTX and cubin embedded)
+  int cudaArch = 80;           ///< sm_XY of the cubin for --target cuda
   bool verbose = false;        ///< print the commands run
 };
 
@@ -34,8 +36,9 @@ std::vector<std::string> buildLibrary(const driver::PreparedGraph &graph,
                                       const LibraryOptions &options);
 
 /// The text of NAME.h: the model's inputs, outputs and ranges as comments and `NAME_create`.
+/// `target` names where it runs ("the host CPU", "CUDA sm_80").
 std::string modelHeader(const driver::PreparedGraph &graph, const std::string &name,
-                        bool embeddedWeights);
+                        bool embeddedWeights, const std::string &target);
 
 /// Writes `data` to `path` atomically (temporary file in the same folder, fsync, rename).
 void writeFileAtomic(const std::string &path, std::string_view data);

@@ -4,6 +4,8 @@
 
 #include "aot/safetensors.h"
 #include "codegen/cpu/emit.h"
+#include "codegen/cuda/cuda_program.h"
+#include "codegen/cuda/driver.h"
 #include "runtime/error.h"
 
 #include <fmt/format.h>
@@ -106,11 +108,13 @@ AotModel::AotModel(const kiln_program_desc &desc, const char *weightsPath) : nam
                    fmt::format("{}: compiled by {}, but this runtime is {}: use the "
                                "libkiln_aot.so kilnc wrote next to it",
                                name_, desc.kiln_version, kilnVersion()));
-  if (std::vector<std::string> missing = missingHostFeatures(desc.features); !missing.empty())
-    throw AotError(KILN_ERROR_INCOMPATIBLE,
-                   fmt::format("{}: compiled for CPU features this CPU lacks ({}): compile it "
-                               "again on (or for) this machine",
-                               name_, fmt::join(missing, ", ")));
+  bool cuda = desc.target && std::strcmp(desc.target, "cuda") == 0;
+  if (!cuda)
+    if (std::vector<std::string> missing = missingHostFeatures(desc.features); !missing.empty())
+      throw AotError(KILN_ERROR_INCOMPATIBLE,
+                     fmt::format("{}: compiled for CPU features this CPU lacks ({}): compile it "
+                                 "again on (or for) this machine",
+                                 name_, fmt::join(missing, ", ")));
   std::string kir(desc.kir, desc.kir_size);
   try {
     graph_ = driver::prepareGraph(kir, parsePipelineOptions(desc.options, name_ + ".kir"));
@@ -118,6 +122,17 @@ AotModel::AotModel(const kiln_program_desc &desc, const char *weightsPath) : nam
     throw AotError(KILN_ERROR_INCOMPATIBLE,
                    fmt::format("{}: the runtime cannot rebuild the program: {}", name_, e.what()));
   }
+  if (cuda)
+    loadCudaCode(desc);
+  else
+    loadCpuKernels(desc);
+  bindWeights(desc, weightsPath);
+  describe();
+}
+
+AotModel::~AotModel() = default;
+
+void AotModel::loadCpuKernels(const kiln_program_desc &desc) {
   codegen::cpu::EmittedModule module = codegen::cpu::emitModule(
       graph_.schedule.program, codegen::cpu::emitOptionsForFeatures(desc.features));
   if (moduleHash(module.text) != desc.module_hash)
@@ -139,8 +154,34 @@ AotModel::AotModel(const kiln_program_desc &desc, const char *weightsPath) : nam
   program_ =
       std::make_unique<codegen::cpu::CompiledProgram>(codegen::cpu::CompiledProgram::fromKernels(
           graph_.schedule.program, std::move(module), std::move(kernels), nullptr));
-  bindWeights(desc, weightsPath);
-  describe();
+}
+
+void AotModel::loadCudaCode(const kiln_program_desc &desc) {
+  codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph_.schedule.program);
+  if (moduleHash(module.source) != desc.module_hash)
+    throw AotError(KILN_ERROR_INCOMPATIBLE,
+                   fmt::format("{}: this runtime emits different CUDA code from the kilnc that "
+                               "compiled it (module hash mismatch)",
+                               name_));
+  std::string reason;
+  if (!codegen::cuda::Driver::get(&reason))
+    throw AotError(KILN_ERROR_INCOMPATIBLE,
+                   fmt::format("{}: compiled for CUDA, but no CUDA device can be used here: {}",
+                               name_, reason));
+  codegen::cuda::CompiledCuda code;
+  code.arch = desc.cuda_arch;
+  code.ptx.assign(reinterpret_cast<const char *>(desc.cuda_ptx), desc.cuda_ptx_size);
+  if (desc.cuda_cubin && desc.cuda_cubin_size) {
+    code.cubin.assign(reinterpret_cast<const char *>(desc.cuda_cubin), desc.cuda_cubin_size);
+    code.cubinSource = codegen::cuda::CubinSource::Nvrtc;
+  }
+  try {
+    cudaProgram_ = std::make_unique<codegen::cuda::CudaProgram>(
+        graph_.schedule.program, std::move(module), codegen::cuda::openDriverDevice(0, code));
+  } catch (const std::exception &e) {
+    throw AotError(KILN_ERROR_INCOMPATIBLE,
+                   fmt::format("{}: cannot load the CUDA code: {}", name_, e.what()));
+  }
 }
 
 void AotModel::bindWeights(const kiln_program_desc &desc, const char *weightsPath) {
@@ -302,7 +343,8 @@ void AotModel::run(std::span<const kiln_tensor> inputs, std::span<kiln_tensor> o
     outSizes.push_back(std::move(sizes));
   }
   tensors.insert(tensors.end(), weights_.begin(), weights_.end());
-  std::vector<Tensor> results = program_->run(tensors, values);
+  std::vector<Tensor> results =
+      cudaProgram_ ? cudaProgram_->run(tensors, values) : program_->run(tensors, values);
   for (size_t k = 0; k < outputs.size(); ++k) {
     const driver::OutputSpec &spec = graph_.outputs[k];
     Tensor result = spec.aliasOf >= 0 ? tensors[spec.aliasOf] : results[k];

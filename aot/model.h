@@ -10,10 +10,19 @@
 /// then the library's own functions (CompiledProgram::fromKernels), externs run on kiln's
 /// eager kernels, and weights are tensors over the mapped safetensors file (or the embedded
 /// bytes), checked against every `weight` node.
+///
+/// A library built with `--target cuda` embeds NVRTC's PTX and cubin instead of CPU kernels:
+/// the runtime re-emits the CUDA C (its hash is the module hash), loads the code on device 0
+/// through the driver (codegen/cuda/device.h) and runs a CudaProgram; inputs and outputs stay
+/// host buffers. With no CUDA device, creating the model fails with KILN_ERROR_INCOMPATIBLE.
 
 #include "aot/kiln_aot.h"
 #include "codegen/cpu/compiled_program.h"
 #include "driver/prepared_graph.h"
+
+namespace kiln::codegen::cuda {
+class CudaProgram;
+} // namespace kiln::codegen::cuda
 
 #include <memory>
 #include <span>
@@ -46,6 +55,7 @@ class AotModel {
 public:
   /// Throws AotError.
   AotModel(const kiln_program_desc &desc, const char *weightsPath);
+  ~AotModel();
 
   const driver::PreparedGraph &graph() const { return graph_; }
   /// The io info of input/output `index` (strings owned by the model).
@@ -56,6 +66,8 @@ public:
   void run(std::span<const kiln_tensor> inputs, std::span<kiln_tensor> outputs) const;
 
 private:
+  void loadCpuKernels(const kiln_program_desc &desc);
+  void loadCudaCode(const kiln_program_desc &desc);
   void bindWeights(const kiln_program_desc &desc, const char *weightsPath);
   void describe();
   std::vector<Tensor> wrapInputs(std::span<const kiln_tensor> inputs,
@@ -63,9 +75,10 @@ private:
 
   std::string name_;
   driver::PreparedGraph graph_;
-  std::unique_ptr<codegen::cpu::CompiledProgram> program_;
-  std::shared_ptr<const void> weightsOwner_; ///< the mapped file, when not embedded
-  std::vector<Tensor> weights_;              ///< parallel to graph_.weights
+  std::unique_ptr<codegen::cpu::CompiledProgram> program_;  ///< --target cpu
+  std::unique_ptr<codegen::cuda::CudaProgram> cudaProgram_; ///< --target cuda
+  std::shared_ptr<const void> weightsOwner_;                ///< the mapped file, when not embedded
+  std::vector<Tensor> weights_;                             ///< parallel to graph_.weights
   std::vector<kiln_io_info> inputInfo_, outputInfo_;
   std::vector<std::unique_ptr<std::string>> strings_; ///< storage of io info names
 };

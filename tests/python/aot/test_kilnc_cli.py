@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from aot_util import DTYPE, OK, SHAPE, WEIGHTS, build_runner, kilnc, run_model
+from aot_util import DTYPE, INCOMPATIBLE, OK, SHAPE, WEIGHTS, build_runner, kilnc, run_model
 
 KIR = """\
 graph @mlp(%x: f32[batch, 8] loc("mlp.py":3), %scale: f32[]) {
@@ -175,8 +175,8 @@ def test_cli_errors(built, tmp_path):
     assert proc.returncode == 2 and "--emit must be one of" in proc.stderr
     proc = kilnc(root / "mlp.kir", "--name", "9lives", "-o", tmp_path, check=False)
     assert proc.returncode == 1 and "must be a C identifier" in proc.stderr
-    proc = kilnc(root / "mlp.kir", "--target", "cuda", "-o", tmp_path, check=False)
-    assert proc.returncode == 1 and "--emit cuda|ptx" in proc.stderr
+    proc = kilnc(root / "mlp.kir", "--target", "tpu", "-o", tmp_path, check=False)
+    assert proc.returncode == 2 and "--target must be cpu or cuda" in proc.stderr
     (tmp_path / "lone.kir").write_text(KIR)
     proc = kilnc(tmp_path / "lone.kir", "-o", tmp_path, check=False)
     assert proc.returncode == 1 and "lone.safetensors does not exist" in proc.stderr
@@ -201,3 +201,27 @@ def test_emit_ptx_through_nvrtc(built):
         pytest.skip("no libnvrtc on this machine")
     assert proc.returncode == 0, proc.stderr
     assert ".target sm_90" in proc.stdout and ".entry " in proc.stdout
+
+
+def test_target_cuda_embeds_nvrtc_code_and_runs_where_a_gpu_is(built, tmp_path):
+    """--target cuda builds without a GPU; creating the model needs one (else status 5)."""
+    import kiln
+
+    root, weights, runner = built
+    proc = kilnc(root / "mlp.kir", "-o", tmp_path / "cuda", "--target", "cuda", "--arch", "80",
+                 "--name", "mlp_cuda", check=False)
+    if "NVRTC is not available" in proc.stderr:
+        pytest.skip("no libnvrtc on this machine")
+    assert proc.returncode == 0, proc.stderr
+    lib = tmp_path / "cuda" / "libmlp_cuda.so"
+    assert b".target sm_80" in lib.read_bytes()  # the PTX is embedded
+    assert "for CUDA sm_80" in (tmp_path / "cuda" / "mlp_cuda.h").read_text()
+    x = np.random.default_rng(3).standard_normal((6, 8)).astype(np.float32)
+    rc, log, outs = run_model(runner, lib, "mlp_cuda", [x, np.array(0.5, np.float32)],
+                              tmp_path / "run")
+    if not kiln.cuda.is_available():
+        assert rc == INCOMPATIBLE and "no CUDA device can be used here" in log, log
+        return
+    assert rc == OK, log
+    want = reference(x.astype(np.float64), 0.5, weights)
+    np.testing.assert_allclose(outs[0], want[0], rtol=1e-4, atol=1e-6)
