@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-
 namespace kiln::codegen::cpu {
 
 using namespace ir::loop;
@@ -55,6 +54,9 @@ struct CompiledProgram::State {
   /// outputs).
   std::vector<BufferId> uses(size_t k) const;
   void runKernel(size_t node, const SymbolValues &values, std::vector<Tensor> &tensors) const;
+  int64_t workPerRow(size_t node, const SymbolValues &values) const;
+  /// Per node: the nodes whose code runs inside its function (KernelInfo::fusedInto).
+  std::vector<std::vector<size_t>> members;
 };
 
 CompiledProgram::CompiledProgram() : state_(std::make_unique<State>()) {}
@@ -75,8 +77,8 @@ CompiledProgram &CompiledProgram::registerExtern(const std::string &op, ExternFn
 
 CompiledProgram CompiledProgram::fromKernels(LoopProgram program, EmittedModule module,
                                              std::vector<KernelFn> kernels,
-                                             std::shared_ptr<const void> codeOwner,
-                                             double seconds, CompileDumps dumps) {
+                                             std::shared_ptr<const void> codeOwner, double seconds,
+                                             CompileDumps dumps) {
   KILN_CHECK(kernels.size() == module.kernels.size(),
              "compiled program: {} kernels for a module of {}", kernels.size(),
              module.kernels.size());
@@ -93,6 +95,10 @@ CompiledProgram CompiledProgram::fromKernels(LoopProgram program, EmittedModule 
     KILN_CHECK(s.kernels[k], "compiled program: kernel {} has no code", s.module.kernels[k].name);
     s.kernelOfNode[s.module.kernels[k].node] = static_cast<int>(k);
   }
+  s.members.assign(s.program.nodes().size(), {});
+  for (const KernelInfo &info : s.module.kernels)
+    if (info.fusedInto)
+      s.members[*info.fusedInto].push_back(info.node);
   s.lastUse.assign(s.program.buffers().size(), -1);
   for (size_t k = 0; k < s.program.nodes().size(); ++k)
     for (BufferId id : s.uses(k))
@@ -217,27 +223,41 @@ void CompiledProgram::State::runExtern(const LoopNode &node, const SymbolValues 
   }
 }
 
-void CompiledProgram::State::runKernel(size_t k, const SymbolValues &values,
-                                       std::vector<Tensor> &tensors) const {
+/// Iterations of node `k` per index of its outermost range (inner points times reduced points),
+/// or -1 when its ranges are empty; throws for an argmax/argmin over an empty range.
+int64_t CompiledProgram::State::workPerRow(size_t k, const SymbolValues &values) const {
   const LoopNode &node = program.nodes()[k];
-  const KernelInfo &info = module.kernels[kernelOfNode[k]];
   int64_t n = node.ranges.empty() ? 1 : node.ranges[0].evaluate(values);
   int64_t inner = product(std::span(node.ranges).subspan(node.ranges.empty() ? 0 : 1), values);
   int64_t reduced = product(node.reductionRanges, values);
   if (n <= 0 || inner <= 0)
-    return;
+    return -1;
   KILN_CHECK_KIND(
       Index,
       reduced > 0 ||
           (node.reduction != ReductionKind::ArgMax && node.reduction != ReductionKind::ArgMin) ||
           node.kind != LoopNodeKind::Reduction,
       "compiled program: {} over an empty reduction range", reductionKeyword(node.reduction));
+  return inner * std::max<int64_t>(1, reduced);
+}
+
+void CompiledProgram::State::runKernel(size_t k, const SymbolValues &values,
+                                       std::vector<Tensor> &tensors) const {
+  const LoopNode &node = program.nodes()[k];
+  const KernelInfo &info = module.kernels[kernelOfNode[k]];
+  int64_t work = workPerRow(k, values);
+  if (work < 0)
+    return;
+  // The nodes fused into this one run inside its function: the grain counts their work too.
+  for (size_t member : members[k])
+    work += std::max<int64_t>(0, workPerRow(member, values));
   std::vector<void *> args;
   for (BufferId id : info.buffers)
     args.push_back(tensors[id.index].rawData());
   for (const std::string &s : info.symbols)
     args.push_back(packSize(values.at(s)));
-  launch(kernels[kernelOfNode[k]], args.data(), n, grainFor(inner * std::max<int64_t>(1, reduced)));
+  int64_t n = node.ranges.empty() ? 1 : node.ranges[0].evaluate(values);
+  launch(kernels[kernelOfNode[k]], args.data(), n, grainFor(work));
 }
 
 std::vector<Tensor> CompiledProgram::run(std::span<const Tensor> inputs,
@@ -251,6 +271,8 @@ std::vector<Tensor> CompiledProgram::run(std::span<const Tensor> inputs,
   for (size_t k = 0; k < nodes.size(); ++k) {
     if (nodes[k].kind == LoopNodeKind::Extern) {
       s.runExtern(nodes[k], values, tensors);
+    } else if (s.module.kernels[s.kernelOfNode[k]].fusedInto) {
+      // Its code ran inside an earlier node's function; its function does nothing.
     } else {
       for (BufferId id : s.module.kernels[s.kernelOfNode[k]].buffers)
         if (!tensors[id.index].defined())

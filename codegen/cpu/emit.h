@@ -31,10 +31,22 @@
 ///   (lowering.h), so it vectorizes; f64 tanh and erf call libm (those nodes stay scalar).
 /// - Integer floordiv/mod by zero give an unspecified value (the interpreter raises an error);
 ///   floordiv by -1 wraps like the interpreter.
+///
+/// [Note: fused runs]
+/// Consecutive pointwise/reduction nodes with the same outermost range run as one function
+/// under one shared loop over i0 (the launch range) when every load of a buffer written earlier
+/// in the run reads the row i0 being computed: softmax's max, exp-sum and output, layer_norm's
+/// statistics, rstd and output each touch a row once while it is in cache. The first node's
+/// KernelInfo lists the buffers of the whole run; the other nodes keep a KernelInfo (node order,
+/// `fusedInto` set) whose function does nothing. A run's buffer of one value per row that only
+/// the run reads (and that is not a program output) lives in a register and is never stored or
+/// allocated. A node whose only range would be vectorized runs scalar inside a run; it joins one
+/// only when it reads what the run wrote.
 
 #include "ir/loop/program.h"
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,6 +77,9 @@ struct KernelInfo {
   std::vector<std::string> symbols;        ///< then one packSize slot per size symbol
   LaneMode lanes = LaneMode::Scalar;
   int width = 1; ///< vector lanes (1 when scalar)
+  /// Set when the node runs inside the function of an earlier node of its fused run (that
+  /// node's index): this function then does nothing and `buffers` is empty.
+  std::optional<size_t> fusedInto;
 };
 
 /// An emitted module.

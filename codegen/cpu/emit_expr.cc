@@ -222,6 +222,13 @@ Value emitPrim(Builder &b, ExprKind kind, DType operandType, std::span<const Val
   case ExprKind::Mul:
     return arith("arith.mulf", "arith.muli");
   case ExprKind::Div:
+    // A divisor shared by every lane (softmax's sum, a mean's count) becomes one reciprocal
+    // and a multiply per vector: a vector divide costs several multiplies' throughput, and the
+    // reciprocal is loop-invariant where the divisor is. Eager softmax and norms scale the same
+    // way; the result may differ from the divide in the last bit.
+    if (args[0].isVector() && !args[1].isVector())
+      return b.binary("arith.mulf", args[0],
+                      b.binary("arith.divf", b.floatConst(1.0, args[1].elem), args[1]));
     return b.binary("arith.divf", args[0], args[1]);
   case ExprKind::FloorDiv:
   case ExprKind::Mod:
@@ -331,6 +338,15 @@ Value BodyEmitter::emit(const Body &body) {
 }
 
 Value BodyEmitter::emitExpr(const Expr &e) {
+  if (auto it = scope_.stashes.find(&e); it != scope_.stashes.end()) {
+    // Stored by the run's reduction at this very point (its operands are left dead).
+    const auto &[buffer, offset] = it->second;
+    std::optional<SymInt> c = lanes_ ? laneCoefficient(offset, laneVar_) : std::nullopt;
+    KILN_CHECK(!lanes_ || (c && c->constant() == 1), "cpu emitter: stash {}[{}] is not contiguous",
+               bufferName(buffer), offset.str());
+    return detail::emitLoad(b_, scope_, buffer, emitIndex(b_, offset, scope_.names), lanes_,
+                            std::nullopt, lanes_ > 0);
+  }
   switch (e.kind) {
   case ExprKind::Load:
     return emitLoad(e);
@@ -352,6 +368,8 @@ Value BodyEmitter::emitExpr(const Expr &e) {
 }
 
 Value BodyEmitter::emitLoad(const Expr &e) {
+  if (auto it = scope_.registers.find(e.buffer); it != scope_.registers.end())
+    return it->second; // the fused run proved the load reads the current outer point
   std::optional<std::string> coeff;
   bool contiguous = false;
   int lanes = 0;

@@ -125,6 +125,12 @@ NodePlan planNode(const ir::loop::LoopProgram &program, const ir::loop::LoopNode
 struct KernelScope {
   const ir::loop::LoopProgram *program = nullptr;
   std::map<BufferId, std::string> memrefs;
+  /// Buffers of one value per shared outer point that a fused run keeps in registers: loads of
+  /// them read this value (in the compute type) instead of memory.
+  std::map<BufferId, Value> registers;
+  /// Values a reduction earlier in a fused run already computed and stored at this point of a
+  /// buffer (flat offset, in the loop variables): the body loads them instead of recomputing.
+  std::map<const ir::loop::Expr *, std::pair<BufferId, SymInt>> stashes;
   Names names;
 };
 
@@ -174,6 +180,11 @@ public:
   /// reduction ranges (argmax/argmin only).
   std::vector<Value> update(const std::vector<Value> &state, const Value &v,
                             const std::string &position);
+  /// Whether the state is one value folded by one associative op (sum/prod/max/min): such
+  /// states can be split over several independent accumulators and combined at the end.
+  bool foldsOneValue() const;
+  /// The state of two partial accumulations of a foldsOneValue() reduction, combined.
+  std::vector<Value> combine(const std::vector<Value> &a, const std::vector<Value> &b);
   /// Folds the vector state of a sum/prod/max/min/welford into the scalar state `scalar`
   /// (horizontal vectorization).
   std::vector<Value> mergeLanes(const std::vector<Value> &vector, const std::vector<Value> &scalar);

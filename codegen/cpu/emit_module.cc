@@ -8,6 +8,7 @@
 #include "ir/tensor_meta.h"
 #include "runtime/error.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace kiln::codegen::cpu {
@@ -27,33 +28,237 @@ SymInt extentOf(const Buffer &buffer) {
   return extent;
 }
 
+/// Consecutive loop nodes emitted as one function under their shared outermost loop (see
+/// [Note: fused runs] in emit.h): rows stay in cache between the nodes, and a per-row value
+/// (softmax's max and sum, layer_norm's statistics) stays in a register.
+struct Run {
+  std::vector<size_t> nodes;
+  std::set<BufferId> registers; ///< buffers of one value per row, never stored
+};
+
+/// Whether a node vectorizes its only range: inside a run that loop is the shared scalar one.
+bool vectorizesOuter(const LoopProgram &p, const LoopNode &node, const EmitOptions &options) {
+  return node.ranges.size() == 1 && planNode(p, node, options).mode == LaneMode::Range;
+}
+
+/// Whether load `e` of a buffer written earlier in a run reads the row `i0` that `reader`
+/// computes (the buffer's dim 0 is its producer's i0, the run's shared loop).
+bool readsOwnRow(const LoopProgram &p, const LoopNode &reader, const Expr &e) {
+  if (reader.ranges[0] == SymInt(1))
+    return true;
+  const ir::TensorMeta &meta = p.buffer(e.buffer).meta;
+  if (!meta.isContiguous() || meta.sizes.empty())
+    return false;
+  return floorDivInRange(e.index, meta.strides[0], reader.varRanges()) ==
+         SymInt::symbol(loopVarName(0));
+}
+
+/// Splits the program's pointwise/reduction nodes into runs. A node joins the run before it when
+/// it shares the outermost range and every load of a buffer the run wrote reads its own row; a
+/// node that vectorizes its only (outer) range joins only when it depends on the run (it then
+/// runs scalar per row) and never starts one.
+std::vector<Run> fusedRuns(const LoopProgram &p, const EmitOptions &options) {
+  std::span<const LoopNode> nodes = p.nodes();
+  std::vector<std::vector<size_t>> readers(p.buffers().size());
+  for (size_t k = 0; k < nodes.size(); ++k)
+    for (BufferId id : nodes[k].reads())
+      readers[id.index].push_back(k);
+  std::set<BufferId> outputs(p.outputs().begin(), p.outputs().end());
+  std::vector<Run> runs;
+  for (size_t k = 0; k < nodes.size();) {
+    if (nodes[k].kind == LoopNodeKind::Extern) {
+      ++k;
+      continue;
+    }
+    Run run{{k}, {}};
+    std::set<BufferId> written(nodes[k].outputs.begin(), nodes[k].outputs.end());
+    bool open = !nodes[k].ranges.empty() && !vectorizesOuter(p, nodes[k], options);
+    size_t j = k + 1;
+    for (; open && j < nodes.size(); ++j) {
+      const LoopNode &n = nodes[j];
+      if (n.kind == LoopNodeKind::Extern || n.ranges.empty() ||
+          !(n.ranges[0] == nodes[k].ranges[0]))
+        break;
+      bool depends = false, local = true;
+      for (const Expr *e : n.body->exprs())
+        if (e->kind == ExprKind::Load && written.count(e->buffer)) {
+          depends = true;
+          local = local && readsOwnRow(p, n, *e);
+        }
+      if (!local || (!depends && vectorizesOuter(p, n, options)))
+        break;
+      run.nodes.push_back(j);
+      written.insert(n.outputs.begin(), n.outputs.end());
+    }
+    k = j;
+    if (run.nodes.size() > 1)
+      for (size_t n : run.nodes) {
+        if (nodes[n].ranges.size() != 1)
+          continue;
+        for (BufferId id : nodes[n].outputs) {
+          DType t = p.buffer(id).meta.dtype;
+          bool inRun = std::all_of(readers[id.index].begin(), readers[id.index].end(),
+                                   [&](size_t r) { return r > n && r <= run.nodes.back(); });
+          if (inRun && !outputs.count(id) && memElem(t) == computeElem(t))
+            run.registers.insert(id);
+        }
+      }
+    runs.push_back(std::move(run));
+  }
+  return runs;
+}
+
+/// Whether `a` (of a reduction body, reduced variable r0) computes what `b` (of a pointwise body
+/// over [i0, i1]) does at the same point, with r0 standing for i1.
+bool sameExpr(const Expr *a, const Expr *b) {
+  if (a == b)
+    return true;
+  if (a->kind != b->kind || a->dtype != b->dtype || a->numOperands != b->numOperands)
+    return false;
+  switch (a->kind) {
+  case ExprKind::Constant:
+    return a->floatValue == b->floatValue && a->intValue == b->intValue;
+  case ExprKind::Load:
+  case ExprKind::Index:
+    return a->buffer == b->buffer &&
+           a->index.substitute({{reductionVarName(0), SymInt::symbol(loopVarName(1))}}) == b->index;
+  default:
+    for (int k = 0; k < a->numOperands; ++k)
+      if (!sameExpr(a->operand(k), b->operand(k)))
+        return false;
+    return true;
+  }
+}
+
+bool hasTranscendental(const Body &body) {
+  for (const Expr *e : body.exprs())
+    switch (e->kind) {
+    case ExprKind::Exp:
+    case ExprKind::Log:
+    case ExprKind::Tanh:
+    case ExprKind::Erf:
+    case ExprKind::Sigmoid:
+    case ExprKind::Pow:
+      return true;
+    default:
+      break;
+    }
+  return false;
+}
+
 class KernelEmitter {
 public:
-  KernelEmitter(const LoopProgram &program, const LoopNode &node, const EmitOptions &options)
-      : program_(program), node_(node), plan_(planNode(program, node, options)) {
+  KernelEmitter(const LoopProgram &program, const EmitOptions &options)
+      : program_(program), options_(options) {
     scope_.program = &program;
   }
 
-  /// The function's text; fills `info`.
-  std::string emit(KernelInfo &info, std::map<std::string, std::string> &externals) {
+  /// The function of `run` (named `info.name`); fills `info` for its first node.
+  std::string emit(const Run &run, KernelInfo &info,
+                   std::map<std::string, std::string> &externals) {
+    registers_ = &run.registers;
+    select(run.nodes[0], run.nodes.size() > 1);
     info.lanes = plan_.mode;
     info.width = plan_.width;
-    std::set<BufferId> buffers(node_.outputs.begin(), node_.outputs.end());
-    for (BufferId id : node_.reads())
-      buffers.insert(id);
+    std::set<BufferId> buffers;
+    for (size_t n : run.nodes) {
+      const LoopNode &node = program_.nodes()[n];
+      buffers.insert(node.outputs.begin(), node.outputs.end());
+      for (BufferId id : node.reads())
+        buffers.insert(id);
+    }
+    for (BufferId id : run.registers)
+      buffers.erase(id);
     info.buffers.assign(buffers.begin(), buffers.end());
     std::set<std::string, std::less<>> symbols = program_.sizeSymbols();
     info.symbols.assign(symbols.begin(), symbols.end());
 
     prologue(info);
-    rangeLoops(0);
+    if (run.nodes.size() > 1)
+      planStashes(run);
+    if (run.nodes.size() == 1) {
+      rangeLoops(0);
+    } else {
+      b_.forLoop("%lo", "%hi", b_.indexConst(1), {}, [&](const std::string &iv, auto &) {
+        scope_.names[loopVarName(0)] = iv;
+        for (size_t n : run.nodes) {
+          select(n, true);
+          if (node_->ranges.size() == 1)
+            point(0);
+          else
+            rangeLoops(1);
+        }
+        return std::vector<Value>{};
+      });
+    }
     b_.emit("return");
     externals.insert(b_.externals().begin(), b_.externals().end());
     return fmt::format("  func.func @{}(%args: !llvm.ptr, %begin: i64, %end: i64) {{\n{}  }}\n",
                        info.name, b_.take());
   }
 
+  /// How node `n` is vectorized; inside a run its only range is the shared scalar loop.
+  NodePlan planOf(size_t n, bool inRun) const {
+    const LoopNode &node = program_.nodes()[n];
+    if (inRun && vectorizesOuter(program_, node, options_))
+      return NodePlan{};
+    return planNode(program_, node, options_);
+  }
+
 private:
+  void select(size_t n, bool inRun) {
+    node_ = &program_.nodes()[n];
+    plan_ = planOf(n, inRun);
+    auto it = stashOf_.find(n);
+    stash_ = it == stashOf_.end() ? std::nullopt : std::optional<BufferId>(it->second);
+  }
+
+  /// A row reduction of an expensive value that a later node of the run recomputes at the same
+  /// points (softmax: exp(x - max) summed, then divided): the reduction also stores each value
+  /// where that node will write its own result, and the node loads it back instead of
+  /// recomputing it, the way eager softmax writes exp into its output and scales it in place.
+  void planStashes(const Run &run) {
+    std::span<const LoopNode> nodes = program_.nodes();
+    for (size_t a = 0; a < run.nodes.size(); ++a) {
+      const LoopNode &r = nodes[run.nodes[a]];
+      if (r.kind != LoopNodeKind::Reduction || r.ranges.size() != 1 ||
+          r.reductionRanges.size() != 1 ||
+          Accumulator(b_, r.reduction, r.body->dtype(), 0).foldsOneValue() == false ||
+          planOf(run.nodes[a], true).mode != LaneMode::Reduce || !hasTranscendental(*r.body))
+        continue;
+      for (size_t z = a + 1; z < run.nodes.size() && !stashOf_.count(run.nodes[a]); ++z) {
+        const LoopNode &p = nodes[run.nodes[z]];
+        if (p.kind != LoopNodeKind::Pointwise || p.ranges.size() != 2 ||
+            !(p.ranges[1] == r.reductionRanges[0]) ||
+            planOf(run.nodes[z], true).mode != LaneMode::Range)
+          continue;
+        const Buffer &out = program_.buffer(p.outputs[0]);
+        if (out.meta.dtype != r.body->dtype() ||
+            memElem(out.meta.dtype) != computeElem(out.meta.dtype))
+          continue;
+        for (const Expr *e : p.body->exprs())
+          if (e != p.body->result() && sameExpr(r.body->result(), e)) {
+            std::vector<IndexExpr> vars{SymInt::symbol(loopVarName(0)),
+                                        SymInt::symbol(loopVarName(1))};
+            scope_.stashes[e] = {out.id, flatIndex(vars, out.meta.strides)};
+            stashOf_[run.nodes[a]] = out.id;
+            break;
+          }
+      }
+    }
+  }
+
+  /// Stores a reduction's value at the current reduced point where the stash reader expects it.
+  void stashValue(const Value &v, int lanes) {
+    if (!stash_)
+      return;
+    std::vector<IndexExpr> vars{SymInt::symbol(loopVarName(0)),
+                                SymInt::symbol(reductionVarName(0))};
+    std::string index =
+        emitIndex(b_, flatIndex(vars, program_.buffer(*stash_).meta.strides), scope_.names);
+    emitStore(b_, scope_, *stash_, index, v, lanes);
+  }
+
   /// Loads args: size symbols as index values, buffers as flat memrefs.
   void prologue(const KernelInfo &info) {
     size_t slot = info.buffers.size();
@@ -102,7 +307,7 @@ private:
 
   /// The loops over the node's ranges from `level` inward, then one point (or W points).
   void rangeLoops(size_t level) {
-    size_t k = node_.ranges.size();
+    size_t k = node_->ranges.size();
     if (k == 0) { // a single point; [begin, end) is [0, 1) or empty
       b_.forLoop("%lo", "%hi", b_.indexConst(1), {}, [&](const std::string &, auto &) {
         point(0);
@@ -112,7 +317,7 @@ private:
     }
     std::string var = loopVarName(level);
     std::string lo = level == 0 ? "%lo" : b_.indexConst(0);
-    std::string hi = level == 0 ? "%hi" : emitIndex(b_, node_.ranges[level], scope_.names);
+    std::string hi = level == 0 ? "%hi" : emitIndex(b_, node_->ranges[level], scope_.names);
     auto at = [&](int lanes) {
       return [this, var, lanes, level, k](const std::string &iv, auto &) {
         scope_.names[var] = iv;
@@ -131,30 +336,34 @@ private:
 
   /// Stores `v` at the current point of the range variables in `out`.
   void store(BufferId out, const Value &v, int lanes) {
+    if (registers_->count(out)) { // one value per row, read later in this iteration only
+      scope_.registers[out] = v;
+      return;
+    }
     const Buffer &buffer = program_.buffer(out);
     std::vector<IndexExpr> vars;
-    for (size_t j = 0; j < node_.ranges.size(); ++j)
+    for (size_t j = 0; j < node_->ranges.size(); ++j)
       vars.push_back(SymInt::symbol(loopVarName(j)));
     std::string index = emitIndex(b_, flatIndex(vars, buffer.meta.strides), scope_.names);
     emitStore(b_, scope_, out, index, v, lanes);
   }
 
   void point(int lanes) {
-    if (node_.kind == LoopNodeKind::Pointwise) {
+    if (node_->kind == LoopNodeKind::Pointwise) {
       BodyEmitter body(b_, scope_, lanes, plan_.laneVar);
-      store(node_.outputs[0], body.emit(*node_.body), lanes);
+      store(node_->outputs[0], body.emit(*node_->body), lanes);
       return;
     }
-    DType dtype = node_.body->dtype();
-    Accumulator acc(b_, node_.reduction, dtype, lanes);
+    DType dtype = node_->body->dtype();
+    Accumulator acc(b_, node_->reduction, dtype, lanes);
     std::vector<Value> state = acc.init();
     size_t numScalar = state.size();
     if (plan_.mode == LaneMode::Reduce) { // vector state first, then the tail's scalar state
-      std::vector<Value> vstate = Accumulator(b_, node_.reduction, dtype, plan_.width).init();
+      std::vector<Value> vstate = Accumulator(b_, node_->reduction, dtype, plan_.width).init();
       state.insert(state.begin(), vstate.begin(), vstate.end());
     }
-    if (node_.reductionRanges.empty()) // no reduction loops: one point
-      state = acc.update(state, BodyEmitter(b_, scope_, lanes, plan_.laneVar).emit(*node_.body),
+    if (node_->reductionRanges.empty()) // no reduction loops: one point
+      state = acc.update(state, BodyEmitter(b_, scope_, lanes, plan_.laneVar).emit(*node_->body),
                          b_.indexConst(0));
     else
       state = reductionLoops(0, state, acc, lanes);
@@ -164,29 +373,29 @@ private:
       state = acc.mergeLanes(vstate, sstate);
     }
     SymInt count = 1;
-    for (const SymInt &r : node_.reductionRanges)
+    for (const SymInt &r : node_->reductionRanges)
       count *= r;
     std::vector<Value> results = acc.results(state, emitIndex(b_, count, scope_.names));
-    for (size_t n = 0; n < node_.outputs.size(); ++n)
-      store(node_.outputs[n], results[n], lanes);
+    for (size_t n = 0; n < node_->outputs.size(); ++n)
+      store(node_->outputs[n], results[n], lanes);
   }
 
   /// The row-major position of the current reduction point (argmax/argmin), else "".
   std::string position() {
-    if (node_.reduction != ReductionKind::ArgMax && node_.reduction != ReductionKind::ArgMin)
+    if (node_->reduction != ReductionKind::ArgMax && node_->reduction != ReductionKind::ArgMin)
       return "";
     std::vector<IndexExpr> vars;
-    for (size_t j = 0; j < node_.reductionRanges.size(); ++j)
+    for (size_t j = 0; j < node_->reductionRanges.size(); ++j)
       vars.push_back(SymInt::symbol(reductionVarName(j)));
-    return emitIndex(b_, flatIndex(vars, ir::contiguousStrides(node_.reductionRanges)),
+    return emitIndex(b_, flatIndex(vars, ir::contiguousStrides(node_->reductionRanges)),
                      scope_.names);
   }
 
   std::vector<Value> reductionLoops(size_t level, const std::vector<Value> &inits, Accumulator &acc,
                                     int lanes) {
-    size_t m = node_.reductionRanges.size();
+    size_t m = node_->reductionRanges.size();
     std::string var = reductionVarName(level);
-    std::string hi = emitIndex(b_, node_.reductionRanges[level], scope_.names);
+    std::string hi = emitIndex(b_, node_->reductionRanges[level], scope_.names);
     std::string zero = b_.indexConst(0);
     if (level + 1 < m)
       return b_.forLoop(zero, hi, b_.indexConst(1), inits,
@@ -198,12 +407,15 @@ private:
       return b_.forLoop(zero, hi, b_.indexConst(1), inits,
                         [&](const std::string &iv, const std::vector<Value> &state) {
                           scope_.names[var] = iv;
-                          Value v = BodyEmitter(b_, scope_, lanes, plan_.laneVar).emit(*node_.body);
+                          Value v =
+                              BodyEmitter(b_, scope_, lanes, plan_.laneVar).emit(*node_->body);
                           return acc.update(state, v, position());
                         });
     // Horizontal: the vector loop folds W points per lane into the vector state (the first
     // half of the values), the tail folds the rest into the scalar state (the second half).
-    Accumulator vacc(b_, node_.reduction, node_.body->dtype(), plan_.width);
+    Accumulator vacc(b_, node_->reduction, node_->body->dtype(), plan_.width);
+    if (vacc.foldsOneValue())
+      return unrolledReduction(hi, inits, acc, vacc);
     size_t half = inits.size() / 2;
     auto split = [half](const std::vector<Value> &state) {
       return std::pair(std::vector<Value>(state.begin(), state.begin() + half),
@@ -217,21 +429,71 @@ private:
         zero, hi, inits,
         [&](const std::string &iv, const std::vector<Value> &state) {
           scope_.names[var] = iv;
-          Value v = BodyEmitter(b_, scope_, plan_.width, var).emit(*node_.body);
+          Value v = BodyEmitter(b_, scope_, plan_.width, var).emit(*node_->body);
           auto [vs, ss] = split(state);
           return join(vacc.update(vs, v, ""), ss);
         },
         [&](const std::string &iv, const std::vector<Value> &state) {
           scope_.names[var] = iv;
-          Value v = BodyEmitter(b_, scope_, 0, "").emit(*node_.body);
+          Value v = BodyEmitter(b_, scope_, 0, "").emit(*node_->body);
           auto [vs, ss] = split(state);
           return join(vs, acc.update(ss, v, ""));
         });
   }
 
+  /// The innermost reduction loop of a sum/prod/max/min folded into kUnroll independent vector
+  /// accumulators, kUnroll x W points per iteration: one accumulator is a chain of dependent
+  /// adds (or compare-selects), so its latency, not the loads, would bound the loop. Then full
+  /// vectors into one accumulator, then the scalar tail. `inits`: {vector state, scalar state}.
+  std::vector<Value> unrolledReduction(const std::string &hi, const std::vector<Value> &inits,
+                                       Accumulator &acc, Accumulator &vacc) {
+    constexpr int kUnroll = 4;
+    std::string var = reductionVarName(node_->reductionRanges.size() - 1);
+    std::string zero = b_.indexConst(0), w = b_.indexConst(plan_.width);
+    std::string step = b_.indexConst(kUnroll * plan_.width);
+    std::string uend = b_.indexOp("arith.subi", hi, b_.indexOp("arith.remsi", hi, step));
+    std::string vend = b_.indexOp("arith.subi", hi, b_.indexOp("arith.remsi", hi, w));
+    auto vectorPoint = [&](const std::string &at, const Value &state) {
+      scope_.names[var] = at;
+      Value v = BodyEmitter(b_, scope_, plan_.width, var).emit(*node_->body);
+      stashValue(v, plan_.width);
+      return vacc.update({state}, v, "")[0];
+    };
+    // inits[0] may carry the points of outer reduction loops: only the first part starts there.
+    std::vector<Value> starts(kUnroll, vacc.init()[0]);
+    starts[0] = inits[0];
+    std::vector<Value> parts = b_.forLoop(
+        zero, uend, step, starts, [&](const std::string &iv, const std::vector<Value> &state) {
+          std::vector<Value> next;
+          for (int u = 0; u < kUnroll; ++u)
+            next.push_back(vectorPoint(
+                u ? b_.indexOp("arith.addi", iv, b_.indexConst(u * plan_.width)) : iv, state[u]));
+          return next;
+        });
+    std::vector<Value> folded =
+        vacc.combine(vacc.combine({parts[0]}, {parts[1]}), vacc.combine({parts[2]}, {parts[3]}));
+    std::vector<Value> vector =
+        b_.forLoop(uend, vend, w, folded, [&](const std::string &iv, const std::vector<Value> &s) {
+          return std::vector<Value>{vectorPoint(iv, s[0])};
+        });
+    std::vector<Value> scalar = b_.forLoop(vend, hi, b_.indexConst(1), {inits[1]},
+                                           [&](const std::string &iv, const std::vector<Value> &s) {
+                                             scope_.names[var] = iv;
+                                             Value v =
+                                                 BodyEmitter(b_, scope_, 0, "").emit(*node_->body);
+                                             stashValue(v, 0);
+                                             return acc.update(s, v, "");
+                                           });
+    return {vector[0], scalar[0]};
+  }
+
   const LoopProgram &program_;
-  const LoopNode &node_;
+  EmitOptions options_;
+  const LoopNode *node_ = nullptr;
   NodePlan plan_;
+  const std::set<BufferId> *registers_ = nullptr;
+  std::map<size_t, BufferId> stashOf_; ///< reduction node → the buffer it stashes values in
+  std::optional<BufferId> stash_;      ///< the current node's
   Builder b_;
   KernelScope scope_;
 };
@@ -243,14 +505,32 @@ EmittedModule emitModule(const LoopProgram &program, const EmitOptions &options)
   std::string functions;
   std::map<std::string, std::string> externals;
   std::span<const LoopNode> nodes = program.nodes();
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    if (nodes[k].kind == LoopNodeKind::Extern)
-      continue;
-    KernelInfo info;
-    info.node = k;
-    info.name = fmt::format("node{}_{}", k, bufferName(nodes[k].outputs[0]));
-    functions += KernelEmitter(program, nodes[k], options).emit(info, externals);
-    out.kernels.push_back(std::move(info));
+  auto nameOf = [&](size_t k) {
+    return fmt::format("node{}_{}", k, bufferName(nodes[k].outputs[0]));
+  };
+  for (const Run &run : fusedRuns(program, options)) {
+    KernelInfo head;
+    head.node = run.nodes[0];
+    head.name = nameOf(run.nodes[0]);
+    KernelEmitter emitter(program, options);
+    functions += emitter.emit(run, head, externals);
+    std::vector<std::string> symbols = head.symbols;
+    out.kernels.push_back(std::move(head));
+    // The run's other nodes ran inside the first one's function: theirs do nothing.
+    for (size_t n = 1; n < run.nodes.size(); ++n) {
+      KernelInfo info;
+      info.node = run.nodes[n];
+      info.name = nameOf(run.nodes[n]);
+      info.symbols = symbols;
+      NodePlan plan = emitter.planOf(run.nodes[n], true);
+      info.lanes = plan.mode;
+      info.width = plan.width;
+      info.fusedInto = run.nodes[0];
+      functions += fmt::format(
+          "  func.func @{}(%args: !llvm.ptr, %begin: i64, %end: i64) {{\n    return\n  }}\n",
+          info.name);
+      out.kernels.push_back(std::move(info));
+    }
   }
   std::string text = fmt::format("// kiln loop program (vector bits {}):\n", options.vectorBits);
   std::istringstream lines(program.str());

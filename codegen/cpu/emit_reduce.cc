@@ -130,6 +130,15 @@ std::vector<Value> Accumulator::update(const std::vector<Value> &state, const Va
   }
 }
 
+bool Accumulator::foldsOneValue() const {
+  return kind_ == ReductionKind::Sum || kind_ == ReductionKind::Prod ||
+         kind_ == ReductionKind::Max || kind_ == ReductionKind::Min;
+}
+
+std::vector<Value> Accumulator::combine(const std::vector<Value> &a, const std::vector<Value> &b) {
+  return {b_.binary(foldOp(kind_, dtype_).binary, a[0], b[0])};
+}
+
 Value Accumulator::reduceLanes(const char *kind, const Value &v) {
   Value folded{b_.fresh("red"), v.elem};
   b_.emit("{} = vector.reduction <{}>, {} : {} into {}", folded.name, kind, v.name, v.type(),

@@ -270,6 +270,56 @@ TEST_CASE("softmax as three nodes matches the interpreter and eager softmax", "[
   CHECK(values(y)[3] == 0.0);
 }
 
+TEST_CASE("fused runs: softmax in one function with its row values in registers", "[cpu_emit]") {
+  LoopProgram p = softmaxProgram();
+  CompiledProgram c = compile(p);
+  REQUIRE(c.module().kernels.size() == 3);
+  CHECK_FALSE(kernel(c, 0).fusedInto);
+  CHECK(kernel(c, 1).fusedInto == size_t{0});
+  CHECK(kernel(c, 2).fusedInto == size_t{0});
+  // The row max and sum never reach memory: the function takes the input and the output only.
+  CHECK(kernel(c, 0).buffers == std::vector<BufferId>{p.inputs()[0], p.outputs()[0]});
+  CHECK(kernel(c, 1).buffers.empty());
+  CHECK(has(c.module().text, "func.func @" + kernel(c, 1).name +
+                                 "(%args: !llvm.ptr, %begin: i64, %end: i64) {\n    return\n"));
+  // One shared row loop: the later nodes' loads of buf1/buf2 became register uses.
+  CHECK_FALSE(has(c.module().text, "memref.load %buf1"));
+  for (int64_t rows : {3, 300})
+    for (int64_t cols : {7, 64, 1031}) {
+      INFO(rows << "x" << cols);
+      Tensor x = ops::mul(randn({rows, cols}), Tensor::wrapScalar(Scalar(20.0)));
+      checkClose(checkAgainstInterpreter(c, {x})[0], ops::softmax(x, 1), 1e-5);
+    }
+}
+
+TEST_CASE("fused runs: a node reading another row, or a row value read later, stay apart",
+          "[cpu_emit]") {
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  LoopProgram p;
+  BufferId bx = p.addInput(F32, {s0, s1});
+  BufferId sum = p.reduction(ReductionKind::Sum, {s0}, {s1},
+                             [&](Ops &ops, Idx i) { return ops.load(bx, {i[0], i[1]}); });
+  // Row i0 of the output reads the sum of row s0-1-i0: computed by another chunk of rows.
+  BufferId flipped = p.pointwise({s0, s1}, [&](Ops &ops, Idx i) {
+    return ops.load(bx, {i[0], i[1]}) - ops.load(sum, {s0 - 1 - i[0]});
+  });
+  // Reads `flipped` at its own row: joins flipped's run; the sum comes from memory.
+  BufferId scaled = p.pointwise({s0, s1}, [&](Ops &ops, Idx i) {
+    return ops.load(flipped, {i[0], i[1]}) + ops.load(sum, {i[0]});
+  });
+  p.markOutput(flipped);
+  p.markOutput(scaled);
+  CompiledProgram c = compile(p);
+  REQUIRE(c.module().kernels.size() == 3);
+  CHECK_FALSE(kernel(c, 1).fusedInto);
+  CHECK(kernel(c, 2).fusedInto == size_t{1});
+  CHECK(kernel(c, 1).buffers == std::vector<BufferId>{bx, sum, flipped, scaled});
+  for (int64_t rows : {1, 5, 300}) {
+    INFO(rows);
+    checkAgainstInterpreter(c, {randn({rows, 1031})});
+  }
+}
+
 TEST_CASE("layer_norm through a welford reduction", "[cpu_emit]") {
   SymInt s0 = sym("s0"), s1 = sym("s1");
   const double eps = 1e-5;
