@@ -104,5 +104,22 @@ def test_convnet_bad_inputs_are_error_codes(convnet_library):
     assert rc == SHAPE and "size batch = 65 is outside its range [2, 64]" in log
 
 
+def test_mha_gpt_library_equals_eager(tmp_path):
+    """nn.MultiheadAttention with a boolean causal mask built from arange, through kilnc."""
+    model = build(gpt.build, dropout=0.0, use_mha=True)
+    idx = kiln.randint(0, 50, (3, 8))
+    kiln.export(model, (idx,), dynamic_shapes={"idx": {0: kiln.Dim("batch", max=16)}}).save(
+        tmp_path / "mha")
+    kilnc(tmp_path / "mha.kir", "-o", tmp_path / "lib")
+    runner = build_runner(tmp_path)
+    tokens_ = np.random.default_rng(4).integers(0, 50, (4, 8))
+    rc, log, outs = run_model(runner, tmp_path / "lib" / "libmha.so", "mha", [tokens_],
+                              tmp_path / "run")
+    assert rc == OK, log
+    want, _ = model(kiln.tensor(tokens_.tolist(), dtype=kiln.int64))
+    np.testing.assert_allclose(outs[0], np.array(want.tolist(), dtype=np.float32), rtol=1e-4,
+                               atol=1e-5)
+
+
 def test_runtime_is_installed_beside_kilnc():
     assert (runtime_dir() / "libkiln_aot.so").exists() and (runtime_dir() / "kiln_aot.h").exists()
