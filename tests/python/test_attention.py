@@ -53,6 +53,15 @@ def test_sdpa_matches_torch(dtype, shapes):
     compare(t_args, k_args, scale=0.3)
 
 
+@pytest.mark.parametrize("L, S", [(64, 64), (65, 65), (130, 130), (129, 200), (200, 129),
+                                  (100, 37), (37, 100)])
+def test_causal_rows_across_row_blocks(L, S):
+    """The causal kernel computes each 64-row block against its visible keys only: blocks that
+    end inside, at and past the last key, with L != S either way, equal torch."""
+    t_args, k_args = qkv((2, 3, L, 16), (2, 3, S, 16), (2, 3, S, 5), dtype=torch.float32)
+    compare(t_args, k_args, is_causal=True)
+
+
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("mask_shape", [(4, 5), (2, 1, 4, 5), (1, 3, 1, 5)])
 def test_sdpa_bool_and_float_masks(dtype, mask_shape):
