@@ -58,7 +58,7 @@ def test_sdpa_matches_torch(dtype, shapes):
 def test_causal_rows_across_row_blocks(L, S):
     """The causal kernel computes each 64-row block against its visible keys only: blocks that
     end inside, at and past the last key, with L != S either way, equal torch."""
-    t_args, k_args = qkv((2, 3, L, 16), (2, 3, S, 16), (2, 3, S, 5), dtype=torch.float32)
+    t_args, k_args = qkv((2, 3, L, 16), (2, 3, S, 16), (2, 3, S, 5), dtype="float32")
     compare(t_args, k_args, is_causal=True)
 
 
