@@ -1,0 +1,232 @@
+// CompiledProgram as a whole: extern calls between kernels, buffer lifetimes, the thread pool,
+// input errors, the kernel cache, and (not run by default) module dumps and timings.
+#include "codegen/cpu/compile_program.h"
+#include "codegen/cpu/emit.h"
+#include "codegen/cpu/kernel_cache.h"
+#include "ir/loop/interpreter.h"
+#include "runtime/error.h"
+#include "runtime/generator.h"
+#include "runtime/ops/activation.h"
+#include "runtime/ops/attention.h"
+#include "runtime/ops/compare.h"
+#include "runtime/ops/conv.h"
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/factory.h"
+#include "runtime/ops/linalg.h"
+#include "runtime/ops/norm.h"
+#include "runtime/ops/random.h"
+#include "runtime/ops/reduce.h"
+#include "runtime/ops/softmax.h"
+#include "tests/cpp/cpu_emit_test_util.h"
+
+#include <kiln_catch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+using namespace kiln;
+using namespace kiln::ir;
+using namespace kiln::ir::loop;
+using namespace kiln::codegen::cpu;
+using namespace kiln::test::cpu;
+
+TEST_CASE("an extern mm followed by a relu kernel", "[cpu_emit]") {
+  SymInt s0 = sym("s0");
+  LoopProgram p;
+  BufferId ba = p.addInput(F32, {s0, 64});
+  BufferId bw = p.addInput(F32, {64, 40});
+  BufferId mm = p.external("mm", {ba, bw}, {TensorMeta::contiguous(F32, {s0, 40})})[0];
+  p.markOutput(p.pointwise({s0, 40}, [&](Ops &ops, Idx i) {
+    return ops.maximum(ops.load(mm, {i[0], i[1]}), ops.constant(0.0, F32));
+  }));
+  CompiledProgram c = compile(p);
+  REQUIRE(c.module().kernels.size() == 1);
+  CHECK(c.module().kernels[0].node == 1);
+  for (int64_t rows : {1, 7, 300}) {
+    Tensor a = randn({rows, 64}), w = randn({64, 40});
+    checkClose(c.run({a, w})[0], ops::relu(ops::mm(a, w)), 0);
+  }
+  // The other default externs: linear, conv2d and attention, each with a kernel after it.
+  LoopProgram r;
+  BufferId rx = r.addInput(F32, {2, 3, 8, 8}), rw = r.addInput(F32, {4, 3, 3, 3});
+  BufferId lx = r.addInput(F32, {5, 8}), lw = r.addInput(F32, {6, 8});
+  BufferId bq = r.addInput(F32, {1, 2, 5, 8}), bk = r.addInput(F32, {1, 2, 7, 8});
+  BufferId conv =
+      r.external("conv2d", {rx, rw}, {TensorMeta::contiguous(F32, {2, 4, 4, 4})},
+                 {{"stride", std::vector<int64_t>{2}}, {"padding", std::vector<int64_t>{1}}})[0];
+  BufferId lin = r.external("linear", {lx, lw}, {TensorMeta::contiguous(F32, {5, 6})})[0];
+  BufferId att = r.external("scaled_dot_product_attention", {bq, bk, bk},
+                            {TensorMeta::contiguous(F32, {1, 2, 5, 8})}, {{"is_causal", true}})[0];
+  auto twice = [&](BufferId id, std::vector<SymInt> sizes) {
+    r.markOutput(r.pointwise(
+        sizes, [&](Ops &ops, Idx i) { return ops.load(id, i) * ops.constant(2.0, F32); }));
+  };
+  twice(conv, {2, 4, 4, 4});
+  twice(lin, {5, 6});
+  twice(att, {1, 2, 5, 8});
+  CompiledProgram cr = compile(r);
+  Tensor x = randn({2, 3, 8, 8}), w = randn({4, 3, 3, 3}), a8 = randn({5, 8}), w8 = randn({6, 8});
+  Tensor tq = randn({1, 2, 5, 8}), tk = randn({1, 2, 7, 8});
+  std::vector<Tensor> out = cr.run({x, w, a8, w8, tq, tk});
+  Tensor two = Tensor::wrapScalar(Scalar(2.0));
+  ops::ConvOptions co;
+  co.stride = {2};
+  co.padding = {1};
+  checkClose(out[0], ops::mul(ops::convolution(2, x, w, std::nullopt, co), two), 0);
+  checkClose(out[1], ops::mul(ops::linear(a8, w8, std::nullopt), two), 0);
+  checkClose(
+      out[2],
+      ops::mul(ops::scaledDotProductAttention(tq, tk, tk, Tensor(), 0.0, true, std::nullopt, false),
+               two),
+      0);
+
+  LoopProgram q; // an op without an implementation
+  BufferId xi = q.addInput(F32, {2});
+  q.markOutput(q.external("fft", {xi}, {TensorMeta::contiguous(F32, {2})})[0]);
+  CompiledProgram cq = compile(q);
+  CHECK(errorOf(ErrorKind::NotImplemented, [&] {
+          cq.run({randn({2})});
+        }).find("no implementation of extern \"fft\"") != std::string::npos);
+}
+
+TEST_CASE("intermediates are freed after their last use; extern results adopted or copied",
+          "[cpu_emit]") {
+  // x -> a = x * 2 -> probe(a) (a transposed-layout copy: copied into the buffer) -> b = +1 ->
+  // check(b) (returns b: adopted as the output). `a`'s storage must be gone when check runs.
+  LoopProgram p;
+  BufferId x = p.addInput(F32, {6, 5});
+  BufferId a = p.pointwise(
+      {6, 5}, [&](Ops &ops, Idx i) { return ops.load(x, {i[0], i[1]}) * ops.constant(2.0, F32); });
+  BufferId probed = p.external("probe", {a}, {TensorMeta::contiguous(F32, {6, 5})})[0];
+  BufferId b = p.pointwise({6, 5}, [&](Ops &ops, Idx i) {
+    return ops.load(probed, {i[0], i[1]}) + ops.constant(1.0, F32);
+  });
+  p.markOutput(p.external("check", {b}, {TensorMeta::contiguous(F32, {6, 5})})[0]);
+  CompiledProgram c = compile(p);
+  std::weak_ptr<Storage> seen;
+  bool freedBeforeCheck = false;
+  c.registerExtern("probe", [&](std::span<const Tensor> in, const ir::Attributes &) {
+    seen = in[0].storage();
+    Tensor r = in[0].t().contiguous().t(); // same values, column-major
+    REQUIRE(r.strides() != in[0].strides());
+    return std::vector<Tensor>{r};
+  });
+  c.registerExtern("check", [&](std::span<const Tensor> in, const ir::Attributes &) {
+    freedBeforeCheck = seen.expired();
+    return std::vector<Tensor>{in[0]};
+  });
+  Tensor tx = randn({6, 5});
+  std::vector<Tensor> out = c.run({tx});
+  CHECK(freedBeforeCheck);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].strides() == std::vector<int64_t>{5, 1});
+  Tensor two = Tensor::wrapScalar(Scalar(2.0)), one = Tensor::wrapScalar(Scalar(1.0));
+  checkClose(out[0], ops::add(ops::mul(tx, two), one), 0);
+}
+
+TEST_CASE("a large pointwise node runs split over the thread pool", "[cpu_emit]") {
+  SymInt s0 = sym("s0");
+  LoopProgram p;
+  BufferId bx = p.addInput(F32, {s0, 1031});
+  p.markOutput(p.pointwise({s0, 1031}, [&](Ops &ops, Idx i) {
+    return ops.tanh(ops.load(bx, {i[0], i[1]})) * ops.cast(ops.indexValue(i[0]), F32);
+  }));
+  CompiledProgram c = compile(p);
+  checkAgainstInterpreter(c, {randn({257, 1031})});
+}
+
+TEST_CASE("errors: bad inputs and argmax over an empty range", "[cpu_emit][errors]") {
+  CompiledProgram soft = compile(softmaxProgram());
+  Tensor x = randn({4, 16});
+  CHECK(errorOf(ErrorKind::Value, [&] { soft.run({}); }) ==
+        "compiled program: the program takes 1 inputs, got 0");
+  CHECK(errorOf(ErrorKind::Type, [&] { soft.run({x.to(DType::Float64)}); }) ==
+        "compiled program: input buf0 is f32[s0, s1] but the tensor bound to it has dtype float64");
+  checkClose(soft.run({x.t()})[0], ops::softmax(x.t(), 1), 1e-5); // copied to contiguous
+
+  LoopProgram empty;
+  BufferId e = empty.addInput(F32, {3, 0});
+  empty.markOutput(empty.reduction(ReductionKind::ArgMax, {3}, {0},
+                                   [&](Ops &ops, Idx i) { return ops.load(e, {i[0], i[1]}); }));
+  CompiledProgram ce = compile(empty);
+  CHECK(errorOf(ErrorKind::Index, [&] { ce.run({randn({3, 0})}); }) ==
+        "compiled program: argmax over an empty reduction range");
+}
+
+TEST_CASE("the kernel cache: one module per program, keyed by its text", "[cpu_emit]") {
+  KernelCache cache("");
+  ProgramOptions options;
+  options.jit.cache = &cache;
+  LoopProgram p = softmaxProgram();
+  CompiledProgram cold = compileProgram(p, options);
+  CompiledProgram warm = compileProgram(p, options);
+  CHECK_FALSE(cold.fromCache());
+  CHECK(warm.fromCache());
+  CHECK(cache.stats().misses == 1);
+  CHECK(cold.module().kernels.size() == 3);
+  CHECK(has(cold.module().text, "//   " + p.str().substr(0, p.str().find('\n'))));
+  std::printf("softmax program (3 kernels): cold compile %.1f ms, warm (cache hit) %.1f ms\n",
+              cold.compileSeconds() * 1e3, warm.compileSeconds() * 1e3);
+  Tensor x = randn({5, 1031});
+  checkClose(warm.run({x})[0], cold.run({x})[0], 0);
+}
+
+TEST_CASE("prints the softmax module and its assembly (not run by default)", "[.dump]") {
+  ProgramOptions options;
+  options.jit.cache = &testCache();
+  options.jit.dumpStages = true;
+  CompiledProgram c = compileProgram(softmaxProgram(), options);
+  std::printf("%s\n", c.module().text.c_str());
+  std::printf("%s\n", c.dumps().assembly.c_str());
+}
+
+namespace {
+/// Median milliseconds of `fn` over `reps` runs after one warm-up.
+template <typename Fn> double medianMs(Fn &&fn, int reps = 15) {
+  fn();
+  std::vector<double> t;
+  for (int k = 0; k < reps; ++k) {
+    auto start = std::chrono::steady_clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                    .count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+} // namespace
+
+TEST_CASE("compiled vs eager timings (not run by default)", "[.bench]") {
+  const int64_t rows = 4096, cols = 1024; // 16 MiB per f32 tensor: an L3 case
+  Tensor x = randn({rows, cols}), b = randn({cols});
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  LoopProgram addRelu;
+  BufferId ax = addRelu.addInput(F32, {s0, s1}), ab = addRelu.addInput(F32, {s1});
+  addRelu.markOutput(addRelu.pointwise({s0, s1}, [&](Ops &ops, Idx i) {
+    return ops.maximum(ops.load(ax, {i[0], i[1]}) + ops.load(ab, {i[1]}), ops.constant(0.0, F32));
+  }));
+  LoopProgram rowSum;
+  BufferId rx = rowSum.addInput(F32, {s0, s1});
+  rowSum.markOutput(rowSum.reduction(ReductionKind::Sum, {s0}, {s1},
+                                     [&](Ops &ops, Idx i) { return ops.load(rx, {i[0], i[1]}); }));
+  LoopProgram stats;
+  BufferId wx = stats.addInput(F32, {s0, s1});
+  WelfordBuffers w =
+      stats.welford({s0}, {s1}, [&](Ops &ops, Idx i) { return ops.load(wx, {i[0], i[1]}); });
+  stats.markOutput(w.m2);
+  CompiledProgram cAdd = compile(addRelu), cSum = compile(rowSum),
+                  cSoft = compile(softmaxProgram()), cStats = compile(stats);
+  std::printf("[%lld x %lld] f32, median ms (compiled / eager):\n", (long long)rows,
+              (long long)cols);
+  std::printf("  add+relu       %.2f / %.2f\n", medianMs([&] { cAdd.run({x, b}); }),
+              medianMs([&] { ops::relu(ops::add(x, b)); }));
+  std::printf("  sum(dim=1)     %.2f / %.2f\n", medianMs([&] { cSum.run({x}); }),
+              medianMs([&] { ops::sum(x, Shape{1}); }));
+  std::printf("  softmax (3 k)  %.2f / %.2f\n", medianMs([&] { cSoft.run({x}); }),
+              medianMs([&] { ops::softmax(x, 1); }));
+  std::printf("  welford (var)  %.2f / %.2f\n", medianMs([&] { cStats.run({x}); }),
+              medianMs([&] { ops::var(x, Shape{1}, 0.0); }));
+}
