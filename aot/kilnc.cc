@@ -32,7 +32,8 @@ namespace {
 
 constexpr const char *kUsage =
     R"(usage: kilnc model.kir [-o DIR] [--name NAME] [--target cpu|cuda] [--weights embed|file]
-             [--emit kir|loop|mlir|llvm|asm|cuda|ptx] [-O0|-O1|-O2|-O3] [--no-fuse] [-v]
+             [--emit kir|loop|mlir|llvm|asm|cuda|ptx] [-O0|-O1|-O2|-O3] [--cpu LEVEL]
+             [--arch XY] [--no-fuse] [-v]
 
 Compiles an exported kiln program (model.kir and model.safetensors beside it, as
 ExportedProgram.save writes them) into DIR/libNAME.so and DIR/NAME.h (plus libkiln_aot.so,
@@ -42,6 +43,8 @@ kiln_aot.h and, unless --weights embed, NAME.safetensors). --emit prints one sta
   --target      cpu (default) or cuda: NVRTC's PTX and cubin for --arch embedded in the
                 library (built without a GPU; running needs one)
   --arch XY     the CUDA architecture sm_XY (default 80)
+  --cpu LEVEL   native (default: this machine's CPU) or x86-64, x86-64-v2, x86-64-v3,
+                x86-64-v4: the oldest x86 level the library must run on
   --weights     file (default: NAME.safetensors next to the library) or embed (in the library)
   --weights-path FILE   the weights file (default: model.safetensors beside model.kir)
   --emit STAGE  kir (after the graph passes), loop (scheduled loop program), mlir, llvm, asm,
@@ -53,7 +56,8 @@ struct UsageError : std::runtime_error {
 };
 
 struct Options {
-  std::string input, outDir = ".", name, target = "cpu", weights = "file", weightsPath, emit;
+  std::string input, outDir = ".", name, target = "cpu", weights = "file", weightsPath, emit,
+                     cpu = "native";
   int optLevel = 3, arch = 80;
   bool fuse = true, verbose = false;
 };
@@ -82,6 +86,8 @@ Options parseArgs(int argc, char **argv) {
       o.weightsPath = value(i, a);
     } else if (a == "--emit") {
       o.emit = value(i, a);
+    } else if (a == "--cpu") {
+      o.cpu = value(i, a);
     } else if (a == "--arch") {
       o.arch = std::stoi(value(i, a));
     } else if (a.size() == 3 && a.starts_with("-O") && a[2] >= '0' && a[2] <= '3') {
@@ -184,7 +190,7 @@ void emitStage(const Options &o, const driver::PreparedGraph &graph) {
     options.cubin = false;
     fmt::print("{}", codegen::cuda::compileCuda(module.source, options).ptx);
   } else {
-    const codegen::cpu::TargetDesc &target = codegen::cpu::hostTarget();
+    codegen::cpu::TargetDesc target = aot::cpuTarget(o.cpu);
     codegen::cpu::EmittedModule module = codegen::cpu::emitModule(
         graph.schedule.program, codegen::cpu::emitOptionsForFeatures(target.features));
     if (o.emit == "mlir") {
@@ -223,6 +229,7 @@ int compile(const Options &o, const char *argv0) {
   lib.runtimeDir = runtimeDir(argv0);
   lib.target = o.target;
   lib.cudaArch = o.arch;
+  lib.cpu = o.cpu;
   lib.verbose = o.verbose;
   for (const std::string &path : aot::buildLibrary(graph, lib))
     if (o.verbose)
@@ -245,7 +252,10 @@ int main(int argc, char **argv) {
   } catch (const ir::DiagnosticError &e) {
     fmt::print(stderr, "kilnc: {}\n", e.what());
   } catch (const std::exception &e) {
-    fmt::print(stderr, "kilnc: error: {}\n", e.what());
+    std::string_view message = e.what();
+    if (message.starts_with("kilnc: ")) // the back end names itself too
+      message.remove_prefix(7);
+    fmt::print(stderr, "kilnc: error: {}\n", message);
   }
   return 1;
 }

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -208,6 +209,23 @@ struct TempDir {
 
 } // namespace
 
+codegen::cpu::TargetDesc cpuTarget(const std::string &cpu) {
+  if (cpu == "native")
+    return codegen::cpu::hostTarget();
+  // The psABI levels, as LLVM names their features: the emitter's vector width and the
+  // runtime's host check both read this list.
+  const std::string v2 = "+cx16,+popcnt,+sahf,+sse3,+sse4.1,+sse4.2,+ssse3";
+  const std::string v3 = v2 + ",+avx,+avx2,+bmi,+bmi2,+f16c,+fma,+lzcnt,+movbe,+xsave";
+  const std::string v4 = v3 + ",+avx512bw,+avx512cd,+avx512dq,+avx512f,+avx512vl";
+  const std::map<std::string, std::string, std::less<>> levels = {
+      {"x86-64", ""}, {"x86-64-v2", v2}, {"x86-64-v3", v3}, {"x86-64-v4", v4}};
+  auto it = levels.find(cpu);
+  KILN_CHECK(it != levels.end(),
+             "kilnc: --cpu must be native, x86-64, x86-64-v2, x86-64-v3 or x86-64-v4, got '{}'",
+             cpu);
+  return {codegen::cpu::hostTarget().triple, cpu, it->second};
+}
+
 void writeFileAtomic(const std::string &path, std::string_view data) {
   fs::path target(path);
   std::string tmp =
@@ -272,7 +290,7 @@ std::vector<std::string> buildLibrary(const driver::PreparedGraph &graph, const 
     }
     code.hash = moduleHash(module.source);
   } else {
-    const codegen::cpu::TargetDesc &target = codegen::cpu::hostTarget();
+    codegen::cpu::TargetDesc target = cpuTarget(o.cpu);
     codegen::cpu::EmittedModule module = codegen::cpu::emitModule(
         graph.schedule.program, codegen::cpu::emitOptionsForFeatures(target.features));
     if (!module.kernels.empty()) {
@@ -312,8 +330,9 @@ std::vector<std::string> buildLibrary(const driver::PreparedGraph &graph, const 
   run(link, "linking", o.verbose);
   writeFile(tmp.file(o.name + ".h"),
             modelHeader(graph, o.name, o.embedWeights,
-                        o.target == "cuda" ? fmt::format("CUDA sm_{}", o.cudaArch)
-                                           : std::string("the host CPU")));
+                        o.target == "cuda"  ? fmt::format("CUDA sm_{}", o.cudaArch)
+                        : o.cpu == "native" ? std::string("the host CPU")
+                                            : fmt::format("{} CPUs", o.cpu)));
 
   // Install: support files first, the library last, each by an atomic rename.
   auto out = [&](const std::string &name) { return (fs::path(o.outDir) / name).string(); };

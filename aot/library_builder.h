@@ -9,6 +9,7 @@
 /// written in a temporary folder inside the output folder and renamed into place file by file
 /// at the end, so a failed build leaves no half-written library, header or weights.
 
+#include "codegen/cpu/target.h"
 #include "driver/prepared_graph.h"
 
 #include <string>
@@ -26,9 +27,15 @@ struct LibraryOptions {
   std::string pipelineOptions; ///< recorded for the runtime ("fuse=1")
   std::string runtimeDir;      ///< holds libkiln_aot.so and kiln_aot.h
   std::string target = "cpu";  ///< "cpu" or "cuda" (NVRTC's PTX and cubin embedded)
+  std::string cpu = "native";  ///< the x86 level kernels are compiled for (cpuTarget)
   int cudaArch = 80;           ///< sm_XY of the cubin for --target cuda
   bool verbose = false;        ///< print the commands run
 };
+
+/// The machine CPU kernels are compiled for: "native" (the host: every feature it has) or an
+/// x86-64 level ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4") so a library runs on older
+/// machines. Throws kiln::Error naming the known levels otherwise.
+codegen::cpu::TargetDesc cpuTarget(const std::string &cpu);
 
 /// Compiles and links the library; throws kiln::Error with the failing step's output.
 /// Returns the paths written.

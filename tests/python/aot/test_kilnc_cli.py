@@ -225,3 +225,24 @@ def test_target_cuda_embeds_nvrtc_code_and_runs_where_a_gpu_is(built, tmp_path):
     assert rc == OK, log
     want = reference(x.astype(np.float64), 0.5, weights)
     np.testing.assert_allclose(outs[0], want[0], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("level, registers", [("x86-64", ()), ("x86-64-v3", ("ymm",))])
+def test_cpu_level_for_older_machines(built, tmp_path, level, registers):
+    """--cpu compiles for an x86-64 level instead of this CPU: the assembly uses only that
+    level's vector registers, and the library still computes the same results."""
+    root, weights, runner = built
+    asm = kilnc(root / "mlp.kir", "--emit", "asm", "--cpu", level).stdout
+    assert "zmm" not in asm and all(r in asm for r in registers)
+    if not registers:
+        assert "ymm" not in asm
+    kilnc(root / "mlp.kir", "-o", tmp_path, "--cpu", level, "--name", "mlp_old")
+    assert f"for {level} CPUs" in (tmp_path / "mlp_old.h").read_text()
+    x = np.random.default_rng(5).standard_normal((9, 8)).astype(np.float32)
+    rc, log, outs = run_model(runner, tmp_path / "libmlp_old.so", "mlp_old",
+                              [x, np.array(1.5, np.float32)], tmp_path / "run")
+    assert rc == OK, log
+    np.testing.assert_allclose(outs[0], reference(x.astype(np.float64), 1.5, weights)[0],
+                               rtol=1e-4, atol=1e-6)
+    proc = kilnc(root / "mlp.kir", "--cpu", "pentium", "-o", tmp_path, check=False)
+    assert proc.returncode == 1 and "kilnc: error: --cpu must be native, x86-64" in proc.stderr
