@@ -8,13 +8,6 @@ namespace kiln::aot {
 
 namespace {
 
-std::string shapeText(const std::vector<ir::SymInt> &sizes) {
-  std::string out = "[";
-  for (size_t k = 0; k < sizes.size(); ++k)
-    out += (k ? ", " : "") + sizes[k].str();
-  return out + "]";
-}
-
 std::string kindText(driver::ValueKind kind) {
   switch (kind) {
   case driver::ValueKind::Int:
@@ -44,7 +37,7 @@ std::string modelHeader(const driver::PreparedGraph &graph, const std::string &n
     const driver::InputSpec &in = graph.inputs[k];
     doc += fmt::format(" *   {}: {} {}\n", k, in.name,
                        in.kind == driver::ValueKind::Tensor
-                           ? fmt::format("{} {}", dtypeName(in.dtype), shapeText(in.sizes))
+                           ? fmt::format("{} {}", dtypeName(in.dtype), ir::printSizes(in.sizes))
                            : kindText(in.kind));
   }
   if (!graph.ranges.empty()) {
@@ -58,7 +51,7 @@ std::string modelHeader(const driver::PreparedGraph &graph, const std::string &n
     const driver::OutputSpec &out = graph.outputs[k];
     doc += fmt::format(" *   {}: {}\n", k,
                        out.kind == driver::ValueKind::Tensor
-                           ? fmt::format("{} {}", dtypeName(out.dtype), shapeText(out.sizes))
+                           ? fmt::format("{} {}", dtypeName(out.dtype), ir::printSizes(out.sizes))
                            : kindText(out.kind));
   }
   if (!graph.outSpec.empty())

@@ -158,20 +158,15 @@ void addVenvNvrtcRoots() {
 }
 
 /// Checks every weight node against the weights file before anything is built.
-void checkWeights(const driver::PreparedGraph &graph, const std::string &path) {
+void checkWeights(const driver::PreparedGraph &graph, const std::string &path,
+                  const std::string &name) {
   if (graph.weights.empty())
     return;
   KILN_CHECK(fs::exists(path), "the program has {} weights but {} does not exist (--weights-path)",
              graph.weights.size(), path);
   std::shared_ptr<aot::SafeTensorsFile> file = aot::SafeTensorsFile::open(path);
-  for (const driver::WeightSpec &w : graph.weights) {
-    const aot::SafeTensorInfo *info = file->view().find(w.name);
-    KILN_CHECK(info, "{}: no tensor \"{}\" (a weight of the program)", path, w.name);
-    KILN_CHECK(info->dtype == w.dtype && info->shape == w.sizes,
-               "{}: tensor \"{}\" is {}{}, the program expects {}{}", path, w.name,
-               dtypeName(info->dtype), shapeToString(info->shape), dtypeName(w.dtype),
-               shapeToString(w.sizes));
-  }
+  for (const driver::WeightSpec &w : graph.weights)
+    aot::findWeight(file->view(), w, name);
 }
 
 void emitStage(const Options &o, const driver::PreparedGraph &graph) {
@@ -217,7 +212,7 @@ int compile(const Options &o, const char *argv0) {
     emitStage(o, graph);
     return 0;
   }
-  checkWeights(graph, o.weightsPath);
+  checkWeights(graph, o.weightsPath, o.name);
   aot::LibraryOptions lib;
   lib.name = o.name;
   lib.outDir = o.outDir;

@@ -19,13 +19,6 @@ namespace kiln::aot {
 
 namespace {
 
-std::string joinShape(std::span<const ir::SymInt> sizes) {
-  std::string out = "[";
-  for (size_t k = 0; k < sizes.size(); ++k)
-    out += (k ? ", " : "") + sizes[k].str();
-  return out + "]";
-}
-
 /// The folder of the shared object that holds `address` (libNAME.so for its embedded .kir).
 std::string libraryDir(const void *address) {
   Dl_info info{};
@@ -88,6 +81,21 @@ driver::PipelineOptions parsePipelineOptions(std::string_view options, std::stri
   if (options.find("fuse=0") != std::string_view::npos)
     out.fuse = false;
   return out;
+}
+
+const SafeTensorInfo &findWeight(const SafeTensorsView &view, const driver::WeightSpec &w,
+                                 const std::string &model) {
+  const SafeTensorInfo *info = view.find(w.name);
+  if (!info)
+    throw AotError(KILN_ERROR_WEIGHTS,
+                   fmt::format("{}: no tensor \"{}\" in {}", model, w.name, view.what()));
+  if (info->dtype != w.dtype || info->shape != w.sizes)
+    throw AotError(KILN_ERROR_WEIGHTS,
+                   fmt::format("{}: tensor \"{}\" of {} is {}{}, the program expects {}{}", model,
+                               w.name, view.what(), dtypeName(info->dtype),
+                               shapeToString(info->shape), dtypeName(w.dtype),
+                               shapeToString(w.sizes)));
+  return *info;
 }
 
 DType fromKilnDType(int32_t dtype) {
@@ -215,18 +223,8 @@ void AotModel::bindWeights(const kiln_program_desc &desc, const char *weightsPat
     throw AotError(KILN_ERROR_WEIGHTS, e.what());
   }
   for (const driver::WeightSpec &w : graph_.weights) {
-    const SafeTensorInfo *info = view->find(w.name);
-    if (!info)
-      throw AotError(KILN_ERROR_WEIGHTS,
-                     fmt::format("{}: no tensor \"{}\" in {}", name_, w.name, view->what()));
-    if (info->dtype != w.dtype || info->shape != w.sizes)
-      throw AotError(KILN_ERROR_WEIGHTS,
-                     fmt::format("{}: tensor \"{}\" of {} is {}{}, the program expects {}{}", name_,
-                                 w.name, view->what(), dtypeName(info->dtype),
-                                 shapeToString(info->shape), dtypeName(w.dtype),
-                                 shapeToString(w.sizes)));
     // Embedded bytes live as long as the library; a file as long as its mapping.
-    weights_.push_back(view->tensor(*info, weightsOwner_));
+    weights_.push_back(view->tensor(findWeight(*view, w, name_), weightsOwner_));
   }
 }
 
@@ -292,7 +290,7 @@ std::vector<Tensor> AotModel::wrapInputs(std::span<const kiln_tensor> inputs,
     if (t.rank != static_cast<int32_t>(spec.sizes.size()))
       throw AotError(KILN_ERROR_SHAPE,
                      fmt::format("{}: input {} must have rank {} ({}), got rank {}", name_,
-                                 spec.name, spec.sizes.size(), joinShape(spec.sizes), t.rank));
+                                 spec.name, spec.sizes.size(), ir::printSizes(spec.sizes), t.rank));
     Shape sizes(t.sizes, t.sizes + t.rank);
     for (int64_t s : sizes)
       if (s < 0)

@@ -17,6 +17,7 @@
 /// host buffers. With no CUDA device, creating the model fails with KILN_ERROR_INCOMPATIBLE.
 
 #include "aot/kiln_aot.h"
+#include "aot/safetensors.h"
 #include "codegen/cpu/compiled_program.h"
 #include "driver/prepared_graph.h"
 
@@ -47,6 +48,11 @@ const char *kilnVersion();
 /// The features of `features` ("+avx2,+fma,-sse4a,...") that the host CPU lacks, for the x86
 /// features kernels can depend on; empty when the kernels can run here.
 std::vector<std::string> missingHostFeatures(std::string_view features);
+
+/// The tensor of `view` weight node `w` binds to; AotError (KILN_ERROR_WEIGHTS) naming `model`,
+/// the tensor and the file when it is missing or has another dtype or shape.
+const SafeTensorInfo &findWeight(const SafeTensorsView &view, const driver::WeightSpec &w,
+                                 const std::string &model);
 
 /// Pipeline options as kilnc records them ("fuse=0"), parsed.
 driver::PipelineOptions parsePipelineOptions(std::string_view options, std::string filename);

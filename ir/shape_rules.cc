@@ -176,8 +176,8 @@ std::vector<SymInt> matmulSizes(const Node &n, SymAssumptions *assumed) {
   const SymInt &ka = a.sizes.back();
   const SymInt &kb = b.rank() == 1 ? b.sizes[0] : b.sizes[b.rank() - 2];
   if (provablyDifferent(ka, kb))
-    ruleFails("matmul shapes {} and {} cannot be multiplied ({} vs {})", shapeStr(a.sizes),
-              shapeStr(b.sizes), ka.str(), kb.str());
+    ruleFails("matmul shapes {} and {} cannot be multiplied ({} vs {})", printSizes(a.sizes),
+              printSizes(b.sizes), ka.str(), kb.str());
   if (assumed && ka != kb)
     assumed->add(SymRelation{ka, RelOp::Eq, kb});
   std::span<const SymInt> batchA(a.sizes.data(), a.rank() > 2 ? a.rank() - 2 : 0);
@@ -252,7 +252,7 @@ std::vector<SymInt> attentionSizes(const Node &n) {
 std::vector<SymInt> embeddingSizes(const Node &n) {
   const TensorMeta &indices = tensorOperand(n, 0), &weight = tensorOperand(n, 1);
   if (weight.rank() != 2)
-    ruleFails("embedding weight (operand 1) must be 2-d, got {}", shapeStr(weight.sizes));
+    ruleFails("embedding weight (operand 1) must be 2-d, got {}", printSizes(weight.sizes));
   std::vector<SymInt> out = indices.sizes;
   out.push_back(weight.sizes[1]);
   return out;

@@ -50,7 +50,7 @@ std::array<int64_t, 2> pair(const Node &n, std::string_view name, std::array<int
 const TensorMeta &poolInput(const Node &n) {
   const TensorMeta &x = tensorOperand(n, 0);
   if (x.rank() != 3 && x.rank() != 4)
-    ruleFails("{} needs a 3-d or 4-d input, got {}", n.keyword(), shapeStr(x.sizes));
+    ruleFails("{} needs a 3-d or 4-d input, got {}", n.keyword(), printSizes(x.sizes));
   return x;
 }
 

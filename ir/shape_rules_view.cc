@@ -34,7 +34,7 @@ std::vector<SymInt> viewShape(const Node &n, const TensorMeta &in, std::span<con
     if (shape[i] != SymInt(-1))
       continue;
     if (inferred >= 0)
-      ruleFails("'shape' {} has more than one -1", shapeStr(shape));
+      ruleFails("'shape' {} has more than one -1", printSizes(shape));
     inferred = static_cast<int>(i);
   }
   if (inferred >= 0 && given.size() == shape.size()) {
@@ -45,22 +45,22 @@ std::vector<SymInt> viewShape(const Node &n, const TensorMeta &in, std::span<con
     SymInt numel = product(in.sizes), known = product(others);
     if (known == SymInt(0))
       ruleFails("cannot {} {} as {}: the -1 could be any size when another size is 0", n.keyword(),
-                shapeStr(in.sizes), shapeStr(shape));
+                printSizes(in.sizes), printSizes(shape));
     std::optional<int64_t> num = numel.constant(), den = known.constant();
     if (num && den && *num % *den != 0)
       ruleFails("cannot {} {} ({} elements) as {}: {} is not a multiple of {}", n.keyword(),
-                shapeStr(in.sizes), *num, shapeStr(shape), *num, *den);
+                printSizes(in.sizes), *num, printSizes(shape), *num, *den);
     shape[inferred] = floorDiv(numel, known);
     if (assumed && shape[inferred] * known != numel)
       assumed->add(SymRelation{mod(numel, known), RelOp::Eq, SymInt(0)});
   }
   std::optional<int64_t> inNumel = constantNumel(in.sizes), outNumel = constantNumel(shape);
   if (inNumel && outNumel && *inNumel != *outNumel)
-    ruleFails("cannot {} {} ({} elements) as {} ({} elements)", n.keyword(), shapeStr(in.sizes),
-              *inNumel, shapeStr(shape), *outNumel);
+    ruleFails("cannot {} {} ({} elements) as {} ({} elements)", n.keyword(), printSizes(in.sizes),
+              *inNumel, printSizes(shape), *outNumel);
   if (SymInt a = product(shape), b = product(in.sizes); provablyDifferent(a, b))
-    ruleFails("cannot {} {} ({} elements) as {} ({} elements)", n.keyword(), shapeStr(in.sizes),
-              b.str(), shapeStr(shape), a.str());
+    ruleFails("cannot {} {} ({} elements) as {} ({} elements)", n.keyword(), printSizes(in.sizes),
+              b.str(), printSizes(shape), a.str());
   else if (assumed && a != b && inferred < 0) // an inferred -1 recorded its divisibility
     assumed->add(SymRelation{a, RelOp::Eq, b});
   return shape;
@@ -259,8 +259,8 @@ std::vector<SymInt> viewResultStrides(const Node &n, const TensorMeta &in,
       return *strides;
     if (n.op() == OpKind::Reshape) // reshape copies what it cannot view
       return contiguousStrides(sizes);
-    ruleFails("cannot view {} strided {} as {} without a copy (use reshape)", shapeStr(in.sizes),
-              shapeStr(in.strides), shapeStr(sizes));
+    ruleFails("cannot view {} strided {} as {} without a copy (use reshape)", printSizes(in.sizes),
+              printSizes(in.strides), printSizes(sizes));
   }
   case OpKind::Permute: {
     std::vector<SymInt> out;

@@ -92,6 +92,13 @@ size_t ValueType::hash() const {
   return isTensor() ? meta().hash() : 0x51ed27 + static_cast<size_t>(scalar());
 }
 
+std::string printSizes(std::span<const SymInt> sizes) {
+  std::string out;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    out += (i ? ", " : "") + sizes[i].str();
+  return "[" + out + "]";
+}
+
 std::string printType(const ValueType &type) {
   if (!type.isTensor())
     return std::string(scalarTypeName(type.scalar()));

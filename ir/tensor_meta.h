@@ -73,5 +73,7 @@ private:
 
 /// `f32[s0, 128]`, `int`: the .kir spelling of a type.
 std::string printType(const ValueType &type);
+/// Sizes as `[s0, 128]` (what printType writes inside the brackets).
+std::string printSizes(std::span<const SymInt> sizes);
 
 } // namespace kiln::ir

@@ -43,8 +43,6 @@ template <typename... Args>
 const TensorMeta &tensorOperand(const Node &n, int i);
 /// Result 0 as a tensor, or a rule failure.
 const TensorMeta &tensorResult(const Node &n);
-/// `[s0, 128]`.
-std::string shapeStr(std::span<const SymInt> sizes);
 /// Whether constants prove a != b (a - b is a nonzero constant).
 bool provablyDifferent(const SymInt &a, const SymInt &b);
 /// Fails unless `got` has the rank of `want` and no dim provably differs; `why` says where `want`

@@ -22,13 +22,6 @@ const TensorMeta &tensorResult(const Node &n) {
   return v->meta();
 }
 
-std::string shapeStr(std::span<const SymInt> sizes) {
-  std::string out;
-  for (size_t i = 0; i < sizes.size(); ++i)
-    out += (i ? ", " : "") + sizes[i].str();
-  return "[" + out + "]";
-}
-
 bool provablyDifferent(const SymInt &a, const SymInt &b) {
   std::optional<int64_t> d = (a - b).constant();
   return d && *d != 0;
@@ -39,7 +32,7 @@ void expectSizes(std::span<const SymInt> got, std::span<const SymInt> want, std:
   for (size_t i = 0; ok && i < got.size(); ++i)
     ok = !provablyDifferent(got[i], want[i]);
   if (!ok)
-    ruleFails("result shape {} should be {} ({})", shapeStr(got), shapeStr(want), why);
+    ruleFails("result shape {} should be {} ({})", printSizes(got), printSizes(want), why);
 }
 
 int64_t wrapDim(int64_t dim, int64_t rank, std::string_view what) {

@@ -23,13 +23,13 @@ void checkContiguous(const Node &n) {
   expectSizes(out.sizes, in.sizes, "contiguous keeps the shape");
   if (out.strides != contiguousStrides(out.sizes))
     ruleFails("the result of contiguous must have contiguous strides, got {}",
-              shapeStr(out.strides));
+              printSizes(out.strides));
 }
 
 void checkBatchNorm(const Node &n) {
   const TensorMeta &x = tensorOperand(n, 0);
   if (x.rank() < 2)
-    ruleFails("batch_norm needs an input of rank >= 2 ([N, C, ...]), got {}", shapeStr(x.sizes));
+    ruleFails("batch_norm needs an input of rank >= 2 ([N, C, ...]), got {}", printSizes(x.sizes));
   if (!isFloating(x.dtype))
     ruleFails("batch_norm needs a floating input, got {}", dtypeShortName(x.dtype));
   static constexpr const char *kNames[] = {"input", "running_mean", "running_var", "weight",
@@ -38,7 +38,7 @@ void checkBatchNorm(const Node &n) {
     const TensorMeta &p = tensorOperand(n, i);
     if (p.rank() != 1 || provablyDifferent(p.sizes[0], x.sizes[1]))
       ruleFails("batch_norm {} (operand {}) must have shape [{}] (the channels), got {}", kNames[i],
-                i, x.sizes[1].str(), shapeStr(p.sizes));
+                i, x.sizes[1].str(), printSizes(p.sizes));
     if (!isFloating(p.dtype))
       ruleFails("batch_norm {} (operand {}) must be floating, got {}", kNames[i], i,
                 dtypeShortName(p.dtype));
@@ -61,7 +61,8 @@ void checkPool(const Node &n) {
     ruleFails("avg_pool2d's divisor_override must be nonzero");
   expectSameDevice(n);
   expectResultDType(n, x.dtype, "the input dtype");
-  expectSizes(tensorResult(n).sizes, want, fmt::format("{} of {}", n.keyword(), shapeStr(x.sizes)));
+  expectSizes(tensorResult(n).sizes, want,
+              fmt::format("{} of {}", n.keyword(), printSizes(x.sizes)));
 }
 
 } // namespace kiln::ir::detail

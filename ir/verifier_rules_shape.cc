@@ -25,7 +25,7 @@ void checkView(const Node &n) {
     ruleFails("'{}' keeps the dtype, but the operand is {} and the result {}", n.keyword(),
               dtypeShortName(in.dtype), dtypeShortName(out.dtype));
   expectSizes(out.sizes, viewSizes(n, in, out.sizes, nullptr),
-              fmt::format("'{}' of {}", n.keyword(), shapeStr(in.sizes)));
+              fmt::format("'{}' of {}", n.keyword(), printSizes(in.sizes)));
 }
 
 void checkCat(const Node &n) {
@@ -51,7 +51,8 @@ void checkLinear(const Node &n) {
     expectSameDType(n, 0, 2);
     const TensorMeta &bias = tensorOperand(n, 2);
     if (bias.rank() != 1 || provablyDifferent(bias.sizes[0], w.sizes[0]))
-      ruleFails("linear bias must have shape [{}], got {}", w.sizes[0].str(), shapeStr(bias.sizes));
+      ruleFails("linear bias must have shape [{}], got {}", w.sizes[0].str(),
+                printSizes(bias.sizes));
   }
   expectSameDevice(n);
   expectResultDType(n, x.dtype, "the operand dtype");
@@ -66,7 +67,8 @@ void checkConv2d(const Node &n) {
     expectSameDType(n, 0, 2);
     const TensorMeta &bias = tensorOperand(n, 2);
     if (bias.rank() != 1 || provablyDifferent(bias.sizes[0], w.sizes[0]))
-      ruleFails("conv2d bias must have shape [{}], got {}", w.sizes[0].str(), shapeStr(bias.sizes));
+      ruleFails("conv2d bias must have shape [{}], got {}", w.sizes[0].str(),
+                printSizes(bias.sizes));
   }
   expectSameDevice(n);
   const TensorMeta &out = tensorResult(n);
@@ -100,13 +102,13 @@ void checkLayerNorm(const Node &n) {
   if (!isFloating(x.dtype))
     ruleFails("layer_norm needs a floating input, got {}", dtypeShortName(x.dtype));
   if (static_cast<int64_t>(normalized.size()) > x.rank())
-    ruleFails("normalized_shape {} has more dims than the input {}", shapeStr(normalized),
-              shapeStr(x.sizes));
+    ruleFails("normalized_shape {} has more dims than the input {}", printSizes(normalized),
+              printSizes(x.sizes));
   size_t lead = x.sizes.size() - normalized.size();
   for (size_t i = 0; i < normalized.size(); ++i)
     if (provablyDifferent(normalized[i], x.sizes[lead + i]))
       ruleFails("normalized_shape {} does not match the trailing dims of input {}",
-                shapeStr(normalized), shapeStr(x.sizes));
+                printSizes(normalized), printSizes(x.sizes));
   for (int i = 1; i < n.numOperands(); ++i) {
     expectSameDType(n, 0, i);
     const TensorMeta &p = tensorOperand(n, i);
@@ -115,7 +117,7 @@ void checkLayerNorm(const Node &n) {
       ok = !provablyDifferent(p.sizes[d], normalized[d]);
     if (!ok)
       ruleFails("layer_norm {} has shape {}, expected normalized_shape {}",
-                i == 1 ? "weight" : "bias", shapeStr(p.sizes), shapeStr(normalized));
+                i == 1 ? "weight" : "bias", printSizes(p.sizes), printSizes(normalized));
   }
   expectSameDevice(n);
   expectResultDType(n, x.dtype, "the input dtype");

@@ -4,6 +4,7 @@
 #include "codegen/cpu/compiled_program.h"
 
 #include "codegen/cpu/launch.h"
+#include "ir/loop/binding.h"
 #include "passes/lower/eager_externs.h"
 #include "runtime/error.h"
 
@@ -108,24 +109,6 @@ CompiledProgram CompiledProgram::fromKernels(LoopProgram program, EmittedModule 
   return compiled;
 }
 
-namespace {
-
-/// A fresh tensor with buffer `b`'s sizes and strides under `values`.
-Tensor allocate(const Buffer &b, const SymbolValues &values) {
-  Shape sizes = evaluateAll(b.meta.sizes, values);
-  Shape strides = evaluateAll(b.meta.strides, values);
-  int64_t extent = 1;
-  for (size_t k = 0; k < sizes.size(); ++k) {
-    KILN_CHECK_KIND(Value, sizes[k] >= 0 && strides[k] >= 0,
-                    "compiled program: {} has sizes {} and strides {} here", b.name(),
-                    shapeToString(sizes), shapeToString(strides));
-    extent = sizes[k] == 0 || extent == 0 ? 0 : extent + (sizes[k] - 1) * strides[k];
-  }
-  return Tensor::empty({extent}, b.meta.dtype).asStrided(sizes, strides, 0);
-}
-
-} // namespace
-
 std::vector<BufferId> CompiledProgram::State::uses(size_t k) const {
   const LoopNode &node = program.nodes()[k];
   std::vector<BufferId> out = node.reads();
@@ -139,54 +122,8 @@ std::vector<BufferId> CompiledProgram::State::uses(size_t k) const {
 
 SymbolValues CompiledProgram::State::bind(std::span<const Tensor> inputs, const SymbolValues &given,
                                           std::vector<Tensor> &tensors) const {
-  std::span<const BufferId> ids = program.inputs();
-  KILN_CHECK_KIND(Value, inputs.size() == ids.size(),
-                  "compiled program: the program takes {} inputs, got {}", ids.size(),
-                  inputs.size());
-  SymbolValues values = given;
-  for (size_t n = 0; n < ids.size(); ++n) {
-    const Buffer &b = program.buffer(ids[n]);
-    const Tensor &t = inputs[n];
-    KILN_CHECK_KIND(Value, t.defined(), "compiled program: input {} is undefined", b.name());
-    KILN_CHECK_KIND(Type, t.dtype() == b.meta.dtype,
-                    "compiled program: input {} is {} but the tensor bound to it has dtype {}",
-                    b.name(), printType(b.meta), dtypeName(t.dtype()));
-    KILN_CHECK_KIND(Value, t.dim() == b.rank(),
-                    "compiled program: input {} is {} but the tensor bound to it has shape {}",
-                    b.name(), printType(b.meta), t.shapeStr());
-    for (int64_t k = 0; k < b.rank(); ++k)
-      if (std::string_view s = b.meta.sizes[k].symbolName(); !s.empty())
-        values.try_emplace(std::string(s), t.size(k));
-  }
-  for (const std::string &s : program.sizeSymbols())
-    KILN_CHECK_KIND(Value, values.count(s),
-                    "compiled program: symbol '{}' has no value: pass it or an input with a "
-                    "dimension of size {}",
-                    s, s);
-  for (size_t n = 0; n < ids.size(); ++n) {
-    const Buffer &b = program.buffer(ids[n]);
-    Tensor t = inputs[n];
-    std::vector<int64_t> sizes = evaluateAll(b.meta.sizes, values);
-    std::vector<int64_t> strides = evaluateAll(b.meta.strides, values);
-    KILN_CHECK_KIND(Value, sizes == t.sizes(),
-                    "compiled program: input {} is {} = {} here, but the tensor bound to it has "
-                    "shape {}",
-                    b.name(), printType(b.meta), shapeToString(sizes), t.shapeStr());
-    auto matches = [&](const Tensor &x) {
-      for (int64_t k = 0; k < b.rank(); ++k)
-        if (sizes[k] > 1 && strides[k] != x.stride(k))
-          return false;
-      return true;
-    };
-    if (!matches(t) && b.meta.isContiguous())
-      t = t.contiguous();
-    KILN_CHECK_KIND(Value, matches(t),
-                    "compiled program: input {} has strides {} here, but the tensor bound to it "
-                    "has strides {}",
-                    b.name(), shapeToString(strides), shapeToString(t.strides()));
-    tensors[ids[n].index] = t;
-  }
-  return values;
+  return bindInputs(program, inputs, given, {"compiled program", "pass it or an input", true},
+                    tensors);
 }
 
 void CompiledProgram::State::runExtern(const LoopNode &node, const SymbolValues &values,
@@ -217,7 +154,7 @@ void CompiledProgram::State::runExtern(const LoopNode &node, const SymbolValues 
       out = results[n];
     } else {
       if (!out.defined())
-        out = allocate(b, values);
+        out = allocateBuffer(b, values, "compiled program");
       out.copy_(results[n]);
     }
   }
@@ -276,7 +213,7 @@ std::vector<Tensor> CompiledProgram::run(std::span<const Tensor> inputs,
     } else {
       for (BufferId id : s.module.kernels[s.kernelOfNode[k]].buffers)
         if (!tensors[id.index].defined())
-          tensors[id.index] = allocate(s.program.buffer(id), values);
+          tensors[id.index] = allocateBuffer(s.program.buffer(id), values, "compiled program");
       s.runKernel(k, values, tensors);
     }
     for (BufferId id : s.uses(k))
@@ -285,7 +222,7 @@ std::vector<Tensor> CompiledProgram::run(std::span<const Tensor> inputs,
   }
   for (BufferId id : s.program.outputs())
     if (!tensors[id.index].defined())
-      tensors[id.index] = allocate(s.program.buffer(id), values);
+      tensors[id.index] = allocateBuffer(s.program.buffer(id), values, "compiled program");
   std::vector<Tensor> results;
   for (BufferId id : s.program.outputs())
     results.push_back(tensors[id.index]);

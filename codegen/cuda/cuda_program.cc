@@ -5,6 +5,7 @@
 
 #include "codegen/cuda/driver.h"
 #include "codegen/cuda/launch_plan.h"
+#include "ir/loop/binding.h"
 #include "runtime/error.h"
 
 #include <fmt/format.h>
@@ -21,46 +22,15 @@ using ir::SymInt;
 
 namespace {
 
-std::vector<int64_t> evaluateAll(std::span<const SymInt> syms, const SymbolValues &values) {
-  std::vector<int64_t> out;
-  for (const SymInt &s : syms)
-    out.push_back(s.evaluate(values));
-  return out;
-}
+constexpr std::string_view kWho = "cuda program";
 
-/// Buffer `b` under `values`: its sizes, strides and the elements its storage spans.
-struct Layout {
-  Shape sizes, strides;
-  int64_t extent = 1;
-
-  size_t bytes(DType dtype) const { return static_cast<size_t>(extent * itemsize(dtype)); }
-};
-
-Layout layoutOf(const Buffer &b, const SymbolValues &values) {
-  Layout l{evaluateAll(b.meta.sizes, values), evaluateAll(b.meta.strides, values)};
-  for (size_t k = 0; k < l.sizes.size(); ++k) {
-    KILN_CHECK_KIND(Value, l.sizes[k] >= 0 && l.strides[k] >= 0,
-                    "cuda program: {} has sizes {} and strides {} here", b.name(),
-                    shapeToString(l.sizes), shapeToString(l.strides));
-    l.extent = l.sizes[k] == 0 || l.extent == 0 ? 0 : l.extent + (l.sizes[k] - 1) * l.strides[k];
-  }
-  return l;
+BufferLayout layoutOf(const Buffer &b, const SymbolValues &values) {
+  return ir::loop::layoutOf(b, values, kWho);
 }
 
 /// A host tensor with buffer `b`'s layout (the same bytes as its device buffer).
-Tensor hostTensor(const Buffer &b, const Layout &l) {
+Tensor hostTensor(const Buffer &b, const BufferLayout &l) {
   return Tensor::empty({l.extent}, b.meta.dtype).asStrided(l.sizes, l.strides, 0);
-}
-
-/// Whether `t` has layout `l` (strides of dims of size 1 do not matter): then its bytes from
-/// rawData() are the buffer's.
-bool hasLayout(const Tensor &t, const Layout &l) {
-  if (t.sizes() != l.sizes)
-    return false;
-  for (size_t k = 0; k < l.sizes.size(); ++k)
-    if (l.sizes[k] > 1 && l.strides[k] != t.stride(static_cast<int64_t>(k)))
-      return false;
-  return true;
 }
 
 /// The device buffers of one call, by buffer id (0: not allocated), released on every exit.
@@ -161,46 +131,7 @@ std::vector<BufferId> CudaProgram::State::uses(size_t k) const {
 
 SymbolValues CudaProgram::State::bind(std::span<const Tensor> inputs, const SymbolValues &given,
                                       std::vector<Tensor> &bound) const {
-  std::span<const BufferId> ids = program.inputs();
-  KILN_CHECK_KIND(Value, inputs.size() == ids.size(),
-                  "cuda program: the program takes {} inputs, got {}", ids.size(), inputs.size());
-  SymbolValues values = given;
-  for (size_t n = 0; n < ids.size(); ++n) {
-    const Buffer &b = program.buffer(ids[n]);
-    const Tensor &t = inputs[n];
-    KILN_CHECK_KIND(Value, t.defined(), "cuda program: input {} is undefined", b.name());
-    KILN_CHECK_KIND(Type, t.dtype() == b.meta.dtype,
-                    "cuda program: input {} is {} but the tensor bound to it has dtype {}",
-                    b.name(), printType(b.meta), dtypeName(t.dtype()));
-    KILN_CHECK_KIND(Value, t.dim() == b.rank(),
-                    "cuda program: input {} is {} but the tensor bound to it has shape {}",
-                    b.name(), printType(b.meta), t.shapeStr());
-    for (int64_t k = 0; k < b.rank(); ++k)
-      if (std::string_view s = b.meta.sizes[k].symbolName(); !s.empty())
-        values.try_emplace(std::string(s), t.size(k));
-  }
-  for (const std::string &s : program.sizeSymbols())
-    KILN_CHECK_KIND(Value, values.count(s),
-                    "cuda program: symbol '{}' has no value: pass it or an input with a "
-                    "dimension of size {}",
-                    s, s);
-  for (size_t n = 0; n < ids.size(); ++n) {
-    const Buffer &b = program.buffer(ids[n]);
-    Tensor t = inputs[n];
-    Layout l = layoutOf(b, values);
-    KILN_CHECK_KIND(Value, l.sizes == t.sizes(),
-                    "cuda program: input {} is {} = {} here, but the tensor bound to it has "
-                    "shape {}",
-                    b.name(), printType(b.meta), shapeToString(l.sizes), t.shapeStr());
-    if (!hasLayout(t, l) && b.meta.isContiguous())
-      t = t.contiguous();
-    KILN_CHECK_KIND(Value, hasLayout(t, l),
-                    "cuda program: input {} has strides {} here, but the tensor bound to it "
-                    "has strides {}",
-                    b.name(), shapeToString(l.strides), shapeToString(t.strides()));
-    bound[ids[n].index] = t;
-  }
-  return values;
+  return ir::loop::bindInputs(program, inputs, given, {kWho, "pass it or an input", true}, bound);
 }
 
 uint64_t CudaProgram::State::ensure(BufferId id, const SymbolValues &values,
@@ -222,7 +153,7 @@ void CudaProgram::State::runExtern(const LoopNode &node, const SymbolValues &val
   std::vector<Tensor> inputs;
   for (BufferId id : node.externInputs) {
     const Buffer &b = program.buffer(id);
-    Layout l = layoutOf(b, values);
+    BufferLayout l = layoutOf(b, values);
     Tensor host = hostTensor(b, l);
     device->copyToHost(host.rawData(), ensure(id, values, buffers), l.bytes(b.meta.dtype));
     inputs.push_back(host);
@@ -234,13 +165,13 @@ void CudaProgram::State::runExtern(const LoopNode &node, const SymbolValues &val
   for (size_t n = 0; n < results.size(); ++n) {
     BufferId id = node.outputs[n];
     const Buffer &b = program.buffer(id);
-    Layout l = layoutOf(b, values);
+    BufferLayout l = layoutOf(b, values);
     KILN_CHECK_KIND(Value, results[n].sizes() == l.sizes && results[n].dtype() == b.meta.dtype,
                     "cuda program: extern \"{}\" result {} is {} {}, but {} is {}", node.externOp,
                     n, dtypeName(results[n].dtype()), results[n].shapeStr(), bufferName(id),
                     printType(b.meta));
     Tensor host = results[n];
-    if (!hasLayout(host, l)) {
+    if (!l.matches(host)) {
       host = hostTensor(b, l);
       host.copy_(results[n]);
     }
@@ -330,7 +261,7 @@ std::vector<Tensor> CudaProgram::run(std::span<const Tensor> hostInputs,
   std::vector<Tensor> results;
   for (BufferId id : s.program.outputs()) {
     const Buffer &b = s.program.buffer(id);
-    Layout l = layoutOf(b, values);
+    BufferLayout l = layoutOf(b, values);
     Tensor host = hostTensor(b, l);
     if (uint64_t a = buffers.addresses[id.index])
       s.device->copyToHost(host.rawData(), a, l.bytes(b.meta.dtype));

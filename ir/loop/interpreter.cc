@@ -2,6 +2,7 @@
 
 #include "ir/loop/interpreter.h"
 
+#include "ir/loop/binding.h"
 #include "ir/loop/interpreter_impl.h"
 #include "runtime/error.h"
 #include "runtime/ops/linalg.h"
@@ -16,8 +17,6 @@ namespace kiln::ir::loop {
 using detail::Elem;
 
 namespace {
-
-std::string intsStr(std::span<const int64_t> v) { return shapeToString(v); }
 
 std::vector<int64_t> evaluateAll(std::span<const SymInt> syms, const SymbolValues &values) {
   std::vector<int64_t> out;
@@ -265,62 +264,15 @@ const Tensor &Interpreter::tensor(BufferId id) const {
 }
 
 void Interpreter::bindInputs(std::span<const Tensor> inputs) {
-  std::span<const BufferId> ids = program_.inputs();
-  KILN_CHECK_KIND(Value, inputs.size() == ids.size(),
-                  "loop interpreter: the program takes {} inputs, got {}", ids.size(),
-                  inputs.size());
-  symbols_ = bound_;
-  // Symbols that are a whole size of an input take that size (first one wins; checked below).
-  for (size_t n = 0; n < ids.size(); ++n) {
-    const Buffer &b = program_.buffer(ids[n]);
-    const Tensor &t = inputs[n];
-    KILN_CHECK_KIND(Value, t.defined(), "loop interpreter: input {} is undefined", b.name());
-    KILN_CHECK_KIND(Type, t.dtype() == b.meta.dtype,
-                    "loop interpreter: input {} is {} but the tensor bound to it has dtype {}",
-                    b.name(), printType(b.meta), dtypeName(t.dtype()));
-    KILN_CHECK_KIND(Value, t.dim() == b.rank(),
-                    "loop interpreter: input {} is {} but the tensor bound to it has shape {}",
-                    b.name(), printType(b.meta), t.shapeStr());
-    for (int64_t k = 0; k < b.rank(); ++k)
-      if (std::string_view s = b.meta.sizes[k].symbolName(); !s.empty())
-        symbols_.try_emplace(std::string(s), t.size(k));
-  }
-  for (const std::string &s : program_.sizeSymbols())
-    KILN_CHECK_KIND(Value, symbols_.count(s),
-                    "loop interpreter: symbol '{}' has no value: bind() it or pass an input with a "
-                    "dimension of size {}",
-                    s, s);
-  for (size_t n = 0; n < ids.size(); ++n) {
-    const Buffer &b = program_.buffer(ids[n]);
-    const Tensor &t = inputs[n];
-    std::vector<int64_t> sizes = evaluateAll(b.meta.sizes, symbols_);
-    std::vector<int64_t> strides = evaluateAll(b.meta.strides, symbols_);
-    KILN_CHECK_KIND(Value, sizes == t.sizes(),
-                    "loop interpreter: input {} is {} = {} here, but the tensor bound to it has "
-                    "shape {}",
-                    b.name(), printType(b.meta), intsStr(sizes), t.shapeStr());
-    for (int64_t k = 0; k < b.rank(); ++k)
-      KILN_CHECK_KIND(Value, sizes[k] <= 1 || strides[k] == t.stride(k),
-                      "loop interpreter: input {} has strides {} here, but the tensor bound to it "
-                      "has strides {}",
-                      b.name(), intsStr(strides), intsStr(t.strides()));
-    tensors_[ids[n].index] = t;
-  }
+  symbols_ = loop::bindInputs(program_, inputs, bound_,
+                              {"loop interpreter", "bind() it or pass an input", false}, tensors_);
 }
 
 Tensor Interpreter::allocate(const Buffer &b) const {
-  Shape sizes = evaluateAll(b.meta.sizes, symbols_);
-  Shape strides = evaluateAll(b.meta.strides, symbols_);
-  int64_t extent = 1;
-  for (size_t k = 0; k < sizes.size(); ++k) {
-    KILN_CHECK_KIND(Value, sizes[k] >= 0 && strides[k] >= 0,
-                    "loop interpreter: {} has sizes {} and strides {} here", b.name(),
-                    intsStr(sizes), intsStr(strides));
-    extent = sizes[k] == 0 ? 0 : extent == 0 ? 0 : extent + (sizes[k] - 1) * strides[k];
-  }
-  Tensor storage = Tensor::empty({extent}, b.meta.dtype);
+  BufferLayout l = layoutOf(b, symbols_, "loop interpreter");
+  Tensor storage = Tensor::empty({l.extent}, b.meta.dtype);
   storage.fill_(Scalar(int64_t{0})); // gaps between strided elements read as zero
-  return storage.asStrided(sizes, strides, 0);
+  return storage.asStrided(l.sizes, l.strides, 0);
 }
 
 std::vector<Tensor> Interpreter::run(std::span<const Tensor> inputs) {

@@ -1,0 +1,88 @@
+// Input binding and buffer layouts shared by the executors of loop programs.
+
+#include "ir/loop/binding.h"
+
+#include "runtime/error.h"
+
+namespace kiln::ir::loop {
+
+namespace {
+
+Shape evaluateAll(std::span<const SymInt> syms, const SymbolValues &values) {
+  Shape out;
+  for (const SymInt &s : syms)
+    out.push_back(s.evaluate(values));
+  return out;
+}
+
+} // namespace
+
+bool BufferLayout::matches(const Tensor &t) const {
+  if (t.sizes() != sizes)
+    return false;
+  for (size_t k = 0; k < sizes.size(); ++k)
+    if (sizes[k] > 1 && strides[k] != t.stride(static_cast<int64_t>(k)))
+      return false;
+  return true;
+}
+
+BufferLayout layoutOf(const Buffer &b, const SymbolValues &values, std::string_view who) {
+  BufferLayout l{evaluateAll(b.meta.sizes, values), evaluateAll(b.meta.strides, values)};
+  for (size_t k = 0; k < l.sizes.size(); ++k) {
+    KILN_CHECK_KIND(Value, l.sizes[k] >= 0 && l.strides[k] >= 0,
+                    "{}: {} has sizes {} and strides {} here", who, b.name(),
+                    shapeToString(l.sizes), shapeToString(l.strides));
+    l.extent = l.sizes[k] == 0 || l.extent == 0 ? 0 : l.extent + (l.sizes[k] - 1) * l.strides[k];
+  }
+  return l;
+}
+
+Tensor allocateBuffer(const Buffer &b, const SymbolValues &values, std::string_view who) {
+  BufferLayout l = layoutOf(b, values, who);
+  return Tensor::empty({l.extent}, b.meta.dtype).asStrided(l.sizes, l.strides, 0);
+}
+
+SymbolValues bindInputs(const LoopProgram &program, std::span<const Tensor> inputs,
+                        const SymbolValues &given, const InputBinding &how,
+                        std::vector<Tensor> &bound) {
+  std::span<const BufferId> ids = program.inputs();
+  std::string_view who = how.who;
+  KILN_CHECK_KIND(Value, inputs.size() == ids.size(), "{}: the program takes {} inputs, got {}",
+                  who, ids.size(), inputs.size());
+  SymbolValues values = given;
+  for (size_t n = 0; n < ids.size(); ++n) {
+    const Buffer &b = program.buffer(ids[n]);
+    const Tensor &t = inputs[n];
+    KILN_CHECK_KIND(Value, t.defined(), "{}: input {} is undefined", who, b.name());
+    KILN_CHECK_KIND(Type, t.dtype() == b.meta.dtype,
+                    "{}: input {} is {} but the tensor bound to it has dtype {}", who, b.name(),
+                    printType(b.meta), dtypeName(t.dtype()));
+    KILN_CHECK_KIND(Value, t.dim() == b.rank(),
+                    "{}: input {} is {} but the tensor bound to it has shape {}", who, b.name(),
+                    printType(b.meta), t.shapeStr());
+    for (int64_t k = 0; k < b.rank(); ++k)
+      if (std::string_view s = b.meta.sizes[k].symbolName(); !s.empty())
+        values.try_emplace(std::string(s), t.size(k));
+  }
+  for (const std::string &s : program.sizeSymbols())
+    KILN_CHECK_KIND(Value, values.count(s),
+                    "{}: symbol '{}' has no value: {} with a dimension of size {}", who, s,
+                    how.symbolHint, s);
+  for (size_t n = 0; n < ids.size(); ++n) {
+    const Buffer &b = program.buffer(ids[n]);
+    Tensor t = inputs[n];
+    BufferLayout l = layoutOf(b, values, who);
+    KILN_CHECK_KIND(Value, l.sizes == t.sizes(),
+                    "{}: input {} is {} = {} here, but the tensor bound to it has shape {}", who,
+                    b.name(), printType(b.meta), shapeToString(l.sizes), t.shapeStr());
+    if (how.contiguousFallback && !l.matches(t) && b.meta.isContiguous())
+      t = t.contiguous();
+    KILN_CHECK_KIND(Value, l.matches(t),
+                    "{}: input {} has strides {} here, but the tensor bound to it has strides {}",
+                    who, b.name(), shapeToString(l.strides), shapeToString(t.strides()));
+    bound[ids[n].index] = t;
+  }
+  return values;
+}
+
+} // namespace kiln::ir::loop

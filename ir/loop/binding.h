@@ -1,0 +1,50 @@
+#pragma once
+/// Binding a loop program to tensors: what every executor of loop programs does the same way —
+/// the reference interpreter, the CPU CompiledProgram and the CUDA CudaProgram.
+///
+/// bindInputs checks each input tensor against its buffer (defined, dtype, rank), takes the
+/// size symbols that are a whole size of an input (first one wins), requires a value for every
+/// size symbol of the program, then checks sizes and strides under those values (strides of
+/// dims of size 0 or 1 do not matter). Errors are kiln::Error (Type for a dtype, Value for the
+/// rest) whose message starts with the executor's name.
+
+#include "ir/loop/program.h"
+#include "runtime/tensor.h"
+
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace kiln::ir::loop {
+
+/// Buffer `b` under bound symbols: its sizes, strides and the elements its storage spans.
+struct BufferLayout {
+  Shape sizes, strides;
+  int64_t extent = 1;
+
+  size_t bytes(DType dtype) const { return static_cast<size_t>(extent * itemsize(dtype)); }
+  /// Whether `t` has these sizes and, on dims longer than 1, these strides.
+  bool matches(const Tensor &t) const;
+};
+
+/// Throws kiln::Error (`who: buf3 has sizes ... and strides ... here`) for a negative size or
+/// stride.
+BufferLayout layoutOf(const Buffer &b, const SymbolValues &values, std::string_view who);
+
+/// A fresh tensor with `b`'s layout under `values` (uninitialized).
+Tensor allocateBuffer(const Buffer &b, const SymbolValues &values, std::string_view who);
+
+struct InputBinding {
+  std::string_view who;            ///< "compiled program", "loop interpreter", ...
+  std::string_view symbolHint;     ///< how to give a symbol a value ("pass it or an input")
+  bool contiguousFallback = false; ///< copy an input contiguous when its buffer is
+};
+
+/// Binds `inputs` (one per input buffer, in order) on top of `given`; `bound` (one slot per
+/// buffer of the program) receives each input tensor, made contiguous where allowed. Returns
+/// every symbol value.
+SymbolValues bindInputs(const LoopProgram &program, std::span<const Tensor> inputs,
+                        const SymbolValues &given, const InputBinding &how,
+                        std::vector<Tensor> &bound);
+
+} // namespace kiln::ir::loop
