@@ -122,4 +122,41 @@ std::string cacheStatsText(int64_t memoryHits, int64_t diskHits, int64_t misses,
   return s;
 }
 
+BuildOnceMap::Object BuildOnceMap::get(const std::string &key, const std::function<Object()> &make,
+                                       bool *memoized) {
+  std::promise<Object> promise;
+  std::shared_future<Object> pending;
+  *memoized = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = memory_.find(key); it != memory_.end())
+      return it->second;
+    if (auto it = inFlight_.find(key); it != inFlight_.end())
+      pending = it->second;
+    else
+      inFlight_.emplace(key, promise.get_future().share());
+  }
+  if (pending.valid())
+    return pending.get(); // another thread builds it; rethrows its exception
+  *memoized = false;
+  try {
+    Object object = make();
+    std::lock_guard<std::mutex> lock(mu_);
+    memory_[key] = object;
+    inFlight_.erase(key);
+    promise.set_value(object);
+    return object;
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    inFlight_.erase(key);
+    promise.set_exception(std::current_exception());
+    throw;
+  }
+}
+
+void BuildOnceMap::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  memory_.clear();
+}
+
 } // namespace kiln::codegen

@@ -9,6 +9,11 @@
 /// in host byte order. Each cache chooses its magic, format version and checksum.
 
 #include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -53,5 +58,24 @@ std::optional<EntryError> checkEntry(const EntryFormat &format, std::string_view
 /// write failures only when not empty / not zero.
 std::string cacheStatsText(int64_t memoryHits, int64_t diskHits, int64_t misses,
                            std::string_view missDetail, int64_t writeFailures);
+
+/// The in-memory side of a cache: one immutable blob per key, built at most once. Concurrent
+/// requests for a key that is being built wait for that build and share its result (or its
+/// exception, after which the key is free to be built again). Thread-safe.
+class BuildOnceMap {
+public:
+  using Object = std::shared_ptr<const std::string>;
+
+  /// The object of `key`: the memoized one, else the one `make` returns (run by exactly one
+  /// caller). `*memoized` is true when this call did not run `make`.
+  Object get(const std::string &key, const std::function<Object()> &make, bool *memoized);
+  /// Forgets every memoized object.
+  void clear();
+
+private:
+  std::mutex mu_;
+  std::map<std::string, Object> memory_;
+  std::map<std::string, std::shared_future<Object>> inFlight_;
+};
 
 } // namespace kiln::codegen

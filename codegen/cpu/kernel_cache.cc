@@ -132,51 +132,33 @@ bool KernelCache::writeEntry(const std::string &key, const std::string &object) 
 
 KernelCache::Object KernelCache::getOrBuild(const std::string &key,
                                             const std::function<std::string()> &build) {
-  std::promise<Object> promise;
-  std::shared_future<Object> pending;
-  {
+  bool memoized = false;
+  Object object = memo_.get(
+      key,
+      [&] { // this thread owns the key: read the disk, else build
+        MissReason reason;
+        Object found = readEntry(key, &reason);
+        bool fromDisk = found != nullptr, written = true;
+        if (!found) {
+          found = std::make_shared<const std::string>(build());
+          written = writeEntry(key, *found);
+        }
+        std::lock_guard<std::mutex> lock(mu_);
+        if (fromDisk) {
+          ++stats_.diskHits;
+        } else {
+          ++stats_.misses;
+          ++stats_.missesBy[static_cast<int>(reason)];
+          stats_.writeFailures += !written;
+        }
+        return found;
+      },
+      &memoized);
+  if (memoized) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = memory_.find(key); it != memory_.end()) {
-      ++stats_.memoryHits;
-      return it->second;
-    }
-    if (auto it = inFlight_.find(key); it != inFlight_.end()) {
-      ++stats_.memoryHits;
-      pending = it->second;
-    } else {
-      inFlight_.emplace(key, promise.get_future().share());
-    }
+    ++stats_.memoryHits;
   }
-  if (pending.valid())
-    return pending.get(); // another thread builds it; rethrows its exception
-  // This thread owns the key: read the disk, else build.
-  try {
-    MissReason reason;
-    Object object = readEntry(key, &reason);
-    bool fromDisk = object != nullptr;
-    bool written = true;
-    if (!object) {
-      object = std::make_shared<const std::string>(build());
-      written = writeEntry(key, *object);
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (fromDisk) {
-      ++stats_.diskHits;
-    } else {
-      ++stats_.misses;
-      ++stats_.missesBy[static_cast<int>(reason)];
-      stats_.writeFailures += !written;
-    }
-    memory_[key] = object;
-    inFlight_.erase(key);
-    promise.set_value(object);
-    return object;
-  } catch (...) {
-    std::lock_guard<std::mutex> lock(mu_);
-    inFlight_.erase(key);
-    promise.set_exception(std::current_exception());
-    throw;
-  }
+  return object;
 }
 
 CacheStats KernelCache::stats() const {
@@ -184,9 +166,6 @@ CacheStats KernelCache::stats() const {
   return stats_;
 }
 
-void KernelCache::clearMemory() {
-  std::lock_guard<std::mutex> lock(mu_);
-  memory_.clear();
-}
+void KernelCache::clearMemory() { memo_.clear(); }
 
 } // namespace kiln::codegen::cpu

@@ -10,11 +10,11 @@
 /// never trusted. Concurrent requests for one key build it once (the others wait for it).
 
 #include "codegen/cpu/target.h"
+#include "codegen/disk_cache.h"
 
 #include <array>
 #include <cstdint>
 #include <functional>
-#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -83,9 +83,8 @@ private:
   bool writeEntry(const std::string &key, const std::string &object) const;
 
   std::string dir_;
-  mutable std::mutex mu_;
-  std::map<std::string, Object> memory_;
-  std::map<std::string, std::shared_future<Object>> inFlight_;
+  BuildOnceMap memo_;
+  mutable std::mutex mu_; ///< guards stats_
   CacheStats stats_;
 };
 

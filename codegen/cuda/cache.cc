@@ -156,53 +156,37 @@ bool CudaCache::writeEntry(const std::string &key, const std::string &payload) c
 
 CudaCache::Entry CudaCache::getOrBuild(const std::string &key,
                                        const std::function<std::string()> &build, bool *fromCache) {
-  std::promise<Entry> promise;
-  std::shared_future<Entry> pending;
-  if (fromCache)
-    *fromCache = true;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = memory_.find(key); it != memory_.end()) {
-      ++stats_.memoryHits;
-      return it->second;
-    }
-    if (auto it = inFlight_.find(key); it != inFlight_.end()) {
-      ++stats_.memoryHits;
-      pending = it->second;
-    } else {
-      inFlight_.emplace(key, promise.get_future().share());
-    }
-  }
-  if (pending.valid())
-    return pending.get(); // another thread builds it; rethrows its exception
-  try {
-    bool corrupt = false;
-    Entry entry = readEntry(key, &corrupt);
-    bool fromDisk = entry != nullptr, written = true;
-    if (!entry) {
-      entry = std::make_shared<const std::string>(build());
-      written = writeEntry(key, *entry);
-    }
+  bool memoized = false;
+  Entry entry = memo_.get(
+      key,
+      [&] { // this thread owns the key: read the disk, else build
+        bool corrupt = false;
+        Entry found = readEntry(key, &corrupt);
+        bool fromDisk = found != nullptr, written = true;
+        if (!found) {
+          found = std::make_shared<const std::string>(build());
+          written = writeEntry(key, *found);
+        }
+        if (fromCache)
+          *fromCache = fromDisk;
+        std::lock_guard<std::mutex> lock(mu_);
+        if (fromDisk) {
+          ++stats_.diskHits;
+        } else {
+          ++stats_.misses;
+          stats_.corrupt += corrupt;
+          stats_.writeFailures += !written;
+        }
+        return found;
+      },
+      &memoized);
+  if (memoized) {
     if (fromCache)
-      *fromCache = fromDisk;
+      *fromCache = true;
     std::lock_guard<std::mutex> lock(mu_);
-    if (fromDisk) {
-      ++stats_.diskHits;
-    } else {
-      ++stats_.misses;
-      stats_.corrupt += corrupt;
-      stats_.writeFailures += !written;
-    }
-    memory_[key] = entry;
-    inFlight_.erase(key);
-    promise.set_value(entry);
-    return entry;
-  } catch (...) {
-    std::lock_guard<std::mutex> lock(mu_);
-    inFlight_.erase(key);
-    promise.set_exception(std::current_exception());
-    throw;
+    ++stats_.memoryHits;
   }
+  return entry;
 }
 
 CudaCacheStats CudaCache::stats() const {
@@ -210,9 +194,6 @@ CudaCacheStats CudaCache::stats() const {
   return stats_;
 }
 
-void CudaCache::clearMemory() {
-  std::lock_guard<std::mutex> lock(mu_);
-  memory_.clear();
-}
+void CudaCache::clearMemory() { memo_.clear(); }
 
 } // namespace kiln::codegen::cuda

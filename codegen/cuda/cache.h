@@ -12,9 +12,10 @@
 ///   deleted and rebuilt, never trusted.
 /// - Concurrent requests for one key build it once (the others wait for it).
 
+#include "codegen/disk_cache.h"
+
 #include <cstdint>
 #include <functional>
-#include <future>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -70,9 +71,8 @@ private:
   bool writeEntry(const std::string &key, const std::string &payload) const;
 
   std::string dir_;
-  mutable std::mutex mu_;
-  std::map<std::string, Entry> memory_;
-  std::map<std::string, std::shared_future<Entry>> inFlight_;
+  BuildOnceMap memo_;
+  mutable std::mutex mu_; ///< guards stats_
   CudaCacheStats stats_;
 };
 
