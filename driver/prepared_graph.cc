@@ -150,7 +150,8 @@ ir::Diagnostic located(ir::Diagnostic d, const ir::ParsedModule &module,
 std::unique_ptr<ir::Graph> parseTyped(std::string_view text, const std::string &filename,
                                       ir::ParsedModule &module, ir::SymAssumptions *assumed) {
   module = ir::parseModule(text, filename);
-  KILN_CHECK_KIND(Value, module.graphs.size() == 1, "{}: expected one graph, found {}", filename,
+  KILN_CHECK_KIND(Value, module.graphs.size() == 1,
+                  "{}: a program holds exactly one graph, found {}", filename,
                   module.graphs.size());
   ir::Graph &graph = *module.graphs[0];
   try {
@@ -206,8 +207,10 @@ PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options
   }
   // An output that is an input in the text is that very object; one that a pass (`x * 1` →
   // x) turned into an input is still a fresh tensor, as eager code makes it.
+  ir::ValueNumbering names(*graph);
   for (const ir::Value *v : graph->outputs()) {
     OutputSpec spec;
+    spec.name = names.name(v).substr(1); // without the `%`
     auto it = std::find(ins.begin(), ins.end(), v);
     spec.aliasOf = it == ins.end() ? -1 : static_cast<int>(it - ins.begin());
     if (v->isTensor()) {
@@ -222,6 +225,8 @@ PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options
   takeRanges(*graph, module, filename, out);
   hoistWeights(*graph, module, filename, out);
   lap("parse+shape-infer");
+  if (options.until == PipelineEnd::Interface)
+    return out;
 
   std::string pipeline = options.pipeline.value_or(defaultPipeline());
   if (!pipeline.empty()) {
@@ -246,6 +251,8 @@ PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options
     throw LoweringDeclined(located(e.diagnostic(), module, filename));
   }
   lap("lower");
+  if (options.until == PipelineEnd::Lowered)
+    return out;
   passes::schedule::ScheduleOptions scheduleOptions;
   scheduleOptions.fuse = options.fuse;
   out.schedule = passes::schedule::schedule(lowered, scheduleOptions);

@@ -49,7 +49,12 @@ struct SpecializationError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Where prepareGraph stops: after reading the program's boundary (inputs, weights, outputs,
+/// ranges; no passes), after lowering (whether every node lowers), or with the schedule.
+enum class PipelineEnd : uint8_t { Interface, Lowered, Scheduled };
+
 struct PipelineOptions {
+  PipelineEnd until = PipelineEnd::Scheduled;
   std::string filename = "<kir>";
   /// Graph passes; nullopt: defaultPipeline().
   std::optional<std::string> pipeline;
@@ -81,6 +86,7 @@ struct WeightSpec {
 };
 
 struct OutputSpec {
+  std::string name; ///< the value's name as the printer writes it, without `%` ("79", "x")
   ValueKind kind = ValueKind::Tensor;
   DType dtype = DType::Float32;
   std::vector<ir::SymInt> sizes;
@@ -101,10 +107,10 @@ struct PreparedGraph {
   std::vector<SymRange> ranges;
   /// shape-infer's assumptions and the ranges, as relations.
   std::vector<ir::SymRelation> assumed;
-  std::string outSpec;   ///< the return's out_spec attribute ("" when absent)
-  std::string graphText; ///< after the graph passes
-  std::string loopText;  ///< the scheduled loop program
-  passes::schedule::Schedule schedule;
+  std::string outSpec;                 ///< the return's out_spec attribute ("" when absent)
+  std::string graphText;               ///< after the graph passes
+  std::string loopText;                ///< the scheduled loop program
+  passes::schedule::Schedule schedule; ///< empty unless the pipeline ran to the end
   size_t kernels = 0, externKernels = 0;
   /// Wall milliseconds of each stage, in order: "parse+shape-infer", one entry per graph pass,
   /// "lower", "schedule" (KILN_LOGS=perf).

@@ -51,6 +51,7 @@ py::tuple canLower(const std::string &text, const std::string &filename) {
   driver::PipelineOptions options;
   options.filename = filename;
   options.pipeline = "";
+  options.until = driver::PipelineEnd::Lowered;
   try {
     driver::prepareGraph(text, options);
   } catch (const LoweringDeclined &e) {
@@ -61,6 +62,66 @@ py::tuple canLower(const std::string &text, const std::string &filename) {
     return py::make_tuple(false, e.diagnostic().pos.line, e.diagnostic().str());
   }
   return py::make_tuple(true, 0, "");
+}
+
+py::tuple sizesTuple(std::span<const ir::SymInt> sizes) {
+  py::list out;
+  for (const ir::SymInt &s : sizes)
+    if (s.isConstant())
+      out.append(*s.constant());
+    else
+      out.append(s.str());
+  return py::tuple(out);
+}
+
+const char *kindName(ValueKind kind) {
+  switch (kind) {
+  case ValueKind::Int:
+    return "int";
+  case ValueKind::Float:
+    return "float";
+  case ValueKind::Bool:
+    return "bool";
+  case ValueKind::Tensor:
+    break;
+  }
+  return "tensor";
+}
+
+/// program_interface: what an exported program declares at its boundary, read by the driver
+/// (parse, shape-infer, verify; no passes, no lowering). Tensor types are (kind, dtype name,
+/// sizes with ints or symbol text); scalars ("int", None, ()).
+py::dict programInterface(const std::string &text, const std::string &filename) {
+  driver::PipelineOptions options;
+  options.filename = filename;
+  options.until = driver::PipelineEnd::Interface;
+  PreparedGraph g = driver::prepareGraph(text, options);
+  auto type = [](ValueKind kind, DType dtype, std::span<const ir::SymInt> sizes) {
+    if (kind != ValueKind::Tensor)
+      return py::make_tuple(kindName(kind), py::none(), py::tuple());
+    return py::make_tuple("tensor", std::string(dtypeName(dtype)), sizesTuple(sizes));
+  };
+  py::list params, weights, outputs;
+  for (const driver::InputSpec &in : g.inputs)
+    params.append(py::make_tuple(in.name, type(in.kind, in.dtype, in.sizes)));
+  for (const driver::WeightSpec &w : g.weights) {
+    std::vector<ir::SymInt> sizes(w.sizes.begin(), w.sizes.end());
+    weights.append(py::make_tuple(w.name, type(ValueKind::Tensor, w.dtype, sizes)));
+  }
+  for (const driver::OutputSpec &o : g.outputs)
+    outputs.append(py::make_tuple(o.name, type(o.kind, o.dtype, o.sizes)));
+  py::dict ranges;
+  for (const driver::SymRange &r : g.ranges)
+    ranges[py::str(r.symbol)] =
+        py::make_tuple(r.min, r.max < 0 ? py::object(py::none()) : py::object(py::int_(r.max)));
+  py::dict d;
+  d["name"] = g.name;
+  d["params"] = params;
+  d["weights"] = weights;
+  d["outputs"] = outputs;
+  d["ranges"] = ranges;
+  d["out_spec"] = g.outSpec.empty() ? py::object(py::none()) : py::object(py::str(g.outSpec));
+  return d;
 }
 
 /// value_sizes: {value name: its sizes as SymInt text} for every tensor value of the graph after
@@ -360,6 +421,9 @@ void bindCompiler(py::module_ &parent) {
         "(ok, line, reason): whether every node of the .kir graph lowers (after shape-infer and "
         "the verifier, without other passes); line is the 1-based line of the first node that "
         "declines in kir_text, reason the diagnostic.");
+  m.def("program_interface", &programInterface, py::arg("kir_text"), py::arg("filename") = "<kir>",
+        "{name, params, weights, outputs, ranges, out_spec}: what an exported program declares "
+        "at its boundary (ValueError for invalid text).");
   m.def("value_sizes", &valueSizes, py::arg("kir_text"), py::arg("filename") = "<kir>",
         "{value name: [size text]} for every tensor value after shape-infer (ValueError for an "
         "invalid graph).");

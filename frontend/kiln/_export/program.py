@@ -1,7 +1,8 @@
 """`ExportedProgram`: an exported graph (`.kir` text) with its weights, specs, save and run.
 
-Everything a program knows about its interface is read back from its own text (kir_text.py),
-so a program fresh from kiln.export and one loaded from disk behave the same.
+Everything a program knows about its interface is read back from its own text (kir_text.py,
+through the C++ driver), so a program fresh from kiln.export and one loaded from disk behave
+the same.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class ExportedProgram:
     """
 
     def __init__(self, graph_text: str, weights: dict, name: str | None = None) -> None:
-        iface = read_interface(graph_text)
+        iface = read_interface(graph_text, f"{name or 'program'}.kir")
         self.graph_text = graph_text
         self.weights = dict(weights)
         self.name = name or iface.name
