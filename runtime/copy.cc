@@ -1,5 +1,6 @@
 #include "runtime/copy.h"
 
+#include "runtime/device_memory.h"
 #include "runtime/error.h"
 #include "runtime/loops.h"
 
@@ -7,13 +8,62 @@
 
 namespace kiln {
 
+namespace {
+
+/// Whether `t` is contiguous and starts its bytes at address(): one memcpy moves it.
+bool isDense(const Tensor &t) { return t.isContiguous(); }
+
+/// copyInto when either side is on a device: the bytes cross the bus once, in the layout and
+/// dtype of the side that is not the host's, and the host or the device does the rest.
+void copyAcrossDevices(const Tensor &dst, const Tensor &src) {
+  Device dd = dst.device(), sd = src.device();
+  if (dd == sd) {
+    deviceMemory(dd).copyOnDevice(dst, src);
+    return;
+  }
+  size_t bytes = static_cast<size_t>(dst.numel() * dst.itemsize());
+  if (sd.type == DeviceType::CPU) { // host -> device
+    Tensor host = src.dtype() == dst.dtype() && isDense(src) ? src : src.to(dst.dtype(), true);
+    if (!host.isContiguous())
+      host = host.contiguous();
+    if (isDense(dst)) {
+      deviceMemory(dd).copyToDevice(dd.index, dst.address(), host.rawData(), bytes);
+      return;
+    }
+    Tensor staged = Tensor::empty(dst.sizes(), dst.dtype(), dd);
+    deviceMemory(dd).copyToDevice(dd.index, staged.address(), host.rawData(), bytes);
+    deviceMemory(dd).copyOnDevice(dst, staged);
+    return;
+  }
+  if (dd.type == DeviceType::CPU) { // device -> host
+    Tensor dense = isDense(src) ? src : src.clone();
+    size_t srcBytes = static_cast<size_t>(dense.numel() * dense.itemsize());
+    if (dense.dtype() == dst.dtype() && isDense(dst)) {
+      deviceMemory(sd).copyToHost(sd.index, dst.rawData(), dense.address(), srcBytes);
+      return;
+    }
+    Tensor host = Tensor::empty(dense.sizes(), dense.dtype());
+    deviceMemory(sd).copyToHost(sd.index, host.rawData(), dense.address(), srcBytes);
+    copyInto(dst, host);
+    return;
+  }
+  // Between two devices: through the host.
+  Tensor host = Tensor::empty(src.sizes(), src.dtype());
+  copyInto(host, src);
+  copyInto(dst, host);
+}
+
+} // namespace
+
 void copyInto(const Tensor &dst, const Tensor &src) {
   KILN_CHECK(dst.sizes() == src.sizes(), "copy: shape mismatch {} vs {}", dst.shapeStr(),
              src.shapeStr());
-  KILN_CHECK(dst.device() == src.device(), "copy: device mismatch {} vs {}", dst.device().str(),
-             src.device().str());
   if (dst.numel() == 0)
     return;
+  if (!dst.isCpu() || !src.isCpu()) {
+    copyAcrossDevices(dst, src);
+    return;
+  }
   Tensor ops[2] = {dst, src};
   NdLoop loop(dst.sizes(), ops);
   if (dst.dtype() == src.dtype()) {
@@ -40,10 +90,14 @@ void copyInto(const Tensor &dst, const Tensor &src) {
 void fillInto(const Tensor &dst, const Scalar &value) {
   if (dst.numel() == 0)
     return;
+  if (!dst.isCpu()) {
+    deviceMemory(dst.device()).fill(dst, value);
+    return;
+  }
   Tensor ops[1] = {dst};
   NdLoop loop(dst.sizes(), ops);
   dispatchAll(dst.dtype(), [&]<typename T>() {
-    T v = isFloating(dst.dtype()) ? convertValue<T>(value.toDouble())
+    T v = isFloating(dst.dtype())   ? convertValue<T>(value.toDouble())
           : std::is_same_v<T, bool> ? convertValue<T>(value.toBool())
                                     : convertValue<T>(value.toInt());
     loop.run([v](char **p, const int64_t *s, int64_t n) {

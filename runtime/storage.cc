@@ -1,5 +1,6 @@
 #include "runtime/storage.h"
 
+#include "runtime/device_memory.h"
 #include "runtime/error.h"
 
 #include <cstdlib>
@@ -23,9 +24,36 @@ Device Device::parse(const std::string &s) {
   fail(ErrorKind::Value, "invalid device string '{}': expected 'cpu', 'cuda' or 'cuda:N'", s);
 }
 
+namespace {
+DeviceMemory *registered[2] = {nullptr, nullptr};
+} // namespace
+
+void registerDeviceMemory(DeviceType type, DeviceMemory *memory) {
+  KILN_CHECK(type != DeviceType::CPU, "registerDeviceMemory: the CPU's memory is the host's");
+  registered[static_cast<int>(type)] = memory;
+}
+
+DeviceMemory &deviceMemory(Device device) {
+  DeviceMemory *m =
+      device.type == DeviceType::CPU ? nullptr : registered[static_cast<int>(device.type)];
+  KILN_CHECK(m, "device {} is not available: no memory is registered for it", device.str());
+  return *m;
+}
+
+void Storage::failHostAccess() const {
+  fail(ErrorKind::Runtime,
+       "kiln: this operation has no {} implementation yet and runs only on the CPU; move the "
+       "tensor there with .cpu() first",
+       device_.type == DeviceType::CUDA ? "CUDA" : device_.str());
+}
+
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
-  KILN_CHECK(device.type == DeviceType::CPU,
-             "device {} is not available: this build runs on the CPU only", device.str());
+  if (device.type != DeviceType::CPU) {
+    DeviceMemory &m = deviceMemory(device);
+    void *p = m.allocate(device.index, nbytes);
+    return std::make_shared<Storage>(p, nbytes, device,
+                                     [&m, p, index = device.index] { m.release(index, p); });
+  }
   constexpr size_t kAlign = 64;
   KILN_CHECK(nbytes <= (size_t{1} << 62), "out of memory: cannot allocate {} bytes", nbytes);
   size_t rounded = (nbytes + kAlign - 1) / kAlign * kAlign;

@@ -1,8 +1,9 @@
 #pragma once
 /// Storage: a reference-counted block of device memory shared by a tensor and all its views.
 ///
-/// Memory is either owned (allocated 64-byte aligned by kiln) or borrowed from another owner
-/// (a NumPy array, a DLPack capsule): the deleter keeps that owner alive.
+/// Memory is either owned (allocated 64-byte aligned by kiln, or by the device's DeviceMemory
+/// for a non-CPU device) or borrowed from another owner (a NumPy array, a DLPack capsule): the
+/// deleter keeps that owner alive.
 
 #include "runtime/device.h"
 
@@ -27,7 +28,14 @@ public:
   Storage(const Storage &) = delete;
   Storage &operator=(const Storage &) = delete;
 
-  void *data() const { return data_; }
+  /// Host memory; throws kiln::Error for device memory, which only device code may touch.
+  void *data() const {
+    if (device_.type != DeviceType::CPU) [[unlikely]]
+      failHostAccess();
+    return data_;
+  }
+  /// The address on the storage's device (a device address for CUDA: never dereference it here).
+  void *address() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
@@ -36,6 +44,8 @@ public:
   void bumpVersion() { version_.fetch_add(1, std::memory_order_relaxed); }
 
 private:
+  [[noreturn]] void failHostAccess() const;
+
   void *data_;
   size_t nbytes_;
   Device device_;

@@ -15,8 +15,9 @@ namespace kiln {
 int64_t wrapDim(int64_t dim, int64_t ndim, const char *op) {
   int64_t n = std::max<int64_t>(ndim, 1); // a 0-d tensor accepts dim 0 and -1
   if (dim < -n || dim >= n)
-    fail(ErrorKind::Index, "{}: dimension out of range (expected to be in range of [{}, {}], but got {})",
-         op, -n, n - 1, dim);
+    fail(ErrorKind::Index,
+         "{}: dimension out of range (expected to be in range of [{}, {}], but got {})", op, -n,
+         n - 1, dim);
   return dim < 0 ? dim + n : dim;
 }
 
@@ -54,8 +55,8 @@ Shape broadcastShapes(IntList a, IntList b, const char *op) {
       fail(ErrorKind::Runtime,
            "{}: shapes {} and {} cannot be broadcast: the size of dimension {} differs ({} vs {}) "
            "and neither is 1",
-           op, shapeToString(a), shapeToString(b), static_cast<int64_t>(i) - static_cast<int64_t>(n),
-           da, db);
+           op, shapeToString(a), shapeToString(b),
+           static_cast<int64_t>(i) - static_cast<int64_t>(n), da, db);
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -182,6 +183,8 @@ bool Tensor::isContiguous() const {
 Scalar Tensor::item() const {
   KILN_CHECK_KIND(Value, numel() == 1,
                   "item(): a Tensor with {} elements cannot be converted to a Scalar", numel());
+  if (!isCpu())
+    return to(Device{}).item();
   return dispatchAll(dtype(), [&]<typename T>() -> Scalar {
     T v = *data<T>();
     if constexpr (std::is_same_v<T, bool>)
@@ -210,6 +213,14 @@ Tensor Tensor::to(DType dt, bool copy) const {
   if (dt == dtype() && !copy)
     return *this;
   Tensor out = empty(sizes(), dt, device());
+  copyInto(out, *this);
+  return out;
+}
+
+Tensor Tensor::to(Device dev, bool copy) const {
+  if (dev == device() && !copy)
+    return *this;
+  Tensor out = empty(sizes(), dtype(), dev);
   copyInto(out, *this);
   return out;
 }

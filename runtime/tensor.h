@@ -30,8 +30,8 @@ class IntList : public std::span<const int64_t> {
 public:
   using std::span<const int64_t>::span;
   IntList(std::span<const int64_t> s) : std::span<const int64_t>(s) {} // NOLINT
-  IntList(const Shape &v) : std::span<const int64_t>(v) {}           // NOLINT
-  IntList(std::initializer_list<int64_t> il)                          // NOLINT
+  IntList(const Shape &v) : std::span<const int64_t>(v) {}             // NOLINT
+  IntList(std::initializer_list<int64_t> il)                           // NOLINT
       : std::span<const int64_t>(il.begin(), il.size()) {}
 };
 
@@ -88,6 +88,12 @@ public:
     return static_cast<char *>(impl_->storage->data()) + impl_->storageOffset * itemsize();
   }
   template <typename T> T *data() const { return reinterpret_cast<T *>(rawData()); }
+  /// The first element's address on the tensor's device (rawData() for a CPU tensor; a device
+  /// address, never dereferenced on the host, for a CUDA one).
+  char *address() const {
+    return static_cast<char *>(impl_->storage->address()) + impl_->storageOffset * itemsize();
+  }
+  bool isCpu() const { return device().type == DeviceType::CPU; }
 
   /// The single element of a one-element tensor, as a Scalar of its category.
   Scalar item() const;
@@ -122,6 +128,8 @@ public:
   Tensor clone() const;
   /// This tensor cast to dtype (returns *this when already of that dtype and copy is false).
   Tensor to(DType dtype, bool copy = false) const;
+  /// This tensor on `device` (returns *this when already there and copy is false).
+  Tensor to(Device device, bool copy = false) const;
   /// Copies src (broadcast, cast) into this tensor in place.
   Tensor &copy_(const Tensor &src);
   Tensor &fill_(const Scalar &value);

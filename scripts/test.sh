@@ -34,6 +34,11 @@ fi
 echo "== Fuzz targets (libFuzzer, bounded)"
 tests/fuzz/run.sh 15 || status=1
 
+echo "== CUDA tensors on the host emulator (pytest: tests/python/cuda, KILN_CUDA_EMULATOR=1)"
+# The same generated CUDA C a GPU runs, compiled by the host compiler: the whole CUDA path
+# (moves, eager ops, kiln.compile on the device) is tested on machines without a GPU.
+KILN_CUDA_EMULATOR=1 "$PY" -m pytest -q -p no:cacheprovider tests/python/cuda || status=1
+
 echo "== Python tests (pytest: tests/python)"
 "$PY" -m pytest -q -p no:cacheprovider tests/python "$@" || status=1
 

@@ -3,6 +3,7 @@
 
 #include "codegen/cuda/cuda_program.h"
 
+#include "codegen/cuda/device_externs.h"
 #include "codegen/cuda/driver.h"
 #include "codegen/cuda/launch_plan.h"
 #include "ir/loop/binding.h"
@@ -33,15 +34,17 @@ Tensor hostTensor(const Buffer &b, const BufferLayout &l) {
   return Tensor::empty({l.extent}, b.meta.dtype).asStrided(l.sizes, l.strides, 0);
 }
 
-/// The device buffers of one call, by buffer id (0: not allocated), released on every exit.
+/// The device buffers of one call, by buffer id (0: not allocated), released on every exit
+/// unless they belong to a tensor (a device input or result, `borrowed`).
 struct DeviceBuffers {
   CudaDevice &device;
   std::vector<uint64_t> addresses;
+  std::vector<Tensor> borrowed; ///< by buffer id: the tensor whose memory the buffer is
 
-  DeviceBuffers(CudaDevice &d, size_t n) : device(d), addresses(n, 0) {}
+  DeviceBuffers(CudaDevice &d, size_t n) : device(d), addresses(n, 0), borrowed(n) {}
   ~DeviceBuffers() {
-    for (uint64_t &a : addresses)
-      if (a) {
+    for (size_t i = 0; i < addresses.size(); ++i)
+      if (uint64_t a = addresses[i]; a && !borrowed[i].defined()) {
         try {
           device.release(a);
         } catch (const std::exception &) {
@@ -53,8 +56,14 @@ struct DeviceBuffers {
   DeviceBuffers &operator=(const DeviceBuffers &) = delete;
 
   void release(BufferId id) {
-    if (uint64_t a = std::exchange(addresses[id.index], 0))
+    uint64_t a = std::exchange(addresses[id.index], 0);
+    if (a && !borrowed[id.index].defined())
       device.release(a);
+  }
+  /// Makes buffer `id` the memory of `t` (a tensor on the device).
+  void borrow(BufferId id, Tensor t) {
+    addresses[id.index] = reinterpret_cast<uint64_t>(t.address());
+    borrowed[id.index] = std::move(t);
   }
 };
 
@@ -75,6 +84,7 @@ struct CudaProgram::State {
   uint64_t ensure(BufferId id, const SymbolValues &values, DeviceBuffers &buffers) const;
   void runExtern(const LoopNode &node, const SymbolValues &values, DeviceBuffers &buffers) const;
   void runKernels(size_t k, const SymbolValues &values, DeviceBuffers &buffers) const;
+  void runNodes(const SymbolValues &values, DeviceBuffers &buffers) const;
 };
 
 CudaProgram::CudaProgram(LoopProgram program, CudaModule module, std::shared_ptr<CudaDevice> device)
@@ -146,6 +156,24 @@ uint64_t CudaProgram::State::ensure(BufferId id, const SymbolValues &values,
 
 void CudaProgram::State::runExtern(const LoopNode &node, const SymbolValues &values,
                                    DeviceBuffers &buffers) const {
+  if (const DeviceExternFn *onDevice = findDeviceExtern(node.externOp)) {
+    auto view = [&](BufferId id) {
+      const Buffer &b = program.buffer(id);
+      BufferLayout l = layoutOf(b, values);
+      return DeviceTensor{ensure(id, values, buffers), b.meta.dtype, l.sizes, l.strides};
+    };
+    std::vector<DeviceTensor> ins, outs;
+    for (BufferId id : node.externInputs)
+      ins.push_back(view(id));
+    for (BufferId id : node.outputs)
+      outs.push_back(view(id));
+    try {
+      (*onDevice)(*device, ins, outs, node.attributes);
+      return;
+    } catch (const DeviceExternDeclined &) {
+      // This call's layout or dtypes are not cuBLAS's: the host path below computes it.
+    }
+  }
   auto it = externs.find(node.externOp);
   KILN_CHECK_KIND(NotImplemented, it != externs.end(),
                   "cuda program: no implementation of extern \"{}\" (registerExtern it)",
@@ -236,6 +264,19 @@ void CudaProgram::State::runKernels(size_t k, const SymbolValues &values,
   }
 }
 
+void CudaProgram::State::runNodes(const SymbolValues &values, DeviceBuffers &buffers) const {
+  std::span<const LoopNode> nodes = program.nodes();
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    if (nodes[k].kind == LoopNodeKind::Extern)
+      runExtern(nodes[k], values, buffers);
+    else
+      runKernels(k, values, buffers);
+    for (BufferId id : uses(k))
+      if (lastUse[id.index] == static_cast<int>(k))
+        buffers.release(id);
+  }
+}
+
 std::vector<Tensor> CudaProgram::run(std::span<const Tensor> hostInputs,
                                      const SymbolValues &symbols) const {
   const State &s = *state_;
@@ -248,16 +289,7 @@ std::vector<Tensor> CudaProgram::run(std::span<const Tensor> hostInputs,
                            layoutOf(b, values).bytes(b.meta.dtype));
   }
   bound.clear();
-  std::span<const LoopNode> nodes = s.program.nodes();
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    if (nodes[k].kind == LoopNodeKind::Extern)
-      s.runExtern(nodes[k], values, buffers);
-    else
-      s.runKernels(k, values, buffers);
-    for (BufferId id : s.uses(k))
-      if (s.lastUse[id.index] == static_cast<int>(k))
-        buffers.release(id);
-  }
+  s.runNodes(values, buffers);
   std::vector<Tensor> results;
   for (BufferId id : s.program.outputs()) {
     const Buffer &b = s.program.buffer(id);
@@ -267,6 +299,61 @@ std::vector<Tensor> CudaProgram::run(std::span<const Tensor> hostInputs,
       s.device->copyToHost(host.rawData(), a, l.bytes(b.meta.dtype));
     results.push_back(host);
   }
+  return results;
+}
+
+std::vector<Tensor> CudaProgram::runOnDevice(std::span<const Tensor> inputs, Device device,
+                                             const SymbolValues &symbols,
+                                             std::span<const Tensor> into) const {
+  const State &s = *state_;
+  KILN_CHECK(device.type == DeviceType::CUDA, "cuda program: results on {}, not a CUDA device",
+             device.str());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    KILN_CHECK(!inputs[i].defined() || inputs[i].isWrappedNumber() || inputs[i].dim() == 0 ||
+                   inputs[i].device() == device,
+               "cuda program: input {} is on {}, but the program runs on {}", i,
+               inputs[i].device().str(), device.str());
+  std::span<const BufferId> outputs = s.program.outputs();
+  KILN_CHECK_KIND(Value, into.empty() || into.size() == outputs.size(),
+                  "cuda program: {} tensors to write results into, for {} outputs", into.size(),
+                  outputs.size());
+  std::vector<Tensor> bound(s.program.buffers().size());
+  SymbolValues values = s.bind(inputs, symbols, bound);
+  DeviceBuffers buffers(*s.device, s.program.buffers().size());
+  for (BufferId id : s.program.inputs()) {
+    Tensor t = bound[id.index];
+    if (!t.isCpu()) {
+      buffers.borrow(id, std::move(t));
+      continue;
+    }
+    // A 0-d host tensor for a scalar input: uploaded like run() does.
+    const Buffer &b = s.program.buffer(id);
+    s.device->copyToDevice(s.ensure(id, values, buffers), t.rawData(),
+                           layoutOf(b, values).bytes(b.meta.dtype));
+  }
+  for (size_t n = 0; n < outputs.size(); ++n) {
+    BufferId id = outputs[n];
+    if (buffers.addresses[id.index])
+      continue; // an input, or an output listed twice
+    const Buffer &b = s.program.buffer(id);
+    BufferLayout l = layoutOf(b, values);
+    Tensor t;
+    if (into.empty()) {
+      t = Tensor::empty({l.extent}, b.meta.dtype, device).asStrided(l.sizes, l.strides, 0);
+    } else {
+      t = into[n];
+      KILN_CHECK_KIND(
+          Value, t.defined() && t.device() == device && t.dtype() == b.meta.dtype && l.matches(t),
+          "cuda program: the tensor for output {} must be {} on {}", n, printType(b.meta),
+          device.str());
+    }
+    buffers.borrow(id, std::move(t));
+  }
+  bound.clear();
+  s.runNodes(values, buffers);
+  std::vector<Tensor> results;
+  for (BufferId id : outputs)
+    results.push_back(buffers.borrowed[id.index]);
   return results;
 }
 

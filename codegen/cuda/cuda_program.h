@@ -11,11 +11,16 @@
 ///              planLaunches says for this device's limits (a split reduction's workspace from
 ///              the device's allocator); Extern: run on the host through kiln's eager kernels
 ///              (passes/lower/eager_externs.h): inputs copied device → host, results host →
-///              device. Library calls on the device (cuBLAS GEMMs, cuDNN convolutions) come
-///              later; until then each extern costs two transfers.
+///              device — except the GEMM externs when cuBLAS loads (device_externs.h), which
+///              run on the device; a call cuBLAS declines (no unit stride, integer dtypes) and
+///              every other extern (convolutions, attention) costs two transfers.
 ///              Every buffer is released after the last node that uses it, so device memory
 ///              peaks at what one node needs, as on the CPU.
 ///   outputs    copied back into fresh host tensors with the buffers' strides.
+///
+/// runOnDevice() is the same program on tensors that already live on the device (kiln's CUDA
+/// tensors, runtime/device_memory.h): inputs are read where they are, results are allocated as
+/// device tensors (or written into the caller's), and nothing crosses the bus but externs.
 ///
 /// run() is const and keeps its state per call, so several threads may run one program at
 /// once (the device serializes what it must).
@@ -53,6 +58,15 @@ public:
                           const ir::SymbolValues &symbols = {}) const {
     return run(std::span<const Tensor>(hostInputs.begin(), hostInputs.size()), symbols);
   }
+
+  /// Runs the program on device tensors (one per input buffer; on `device`, whose memory is this
+  /// program's device's: the same allocator, or host memory for the emulator). Results are
+  /// tensors on `device` laid out as the output buffers; `into`, when not empty, holds one
+  /// preallocated tensor per output with exactly that layout, and receives them instead. An
+  /// output that is an input buffer is that input tensor. Throws as run() does.
+  std::vector<Tensor> runOnDevice(std::span<const Tensor> inputs, Device device,
+                                  const ir::SymbolValues &symbols = {},
+                                  std::span<const Tensor> into = {}) const;
 
   /// Registers (or replaces) the host implementation of extern op `op`.
   CudaProgram &registerExtern(const std::string &op, passes::lower::ExternFn fn);

@@ -26,6 +26,7 @@
 namespace kiln::codegen::cuda {
 
 struct CompiledCuda;
+class CachingAllocator;
 class Driver;
 
 class CudaDevice {
@@ -51,6 +52,9 @@ public:
   virtual void synchronize() = 0;
   /// The device's name ("NVIDIA H100 80GB HBM3", "host emulator").
   virtual std::string name() const = 0;
+  /// The driver's device ordinal, whose primary context library calls (cuBLAS) must make
+  /// current; -1 for a device that is not a driver device (the host emulator).
+  virtual int ordinal() const { return -1; }
 };
 
 /// CUDA device `index` with `code` (compiled for its architecture) loaded. Throws kiln::Error
@@ -61,5 +65,9 @@ std::shared_ptr<CudaDevice> openDriverDevice(int index, const CompiledCuda &code
 /// every device opened on it (their memory is cached per driver and device index).
 std::shared_ptr<CudaDevice> openDriverDevice(const Driver &driver, int index,
                                              const CompiledCuda &code);
+/// The memory of device `index` of `driver`: shared by every program on it and by kiln's CUDA
+/// tensors (so one's freed blocks serve the other), never destroyed (its blocks belong to the
+/// primary context, which lives as long as the process).
+CachingAllocator &deviceAllocator(const Driver &driver, int index);
 
 } // namespace kiln::codegen::cuda

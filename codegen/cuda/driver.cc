@@ -92,6 +92,19 @@ std::unique_ptr<Driver> Driver::load(const std::string &path, std::string *reaso
                           fmt::join(missing, ", "));
     return nullptr;
   }
+  // cuda.h maps the destroy calls to their _v2 entry points; cuEventElapsedTime became
+  // cuEventElapsedTime_v2 in CUDA 12.8 (older drivers have only the first).
+  std::vector<std::string> optional;
+  resolve(lib, d->streamCreate, "cuStreamCreate", optional);
+  resolve(lib, d->streamDestroy, "cuStreamDestroy_v2", optional);
+  resolve(lib, d->streamSynchronize, "cuStreamSynchronize", optional);
+  resolve(lib, d->eventCreate, "cuEventCreate", optional);
+  resolve(lib, d->eventRecord, "cuEventRecord", optional);
+  resolve(lib, d->eventSynchronize, "cuEventSynchronize", optional);
+  resolve(lib, d->eventElapsedTime, "cuEventElapsedTime_v2", optional);
+  if (!d->eventElapsedTime)
+    resolve(lib, d->eventElapsedTime, "cuEventElapsedTime", optional);
+  resolve(lib, d->eventDestroy, "cuEventDestroy_v2", optional);
   if (CuResult r = d->init(0); r != 0) {
     *reason = fmt::format("cuInit failed: {}", d->describe(r));
     return nullptr;

@@ -8,7 +8,8 @@
 /// link stub answers CUDA_ERROR_STUB_LIBRARY), cuInit failing (CUDA_ERROR_NO_DEVICE on a machine
 /// without a GPU), or zero devices. Only the functions kiln calls are resolved: device queries,
 /// the primary context and synchronization, and — for the launch layer — modules, launches and
-/// device memory.
+/// device memory. Streams and events are optional: a library without them still loads, and
+/// hasStreams()/hasEvents() say whether they can be used.
 
 #include <cstdint>
 #include <memory>
@@ -26,6 +27,7 @@ using CuContext = struct CuCtxSt *; ///< CUcontext
 using CuModule = struct CuModSt *;  ///< CUmodule
 using CuFunction = struct CuFuncSt *;
 using CuStream = struct CuStreamSt *;
+using CuEvent = struct CuEventSt *;     ///< CUevent
 using CuDevicePtr = unsigned long long; ///< CUdeviceptr (the _v2 API)
 
 /// What kiln needs to know about one device.
@@ -71,6 +73,13 @@ public:
   CuContext primaryContext(int index) const;
   /// Throws kiln::Error naming `what` and the driver's error name and text unless `r` is 0.
   void check(CuResult r, const char *what) const;
+  /// Whether the stream functions (create, destroy, synchronize) were all resolved.
+  bool hasStreams() const { return streamCreate && streamDestroy && streamSynchronize; }
+  /// Whether the event functions (create, record, synchronize, elapsed time, destroy) were all
+  /// resolved.
+  bool hasEvents() const {
+    return eventCreate && eventRecord && eventSynchronize && eventElapsedTime && eventDestroy;
+  }
 
   // The resolved C functions (signatures of cuda.h, _v2 entry points where cuda.h maps to them).
   CuResult (*init)(unsigned flags) = nullptr;
@@ -95,6 +104,16 @@ public:
   CuResult (*memFree)(CuDevicePtr ptr) = nullptr;
   CuResult (*memcpyHtoD)(CuDevicePtr dst, const void *src, size_t bytes) = nullptr;
   CuResult (*memcpyDtoH)(void *dst, CuDevicePtr src, size_t bytes) = nullptr;
+  // Optional (null when the library lacks them): streams and events, for timing and, later, work
+  // on streams other than the default one.
+  CuResult (*streamCreate)(CuStream *stream, unsigned flags) = nullptr;
+  CuResult (*streamDestroy)(CuStream stream) = nullptr;
+  CuResult (*streamSynchronize)(CuStream stream) = nullptr;
+  CuResult (*eventCreate)(CuEvent *event, unsigned flags) = nullptr;
+  CuResult (*eventRecord)(CuEvent event, CuStream stream) = nullptr;
+  CuResult (*eventSynchronize)(CuEvent event) = nullptr;
+  CuResult (*eventElapsedTime)(float *milliseconds, CuEvent start, CuEvent end) = nullptr;
+  CuResult (*eventDestroy)(CuEvent event) = nullptr;
 
 private:
   Driver() = default;

@@ -17,12 +17,7 @@
 
 namespace kiln::codegen::cuda {
 
-namespace {
-
-/// The allocator of device `index`, shared by every program on it (so one program's freed
-/// blocks serve the next) and never destroyed: its blocks belong to the primary context, which
-/// lives as long as the process.
-CachingAllocator &allocatorFor(const Driver &driver, int index) {
+CachingAllocator &deviceAllocator(const Driver &driver, int index) {
   static std::mutex mu;
   static std::map<std::pair<const Driver *, int>, CachingAllocator *> allocators;
   std::lock_guard<std::mutex> lock(mu);
@@ -42,11 +37,13 @@ CachingAllocator &allocatorFor(const Driver &driver, int index) {
   return *a;
 }
 
+namespace {
+
 class DriverDevice final : public CudaDevice {
 public:
   DriverDevice(const Driver &driver, int index, const CompiledCuda &code)
       : driver_(driver), index_(index), info_(driver.device(index)),
-        allocator_(allocatorFor(driver, index)) {
+        allocator_(deviceAllocator(driver, index)) {
     KILN_CHECK(!code.cubin.empty() || !code.ptx.empty(),
                "kiln: CUDA device {}: the compiled module has neither cubin nor PTX", index);
     KILN_CHECK(code.cubin.empty() || code.arch / 10 == info_.major,
@@ -117,6 +114,7 @@ public:
 
   void synchronize() override { driver_.synchronize(index_); }
   std::string name() const override { return info_.name; }
+  int ordinal() const override { return index_; }
 
 private:
   CuFunction function(const std::string &name) {

@@ -18,6 +18,9 @@
 
 #include "codegen/cpu/compile_program.h"
 #include "codegen/cpu/kernel_cache.h"
+#include "codegen/cuda/cuda_program.h"
+#include "codegen/cuda/emit.h"
+#include "cuda/backend.h"
 #include "driver/prepared_graph.h"
 #include "frontend/csrc/bindings.h"
 #include "ir/printer.h"
@@ -182,9 +185,11 @@ public:
   py::dict info() const;
   const std::string &graphText() const { return graph_.graphText; }
   const std::string &loopText() const { return graph_.loopText; }
-  std::string mlir() const { return program_->module().text; }
+  std::string mlir() const { return program_ ? program_->module().text : std::string(); }
+  /// The CUDA C of a graph compiled for a CUDA device ("" for the CPU).
+  std::string cudaSource() const { return cudaProgram_ ? cudaProgram_->module().source : ""; }
   py::dict dumps() const {
-    codegen::cpu::CompileDumps d = program_->dumps();
+    codegen::cpu::CompileDumps d = program_ ? program_->dumps() : codegen::cpu::CompileDumps{};
     py::dict out;
     out["lowered_mlir"] = d.loweredMlir;
     out["llvm_ir"] = d.llvmIr;
@@ -201,10 +206,14 @@ public:
 
 private:
   void bindWeights(const py::dict &weights);
+  void compileForCuda(std::chrono::steady_clock::time_point start);
 
   PreparedGraph graph_;
   std::vector<Tensor> weights_; ///< parallel to graph_.weights
   std::shared_ptr<CompiledProgram> program_;
+  /// With options["device"] = "cuda:N": the graph as CUDA kernels on that device instead.
+  std::shared_ptr<codegen::cuda::CudaProgram> cudaProgram_;
+  Device device_;
   double seconds_ = 0, frontSeconds_ = 0;
   std::string cacheEvent_;
 };
@@ -243,8 +252,14 @@ CompiledGraph::CompiledGraph(const std::string &text, const py::dict &options) {
     pipeline.inputSymbols = options["input_symbols"].cast<std::map<int, std::string>>();
   bool dump = options.contains("dump_stages") && options["dump_stages"].cast<bool>();
 
+  if (options.contains("device"))
+    device_ = Device::parse(options["device"].cast<std::string>());
   graph_ = driver::prepareGraph(text, pipeline);
   bindWeights(options.contains("weights") ? options["weights"].cast<py::dict>() : py::dict());
+  if (device_.type == DeviceType::CUDA) {
+    compileForCuda(start);
+    return;
+  }
 
   codegen::cpu::ProgramOptions programOptions;
   programOptions.jit.dumpStages = dump;
@@ -261,6 +276,24 @@ CompiledGraph::CompiledGraph(const std::string &text, const py::dict &options) {
   CacheStats after = KernelCache::global().stats();
   cacheEvent_ =
       cacheEvent(before, after, program_->fromCache(), !program_->module().kernels.empty(), dump);
+  seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void CompiledGraph::compileForCuda(std::chrono::steady_clock::time_point start) {
+  std::string reason;
+  cuda::Backend *backend = cuda::Backend::get(&reason);
+  KILN_CHECK(backend, "kiln: CUDA is not available: {}", reason);
+  frontSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  {
+    py::gil_scoped_release release;
+    codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph_.schedule.program);
+    std::shared_ptr<codegen::cuda::CudaDevice> device = backend->open(device_.index, module);
+    cudaProgram_ = std::make_shared<codegen::cuda::CudaProgram>(
+        graph_.schedule.program, std::move(module), std::move(device));
+  }
+  for (Tensor &w : weights_)
+    w = w.to(device_);
+  cacheEvent_ = "cuda";
   seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -315,7 +348,8 @@ py::tuple CompiledGraph::call(const py::args &args) const {
   std::vector<Tensor> results;
   {
     py::gil_scoped_release release;
-    results = program_->run(tensors, values);
+    results = cudaProgram_ ? cudaProgram_->runOnDevice(tensors, device_, values)
+                           : program_->run(tensors, values);
   }
   py::tuple out(graph_.outputs.size());
   for (size_t k = 0; k < graph_.outputs.size(); ++k) {
@@ -348,12 +382,14 @@ py::dict CompiledGraph::info() const {
   d["name"] = graph_.name;
   d["compile_seconds"] = seconds_;
   d["frontend_seconds"] = frontSeconds_;
-  d["jit_seconds"] = program_->compileSeconds();
-  d["from_cache"] = program_->fromCache();
+  d["jit_seconds"] = program_ ? program_->compileSeconds() : seconds_ - frontSeconds_;
+  d["from_cache"] = program_ ? program_->fromCache() : false;
+  d["device"] = device_.str();
   d["cache"] = cacheEvent_;
   d["kernels"] = graph_.kernels;
   d["extern_kernels"] = graph_.externKernels;
-  d["generated_kernels"] = program_->module().kernels.size();
+  d["generated_kernels"] =
+      program_ ? program_->module().kernels.size() : cudaProgram_->module().nodes.size();
   std::vector<std::string> assumed;
   for (const ir::SymRelation &r : graph_.assumed)
     assumed.push_back(r.str());
@@ -396,6 +432,8 @@ void bindCompiler(py::module_ &parent) {
       .def_property_readonly("loop_text", &CompiledGraph::loopText,
                              "The scheduled loop program (kernels, loop orders, memory plan)")
       .def_property_readonly("mlir", &CompiledGraph::mlir, "The emitted MLIR module")
+      .def_property_readonly("cuda_source", &CompiledGraph::cudaSource,
+                             "The CUDA C of a graph compiled for a CUDA device")
       .def_property_readonly("weight_names", &CompiledGraph::weightNames,
                              "The keys of the graph's weight nodes, in binding order")
       .def_property_readonly("out_spec", &CompiledGraph::outSpec,

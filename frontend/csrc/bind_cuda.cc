@@ -1,10 +1,14 @@
-// `kiln._C._cuda`: what kiln.cuda needs from the CUDA driver (device queries, synchronize) and
-// from NVRTC (whether it loads, its version). Both are opened with dlopen on first use
-// (codegen/cuda/driver.h, nvrtc.h), so on a machine without a GPU these report "unavailable"
-// with a reason instead of failing to import.
+// `kiln._C._cuda`: what kiln.cuda needs from the CUDA backend (cuda/backend.h: the driver's
+// devices, or the host emulator with KILN_CUDA_EMULATOR=1) and from NVRTC (whether it loads, its
+// version). Both are opened with dlopen on first use, so on a machine without a GPU these report
+// "unavailable" with a reason instead of failing to import.
 
+#include "codegen/cuda/cublas.h"
 #include "codegen/cuda/driver.h"
 #include "codegen/cuda/nvrtc.h"
+#include "cuda/backend.h"
+#include "cuda/eager.h"
+#include "cuda/memory.h"
 #include "frontend/csrc/bindings.h"
 #include "runtime/error.h"
 
@@ -22,36 +26,58 @@ namespace {
 using codegen::cuda::Driver;
 using codegen::cuda::Nvrtc;
 
-/// The driver, or RuntimeError("kiln: CUDA is not available: <reason>").
-const Driver &requireDriver() {
+/// The backend, or RuntimeError("kiln: CUDA is not available: <reason>").
+cuda::Backend &requireBackend() {
   std::string reason;
-  const Driver *d = Driver::get(&reason);
-  KILN_CHECK(d, "kiln: CUDA is not available: {}", reason);
-  return *d;
+  cuda::Backend *b = cuda::Backend::get(&reason);
+  KILN_CHECK(b, "kiln: CUDA is not available: {}", reason);
+  return *b;
 }
 
-/// Lets the NVRTC search see this interpreter's site-packages (the nvidia-cuda-nvrtc wheel).
+/// Lets the NVRTC and cuBLAS searches see this interpreter's site-packages (the nvidia-cuda-nvrtc
+/// wheel).
 void addSysPathRoots() {
   for (py::handle entry : py::module_::import("sys").attr("path"))
-    if (std::string dir = py::str(entry); !dir.empty())
+    if (std::string dir = py::str(entry); !dir.empty()) {
       Nvrtc::addSearchRoot(dir);
+      codegen::cuda::Cublas::addSearchRoot(dir);
+    }
 }
 
 } // namespace
 
 void bindCuda(py::module_ &m) {
   py::module_ c = m.def_submodule("_cuda", "CUDA driver and NVRTC, loaded on first use");
-  c.def("is_available", [] { return Driver::isAvailable(); });
-  c.def("unavailable_reason", [] { return Driver::unavailableReason(); });
-  c.def("device_count", [] {
-    const Driver *d = Driver::get();
-    return d ? d->deviceCount() : 0;
+  addSysPathRoots();
+  cuda::installCudaTensors();
+  c.def("is_available", [] { return cuda::Backend::get() != nullptr; });
+  c.def("is_emulated", [] {
+    cuda::Backend *b = cuda::Backend::get();
+    return b && b->emulated();
   });
-  c.def("driver_version", [] { return requireDriver().version(); });
+  c.def("unavailable_reason", [] { return cuda::Backend::unavailableReason(); });
+  c.def("device_count", [] {
+    cuda::Backend *b = cuda::Backend::get();
+    return b ? b->deviceCount() : 0;
+  });
+  c.def("driver_version", [] {
+    std::string reason;
+    const Driver *d = Driver::get(&reason);
+    KILN_CHECK(d, "kiln: CUDA is not available: {}", reason);
+    return d->version();
+  });
+  c.def(
+      "memory_allocated", [](int index) { return requireBackend().memory(index).allocated; },
+      py::arg("device"));
+  c.def(
+      "memory_reserved", [](int index) { return requireBackend().memory(index).reserved; },
+      py::arg("device"));
+  c.def("empty_cache", [](int index) { requireBackend().emptyCache(index); }, py::arg("device"));
+  c.def("eager_programs_compiled", [] { return cuda::eagerProgramsCompiled(); });
   c.def(
       "device_properties",
       [](int index) {
-        codegen::cuda::DeviceInfo info = requireDriver().device(index);
+        codegen::cuda::DeviceInfo info = requireBackend().device(index);
         py::dict d;
         d["name"] = info.name;
         d["major"] = info.major;
@@ -63,7 +89,7 @@ void bindCuda(py::module_ &m) {
       },
       py::arg("device"));
   c.def(
-      "synchronize", [](int index) { requireDriver().synchronize(index); }, py::arg("device"),
+      "synchronize", [](int index) { requireBackend().synchronize(index); }, py::arg("device"),
       py::call_guard<py::gil_scoped_release>());
   c.def(
       "nvrtc_version",

@@ -2,7 +2,7 @@
 // and Tensor.new_*. Data-based factories (kiln.tensor) are in bind_factory_data.cc, random ones
 // in bind_factory_random.cc.
 #include "frontend/csrc/bind_factory.h"
-#include "codegen/cuda/driver.h"
+#include "cuda/backend.h"
 #include "frontend/csrc/bindings.h"
 #include "runtime/error.h"
 #include "runtime/ops/factory.h"
@@ -11,20 +11,35 @@
 
 namespace kiln::frontend {
 
-void checkDevice(py::handle device, const char *op) {
+std::optional<Device> targetDevice(py::handle device, const char *op) {
   if (device.is_none())
-    return;
+    return std::nullopt;
   std::string s = py::str(device);
-  bool cuda = PyLong_Check(device.ptr()) || Device::parse(s).type != DeviceType::CPU;
-  if (!cuda)
-    return;
+  Device d =
+      PyLong_Check(device.ptr()) ? Device{DeviceType::CUDA, device.cast<int>()} : Device::parse(s);
+  if (d.type == DeviceType::CPU)
+    return std::nullopt;
   std::string reason;
-  KILN_CHECK(codegen::cuda::Driver::get(&reason),
+  cuda::Backend *backend = cuda::Backend::get(&reason);
+  KILN_CHECK(backend,
              "kiln: CUDA is not available: {}. {}: device '{}' was requested but no CUDA device "
              "is available; use device='cpu'",
              reason, op, s);
-  fail(ErrorKind::NotImplemented, "{}: device '{}': kiln cannot allocate CUDA tensors yet", op, s);
+  KILN_CHECK_KIND(Value, d.index >= 0 && d.index < backend->deviceCount(),
+                  "{}: CUDA device {} does not exist ({} available)", op, d.index,
+                  backend->deviceCount());
+  return d;
 }
+
+void checkDevice(py::handle device, const char *op) {
+  if (std::optional<Device> d = targetDevice(device, op))
+    fail(ErrorKind::NotImplemented,
+         "{}: device='{}' is not supported by this factory yet; create the tensor on the CPU "
+         "and move it with .to('{}')",
+         op, d->str(), d->str());
+}
+
+Tensor placeOn(Tensor t, std::optional<Device> device) { return device ? t.to(*device) : t; }
 
 Tensor finishFactory(Tensor t, bool requiresGrad, const char *op) {
   if (requiresGrad) {
@@ -71,9 +86,10 @@ void defSized(py::module_ &m, const char *name, const char *newName, SizedMaker 
       name,
       [name, make](py::args args, py::handle size, std::optional<DType> dtype, py::handle device,
                    bool requiresGrad) {
-        checkDevice(device, name);
+        std::optional<Device> target = targetDevice(device, name);
         Shape shape = factoryShape(args, size, name);
-        return finishFactory(make(shape, dtype.value_or(defaultFloatDType())), requiresGrad, name);
+        return finishFactory(placeOn(make(shape, dtype.value_or(defaultFloatDType())), target),
+                             requiresGrad, name);
       },
       py::arg("size") = py::none(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
       py::arg("requires_grad") = false);
@@ -81,9 +97,12 @@ void defSized(py::module_ &m, const char *name, const char *newName, SizedMaker 
       newName,
       [newName, make](const Tensor &self, py::args args, py::handle size,
                       std::optional<DType> dtype, py::handle device, bool requiresGrad) {
-        checkDevice(device, newName);
+        std::optional<Device> target = targetDevice(device, newName);
+        if (!target && device.is_none() && !self.isCpu())
+          target = self.device();
         Shape shape = factoryShape(args, size, newName);
-        return finishFactory(make(shape, dtype.value_or(self.dtype())), requiresGrad, newName);
+        return finishFactory(placeOn(make(shape, dtype.value_or(self.dtype())), target),
+                             requiresGrad, newName);
       },
       py::arg("size") = py::none(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
       py::arg("requires_grad") = false);
@@ -95,9 +114,13 @@ void defLike(py::module_ &m, const char *name, const Scalar *fill) {
       name,
       [name, fill](const Tensor &input, std::optional<DType> dtype, py::handle device,
                    bool requiresGrad, py::handle memoryFormat) {
-        checkDevice(device, name);
+        std::optional<Device> target = targetDevice(device, name);
         Tensor t =
             ops::emptyLike(input, dtype.value_or(input.dtype()), preservesLayout(memoryFormat));
+        if (!target && device.is_none() && !input.isCpu())
+          target = input.device(); // *_like follows its input's device
+        if (target)
+          t = Tensor::empty(input.sizes(), t.dtype(), *target);
         if (fill)
           t.fill_(*fill);
         return finishFactory(t, requiresGrad, name);
@@ -120,11 +143,11 @@ void bindFilled(py::module_ &m) {
       "full",
       [](py::handle size, py::handle fillValue, std::optional<DType> dtype, py::handle device,
          bool requiresGrad) {
-        checkDevice(device, "full");
+        std::optional<Device> target = targetDevice(device, "full");
         Scalar v = toScalar(fillValue, "full");
         Tensor t =
             ops::full(toIntList(size, "full"), v, dtype.value_or(ops::scalarDefaultDType(v)));
-        return finishFactory(t, requiresGrad, "full");
+        return finishFactory(placeOn(t, target), requiresGrad, "full");
       },
       py::arg("size"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none(),
       py::arg("device") = py::none(), py::arg("requires_grad") = false);
@@ -132,10 +155,12 @@ void bindFilled(py::module_ &m) {
       "new_full",
       [](const Tensor &self, py::handle size, py::handle fillValue, std::optional<DType> dtype,
          py::handle device, bool requiresGrad) {
-        checkDevice(device, "new_full");
+        std::optional<Device> target = targetDevice(device, "new_full");
+        if (!target && device.is_none() && !self.isCpu())
+          target = self.device();
         Tensor t = ops::full(toIntList(size, "new_full"), toScalar(fillValue, "new_full"),
                              dtype.value_or(self.dtype()));
-        return finishFactory(t, requiresGrad, "new_full");
+        return finishFactory(placeOn(t, target), requiresGrad, "new_full");
       },
       py::arg("size"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none(),
       py::arg("device") = py::none(), py::arg("requires_grad") = false);
@@ -143,11 +168,14 @@ void bindFilled(py::module_ &m) {
       "full_like",
       [](const Tensor &input, py::handle fillValue, std::optional<DType> dtype, py::handle device,
          bool requiresGrad, py::handle memoryFormat) {
-        checkDevice(device, "full_like");
+        std::optional<Device> target = targetDevice(device, "full_like");
+        if (!target && device.is_none() && !input.isCpu())
+          target = input.device();
         Scalar v = toScalar(fillValue, "full_like");
         DType dt = dtype.value_or(input.dtype());
         ops::checkFits(v, dt, "full_like", /*checkFloatTargets=*/true);
-        Tensor t = ops::emptyLike(input, dt, preservesLayout(memoryFormat));
+        Tensor t = target ? Tensor::empty(input.sizes(), dt, *target)
+                          : ops::emptyLike(input, dt, preservesLayout(memoryFormat));
         t.fill_(v);
         return finishFactory(t, requiresGrad, "full_like");
       },
@@ -158,9 +186,9 @@ void bindFilled(py::module_ &m) {
       "eye",
       [](int64_t n, std::optional<int64_t> mCols, std::optional<DType> dtype, py::handle device,
          bool requiresGrad) {
-        checkDevice(device, "eye");
+        std::optional<Device> target = targetDevice(device, "eye");
         Tensor t = ops::eye(n, mCols.value_or(n), dtype.value_or(defaultFloatDType()));
-        return finishFactory(t, requiresGrad, "eye");
+        return finishFactory(placeOn(t, target), requiresGrad, "eye");
       },
       py::arg("n"), py::arg("m") = py::none(), py::kw_only(), py::arg("dtype") = py::none(),
       py::arg("device") = py::none(), py::arg("requires_grad") = false);
@@ -171,7 +199,7 @@ void bindRanges(py::module_ &m) {
       "arange",
       [](py::handle start, py::handle end, py::handle step, std::optional<DType> dtype,
          py::handle device, bool requiresGrad) {
-        checkDevice(device, "arange");
+        std::optional<Device> target = targetDevice(device, "arange");
         // arange(end), arange(start, end[, step]) and arange(end=...).
         KILN_CHECK_KIND(Type, !start.is_none() || !end.is_none(),
                         "arange() missing required argument 'end'");
@@ -182,7 +210,7 @@ void bindRanges(py::module_ &m) {
         // All-integer arguments give int64, any float the default float dtype (as torch).
         bool anyFloat = s.isFloating() || e.isFloating() || st.isFloating();
         DType dt = dtype.value_or(anyFloat ? defaultFloatDType() : DType::Int64);
-        return finishFactory(ops::arange(s, e, st, dt), requiresGrad, "arange");
+        return finishFactory(placeOn(ops::arange(s, e, st, dt), target), requiresGrad, "arange");
       },
       py::arg("start") = py::none(), py::arg("end") = py::none(), py::arg("step") = 1,
       py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
@@ -191,10 +219,10 @@ void bindRanges(py::module_ &m) {
       "linspace",
       [](py::handle start, py::handle end, int64_t steps, std::optional<DType> dtype,
          py::handle device, bool requiresGrad) {
-        checkDevice(device, "linspace");
+        std::optional<Device> target = targetDevice(device, "linspace");
         Tensor t = ops::linspace(toScalar(start, "linspace"), toScalar(end, "linspace"), steps,
                                  dtype.value_or(defaultFloatDType()));
-        return finishFactory(t, requiresGrad, "linspace");
+        return finishFactory(placeOn(t, target), requiresGrad, "linspace");
       },
       py::arg("start"), py::arg("end"), py::arg("steps"), py::kw_only(),
       py::arg("dtype") = py::none(), py::arg("device") = py::none(),
@@ -203,10 +231,10 @@ void bindRanges(py::module_ &m) {
       "logspace",
       [](py::handle start, py::handle end, int64_t steps, double base, std::optional<DType> dtype,
          py::handle device, bool requiresGrad) {
-        checkDevice(device, "logspace");
+        std::optional<Device> target = targetDevice(device, "logspace");
         Tensor t = ops::logspace(toScalar(start, "logspace"), toScalar(end, "logspace"), steps,
                                  base, dtype.value_or(defaultFloatDType()));
-        return finishFactory(t, requiresGrad, "logspace");
+        return finishFactory(placeOn(t, target), requiresGrad, "logspace");
       },
       py::arg("start"), py::arg("end"), py::arg("steps"), py::arg("base") = 10.0, py::kw_only(),
       py::arg("dtype") = py::none(), py::arg("device") = py::none(),

@@ -16,6 +16,11 @@ namespace kiln::frontend {
 /// Accepts device=None, 'cpu', 'cpu:0' or a kiln.device for the CPU; throws RuntimeError naming
 /// `op` for CUDA (no CUDA device is available to kiln) and ValueError for unknown devices.
 void checkDevice(py::handle device, const char *op);
+/// The CUDA device a factory's `device=` names (nullopt for none or the CPU); throws when CUDA
+/// is unavailable or the index does not exist.
+std::optional<Device> targetDevice(py::handle device, const char *op);
+/// `t` moved to `device` when one is given (factories build on the host, then move once).
+Tensor placeOn(Tensor t, std::optional<Device> device);
 
 /// Sets requires_grad on a factory's result; only floating tensors may require gradients.
 Tensor finishFactory(Tensor t, bool requiresGrad, const char *op);

@@ -236,18 +236,19 @@ void bindTensorData(py::module_ &m) {
   m.def(
       "tensor",
       [](py::handle data, std::optional<DType> dtype, py::handle device, bool requiresGrad, bool) {
-        checkDevice(device, "tensor");
-        return finishFactory(tensorFromData(data, dtype, "tensor"), requiresGrad, "tensor");
+        std::optional<Device> target = targetDevice(device, "tensor");
+        return finishFactory(placeOn(tensorFromData(data, dtype, "tensor"), target), requiresGrad,
+                             "tensor");
       },
       py::arg("data"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
       py::arg("requires_grad") = false, py::arg("pin_memory") = false);
   m.def(
       "scalar_tensor",
       [](py::handle s, std::optional<DType> dtype, py::handle device, bool requiresGrad) {
-        checkDevice(device, "scalar_tensor");
+        std::optional<Device> target = targetDevice(device, "scalar_tensor");
         Tensor t =
             Tensor::scalarTensor(toScalar(s, "scalar_tensor"), dtype.value_or(defaultFloatDType()));
-        return finishFactory(t, requiresGrad, "scalar_tensor");
+        return finishFactory(placeOn(t, target), requiresGrad, "scalar_tensor");
       },
       py::arg("s"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
       py::arg("requires_grad") = false);
@@ -256,9 +257,9 @@ void bindTensorData(py::module_ &m) {
       "new_tensor",
       [](const Tensor &self, py::handle data, std::optional<DType> dtype, py::handle device,
          bool requiresGrad) {
-        checkDevice(device, "new_tensor");
+        std::optional<Device> target = targetDevice(device, "new_tensor");
         Tensor r = tensorFromData(data, dtype.value_or(self.dtype()), "new_tensor");
-        return finishFactory(r, requiresGrad, "new_tensor");
+        return finishFactory(placeOn(r, target), requiresGrad, "new_tensor");
       },
       py::arg("data"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
       py::arg("requires_grad") = false);

@@ -121,13 +121,13 @@ void defSampler(py::module_ &m, const char *name, const char *likeName, Sample s
       name,
       [name, sample](py::args args, py::handle size, py::handle generator,
                      std::optional<DType> dtype, py::handle device, bool requiresGrad) {
-        checkDevice(device, name);
+        std::optional<Device> target = targetDevice(device, name);
         Shape shape = factoryShape(args, size, name);
         ops::checkSizes(name, shape);
         Tensor t = Tensor::empty(shape, dtype.value_or(defaultFloatDType()));
         checkFloating(t.dtype(), name);
-        sample(t, toGenerator(generator, name));
-        return finishFactory(t, requiresGrad, name);
+        sample(t, toGenerator(generator, name)); // on the host: one generator stream everywhere
+        return finishFactory(placeOn(t, target), requiresGrad, name);
       },
       py::arg("size") = py::none(), py::arg("generator") = py::none(),
       py::arg("dtype") = py::none(), py::arg("device") = py::none(),
@@ -136,11 +136,14 @@ void defSampler(py::module_ &m, const char *name, const char *likeName, Sample s
       likeName,
       [likeName, sample](const Tensor &input, py::handle generator, std::optional<DType> dtype,
                          py::handle device, bool requiresGrad, py::handle) {
-        checkDevice(device, likeName);
-        Tensor t = ops::emptyLike(input, dtype.value_or(input.dtype()));
+        std::optional<Device> target = targetDevice(device, likeName);
+        if (!target && device.is_none() && !input.isCpu())
+          target = input.device();
+        Tensor t = target ? Tensor::empty(input.sizes(), dtype.value_or(input.dtype()))
+                          : ops::emptyLike(input, dtype.value_or(input.dtype()));
         checkFloating(t.dtype(), likeName);
         sample(t, toGenerator(generator, likeName));
-        return finishFactory(t, requiresGrad, likeName);
+        return finishFactory(placeOn(t, target), requiresGrad, likeName);
       },
       py::arg("input"), py::kw_only(), py::arg("generator") = py::none(),
       py::arg("dtype") = py::none(), py::arg("device") = py::none(),
@@ -158,7 +161,7 @@ void bindIntSamplers(py::module_ &m) {
       "randint",
       [](py::object low, py::object high, py::object size, py::handle generator,
          std::optional<DType> dtype, py::handle device, bool requiresGrad) {
-        checkDevice(device, "randint");
+        std::optional<Device> target = targetDevice(device, "randint");
         if (size.is_none()) { // randint(high, size)
           size = high;
           high = low;
@@ -173,7 +176,7 @@ void bindIntSamplers(py::module_ &m) {
         int64_t lo = low.is_none() ? 0 : toInt(low, "randint", "low");
         Tensor t = ops::randint(lo, toInt(high, "randint", "high"), toIntList(size, "randint"),
                                 dtype.value_or(DType::Int64), toGenerator(generator, "randint"));
-        return finishFactory(t, requiresGrad, "randint");
+        return finishFactory(placeOn(t, target), requiresGrad, "randint");
       },
       py::arg("low") = py::none(), py::arg("high") = py::none(), py::arg("size") = py::none(),
       py::kw_only(), py::arg("generator") = py::none(), py::arg("dtype") = py::none(),
@@ -182,7 +185,7 @@ void bindIntSamplers(py::module_ &m) {
       "randint_like",
       [](const Tensor &input, py::object low, py::object high, std::optional<DType> dtype,
          py::handle device, bool requiresGrad, py::handle) {
-        checkDevice(device, "randint_like");
+        std::optional<Device> target = targetDevice(device, "randint_like");
         if (high.is_none()) {
           high = low;
           low = py::none();
@@ -196,7 +199,7 @@ void bindIntSamplers(py::module_ &m) {
                    lo, hi);
         Tensor t = ops::emptyLike(input, dtype.value_or(input.dtype()));
         ops::random_(t, lo, hi);
-        return finishFactory(t, requiresGrad, "randint_like");
+        return finishFactory(placeOn(t, target), requiresGrad, "randint_like");
       },
       py::arg("input"), py::arg("low") = py::none(), py::arg("high") = py::none(), py::kw_only(),
       py::arg("dtype") = py::none(), py::arg("device") = py::none(),
@@ -205,10 +208,10 @@ void bindIntSamplers(py::module_ &m) {
       "randperm",
       [](int64_t n, py::handle generator, std::optional<DType> dtype, py::handle device,
          bool requiresGrad) {
-        checkDevice(device, "randperm");
+        std::optional<Device> target = targetDevice(device, "randperm");
         Tensor t =
             ops::randperm(n, dtype.value_or(DType::Int64), toGenerator(generator, "randperm"));
-        return finishFactory(t, requiresGrad, "randperm");
+        return finishFactory(placeOn(t, target), requiresGrad, "randperm");
       },
       py::arg("n"), py::kw_only(), py::arg("generator") = py::none(), py::arg("dtype") = py::none(),
       py::arg("device") = py::none(), py::arg("requires_grad") = false);
@@ -219,7 +222,7 @@ void bindDistributions(py::module_ &m) {
       "normal",
       [](py::handle mean, py::handle std, py::handle size, py::handle generator,
          std::optional<DType> dtype, py::handle device, bool requiresGrad) {
-        checkDevice(device, "normal");
+        std::optional<Device> target = targetDevice(device, "normal");
         Generator *gen = toGenerator(generator, "normal");
         bool tensorArgs = py::isinstance<Tensor>(mean) || py::isinstance<Tensor>(std);
         if (!size.is_none()) {
@@ -230,7 +233,7 @@ void bindDistributions(py::module_ &m) {
           checkFloating(t.dtype(), "normal");
           ops::normal_(t, toScalar(mean, "normal").toDouble(), toScalar(std, "normal").toDouble(),
                        gen);
-          return finishFactory(t, requiresGrad, "normal");
+          return finishFactory(placeOn(t, target), requiresGrad, "normal");
         }
         KILN_CHECK_KIND(Type, tensorArgs,
                         "normal(): with float mean and std the size argument is required");

@@ -363,10 +363,11 @@ void bindInterop(py::module_ &m) {
   py::class_<Tensor> t = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
   t.def(
       "numpy",
-      [](const Tensor &self, bool force) {
-        KILN_CHECK(self.device().type == DeviceType::CPU,
+      [](const Tensor &input, bool force) {
+        KILN_CHECK(input.isCpu() || force,
                    "numpy(): can't convert {} device tensor to numpy; use .cpu() first",
-                   self.device().str());
+                   input.device().str());
+        Tensor self = input.isCpu() ? input : input.to(Device{}); // force=True copies to the host
         if (self.requiresGrad() && !force)
           fail(ErrorKind::Runtime, "Can't call numpy() on Tensor that requires grad. Use "
                                    "tensor.detach().numpy() instead.");

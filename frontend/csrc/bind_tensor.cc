@@ -19,9 +19,8 @@ void bindDTypes(py::module_ &m) {
   dt.attr("__repr__") = py::cpp_function(repr, py::is_method(dt));
   dt.attr("__str__") = py::cpp_function(repr, py::is_method(dt));
   dt.def_property_readonly("is_floating_point", [](DType t) { return isFloating(t); });
-  dt.def_property_readonly("is_signed", [](DType t) {
-    return t != DType::Bool && t != DType::UInt8;
-  });
+  dt.def_property_readonly("is_signed",
+                           [](DType t) { return t != DType::Bool && t != DType::UInt8; });
   dt.def_property_readonly("itemsize", [](DType t) { return itemsize(t); });
   dt.def_property_readonly("name", [](DType t) { return std::string(dtypeName(t)); });
   m.def("promote_types", &promoteTypes);
@@ -41,28 +40,34 @@ void bindTensor(py::module_ &m) {
   t.def("nelement", &Tensor::numel);
   t.def("element_size", &Tensor::itemsize);
   t.def_property_readonly("itemsize", &Tensor::itemsize);
-  t.def_property_readonly("nbytes", [](const Tensor &self) { return self.numel() * self.itemsize(); });
+  t.def_property_readonly("nbytes",
+                          [](const Tensor &self) { return self.numel() * self.itemsize(); });
   t.def_property_readonly("_sizes", [](const Tensor &self) { return self.sizes(); });
   t.def("_size_dim", [](const Tensor &self, int64_t d) { return self.size(d); });
-  t.def("stride", [](const Tensor &self, py::object d) -> py::object {
-    if (d.is_none())
-      return py::tuple(py::cast(self.strides()));
-    return py::cast(self.stride(d.cast<int64_t>()));
-  }, py::arg("dim") = py::none());
+  t.def(
+      "stride",
+      [](const Tensor &self, py::object d) -> py::object {
+        if (d.is_none())
+          return py::tuple(py::cast(self.strides()));
+        return py::cast(self.stride(d.cast<int64_t>()));
+      },
+      py::arg("dim") = py::none());
   t.def("storage_offset", &Tensor::storageOffset);
   t.def("is_contiguous", [](const Tensor &self) { return self.isContiguous(); });
-  t.def("data_ptr", [](const Tensor &self) { return reinterpret_cast<uintptr_t>(self.rawData()); });
-  t.def("_storage_ptr", [](const Tensor &self) {
-    return reinterpret_cast<uintptr_t>(self.storage()->data());
-  });
+  t.def("data_ptr", [](const Tensor &self) { return reinterpret_cast<uintptr_t>(self.address()); });
+  t.def("_storage_ptr",
+        [](const Tensor &self) { return reinterpret_cast<uintptr_t>(self.storage()->address()); });
+  t.def(
+      "_to_device",
+      [](const Tensor &self, const std::string &device) { return self.to(Device::parse(device)); },
+      py::arg("device"), py::call_guard<py::gil_scoped_release>());
   t.def_property_readonly("_version", &Tensor::version);
   t.def_property("requires_grad", &Tensor::requiresGrad,
                  [](Tensor &self, bool v) { self.setRequiresGrad(v); });
   t.def_property_readonly("is_leaf", [](const Tensor &) { return true; });
   t.def_property_readonly("grad", [](const Tensor &) { return py::none(); });
-  t.def_property_readonly("is_cuda", [](const Tensor &self) {
-    return self.device().type == DeviceType::CUDA;
-  });
+  t.def_property_readonly(
+      "is_cuda", [](const Tensor &self) { return self.device().type == DeviceType::CUDA; });
   t.def_property_readonly("_is_wrapped_number", &Tensor::isWrappedNumber);
   t.def("item", [](const Tensor &self) -> py::object {
     Scalar s = self.item();
@@ -79,12 +84,15 @@ void bindTensor(py::module_ &m) {
       return wrap(self.aliasWithDType(args[0].cast<DType>()));
     return wrap(self.view(toShape(args, "view")));
   });
-  t.def("reshape", [](const Tensor &self, py::args args) { return self.reshape(toShape(args, "reshape")); });
+  t.def("reshape",
+        [](const Tensor &self, py::args args) { return self.reshape(toShape(args, "reshape")); });
   t.def("view_as", [](const Tensor &self, const Tensor &o) { return self.view(o.sizes()); });
   t.def("reshape_as", [](const Tensor &self, const Tensor &o) { return self.reshape(o.sizes()); });
-  t.def("expand", [](const Tensor &self, py::args args) { return self.expand(toShape(args, "expand")); });
+  t.def("expand",
+        [](const Tensor &self, py::args args) { return self.expand(toShape(args, "expand")); });
   t.def("expand_as", [](const Tensor &self, const Tensor &o) { return self.expand(o.sizes()); });
-  t.def("permute", [](const Tensor &self, py::args args) { return self.permute(toShape(args, "permute")); });
+  t.def("permute",
+        [](const Tensor &self, py::args args) { return self.permute(toShape(args, "permute")); });
   t.def("transpose", &Tensor::transpose, py::arg("dim0"), py::arg("dim1"));
   t.def("swapaxes", &Tensor::transpose, py::arg("axis0"), py::arg("axis1"));
   t.def("swapdims", &Tensor::transpose, py::arg("dim0"), py::arg("dim1"));
@@ -96,22 +104,31 @@ void bindTensor(py::module_ &m) {
     return self.permute(dims);
   });
   t.def_property_readonly("mT", &Tensor::mT);
-  t.def("as_strided", [](const Tensor &self, py::handle size, py::handle stride,
-                         std::optional<int64_t> offset) {
-    return self.asStrided(toIntList(size, "as_strided"), toIntList(stride, "as_strided"), offset);
-  }, py::arg("size"), py::arg("stride"), py::arg("storage_offset") = py::none());
+  t.def(
+      "as_strided",
+      [](const Tensor &self, py::handle size, py::handle stride, std::optional<int64_t> offset) {
+        return self.asStrided(toIntList(size, "as_strided"), toIntList(stride, "as_strided"),
+                              offset);
+      },
+      py::arg("size"), py::arg("stride"), py::arg("storage_offset") = py::none());
   t.def("narrow", &Tensor::narrow, py::arg("dim"), py::arg("start"), py::arg("length"));
   t.def("select", &Tensor::select, py::arg("dim"), py::arg("index"));
-  t.def("squeeze", [](const Tensor &self, py::object dim) {
-    if (dim.is_none())
-      return self.squeeze();
-    return self.squeeze(toIntList(dim, "squeeze"));
-  }, py::arg("dim") = py::none());
+  t.def(
+      "squeeze",
+      [](const Tensor &self, py::object dim) {
+        if (dim.is_none())
+          return self.squeeze();
+        return self.squeeze(toIntList(dim, "squeeze"));
+      },
+      py::arg("dim") = py::none());
   t.def("unsqueeze", &Tensor::unsqueeze, py::arg("dim"));
   t.def("flatten", &Tensor::flatten, py::arg("start_dim") = 0, py::arg("end_dim") = -1);
-  t.def("unflatten", [](const Tensor &self, int64_t dim, py::handle sizes) {
-    return self.unflatten(dim, toIntList(sizes, "unflatten"));
-  }, py::arg("dim"), py::arg("sizes"));
+  t.def(
+      "unflatten",
+      [](const Tensor &self, int64_t dim, py::handle sizes) {
+        return self.unflatten(dim, toIntList(sizes, "unflatten"));
+      },
+      py::arg("dim"), py::arg("sizes"));
   t.def("unbind", &Tensor::unbind, py::arg("dim") = 0);
   t.def("_slice", &Tensor::slice, py::arg("dim"), py::arg("start"), py::arg("end"),
         py::arg("step") = 1);
@@ -124,25 +141,35 @@ void bindTensor(py::module_ &m) {
     d.setRequiresGrad(false);
     return d;
   });
-  t.def("detach_", [](Tensor &self) -> Tensor & {
-    self.setRequiresGrad(false);
-    return self;
-  }, py::return_value_policy::reference);
-  t.def("_to_dtype", [](const Tensor &self, DType dt, bool copy) { return self.to(dt, copy); },
-        py::arg("dtype"), py::arg("copy") = false);
-  t.def("copy_", [](py::object self, py::handle src, bool) {
-    Tensor &s = self.cast<Tensor &>();
-    s.copy_(toOperand(src, "copy_"));
-    return self;
-  }, py::arg("src"), py::arg("non_blocking") = false);
-  t.def("fill_", [](py::object self, py::handle v) {
-    Scalar value = toScalar(v, "fill_");
-    // torch rejects Python numbers the dtype cannot hold (uint8.fill_(-2.5), half.fill_(1e10)).
-    if (!py::isinstance<Tensor>(v))
-      ops::checkFits(value, self.cast<Tensor &>().dtype(), "fill_", true);
-    self.cast<Tensor &>().fill_(value);
-    return self;
-  }, py::arg("value"));
+  t.def(
+      "detach_",
+      [](Tensor &self) -> Tensor & {
+        self.setRequiresGrad(false);
+        return self;
+      },
+      py::return_value_policy::reference);
+  t.def(
+      "_to_dtype", [](const Tensor &self, DType dt, bool copy) { return self.to(dt, copy); },
+      py::arg("dtype"), py::arg("copy") = false);
+  t.def(
+      "copy_",
+      [](py::object self, py::handle src, bool) {
+        Tensor &s = self.cast<Tensor &>();
+        s.copy_(toOperand(src, "copy_"));
+        return self;
+      },
+      py::arg("src"), py::arg("non_blocking") = false);
+  t.def(
+      "fill_",
+      [](py::object self, py::handle v) {
+        Scalar value = toScalar(v, "fill_");
+        // torch rejects Python numbers the dtype cannot hold (uint8.fill_(-2.5), half.fill_(1e10)).
+        if (!py::isinstance<Tensor>(v))
+          ops::checkFits(value, self.cast<Tensor &>().dtype(), "fill_", true);
+        self.cast<Tensor &>().fill_(value);
+        return self;
+      },
+      py::arg("value"));
   t.def("zero_", [](py::object self) {
     self.cast<Tensor &>().fill_(Scalar(int64_t{0}));
     return self;
@@ -151,9 +178,8 @@ void bindTensor(py::module_ &m) {
   m.def("_scalar_tensor", [](py::handle v, DType dt) {
     return Tensor::scalarTensor(toScalar(v, "scalar_tensor"), dt);
   });
-  m.def("_empty", [](py::handle shape, DType dt) {
-    return Tensor::empty(toIntList(shape, "empty"), dt);
-  });
+  m.def("_empty",
+        [](py::handle shape, DType dt) { return Tensor::empty(toIntList(shape, "empty"), dt); });
 }
 
 } // namespace kiln::frontend

@@ -52,14 +52,23 @@ contiguous_format = memory_format("contiguous_format")
 
 
 def _check_device(device, op: str) -> None:
+    """Rejects a CUDA device for a factory that builds on the host only."""
     if device is None:
         return
     name = str(device)
     if isinstance(device, int) or not (name == "cpu" or name.startswith("cpu:")):
-        raise RuntimeError(
-            f"{op}: device '{name}' was requested but no CUDA device is available "
-            "(kiln runs on the CPU only); use device='cpu'"
+        from kiln import cuda
+
+        cuda._require()
+        raise NotImplementedError(
+            f"{op}: device='{name}' is not supported yet; create the tensor on the CPU and "
+            f"move it with .to('{name}')"
         )
+
+
+def _move(t, device):
+    """`t` on `device` (None: where it is)."""
+    return t if device is None else t.to(device)
 
 
 def is_tensor(obj) -> bool:
@@ -101,14 +110,15 @@ def as_tensor(data, dtype=None, device=None):
     A tensor of the requested dtype is returned as is; a NumPy array of a kiln dtype is viewed
     without copying; anything else is copied as by kiln.tensor().
     """
-    _check_device(device, "as_tensor")
     if isinstance(data, Tensor):
-        return data if dtype is None or dtype == data.dtype else data._to_dtype(dtype)
+        return _move(data if dtype is None or dtype == data.dtype else data._to_dtype(dtype),
+                     device)
     if isinstance(data, _np.ndarray):
         shared = _share_numpy(data)
         if shared is not None:
-            return shared if dtype is None or dtype == shared.dtype else shared._to_dtype(dtype)
-    return _C.tensor(data, dtype=dtype)
+            t = shared if dtype is None or dtype == shared.dtype else shared._to_dtype(dtype)
+            return _move(t, device)
+    return _C.tensor(data, dtype=dtype, device=device)
 
 
 def _shared_view(obj):
@@ -129,7 +139,6 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
     copy=None shares when possible; copy=True always copies; copy=False raises ValueError when
     sharing is impossible (a dtype change, or data that is not a tensor or array).
     """
-    _check_device(device, "asarray")
     if isinstance(obj, Tensor):
         shared = obj
     else:
@@ -151,6 +160,8 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
                 "copying; pass copy=None or copy=True"
             )
         result = _C.tensor(obj, dtype=dtype)
+    if device is not None:
+        result = result.to(device)
     if requires_grad:
         result = result.detach() if result is obj else result
         result.requires_grad_(True)

@@ -88,21 +88,35 @@ def _parse_to(args, kwargs):
 def _to(self, *args, **kwargs):
     dt, dev = _parse_to(args, kwargs)
     copy = kwargs.get("copy", False)
-    if dev is not None and device(dev).type != "cpu":
-        _reject_cuda(f"to(): device '{dev}'")
-    return self._to_dtype(dt if dt is not None else self.dtype, copy)
+    target = None if dev is None else _device_string(dev)
+    moves = target is not None and target != self._device_str
+    t = self
+    if dt is not None and dt != self.dtype or (copy and not moves):
+        t = t._to_dtype(dt if dt is not None else self.dtype, copy)
+    if moves:
+        t = t._to_device(target)
+    return t
 
 
-def _reject_cuda(what: str):
+def _device_string(dev) -> str:
+    """'cpu' or 'cuda:N' for a device argument; raises when CUDA is asked for but unusable."""
+    d = device(dev) if not isinstance(dev, int) else device("cuda", dev)
+    if d.type == "cpu":
+        return "cpu"
     from kiln import cuda
 
-    if not cuda.is_available():
-        raise cuda._unavailable_error()
-    raise NotImplementedError(f"{what}: kiln cannot allocate CUDA tensors yet")
+    return f"cuda:{cuda._index(d)}"
 
 
 def _cuda(self, device=None, non_blocking=False, memory_format=None):
-    _reject_cuda("cuda()")
+    target = _device_string("cuda" if device is None else device)
+    if not target.startswith("cuda"):
+        raise ValueError(f"Invalid device, must be cuda device: {device}")
+    return self if target == self._device_str else self._to_device(target)
+
+
+def _cpu(self, memory_format=None):
+    return self if self._device_str == "cpu" else self._to_device("cpu")
 
 
 def _tolist(self):
@@ -116,7 +130,8 @@ def _tolist(self):
 def _repr(self) -> str:
     import numpy as np
 
-    arr = (self.float() if self.dtype == _C.dtype.bfloat16 else self).numpy(force=True)
+    host = self.cpu()
+    arr = (host.float() if self.dtype == _C.dtype.bfloat16 else host).numpy(force=True)
     # torch prints floats with 4 fixed decimals unless every value is integral ("1.").
     fixed = arr.dtype.kind == "f" and not np.all(
         np.isnan(arr) | np.isinf(arr) | (arr == np.round(arr))
@@ -128,7 +143,7 @@ def _repr(self) -> str:
         precision=4,
         floatmode="fixed" if fixed else "maxprec",
     )
-    extra = ""
+    extra = "" if self._device_str == "cpu" else f", device='{self._device_str}'"
     if self.dtype not in (_C.dtype.float32, _C.dtype.int64, _C.dtype.bool):
         extra = f", dtype={self.dtype}"
     if self.requires_grad:
@@ -189,7 +204,7 @@ def _install() -> None:
     t.__array__ = lambda self, dtype=None, copy=None: (
         self.numpy() if dtype is None else self.numpy().astype(dtype)
     )
-    t.cpu = lambda self: self
+    t.cpu = _cpu
     t.float = _cast(_C.dtype.float32)
     t.double = _cast(_C.dtype.float64)
     t.half = _cast(_C.dtype.float16)

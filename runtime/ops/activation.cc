@@ -1,6 +1,7 @@
 // Activation functions. Float-only ones reject other dtypes as torch does; relu, relu6,
 // hardtanh and threshold also run on integers (in the input's own dtype, never promoting).
 #include "runtime/ops/activation.h"
+#include "runtime/device_ops.h"
 
 #include "runtime/ops/elementwise_impl.h"
 #include "runtime/ops/fast_math_impl.h"
@@ -49,6 +50,8 @@ Tensor eluFamily(const char *op, const Tensor &a, double alpha, double scale, do
 
 Tensor relu(const Tensor &a) {
   KILN_CHECK(a.dtype() != DType::Bool, "relu: boolean inputs are not supported");
+  if (onDevice({&a}))
+    return deviceOp("relu", {a});
   return sameTypeUnaryKernel(a, []<typename T>(T x) -> T {
     if constexpr (std::is_same_v<T, bool>)
       return x;
@@ -87,6 +90,8 @@ Tensor threshold(const Tensor &a, const Scalar &threshold, const Scalar &value) 
 Tensor gelu(const Tensor &a, const std::string &approximate) {
   KILN_CHECK(approximate == "none" || approximate == "tanh",
              "gelu: approximate argument must be either 'none' or 'tanh', got '{}'", approximate);
+  if (onDevice({&a}))
+    return deviceOp("gelu", {a}, approximate == "tanh" ? "approximate = \"tanh\"" : "");
   if (approximate == "tanh")
     return floatActivation("gelu", a, []<typename T>(T x) -> T {
       const T k = static_cast<T>(0.7978845608028654); // sqrt(2 / pi)
@@ -98,6 +103,8 @@ Tensor gelu(const Tensor &a, const std::string &approximate) {
 }
 
 Tensor silu(const Tensor &a) {
+  if (onDevice({&a}))
+    return deviceOp("silu", {a});
   return floatActivation("silu", a, []<typename T>(T x) -> T { return x / (T(1) + fastExp(-x)); });
 }
 

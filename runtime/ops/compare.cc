@@ -1,5 +1,6 @@
 // Comparisons, torch.equal / isclose / allclose, and the logical ops.
 #include "runtime/ops/compare.h"
+#include "runtime/device_ops.h"
 
 #include "runtime/ops/elementwise_impl.h"
 
@@ -9,6 +10,8 @@ using namespace detail;
 
 namespace {
 template <typename F> Tensor compareOp(const char *op, const Tensor &a, const Tensor &b, F f) {
+  if (onDevice({&a, &b}))
+    return deviceOp(op, {a, b});
   return binaryKernel(op, a, b, resultTypeOf({a, b}), DType::Bool, f);
 }
 

@@ -1,5 +1,6 @@
 // Binary arithmetic (add, sub, mul, the divisions and moduli) and the in-place / out= write-back.
 #include "runtime/ops/elementwise.h"
+#include "runtime/device_ops.h"
 
 #include "runtime/ops/elementwise_impl.h"
 
@@ -133,6 +134,10 @@ template <typename T> T remainderOf(T x, T y) {
 } // namespace
 
 Tensor add(const Tensor &a, const Tensor &b, const Scalar &alpha) {
+  if (onDevice({&a, &b}))
+    return deviceOp("add", {a, alpha.dtype() == DType::Int64 && alpha.toInt() == 1
+                                   ? DeviceOperand(b)
+                                   : DeviceOperand(deviceOp("mul", {b, alpha}))});
   DType t = resultTypeOf({a, b});
   if (alpha.dtype() != DType::Int64 || alpha.toInt() != 1)
     return addScaled("add", a, b, t, alpha);
@@ -147,6 +152,10 @@ Tensor add(const Tensor &a, const Tensor &b, const Scalar &alpha) {
 }
 
 Tensor sub(const Tensor &a, const Tensor &b, const Scalar &alpha) {
+  if (onDevice({&a, &b}))
+    return deviceOp("sub", {a, alpha.dtype() == DType::Int64 && alpha.toInt() == 1
+                                   ? DeviceOperand(b)
+                                   : DeviceOperand(deviceOp("mul", {b, alpha}))});
   DType t = resultTypeOf({a, b});
   KILN_CHECK(a.dtype() != DType::Bool && b.dtype() != DType::Bool,
              "sub: subtraction, the `-` operator, with a bool tensor is not supported; to invert a "
@@ -166,6 +175,8 @@ Tensor sub(const Tensor &a, const Tensor &b, const Scalar &alpha) {
 }
 
 Tensor mul(const Tensor &a, const Tensor &b) {
+  if (onDevice({&a, &b}))
+    return deviceOp("mul", {a, b});
   DType t = resultTypeOf({a, b});
   return binaryKernel("mul", a, b, t, t, []<typename T>(T x, T y) -> T {
     if constexpr (std::is_same_v<T, bool>)
@@ -178,6 +189,11 @@ Tensor mul(const Tensor &a, const Tensor &b) {
 }
 
 Tensor div(const Tensor &a, const Tensor &b, const std::string &mode) {
+  if (onDevice({&a, &b})) {
+    KILN_CHECK_KIND(NotImplemented, mode.empty() || mode == "none",
+                    "kiln: div(rounding_mode='{}') has no CUDA implementation yet", mode);
+    return deviceOp("div", {a, b});
+  }
   DType t = resultTypeOf({a, b});
   if (mode.empty()) {
     DType ft = floatResult(t);

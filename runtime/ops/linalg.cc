@@ -1,5 +1,6 @@
 // Matrix products: rank dispatch and torch's shape/dtype checks over the batched GEMM core.
 #include "runtime/ops/linalg.h"
+#include "runtime/device_ops.h"
 
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/linalg_impl.h"
@@ -86,6 +87,8 @@ Tensor outer(const Tensor &a, const Tensor &b) {
 }
 
 Tensor matmul(const Tensor &a, const Tensor &b) {
+  if (onDevice({&a, &b}))
+    return deviceOp("matmul", {a, b});
   int64_t da = a.dim(), db = b.dim();
   KILN_CHECK(da > 0 && db > 0,
              "matmul: both arguments to matmul need to be at least 1D, but they are {}D and {}D",
@@ -156,6 +159,8 @@ Tensor baddbmm(const Tensor &self, const Tensor &batch1, const Tensor &batch2, c
 }
 
 Tensor linear(const Tensor &input, const Tensor &weight, const std::optional<Tensor> &bias) {
+  if (onDevice({&input, &weight, bias ? &*bias : nullptr}))
+    return bias ? deviceOp("linear", {input, weight, *bias}) : deviceOp("linear", {input, weight});
   KILN_CHECK(weight.dim() == 1 || weight.dim() == 2,
              "linear: weight must be 1-D or 2-D, but got weight of shape {}", weight.shapeStr());
   KILN_CHECK(input.dim() > 0, "linear: input must be at least 1-D, but got a 0-D tensor");

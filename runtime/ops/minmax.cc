@@ -1,5 +1,6 @@
 // Ops that select between operands or interpolate: maximum/minimum (NaN-propagating), fmax/fmin
 // (NaN-ignoring), clamp, where, lerp; and the two-argument float functions atan2 and hypot.
+#include "runtime/device_ops.h"
 #include "runtime/ops/elementwise.h"
 
 #include "runtime/ops/elementwise_impl.h"
@@ -47,12 +48,16 @@ Tensor clampScalar(const Tensor &a, DType t, const std::optional<Tensor> &lo,
 } // namespace
 
 Tensor maximum(const Tensor &a, const Tensor &b) {
+  if (onDevice({&a, &b}))
+    return deviceOp("maximum", {a, b});
   DType t = resultTypeOf({a, b});
   return binaryKernel("maximum", a, b, t, t,
                       []<typename T>(T x, T y) -> T { return maxPropagateNan(x, y); });
 }
 
 Tensor minimum(const Tensor &a, const Tensor &b) {
+  if (onDevice({&a, &b}))
+    return deviceOp("minimum", {a, b});
   DType t = resultTypeOf({a, b});
   return binaryKernel("minimum", a, b, t, t,
                       []<typename T>(T x, T y) -> T { return minPropagateNan(x, y); });
@@ -100,6 +105,8 @@ Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
   KILN_CHECK(cond.dtype() == DType::Bool || cond.dtype() == DType::UInt8,
              "where: expected condition to be a boolean tensor, but got a tensor with dtype {}",
              dtypeName(cond.dtype()));
+  if (onDevice({&cond, &a, &b}))
+    return deviceOp("where", {cond, a, b});
   checkSameDevice("where", a, b);
   DType t = resultTypeOf({a, b});
   Shape shape =

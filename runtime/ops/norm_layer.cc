@@ -1,6 +1,9 @@
 // layer_norm and rms_norm: row-wise normalization over the trailing dims, one fused pass per row
 // (statistics, then normalize + affine while the row is still in cache).
+#include "runtime/device_ops.h"
 #include "runtime/ops/norm.h"
+
+#include <fmt/ranges.h>
 
 #include "runtime/ops/norm_impl.h"
 
@@ -119,6 +122,15 @@ void rmsNormKernel(const Tensor &x, const Tensor &y, int64_t n, const Tensor &we
 Tensor layerNorm(const Tensor &input, IntList normalizedShape, const Tensor &weight,
                  const Tensor &bias, double eps) {
   const char *op = "layer_norm";
+  if (onDevice({&input, &weight, &bias})) {
+    KILN_CHECK_KIND(NotImplemented, weight.defined() == bias.defined(),
+                    "kiln: layer_norm with a weight but no bias (or the reverse) has no CUDA "
+                    "implementation yet");
+    std::string attrs =
+        fmt::format("normalized_shape = [{}], eps = {}", fmt::join(normalizedShape, ", "), eps);
+    return weight.defined() ? deviceOp(op, {input, weight, bias}, attrs)
+                            : deviceOp(op, {input}, attrs);
+  }
   int64_t n = checkTrailing(op, input, normalizedShape);
   checkElementParam(op, "weight", weight, normalizedShape);
   checkElementParam(op, "bias", bias, normalizedShape);

@@ -1,5 +1,6 @@
 // pow and float_power: torch's dtype rules, integer powers by squaring, and the fast paths
 // torch takes for common scalar exponents (x ** 2 is x * x, x ** 0.5 is sqrt(x), ...).
+#include "runtime/device_ops.h"
 #include "runtime/ops/elementwise.h"
 
 #include "runtime/ops/elementwise_impl.h"
@@ -87,6 +88,8 @@ Tensor powFloatScalar(const Tensor &a, DType t, double e) {
 } // namespace
 
 Tensor pow(const Tensor &a, const Tensor &b) {
+  if (onDevice({&a, &b}))
+    return deviceOp("pow", {a, b});
   DType t = resultTypeOf({a, b});
   const bool scalarExponent = b.isWrappedNumber() && !a.isWrappedNumber();
   if (scalarExponent) {

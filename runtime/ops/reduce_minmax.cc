@@ -1,5 +1,6 @@
 // Extremum reductions: amax/amin, max/min (with and without dim), argmax/argmin, aminmax.
 // NaN is the extreme of both orders, as in torch: it propagates, and its (first) index wins.
+#include "runtime/device_ops.h"
 #include "runtime/ops/reduce.h"
 #include "runtime/ops/reduce_impl.h"
 
@@ -138,10 +139,16 @@ std::pair<Tensor, Tensor> argExtreme(const char *op, bool isMax, const Tensor &a
 } // namespace
 
 Tensor amax(const Tensor &a, const DimList &dims, bool keepdim) {
+  if (onDevice({&a}))
+    return deviceOp("amax", {a},
+                    joinAttrs({dimsAttr("dim", dims), keepdim ? "keepdim = true" : ""}));
   return extreme("amax", true, a, dims, keepdim, dims && !dims->empty());
 }
 
 Tensor amin(const Tensor &a, const DimList &dims, bool keepdim) {
+  if (onDevice({&a}))
+    return deviceOp("amin", {a},
+                    joinAttrs({dimsAttr("dim", dims), keepdim ? "keepdim = true" : ""}));
   return extreme("amin", false, a, dims, keepdim, dims && !dims->empty());
 }
 
@@ -159,6 +166,10 @@ std::pair<Tensor, Tensor> minDim(const Tensor &a, int64_t dim, bool keepdim) {
 
 Tensor argmax(const Tensor &a, std::optional<int64_t> dim, bool keepdim) {
   KILN_CHECK(a.dtype() != DType::Bool, "argmax(): does not support bool input");
+  if (onDevice({&a}))
+    return deviceOp(
+        "argmax", {a},
+        joinAttrs({dim ? fmt::format("dim = {}", *dim) : "", keepdim ? "keepdim = true" : ""}));
   return argExtreme("argmax", true, a, dim, keepdim, false).second;
 }
 

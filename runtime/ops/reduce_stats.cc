@@ -1,4 +1,5 @@
 // Statistical reductions: var/std (and their _mean forms), logsumexp, vector norms.
+#include "runtime/device_ops.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/elementwise_impl.h"
 #include "runtime/ops/reduce.h"
@@ -129,6 +130,10 @@ std::pair<Tensor, Tensor> varMean(const Tensor &a, const DimList &dims, double c
 }
 
 Tensor var(const Tensor &a, const DimList &dims, double correction, bool keepdim) {
+  if (onDevice({&a}))
+    return deviceOp("var", {a},
+                    joinAttrs({dimsAttr("dim", dims), fmt::format("correction = {}", correction),
+                               keepdim ? "keepdim = true" : ""}));
   return varMean(a, dims, correction, keepdim, false).first;
 }
 
@@ -137,6 +142,9 @@ Tensor stdDev(const Tensor &a, const DimList &dims, double correction, bool keep
 }
 
 Tensor logsumexp(const Tensor &a, const DimList &dims, bool keepdim) {
+  if (onDevice({&a}))
+    return deviceOp("logsumexp", {a},
+                    joinAttrs({dimsAttr("dim", dims), keepdim ? "keepdim = true" : ""}));
   auto mask = reduceMask("logsumexp", a.dim(), dims);
   DType result = floatResult(a.dtype());
   Tensor in = a.to(computeDType(result));

@@ -1,4 +1,5 @@
 // Sum-like reductions: sum, nansum, mean, nanmean, prod.
+#include "runtime/device_ops.h"
 #include "runtime/ops/reduce.h"
 #include "runtime/ops/reduce_impl.h"
 
@@ -124,6 +125,10 @@ DType meanResult(const char *op, const Tensor &a, std::optional<DType> dtype) {
 } // namespace
 
 Tensor sum(const Tensor &a, const DimList &dims, bool keepdim, std::optional<DType> dtype) {
+  if (onDevice({&a}))
+    return deviceOp("sum", {a},
+                    joinAttrs({dimsAttr("dim", dims), keepdim ? "keepdim = true" : "",
+                               dtype ? dtypeAttr("dtype", *dtype) : ""}));
   return sumLike(SumKind::Sum, a, reduceMask("sum", a.dim(), dims), keepdim, dtype,
                  sumResult(a, dtype));
 }
@@ -134,6 +139,10 @@ Tensor nansum(const Tensor &a, const DimList &dims, bool keepdim, std::optional<
 }
 
 Tensor mean(const Tensor &a, const DimList &dims, bool keepdim, std::optional<DType> dtype) {
+  if (onDevice({&a}))
+    return deviceOp("mean", {a},
+                    joinAttrs({dimsAttr("dim", dims), keepdim ? "keepdim = true" : "",
+                               dtype ? dtypeAttr("dtype", *dtype) : ""}));
   DType out = meanResult("mean", a, dtype);
   return sumLike(SumKind::Mean, a, reduceMask("mean", a.dim(), dims), keepdim, dtype, out);
 }

@@ -1,5 +1,6 @@
 // softmax / log_softmax: one pass for the max, one for the sum of exponentials, one to write.
 #include "runtime/ops/softmax.h"
+#include "runtime/device_ops.h"
 
 #include "runtime/error.h"
 #include "runtime/ops/softmax_impl.h"
@@ -116,10 +117,18 @@ Tensor softmaxImpl(const char *op, const Tensor &a, int64_t dim, std::optional<D
 } // namespace
 
 Tensor softmax(const Tensor &a, int64_t dim, std::optional<DType> dtype) {
+  if (onDevice({&a}))
+    return deviceOp(
+        "softmax", {a},
+        joinAttrs({fmt::format("dim = {}", dim), dtype ? dtypeAttr("dtype", *dtype) : ""}));
   return softmaxImpl("softmax", a, dim, dtype, false);
 }
 
 Tensor logSoftmax(const Tensor &a, int64_t dim, std::optional<DType> dtype) {
+  if (onDevice({&a}))
+    return deviceOp(
+        "log_softmax", {a},
+        joinAttrs({fmt::format("dim = {}", dim), dtype ? dtypeAttr("dtype", *dtype) : ""}));
   return softmaxImpl("log_softmax", a, dim, dtype, true);
 }
 

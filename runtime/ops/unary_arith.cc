@@ -1,4 +1,5 @@
 // Unary arithmetic: neg, positive, abs, sign, reciprocal, square.
+#include "runtime/device_ops.h"
 #include "runtime/ops/elementwise.h"
 
 #include "runtime/ops/elementwise_impl.h"
@@ -8,6 +9,8 @@ namespace kiln::ops {
 using namespace detail;
 
 Tensor neg(const Tensor &a) {
+  if (onDevice({&a}) && a.dtype() != DType::Bool)
+    return deviceOp("neg", {a});
   KILN_CHECK(a.dtype() != DType::Bool,
              "neg: negation, the `-` operator, on a bool tensor is not supported; use the `~` or "
              "logical_not() operator instead");
@@ -27,6 +30,8 @@ Tensor positive(const Tensor &a) {
 
 Tensor abs(const Tensor &a) {
   checkNotBool("abs", a.dtype());
+  if (onDevice({&a}))
+    return deviceOp("abs", {a});
   if (isIntegral(a.dtype(), false) && a.dtype() == DType::UInt8)
     return a.clone();
   return sameTypeUnaryKernel(a, []<typename T>(T x) -> T {

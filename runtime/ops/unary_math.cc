@@ -1,5 +1,6 @@
 // Float-valued unary functions: integer and bool inputs promote to the default float dtype.
 #include "runtime/ops/unary_math.h"
+#include "runtime/device_ops.h"
 
 #include "runtime/ops/elementwise_impl.h"
 
@@ -10,6 +11,8 @@ using namespace detail;
 // Each op is one line of math; the macro keeps the dtype handling in one place.
 #define KILN_FLOAT_UNARY(NAME, EXPR)                                                               \
   Tensor NAME(const Tensor &a) {                                                                   \
+    if (onDevice({&a}))                                                                            \
+      return deviceOp(#NAME, {a});                                                                 \
     return floatUnaryKernel(a, floatResult(a.dtype()), []<typename T>(T x) -> T { return EXPR; }); \
   }
 

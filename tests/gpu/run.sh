@@ -6,7 +6,13 @@
 #     host externs, layer_norm, rms_norm, split reductions, a transposed input, concurrent runs,
 #     errors) and on the host emulator ([emulated]), against the interpreter and the CPU
 #     CompiledProgram, plus one timing line (GPU vs the CPU executor);
-#   - caching_allocator_test.
+#   - caching_allocator_test;
+#   - cuda_cublas_gpu_test: the GEMM externs on cuBLAS against the eager kernels, with a
+#     TFLOP/s line timed by CUDA events (skipped with a message when libcublas is absent:
+#     `pip install nvidia-cublas` or set KILN_CUBLAS);
+#   - pytest tests/python/cuda on the GPU: CUDA tensors, every eager op family against the CPU,
+#     Module.cuda(), kiln.compile on the device;
+#   - bench/cuda.py: eager and compiled kiln on the GPU beside torch when torch has CUDA there.
 # Exits non-zero when the build or a check fails. Without a GPU it prints
 # "no CUDA device: nothing to run" and exits 0.
 #
@@ -53,10 +59,23 @@ run() {
   fi
   echo "($name: $((SECONDS - t)) s)"
 }
-# Limits (seconds) keep the whole script under 8 minutes: build 300 + 20 + 100 + 60.
+# Limits (seconds): build 300 + 20 + 100 + 60 + 30 + pytest 150 + bench 60; the build is
+# seconds on a warm cache, so a run takes well under 8 minutes.
 run caching_allocator_test 20
 run cuda_program_test 100 '[gpu]'
 run cuda_program_test 60 '[emulated]'
+run cuda_cublas_gpu_test 30
+
+PY="${KILN_PYTHON:-.venv/bin/python}"
+echo "== pytest tests/python/cuda (on the GPU)"
+t=$SECONDS
+if ! timeout 150 "$PY" -m pytest -q -p no:cacheprovider tests/python/cuda; then
+  echo "FAILED: pytest tests/python/cuda" >&2
+  status=1
+fi
+echo "(pytest: $((SECONDS - t)) s)"
+echo "== bench/cuda.py"
+timeout 60 "$PY" bench/cuda.py || { echo "FAILED: bench/cuda.py" >&2; status=1; }
 
 if [ "$status" -eq 0 ]; then
   echo "tests/gpu/run.sh: all GPU checks passed"

@@ -431,6 +431,9 @@ class _Partitioner:
         text = w.write()
         options = {"filename": f"{name}.kir", "fuse": self.fuse,
                    "input_symbols": w.input_symbols, "dump_stages": self.debug_code}
+        device = _part_device(part)
+        if device != "cpu":
+            options["device"] = device  # the part's kernels as CUDA C on that device
         compiled = _C._compiler.compile_graph(text, options)
         info = compiled.info
         logs.log("perf", lambda: f"backend: compiled {name}: {len(part.nodes)} nodes, "
@@ -543,6 +546,15 @@ class _CompiledPart:
             logs.log("perf", f"backend: {self.__name__} runs eagerly for these inputs: {e}")
             self.report.eager_calls += 1
             return self.eager(*args)
+
+
+def _part_device(part: _Part) -> str:
+    """The device a part runs on: that of its tensors ("cpu" when it has none elsewhere)."""
+    for n in [*part.inputs, *part.nodes]:
+        ex = n.meta.get("example")
+        if isinstance(ex, kiln.Tensor) and ex._device_str != "cpu":
+            return ex._device_str
+    return "cpu"
 
 
 def _eager_function(part: _Part, name: str):

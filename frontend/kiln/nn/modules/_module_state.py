@@ -269,18 +269,17 @@ class StateDictMixin:
         return new
 
     def to(self, *args, **kwargs):
-        """Casts floating-point parameters and buffers to a dtype (``to(dtype)``,
-        ``to(tensor)``, ``to(device='cpu', dtype=...)``); integer buffers keep their dtype."""
+        """Moves parameters and buffers to a device and casts the floating-point ones to a dtype
+        (``to(dtype)``, ``to("cuda")``, ``to(tensor)``, ``to(device=..., dtype=...)``); integer
+        buffers keep their dtype."""
         dev, dt = _parse_to(args, dict(kwargs))
         if dt is not None and not dt.is_floating_point:
             raise TypeError(
                 f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
                 f"dtype={dt}"
             )
-        if dev is not None and kiln.device(dev).type != "cpu":
-            raise RuntimeError(
-                f"Module.to(): device '{dev}' is not available in this build (cpu only)"
-            )
+        if dev is not None:
+            self._apply(lambda t: t.to(dev))
         if dt is None:
             return self
         return self._apply(lambda t: t.to(dt) if t.is_floating_point() else t)
@@ -309,12 +308,12 @@ class StateDictMixin:
         return self._apply(lambda t: t.to(dst_type))
 
     def cpu(self):
-        """Moves the module to the CPU: kiln's eager tensors already live there."""
-        return self
+        """Moves every parameter and buffer to the CPU."""
+        return self._apply(lambda t: t.cpu())
 
     def cuda(self, device=None):
-        """Not available: kiln's eager runtime is CPU only."""
-        raise RuntimeError("Module.cuda(): CUDA is not available in this build (cpu only)")
+        """Moves every parameter and buffer to a CUDA device (the current one by default)."""
+        return self._apply(lambda t: t.cuda(device))
 
     def share_memory(self):
         """No-op kept for API compatibility."""

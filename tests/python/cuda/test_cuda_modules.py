@@ -1,0 +1,58 @@
+"""Modules on CUDA: Module.cuda()/.to()/.cpu(), eager forward and kiln.compile on the device,
+each equal to the CPU's result."""
+
+import numpy as np
+
+import kiln
+import kiln.nn as nn
+import kiln.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.ln, self.fc2 = nn.Linear(8, 16), nn.LayerNorm(16), nn.Linear(16, 4)
+
+    def forward(self, x):
+        return F.softmax(self.fc2(F.gelu(self.ln(self.fc1(x)))), -1)
+
+
+def test_module_moves_and_runs_eagerly():
+    kiln.manual_seed(0)
+    m = Block()
+    x = kiln.randn(5, 8)
+    want = m(x).numpy()
+    assert m.cuda() is m
+    assert all(p.device == "cuda:0" for p in m.parameters())
+    assert isinstance(m.fc1.weight, nn.Parameter)
+    got = m(x.cuda())
+    assert got.device == "cuda:0"
+    np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-5, atol=1e-6)
+    m.to("cpu")
+    assert all(p.device == "cpu" for p in m.parameters())
+    np.testing.assert_allclose(m(x).numpy(), want, rtol=1e-6)
+
+
+def test_compiled_module_on_cuda_equals_cpu_eager():
+    kiln.manual_seed(1)
+    m = Block()
+    xs = [kiln.randn(5, 8), kiln.randn(3, 8)]
+    want = [m(x).numpy() for x in xs]
+    m.cuda()
+    f = kiln.compile(m)
+    for x, w in zip(xs, want, strict=True):
+        got = f(x.cuda())
+        assert got.device == "cuda:0"
+        np.testing.assert_allclose(got.cpu().numpy(), w, rtol=1e-5, atol=1e-6)
+
+
+def test_compiled_function_with_a_graph_break_on_cuda():
+    def fn(x, y):
+        z = (x * y).relu()
+        print("break", end="")  # the graph breaks here; both sides still run on the device
+        return z.sum(-1) + 1
+
+    x, y = kiln.randn(4, 6), kiln.randn(6)
+    got = kiln.compile(fn)(x.cuda(), y.cuda())
+    np.testing.assert_allclose(got.cpu().numpy(), ((x * y).relu().sum(-1) + 1).numpy(),
+                               rtol=1e-5)
