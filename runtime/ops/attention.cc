@@ -1,6 +1,7 @@
 // scaled_dot_product_attention: a fused CPU kernel over (batch, block of query rows) tasks. The
 // scores of one block (rows x S) live in a per-thread buffer: GEMM, masked softmax in place, GEMM.
 #include "runtime/ops/attention.h"
+#include "runtime/device_ops.h"
 
 #include "runtime/error.h"
 #include "runtime/ops/linalg_impl.h"
@@ -227,6 +228,16 @@ Tensor scaledDotProductAttention(const Tensor &query, const Tensor &key, const T
                                  const Tensor &attnMask, double dropoutP, bool isCausal,
                                  std::optional<double> scale, bool enableGqa) {
   checkInputs(query, key, value, attnMask, dropoutP, isCausal);
+  if (onDevice({&query, &key, &value, &attnMask})) {
+    KILN_CHECK_KIND(NotImplemented, dropoutP == 0.0 && !enableGqa,
+                    "kiln: scaled_dot_product_attention with dropout or enable_gqa has no CUDA "
+                    "implementation yet");
+    std::string attrs = joinAttrs(
+        {isCausal ? "is_causal = true" : "", scale ? fmt::format("scale = {}", *scale) : ""});
+    return attnMask.defined()
+               ? deviceOp("scaled_dot_product_attention", {query, key, value, attnMask}, attrs)
+               : deviceOp("scaled_dot_product_attention", {query, key, value}, attrs);
+  }
   AttnGeom g{query.size(-2), key.size(-2), query.size(-1), value.size(-1), {}, {}, {}, {}};
   int64_t kRatio, vRatio;
   g.batch = attentionBatch(query, key, value, enableGqa, kRatio, vRatio);

@@ -1,5 +1,6 @@
 // batch_norm: per-channel statistics over the batch and spatial dims of an (N, C, *) input, and
 // the running-statistics update torch's training mode performs.
+#include "runtime/device_ops.h"
 #include "runtime/ops/norm.h"
 
 #include "runtime/ops/norm_impl.h"
@@ -117,6 +118,19 @@ Tensor batchNorm(const Tensor &input, const Tensor &weight, const Tensor &bias,
                  const Tensor &runningMean, const Tensor &runningVar, bool training,
                  double momentum, double eps) {
   const char *op = "batch_norm";
+  if (onDevice({&input, &weight, &bias, &runningMean, &runningVar})) {
+    KILN_CHECK_KIND(NotImplemented,
+                    !training && runningMean.defined() && runningVar.defined() &&
+                        (weight.defined() || !bias.defined()),
+                    "kiln: batch_norm in training mode (or without running statistics) has no "
+                    "CUDA implementation yet");
+    std::vector<DeviceOperand> operands{input, runningMean, runningVar};
+    if (weight.defined())
+      operands.emplace_back(weight);
+    if (bias.defined())
+      operands.emplace_back(bias);
+    return runDeviceOp(op, operands, fmt::format("eps = {}", eps)).at(0);
+  }
   ChannelGeom g = channelGeom(op, input);
   checkFloatInput(op, input);
   KILN_CHECK_KIND(Value, runningMean.defined() == runningVar.defined(),

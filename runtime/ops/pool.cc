@@ -1,5 +1,6 @@
 // Pooling ops: torch's argument checks and output sizes, then the shared window kernels.
 #include "runtime/ops/pool.h"
+#include "runtime/device_ops.h"
 
 #include "runtime/error.h"
 #include "runtime/ops/linalg_impl.h"
@@ -173,9 +174,27 @@ void checkSpatialDims(int64_t nd) {
 
 } // namespace
 
+namespace {
+/// The graph IR's attributes of a 2-d pool (kernel_size, stride, padding, [dilation], ceil_mode).
+std::string poolAttrs(const PoolOptions &opts, bool dilation) {
+  return joinAttrs(
+      {fmt::format("kernel_size = [{}]", fmt::join(opts.kernelSize, ", ")),
+       opts.stride.empty() ? "" : fmt::format("stride = [{}]", fmt::join(opts.stride, ", ")),
+       fmt::format("padding = [{}]", fmt::join(opts.padding, ", ")),
+       dilation ? fmt::format("dilation = [{}]", fmt::join(opts.dilation, ", ")) : "",
+       opts.ceilMode ? "ceil_mode = true" : ""});
+}
+} // namespace
+
 std::pair<Tensor, Tensor> maxPool(int64_t nd, const Tensor &input, const PoolOptions &opts,
                                   bool withIndices) {
   checkSpatialDims(nd);
+  if (onDevice({&input})) {
+    KILN_CHECK_KIND(NotImplemented, nd == 2 && !withIndices,
+                    "kiln: max_pool{}d{} has no CUDA implementation yet", nd,
+                    withIndices ? " with indices" : "");
+    return {deviceOp("max_pool2d", {input}, poolAttrs(opts, true)), Tensor()};
+  }
   std::string op = opName("max_pool", nd);
   // torch's 1-D kernel without indices is floating-point only; the others take integers too.
   if (input.dtype() == DType::Bool || (nd == 1 && !withIndices && !isFloating(input.dtype())))
@@ -189,6 +208,14 @@ std::pair<Tensor, Tensor> maxPool(int64_t nd, const Tensor &input, const PoolOpt
 Tensor avgPool(int64_t nd, const Tensor &input, const PoolOptions &opts, bool countIncludePad,
                std::optional<int64_t> divisorOverride) {
   checkSpatialDims(nd);
+  if (onDevice({&input})) {
+    KILN_CHECK_KIND(NotImplemented, nd == 2, "kiln: avg_pool{}d has no CUDA implementation yet",
+                    nd);
+    return deviceOp(
+        "avg_pool2d", {input},
+        joinAttrs({poolAttrs(opts, false), countIncludePad ? "" : "count_include_pad = false",
+                   divisorOverride ? fmt::format("divisor_override = {}", *divisorOverride) : ""}));
+  }
   std::string op = opName("avg_pool", nd);
   if (!isFloating(input.dtype()) && input.dtype() != DType::Int64)
     notImplementedFor(op.c_str(), input.dtype());
@@ -206,6 +233,15 @@ Tensor avgPool(int64_t nd, const Tensor &input, const PoolOptions &opts, bool co
 
 Tensor adaptiveAvgPool(int64_t nd, const Tensor &input, const AdaptiveSize &outputSize) {
   checkSpatialDims(nd);
+  if (onDevice({&input})) {
+    Shape sizes;
+    for (size_t d = 0; d < outputSize.size(); ++d)
+      sizes.push_back(outputSize[d].value_or(input.size(input.dim() - outputSize.size() + d)));
+    KILN_CHECK_KIND(NotImplemented, nd == 2,
+                    "kiln: adaptive_avg_pool{}d has no CUDA implementation yet", nd);
+    return deviceOp("adaptive_avg_pool2d", {input},
+                    fmt::format("output_size = [{}]", fmt::join(sizes, ", ")));
+  }
   std::string op = opName("adaptive_avg_pool", nd);
   if (!isFloating(input.dtype()))
     notImplementedFor(op.c_str(), input.dtype());

@@ -2,6 +2,7 @@
 // views; cat and stack copy each input into a slice of one new tensor.
 #include "runtime/ops/shape_ops.h"
 #include "runtime/copy.h"
+#include "runtime/device_ops.h"
 #include "runtime/error.h"
 
 #include <algorithm>
@@ -34,6 +35,11 @@ void checkCatShapes(std::span<const Tensor> tensors, const Tensor &ref, int64_t 
 
 Tensor cat(std::span<const Tensor> tensors, int64_t dim) {
   KILN_CHECK_KIND(Value, !tensors.empty(), "cat(): expected a non-empty list of Tensors");
+  for (const Tensor &t : tensors)
+    if (onDevice({&t})) {
+      std::vector<DeviceOperand> operands(tensors.begin(), tensors.end());
+      return runDeviceOp("cat", operands, fmt::format("dim = {}", dim)).at(0);
+    }
   DType dtype = tensors[0].dtype();
   const Tensor *ref = nullptr;
   for (size_t i = 0; i < tensors.size(); ++i) {

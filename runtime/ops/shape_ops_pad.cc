@@ -1,5 +1,6 @@
 // Padding (F.pad's four modes) and the lookup ops one_hot and embedding.
 #include "runtime/copy.h"
+#include "runtime/device_ops.h"
 #include "runtime/error.h"
 #include "runtime/ops/index.h"
 #include "runtime/ops/index_impl.h"
@@ -157,6 +158,9 @@ Tensor oneHot(const Tensor &self, int64_t numClasses) {
 }
 
 Tensor embedding(const Tensor &indices, const Tensor &weight, std::optional<int64_t> paddingIdx) {
+  if (onDevice({&indices, &weight}))
+    return deviceOp("embedding", {indices, weight},
+                    paddingIdx ? fmt::format("padding_idx = {}", *paddingIdx) : "");
   KILN_CHECK(weight.dim() == 2, "embedding: 'weight' must be 2-D (got shape {})",
              weight.shapeStr());
   KILN_CHECK(indices.dtype() == DType::Int64 || indices.dtype() == DType::Int32,

@@ -160,6 +160,7 @@ class _RunWriter(KirWriter):
 
     def tensor_type(self, example, sym_sizes=None):
         t = super().tensor_type(example, sym_sizes)
+        t.device = None  # a part runs on one device, compile_graph's `device` option
         if self._typing_inputs and any(not re.fullmatch(r"-?[0-9]+", s) for s in t.sizes):
             t.contiguous = True  # symbolic strides are not guarded: the input is made dense
         return t
@@ -549,12 +550,17 @@ class _CompiledPart:
 
 
 def _part_device(part: _Part) -> str:
-    """The device a part runs on: that of its tensors ("cpu" when it has none elsewhere)."""
+    """The one device a part's tensors are on ("cpu" when it has none). A part mixing devices
+    (a 0-d CPU tensor aside, which the device program reads as a scalar) is not compiled: it runs
+    eagerly, where the ops say what they think of it."""
+    devices = set()
     for n in [*part.inputs, *part.nodes]:
         ex = n.meta.get("example")
-        if isinstance(ex, kiln.Tensor) and ex._device_str != "cpu":
-            return ex._device_str
-    return "cpu"
+        if isinstance(ex, kiln.Tensor) and not (ex.dim() == 0 and ex._device_str == "cpu"):
+            devices.add(ex._device_str)
+    if len(devices) > 1:
+        raise ValueError(f"tensors on several devices ({', '.join(sorted(devices))})")
+    return devices.pop() if devices else "cpu"
 
 
 def _eager_function(part: _Part, name: str):

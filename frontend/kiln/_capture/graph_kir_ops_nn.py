@@ -20,8 +20,8 @@ def _s_arange(start=None, end=None, step=1, *, dtype=None, device=None, requires
 @lowering(_s_arange, "kiln.arange")
 def _arange(w, node, a):
     _no(a["requires_grad"], a["layout"], a["pin_memory"], a["out"])
-    if a["device"] is not None and kiln.device(a["device"]).type != "cpu":
-        raise Decline("a device other than the CPU")
+    if a["device"] is not None and kiln.device(a["device"]) != node.meta["example"].device:
+        raise Decline("a device other than its example's")
     start, end, step = a["start"], a["end"], a["step"]
     if end is None:
         start, end = 0, start

@@ -2,6 +2,7 @@
 each equal to the CPU's result."""
 
 import numpy as np
+import pytest
 
 import kiln
 import kiln.nn as nn
@@ -16,6 +17,11 @@ class Block(nn.Module):
     def forward(self, x):
         return F.softmax(self.fc2(F.gelu(self.ln(self.fc1(x)))), -1)
 
+
+# These run where kiln has a CUDA device: a GPU, or the host emulator (KILN_CUDA_EMULATOR=1,
+# which scripts/test.sh sets for a second pytest run of this folder).
+pytestmark = pytest.mark.skipif(not kiln.cuda.is_available(),
+                                reason="no CUDA device (run with KILN_CUDA_EMULATOR=1)")
 
 def test_module_moves_and_runs_eagerly():
     kiln.manual_seed(0)
@@ -56,3 +62,24 @@ def test_compiled_function_with_a_graph_break_on_cuda():
     got = kiln.compile(fn)(x.cuda(), y.cuda())
     np.testing.assert_allclose(got.cpu().numpy(), ((x * y).relu().sum(-1) + 1).numpy(),
                                rtol=1e-5)
+
+
+@pytest.mark.parametrize("use_mha", [False, True], ids=["sdpa", "mha"])
+def test_compiled_gpt_on_cuda_equals_cpu_eager(use_mha):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from models import gpt
+
+    kiln.manual_seed(0)
+    m = gpt.build(kiln, nn, F)(use_mha=use_mha)
+    m.eval()
+    idx = kiln.randint(0, 50, (2, 12))
+    want, _ = m(idx)
+    m.cuda()
+    eager, _ = m(idx.cuda())
+    np.testing.assert_allclose(eager.cpu().numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+    got, _ = kiln.compile(m)(idx.cuda())
+    assert got.device == "cuda:0"
+    np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-4, atol=1e-5)

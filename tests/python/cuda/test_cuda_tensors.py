@@ -7,6 +7,10 @@ import pytest
 import kiln
 import kiln.nn.functional as F
 
+# These run where kiln has a CUDA device: a GPU, or the host emulator (KILN_CUDA_EMULATOR=1,
+# which scripts/test.sh sets for a second pytest run of this folder).
+pytestmark = pytest.mark.skipif(not kiln.cuda.is_available(),
+                                reason="no CUDA device (run with KILN_CUDA_EMULATOR=1)")
 
 def host(t):
     assert t.device == "cuda:0"

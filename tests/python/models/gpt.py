@@ -37,7 +37,7 @@ def build(torch, nn, F):
 
         def forward(self, x):
             T = x.size(1)
-            pos = torch.arange(T)
+            pos = torch.arange(T, device=x.device)
             mask = pos.unsqueeze(0) > pos.unsqueeze(1)  # True above the diagonal: future tokens
             out, _ = self.attn(x, x, x, attn_mask=mask, need_weights=False, is_causal=True)
             return out
@@ -102,7 +102,7 @@ def build(torch, nn, F):
             B, T = idx.size()
             if T > self.block_size:
                 raise ValueError(f"sequence of length {T} exceeds block size {self.block_size}")
-            pos = torch.arange(0, T, dtype=torch.long)
+            pos = torch.arange(0, T, dtype=torch.long, device=idx.device)
             x = self.drop(self.tok_emb(idx) + self.pos_emb(pos))
             for block in self.blocks:
                 x = block(x)
