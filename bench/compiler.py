@@ -13,6 +13,11 @@ GPT-style model compiled vs eager (RSS high-water in subprocesses). The markdown
 and written atomically to bench/results/compiler.md, the speedup chart to compiler.png.
 
     .venv/bin/python bench/compiler.py [--quick] [--threads N] [--out PATH] [--no-inductor]
+                                       [--only SUBSTRING]
+
+`--only conv` times just the workloads whose name contains the substring and skips the compile
+time, overhead and memory sections (they belong to the full report); nothing is written unless
+--out is given.
 """
 
 from __future__ import annotations
@@ -412,6 +417,8 @@ def render(info, cases, results, compile_times, overhead, memory) -> str:
         lines.append(case_row(case, res, info, skip))
     if skip:
         lines += ["", f"torch.compile n/a: {skip}."]
+    if overhead is None:  # --only: the steady-state table alone
+        return "\n".join(lines) + "\n"
     lines += ["", "## 2. Compile time", "",
               "Seconds of the first compiled call minus one eager call, each framework in fresh "
               "subprocesses: *cold* with an empty cache folder (`KILN_CACHE_DIR`, "
@@ -554,6 +561,9 @@ def parse_args(argv):
     ap.add_argument("--kiln-backend", choices=("auto", "default", "eager"), default="auto",
                     help="auto: the default backend when backend_cpu exists, else eager")
     ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument("--only", default=None, metavar="SUBSTRING",
+                    help="time only workloads whose name contains SUBSTRING (e.g. conv); skips "
+                         "compile time, overhead and memory; no file unless --out")
     ap.add_argument("--child", choices=("compile", "memory"), help=argparse.SUPPRESS)
     ap.add_argument("--fw", choices=("kiln", "torch"), help=argparse.SUPPRESS)
     ap.add_argument("--case", type=int, default=0, help=argparse.SUPPRESS)
@@ -583,6 +593,11 @@ def main(argv=None) -> int:
                 "skipped (--no-inductor)" if args.no_inductor else None)
     caches = W.cache_sizes()
     cases = W.all_cases(args.quick, caches)
+    if args.only:
+        cases = [c for c in cases if args.only in c.workload]
+        if not cases:
+            print(f"no workload matches --only {args.only!r}", file=sys.stderr)
+            return 2
     kfw, tfw = W.framework("kiln"), W.framework("torch")
     t_start = time.perf_counter()
     results, captures = [], {}
@@ -598,18 +613,22 @@ def main(argv=None) -> int:
             results.append(res)
             if case.level == "DRAM" or not triad:  # triad beside the big cases, same load
                 triad.append(stream_triad(triad_n, args.rounds))
-        overhead = bench_overhead(args, backend, inductor)
-    compile_cases = {}  # the smallest case of a small and a large graph
-    for i, c in enumerate(cases):
-        if c.workload.startswith(("pointwise", "decoder")):
-            compile_cases.setdefault(c.workload, i)
-    print("[compiler bench] compile times, memory (subprocesses)", file=sys.stderr, flush=True)
-    compile_times = {(cases[i].workload, cases[i].size): bench_compile_time(args, i, inductor)
-                     for i in compile_cases.values()}
-    memory = bench_memory(args, inductor)
+        overhead = None if args.only else bench_overhead(args, backend, inductor)
+    compile_times, memory = {}, None
+    if not args.only:
+        compile_cases = {}  # the smallest case of a small and a large graph
+        for i, c in enumerate(cases):
+            if c.workload.startswith(("pointwise", "decoder")):
+                compile_cases.setdefault(c.workload, i)
+        print("[compiler bench] compile times, memory (subprocesses)", file=sys.stderr,
+              flush=True)
+        compile_times = {(cases[i].workload, cases[i].size):
+                         bench_compile_time(args, i, inductor) for i in compile_cases.values()}
+        memory = bench_memory(args, inductor)
     flags = ((" --quick" if args.quick else "") + (" --no-inductor" if args.no_inductor else "")
              + (f" --threads {args.threads}" if args.threads != 1 else "")
-             + (f" --kiln-backend {args.kiln_backend}" if args.kiln_backend != "auto" else ""))
+             + (f" --kiln-backend {args.kiln_backend}" if args.kiln_backend != "auto" else "")
+             + (f" --only {args.only}" if args.only else ""))
     info = {"flags": flags, "backend": backend_desc, "stand_in": backend == "eager",
             "inductor_skip": inductor, "caches": caches, "threads": args.threads,
             "quick": args.quick, "triad_gbs": statistics.median(triad),
@@ -620,7 +639,7 @@ def main(argv=None) -> int:
             "torch_blas": "MKL" if torch.backends.mkl.is_available() else "its BLAS"}
     text = render(info, cases, results, compile_times, overhead, memory)
     print(text, end="")
-    out = args.out if args.out is not None else (None if args.quick else DEFAULT_OUT)
+    out = args.out if args.out is not None else (None if args.quick or args.only else DEFAULT_OUT)
     if out:
         write_atomic(out, text)
         plot = args.plot or os.path.splitext(out)[0] + ".png"

@@ -187,10 +187,16 @@ Tensor convolution(int64_t nd, const Tensor &input, const Tensor &weight,
   Tensor xc = x.to(compute).contiguous(), wc = weight.to(compute).contiguous();
   Tensor bc = bias ? bias->to(compute).contiguous() : Tensor();
   Tensor out = Tensor::empty(plan.outShape, compute, input.device());
-  dispatchCompute(compute, [&]<typename T>() {
-    if constexpr (!std::is_same_v<T, bool>)
-      convKernel<T>(plan, xc.data<T>(), wc.data<T>(), bias ? bc.data<T>() : nullptr, out.data<T>());
-  });
+  if (compute == DType::Float32 && convDirectApplies(plan.geom, plan.outPerGroup)) {
+    convDirect(plan.geom, plan.batch, plan.groups, plan.outPerGroup, xc.data<float>(),
+               wc.data<float>(), bias ? bc.data<float>() : nullptr, out.data<float>());
+  } else {
+    dispatchCompute(compute, [&]<typename T>() {
+      if constexpr (!std::is_same_v<T, bool>)
+        convKernel<T>(plan, xc.data<T>(), wc.data<T>(), bias ? bc.data<T>() : nullptr,
+                      out.data<T>());
+    });
+  }
   if (compute != dt)
     out = out.to(dt);
   return batched ? out : out.squeeze({0});

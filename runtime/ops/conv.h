@@ -1,8 +1,10 @@
 #pragma once
 /// Eager convolutions with PyTorch semantics (F.conv1d/2d/3d, F.conv_transpose1d/2d/3d,
-/// F.unfold, F.fold), implemented as im2col + GEMM, parallel over batch x groups. Inputs may be
-/// batched ([N, C, *spatial]) or unbatched ([C, *spatial]); float16/bfloat16 are computed in
-/// float32; integer dtypes are accepted where torch's CPU kernels accept them.
+/// F.unfold, F.fold), implemented as im2col + GEMM, parallel over batch x groups; float32
+/// stride-1 forward convolutions run a direct AVX-512 kernel instead where the CPU has one
+/// (conv_direct.cc). Inputs may be batched ([N, C, *spatial]) or unbatched ([C, *spatial]);
+/// float16/bfloat16 are computed in float32; integer dtypes are accepted where torch's CPU
+/// kernels accept them.
 
 #include "runtime/tensor.h"
 

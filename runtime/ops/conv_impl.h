@@ -45,6 +45,17 @@ void col2im(const ConvGeometry &g, const T *col, T *image, int64_t line0, int64_
 /// How many output lines to process per im2col chunk so the column buffer stays ~16 MiB.
 int64_t linesPerChunk(const ConvGeometry &g, int64_t itemsize);
 
+/// True when convDirect computes this float32 convolution: stride 1 in every dim, at least four
+/// output channels per group, not pointwise (that is one GEMM on the input already), an image
+/// large enough that most computed positions are outputs, and a CPU with AVX-512F.
+bool convDirectApplies(const ConvGeometry &g, int64_t outPerGroup);
+
+/// out[batch, groups * outPerGroup, out...] = the convolution of x [batch, groups * channels,
+/// in...] with w [groups * outPerGroup, channels, kernel...] plus bias (nullable), all
+/// contiguous float32, for a geometry convDirectApplies accepts (conv_direct.cc).
+void convDirect(const ConvGeometry &g, int64_t batch, int64_t groups, int64_t outPerGroup,
+                const float *x, const float *w, const float *bias, float *out);
+
 /// A per-dim parameter given as one value or one per spatial dim, expanded to `nd` values.
 /// Throws torch's "expected stride to be a single integer value or a list of 2 values" error.
 Shape expandParam(const char *op, const char *name, IntList v, int64_t nd);
