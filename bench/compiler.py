@@ -350,7 +350,8 @@ def slower_reasons(res, info) -> list:
     if "GEMM" in kinds:
         reasons.append(f"GEMM: OpenBLAS vs {info['torch_blas']}")
     if "conv" in kinds:
-        reasons.append("conv: im2col + OpenBLAS vs oneDNN")
+        reasons.append("conv: kiln's direct AVX-512 kernel (im2col + OpenBLAS for 1x1/strided) vs "
+                       "oneDNN")
     if "sdpa" in kinds:
         reasons.append("attention is an extern (eager kernel)")
     if "embedding" in kinds:

@@ -2,6 +2,7 @@
 
 #include "runtime/device_memory.h"
 #include "runtime/error.h"
+#include "runtime/host_cache.h"
 
 #include <cstdlib>
 #include <new>
@@ -56,6 +57,14 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   }
   constexpr size_t kAlign = 64;
   KILN_CHECK(nbytes <= (size_t{1} << 62), "out of memory: cannot allocate {} bytes", nbytes);
+  if (nbytes >= hostcache::kMinBytes) {
+    size_t sizeClass = hostcache::sizeClass(nbytes);
+    void *p = hostcache::take(sizeClass);
+    if (!p)
+      fail(ErrorKind::Runtime, "out of memory: cannot allocate {} bytes", nbytes);
+    return std::make_shared<Storage>(p, nbytes, device,
+                                     [p, sizeClass] { hostcache::give(p, sizeClass); });
+  }
   size_t rounded = (nbytes + kAlign - 1) / kAlign * kAlign;
   void *p = rounded ? std::aligned_alloc(kAlign, rounded) : nullptr;
   if (rounded && !p)

@@ -1,4 +1,5 @@
 #include "runtime/thread_pool.h"
+#include "runtime/ops/linalg.h"
 
 #include <algorithm>
 #include <atomic>
@@ -141,6 +142,7 @@ void setNumThreads(int n) {
   std::lock_guard<std::mutex> lock(gPoolMutex);
   gNumThreads.store(n > 0 ? n : defaultThreads());
   gPool.reset();
+  ops::setBlasThreads(gNumThreads.load());
 }
 
 bool inParallelRegion() { return tInParallel; }

@@ -1,11 +1,13 @@
 // Forward convolution: torch's argument checks, then im2col + GEMM per (image, group).
 #include "runtime/ops/conv.h"
+#include "runtime/device_ops.h"
 
 #include "runtime/error.h"
 #include "runtime/ops/conv_impl.h"
 #include "runtime/ops/linalg_impl.h"
 
 #include <algorithm>
+#include <fmt/ranges.h>
 #include <vector>
 
 namespace kiln::ops {
@@ -180,6 +182,16 @@ Tensor convolution(int64_t nd, const Tensor &input, const Tensor &weight,
   const char *op = convName(nd);
   checkInputRank(op, nd, input, weight);
   checkDTypes(op, input, weight, bias);
+  if (onDevice({&input, &weight, bias ? &*bias : nullptr})) {
+    KILN_CHECK_KIND(NotImplemented, nd == 2 && opts.paddingMode.empty(),
+                    "kiln: {}{} has no CUDA implementation yet", op,
+                    opts.paddingMode.empty() ? "" : " with padding='" + opts.paddingMode + "'");
+    std::string attrs = fmt::format("stride = [{}], padding = [{}], dilation = [{}], groups = {}",
+                                    fmt::join(opts.stride, ", "), fmt::join(opts.padding, ", "),
+                                    fmt::join(opts.dilation, ", "), opts.groups);
+    return bias ? deviceOp("conv2d", {input, weight, *bias}, attrs)
+                : deviceOp("conv2d", {input, weight}, attrs);
+  }
   bool batched = input.dim() == nd + 2;
   Tensor x = batched ? input : input.unsqueeze(0);
   ConvPlan plan = planConv(op, nd, x, weight, bias, opts);

@@ -1,6 +1,7 @@
 // GEMM kernels: OpenBLAS for float/double, a blocked loop for integers, and the batched tensor
 // GEMM every matrix product in kiln goes through.
 #include "runtime/copy.h"
+#include "runtime/ops/linalg.h"
 #include "runtime/ops/linalg_impl.h"
 
 #include <cblas.h>
@@ -166,6 +167,19 @@ template void gemm<int32_t>(int64_t, int64_t, int64_t, int32_t, MatRef<int32_t>,
                             int32_t, int32_t *, int64_t);
 template void gemm<int64_t>(int64_t, int64_t, int64_t, int64_t, MatRef<int64_t>, MatRef<int64_t>,
                             int64_t, int64_t *, int64_t);
+
+} // namespace kiln::ops::detail
+
+void kiln::ops::setBlasThreads(int n) {
+  using namespace kiln::ops::detail;
+  std::lock_guard<std::mutex> lock(gBlasMutex);
+  if (gBlasDepth == 0)
+    openblas_set_num_threads(n);
+  else
+    gBlasSaved = n; // restored when the serial scopes end
+}
+
+namespace kiln::ops::detail {
 
 BlasSerialScope::BlasSerialScope() {
   std::lock_guard<std::mutex> lock(gBlasMutex);

@@ -83,3 +83,21 @@ def test_compiled_gpt_on_cuda_equals_cpu_eager(use_mha):
     got, _ = kiln.compile(m)(idx.cuda())
     assert got.device == "cuda:0"
     np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_compiled_convnet_on_cuda_equals_cpu_eager():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from models import convnet
+
+    kiln.manual_seed(0)
+    m = convnet.build(kiln, nn, F)()
+    m.eval()
+    x = kiln.randn(2, 3, 16, 16)
+    want = m(x)
+    m.cuda()
+    got = kiln.compile(m)(x.cuda())
+    assert got.device == "cuda:0"
+    np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
