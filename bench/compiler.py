@@ -280,7 +280,10 @@ def bench_memory(args, skip: str | None) -> dict:
         if fw == "torch" and mode == "compiled" and skip is not None:
             out[(fw, mode)] = {"error": skip}
             continue
-        env = {"MALLOC_MMAP_THRESHOLD_": "65536", "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+        # Tensor memory: kiln's host block cache (freed blocks kept for reuse, at most
+        # KILN_HOST_CACHE_MB) is off here so that RSS follows live tensors, as torch's does.
+        env = {"MALLOC_MMAP_THRESHOLD_": "65536", "TORCHINDUCTOR_COMPILE_THREADS": "1",
+               "KILN_HOST_CACHE_MB": "0"}
         out[(fw, mode)] = run_child("memory", fw, args, env, mode=mode)
     return out
 
