@@ -1,8 +1,12 @@
+// The graph ops fold through the loop IR's scalar evaluator (ir/loop/prim_eval.h), mapped onto
+// prims where the semantics are the same; Python-number arithmetic adds Python's rules on top.
+
 #include "passes/const_fold.h"
 
+#include "ir/loop/prim_eval.h"
 #include "ir/shape_rules.h"
 
-#include <cmath>
+#include <cstdlib>
 #include <limits>
 
 namespace kiln::passes {
@@ -12,75 +16,26 @@ namespace {
 using ir::Node;
 using ir::OpKind;
 using ir::ScalarType;
+using ir::loop::Elem;
+using ir::loop::ExprKind;
 
-/// A value being folded: a bool, an int64 or a double (which kind says).
+/// A value being folded: an element of `dtype`. Python numbers are f64, i64 or b8.
 struct Num {
-  ScalarType kind;
-  bool b = false;
-  int64_t i = 0;
-  double f = 0;
-  static Num ofBool(bool v) { return {ScalarType::Bool, v, 0, 0}; }
-  static Num ofInt(int64_t v) { return {ScalarType::Int, false, v, 0}; }
-  static Num ofFloat(double v) { return {ScalarType::Float, false, 0, v}; }
-  double asDouble() const {
-    return kind == ScalarType::Float ? f : kind == ScalarType::Int ? i : b;
-  }
-  int64_t asInt() const { return kind == ScalarType::Int ? i : b; }
-  bool asBool() const {
-    return kind == ScalarType::Float ? f != 0 : kind == ScalarType::Int ? i != 0 : b;
-  }
+  DType dtype = DType::Bool;
+  Elem v;
+  bool isFloat() const { return isFloating(dtype); }
+  bool truth() const { return isFloat() ? v.f != 0 : v.i != 0; }
 };
 using MaybeNum = std::optional<Num>;
 
 constexpr int64_t kExactInDouble = int64_t{1} << 53;
 
-/// `x` rounded to floating dtype `t` (f16/bf16 through float, as the kernels round).
-double roundTo(DType t, double x) {
-  switch (t) {
-  case DType::Float64:
-    return x;
-  case DType::Float32:
-    return static_cast<float>(x);
-  case DType::Float16:
-    return static_cast<float>(Half(static_cast<float>(x)));
-  default:
-    return static_cast<float>(BFloat16(static_cast<float>(x)));
-  }
-}
-
-/// `v` wrapped to the width of integer dtype `t` (two's complement, like the kernels).
-int64_t wrapTo(DType t, int64_t v) {
-  switch (t) {
-  case DType::UInt8:
-    return static_cast<uint8_t>(v);
-  case DType::Int8:
-    return static_cast<int8_t>(v);
-  case DType::Int16:
-    return static_cast<int16_t>(v);
-  case DType::Int32:
-    return static_cast<int32_t>(v);
-  default:
-    return v;
-  }
-}
-
-/// torch's cast of `v` to dtype `t`; nullopt where C++ leaves it undefined (NaN, infinities and
+/// torch's cast of `x` to dtype `t`; nullopt where C++ leaves it undefined (NaN, infinities and
 /// out-of-range floats to integers).
-MaybeNum castTo(const Num &v, DType t) {
-  if (t == DType::Bool)
-    return Num::ofBool(v.asBool());
-  if (isFloating(t)) {
-    if (v.kind == ScalarType::Int && t == DType::Float32) // one rounding, not two
-      return Num::ofFloat(static_cast<float>(v.i));
-    return Num::ofFloat(roundTo(t, v.asDouble()));
-  }
-  if (v.kind != ScalarType::Float)
-    return Num::ofInt(wrapTo(t, v.asInt()));
-  double lo = t == DType::UInt8 ? 0 : -std::ldexp(1.0, 8 * static_cast<int>(itemsize(t)) - 1);
-  double hi = t == DType::UInt8 ? 256 : std::ldexp(1.0, 8 * static_cast<int>(itemsize(t)) - 1);
-  if (!(v.f > lo - 1 && v.f < hi))
+MaybeNum castTo(const Num &x, DType t) {
+  if (!ir::loop::convertDefined(x.v, x.dtype, t))
     return std::nullopt;
-  return Num::ofInt(static_cast<int64_t>(v.f)); // truncates toward zero, like torch
+  return Num{t, ir::loop::convert(x.v, x.dtype, t)};
 }
 
 /// The value of a `constant` node, in its own type.
@@ -89,169 +44,124 @@ MaybeNum constantValue(const ir::Value *v) {
   if (def->op() != OpKind::Constant)
     return std::nullopt;
   const ir::Attribute &a = *def->attr("value");
-  Num raw = a.is<double>() ? Num::ofFloat(a.toDouble())
-            : a.is<bool>() ? Num::ofBool(a.toBool())
-                           : Num::ofInt(a.toInt());
+  Num raw = a.is<double>() ? Num{DType::Float64, {a.toDouble(), 0}}
+            : a.is<bool>() ? Num{DType::Bool, {0, a.toBool()}}
+                           : Num{DType::Int64, {0, a.toInt()}};
   if (v->isTensor())
     return castTo(raw, v->meta().dtype);
   switch (v->type().scalar()) {
   case ScalarType::Float:
-    return Num::ofFloat(raw.asDouble());
+    return castTo(raw, DType::Float64);
   case ScalarType::Int:
-    return raw.kind == ScalarType::Float ? std::nullopt : MaybeNum(Num::ofInt(raw.asInt()));
+    return raw.isFloat() ? std::nullopt : castTo(raw, DType::Int64);
   default:
-    return raw.kind == ScalarType::Bool ? MaybeNum(raw) : std::nullopt;
+    return raw.dtype == DType::Bool ? MaybeNum(raw) : std::nullopt;
   }
 }
 
-uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
-
-/// A binary or unary op on floats (double arithmetic is exact enough: the result rounds to the
-/// dtype once, as float arithmetic would).
-MaybeNum floatOp(OpKind op, double x, double y) {
+/// The loop prim computing graph op `op` on operands of dtype `t`, where the two agree (bool
+/// `add`/`mul` are or/and; `relu` is max with 0, NaN-propagating like the kernel); nullopt for
+/// the ops const-fold leaves alone (see const_fold.h) and for dtypes their kernels reject.
+std::optional<ExprKind> primOf(OpKind op, DType t) {
+  bool isBool = t == DType::Bool, floating = isFloating(t);
   switch (op) {
   case OpKind::Neg:
-    return Num::ofFloat(-x);
+    return isBool ? std::nullopt : std::optional(ExprKind::Neg);
   case OpKind::Abs:
-    return Num::ofFloat(std::fabs(x));
+    return isBool ? std::nullopt : std::optional(ExprKind::Abs);
   case OpKind::Relu:
-    return Num::ofFloat(x > 0 || std::isnan(x) ? x : 0.0);
+    return isBool ? std::nullopt : std::optional(ExprKind::Max);
   case OpKind::Sqrt:
-    return Num::ofFloat(std::sqrt(x));
+    return floating ? std::optional(ExprKind::Sqrt) : std::nullopt;
   case OpKind::Add:
-    return Num::ofFloat(x + y);
+    return isBool ? ExprKind::Or : ExprKind::Add;
   case OpKind::Sub:
-    return Num::ofFloat(x - y);
+    return isBool ? std::nullopt : std::optional(ExprKind::Sub);
   case OpKind::Mul:
-    return Num::ofFloat(x * y);
+    return isBool ? ExprKind::And : ExprKind::Mul;
   case OpKind::Div:
-    return Num::ofFloat(x / y);
-  case OpKind::Maximum: // NaN-propagating, and the same zero as the kernel
-    return Num::ofFloat(x > y || x != x ? x : y);
+    return floating ? std::optional(ExprKind::Div) : std::nullopt;
+  case OpKind::Maximum:
+    return ExprKind::Max;
   case OpKind::Minimum:
-    return Num::ofFloat(x < y || x != x ? x : y);
+    return ExprKind::Min;
+  case OpKind::Eq:
+    return ExprKind::Eq;
+  case OpKind::Ne:
+    return ExprKind::Ne;
+  case OpKind::Lt:
+    return ExprKind::Lt;
+  case OpKind::Le:
+    return ExprKind::Le;
+  case OpKind::Gt:
+    return ExprKind::Gt;
+  case OpKind::Ge:
+    return ExprKind::Ge;
   default:
     return std::nullopt;
   }
 }
 
-/// The op on int64s wrapping around (the caller narrows to the dtype's width).
-MaybeNum intOp(OpKind op, int64_t x, int64_t y) {
+/// `kind` evaluated on operands of dtype `operands`, giving a value of dtype `result`.
+Num evalIn(ExprKind kind, DType operands, DType result, const Num &x, const Num &y) {
+  Elem args[2] = {x.v, y.v};
+  return Num{result, ir::loop::evalPrim(kind, operands, result, args)};
+}
+
+/// Whether Python int arithmetic leaves int64 (Python ints do not wrap: such a result is not
+/// folded).
+bool pythonIntOverflows(OpKind op, int64_t a, int64_t b) {
+  int64_t r = 0;
   switch (op) {
-  case OpKind::Neg:
-    return Num::ofInt(static_cast<int64_t>(0 - u(x)));
-  case OpKind::Abs:
-    return Num::ofInt(x < 0 ? static_cast<int64_t>(0 - u(x)) : x);
-  case OpKind::Relu:
-    return Num::ofInt(x > 0 ? x : 0);
   case OpKind::Add:
-    return Num::ofInt(static_cast<int64_t>(u(x) + u(y)));
+    return __builtin_add_overflow(a, b, &r);
   case OpKind::Sub:
-    return Num::ofInt(static_cast<int64_t>(u(x) - u(y)));
+    return __builtin_sub_overflow(a, b, &r);
   case OpKind::Mul:
-    return Num::ofInt(static_cast<int64_t>(u(x) * u(y)));
-  case OpKind::Maximum:
-    return Num::ofInt(std::max(x, y));
-  case OpKind::Minimum:
-    return Num::ofInt(std::min(x, y));
+    return __builtin_mul_overflow(a, b, &r);
+  case OpKind::Neg:
+  case OpKind::Abs:
+    return a == std::numeric_limits<int64_t>::min();
   default:
-    return std::nullopt;
+    return false;
   }
-}
-
-MaybeNum boolOp(OpKind op, bool x, bool y) {
-  switch (op) {
-  case OpKind::Add:
-  case OpKind::Maximum:
-    return Num::ofBool(x || y);
-  case OpKind::Mul:
-  case OpKind::Minimum:
-    return Num::ofBool(x && y);
-  default:
-    return std::nullopt;
-  }
-}
-
-MaybeNum compare(OpKind op, const Num &x, const Num &y) {
-  auto cmp = [op](auto a, auto b) {
-    switch (op) {
-    case OpKind::Eq:
-      return a == b;
-    case OpKind::Ne:
-      return a != b;
-    case OpKind::Lt:
-      return a < b;
-    case OpKind::Le:
-      return a <= b;
-    case OpKind::Gt:
-      return a > b;
-    default:
-      return a >= b;
-    }
-  };
-  if (x.kind == ScalarType::Float || y.kind == ScalarType::Float)
-    return Num::ofBool(cmp(x.asDouble(), y.asDouble()));
-  return Num::ofBool(cmp(x.asInt(), y.asInt()));
-}
-
-/// The op computed in tensor dtype `t` on operands already cast to it.
-MaybeNum computeIn(DType t, OpKind op, const Num &x, const Num &y) {
-  if (isFloating(t)) {
-    MaybeNum r = floatOp(op, x.asDouble(), y.asDouble());
-    return r ? MaybeNum(Num::ofFloat(roundTo(t, r->f))) : std::nullopt;
-  }
-  if (t == DType::Bool)
-    return boolOp(op, x.b, y.b);
-  MaybeNum r = intOp(op, x.i, y.i);
-  return r ? MaybeNum(Num::ofInt(wrapTo(t, r->i))) : std::nullopt;
 }
 
 /// Python number arithmetic: ints stay exact (no fold on overflow), floats are doubles.
 MaybeNum computePython(ScalarType result, OpKind op, const Num &x, const Num &y) {
-  bool anyFloat = x.kind == ScalarType::Float || y.kind == ScalarType::Float;
-  bool bigInt = std::llabs(x.asInt()) > kExactInDouble || std::llabs(y.asInt()) > kExactInDouble;
+  bool anyFloat = x.isFloat() || y.isFloat();
+  auto big = [](const Num &n) { return !n.isFloat() && std::llabs(n.v.i) > kExactInDouble; };
+  bool bigInt = big(x) || big(y);
   if (anyFloat && bigInt)
     return std::nullopt;
+  DType p = anyFloat ? DType::Float64 : DType::Int64;
   if (ir::hasTrait(op, ir::trait::Comparison))
-    return compare(op, x, y);
-  if (op == OpKind::Div)
-    return y.asDouble() == 0 || bigInt ? std::nullopt
-                                       : MaybeNum(Num::ofFloat(x.asDouble() / y.asDouble()));
+    return evalIn(*primOf(op, p), p, DType::Bool, *castTo(x, p), *castTo(y, p));
+  if (op == OpKind::Div) {
+    if (!y.truth() || bigInt)
+      return std::nullopt;
+    return evalIn(ExprKind::Div, DType::Float64, DType::Float64, *castTo(x, DType::Float64),
+                  *castTo(y, DType::Float64));
+  }
   if (op != OpKind::Add && op != OpKind::Sub && op != OpKind::Mul && op != OpKind::Neg &&
       op != OpKind::Abs && !((op == OpKind::Maximum || op == OpKind::Minimum) && !anyFloat))
     return std::nullopt;
+  ExprKind kind = *primOf(op, p);
   if (result == ScalarType::Float)
-    return floatOp(op, x.asDouble(), y.asDouble());
-  int64_t a = x.asInt(), b = y.asInt(), r = 0;
-  bool overflow = false;
-  switch (op) {
-  case OpKind::Add:
-    overflow = __builtin_add_overflow(a, b, &r);
-    break;
-  case OpKind::Sub:
-    overflow = __builtin_sub_overflow(a, b, &r);
-    break;
-  case OpKind::Mul:
-    overflow = __builtin_mul_overflow(a, b, &r);
-    break;
-  case OpKind::Neg:
-  case OpKind::Abs:
-    overflow = a == std::numeric_limits<int64_t>::min();
-    r = op == OpKind::Neg || a < 0 ? -a : a;
-    break;
-  default:
-    r = op == OpKind::Maximum ? std::max(a, b) : std::min(a, b);
-  }
-  if (overflow)
+    return evalIn(kind, DType::Float64, DType::Float64, *castTo(x, DType::Float64),
+                  *castTo(y, DType::Float64));
+  Num a = *castTo(x, DType::Int64), b = *castTo(y, DType::Int64);
+  if (pythonIntOverflows(op, a.v.i, b.v.i))
     return std::nullopt;
-  return result == ScalarType::Bool ? Num::ofBool(r != 0) : Num::ofInt(r);
+  Num r = evalIn(kind, DType::Int64, DType::Int64, a, b);
+  return result == ScalarType::Bool ? *castTo(r, DType::Bool) : r;
 }
 
 /// The folded value of elementwise node `n` whose operands are constants, if it folds.
 MaybeNum fold(const Node &n, const std::vector<Num> &in) {
   const ir::Value *out = n.result();
   if (n.op() == OpKind::Where) {
-    const Num &picked = in[0].asBool() ? in[1] : in[2];
+    const Num &picked = in[0].truth() ? in[1] : in[2];
     return out->isTensor() ? castTo(picked, out->meta().dtype) : MaybeNum(picked);
   }
   Num x = in[0], y = in.size() > 1 ? in[1] : in[0];
@@ -263,29 +173,34 @@ MaybeNum fold(const Node &n, const std::vector<Num> &in) {
   DType t = out->meta().dtype;
   if (n.op() == OpKind::Cast)
     return castTo(x, t);
-  if (n.hasTrait(ir::trait::Comparison)) {
-    DType p = ir::promotedDType(n);
-    MaybeNum cx = castTo(x, p), cy = castTo(y, p);
-    return cx && cy ? compare(n.op(), *cx, *cy) : std::nullopt;
-  }
-  // Reduced floats compute in float32 and round once, like the kernels.
-  DType compute = t == DType::Float16 || t == DType::BFloat16 ? DType::Float32 : t;
-  MaybeNum cx = castTo(x, compute), cy = castTo(y, compute);
+  bool comparison = n.hasTrait(ir::trait::Comparison);
+  DType common = comparison ? ir::promotedDType(n) : t; // the dtype operands promote to
+  std::optional<ExprKind> kind = primOf(n.op(), common);
+  if (!kind)
+    return std::nullopt;
+  if (n.op() == OpKind::Relu)
+    y = Num{t, {}}; // max(x, 0)
+  // Reduced floats compute in float32 like the kernels: a Python number goes to float32
+  // directly, a tensor of another dtype through the common dtype first (torch's rule).
+  // Comparisons cast every operand to the common dtype, Python numbers too (torch's rule).
+  DType compute = !comparison && isReducedFloat(common) ? DType::Float32 : common;
+  auto operand = [&](const Num &v, int k) -> MaybeNum {
+    bool viaCommon = compute != common && v.dtype != common && n.operand(k)->isTensor();
+    MaybeNum r = viaCommon ? castTo(v, common) : MaybeNum(v);
+    return r ? castTo(*r, compute) : std::nullopt;
+  };
+  MaybeNum cx = operand(x, 0), cy = operand(y, n.numOperands() > 1 ? 1 : 0);
   if (!cx || !cy)
     return std::nullopt;
-  MaybeNum r = computeIn(compute, n.op(), *cx, *cy);
-  return r ? castTo(*r, t) : std::nullopt;
+  return evalIn(*kind, compute, comparison ? DType::Bool : t, *cx, *cy);
 }
 
-ir::Attribute toAttribute(const Num &v) {
-  switch (v.kind) {
-  case ScalarType::Float:
-    return v.f;
-  case ScalarType::Int:
-    return v.i;
-  default:
-    return v.b;
-  }
+ir::Attribute toAttribute(const Num &n) {
+  if (n.isFloat())
+    return n.v.f;
+  if (n.dtype == DType::Bool)
+    return n.v.i != 0;
+  return n.v.i;
 }
 
 class ConstFoldPass final : public Pass {

@@ -2,12 +2,13 @@
 
 #include "ir/loop/ops.h"
 
+#include "ir/loop/prim_eval.h"
+
 #include "runtime/error.h"
 
 #include <atomic>
 #include <bit>
 #include <cmath>
-#include <limits>
 #include <set>
 
 namespace kiln::ir::loop {
@@ -43,37 +44,6 @@ Expr blankExpr(ExprKind kind, DType dtype) {
 }
 
 std::string_view shortName(DType t) { return dtypeShortName(t); }
-
-/// The int64 range of an integer or bool dtype.
-std::pair<int64_t, int64_t> intRange(DType t) {
-  switch (t) {
-  case DType::Bool:
-    return {0, 1};
-  case DType::UInt8:
-    return {0, 255};
-  case DType::Int8:
-    return {-128, 127};
-  case DType::Int16:
-    return {-32768, 32767};
-  case DType::Int32:
-    return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
-  default:
-    return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
-  }
-}
-
-double roundToFloating(double v, DType t) {
-  switch (t) {
-  case DType::Float32:
-    return static_cast<float>(v);
-  case DType::Float16:
-    return static_cast<float>(Half(static_cast<float>(v)));
-  case DType::BFloat16:
-    return static_cast<float>(BFloat16(static_cast<float>(v)));
-  default:
-    return v;
-  }
-}
 
 } // namespace
 
@@ -164,10 +134,10 @@ Val Ops::load(BufferId buffer, std::span<const IndexExpr> index) {
 Val Ops::constant(double value, DType dtype) {
   Expr e = blankExpr(ExprKind::Constant, dtype);
   if (isFloating(dtype)) {
-    e.floatValue = roundToFloating(value, dtype);
+    e.floatValue = roundFloat(value, dtype);
     return intern(std::move(e));
   }
-  auto [lo, hi] = intRange(dtype);
+  auto [lo, hi] = intLimits(dtype);
   KILN_CHECK_KIND(Type,
                   std::isfinite(value) && std::trunc(value) == value && value >= double(lo) &&
                       value <= double(hi),
@@ -176,9 +146,12 @@ Val Ops::constant(double value, DType dtype) {
 }
 
 Val Ops::constant(int64_t value, DType dtype) {
-  if (isFloating(dtype))
-    return constant(static_cast<double>(value), dtype);
-  auto [lo, hi] = intRange(dtype);
+  if (isFloating(dtype)) { // one rounding, as a cast of the int64 would (not through double)
+    Expr e = blankExpr(ExprKind::Constant, dtype);
+    e.floatValue = convert({0, value}, DType::Int64, dtype).f;
+    return intern(std::move(e));
+  }
+  auto [lo, hi] = intLimits(dtype);
   KILN_CHECK_KIND(Type, value >= lo && value <= hi, "{}: constant {} does not fit {}", context_,
                   value, shortName(dtype));
   Expr e = blankExpr(ExprKind::Constant, dtype);

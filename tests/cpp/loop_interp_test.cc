@@ -345,3 +345,52 @@ TEST_CASE("the interpreter reports bad bindings and bad loads", "[loop][interp][
           interpret(ext, std::vector<Tensor>{randn({2})});
         }).find("no implementation of extern \"fft\"") != std::string::npos);
 }
+
+TEST_CASE("interpreter: prims agree bit for bit with the eager kernels on edge values",
+          "[loop_interp]") {
+  // Each of these once differed: max/min picked the first zero on ties, integer pow rejected a
+  // negative exponent, int64 -> f32 rounded twice (through double), f32 pow ran in double.
+  Tensor zeros = fromValues({4}, {-0.0f, 0.0f, -0.0f, 0.0f});
+  Tensor other = fromValues({4}, {0.0f, -0.0f, -0.0f, 0.0f});
+  for (bool isMax : {true, false}) {
+    LoopProgram p;
+    BufferId a = p.addInput(F32, {4}), b = p.addInput(F32, {4});
+    p.markOutput(p.pointwise({4}, [&](Ops &ops, Idx i) {
+      Val x = ops.load(a, {i[0]}), y = ops.load(b, {i[0]});
+      return isMax ? ops.maximum(x, y) : ops.minimum(x, y);
+    }));
+    Tensor got = interpret(p, std::vector<Tensor>{zeros, other})[0];
+    Tensor want = isMax ? ops::maximum(zeros, other) : ops::minimum(zeros, other);
+    for (int64_t k = 0; k < 4; ++k)
+      CHECK(std::signbit(got.data<float>()[k]) == std::signbit(want.data<float>()[k]));
+  }
+
+  LoopProgram ints;
+  BufferId base = ints.addInput(DType::Int64, {5}), exp = ints.addInput(DType::Int64, {5});
+  ints.markOutput(ints.pointwise({5}, [&](Ops &ops, Idx i) {
+    return ops.pow(ops.load(base, {i[0]}), ops.load(exp, {i[0]}));
+  }));
+  ints.markOutput(
+      ints.pointwise({5}, [&](Ops &ops, Idx i) { return ops.cast(ops.load(base, {i[0]}), F32); }));
+  Tensor tb = Tensor::empty({5}, DType::Int64), te = Tensor::empty({5}, DType::Int64);
+  int64_t big = (int64_t{1} << 60) + (int64_t{1} << 36) + 1;
+  std::vector<int64_t> bv{1, -1, -1, 2, big}, ev{-3, -3, -4, -1, 1};
+  std::copy(bv.begin(), bv.end(), tb.data<int64_t>());
+  std::copy(ev.begin(), ev.end(), te.data<int64_t>());
+  std::vector<Tensor> out = interpret(ints, std::vector<Tensor>{tb, te});
+  Tensor powWant = ops::pow(tb, te), castWant = tb.to(F32);
+  for (int64_t k = 0; k < 5; ++k) {
+    CHECK(out[0].data<int64_t>()[k] == powWant.data<int64_t>()[k]);
+    CHECK(out[1].data<float>()[k] == castWant.data<float>()[k]);
+  }
+
+  LoopProgram fp;
+  BufferId fb = fp.addInput(F32, {64}), fe = fp.addInput(F32, {64});
+  fp.markOutput(fp.pointwise(
+      {64}, [&](Ops &ops, Idx i) { return ops.pow(ops.load(fb, {i[0]}), ops.load(fe, {i[0]})); }));
+  Tensor x = ops::add(ops::abs(randn({64})), fromValues({1}, {1.0f}));
+  Tensor e = ops::mul(randn({64}), fromValues({1}, {20.0f}));
+  Tensor got = interpret(fp, std::vector<Tensor>{x, e})[0], want = ops::pow(x, e);
+  for (int64_t k = 0; k < 64; ++k)
+    CHECK(got.data<float>()[k] == want.data<float>()[k]);
+}
