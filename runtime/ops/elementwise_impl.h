@@ -11,6 +11,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <limits>
+#include <string_view>
 #include <type_traits>
 
 namespace kiln::ops::detail {
@@ -64,10 +65,14 @@ Tensor binaryKernel(const char *op, const Tensor &a, const Tensor &b, DType comm
     return out;
   }
   DType kernelOut = outDType == common ? compute : outDType;
-  // Like torch, a tensor operand is first cast to the common dtype, so an int64 beyond the
-  // float16 range becomes inf (and 2049 becomes 2048) before the float32 computation.
+  // Like torch, an operand is first cast to the common dtype, so an int64 beyond the float16
+  // range becomes inf (and 2049 becomes 2048) before the float32 computation. A Python number is
+  // too (torch converts CPU scalars to the common dtype: f16 + 0.1 adds f16(0.1)), except for mul,
+  // whose kernel reads the scalar's original value in float32.
+  bool keepScalar = std::string_view(op) == "mul";
   auto toCompute = [&](const Tensor &t) {
-    bool viaCommon = compute != common && t.dtype() != common && !t.isWrappedNumber();
+    bool viaCommon =
+        compute != common && t.dtype() != common && (!t.isWrappedNumber() || !keepScalar);
     return (viaCommon ? t.to(common) : t).to(compute).expand(shape);
   };
   Tensor ins[2] = {toCompute(a), toCompute(b)};
@@ -152,8 +157,20 @@ template <typename F>
 Tensor floatBinaryKernel(const char *op, const Tensor &a, const Tensor &b, DType dtype, F f) {
   checkSameDevice(op, a, b);
   Shape shape = broadcastShapes(a.sizes(), b.sizes(), op);
-  Tensor ins[2] = {a.to(dtype).expand(shape), b.to(dtype).expand(shape)};
   Tensor out = Tensor::empty(shape, dtype, a.isWrappedNumber() ? b.device() : a.device());
+  if (b.isWrappedNumber() && !a.isWrappedNumber() && computeDType(dtype) != dtype &&
+      std::string_view(op) == "div") {
+    // torch's true division of float16/bfloat16 by a Python number reads the number's original
+    // value in float32 (f16 / 0.1 divides by 0.1f, not by f16(0.1)).
+    float y = static_cast<float>(b.item().toDouble());
+    Tensor in[1] = {a.to(dtype).expand(shape)};
+    dispatchFloating(dtype, [&]<typename S>() {
+      using T = OpMath<S>;
+      cpuKernel<S, S>(out, in, [f, y](S x) -> S { return S(f(T(x), T(y))); });
+    });
+    return out;
+  }
+  Tensor ins[2] = {a.to(dtype).expand(shape), b.to(dtype).expand(shape)};
   dispatchFloating(dtype, [&]<typename S>() {
     using T = OpMath<S>;
     cpuKernel<S, S, S>(out, ins, [f](S x, S y) -> S { return S(f(T(x), T(y))); });
