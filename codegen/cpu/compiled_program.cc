@@ -1,5 +1,5 @@
-// A compiled loop program: binding, buffer allocation, kernels launched in node order, externs
-// through kiln's eager ops.
+// A compiled loop program: binding, the run-time memory plan and its arenas, kernels launched in
+// node order, externs through kiln's eager ops.
 
 #include "codegen/cpu/compiled_program.h"
 
@@ -9,6 +9,9 @@
 #include "runtime/error.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <mutex>
 
 namespace kiln::codegen::cpu {
 
@@ -32,6 +35,30 @@ int64_t product(std::span<const SymInt> syms, const SymbolValues &values) {
   return n;
 }
 
+/// Bytes every slot is rounded up to, so each buffer starts on a cache line.
+constexpr size_t kSlotAlign = 64;
+/// Arenas kept for later calls; more concurrent calls than this allocate and free their own.
+constexpr size_t kMaxPooledArenas = 8;
+
+size_t alignUp(size_t n) { return (n + kSlotAlign - 1) / kSlotAlign * kSlotAlign; }
+
+/// Whether two slots are in use during a common unit.
+bool inUseTogether(const CompiledProgram::MemorySlot &a, const CompiledProgram::MemorySlot &b) {
+  for (auto [af, al] : a.lifetimes)
+    for (auto [bf, bl] : b.lifetimes)
+      if (af <= bl && bf <= al)
+        return true;
+  return false;
+}
+
+/// One call's memory for intermediates, and where its slots went for the sizes it last served
+/// (a call with the same slot sizes reuses the offsets).
+struct Arena {
+  std::shared_ptr<Storage> storage;
+  std::vector<size_t> sizes, offsets;
+  size_t need = 0;
+};
+
 } // namespace
 
 struct CompiledProgram::State {
@@ -41,23 +68,64 @@ struct CompiledProgram::State {
   CompileDumps dumps;
   std::vector<KernelFn> kernels; ///< parallel to module.kernels
   std::vector<int> kernelOfNode; ///< node → index into kernels, -1 for externs
-  /// Per buffer: the last node that reads or writes it (-1: none). An intermediate is freed
-  /// after it, so a call holds only the buffers live at each node, not all of them at once.
-  std::vector<int> lastUse;
   std::map<std::string, ExternFn, std::less<>> externs = passes::lower::eagerExterns();
   double seconds = 0;
-
-  SymbolValues bind(std::span<const Tensor> inputs, const SymbolValues &given,
-                    std::vector<Tensor> &tensors) const;
-  void runExtern(const LoopNode &node, const SymbolValues &values,
-                 std::vector<Tensor> &tensors) const;
-  /// The buffers node `k` reads or writes (a kernel's arguments, an extern's inputs and
-  /// outputs).
-  std::vector<BufferId> uses(size_t k) const;
-  void runKernel(size_t node, const SymbolValues &values, std::vector<Tensor> &tensors) const;
-  int64_t workPerRow(size_t node, const SymbolValues &values) const;
   /// Per node: the nodes whose code runs inside its function (KernelInfo::fusedInto).
   std::vector<std::vector<size_t>> members;
+
+  /// The run-time memory plan ([Note: run-time memory plan]): units are a fused run or one
+  /// extern node; per buffer its slot (-1: not in the arena).
+  std::vector<std::vector<size_t>> units;
+  std::vector<int> unitOf; ///< per node
+  std::vector<int> slotOf;
+  std::vector<BufferId> slotted; ///< buffers with an arena slot, in id order
+  /// Per buffer in an external slot: its predecessor there (whose memory it overwrites in
+  /// place), or an invalid id for the extern's result itself.
+  std::vector<BufferId> overwrites;
+  /// Per node: the buffers of external slots whose memory goes after it (its unit's end).
+  std::vector<std::vector<BufferId>> freeAfter;
+  std::vector<MemorySlot> slots;
+
+  mutable std::mutex poolMutex;
+  mutable std::vector<Arena> pool;
+
+  /// A call's arena: taken from the pool (or new) and handed back when the call ends, however
+  /// it ends.
+  class Lease {
+  public:
+    explicit Lease(const State &s) : s_(s) {
+      std::lock_guard<std::mutex> lock(s.poolMutex);
+      if (!s.pool.empty()) {
+        arena_ = std::move(s.pool.back());
+        s.pool.pop_back();
+      }
+    }
+    ~Lease() {
+      std::lock_guard<std::mutex> lock(s_.poolMutex);
+      if (s_.pool.size() < kMaxPooledArenas)
+        s_.pool.push_back(std::move(arena_));
+    }
+    Lease(const Lease &) = delete;
+    Lease &operator=(const Lease &) = delete;
+    Arena &get() { return arena_; }
+
+  private:
+    const State &s_;
+    Arena arena_;
+  };
+
+  void planMemory();
+  bool overwritesInPlace(size_t node, BufferId read, BufferId out,
+                         std::span<const int> readers) const;
+  /// Lays the slots out for `values` in `arena` (growing it if needed); returns the layout of
+  /// every slotted buffer, parallel to `slotted`.
+  std::vector<BufferLayout> layOut(const SymbolValues &values, Arena &arena) const;
+  SymbolValues bind(std::span<const Tensor> inputs, const SymbolValues &given,
+                    std::vector<Tensor> &tensors) const;
+  void runExtern(const LoopNode &node, const SymbolValues &values, const Arena &arena,
+                 std::vector<Tensor> &tensors) const;
+  void runKernel(size_t node, const SymbolValues &values, std::vector<Tensor> &tensors) const;
+  int64_t workPerRow(size_t node, const SymbolValues &values) const;
 };
 
 CompiledProgram::CompiledProgram() : state_(std::make_unique<State>()) {}
@@ -100,24 +168,208 @@ CompiledProgram CompiledProgram::fromKernels(LoopProgram program, EmittedModule 
   for (const KernelInfo &info : s.module.kernels)
     if (info.fusedInto)
       s.members[*info.fusedInto].push_back(info.node);
-  s.lastUse.assign(s.program.buffers().size(), -1);
-  for (size_t k = 0; k < s.program.nodes().size(); ++k)
-    for (BufferId id : s.uses(k))
-      s.lastUse[id.index] = static_cast<int>(k);
-  for (BufferId id : s.program.outputs()) // returned: never freed
-    s.lastUse[id.index] = static_cast<int>(s.program.nodes().size());
+  s.planMemory();
   return compiled;
 }
 
-std::vector<BufferId> CompiledProgram::State::uses(size_t k) const {
+const std::vector<CompiledProgram::MemorySlot> &CompiledProgram::memorySlots() const {
+  return state_->slots;
+}
+
+size_t CompiledProgram::arenaBytes(const SymbolValues &values) const {
+  Arena arena; // only laid out, never allocated
+  state_->layOut(values, arena);
+  return arena.need;
+}
+
+CompiledProgram::ArenaStats CompiledProgram::arenaStats() const {
+  std::lock_guard<std::mutex> lock(state_->poolMutex);
+  ArenaStats stats;
+  for (const Arena &a : state_->pool)
+    if (a.storage) {
+      ++stats.arenas;
+      stats.bytes += a.storage->nbytes();
+    }
+  return stats;
+}
+
+/// Whether pointwise node `k` may write `out` over `read`: it is `read`'s only reader, loads it
+/// only at the point it writes, and both have the same sizes and strides (so that point is the
+/// same address in both), and no reduction runs before it in its unit (an emitted reduction may
+/// stash values where a later node of its run writes: [Note: fused runs] in emit.h).
+bool CompiledProgram::State::overwritesInPlace(size_t k, BufferId read, BufferId out,
+                                               std::span<const int> readers) const {
   const LoopNode &node = program.nodes()[k];
-  std::vector<BufferId> out = node.reads();
-  out.insert(out.end(), node.outputs.begin(), node.outputs.end());
-  if (kernelOfNode[k] >= 0) {
-    const std::vector<BufferId> &args = module.kernels[kernelOfNode[k]].buffers;
-    out.insert(out.end(), args.begin(), args.end());
+  const ir::TensorMeta &a = program.buffer(read).meta, &b = program.buffer(out).meta;
+  if (node.kind != LoopNodeKind::Pointwise || readers[read.index] != 1 || a.sizes != node.ranges ||
+      a.sizes != b.sizes || a.strides != b.strides || itemsize(a.dtype) != itemsize(b.dtype))
+    return false;
+  for (size_t n : units[unitOf[k]]) {
+    if (n == k)
+      break;
+    if (program.nodes()[n].kind == LoopNodeKind::Reduction)
+      return false;
   }
-  return out;
+  IndexExpr self = flatIndex(node.varRanges().vars(), a.strides);
+  for (const Expr *e : node.body->exprs())
+    if (e->kind == ExprKind::Load && e->buffer == read && !(e->index == self))
+      return false;
+  return true;
+}
+
+void CompiledProgram::State::planMemory() {
+  std::span<const LoopNode> nodes = program.nodes();
+  size_t numBuffers = program.buffers().size();
+  units.clear();
+  unitOf.assign(nodes.size(), -1);
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    int kernel = kernelOfNode[k];
+    if (kernel >= 0 && module.kernels[kernel].fusedInto) {
+      KILN_CHECK(unitOf[*module.kernels[kernel].fusedInto] + 1 == static_cast<int>(units.size()),
+                 "compiled program: node {} is fused into a node of an earlier run", k);
+    } else {
+      units.emplace_back();
+    }
+    units.back().push_back(k);
+    unitOf[k] = static_cast<int>(units.size()) - 1;
+  }
+  // What needs memory: a kernel's arguments, an extern's inputs and its read results.
+  std::vector<int> readers(numBuffers, 0), produced(numBuffers, -1), lastRead(numBuffers, -1);
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    for (BufferId id : nodes[k].reads()) {
+      ++readers[id.index];
+      lastRead[id.index] = std::max(lastRead[id.index], unitOf[k]);
+    }
+    for (BufferId id : nodes[k].outputs)
+      if (produced[id.index] < 0)
+        produced[id.index] = unitOf[k];
+  }
+  std::vector<bool> stored(numBuffers, false);
+  auto store = [&](BufferId id) {
+    stored[id.index] = program.buffer(id).kind == BufferKind::Intermediate;
+  };
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    if (nodes[k].kind == LoopNodeKind::Extern) {
+      for (BufferId id : nodes[k].externInputs)
+        store(id);
+      for (BufferId id : nodes[k].outputs)
+        if (readers[id.index] > 0)
+          store(id);
+    } else if (!module.kernels[kernelOfNode[k]].fusedInto) {
+      for (BufferId id : module.kernels[kernelOfNode[k]].buffers)
+        store(id);
+    }
+  }
+  // Greedy in unit order, as passes/schedule plans: a slot frees after its tenant's last
+  // reader; a buffer takes the slot it overwrites in place, else a free slot of its byte size.
+  slotOf.assign(numBuffers, -1);
+  slots.clear();
+  std::vector<BufferId> tenant;
+  std::vector<bool> slotFree;
+  for (int u = 0; u < static_cast<int>(units.size()); ++u) {
+    for (size_t sl = 0; sl < slots.size(); ++sl)
+      if (!slotFree[sl] && std::max(lastRead[tenant[sl].index], produced[tenant[sl].index]) < u)
+        slotFree[sl] = true;
+    for (size_t k : units[u])
+      for (BufferId out : nodes[k].outputs) {
+        if (!stored[out.index])
+          continue;
+        KILN_CHECK(produced[out.index] == u, "compiled program: {} is written twice",
+                   bufferName(out));
+        const ir::TensorMeta &m = program.buffer(out).meta;
+        SymInt bytes = SymInt(itemsize(m.dtype));
+        for (const SymInt &d : m.sizes)
+          bytes = bytes * d;
+        int slot = -1;
+        bool external = nodes[k].kind == LoopNodeKind::Extern;
+        for (BufferId a : nodes[k].reads())
+          if (slot < 0 && slotOf[a.index] >= 0 && !slotFree[slotOf[a.index]] &&
+              tenant[slotOf[a.index]] == a && slots[slotOf[a.index]].bytes == bytes &&
+              overwritesInPlace(k, a, out, readers))
+            slot = slotOf[a.index];
+        for (size_t sl = 0; sl < slots.size() && slot < 0 && !external; ++sl)
+          if (slotFree[sl] && !slots[sl].external && slots[sl].bytes == bytes)
+            slot = static_cast<int>(sl);
+        if (slot < 0) {
+          slot = static_cast<int>(slots.size());
+          slots.push_back(MemorySlot{bytes, {}, {}, external});
+          tenant.push_back(out);
+          slotFree.push_back(false);
+        }
+        MemorySlot &ms = slots[slot];
+        int last = std::max(u, lastRead[out.index]);
+        if (!slotFree[slot] && !ms.buffers.empty()) // in place: its predecessor's span goes on
+          ms.lifetimes.back().second = std::max(ms.lifetimes.back().second, last);
+        else
+          ms.lifetimes.emplace_back(u, last);
+        slotFree[slot] = false;
+        tenant[slot] = out;
+        ms.buffers.push_back(out);
+        slotOf[out.index] = slot;
+      }
+  }
+  slotted.clear();
+  overwrites.assign(numBuffers, BufferId{});
+  freeAfter.assign(nodes.size(), {});
+  for (size_t b = 0; b < numBuffers; ++b) {
+    KILN_CHECK(!stored[b] || slotOf[b] >= 0, "compiled program: buf{} is never written", b);
+    if (stored[b] && !slots[slotOf[b]].external)
+      slotted.push_back(BufferId{static_cast<int>(b)});
+  }
+  for (const MemorySlot &ms : slots) {
+    if (!ms.external)
+      continue;
+    for (size_t t = 1; t < ms.buffers.size(); ++t)
+      overwrites[ms.buffers[t].index] = ms.buffers[t - 1];
+    std::vector<BufferId> &after = freeAfter[units[ms.lifetimes.back().second].back()];
+    after.insert(after.end(), ms.buffers.begin(), ms.buffers.end());
+  }
+}
+
+std::vector<BufferLayout> CompiledProgram::State::layOut(const SymbolValues &values,
+                                                         Arena &arena) const {
+  std::vector<BufferLayout> layouts;
+  std::vector<size_t> sizes(slots.size(), 0);
+  for (BufferId id : slotted) {
+    const Buffer &b = program.buffer(id);
+    layouts.push_back(layoutOf(b, values, "compiled program"));
+    size_t &size = sizes[slotOf[id.index]];
+    size = std::max(size, alignUp(layouts.back().bytes(b.meta.dtype)));
+  }
+  if (sizes != arena.sizes || arena.offsets.size() != sizes.size()) {
+    // Largest first, each at the lowest offset clear of the slots placed so far whose
+    // lifetimes overlap its own.
+    std::vector<size_t> order(slots.size());
+    for (size_t k = 0; k < order.size(); ++k)
+      order[k] = k;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+    std::vector<size_t> offsets(slots.size(), 0), placed;
+    size_t need = 0;
+    for (size_t sl : order) {
+      if (slots[sl].external)
+        continue;
+      std::vector<size_t> clash;
+      for (size_t o : placed)
+        if (inUseTogether(slots[o], slots[sl]))
+          clash.push_back(o);
+      std::sort(clash.begin(), clash.end(),
+                [&](size_t a, size_t b) { return offsets[a] < offsets[b]; });
+      size_t at = 0;
+      for (size_t o : clash) {
+        if (offsets[o] >= at + sizes[sl])
+          break;
+        at = std::max(at, offsets[o] + sizes[o]);
+      }
+      offsets[sl] = at;
+      placed.push_back(sl);
+      need = std::max(need, at + sizes[sl]);
+    }
+    arena.sizes = std::move(sizes);
+    arena.offsets = std::move(offsets);
+    arena.need = need;
+  }
+  return layouts;
 }
 
 SymbolValues CompiledProgram::State::bind(std::span<const Tensor> inputs, const SymbolValues &given,
@@ -127,7 +379,7 @@ SymbolValues CompiledProgram::State::bind(std::span<const Tensor> inputs, const 
 }
 
 void CompiledProgram::State::runExtern(const LoopNode &node, const SymbolValues &values,
-                                       std::vector<Tensor> &tensors) const {
+                                       const Arena &arena, std::vector<Tensor> &tensors) const {
   auto it = externs.find(node.externOp);
   KILN_CHECK_KIND(NotImplemented, it != externs.end(),
                   "compiled program: no implementation of extern \"{}\" (registerExtern it)",
@@ -140,18 +392,25 @@ void CompiledProgram::State::runExtern(const LoopNode &node, const SymbolValues 
                   "compiled program: extern \"{}\" returned {} tensors for {} buffers",
                   node.externOp, results.size(), node.outputs.size());
   for (size_t n = 0; n < results.size(); ++n) {
-    const Buffer &b = program.buffer(node.outputs[n]);
-    Tensor &out = tensors[node.outputs[n].index];
+    BufferId id = node.outputs[n];
+    const Buffer &b = program.buffer(id);
+    Tensor &out = tensors[id.index];
     Shape sizes = out.defined() ? out.sizes() : evaluateAll(b.meta.sizes, values);
     KILN_CHECK_KIND(Value, results[n].sizes() == sizes && results[n].dtype() == b.meta.dtype,
                     "compiled program: extern \"{}\" result {} is {} {}, but {} is {}",
                     node.externOp, n, dtypeName(results[n].dtype()), results[n].shapeStr(),
-                    bufferName(node.outputs[n]), printType(b.meta));
+                    bufferName(id), printType(b.meta));
+    if (b.kind == BufferKind::Intermediate && slotOf[id.index] < 0)
+      continue; // never read
     // Adopt the result when its layout is the buffer's (kernels read it through the buffer's
-    // strides); otherwise copy it in. An output buffer is only allocated for the copy.
+    // strides) and, where a kernel may overwrite it in place, nothing else holds it (not a
+    // view of an input or of the arena); otherwise copy it into a fresh tensor.
+    const Tensor &r = results[n];
     Shape strides = out.defined() ? out.strides() : evaluateAll(b.meta.strides, values);
-    if (results[n].strides() == strides) {
-      out = results[n];
+    bool alone = r.implPtr().use_count() == 1 && r.storage().use_count() == 1;
+    if (r.strides() == strides && r.storage() != arena.storage &&
+        (alone || b.kind != BufferKind::Intermediate)) {
+      out = r;
     } else {
       if (!out.defined())
         out = allocateBuffer(b, values, "compiled program");
@@ -200,32 +459,53 @@ void CompiledProgram::State::runKernel(size_t k, const SymbolValues &values,
 std::vector<Tensor> CompiledProgram::run(std::span<const Tensor> inputs,
                                          const SymbolValues &symbols) const {
   const State &s = *state_;
+  State::Lease lease(s); // declared first: the arena goes back after every view of it is gone
+  Arena &arena = lease.get();
   std::vector<Tensor> tensors(s.program.buffers().size());
   SymbolValues values = s.bind(inputs, symbols, tensors);
-  // Intermediates are allocated just before the first node that uses them and freed after the
-  // last one (outputs are kept), so the peak is what is live at one node.
+  std::vector<BufferLayout> layouts = s.layOut(values, arena);
+  if (arena.need > 0 && (!arena.storage || arena.storage->nbytes() < arena.need)) {
+    arena.storage.reset(); // the old arena goes before the new one is allocated
+    arena.storage = Storage::allocate(arena.need);
+  }
+  for (size_t k = 0; k < s.slotted.size(); ++k) {
+    BufferId id = s.slotted[k];
+    DType dtype = s.program.buffer(id).meta.dtype;
+    size_t offset = arena.offsets[s.slotOf[id.index]];
+    tensors[id.index] =
+        Tensor::fromStorage(arena.storage, dtype, layouts[k].sizes, layouts[k].strides,
+                            static_cast<int64_t>(offset / itemsize(dtype)));
+  }
   std::span<const LoopNode> nodes = s.program.nodes();
   for (size_t k = 0; k < nodes.size(); ++k) {
     if (nodes[k].kind == LoopNodeKind::Extern) {
-      s.runExtern(nodes[k], values, tensors);
+      s.runExtern(nodes[k], values, arena, tensors);
     } else if (s.module.kernels[s.kernelOfNode[k]].fusedInto) {
       // Its code ran inside an earlier node's function; its function does nothing.
     } else {
-      for (BufferId id : s.module.kernels[s.kernelOfNode[k]].buffers)
-        if (!tensors[id.index].defined())
-          tensors[id.index] = allocateBuffer(s.program.buffer(id), values, "compiled program");
+      for (BufferId id : s.module.kernels[s.kernelOfNode[k]].buffers) {
+        Tensor &t = tensors[id.index];
+        if (t.defined())
+          continue;
+        if (BufferId old = s.overwrites[id.index]; old.valid()) { // in place over an extern's
+          const Tensor &o = tensors[old.index];                   // result: same layout
+          t = Tensor::fromStorage(o.storage(), s.program.buffer(id).meta.dtype, o.sizes(),
+                                  o.strides(), o.storageOffset());
+        } else { // a program output: fresh memory
+          t = allocateBuffer(s.program.buffer(id), values, "compiled program");
+        }
+      }
       s.runKernel(k, values, tensors);
     }
-    for (BufferId id : s.uses(k))
-      if (s.lastUse[id.index] == static_cast<int>(k))
-        tensors[id.index] = Tensor();
+    for (BufferId id : s.freeAfter[k]) // an extern's result, after its last reader
+      tensors[id.index] = Tensor();
   }
-  for (BufferId id : s.program.outputs())
+  std::vector<Tensor> results;
+  for (BufferId id : s.program.outputs()) {
     if (!tensors[id.index].defined())
       tensors[id.index] = allocateBuffer(s.program.buffer(id), values, "compiled program");
-  std::vector<Tensor> results;
-  for (BufferId id : s.program.outputs())
     results.push_back(tensors[id.index]);
+  }
   return results;
 }
 

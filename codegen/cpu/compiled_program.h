@@ -6,10 +6,33 @@
 /// the AOT runtime links this file without the compiler. run() binds the
 /// inputs and size symbols, then runs the nodes in order: a generated kernel through `launch`
 /// over the thread pool (split along its outermost range), an Extern node through kiln's eager
-/// ops (its result is adopted as the buffer when the layouts agree). Each intermediate is
-/// allocated as a kiln Tensor just before the first node that uses it and released after the
-/// last one, so a call's peak memory is what is live at one node (as in eager code), not the
-/// sum of all its buffers.
+/// ops.
+///
+/// [Note: run-time memory plan]
+/// Intermediates live in an arena planned once, in fromKernels, over the units that actually
+/// run: a fused run of the emitter (its head node and the nodes fusedInto it) or one extern
+/// node. A buffer needs memory when a unit passes it to a kernel (KernelInfo::buffers: the
+/// emitter keeps a run's per-row values in registers, so those never get any) or an extern
+/// reads or writes it; an unread extern result is dropped. Such a buffer gets a memory slot as
+/// passes/schedule plans them: the slot of a buffer whose last reader ran in an earlier unit,
+/// of equal byte size, or the slot of the buffer it overwrites in place (a pointwise node that
+/// is that buffer's only reader and reads it at the point it writes, with the same strides, and
+/// no reduction before it in its unit: such a reduction may stash values in the node's output).
+/// Per call the slots' sizes are evaluated from the bound symbols and packed into the arena:
+/// slots never in use at the same time (each tenant is in use from its writer to its last
+/// reader) may share bytes, so the arena holds the plan's peak (arenaBytes) rather than the sum
+/// of all slots.
+///
+/// Arenas are kept across calls in a small pool: a call takes one (or starts an empty one),
+/// grows it when the bound sizes need more, and hands it back, so repeated calls fault no new
+/// pages and concurrent calls on one program never share one. Program outputs are fresh
+/// tensors, never arena memory.
+///
+/// An extern's result is not copied into the arena: the eager op has allocated it already, so
+/// it is adopted (no copy) when it has the buffer's strides and nothing else holds it (not a
+/// view of an input or of arena memory), else copied into a fresh tensor; its slot is
+/// `external` and freed after its last reader, as eager code would. A pointwise epilogue may
+/// still overwrite it in place (linear -> bias + gelu writes over the GEMM's result).
 ///
 /// Symbols take their values from run()'s `symbols` and from inputs whose size is exactly a
 /// symbol (as in the interpreter). Externs registered by default (inputs in order, optional
@@ -33,6 +56,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::codegen::cpu {
@@ -68,6 +92,28 @@ public:
   CompiledProgram &registerExtern(const std::string &op, ExternFn fn);
 
   const ir::loop::LoopProgram &program() const;
+  /// A memory slot of the run-time plan ([Note: run-time memory plan]).
+  struct MemorySlot {
+    ir::SymInt bytes;                        ///< numel * itemsize of each tenant
+    std::vector<ir::loop::BufferId> buffers; ///< tenants, in the order they use it
+    /// Units (inclusive) during which the slot is in use, one span per tenant; a tenant that
+    /// overwrites its predecessor in place extends that span. Other slots may use the gaps.
+    std::vector<std::pair<int, int>> lifetimes;
+    /// The memory of an extern's result (adopted, or a fresh copy), not of the arena: its
+    /// tenants are that result and the nodes that overwrite it in place; freed after the last.
+    bool external = false;
+  };
+  const std::vector<MemorySlot> &memorySlots() const;
+  /// Bytes of the arena a call with these symbol values needs: the slots packed by lifetime,
+  /// each rounded up to 64 bytes. Throws kiln::Error for a symbol without a value.
+  size_t arenaBytes(const ir::SymbolValues &values) const;
+  /// The arenas kept for the next calls and the bytes they hold.
+  struct ArenaStats {
+    size_t arenas = 0;
+    size_t bytes = 0;
+  };
+  ArenaStats arenaStats() const;
+
   /// The emitted module (MLIR text and one KernelInfo per kernel).
   const EmittedModule &module() const;
   /// Seconds spent in compileProgram (emit + compile or cache hit + link + lookups).

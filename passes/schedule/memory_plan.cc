@@ -13,7 +13,8 @@ using ir::loop::LoopNode;
 using ir::loop::LoopNodeKind;
 
 /// Per node: the buffers it may overwrite in place, because it is a pointwise node, their only
-/// reader, and reads them only at the point it writes (an epilogue after a GEMM).
+/// reader, reads them only at the point it writes (an epilogue after a GEMM), and writes a
+/// buffer of the same strides (so that point is the same address in both).
 std::vector<std::vector<BufferId>> inPlaceCandidates(const LoopProgram &p) {
   std::vector<int> readers(p.buffers().size(), 0);
   for (const LoopNode &n : p.nodes())
@@ -27,7 +28,9 @@ std::vector<std::vector<BufferId>> inPlaceCandidates(const LoopProgram &p) {
     std::vector<IndexExpr> self = n.varRanges().vars();
     for (BufferId id : n.reads()) {
       const ir::TensorMeta &meta = p.buffer(id).meta;
-      bool pointwise = readers[id.index] == 1 && meta.sizes == n.ranges;
+      const ir::TensorMeta &written = p.buffer(n.outputs[0]).meta;
+      bool pointwise = readers[id.index] == 1 && meta.sizes == n.ranges &&
+                       written.strides == meta.strides && n.outputs.size() == 1;
       for (const ir::loop::Expr *e : n.body->exprs())
         if (pointwise && e->kind == ir::loop::ExprKind::Load && e->buffer == id)
           pointwise = decodeIndex(e->index, meta, n.varRanges()) == self;
@@ -85,7 +88,12 @@ void planMemory(const LoopProgram &p, const std::vector<Kernel> &kernels,
       released[b] = true;
       slotFree[plans[b].slot] = true;
     }
+    // A reduction may stash values where a later node of its kernel writes (the emitter does,
+    // for softmax's exp): a node after one must not write over what it still reads.
+    bool afterReduction = false;
     for (size_t n : kernels[k].nodes) {
+      bool inPlaceAllowed = !afterReduction;
+      afterReduction = afterReduction || p.nodes()[n].kind == LoopNodeKind::Reduction;
       for (BufferId id : p.nodes()[n].outputs) {
         BufferPlan &plan = plans[id.index];
         if (plan.kind != StorageKind::Allocated)
@@ -94,8 +102,9 @@ void planMemory(const LoopProgram &p, const std::vector<Kernel> &kernels,
         SymInt bytes = numel(m.sizes) * SymInt(itemsize(m.dtype));
         for (BufferId a : inPlace[n]) {
           const BufferPlan &old = plans[a.index];
-          if (plan.slot < 0 && old.kind == StorageKind::Allocated && !released[a.index] &&
-              slots[old.slot].bytes == bytes && slots[old.slot].buffers.back() == a) {
+          if (inPlaceAllowed && plan.slot < 0 && old.kind == StorageKind::Allocated &&
+              !released[a.index] && slots[old.slot].bytes == bytes &&
+              slots[old.slot].buffers.back() == a) {
             plan.slot = old.slot;
             released[a.index] = true; // handed over, not freed
           }
