@@ -1,158 +1,93 @@
 // Index expressions as C expressions on long long, and the alignment terms of a vector access.
 //
-// SymInt has no public view of its terms, so (like codegen/cpu/emit_index.cc) the emitter reads
-// its canonical text — `+ - *`, `floordiv`, `mod`, `max(a, b)`, `min(a, b)`, parentheses,
-// integers, symbol names — and writes C: `floordiv`/`mod` become kiln::idiv/kiln::imod (Python
-// rounding), max/min kiln::imax/kiln::imin. Parentheses are written only where C needs them.
+// The SymInt's structural walk (ir/sym_int_walk.h) drives the text: floordiv/mod become
+// kiln::idiv/kiln::imod (Python rounding), max/min kiln::imax/kiln::imin. Parentheses are written
+// only where C's precedence needs them.
 
 #include "codegen/cuda/emit_impl.h"
 
 #include "ir/loop/index.h"
+#include "ir/sym_int_walk.h"
 #include "runtime/error.h"
 
-#include <cctype>
+#include <limits>
+#include <unordered_map>
 
 namespace kiln::codegen::cuda::detail {
 namespace {
 
-/// A C expression and the loosest operator at its top level.
-struct Piece {
-  std::string text;
-  enum Level { Atom, Product, Sum } level = Atom;
-  std::string as(Level context) const { return level > context ? "(" + text + ")" : text; }
-};
-
-class IndexTranslator {
+/// Writes each operation of the walk as C text. The walk hands back only strings, so the
+/// loosest operator at the top level of each text it returned is remembered here, to
+/// parenthesize an operand only when the operator around it binds tighter.
+class IndexWriter final : public ir::SymIntVisitor {
 public:
-  IndexTranslator(std::string_view text, const Names &names) : text_(text), names_(names) {}
+  IndexWriter(const SymInt &e, const Names &names) : e_(e), names_(names) {}
 
-  std::string translate() {
-    Piece p = expr();
-    skipSpace();
-    check(pos_ == text_.size(), "trailing text");
-    return p.text;
+  std::string constant(int64_t value) override {
+    if (value == std::numeric_limits<int64_t>::min()) // its magnitude is no long long literal
+      return "(-9223372036854775807LL - 1)";
+    return made(std::to_string(value), value < 0 ? Product : Atom);
   }
-
-private:
-  Piece expr() {
-    Piece v = term();
-    while (true) {
-      skipSpace();
-      const char *op = consume("+") ? " + " : consume("-") ? " - " : nullptr;
-      if (!op)
-        return v;
-      Piece rhs = term();
-      // `a - (b + c)` keeps its parentheses; `a + b*c` needs none.
-      v = {v.as(Piece::Sum) + op + rhs.as(op[1] == '-' ? Piece::Product : Piece::Sum), Piece::Sum};
-    }
-  }
-
-  Piece term() {
-    Piece v = unary();
-    while (true) {
-      skipSpace();
-      if (consume("*")) {
-        Piece rhs = unary();
-        v = {v.as(Piece::Product) + " * " + rhs.as(Piece::Atom), Piece::Product};
-      } else if (consumeWord("floordiv")) {
-        v = {fmt::format("kiln::idiv({}, {})", v.text, unary().text), Piece::Atom};
-      } else if (consumeWord("mod")) {
-        v = {fmt::format("kiln::imod({}, {})", v.text, unary().text), Piece::Atom};
-      } else {
-        return v;
-      }
-    }
-  }
-
-  Piece unary() {
-    skipSpace();
-    if (consume("-"))
-      return {"-" + unary().as(Piece::Atom), Piece::Product};
-    return primary();
-  }
-
-  Piece primary() {
-    skipSpace();
-    check(pos_ < text_.size(), "unexpected end");
-    if (std::isdigit(static_cast<unsigned char>(text_[pos_]))) {
-      size_t start = pos_;
-      while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_])))
-        ++pos_;
-      return {std::string(text_.substr(start, pos_ - start)), Piece::Atom};
-    }
-    if (consume("(")) {
-      Piece v = expr();
-      skipSpace();
-      check(consume(")"), "expected ')'");
-      return v;
-    }
-    std::string_view word = identifier();
-    check(!word.empty(), "expected an operand");
-    if (word == "max" || word == "min") {
-      skipSpace();
-      check(consume("("), "expected '('");
-      Piece a = expr();
-      skipSpace();
-      check(consume(","), "expected ','");
-      Piece b = expr();
-      skipSpace();
-      check(consume(")"), "expected ')'");
-      return {fmt::format("kiln::i{}({}, {})", word, a.text, b.text), Piece::Atom};
-    }
-    auto it = names_.find(word);
+  std::string symbol(std::string_view name) override {
+    auto it = names_.find(name);
     KILN_CHECK(it != names_.end(),
                "cuda emitter: index expression {} uses '{}', which no loop or size argument "
                "defines",
-               text_, word);
-    return {it->second, Piece::Atom};
+               e_.str(), name);
+    return it->second;
+  }
+  // `a - (b + c)` keeps its parentheses; `a + b * c` needs none.
+  std::string add(const std::string &a, const std::string &b) override {
+    return made(as(a, Sum) + " + " + as(b, Sum), Sum);
+  }
+  std::string sub(const std::string &a, const std::string &b) override {
+    return made(as(a, Sum) + " - " + as(b, Product), Sum);
+  }
+  std::string mul(const std::string &a, const std::string &b) override {
+    return made(as(a, Product) + " * " + as(b, Atom), Product);
+  }
+  std::string floorDiv(const std::string &a, const std::string &b) override {
+    return call("idiv", a, b);
+  }
+  std::string mod(const std::string &a, const std::string &b) override {
+    return call("imod", a, b);
+  }
+  std::string max(const std::string &a, const std::string &b) override {
+    return call("imax", a, b);
+  }
+  std::string min(const std::string &a, const std::string &b) override {
+    return call("imin", a, b);
   }
 
-  std::string_view identifier() {
-    size_t start = pos_;
-    while (pos_ < text_.size() &&
-           (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_'))
-      ++pos_;
-    return text_.substr(start, pos_ - start);
+private:
+  /// The loosest operator at a text's top level; symbols, calls and literals are atoms.
+  enum Level { Atom, Product, Sum };
+
+  std::string made(std::string text, Level level) {
+    levels_[text] = level;
+    return text;
+  }
+  std::string as(const std::string &text, Level context) const {
+    auto it = levels_.find(text);
+    bool wrap = it != levels_.end() && it->second > context;
+    return wrap ? "(" + text + ")" : text;
+  }
+  std::string call(std::string_view fn, const std::string &a, const std::string &b) {
+    return fmt::format("kiln::{}({}, {})", fn, a, b);
   }
 
-  void skipSpace() {
-    while (pos_ < text_.size() && text_[pos_] == ' ')
-      ++pos_;
-  }
-
-  bool consume(std::string_view s) {
-    if (text_.substr(pos_, s.size()) != s)
-      return false;
-    pos_ += s.size();
-    return true;
-  }
-
-  bool consumeWord(std::string_view w) {
-    size_t end = pos_ + w.size();
-    if (text_.substr(pos_, w.size()) != w ||
-        (end < text_.size() &&
-         (std::isalnum(static_cast<unsigned char>(text_[end])) || text_[end] == '_')))
-      return false;
-    pos_ = end;
-    return true;
-  }
-
-  void check(bool ok, std::string_view what) {
-    KILN_CHECK(ok, "cuda emitter: cannot read index expression '{}' at {}: {}", text_, pos_, what);
-  }
-
-  std::string_view text_;
+  const SymInt &e_;
   const Names &names_;
-  size_t pos_ = 0;
+  std::unordered_map<std::string, Level> levels_;
 };
 
 } // namespace
 
 std::string indexExpr(const SymInt &e, const Names &names) {
-  if (std::optional<int64_t> c = e.constant())
-    return *c < 0 ? fmt::format("({})", *c) : std::to_string(*c);
-  std::string text = e.str();
-  return IndexTranslator(text, names).translate();
+  IndexWriter writer(e, names);
+  std::string text = ir::walkSymInt(e, writer);
+  // A bare negative literal is parenthesized so callers can place it anywhere.
+  return e.isConstant() && text.front() == '-' ? "(" + text + ")" : text;
 }
 
 std::optional<std::vector<SymInt>> alignmentTerms(const SymInt &offset, const std::string &laneVar,

@@ -461,3 +461,30 @@ TEST_CASE("every dtype: f64, i64, i32, bool, float16, bfloat16", "[cpu_emit]") {
                                 ops::randint(-3, 3, {n}, DType::Int32), m});
   }
 }
+
+TEST_CASE("index values of every SymInt form match the interpreter", "[cpu_emit]") {
+  // Negative coefficients, constants first, powers, and floordiv/mod/max/min (also of negative
+  // operands and by a size), as i64 values over [s0, s1]: the inner dim runs vectorized.
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  LoopProgram p;
+  BufferId x = p.addInput(F32, {s0, s1});
+  auto add = [&](auto index) {
+    p.markOutput(p.pointwise({s0, s1}, [&](Ops &ops, Idx i) {
+      return ops.indexValue(index(i)) + ops.cast(ops.load(x, {i[0], i[1]}), DType::Int64);
+    }));
+  };
+  add([](Idx i) { return i[1] * 2 - i[0] * 3; });
+  add([](Idx i) { return 5 - i[0] - i[1] * i[1] * i[0]; });
+  add([](Idx i) { return -i[0] - i[1]; });
+  add([&](Idx i) { return floorDiv(i[0] - i[1] * 2, 3) + mod(i[1] - i[0] * 5, s1) * 7; });
+  add([&](Idx i) { return max(i[0] - i[1], -3) * min(i[1], s0 - 2) - floorDiv(i[0] - 9, s0); });
+  add([&](Idx i) { return mod(i[0] * 3 - 11, s0 + 1) - floorDiv(i[1] * 4 - 7, 6) * s1; });
+  CompiledProgram c = compile(p);
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {4, 7}, {9, 16}, {13, 37}}) {
+    INFO(rows << "x" << cols);
+    Tensor in = ops::randint(-4, 4, {rows, cols}, DType::Int32).to(F32);
+    std::vector<Tensor> out = checkAgainstInterpreter(c, {in});
+    // The comparison can fail: the first output really is i1*2 - i0*3 (+ x).
+    CHECK(values(out[0])[cols - 1] == 2 * (cols - 1) + values(in)[cols - 1]);
+  }
+}

@@ -771,3 +771,35 @@ TEST_CASE("SASS from the toolkit's ptxas matches NVRTC's targets", "[cuda][nvrtc
   std::string e = errorOf([&] { assembleWithPtxas(".version 1.0\nnonsense\n", 90, *ptxas); });
   CHECK(has(e, "kiln: ptxas failed for sm_90 (PTX ISA 1.0"));
 }
+
+TEST_CASE("golden: index expressions as C, from the SymInt's structure", "[cuda][golden]") {
+  // Each index value of an i64 pointwise node over [s0, s1] is one `const long long` line.
+  using Index = IndexExpr (*)(Idx);
+  const std::vector<std::pair<Index, std::string>> cases = {
+      {[](Idx i) { return i[1] * 2 - i[0] * 3; }, "i1 * 2 - i0 * 3"}, // starts positive
+      {[](Idx i) { return 5 - i[0]; }, "5 - i0"},
+      {[](Idx i) { return -i[0] - i[1]; }, "0 - i0 - i1"},
+      {[](Idx i) { return i[0] * i[0] * i[1]; }, "i0 * i0 * i1"},
+      {[](Idx i) { return floorDiv(i[0] + i[1], 3); }, "kiln::idiv(i0 + i1, 3)"},
+      {[](Idx i) { return mod(i[0] - i[1] * 2, sym("s1")); }, "kiln::imod(i0 - i1 * 2, sz_s1)"},
+      {[](Idx i) { return min(i[1], sym("s0") - 1); }, "kiln::imin(i1, sz_s0 - 1)"},
+      {[](Idx i) { return max(i[0], -1) - 1; }, "kiln::imax(i0, -1) - 1"},
+      {[](Idx i) { return floorDiv(i[0], 2) * sym("s1") * 4 - 7; },
+       "sz_s1 * kiln::idiv(i0, 2) * 4 - 7"},
+  };
+  LoopProgram p;
+  p.addInput(F32, {sym("s0"), sym("s1")});
+  for (const auto &c : cases) {
+    Index f = c.first;
+    p.markOutput(
+        p.pointwise({sym("s0"), sym("s1")}, [f](Ops &ops, Idx i) { return ops.indexValue(f(i)); }));
+  }
+  CudaModule m = emitCuda(p);
+  REQUIRE(m.nodes.size() == cases.size());
+  for (size_t k = 0; k < cases.size(); ++k) {
+    INFO(m.nodes[k].kernels[0].code);
+    CHECK(has(m.nodes[k].kernels[0].code, "const long long v0 = " + cases[k].second + ";\n"));
+  }
+  if (nvrtc())
+    compileEverywhere(m);
+}

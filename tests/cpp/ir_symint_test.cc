@@ -1,8 +1,10 @@
 #include "ir/diagnostic.h"
 #include "ir/sym_int.h"
+#include "ir/sym_int_walk.h"
 
 #include <functional>
 #include <kiln_catch.h>
+#include <limits>
 #include <random>
 
 using namespace kiln;
@@ -230,4 +232,179 @@ TEST_CASE("relations print, parse and evaluate like guards", "[symint]") {
   CHECK(SymRelation::parse("s0 < s0").staticValue() == false);
   CHECK_THROWS_WITH(SymRelation::parse("s0 = 1"),
                     Catch::Contains("expected a comparison ('==', '!=', '<', '<=', '>' or '>=')"));
+}
+
+// The structural walk (ir/sym_int_walk.h), checked two ways: a visitor that evaluates each
+// operation (its operands are decimal numbers) against SymInt::evaluate, and one that prints
+// every operation fully parenthesized, to pin the documented order of the calls.
+namespace {
+
+/// Evaluates with Python semantics; counts its calls so tests can check what was emitted.
+class EvalVisitor final : public SymIntVisitor {
+public:
+  explicit EvalVisitor(const SymbolValues &values) : values_(values) {}
+  std::string constant(int64_t v) override { return count(std::to_string(v)); }
+  std::string symbol(std::string_view name) override {
+    ++symbols;
+    return count(std::to_string(values_.at(std::string(name))));
+  }
+  std::string add(const std::string &a, const std::string &b) override {
+    return count(std::to_string(n(a) + n(b)));
+  }
+  std::string sub(const std::string &a, const std::string &b) override {
+    return count(std::to_string(n(a) - n(b)));
+  }
+  std::string mul(const std::string &a, const std::string &b) override {
+    return count(std::to_string(n(a) * n(b)));
+  }
+  std::string floorDiv(const std::string &a, const std::string &b) override {
+    return count(std::to_string(pyFloorDiv(n(a), n(b))));
+  }
+  std::string mod(const std::string &a, const std::string &b) override {
+    return count(std::to_string(pyMod(n(a), n(b))));
+  }
+  std::string max(const std::string &a, const std::string &b) override {
+    return count(std::to_string(std::max(n(a), n(b))));
+  }
+  std::string min(const std::string &a, const std::string &b) override {
+    return count(std::to_string(std::min(n(a), n(b))));
+  }
+  int calls = 0, symbols = 0;
+
+private:
+  static int64_t n(const std::string &s) { return std::stoll(s); }
+  std::string count(std::string s) {
+    ++calls;
+    return s;
+  }
+  const SymbolValues &values_;
+};
+
+/// Prints each operation as `(a op b)` or `op(a, b)`; symbols by name, constants as literals.
+class TextVisitor final : public SymIntVisitor {
+public:
+  std::string constant(int64_t v) override { return std::to_string(v); }
+  std::string symbol(std::string_view name) override {
+    ++symbolCalls[std::string(name)];
+    return std::string(name);
+  }
+  std::string add(const std::string &a, const std::string &b) override {
+    return "(" + a + " + " + b + ")";
+  }
+  std::string sub(const std::string &a, const std::string &b) override {
+    return "(" + a + " - " + b + ")";
+  }
+  std::string mul(const std::string &a, const std::string &b) override {
+    return "(" + a + " * " + b + ")";
+  }
+  std::string floorDiv(const std::string &a, const std::string &b) override {
+    ++atomCalls;
+    return "fdiv(" + a + ", " + b + ")";
+  }
+  std::string mod(const std::string &a, const std::string &b) override {
+    ++atomCalls;
+    return "mod(" + a + ", " + b + ")";
+  }
+  std::string max(const std::string &a, const std::string &b) override {
+    ++atomCalls;
+    return "max(" + a + ", " + b + ")";
+  }
+  std::string min(const std::string &a, const std::string &b) override {
+    ++atomCalls;
+    return "min(" + a + ", " + b + ")";
+  }
+  std::map<std::string, int> symbolCalls;
+  int atomCalls = 0;
+};
+
+std::string walked(const SymInt &e) {
+  TextVisitor v;
+  return walkSymInt(e, v);
+}
+
+} // namespace
+
+TEST_CASE("walk: sums start positive, subtract negative terms, fold the constant last",
+          "[symint][walk]") {
+  SymInt x = s("s0"), y = s("s1");
+  CHECK(walked(SymInt(7)) == "7");
+  CHECK(walked(SymInt(-5)) == "-5");
+  CHECK(walked(x) == "s0");
+  CHECK(walked(x + y) == "(s0 + s1)"); // coefficient 1: no multiplication
+  CHECK(walked(x * 2 + 1) == "((s0 * 2) + 1)");
+  CHECK(walked(x * 2 - 1) == "((s0 * 2) - 1)");  // a negative constant is subtracted
+  CHECK(walked(y - x * 2) == "(s1 - (s0 * 2))"); // canonical -s0*2 + s1 starts with s1
+  CHECK(walked(4 - x) == "(4 - s0)");            // no positive term: the constant first
+  CHECK(walked(-x - 3) == "(-3 - s0)");
+  CHECK(walked(-x - y) == "((0 - s0) - s1)"); // nothing positive at all: from 0
+  CHECK(walked(-x * 3) == "(0 - (s0 * 3))");
+  CHECK(walked(x - y + 5) == "((s0 - s1) + 5)");
+}
+
+TEST_CASE("walk: powers multiply repeatedly and each atom is emitted once", "[symint][walk]") {
+  SymInt x = s("s0"), y = s("s1");
+  TextVisitor v;
+  CHECK(walkSymInt(x * x * x * y * 3, v) == "((((s0 * s0) * s0) * s1) * 3)");
+  CHECK(v.symbolCalls == std::map<std::string, int>{{"s0", 1}, {"s1", 1}});
+  TextVisitor w;
+  SymInt q = floorDiv(x, y);
+  CHECK(walkSymInt(q * y + q * 2 + q * q, w) ==
+        "(((s1 * fdiv(s0, s1)) + (fdiv(s0, s1) * 2)) + (fdiv(s0, s1) * fdiv(s0, s1)))");
+  CHECK(w.atomCalls == 1);
+  CHECK(w.symbolCalls == std::map<std::string, int>{{"s0", 1}, {"s1", 1}});
+}
+
+TEST_CASE("walk: every atom kind, nested, with operands walked left first", "[symint][walk]") {
+  SymInt x = s("s0"), y = s("s1");
+  CHECK(walked(floorDiv(x + 1, 2)) == "fdiv((s0 + 1), 2)");
+  CHECK(walked(mod(y, 8)) == "mod(s1, 8)");
+  CHECK(walked(mod(x * 2, 6)) == "(mod(s0, 3) * 2)"); // canonical: 2 * (s0 mod 3)
+  // canonical: -s0 + s0 floordiv 2, so the positive atom term starts the sum
+  CHECK(walked(floorDiv(x, -2)) == "(fdiv(s0, 2) - s0)");
+  CHECK(walked(max(x, -1)) == "max(s0, -1)");
+  CHECK(walked(min(x, y)) == "min(s0, s1)");
+  CHECK(walked(max(floorDiv(x, y), mod(y, 4)) - 1) == "(max(fdiv(s0, s1), mod(s1, 4)) - 1)");
+  CHECK(walked(floorDiv(x * y + 3, min(x, 2))) == "fdiv(((s0 * s1) + 3), min(s0, 2))");
+  CHECK(walked(y - mod(x, y) * 5) == "(s1 - (mod(s0, s1) * 5))");
+}
+
+TEST_CASE("walk: INT64_MIN coefficients and constants are added as themselves", "[symint][walk]") {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  SymInt x = s("s0");
+  CHECK(walked(x * kMin) == "(s0 * -9223372036854775808)");
+  CHECK(walked(x + kMin) == "(s0 + -9223372036854775808)");
+  CHECK(walked(SymInt(kMin)) == "-9223372036854775808");
+  SymbolValues one{{"s0", 1}};
+  EvalVisitor v(one);
+  CHECK(walkSymInt(x * kMin, v) == std::to_string(kMin));
+}
+
+TEST_CASE("walk: random expressions evaluate like SymInt::evaluate", "[symint][walk]") {
+  std::mt19937 rng(4321);
+  SymInt x = s("s0"), y = s("s1"), z = s("s2");
+  std::vector<SymInt> exprs = {floorDiv(x, y),
+                               mod(x, y) * -3,
+                               floorDiv(x * y - z, y) + mod(z, x + 1) * x,
+                               max(x, y) * min(y, z) - 4,
+                               floorDiv(max(x, -2), min(y, -1)) - mod(-x, z) * x * x,
+                               x * x * y * y * -2 + z * z * z + 9};
+  for (int trial = 0; trial < 600; ++trial)
+    exprs.push_back(randomExpr(rng, 4).sym);
+  int checked = 0;
+  for (const SymInt &e : exprs) {
+    INFO(e.str());
+    for (int v = 0; v < 9; ++v) {
+      SymbolValues values{{"s0", v * 3 - 11}, {"s1", 5 - v * 2}, {"s2", v * v - 10}};
+      int64_t expected;
+      try {
+        expected = e.evaluate(values);
+      } catch (const Error &) { // a symbolic divisor that is zero at these values
+        continue;
+      }
+      EvalVisitor visitor(values);
+      CHECK(walkSymInt(e, visitor) == std::to_string(expected));
+      ++checked;
+    }
+  }
+  CHECK(checked > 5000);
 }
