@@ -5,9 +5,12 @@
 
 #include "codegen/cuda/caching_allocator.h"
 #include "codegen/cuda/compile.h"
+#include "codegen/cuda/event.h"
 #include "codegen/cuda/host_emulator.h"
+#include "codegen/cuda/staged_copy.h"
 #include "runtime/error.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -18,9 +21,11 @@ namespace kiln::cuda {
 
 using codegen::cuda::CachingAllocator;
 using codegen::cuda::CudaDevice;
+using codegen::cuda::CudaEvent;
 using codegen::cuda::CudaModule;
 using codegen::cuda::DeviceInfo;
 using codegen::cuda::Driver;
+using codegen::cuda::StagedCopy;
 
 void Backend::checkIndex(int index) const {
   KILN_CHECK_KIND(Value, index >= 0 && index < deviceCount(),
@@ -28,7 +33,69 @@ void Backend::checkIndex(int index) const {
                   deviceCount() == 1 ? "" : "s");
 }
 
+void Event::record() {
+  recordNow();
+  recorded_ = true;
+}
+
+float Event::elapsedMillis(Event &end) {
+  KILN_CHECK_KIND(Value, timing_ && end.timing_,
+                  "kiln: Both events must be created with argument 'enable_timing=True'.");
+  KILN_CHECK_KIND(Value, recorded_ && end.recorded_,
+                  "kiln: Both events must be recorded before calculating elapsed time.");
+  KILN_CHECK(device_ == end.device_, "kiln: elapsed_time between events of CUDA devices {} and {}",
+             device_, end.device_);
+  KILN_CHECK(query() && end.query(),
+             "kiln: Both events must be completed before calculating elapsed time.");
+  return millisTo(end);
+}
+
 namespace {
+
+/// A cuEvent on the device's default stream.
+class DriverEvent final : public Event {
+public:
+  DriverEvent(const Driver &driver, int index, bool timing)
+      : Event(index, timing), event_(driver, index, timing ? 0 : CudaEvent::kDisableTiming) {}
+
+  void synchronize() override {
+    if (recorded())
+      event_.synchronize();
+  }
+  bool query() override { return !recorded() || event_.query(); }
+
+protected:
+  void recordNow() override { event_.record(); }
+  float millisTo(Event &end) override {
+    auto *e = dynamic_cast<DriverEvent *>(&end);
+    KILN_CHECK(e, "kiln: elapsed_time between events of different CUDA backends");
+    return event_.elapsedMillis(e->event_);
+  }
+
+private:
+  CudaEvent event_;
+};
+
+/// The emulator's work is finished when the call that queued it returns, so an event is complete
+/// the moment it is recorded and its time is the host's clock then.
+class EmulatorEvent final : public Event {
+public:
+  EmulatorEvent(int index, bool timing) : Event(index, timing) {}
+
+  void synchronize() override {}
+  bool query() override { return true; }
+
+protected:
+  void recordNow() override { at_ = std::chrono::steady_clock::now(); }
+  float millisTo(Event &end) override {
+    auto *e = dynamic_cast<EmulatorEvent *>(&end);
+    KILN_CHECK(e, "kiln: elapsed_time between events of different CUDA backends");
+    return std::chrono::duration<float, std::milli>(e->at_ - at_).count();
+  }
+
+private:
+  std::chrono::steady_clock::time_point at_;
+};
 
 class DriverBackend final : public Backend {
 public:
@@ -49,12 +116,10 @@ public:
   uint64_t allocate(int index, size_t bytes) override { return allocator(index).allocate(bytes); }
   void release(int index, uint64_t address) override { allocator(index).release(address); }
   void copyToDevice(int index, uint64_t dst, const void *src, size_t bytes) override {
-    driver_.primaryContext(index);
-    driver_.check(driver_.memcpyHtoD(dst, src, bytes), "cuMemcpyHtoD");
+    staged(index).toDevice(dst, src, bytes);
   }
   void copyToHost(int index, void *dst, uint64_t src, size_t bytes) override {
-    driver_.primaryContext(index);
-    driver_.check(driver_.memcpyDtoH(dst, src, bytes), "cuMemcpyDtoH");
+    staged(index).toHost(dst, src, bytes);
   }
   void synchronize(int index) override {
     checkIndex(index);
@@ -65,8 +130,16 @@ public:
     return {a.allocated(), a.reserved()};
   }
   void emptyCache(int index) override { allocator(index).emptyCache(); }
+  std::unique_ptr<Event> createEvent(int index, bool timing) override {
+    checkIndex(index);
+    return std::make_unique<DriverEvent>(driver_, index, timing);
+  }
 
 private:
+  StagedCopy &staged(int index) const {
+    checkIndex(index);
+    return StagedCopy::forDevice(driver_, index);
+  }
   CachingAllocator &allocator(int index) const {
     checkIndex(index);
     return codegen::cuda::deviceAllocator(driver_, index);
@@ -134,6 +207,10 @@ public:
     checkIndex(index);
     allocator_.emptyCache();
   }
+  std::unique_ptr<Event> createEvent(int index, bool timing) override {
+    checkIndex(index);
+    return std::make_unique<EmulatorEvent>(index, timing);
+  }
 
 private:
   CachingAllocator allocator_;
@@ -173,5 +250,9 @@ Backend *Backend::get(std::string *reason) {
 }
 
 std::string Backend::unavailableReason() { return chosen().reason; }
+
+std::unique_ptr<Backend> Backend::overDriver(const Driver &driver) {
+  return std::make_unique<DriverBackend>(driver);
+}
 
 } // namespace kiln::cuda

@@ -10,6 +10,8 @@
 ///
 /// Memory: device memory comes from one CachingAllocator per device, the same one the device's
 /// programs use for their buffers, so a freed tensor's block serves the next program and back.
+/// Copies on the driver above 1 MiB go through pinned staging buffers (codegen/cuda/
+/// staged_copy.h); events (Event) time and order work on a device's default stream.
 
 #include "codegen/cuda/device.h"
 #include "codegen/cuda/driver.h"
@@ -27,6 +29,44 @@ struct MemoryStats {
   size_t reserved = 0;  ///< bytes held from the device, live or cached
 };
 
+/// A CUDA event of one device, the engine of kiln.cuda.Event: a marker recorded at the current
+/// end of the device's default stream (the only stream kiln queues work on). On the driver it is
+/// a cuEvent (codegen/cuda/event.h); on the emulator, whose work is done by the time the call
+/// that queued it returns, a host steady_clock timestamp taken by record().
+class Event {
+public:
+  virtual ~Event() = default;
+
+  int device() const { return device_; }
+  bool timing() const { return timing_; }
+  /// Whether record() has been called.
+  bool recorded() const { return recorded_; }
+
+  /// Marks the current end of the device's default stream.
+  void record();
+  /// Waits until the work before the last record() has finished; returns at once when never
+  /// recorded.
+  virtual void synchronize() = 0;
+  /// Whether the work before the last record() has finished, without waiting (true when never
+  /// recorded).
+  virtual bool query() = 0;
+  /// Milliseconds from this event to `end`, torch.cuda.Event.elapsed_time's checks and messages:
+  /// ValueError unless both were made with timing and both recorded; RuntimeError when they
+  /// belong to different devices or either has not completed (it does not wait).
+  float elapsedMillis(Event &end);
+
+protected:
+  Event(int device, bool timing) : device_(device), timing_(timing) {}
+  virtual void recordNow() = 0;
+  /// Milliseconds to `end`, of the same backend and device, both recorded and completed.
+  virtual float millisTo(Event &end) = 0;
+
+private:
+  int device_;
+  bool timing_;
+  bool recorded_ = false;
+};
+
 class Backend {
 public:
   /// The process's backend, chosen and initialized once; null (and `reason` set) when neither
@@ -34,6 +74,9 @@ public:
   static Backend *get(std::string *reason = nullptr);
   /// Why get() fails; empty when it succeeds.
   static std::string unavailableReason();
+  /// A backend on the GPUs of `driver` (tests load a fake libcuda with Driver::load); the
+  /// driver must outlive it.
+  static std::unique_ptr<Backend> overDriver(const codegen::cuda::Driver &driver);
 
   virtual ~Backend() = default;
 
@@ -56,6 +99,9 @@ public:
   virtual MemoryStats memory(int index) const = 0;
   /// Returns the cached blocks of device `index` to the device.
   virtual void emptyCache(int index) = 0;
+  /// A new event of device `index`, never recorded; `timing` enables elapsedMillis. Throws
+  /// kiln::Error when the driver lacks events.
+  virtual std::unique_ptr<Event> createEvent(int index, bool timing) = 0;
 
 protected:
   void checkIndex(int index) const;

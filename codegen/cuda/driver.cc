@@ -105,6 +105,13 @@ std::unique_ptr<Driver> Driver::load(const std::string &path, std::string *reaso
   if (!d->eventElapsedTime)
     resolve(lib, d->eventElapsedTime, "cuEventElapsedTime", optional);
   resolve(lib, d->eventDestroy, "cuEventDestroy_v2", optional);
+  resolve(lib, d->eventQuery, "cuEventQuery", optional);
+  // cuMemAllocHost maps to cuMemAllocHost_v2 and the copies to their _v2 entry points.
+  resolve(lib, d->memHostAlloc, "cuMemHostAlloc", optional);
+  resolve(lib, d->memAllocHost, "cuMemAllocHost_v2", optional);
+  resolve(lib, d->memFreeHost, "cuMemFreeHost", optional);
+  resolve(lib, d->memcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", optional);
+  resolve(lib, d->memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", optional);
   if (CuResult r = d->init(0); r != 0) {
     *reason = fmt::format("cuInit failed: {}", d->describe(r));
     return nullptr;

@@ -8,8 +8,9 @@
 /// link stub answers CUDA_ERROR_STUB_LIBRARY), cuInit failing (CUDA_ERROR_NO_DEVICE on a machine
 /// without a GPU), or zero devices. Only the functions kiln calls are resolved: device queries,
 /// the primary context and synchronization, and — for the launch layer — modules, launches and
-/// device memory. Streams and events are optional: a library without them still loads, and
-/// hasStreams()/hasEvents() say whether they can be used.
+/// device memory. Streams, events, pinned host memory and asynchronous copies are optional: a
+/// library without them still loads, and hasStreams()/hasEvents()/hasStagedCopies() say whether
+/// they can be used.
 
 #include <cstdint>
 #include <memory>
@@ -80,6 +81,13 @@ public:
   bool hasEvents() const {
     return eventCreate && eventRecord && eventSynchronize && eventElapsedTime && eventDestroy;
   }
+  /// Whether copies can go through pinned staging buffers (staged_copy.h): pinned host memory
+  /// (cuMemHostAlloc or cuMemAllocHost, and cuMemFreeHost), both asynchronous copies, and the
+  /// events that order reuse of a buffer (create, record, synchronize, destroy).
+  bool hasStagedCopies() const {
+    return (memHostAlloc || memAllocHost) && memFreeHost && memcpyHtoDAsync && memcpyDtoHAsync &&
+           eventCreate && eventRecord && eventSynchronize && eventDestroy;
+  }
 
   // The resolved C functions (signatures of cuda.h, _v2 entry points where cuda.h maps to them).
   CuResult (*init)(unsigned flags) = nullptr;
@@ -114,6 +122,17 @@ public:
   CuResult (*eventSynchronize)(CuEvent event) = nullptr;
   CuResult (*eventElapsedTime)(float *milliseconds, CuEvent start, CuEvent end) = nullptr;
   CuResult (*eventDestroy)(CuEvent event) = nullptr;
+  /// cuEventQuery: 0 when the work before the last record has finished, CUDA_ERROR_NOT_READY
+  /// (600) while it runs.
+  CuResult (*eventQuery)(CuEvent event) = nullptr;
+  // Optional: page-locked host memory and copies queued on a stream, for pinned staging of large
+  // host<->device copies (staged_copy.h).
+  CuResult (*memHostAlloc)(void **ptr, size_t bytes, unsigned flags) = nullptr;
+  CuResult (*memAllocHost)(void **ptr, size_t bytes) = nullptr;
+  CuResult (*memFreeHost)(void *ptr) = nullptr;
+  CuResult (*memcpyHtoDAsync)(CuDevicePtr dst, const void *src, size_t bytes,
+                              CuStream stream) = nullptr;
+  CuResult (*memcpyDtoHAsync)(void *dst, CuDevicePtr src, size_t bytes, CuStream stream) = nullptr;
 
 private:
   Driver() = default;

@@ -5,6 +5,7 @@
 #include "codegen/cuda/compile.h"
 #include "codegen/cuda/device.h"
 #include "codegen/cuda/driver.h"
+#include "codegen/cuda/staged_copy.h"
 #include "runtime/error.h"
 
 #include <fmt/format.h>
@@ -74,15 +75,13 @@ public:
   void copyToDevice(uint64_t dst, const void *src, size_t bytes) override {
     if (bytes == 0)
       return;
-    driver_.primaryContext(index_);
-    driver_.check(driver_.memcpyHtoD(dst, src, bytes), "cuMemcpyHtoD");
+    StagedCopy::forDevice(driver_, index_).toDevice(dst, src, bytes);
   }
 
   void copyToHost(void *dst, uint64_t src, size_t bytes) override {
     if (bytes == 0)
       return;
-    driver_.primaryContext(index_);
-    driver_.check(driver_.memcpyDtoH(dst, src, bytes), "cuMemcpyDtoH");
+    StagedCopy::forDevice(driver_, index_).toHost(dst, src, bytes);
   }
 
   void launch(const CudaKernel &kernel, std::span<const uint64_t> args, int64_t grid,

@@ -106,6 +106,21 @@ void CudaEvent::synchronize() const {
   driver_->check(driver_->eventSynchronize(event_), "cuEventSynchronize");
 }
 
+bool CudaEvent::query() const {
+  KILN_CHECK(event_, "kiln: CudaEvent::query on a moved-from event");
+  driver_->primaryContext(ordinal_);
+  if (!driver_->eventQuery) {
+    driver_->check(driver_->eventSynchronize(event_), "cuEventSynchronize");
+    return true;
+  }
+  constexpr CuResult kNotReady = 600; // CUDA_ERROR_NOT_READY
+  CuResult r = driver_->eventQuery(event_);
+  if (r == kNotReady)
+    return false;
+  driver_->check(r, "cuEventQuery");
+  return true;
+}
+
 float CudaEvent::elapsedMillis(const CudaEvent &end) const {
   KILN_CHECK(event_ && end.event_, "kiln: CudaEvent::elapsedMillis on a moved-from event");
   KILN_CHECK(driver_ == end.driver_ && ordinal_ == end.ordinal_,

@@ -42,8 +42,13 @@ private:
 /// An event of device `ordinal`.
 class CudaEvent {
 public:
-  /// cuEventCreate with `flags` (0: timing enabled, spin on synchronize; 1:
-  /// CU_EVENT_BLOCKING_SYNC) on `driver`'s device `ordinal`.
+  /// CU_EVENT_BLOCKING_SYNC: synchronize() sleeps instead of spinning.
+  static constexpr unsigned kBlockingSync = 1;
+  /// CU_EVENT_DISABLE_TIMING: no timestamp, cheaper to record and wait on; elapsedMillis fails.
+  static constexpr unsigned kDisableTiming = 2;
+
+  /// cuEventCreate with `flags` (0: timing enabled, spin on synchronize; or kBlockingSync and
+  /// kDisableTiming) on `driver`'s device `ordinal`.
   CudaEvent(const Driver &driver, int ordinal, unsigned flags = 0);
   /// The same on the process-wide driver; throws when CUDA is unavailable.
   explicit CudaEvent(int ordinal, unsigned flags = 0);
@@ -59,6 +64,10 @@ public:
   void record(const CudaStream &stream) { record(stream.get()); }
   /// Waits until the work before the last record() has finished.
   void synchronize() const;
+  /// Whether the work before the last record() has finished (true for an event never
+  /// recorded), without waiting. A driver without cuEventQuery answers by waiting: slower, and
+  /// still true exactly when the work is done.
+  bool query() const;
   /// Milliseconds from this event to `end` (both recorded and complete; call
   /// end.synchronize() first), with the driver's ~0.5 microsecond resolution. Throws when
   /// either was never recorded or the events belong to different devices.

@@ -1,7 +1,7 @@
 // `kiln._C._cuda`: what kiln.cuda needs from the CUDA backend (cuda/backend.h: the driver's
-// devices, or the host emulator with KILN_CUDA_EMULATOR=1) and from NVRTC (whether it loads, its
-// version). Both are opened with dlopen on first use, so on a machine without a GPU these report
-// "unavailable" with a reason instead of failing to import.
+// devices, or the host emulator with KILN_CUDA_EMULATOR=1; events on a device's default stream)
+// and from NVRTC (whether it loads, its version). Both are opened with dlopen on first use, so on a
+// machine without a GPU these report "unavailable" with a reason instead of failing to import.
 
 #include "codegen/cuda/cublas.h"
 #include "codegen/cuda/driver.h"
@@ -91,6 +91,19 @@ void bindCuda(py::module_ &m) {
   c.def(
       "synchronize", [](int index) { requireBackend().synchronize(index); }, py::arg("device"),
       py::call_guard<py::gil_scoped_release>());
+  // The engine of kiln.cuda.Event, made at its first record (frontend/kiln/cuda.py keeps torch's
+  // lazy creation and argument handling).
+  py::class_<cuda::Event>(c, "_Event")
+      .def_property_readonly("device", &cuda::Event::device)
+      .def_property_readonly("enable_timing", &cuda::Event::timing)
+      .def("record", &cuda::Event::record)
+      .def("synchronize", &cuda::Event::synchronize, py::call_guard<py::gil_scoped_release>())
+      .def("query", &cuda::Event::query)
+      .def("elapsed_time", &cuda::Event::elapsedMillis, py::arg("end"));
+  c.def(
+      "event_create",
+      [](int index, bool timing) { return requireBackend().createEvent(index, timing); },
+      py::arg("device"), py::arg("enable_timing"));
   c.def(
       "nvrtc_version",
       []() -> std::optional<std::pair<int, int>> {
