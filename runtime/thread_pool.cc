@@ -1,5 +1,4 @@
 #include "runtime/thread_pool.h"
-#include "runtime/ops/linalg.h"
 
 #include <algorithm>
 #include <atomic>
@@ -142,7 +141,6 @@ void setNumThreads(int n) {
   std::lock_guard<std::mutex> lock(gPoolMutex);
   gNumThreads.store(n > 0 ? n : defaultThreads());
   gPool.reset();
-  ops::setBlasThreads(gNumThreads.load());
 }
 
 bool inParallelRegion() { return tInParallel; }

@@ -11,10 +11,6 @@
 
 namespace kiln::ops {
 
-/// OpenBLAS's thread count (kiln::setNumThreads sets it with the pool's, so one knob bounds
-/// every thread kiln's ops use).
-void setBlasThreads(int n);
-
 /// torch.matmul: dot, mv, mm or a batched product with broadcast batch dims, by operand rank.
 Tensor matmul(const Tensor &a, const Tensor &b);
 /// torch.mm: [n, m] @ [m, p].

@@ -1,12 +1,13 @@
 // GEMM kernels: OpenBLAS for float/double, a blocked loop for integers, and the batched tensor
 // GEMM every matrix product in kiln goes through.
 #include "runtime/copy.h"
-#include "runtime/ops/linalg.h"
 #include "runtime/ops/linalg_impl.h"
+#include "runtime/thread_pool.h"
 
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <type_traits>
@@ -59,6 +60,21 @@ namespace {
 std::mutex gBlasMutex;
 int gBlasDepth = 0;
 int gBlasSaved = 1;
+std::atomic<int> gBlasSynced{0}; ///< the thread count last given to OpenBLAS (0: never)
+
+/// Makes OpenBLAS use kiln's thread count (kiln.set_num_threads), so one knob bounds every
+/// thread an op uses; checked before each BLAS call, which costs one atomic load when unchanged.
+void syncBlasThreads() {
+  int want = numThreads();
+  if (gBlasSynced.load(std::memory_order_relaxed) == want)
+    return;
+  std::lock_guard<std::mutex> lock(gBlasMutex);
+  if (gBlasDepth == 0)
+    openblas_set_num_threads(want);
+  else
+    gBlasSaved = want; // a serial scope restores this when it ends
+  gBlasSynced.store(want, std::memory_order_relaxed);
+}
 
 /// Scales c by beta (zero when beta == 0, ignoring NaNs already there), as BLAS does for k == 0.
 template <typename T> void scaleOutput(int64_t m, int64_t n, T beta, T *c, int64_t ldc) {
@@ -144,10 +160,12 @@ void gemm(int64_t m, int64_t n, int64_t k, T alpha, MatRef<T> a, MatRef<T> b, T 
   if (m == 0 || n == 0)
     return;
   if constexpr (std::is_floating_point_v<T>) {
-    if (k == 0)
+    if (k == 0) {
       scaleOutput(m, n, beta, c, ldc);
-    else
+    } else {
+      syncBlasThreads();
       blasGemm(m, n, k, alpha, a, b, beta, c, ldc);
+    }
   } else {
     intGemm(m, n, k, alpha, a, b, beta, c, ldc);
   }
@@ -167,19 +185,6 @@ template void gemm<int32_t>(int64_t, int64_t, int64_t, int32_t, MatRef<int32_t>,
                             int32_t, int32_t *, int64_t);
 template void gemm<int64_t>(int64_t, int64_t, int64_t, int64_t, MatRef<int64_t>, MatRef<int64_t>,
                             int64_t, int64_t *, int64_t);
-
-} // namespace kiln::ops::detail
-
-void kiln::ops::setBlasThreads(int n) {
-  using namespace kiln::ops::detail;
-  std::lock_guard<std::mutex> lock(gBlasMutex);
-  if (gBlasDepth == 0)
-    openblas_set_num_threads(n);
-  else
-    gBlasSaved = n; // restored when the serial scopes end
-}
-
-namespace kiln::ops::detail {
 
 BlasSerialScope::BlasSerialScope() {
   std::lock_guard<std::mutex> lock(gBlasMutex);
