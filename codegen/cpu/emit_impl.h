@@ -3,7 +3,7 @@
 //
 //   emit_builder.cc  Builder: SSA names, indentation, typed op helpers, scf.for
 //   emit_index.cc    SymInt → arith on index; the coefficient of a lane variable
-//   emit_plan.cc     which loop of a node is vectorized, and how wide
+//   emit_plan.cc     which loop of a node is vectorized, how wide, and which is tiled with it
 //   emit_expr.cc     body DAG → arith/math (scalar or vector), loads, stores, casts
 //   emit_reduce.cc   reduction accumulators (init, update, lane merge, results)
 //   emit_module.cc   the module, the kernel ABI prologue, loop nests
@@ -120,6 +120,14 @@ struct NodePlan {
 };
 NodePlan planNode(const ir::loop::LoopProgram &program, const ir::loop::LoopNode &node,
                   const EmitOptions &options);
+
+/// The range variable to tile with the lane variable of a pointwise node (its index), or
+/// nullopt: a load strided along the lane variable that is unit-stride along another range
+/// variable (a transpose) reads each input cache line for one lane only, so the emitter walks
+/// blocks of kTileFactor * W points of both variables, using every line while it is in cache.
+std::optional<size_t> tileVarOf(const ir::loop::LoopNode &node, const NodePlan &plan);
+/// The side of a tile in vectors (on AVX-512 f32 transposes, 1 and 4 measured slower than 2).
+constexpr int kTileFactor = 2;
 
 /// What a body sees: the program, a memref per buffer, and the index names in scope.
 struct KernelScope {

@@ -1,6 +1,6 @@
 // The module, one function per loop node: the kernel ABI prologue, the loop nest over the
-// node's ranges (the outermost over [begin, end)), the vector loop with its scalar tail, and the
-// reduction loops carrying their accumulators.
+// node's ranges (the outermost over [begin, end)), the vector loop with its scalar tail, tiles for
+// transposed loads, and the reduction loops carrying their accumulators.
 
 #include "codegen/cpu/emit_impl.h"
 
@@ -177,6 +177,7 @@ public:
     if (run.nodes.size() > 1)
       planStashes(run);
     if (run.nodes.size() == 1) {
+      tileVar_ = tileVarOf(*node_, plan_);
       rangeLoops(0);
     } else {
       b_.forLoop("%lo", "%hi", b_.indexConst(1), {}, [&](const std::string &iv, auto &) {
@@ -318,6 +319,14 @@ private:
     std::string var = loopVarName(level);
     std::string lo = level == 0 ? "%lo" : b_.indexConst(0);
     std::string hi = level == 0 ? "%hi" : emitIndex(b_, node_->ranges[level], scope_.names);
+    if (tileVar_ && level == *tileVar_) {
+      tileBlocks(level, lo, hi);
+      return;
+    }
+    if (tileVar_ && level + 1 == k) {
+      tileInner(hi);
+      return;
+    }
     auto at = [&](int lanes) {
       return [this, var, lanes, level, k](const std::string &iv, auto &) {
         scope_.names[var] = iv;
@@ -332,6 +341,50 @@ private:
       splitLoop(lo, hi, {}, at(plan_.width), at(0));
     else
       b_.forLoop(lo, hi, b_.indexConst(1), {}, at(0));
+  }
+
+  /// The tile variable's loop in blocks of T = kTileFactor * W over [lo, hi) (inside the
+  /// parallel chunk when it is i0); the loops between it and the lane variable stay inside.
+  void tileBlocks(size_t level, const std::string &lo, const std::string &hi) {
+    std::string t = b_.indexConst(kTileFactor * plan_.width);
+    b_.forLoop(lo, hi, t, {}, [&](const std::string &iv, auto &) {
+      tileLo_ = iv;
+      tileHi_ = b_.indexOp("arith.minsi", b_.indexOp("arith.addi", iv, t), hi);
+      rangeLoops(level + 1);
+      return std::vector<Value>{};
+    });
+  }
+
+  /// The lane variable over [0, n) in a tile: T x T blocks of (tile variable, lane variable),
+  /// the block's rows of the tile variable inside, W lanes at a time; then the columns past
+  /// the last full block with the usual vector loop and scalar tail per row.
+  void tileInner(const std::string &n) {
+    std::string lane = loopVarName(node_->ranges.size() - 1);
+    std::string row = loopVarName(*tileVar_);
+    std::string t = b_.indexConst(kTileFactor * plan_.width), w = b_.indexConst(plan_.width);
+    std::string one = b_.indexConst(1);
+    std::string tend = b_.indexOp("arith.subi", n, b_.indexOp("arith.remsi", n, t));
+    auto at = [this, lane](int lanes) {
+      return [this, lane, lanes](const std::string &iv, auto &) {
+        scope_.names[lane] = iv;
+        point(lanes);
+        return std::vector<Value>{};
+      };
+    };
+    b_.forLoop(b_.indexConst(0), tend, t, {}, [&](const std::string &cb, auto &) {
+      std::string cend = b_.indexOp("arith.addi", cb, t);
+      b_.forLoop(tileLo_, tileHi_, one, {}, [&](const std::string &r, auto &) {
+        scope_.names[row] = r;
+        b_.forLoop(cb, cend, w, {}, at(plan_.width));
+        return std::vector<Value>{};
+      });
+      return std::vector<Value>{};
+    });
+    b_.forLoop(tileLo_, tileHi_, one, {}, [&](const std::string &r, auto &) {
+      scope_.names[row] = r;
+      splitLoop(tend, n, {}, at(plan_.width), at(0));
+      return std::vector<Value>{};
+    });
   }
 
   /// Stores `v` at the current point of the range variables in `out`.
@@ -494,6 +547,8 @@ private:
   const std::set<BufferId> *registers_ = nullptr;
   std::map<size_t, BufferId> stashOf_; ///< reduction node → the buffer it stashes values in
   std::optional<BufferId> stash_;      ///< the current node's
+  std::optional<size_t> tileVar_;      ///< the range variable tiled with the lane variable
+  std::string tileLo_, tileHi_;        ///< the current block of the tile variable
   Builder b_;
   KernelScope scope_;
 };

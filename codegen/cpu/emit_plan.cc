@@ -121,5 +121,33 @@ NodePlan planNode(const LoopProgram &program, const LoopNode &node, const EmitOp
   return plan;
 }
 
+std::optional<size_t> tileVarOf(const LoopNode &node, const NodePlan &plan) {
+  size_t k = node.ranges.size();
+  if (node.kind != LoopNodeKind::Pointwise || plan.mode != LaneMode::Range || k < 2)
+    return std::nullopt;
+  // Votes per candidate variable: loads strided along the lane and contiguous along it.
+  std::vector<int> votes(k - 1, 0);
+  for (const Expr *e : node.body->exprs()) {
+    if (e->kind != ExprKind::Load)
+      continue;
+    std::optional<SymInt> lane = laneCoefficient(e->index, plan.laneVar);
+    if (!lane)
+      continue;
+    std::optional<int64_t> c = lane->constant();
+    if (c == 0 || c == 1) // a symbolic stride counts as strided
+      continue;
+    for (size_t j = 0; j + 1 < k; ++j) {
+      std::optional<SymInt> cj = laneCoefficient(e->index, loopVarName(j));
+      if (cj && cj->constant() == 1 && !(node.ranges[j] == SymInt(1)))
+        ++votes[j];
+    }
+  }
+  std::optional<size_t> best;
+  for (size_t j = 0; j + 1 < k; ++j) // ties go to the inner variable
+    if (votes[j] > 0 && (!best || votes[j] >= votes[*best]))
+      best = j;
+  return best;
+}
+
 } // namespace detail
 } // namespace kiln::codegen::cpu

@@ -19,6 +19,7 @@
 #include "runtime/ops/random.h"
 #include "runtime/ops/reduce.h"
 #include "runtime/ops/softmax.h"
+#include "runtime/thread_pool.h"
 #include "tests/cpp/cpu_emit_test_util.h"
 
 #include <kiln_catch.h>
@@ -487,4 +488,106 @@ TEST_CASE("index values of every SymInt form match the interpreter", "[cpu_emit]
     // The comparison can fail: the first output really is i1*2 - i0*3 (+ x).
     CHECK(values(out[0])[cols - 1] == 2 * (cols - 1) + values(in)[cols - 1]);
   }
+}
+
+namespace {
+
+/// out = x.permute(perm) over x of sizes `xs` (symbols or constants), as one pointwise node.
+LoopProgram permuteProgram(DType t, const std::vector<SymInt> &xs, const std::vector<int> &perm) {
+  LoopProgram p;
+  BufferId bx = p.addInput(t, xs);
+  std::vector<SymInt> ys;
+  for (int d : perm)
+    ys.push_back(xs[d]);
+  p.markOutput(p.pointwise(ys, [&](Ops &ops, Idx i) {
+    std::vector<IndexExpr> at(xs.size(), SymInt(0));
+    for (size_t k = 0; k < perm.size(); ++k)
+      at[perm[k]] = i[k];
+    return ops.load(bx, at) * ops.cast(ops.constant(2.0, F32), t);
+  }));
+  return p;
+}
+
+Tensor randomOf(Shape sizes, DType t) {
+  if (t == DType::Int32 || t == DType::Int64)
+    return ops::randint(-1000, 1000, sizes, t);
+  return randn(sizes, t);
+}
+
+/// x.permute(perm) * 2 compiled: tiled (arith.minsi bounds its blocks), equal to the
+/// interpreter and to the eager permute at 1 and 4 threads.
+void checkPermute(DType t, const std::vector<SymInt> &xs, const std::vector<int> &perm,
+                  const std::vector<Shape> &shapes) {
+  CompiledProgram c = compile(permuteProgram(t, xs, perm));
+  CHECK(kernel(c, 0).lanes == LaneMode::Range);
+  CHECK(has(c.module().text, "arith.minsi"));
+  for (int threads : {1, 4}) {
+    setNumThreads(threads);
+    for (const Shape &shape : shapes) {
+      INFO(dtypeName(t) << ", " << threads << " threads, x " << shape[0] << "x" << shape.back());
+      Tensor x = randomOf(shape, t);
+      Tensor y = checkAgainstInterpreter(c, {x})[0];
+      CHECK(y.isContiguous());
+      std::vector<int64_t> dims(perm.begin(), perm.end());
+      Tensor want = ops::mul(x.permute(dims), Tensor::wrapScalar(Scalar(2.0))).to(t);
+      checkClose(y, want, 0);
+    }
+  }
+  setNumThreads(0);
+}
+
+} // namespace
+
+TEST_CASE("2-d transposes are tiled: odd and prime sizes, every dtype, threads", "[cpu_emit]") {
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  std::vector<Shape> shapes{{1, 1},    {5, 7},      {31, 33},   {16, 97},
+                            {101, 64}, {257, 1031}, {1031, 263}};
+  for (DType t : {F32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64})
+    checkPermute(t, {s0, s1}, {1, 0}, shapes);
+  // Static sizes: the lane coefficient is a constant.
+  checkPermute(F32, {SymInt(67), SymInt(131)}, {1, 0}, {{67, 131}});
+}
+
+TEST_CASE("3-d permutes are tiled: (0, 2, 1) over a middle loop, (2, 0, 1) over i0", "[cpu_emit]") {
+  SymInt s0 = sym("s0"), s1 = sym("s1"), s2 = sym("s2");
+  std::vector<Shape> shapes{{1, 1, 1}, {3, 5, 7}, {2, 37, 41}, {5, 131, 67}, {4, 300, 257}};
+  for (DType t : {F32, DType::BFloat16, DType::Int64}) {
+    checkPermute(t, {s0, s1, s2}, {0, 2, 1}, shapes);
+    checkPermute(t, {s0, s1, s2}, {2, 0, 1}, shapes);
+  }
+  checkPermute(F32, {s0, s1, s2}, {1, 2, 0}, shapes);
+}
+
+TEST_CASE("tiling picks the loop a transposed load is contiguous along; others are untouched",
+          "[cpu_emit]") {
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  LoopProgram p; // a + b.t(): one contiguous and one transposed load
+  BufferId ba = p.addInput(F32, {s0, s1});
+  BufferId bb = p.addInput(F32, {s1, s0});
+  p.markOutput(p.pointwise({s0, s1}, [&](Ops &ops, Idx i) {
+    return ops.load(ba, {i[0], i[1]}) + ops.load(bb, {i[1], i[0]});
+  }));
+  CompiledProgram c = compile(p);
+  CHECK(has(c.module().text, "arith.minsi"));
+  CHECK(has(c.module().text, "vector.gather"));
+  setNumThreads(4);
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{7, 5}, {263, 1031}, {1031, 33}}) {
+    Tensor a = randn({rows, cols}), b = randn({cols, rows});
+    Tensor y = checkAgainstInterpreter(c, {a, b})[0];
+    checkClose(y, ops::add(a, b.t()), 0);
+  }
+  setNumThreads(0);
+  // Contiguous loads, a broadcast (stride 0) and a strided load along no other range variable
+  // (every other element of a row) keep the plain loops.
+  LoopProgram q;
+  BufferId bx = q.addInput(F32, {s0, s1 * 2});
+  BufferId bc = q.addInput(F32, {s0});
+  q.markOutput(q.pointwise({s0, s1}, [&](Ops &ops, Idx i) {
+    return ops.load(bx, {i[0], i[1] * 2}) + ops.load(bc, {i[0]});
+  }));
+  CompiledProgram d = compile(q);
+  CHECK(kernel(d, 0).lanes == LaneMode::Range);
+  CHECK_FALSE(has(d.module().text, "arith.minsi"));
+  for (int64_t n : kSizes)
+    checkAgainstInterpreter(d, {randn({3, 2 * n}), randn({3})}, {{"s1", n}});
 }
