@@ -26,7 +26,7 @@
 namespace kiln::codegen::cuda {
 
 /// Part of every key: bump when generated code or the payload format changes meaning.
-inline constexpr std::string_view kCudaCodegenVersion = "kiln-0.1.0/cuda-codegen-1";
+inline constexpr std::string_view kCudaCodegenVersion = "kiln-0.1.0/cuda-codegen-2";
 
 /// SHA-256 (64 hex digits) of the fields, each prefixed by its length.
 std::string cudaCacheKey(std::initializer_list<std::string_view> fields);
