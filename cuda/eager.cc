@@ -85,15 +85,15 @@ void build(EagerProgram &entry, const std::string &text, std::string_view op, De
 
 } // namespace
 
-std::string eagerGraphText(std::string_view op, std::span<const EagerOperand> operands,
+std::string eagerGraphText(std::string_view op, std::span<const DeviceOperand> operands,
                            std::string_view attrs, Device device, int results) {
   std::map<int64_t, std::string> symbols;
   bool concrete = false;
-  for (const EagerOperand &o : operands)
+  for (const DeviceOperand &o : operands)
     concrete |= o.tensor.defined() && !o.tensor.isContiguous();
   std::string params, args;
   for (size_t i = 0; i < operands.size(); ++i) {
-    const EagerOperand &o = operands[i];
+    const DeviceOperand &o = operands[i];
     std::string type;
     if (!o.tensor.defined()) {
       type = scalarType(o.scalar);
@@ -118,7 +118,7 @@ std::string eagerGraphText(std::string_view op, std::span<const EagerOperand> op
                      op, args, attrText, types, names);
 }
 
-std::vector<Tensor> runEagerOp(std::string_view op, std::span<const EagerOperand> operands,
+std::vector<Tensor> runEagerOp(std::string_view op, std::span<const DeviceOperand> operands,
                                std::string_view attrs, Device device, int results,
                                std::span<const Tensor> into) {
   KILN_CHECK(device.type == DeviceType::CUDA, "runEagerOp: {} is not a CUDA device", device.str());
@@ -126,9 +126,9 @@ std::vector<Tensor> runEagerOp(std::string_view op, std::span<const EagerOperand
                   "kiln: '{}' has no CUDA implementation yet (CUDA runs the ops of kiln's graph "
                   "IR); move the tensor to the CPU with .cpu() first",
                   op);
-  std::vector<EagerOperand> moved(operands.begin(), operands.end());
+  std::vector<DeviceOperand> moved(operands.begin(), operands.end());
   std::vector<Tensor> inputs;
-  for (EagerOperand &o : moved) {
+  for (DeviceOperand &o : moved) {
     if (!o.tensor.defined()) {
       inputs.push_back(Tensor::wrapScalar(o.scalar));
       continue;
@@ -159,9 +159,7 @@ std::vector<Tensor> runEagerOp(std::string_view op, std::span<const EagerOperand
   for (Tensor &t : out)
     for (const Tensor &in : inputs)
       if (t.isSameAs(in)) {
-        Tensor copy = Tensor::empty(t.sizes(), t.dtype(), device);
-        copy.copy_(t);
-        t = copy;
+        t = t.clone();
         break;
       }
   return out;

@@ -12,7 +12,7 @@
 /// and `x * 0.25` share a program; their value types follow the graph IR's promotion (weak
 /// scalars), which is the eager CPU kernels' too.
 
-#include "runtime/scalar.h"
+#include "runtime/device_ops.h"
 #include "runtime/tensor.h"
 
 #include <cstddef>
@@ -23,26 +23,18 @@
 
 namespace kiln::cuda {
 
-/// An operand of an eager op: a tensor, or (when `tensor` is undefined) the number `scalar`.
-struct EagerOperand {
-  Tensor tensor;
-  Scalar scalar;
-
-  EagerOperand(Tensor t) : tensor(std::move(t)) {} // NOLINT: operands are written inline
-  EagerOperand(Scalar s) : scalar(s) {}            // NOLINT
-};
-
 /// Runs graph-IR op `op` (an ops.def keyword) with attribute text `attrs` (as inside `{...}`,
 /// e.g. `dim = [-1], keepdim = true`; empty for none) on `operands`, which are on `device` (0-d
 /// CPU tensors are moved there, as torch allows); returns `results` tensors on `device`. `into`,
 /// when given, holds preallocated contiguous results to write instead. Throws kiln::Error
-/// (NotImplemented) naming the op when it has no CUDA lowering.
-std::vector<Tensor> runEagerOp(std::string_view op, std::span<const EagerOperand> operands,
+/// (NotImplemented) naming the op when it has no CUDA lowering. This is the runtime's
+/// DeviceOpRunner for CUDA (runtime/device_ops.h).
+std::vector<Tensor> runEagerOp(std::string_view op, std::span<const DeviceOperand> operands,
                                std::string_view attrs, Device device, int results = 1,
                                std::span<const Tensor> into = {});
 
 /// The graph text runEagerOp compiles for these arguments (golden tests of the signature).
-std::string eagerGraphText(std::string_view op, std::span<const EagerOperand> operands,
+std::string eagerGraphText(std::string_view op, std::span<const DeviceOperand> operands,
                            std::string_view attrs, Device device, int results = 1);
 
 /// Eager programs compiled so far in this process (each signature once).

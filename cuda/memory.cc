@@ -65,7 +65,7 @@ public:
     KILN_CHECK(dst.device() == src.device(), "copy: {} to {} on the device", src.device().str(),
                dst.device().str());
     std::string attrs = fmt::format("dtype = {}", ir::dtypeShortName(dst.dtype()));
-    EagerOperand operand(src);
+    DeviceOperand operand(src);
     if (dst.isContiguous()) {
       runEagerOp("cast", {&operand, 1}, attrs, dst.device(), 1, {&dst, 1});
       return;
@@ -84,22 +84,12 @@ public:
   }
 };
 
-std::vector<Tensor> runOp(std::string_view op, std::span<const DeviceOperand> operands,
-                          std::string_view attrs, Device device, int results,
-                          std::span<const Tensor> into) {
-  std::vector<EagerOperand> eager;
-  eager.reserve(operands.size());
-  for (const DeviceOperand &o : operands)
-    eager.push_back(o.tensor.defined() ? EagerOperand(o.tensor) : EagerOperand(o.scalar));
-  return runEagerOp(op, eager, attrs, device, results, into);
-}
-
 } // namespace
 
 void installCudaTensors() {
   static CudaMemory memory;
   registerDeviceMemory(DeviceType::CUDA, &memory);
-  registerDeviceOps(DeviceType::CUDA, &runOp);
+  registerDeviceOps(DeviceType::CUDA, &runEagerOp);
 }
 
 } // namespace kiln::cuda

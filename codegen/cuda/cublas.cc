@@ -16,43 +16,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// Library names in a folder or for the loader, newest first.
-const char *const kNames[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
-/// Where the wheels put libcublas under a site-packages folder.
-const char *const kWheelDirs[] = {"nvidia/cu13/lib", "nvidia/cublas/lib"};
-
-std::mutex &rootsMutex() {
-  static std::mutex mu;
-  return mu;
-}
-std::vector<std::string> &extraRoots() {
-  static std::vector<std::string> roots;
-  return roots;
-}
-
-bool isDir(const std::string &p) {
-  std::error_code ec;
-  return fs::is_directory(p, ec);
-}
-
-/// The library file of `dir` in preference order (the names above, then any libcublas.so.*).
-void addFolder(const std::string &dir, std::vector<std::string> &out) {
-  if (!isDir(dir))
-    return;
-  for (const char *name : kNames) {
-    std::error_code ec;
-    if (fs::exists(fs::path(dir) / name, ec)) {
-      out.push_back((fs::path(dir) / name).string());
-      return;
-    }
-  }
-  if (std::vector<std::string> any = filesWithPrefix(dir, "libcublas.so."); !any.empty())
-    out.push_back(any.front());
-}
-
-void addSitePackages(const std::string &root, std::vector<std::string> &out) {
-  for (const char *sub : kWheelDirs)
-    addFolder((fs::path(root) / sub).string(), out);
+/// Where libcublas may be (shared_library.h), newest names first.
+LibrarySearch &search() {
+  static LibrarySearch s("KILN_CUBLAS", {"libcublas.so.13", "libcublas.so.12", "libcublas.so"},
+                         "libcublas.so.", {"nvidia/cu13/lib", "nvidia/cublas/lib"});
+  return s;
 }
 
 /// The names of cublasStatus_t (cublas_api.h), for libraries without cublasGetStatusString.
@@ -84,42 +52,9 @@ const char *statusTableName(CublasStatus s) {
 
 } // namespace
 
-void Cublas::addSearchRoot(const std::string &dir) {
-  std::lock_guard<std::mutex> lock(rootsMutex());
-  if (std::find(extraRoots().begin(), extraRoots().end(), dir) == extraRoots().end())
-    extraRoots().push_back(dir);
-}
+void Cublas::addSearchRoot(const std::string &dir) { search().addRoot(dir); }
 
-std::vector<std::string> Cublas::searchCandidates() {
-  std::vector<std::string> out;
-  if (const char *env = std::getenv("KILN_CUBLAS"); env && *env) {
-    if (isDir(env))
-      addFolder(env, out);
-    else
-      out.push_back(env);
-  }
-  addFolder("/usr/local/cuda/lib64", out);
-#if defined(__aarch64__)
-  addFolder("/usr/local/cuda/targets/sbsa-linux/lib", out);
-#else
-  addFolder("/usr/local/cuda/targets/x86_64-linux/lib", out);
-#endif
-  {
-    std::lock_guard<std::mutex> lock(rootsMutex());
-    for (const std::string &root : extraRoots())
-      addSitePackages(root, out);
-  }
-  if (const char *venv = std::getenv("VIRTUAL_ENV"); venv && *venv)
-    for (const std::string &py : filesWithPrefix(std::string(venv) + "/lib", "python3"))
-      addSitePackages(py + "/site-packages", out);
-  for (const char *name : kNames)
-    out.push_back(name);
-  std::vector<std::string> unique;
-  for (const std::string &c : out)
-    if (std::find(unique.begin(), unique.end(), c) == unique.end())
-      unique.push_back(c);
-  return unique;
-}
+std::vector<std::string> Cublas::searchCandidates() { return search().candidates(); }
 
 std::unique_ptr<Cublas> Cublas::tryLoad(const std::string &candidate, std::string *error) {
   std::unique_ptr<Cublas> c(new Cublas());

@@ -5,6 +5,7 @@
 #include "codegen/cuda/emit_impl.h"
 
 #include "ir/loop/index.h"
+#include "ir/loop/prim_eval.h"
 #include "runtime/error.h"
 
 #include <limits>
@@ -20,24 +21,6 @@ SymInt product(const std::vector<SymInt> &v) {
   for (const SymInt &x : v)
     p *= x;
   return p;
-}
-
-/// The lowest and highest value of an integer or bool dtype.
-std::pair<int64_t, int64_t> intRange(DType t) {
-  switch (t) {
-  case DType::Bool:
-    return {0, 1};
-  case DType::UInt8:
-    return {0, 255};
-  case DType::Int8:
-    return {-128, 127};
-  case DType::Int16:
-    return {-32768, 32767};
-  case DType::Int32:
-    return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
-  default:
-    return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
-  }
 }
 
 /// The accumulator of a reduction: its C++ type, identity and size in a partials workspace.
@@ -59,7 +42,7 @@ struct Accumulator {
       return fl ? floatLiteral(f, element) : intLiteral(i, element);
     };
     double inf = std::numeric_limits<double>::infinity();
-    auto [lo, hi] = fl ? std::pair<int64_t, int64_t>{0, 0} : intRange(t);
+    auto [lo, hi] = fl ? std::pair<int64_t, int64_t>{0, 0} : intLimits(t);
     int size = static_cast<int>(itemsize(element));
     auto set = [&](const char *name, const std::string &init, int bytes) {
       type = fmt::format("kiln::{}<{}>", name, et);

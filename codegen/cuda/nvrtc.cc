@@ -22,89 +22,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// Library names in a folder or for the loader, newest first.
-const char *const kNames[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
-/// Where the wheels put libnvrtc under a site-packages folder.
-const char *const kWheelDirs[] = {"nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"};
-
-std::mutex &rootsMutex() {
-  static std::mutex mu;
-  return mu;
-}
-std::vector<std::string> &extraRoots() {
-  static std::vector<std::string> roots;
-  return roots;
-}
-
-bool isDir(const std::string &p) {
-  std::error_code ec;
-  return fs::is_directory(p, ec);
-}
-
-/// The library files of `dir` in preference order (the names above, then any libnvrtc.so.*).
-void addFolder(const std::string &dir, std::vector<std::string> &out) {
-  if (!isDir(dir))
-    return;
-  for (const char *name : kNames) {
-    std::error_code ec;
-    if (fs::exists(fs::path(dir) / name, ec)) {
-      out.push_back((fs::path(dir) / name).string());
-      return;
-    }
-  }
-  for (const std::string &f : filesWithPrefix(dir, "libnvrtc.so."))
-    if (f.find(".alt.") == std::string::npos) {
-      out.push_back(f);
-      return;
-    }
-}
-
-void addSitePackages(const std::string &root, std::vector<std::string> &out) {
-  for (const char *sub : kWheelDirs)
-    addFolder((fs::path(root) / sub).string(), out);
+/// Where libnvrtc may be (shared_library.h), newest names first.
+LibrarySearch &search() {
+  static LibrarySearch s("KILN_NVRTC", {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"},
+                         "libnvrtc.so.", {"nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"});
+  return s;
 }
 
 } // namespace
 
-void Nvrtc::addSearchRoot(const std::string &dir) {
-  std::lock_guard<std::mutex> lock(rootsMutex());
-  for (const std::string &r : extraRoots())
-    if (r == dir)
-      return;
-  extraRoots().push_back(dir);
-}
+void Nvrtc::addSearchRoot(const std::string &dir) { search().addRoot(dir); }
 
-std::vector<std::string> Nvrtc::searchCandidates() {
-  std::vector<std::string> out;
-  if (const char *env = std::getenv("KILN_NVRTC"); env && *env) {
-    if (isDir(env))
-      addFolder(env, out);
-    else
-      out.push_back(env);
-  }
-  addFolder("/usr/local/cuda/lib64", out);
-#if defined(__aarch64__)
-  addFolder("/usr/local/cuda/targets/sbsa-linux/lib", out);
-#else
-  addFolder("/usr/local/cuda/targets/x86_64-linux/lib", out);
-#endif
-  {
-    std::lock_guard<std::mutex> lock(rootsMutex());
-    for (const std::string &root : extraRoots())
-      addSitePackages(root, out);
-  }
-  if (const char *venv = std::getenv("VIRTUAL_ENV"); venv && *venv)
-    for (const std::string &py : filesWithPrefix(std::string(venv) + "/lib", "python3"))
-      addSitePackages(py + "/site-packages", out);
-  for (const char *name : kNames)
-    out.push_back(name);
-  // The same file can be reached twice (a symlinked toolkit, a root given twice).
-  std::vector<std::string> unique;
-  for (const std::string &c : out)
-    if (std::find(unique.begin(), unique.end(), c) == unique.end())
-      unique.push_back(c);
-  return unique;
-}
+std::vector<std::string> Nvrtc::searchCandidates() { return search().candidates(); }
 
 std::unique_ptr<Nvrtc> Nvrtc::tryLoad(const std::string &candidate, std::string *error) {
   std::unique_ptr<Nvrtc> n(new Nvrtc());

@@ -3,6 +3,7 @@
 /// against (libnvrtc, libcuda): a machine without them still builds, loads and runs kiln.
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -42,5 +43,33 @@ void resolve(const SharedLibrary &lib, Fn &fn, const char *name,
 
 /// The files matching `prefix*` in `dir`, sorted; empty when dir does not exist.
 std::vector<std::string> filesWithPrefix(const std::string &dir, const std::string &prefix);
+
+/// Where one CUDA library (libnvrtc, libcublas) may be, in the order to try: `$envVar` (a file,
+/// or a folder to look in), the toolkit's folders, the wheel folders under every root given to
+/// addRoot (the frontend adds `sys.path`) and under `$VIRTUAL_ENV`'s site-packages, then the
+/// bare names for the loader's own search. In a folder the first of `names` present wins, else
+/// the first `anyPrefix*` file (not an `.alt.` variant). Thread-safe.
+class LibrarySearch {
+public:
+  LibrarySearch(const char *envVar, std::vector<std::string> names, std::string anyPrefix,
+                std::vector<std::string> wheelDirs)
+      : envVar_(envVar), names_(std::move(names)), anyPrefix_(std::move(anyPrefix)),
+        wheelDirs_(std::move(wheelDirs)) {}
+
+  void addRoot(const std::string &dir);
+  /// Every candidate once, in order.
+  std::vector<std::string> candidates() const;
+
+private:
+  void addFolder(const std::string &dir, std::vector<std::string> &out) const;
+  void addSitePackages(const std::string &root, std::vector<std::string> &out) const;
+
+  const char *envVar_;
+  std::vector<std::string> names_;
+  std::string anyPrefix_;
+  std::vector<std::string> wheelDirs_;
+  mutable std::mutex mu_;
+  std::vector<std::string> roots_;
+};
 
 } // namespace kiln::codegen::cuda

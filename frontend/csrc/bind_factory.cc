@@ -39,6 +39,12 @@ void checkDevice(py::handle device, const char *op) {
          op, d->str(), d->str());
 }
 
+std::optional<Device> targetDeviceLike(py::handle device, const Tensor &like, const char *op) {
+  if (!device.is_none())
+    return targetDevice(device, op);
+  return like.isCpu() ? std::nullopt : std::optional<Device>(like.device());
+}
+
 Tensor placeOn(Tensor t, std::optional<Device> device) { return device ? t.to(*device) : t; }
 
 Tensor finishFactory(Tensor t, bool requiresGrad, const char *op) {
@@ -97,9 +103,7 @@ void defSized(py::module_ &m, const char *name, const char *newName, SizedMaker 
       newName,
       [newName, make](const Tensor &self, py::args args, py::handle size,
                       std::optional<DType> dtype, py::handle device, bool requiresGrad) {
-        std::optional<Device> target = targetDevice(device, newName);
-        if (!target && device.is_none() && !self.isCpu())
-          target = self.device();
+        std::optional<Device> target = targetDeviceLike(device, self, newName);
         Shape shape = factoryShape(args, size, newName);
         return finishFactory(placeOn(make(shape, dtype.value_or(self.dtype())), target),
                              requiresGrad, newName);
@@ -114,11 +118,9 @@ void defLike(py::module_ &m, const char *name, const Scalar *fill) {
       name,
       [name, fill](const Tensor &input, std::optional<DType> dtype, py::handle device,
                    bool requiresGrad, py::handle memoryFormat) {
-        std::optional<Device> target = targetDevice(device, name);
+        std::optional<Device> target = targetDeviceLike(device, input, name);
         Tensor t =
             ops::emptyLike(input, dtype.value_or(input.dtype()), preservesLayout(memoryFormat));
-        if (!target && device.is_none() && !input.isCpu())
-          target = input.device(); // *_like follows its input's device
         if (target)
           t = Tensor::empty(input.sizes(), t.dtype(), *target);
         if (fill)
@@ -155,9 +157,7 @@ void bindFilled(py::module_ &m) {
       "new_full",
       [](const Tensor &self, py::handle size, py::handle fillValue, std::optional<DType> dtype,
          py::handle device, bool requiresGrad) {
-        std::optional<Device> target = targetDevice(device, "new_full");
-        if (!target && device.is_none() && !self.isCpu())
-          target = self.device();
+        std::optional<Device> target = targetDeviceLike(device, self, "new_full");
         Tensor t = ops::full(toIntList(size, "new_full"), toScalar(fillValue, "new_full"),
                              dtype.value_or(self.dtype()));
         return finishFactory(placeOn(t, target), requiresGrad, "new_full");
@@ -168,9 +168,7 @@ void bindFilled(py::module_ &m) {
       "full_like",
       [](const Tensor &input, py::handle fillValue, std::optional<DType> dtype, py::handle device,
          bool requiresGrad, py::handle memoryFormat) {
-        std::optional<Device> target = targetDevice(device, "full_like");
-        if (!target && device.is_none() && !input.isCpu())
-          target = input.device();
+        std::optional<Device> target = targetDeviceLike(device, input, "full_like");
         Scalar v = toScalar(fillValue, "full_like");
         DType dt = dtype.value_or(input.dtype());
         ops::checkFits(v, dt, "full_like", /*checkFloatTargets=*/true);

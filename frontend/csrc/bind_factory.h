@@ -19,6 +19,8 @@ void checkDevice(py::handle device, const char *op);
 /// The CUDA device a factory's `device=` names (nullopt for none or the CPU); throws when CUDA
 /// is unavailable or the index does not exist.
 std::optional<Device> targetDevice(py::handle device, const char *op);
+/// targetDevice, defaulting to `like`'s device when `device` is None (`*_like`, `new_*`).
+std::optional<Device> targetDeviceLike(py::handle device, const Tensor &like, const char *op);
 /// `t` moved to `device` when one is given (factories build on the host, then move once).
 Tensor placeOn(Tensor t, std::optional<Device> device);
 

@@ -136,9 +136,7 @@ void defSampler(py::module_ &m, const char *name, const char *likeName, Sample s
       likeName,
       [likeName, sample](const Tensor &input, py::handle generator, std::optional<DType> dtype,
                          py::handle device, bool requiresGrad, py::handle) {
-        std::optional<Device> target = targetDevice(device, likeName);
-        if (!target && device.is_none() && !input.isCpu())
-          target = input.device();
+        std::optional<Device> target = targetDeviceLike(device, input, likeName);
         Tensor t = target ? Tensor::empty(input.sizes(), dtype.value_or(input.dtype()))
                           : ops::emptyLike(input, dtype.value_or(input.dtype()));
         checkFloating(t.dtype(), likeName);
