@@ -30,6 +30,7 @@ get_num_threads = _C.get_num_threads
 set_num_threads = _C.set_num_threads
 
 from kiln._ops import *  # noqa: E402,F401,F403
+from kiln._ops import _assert  # noqa: E402,F401 - torch._assert (private, so not in *)
 
 __version__ = "0.1.0"
 

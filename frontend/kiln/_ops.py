@@ -20,3 +20,14 @@ from kiln._ops_linalg import *  # noqa: E402,F401,F403
 from kiln._ops_nn import *  # noqa: E402,F401,F403
 from kiln._ops_reduce import *  # noqa: E402,F401,F403
 from kiln._ops_shape import *  # noqa: E402,F401,F403
+
+
+def _assert(condition, message):
+    """torch._assert: raises AssertionError(message) when `condition` is false. `condition` is a
+    Python value or a one-element tensor (a tensor of more elements raises, as bool() does).
+
+    An explicit raise rather than an `assert` statement, so `python -O` keeps the check. Under
+    kiln.compile a Python condition is decided at capture time and a tensor one becomes a graph
+    node that runs with the graph (see CallMixin.kiln_assert)."""
+    if not condition:
+        raise AssertionError(message)

@@ -11,6 +11,7 @@ import functools
 import operator
 
 import kiln
+from kiln._capture import calls_object
 from kiln._capture import variables as V
 
 
@@ -28,6 +29,8 @@ def _len(frame, args, kwargs):
         return frame.ctx.size_of(value, 0)
     if isinstance(value, V.ModuleVar):
         return V.ConstVar(len(value.module))
+    if isinstance(value, V.NewObjectVar):
+        return calls_object.length(frame, value)
     return V.ConstVar(len(frame.unpack_iterable(_no_consume(value))))
 
 
@@ -147,7 +150,16 @@ def _hasattr(frame, args, kwargs):
         return V.ConstVar(hasattr(obj.module, name))
     if isinstance(obj, V.ObjectVar):
         return V.ConstVar(hasattr(obj.value, name))
+    if isinstance(obj, V.NewObjectVar):
+        return V.ConstVar(calls_object.has_attr(obj, name))
     return V.ConstVar(hasattr(obj.const(), name))
+
+
+def _setattr(frame, args, kwargs):
+    if len(args) != 3 or kwargs:
+        raise V.Unsupported("setattr() takes three arguments (raises at run time)")
+    frame.set_attr(args[0], args[1].const(), args[2])
+    return V.ConstVar(None)
 
 
 def _type(frame, args, kwargs):
@@ -238,6 +250,8 @@ def _callable(frame, args, kwargs):
         return V.ConstVar(True)
     if isinstance(v, V.ObjectVar):
         return V.ConstVar(callable(v.value))
+    if isinstance(v, V.NewObjectVar):
+        return V.ConstVar(calls_object.class_attr(v.cls, "__call__", None) is not None)
     return V.ConstVar(False)
 
 
@@ -266,6 +280,7 @@ HANDLERS = {
     builtins.max: _minmax(max),
     builtins.getattr: _getattr,
     builtins.hasattr: _hasattr,
+    builtins.setattr: _setattr,
     builtins.type: _type,
     builtins.iter: _iter,
     builtins.next: _next,

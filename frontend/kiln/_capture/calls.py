@@ -13,7 +13,7 @@ import operator
 import types
 
 import kiln
-from kiln._capture import ops
+from kiln._capture import calls_object, ops
 from kiln._capture import variables as V
 from kiln._capture.calls_access import AccessMixin, _ContainerMethod, _SuperVar, from_outside
 from kiln._capture.sources import AttrSource, ItemSource
@@ -35,10 +35,12 @@ _INLINED_KILN_MODULES = ("kiln._capture", "kiln.nn.modules")
 
 def _unflatten_signature(input, dim, sizes): ...
 def _unbind_signature(input, dim=0): ...
+def _assert_signature(condition, message): ...
 
 
 _UNFLATTEN = inspect.signature(_unflatten_signature)
 _UNBIND = inspect.signature(_unbind_signature)
+_ASSERT = inspect.signature(_assert_signature)
 
 
 def _is_kiln_function(fn) -> bool:
@@ -73,6 +75,8 @@ class CallMixin(AccessMixin):
             return bool(value.value)
         if isinstance(value, V.ModuleVar):
             return bool(value.module) if hasattr(type(value.module), "__len__") else True
+        if isinstance(value, V.NewObjectVar):
+            return calls_object.truth(self, value)
         if isinstance(value, V.ObjectVar):
             t = type(value.value)
             if hasattr(t, "__bool__") or hasattr(t, "__len__"):
@@ -264,8 +268,14 @@ class CallMixin(AccessMixin):
             return self.call_tensor_method(fn.tensor, fn.name, args, kwargs)
         if isinstance(fn, V.ModuleVar):
             return self.call_module(fn, args, kwargs)
-        if isinstance(fn, _ContainerMethod):
+        if isinstance(fn, (_ContainerMethod, calls_object.ObjectInitVar)):
             return fn.call(self, args, kwargs)
+        if isinstance(fn, V.NewObjectVar):
+            return calls_object.call(self, fn, args, kwargs)
+        if isinstance(fn, V.ObjectVar) and calls_object.user_class(fn.value) and (
+            calls_object.why_not_plain(fn.value) is None
+        ):
+            return calls_object.construct(self, fn, args, kwargs)
         if isinstance(fn, V.GradModeExitVar):
             self.ctx.grad_enabled = fn.previous
             return V.ConstVar(None)
@@ -352,6 +362,8 @@ class CallMixin(AccessMixin):
         return ops.record(self.ctx, _TENSOR.view, [t] + shape, {}, "view")
 
     def call_kiln(self, fn, args, kwargs) -> V.VT:
+        if fn is kiln._assert:
+            return self.kiln_assert(args, kwargs)
         name = getattr(fn, "__name__", "?")
         if name in ops.DATA_DEPENDENT_FUNCTIONS:
             raise V.Unsupported(f"kiln.{name}() depends on data or creates a tensor from Python "
@@ -372,6 +384,29 @@ class CallMixin(AccessMixin):
                 return parts
         return ops.record(self.ctx, fn, list(args), kwargs, name)
 
+    def kiln_assert(self, args, kwargs) -> V.VT:
+        """`kiln._assert(cond, msg)` without a graph break. A Python condition (shape checks)
+        is decided now: the values it read are guarded, so it holds for every call the entry
+        runs. A tensor condition is checked on its example and recorded as a node, which checks
+        it again on each run (the node has no users: `is_impure` keeps it)."""
+        try:
+            bound = _ASSERT.bind(*args, **kwargs)
+        except TypeError as e:
+            raise V.Unsupported(f"kiln._assert(): {e}") from None
+        cond, message = bound.arguments["condition"], bound.arguments["message"]
+        if isinstance(cond, V.TensorVar):
+            try:
+                holds = bool(cond.example)
+            except Exception as e:  # more than one element: eager raises the same
+                raise V.Unsupported(f"_assert() raised {type(e).__name__}: {e}") from None
+            if holds:
+                self.ctx.graph.call(kiln._assert, (cond.node, ops.to_graph_arg(message)), {},
+                                    None, loc=self.ctx.loc)
+                return V.ConstVar(None)
+        elif self.truth(cond):
+            return V.ConstVar(None)
+        raise V.AssertionFailed(_message_of(message))
+
     def zero_arg_super(self) -> V.VT:
         """`super()` in a method: the `__class__` cell and the first argument of this frame."""
         cell = self.locals.get("__class__")
@@ -379,7 +414,9 @@ class CallMixin(AccessMixin):
         first = self.locals.get(self.code.co_varnames[0]) if self.code.co_argcount else None
         if isinstance(first, V.CellVar):
             first = first.contents
-        if not isinstance(cls, V.ObjectVar) or not isinstance(first, (V.ModuleVar, V.ObjectVar)):
+        if not isinstance(cls, V.ObjectVar) or not isinstance(
+            first, (V.ModuleVar, V.ObjectVar, V.NewObjectVar)
+        ):
             raise V.Unsupported("super() outside of a method")
         return _SuperVar(cls.value, first)
 
@@ -427,6 +464,10 @@ class CallMixin(AccessMixin):
             raise V.Unsupported("print() is a side effect", "remove print() from compiled code "
                                 "or move it outside")
         name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+        if calls_object.user_class(fn):
+            raise V.Unsupported(f"creating a {name} object: {calls_object.why_not_plain(fn)}",
+                                "create the object outside the compiled function, or make its "
+                                "class a plain one (no __new__, metaclass or attribute hooks)")
         raise V.Unsupported(f"call to {name} ({type(fn).__name__}) is not supported",
                             "move this call outside the compiled function, or wrap it in a "
                             "kiln op")
@@ -500,6 +541,14 @@ class CallMixin(AccessMixin):
         if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
             raise V.Unsupported("coroutines are not captured")
         return child.run()
+
+
+def _message_of(message: V.VT):
+    """The message of a failing kiln._assert as eager would show it (sizes: this call's)."""
+    try:
+        return ops.to_example(message)
+    except V.Unsupported:
+        return f"<{type(message).__name__}>"
 
 
 def _is_const_method(fn) -> bool:

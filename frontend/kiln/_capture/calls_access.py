@@ -13,7 +13,7 @@ import operator
 import types
 
 import kiln
-from kiln._capture import ops
+from kiln._capture import calls_object, ops
 from kiln._capture import variables as V
 from kiln._capture.sources import AttrSource
 
@@ -39,6 +39,8 @@ class AccessMixin:
             return _ContainerMethod(obj, name)
         if isinstance(obj, V.ObjectVar):
             return self.object_attr(obj, name)
+        if isinstance(obj, V.NewObjectVar):
+            return calls_object.get_attr(self, obj, name)
         if isinstance(obj, _SuperVar):
             return obj.get_attr(name)
         if isinstance(obj, V.FunctionVar) and name in ("__name__", "__qualname__", "__doc__",
@@ -124,6 +126,9 @@ class AccessMixin:
         return self.ctx.wrap(value, source)
 
     def set_attr(self, obj: V.VT, name: str, value: V.VT) -> None:
+        if isinstance(obj, V.NewObjectVar):  # made in this capture: nobody else sees it yet
+            calls_object.set_attr(self, obj, name, value)
+            return
         raise V.Unsupported(f"assignment to attribute {name!r} of {type(obj).__name__}",
                             "keep state in local variables inside compiled code")
 
@@ -194,12 +199,25 @@ class _SuperVar(V.VT):
         self.self_var = self_var
 
     def get_attr(self, name: str) -> V.VT:
-        mro = self.self_var.python_type().__mro__
+        owner = self.self_var.python_type()
+        first = getattr(self.self_var, "value", None)
+        if isinstance(first, type) and issubclass(first, self.cls):  # __new__, a classmethod
+            owner = first
+        mro = owner.__mro__
+        if self.cls not in mro:
+            raise V.Unsupported(f"super() of a {owner.__name__} in a method of "
+                                f"{self.cls.__name__} (raises at run time)")
         for klass in mro[mro.index(self.cls) + 1:]:
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
                 if isinstance(attr, types.FunctionType):
                     return V.BoundMethodVar(V.FunctionVar(attr), self.self_var)
+                if klass is object and name == "__init__":
+                    return calls_object.ObjectInitVar()
+                if isinstance(attr, staticmethod):  # __new__ of a Python base
+                    return V.FunctionVar(attr.__func__)
+                if name == "__new__" and isinstance(attr, types.BuiltinFunctionType):
+                    return V.ObjectVar(attr)  # object.__new__: a call that breaks, rebuildable
                 break
         raise V.Unsupported(f"super().{name} is not a plain method")
 

@@ -9,6 +9,7 @@ interpreter loop.
 
 from __future__ import annotations
 
+import keyword
 import types
 
 from kiln._capture import variables as V
@@ -21,6 +22,7 @@ class _Builder:
         self.namespace: dict = {}
         self.lines: list = []
         self.cells: dict = {}
+        self.objects: dict = {}  # id(NewObjectVar) -> the local holding the built object
         self.arg_names = [f"a{i}" for i in range(len(ctx.state_labels))]
 
     def const(self, value) -> str:
@@ -87,6 +89,8 @@ class _Builder:
             return "iter([" + ", ".join(self.expr(i) for i in rest) + "])"
         if isinstance(v, V.CellVar):
             return self.cell(v)
+        if isinstance(v, V.NewObjectVar):
+            return self.new_object(v)
         if isinstance(v, V.NestedFunctionVar):
             defaults = self.expr(v.defaults) if v.defaults is not None else "None"
             closure = "None"
@@ -116,6 +120,21 @@ class _Builder:
                 self.lines.append(f"    {name} = _CellType({contents})")
         return self.cells[id(c)]
 
+    def new_object(self, v: V.NewObjectVar) -> str:
+        """An object created during the capture, built once per entry call (however often it
+        is referenced, so identity holds): object.__new__, then its final attributes (named
+        before they are set, so an attribute may refer back to the object)."""
+        if id(v) not in self.objects:
+            name = f"_obj{len(self.objects)}"
+            self.objects[id(v)] = name
+            self.lines.append(f"    {name} = _object_new({self.const(v.cls)})")
+            for attr, value in v.attrs.items():
+                e = self.expr(value)
+                plain = attr.isidentifier() and not keyword.iskeyword(attr)
+                self.lines.append(f"    {name}.{attr} = {e}" if plain
+                                  else f"    setattr({name}, {attr!r}, {e})")
+        return self.objects[id(v)]
+
 
 def tensors_in(values) -> list:
     """Distinct TensorVar/SymIntVar reachable from variables, in first-seen order."""
@@ -141,6 +160,9 @@ def tensors_in(values) -> list:
                 visit(i)
         elif isinstance(v, V.CellVar) and v.contents is not None:
             visit(v.contents)
+        elif isinstance(v, V.NewObjectVar):
+            for i in v.attrs.values():
+                visit(i)
         elif isinstance(v, V.BoundMethodVar):
             visit(v.fn), visit(v.self_var)
         elif isinstance(v, V.PartialVar):
@@ -187,7 +209,7 @@ def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_n
         _graph=graph_fn, _MethodType=types.MethodType, _FunctionType=types.FunctionType,
         _CellType=types.CellType, _partial=__import__("functools").partial,
         _with_kwdefaults=_with_kwdefaults, _grad_exit=_grad_exit, _grad_mode=_grad_mode,
-        _NULL=NULL_MARK,
+        _NULL=NULL_MARK, _object_new=object.__new__,
     )
     namespace.update(extra_ns)
     source = "\n".join(lines) + "\n"

@@ -77,7 +77,8 @@ class CaptureContext:
         self.sym_by_source: dict = {}
         self.undo: list = []
         self.modules_seen: dict = {}
-        self.loc = None  # (filename, lineno) of the instruction being evaluated
+        self.loc = None  # (filename, lineno) of the user's line being evaluated
+        self.caller_loc = None  # the line that called the captured code (symbolic.caller_loc)
         self.static_only = dynamic is False
         self._typed_upto = 0  # graph.nodes before this index were given to shape inference
         self._int_syms: dict = {}  # id(int node) -> its SymInt text, as the .kir writer spells it

@@ -13,6 +13,7 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+import threading
 import time
 import types
 import warnings
@@ -24,7 +25,7 @@ from kiln._capture import variables as V
 from kiln._capture.calls import library_dirs
 from kiln._capture.context import CaptureContext
 from kiln._capture.sources import ArgSource, ClosureSource
-from kiln._capture.symbolic import Frame
+from kiln._capture.symbolic import Frame, user_frames
 
 _KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(kiln.__file__)))
 _NN_MODULES_DIR = os.path.join(_KILN_DIR, "kiln", "nn", "modules") + os.sep
@@ -38,6 +39,8 @@ class BreakRecord:
     """One graph break, for explain(): why, and where in the user's code."""
 
     def __init__(self, reason: str, hint: str, filename: str, lineno: int, inner=()) -> None:
+        # Frames of kiln's own code (inlined nn layers) are left out: the user's line is named.
+        (filename, lineno), *inner = user_frames([(filename, lineno), *inner])
         self.reason = reason
         self.hint = hint
         self.filename = filename
@@ -76,22 +79,30 @@ class CaptureRecord:
 
 
 class CodeState:
-    """Python-side state of one code object: resume functions, automatic dynamic shapes."""
+    """Python-side state of one code object: resume functions, automatic dynamic shapes, and
+    the lock that serializes its captures (see Compiler.callback)."""
 
     def __init__(self) -> None:
         self.resume_fns: dict = {}
         self.auto_dynamic: dict = {}
         self.seen: dict = {}
         self.captures = 0
+        # Reentrant: a thread never waits on a capture it is running itself.
+        self.lock = threading.RLock()
 
 
 _code_states: dict = {}
+_code_states_lock = threading.Lock()
 
 
 def code_state(code) -> CodeState:
     state = _code_states.get(code)
     if state is None:
-        state = _code_states[code] = CodeState()
+        # Two threads missing at once must share one state, or they would not share its lock.
+        with _code_states_lock:
+            state = _code_states.get(code)
+            if state is None:
+                state = _code_states[code] = CodeState()
     return state
 
 
@@ -138,6 +149,18 @@ class Compiler:
             _C._capture.mark_skip(code)
             return None
         state = code_state(code)
+        # One capture of a code object at a time. Threads whose first calls arrive together
+        # would each capture their own entry (and soon hit the recompile limit); a thread that
+        # waited here looks the cache up again and takes the entry captured meanwhile.
+        with state.lock:
+            for guards, entry in _C._capture.entries(code):
+                if guards.check(args, func):
+                    return entry
+            if _C._capture.is_no_capture(code):  # another thread hit the limit meanwhile
+                return None
+            return self._miss(func, args, code, state)
+
+    def _miss(self, func, args, code, state):
         entries = _C._capture.entries(code)
         reason = None
         if entries:
@@ -258,6 +281,8 @@ class Compiler:
                                        code.co_filename, lineno,
                                        reversed(outcome.error.__dict__.get("frames", ())))
             logs.log("graph_breaks", f"graph break in {code.co_name}: {break_record}")
+            if self.fullgraph and isinstance(outcome.error, V.AssertionFailed):
+                raise AssertionError(outcome.error.message)  # what eager raises, not a break
             if self.fullgraph:
                 raise CaptureError(
                     f"kiln.compile(fullgraph=True): graph break: {outcome.error.reason}\n  "
@@ -532,19 +557,28 @@ class BreakHandler:
         key = (offset, len(stack), unbound, native, nulls)
         resume_code = self.state.resume_fns.get(key)
         if resume_code is None:
-            _C._capture.skip_enter()  # our own helpers (dis namedtuples) are never captured
-            try:
-                resume_code = bytecode.make_resume_code(self.code, offset, len(stack), key[2],
-                                                        nulls)
-            finally:
-                _C._capture.skip_exit()
-            if native:
-                _C._capture.mark_skip(resume_code)
-            self.state.resume_fns[key] = resume_code
+            # One resume function per key even when threads break here at once: each would be
+            # a code object of its own, captured (and cached) separately.
+            with self.state.lock:
+                resume_code = self.state.resume_fns.get(key)
+                if resume_code is None:
+                    resume_code = self._make_resume_code(offset, len(stack), key[2], native,
+                                                         nulls)
+                    self.state.resume_fns[key] = resume_code
         # A new function per call: the running function's closure cells and globals.
         fn = types.FunctionType(resume_code, func.__globals__, resume_code.co_name, None,
                                 func.__closure__)
         return fn(*bytecode.resume_args(self.code, locals_, cells, stack))
+
+    def _make_resume_code(self, offset, nstack, unbound, native, nulls):
+        _C._capture.skip_enter()  # our own helpers (dis namedtuples) are never captured
+        try:
+            resume_code = bytecode.make_resume_code(self.code, offset, nstack, unbound, nulls)
+        finally:
+            _C._capture.skip_exit()
+        if native:
+            _C._capture.mark_skip(resume_code)
+        return resume_code
 
 
 def _state_labels(code, n: int) -> list:

@@ -141,7 +141,7 @@ _RANDOM_OPS = frozenset(
 )
 _EFFECT_OPS = frozenset(
     "print breakpoint input warn manual_seed seed set_rng_state set_default_dtype "
-    "set_num_threads set_grad_enabled setattr delattr setitem delitem".split()
+    "set_num_threads set_grad_enabled setattr delattr setitem delitem _assert".split()
 )
 
 
@@ -180,6 +180,7 @@ class Graph:
         self._output_node: Node | None = None
         self._names: set[str] = set()
         self._call_counter = itertools.count()
+        self._forward = None  # compile_python() of the graph as it is now (see `forward`)
 
     # -- building --------------------------------------------------------------------------------
 
@@ -203,6 +204,7 @@ class Graph:
         if sym_sizes is not None:
             meta["sym_sizes"] = list(sym_sizes)
         node = Node(self, self._unique(sanitize_name(name)), "placeholder", None, (), {}, meta)
+        self._forward = None
         self.nodes.insert(len(self.inputs), node)
         self.inputs.append(node)
         return node
@@ -220,6 +222,7 @@ class Graph:
         node = Node(self, name, "call", target, args, kwargs, {"example": example, "loc": loc})
         for n in used:
             n.users.append(node)
+        self._forward = None
         self.nodes.append(node)
         return node
 
@@ -234,6 +237,7 @@ class Graph:
             n.users.append(node)
         self.outputs = values
         self._output_node = node
+        self._forward = None
         self.nodes.append(node)
         return node
 
@@ -255,6 +259,7 @@ class Graph:
                     changed = True
 
     def _erase(self, node: Node) -> None:
+        self._forward = None
         self.nodes.remove(node)
         for n in nodes_in((node.args, node.kwargs)):
             n.users.remove(node)
@@ -279,6 +284,38 @@ class Graph:
         fn = namespace["forward"]
         fn.__kiln_source__ = gen.source
         return fn
+
+    # -- torch's GraphModule contract: what a `backend(gm, example_inputs)` may use ------------
+
+    @property
+    def forward(self):
+        """The graph as a function of its inputs returning the tuple of its outputs
+        (`compile_python()`, generated once and again after the graph changes)."""
+        fn = self._forward
+        if fn is None:
+            fn = self._forward = self.compile_python()
+        return fn
+
+    def __call__(self, *inputs):
+        """Runs the graph on the eager kernels: ``backend=lambda gm, example_inputs: gm``."""
+        return self.forward(*inputs)
+
+    @property
+    def graph(self) -> Graph:
+        """The graph itself, for backends written against ``gm.graph.nodes``."""
+        return self
+
+    @property
+    def code(self) -> str:
+        """The Python source of `forward`."""
+        return self.python_source()
+
+    def print_readable(self, print_output: bool = True) -> str:
+        """The Python source of `forward`, printed unless ``print_output=False``."""
+        source = self.python_source()
+        if print_output:
+            print(source)
+        return source
 
     def to_kir(self) -> str:
         """The graph in the `.kir` text format (see graph_kir.py)."""

@@ -417,7 +417,10 @@ class KirWriter:
             if key is None:
                 continue
             t = self.values[id(node)].type
-            t = TensorType(t.dtype, t.sizes, [], t.device, True)  # the file holds it contiguous
+            # The file holds it contiguous, whatever view of a tensor the module kept. Lowerings
+            # splice these strides into their intermediate types (a getitem's slice chain), so
+            # they are the row-major ones, one per dim (weights have static sizes).
+            t = TensorType(t.dtype, t.sizes, _symbolic_contiguous(t.sizes), t.device, True)
             (val,) = self.emit("weight", [], [("name", quote(key))], [t])
             self.values[id(node)] = val
 

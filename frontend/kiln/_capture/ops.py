@@ -96,13 +96,19 @@ def to_graph_arg(value):
     if isinstance(value, V.DictVar):
         return {k: to_graph_arg(v) for k, v in value.items.items()}
     if isinstance(value, V.SliceVar):
+        # A bound may be a run-time int (`mask[:, :, :T, :T]` with T = x.size(1) symbolic):
+        # the node stays in the slice, as the graph's code and its .kir `slice` op take it.
         parts = [to_graph_arg(value.start), to_graph_arg(value.stop), to_graph_arg(value.step)]
-        if any(not isinstance(p, (int, type(None))) for p in parts):
-            raise V.Unsupported("a slice with symbolic bounds")
+        if any(not isinstance(p, (int, type(None))) and not _is_int_node(p) for p in parts):
+            raise V.Unsupported("a slice with non-integer bounds")
         return slice(*parts)
     if isinstance(value, V.ObjectVar) and isinstance(value.value, (kiln.dtype, kiln.device)):
         return value.value
     raise V.Unsupported(f"{type(value).__name__} as an argument of a tensor op")
+
+
+def _is_int_node(p) -> bool:
+    return type(getattr(p, "meta", {}).get("example")) is int
 
 
 def target_name(target) -> str:

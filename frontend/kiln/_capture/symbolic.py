@@ -10,8 +10,12 @@ instruction (see `TopFrame`).
 from __future__ import annotations
 
 import dis
+import functools
 import operator
+import os
+import sys
 
+import kiln
 from kiln._capture import logs
 from kiln._capture import variables as V
 from kiln._capture.calls import CallMixin
@@ -33,6 +37,34 @@ MAX_INLINE_DEPTH = 48
 
 
 _DECODED: dict = {}
+_KILN_DIR = os.path.dirname(os.path.abspath(kiln.__file__)) + os.sep
+
+
+@functools.lru_cache(maxsize=4096)
+def is_kiln_file(filename: str) -> bool:
+    """Code of the kiln package itself (its nn modules' forwards are inlined like user code,
+    but a diagnostic should name the user's line that called them), or kiln's generated
+    entries."""
+    return filename.startswith("<kiln-") or os.path.abspath(filename).startswith(_KILN_DIR)
+
+
+def caller_loc():
+    """(filename, lineno) of the innermost Python frame running now outside kiln: the user's
+    line that called the compiled function or module (or kiln.export)."""
+    f = sys._getframe(1)
+    while f is not None and is_kiln_file(f.f_code.co_filename):
+        f = f.f_back
+    return (f.f_code.co_filename, f.f_lineno) if f is not None else None
+
+
+def user_frames(stack: list) -> list:
+    """The (filename, lineno) frames of `stack` (outermost first) outside kiln; when all are
+    kiln's (a compiled nn.Sequential of kiln layers), the user's line that called into kiln."""
+    kept = [f for f in stack if not is_kiln_file(f[0])]
+    if kept:
+        return kept
+    caller = caller_loc()
+    return [caller] if caller is not None else list(stack[-1:])
 
 
 def _decoded(code):
@@ -72,6 +104,10 @@ class Frame(CallMixin):
         self.kw_names = None
         self.lineno = code.co_firstlineno
         self.yields = None  # a list when running a generator function to completion
+        # The innermost frame of user code: graph nodes recorded inside kiln's own module code
+        # (an inlined nn.ReLU.forward) take the location of the user's line that called it.
+        self.user_frame = self if not is_kiln_file(code.co_filename) else (
+            parent.user_frame if parent is not None else None)
 
     # -- stack helpers -----------------------------------------------------------------
     def push(self, v: V.VT) -> None:
@@ -101,7 +137,14 @@ class Frame(CallMixin):
     def step(self, inst) -> None:
         if inst.positions is not None and inst.positions.lineno is not None:
             self.lineno = inst.positions.lineno
-        self.ctx.loc = (self.code.co_filename, self.lineno)
+        user = self.user_frame
+        if user is not None:
+            self.ctx.loc = (user.code.co_filename, user.lineno)
+        else:  # every frame so far is kiln's: the line that called the compiled code
+            loc = self.ctx.caller_loc
+            if loc is None:
+                loc = self.ctx.caller_loc = caller_loc() or (self.code.co_filename, self.lineno)
+            self.ctx.loc = loc
         if logs.enabled("bytecode"):
             logs.log("bytecode", f"{'  ' * self.depth}{self.code.co_name} "
                                  f"{self.code.co_filename.rsplit('/', 1)[-1]}:{self.lineno} "

@@ -19,6 +19,18 @@ class Unsupported(Exception):
         self.hint = hint
 
 
+class AssertionFailed(Unsupported):
+    """A kiln._assert whose condition is false at capture time. The graph breaks there rather
+    than raising now, so that eager code raises at run time: after the ops before it (their
+    side effects happen) and inside the user's try blocks. fullgraph=True raises `message` as
+    an AssertionError at capture time instead, as eager would have."""
+
+    def __init__(self, message) -> None:
+        super().__init__("assertion failed: kiln._assert() of a false condition (raises at "
+                         "run time)")
+        self.message = message
+
+
 class RestartStatic(Exception):
     """A symbolic size had to become a Python int: capture again with static shapes."""
 
@@ -279,6 +291,24 @@ class ObjectVar(VT):
 
     def __repr__(self) -> str:
         return f"ObjectVar({type(self.value).__name__})"
+
+
+class NewObjectVar(VT):
+    """An instance of a plain Python class created while capturing (`Plain(2.5)`): no real
+    object exists yet. `attrs` holds its instance attributes as variables (what `__init__` and
+    later assignments stored); if it outlives the capture (returned, live at a graph break) the
+    entry builds it once with object.__new__ and these attributes."""
+
+    def __init__(self, cls_var: ObjectVar) -> None:
+        self.cls_var = cls_var  # the class as read (guarded by identity at its source)
+        self.cls = cls_var.value
+        self.attrs: dict = {}
+
+    def python_type(self):
+        return self.cls
+
+    def __repr__(self) -> str:
+        return f"NewObjectVar({self.cls.__name__})"
 
 
 class GradModeVar(VT):

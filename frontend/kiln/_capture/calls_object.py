@@ -1,0 +1,181 @@
+"""Instances of plain Python classes created while capturing (`Plain(2.5).apply(x)`).
+
+Calling a plain class makes a `NewObjectVar` and inlines its `__init__`; attribute writes go
+into the variable (undone like list mutations when the top frame breaks), reads see them, and
+methods, properties and `__call__` are inlined with `self` bound. No real object exists during
+the capture: one that outlives it is built by the entry (codegen.py: object.__new__, then the
+final attributes). Classes whose instances need more than that (their own `__new__`, a
+metaclass, custom attribute hooks, `__del__`) break the graph at the call with the reason.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import kiln
+from kiln._capture import variables as V
+
+_MISSING = object()
+# Hooks that would run on the real object but not on its symbolic stand-in.
+_HOOKS = ("__setattr__", "__getattribute__", "__delattr__")
+
+
+def user_class(cls) -> bool:
+    """A class of user code: not a builtin, kiln's own, the standard library's or an installed
+    package's (their calls keep breaking as unsupported calls), not a module class."""
+    from kiln._capture.calls import library_dirs
+
+    if not isinstance(cls, type) or issubclass(cls, kiln.nn.Module):
+        return False
+    module = getattr(cls, "__module__", None) or ""
+    top = module.split(".")[0]
+    if module == "builtins" or top == "kiln" or top in sys.stdlib_module_names:
+        return False
+    filename = getattr(sys.modules.get(module), "__file__", None) or ""
+    return not filename.startswith(library_dirs())
+
+
+def why_not_plain(cls) -> str | None:
+    """None when instances of `cls` can be created symbolically, else why not."""
+    if type(cls) is not type:
+        return f"its metaclass {type(cls).__name__} may customize creation"
+    if cls.__new__ is not object.__new__:
+        return "it defines its own __new__ (or derives from a builtin type)"
+    for hook in _HOOKS:
+        if getattr(cls, hook) is not getattr(object, hook):
+            return f"it defines {hook}"
+    if getattr(cls, "__del__", None) is not None:
+        return "it defines __del__"
+    init = class_attr(cls, "__init__")
+    if init is not object.__init__ and not isinstance(init, types.FunctionType):
+        return "its __init__ is not a Python function"
+    return None
+
+
+def construct(frame, cls_var: V.ObjectVar, args, kwargs) -> V.VT:
+    """`cls(*args, **kwargs)` for a plain class: a new object with `__init__` inlined."""
+    cls = cls_var.value
+    obj = V.NewObjectVar(cls_var)
+    init = class_attr(cls, "__init__")
+    if init is object.__init__:
+        if args or kwargs:
+            raise V.Unsupported(f"{cls.__name__}() takes no arguments (raises at run time)")
+        return obj
+    result = frame.inline(V.FunctionVar(init), [obj] + list(args), kwargs)
+    if not frame.is_none(result):
+        raise V.Unsupported(f"{cls.__name__}.__init__() returned a value (raises at run time)")
+    return obj
+
+
+def class_attr(cls, name: str, default=_MISSING):
+    """`name` as instances of `cls` see it on their class: its MRO only (inspect.getattr_static
+    on a class also finds the metaclass's attributes, such as type.__call__)."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return default
+
+
+def _is_data_descriptor(attr) -> bool:
+    t = type(attr)
+    return hasattr(t, "__set__") or hasattr(t, "__delete__")
+
+
+def get_attr(frame, obj: V.NewObjectVar, name: str) -> V.VT:
+    """`obj.name` in Python's order: data descriptors of the class, the instance's attributes,
+    then the class (methods bound to `obj`, plain class attributes read through the class)."""
+    cls = obj.cls
+    if name == "__class__":
+        return obj.cls_var
+    static = class_attr(cls, name)
+    if static is not _MISSING and _is_data_descriptor(static):
+        if isinstance(static, property):
+            if not isinstance(static.fget, types.FunctionType):
+                raise V.Unsupported(f"property {cls.__name__}.{name} has no Python getter")
+            return frame.inline(V.FunctionVar(static.fget), [obj], {})
+        if isinstance(static, types.MemberDescriptorType) and name in obj.attrs:  # __slots__
+            return obj.attrs[name]
+        raise V.Unsupported(f"attribute {name!r} of a {cls.__name__} object "
+                            f"(a {type(static).__name__}) is not captured")
+    if name in obj.attrs:
+        return obj.attrs[name]
+    if static is _MISSING:
+        if class_attr(cls, "__getattr__") is not _MISSING:
+            raise V.Unsupported(f"{cls.__name__}.__getattr__ is not captured")
+        raise V.Unsupported(f"{cls.__name__} object has no attribute {name!r} "
+                            "(raises at run time)")
+    if isinstance(static, types.FunctionType):
+        return V.BoundMethodVar(V.FunctionVar(static), obj)
+    if isinstance(static, staticmethod):
+        return frame.ctx.wrap(static.__func__, None)
+    if isinstance(static, classmethod):
+        return V.BoundMethodVar(frame.ctx.wrap(static.__func__, None), obj.cls_var)
+    if hasattr(type(static), "__get__"):
+        raise V.Unsupported(f"attribute {name!r} of a {cls.__name__} object "
+                            f"(a {type(static).__name__}) is not captured")
+    return frame.object_attr(obj.cls_var, name)  # guarded where the class was read
+
+
+def has_attr(obj: V.NewObjectVar, name: str) -> bool:
+    if name in obj.attrs:
+        return True
+    if class_attr(obj.cls, "__getattr__") is not _MISSING:
+        raise V.Unsupported(f"{obj.cls.__name__}.__getattr__ is not captured")
+    static = class_attr(obj.cls, name)
+    return static is not _MISSING and not isinstance(static, types.MemberDescriptorType)
+
+
+def set_attr(frame, obj: V.NewObjectVar, name: str, value: V.VT) -> None:
+    cls = obj.cls
+    static = class_attr(cls, name)
+    if static is not _MISSING and _is_data_descriptor(static):
+        if isinstance(static, property):
+            if not isinstance(static.fset, types.FunctionType):
+                raise V.Unsupported(f"property {cls.__name__}.{name} has no Python setter "
+                                    "(raises at run time)")
+            frame.inline(V.FunctionVar(static.fset), [obj, value], {})
+            return
+        if not isinstance(static, types.MemberDescriptorType):
+            raise V.Unsupported(f"assignment to attribute {name!r} of a {cls.__name__} object "
+                                f"(a {type(static).__name__})")
+    elif cls.__dictoffset__ == 0:  # __slots__ without __dict__
+        raise V.Unsupported(f"{cls.__name__} object has no attribute {name!r} to assign "
+                            "(raises at run time)")
+    frame.ctx.undo.append((obj, "attrs", dict(obj.attrs)))
+    obj.attrs[name] = value
+
+
+def call(frame, obj: V.NewObjectVar, args, kwargs) -> V.VT:
+    """`obj(...)`: its class's `__call__`, inlined."""
+    fn = class_attr(obj.cls, "__call__", None)
+    if not isinstance(fn, types.FunctionType):
+        raise V.Unsupported(f"{obj.cls.__name__} object is not callable (raises at run time)")
+    return frame.inline(V.FunctionVar(fn), [obj] + list(args), kwargs)
+
+
+def truth(frame, obj: V.NewObjectVar) -> bool:
+    for hook in ("__bool__", "__len__"):
+        fn = class_attr(obj.cls, hook, None)
+        if fn is None:
+            continue
+        if not isinstance(fn, types.FunctionType):
+            raise V.Unsupported(f"truth value of a {obj.cls.__name__} object")
+        return frame.truth(frame.inline(V.FunctionVar(fn), [obj], {}))
+    return True
+
+
+def length(frame, obj: V.NewObjectVar) -> V.VT:
+    fn = class_attr(obj.cls, "__len__", None)
+    if not isinstance(fn, types.FunctionType):
+        raise V.Unsupported(f"len() of a {obj.cls.__name__} object (raises at run time)")
+    return frame.inline(V.FunctionVar(fn), [obj], {})
+
+
+class ObjectInitVar(V.VT):
+    """`super().__init__` that reaches `object.__init__`: a call that does nothing."""
+
+    def call(self, frame, args, kwargs) -> V.VT:
+        if args or kwargs:
+            raise V.Unsupported("object.__init__() takes no arguments (raises at run time)")
+        return V.ConstVar(None)
