@@ -208,6 +208,10 @@ int compile(const Options &o, const char *argv0) {
   pipeline.filename = o.input;
   pipeline.fuse = o.fuse;
   driver::PreparedGraph graph = driver::prepareGraph(text, pipeline);
+  KILN_CHECK_KIND(Value, graph.writeBacks.empty(),
+                  "{}: the program writes into its input '{}' (an in-place op on an argument); "
+                  "a compiled library's inputs are read-only: return the new value instead",
+                  o.input, graph.inputs[graph.writeBacks.front().input].name);
   if (!o.emit.empty()) {
     emitStage(o, graph);
     return 0;

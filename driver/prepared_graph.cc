@@ -5,6 +5,7 @@
 #include "ir/printer.h"
 #include "ir/shape_rules.h"
 #include "ir/verifier.h"
+#include "passes/functionalize.h"
 #include "passes/lower/lowering.h"
 #include "passes/pass_manager.h"
 #include "passes/shape_infer.h"
@@ -118,6 +119,24 @@ std::optional<int64_t> solveLinear(const ir::SymInt &expr, const std::string &sy
   if (expr.evaluate(values) != size)
     return std::nullopt;
   return values[symbol];
+}
+
+/// The graph passes leave a mutated input as a trailing `copy_(input, value)`; the lowering
+/// takes only pure graphs, so each becomes one more program result that the runner copies into
+/// its input (PreparedGraph::writeBacks).
+void takeWriteBacks(ir::Graph &graph, PreparedGraph &out) {
+  if (!passes::writtenBackInputs(graph))
+    return; // some other mutation is left: lowering names it
+  std::vector<ir::Value *> ins = graph.inputs(), outs = graph.outputs();
+  for (auto [input, value] : passes::takeWriteBacks(graph)) {
+    int k = static_cast<int>(std::find(ins.begin(), ins.end(), input) - ins.begin());
+    KILN_CHECK(k < static_cast<int>(out.inputs.size()),
+               "graph @{}: a weight of the program is written to", out.name);
+    out.writeBacks.push_back({k, static_cast<int>(outs.size())});
+    outs.push_back(value);
+  }
+  if (!out.writeBacks.empty())
+    graph.setOutputs(outs, graph.returnNode()->loc());
 }
 
 } // namespace
@@ -241,6 +260,7 @@ PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options
       out.stageMillis.emplace_back(name, millis);
     last = std::chrono::steady_clock::now();
   }
+  takeWriteBacks(*graph, out);
   out.graphText = ir::printGraph(*graph);
 
   ir::loop::LoopProgram lowered;

@@ -93,6 +93,14 @@ struct OutputSpec {
   int aliasOf = -1; ///< the graph input this output is, or -1
 };
 
+/// An input the program mutates (an in-place op on an argument): program result `result` (they
+/// follow the callers' outputs) is the input's new value, which the runner copies into it after
+/// the call, once.
+struct WriteBack {
+  int input = 0;
+  int result = 0;
+};
+
 /// `sym_constrain_range`: min <= symbol <= max (max = -1: no upper bound).
 struct SymRange {
   std::string symbol;
@@ -104,6 +112,7 @@ struct PreparedGraph {
   std::vector<InputSpec> inputs;
   std::vector<WeightSpec> weights;
   std::vector<OutputSpec> outputs;
+  std::vector<WriteBack> writeBacks;
   std::vector<SymRange> ranges;
   /// shape-infer's assumptions and the ranges, as relations.
   std::vector<ir::SymRelation> assumed;

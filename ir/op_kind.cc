@@ -28,6 +28,11 @@ constexpr AttrSpec kAttrSpecs[] = {
 };
 constexpr int kNumAttrRows = static_cast<int>(std::size(kAttrSpecs));
 
+constexpr OpSpelling kSpellings[] = {
+#define KILN_SPELLING(Enum, Schema, Spellings, Fixed) {OpKind::Enum, Schema, Spellings, Fixed},
+#include "ir/ops.def"
+};
+
 // [begin, end) of each op's rows in kAttrSpecs; ops.def lists an op's attributes together.
 constexpr auto kAttrRanges = [] {
   std::array<std::pair<int, int>, kNumOpKinds> ranges{};
@@ -98,6 +103,8 @@ std::span<const AttrSpec> attrSpecs(OpKind kind) {
   auto [begin, end] = kAttrRanges[static_cast<int>(kind)];
   return std::span<const AttrSpec>(kAttrSpecs + begin, kAttrSpecs + end);
 }
+
+std::span<const OpSpelling> opSpellings() { return kSpellings; }
 
 const AttrSpec *findAttrSpec(OpKind kind, std::string_view name) {
   for (const AttrSpec &spec : attrSpecs(kind))

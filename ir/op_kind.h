@@ -45,6 +45,8 @@ enum OpTrait : uint32_t {
   FloatResult = 1u << 8,
   /// Produces a bool tensor.
   Comparison = 1u << 9,
+  /// Takes integer and bool operands only (the bitwise ops).
+  Integral = 1u << 10,
 };
 } // namespace trait
 using OpTraits = uint32_t;
@@ -94,6 +96,14 @@ struct OpInfo {
   OpTraits traits;
 };
 
+/// One row of KILN_SPELLING: a user-facing op a node kind stands for (see ops.def).
+struct OpSpelling {
+  OpKind op;
+  std::string_view schema;    ///< torch's signature, `name(Tensor input, ...) -> Tensor`
+  std::string_view spellings; ///< space-separated callables (`sin Tensor.sin F.relu ...`)
+  std::string_view fixed;     ///< attributes every call has (`min_val=0.0, max_val=6.0`), or ""
+};
+
 /// The number of op kinds.
 inline constexpr int kNumOpKinds = 0
 #define KILN_OP(Enum, Keyword, Operands, Results, Traits) +1
@@ -110,5 +120,7 @@ std::optional<OpKind> opKindFromKeyword(std::string_view keyword);
 std::span<const AttrSpec> attrSpecs(OpKind kind);
 /// The spec of attribute `name` of `kind`, or null when the op does not accept it.
 const AttrSpec *findAttrSpec(OpKind kind, std::string_view name);
+/// Every KILN_SPELLING row, in table order.
+std::span<const OpSpelling> opSpellings();
 
 } // namespace kiln::ir

@@ -64,6 +64,12 @@ DType promotedDType(const Node &n, int first) {
   std::vector<PromotionOperand> ops;
   for (int i = first; i < n.numOperands(); ++i)
     ops.push_back(promotionOf(n.operands()[i]));
+  if (n.op() == OpKind::Clamp) // its bounds promote like the Python numbers they were
+    for (const char *bound : {"min", "max"})
+      if (const Attribute *a = n.attr(bound))
+        ops.push_back({a->is<double>() ? DType::Float64 : a->is<bool>() ? DType::Bool
+                                                                        : DType::Int64,
+                       PromotionPriority::Scalar});
   return resultType(ops);
 }
 
@@ -82,11 +88,16 @@ DType reductionDType(const Node &n, DType in) {
   const Attribute *dtypeAttr = n.attr("dtype");
   switch (n.op()) {
   case OpKind::Argmax:
+  case OpKind::Argmin:
     return DType::Int64;
   case OpKind::Amax:
   case OpKind::Amin:
     return in;
+  case OpKind::All:
+  case OpKind::Any:
+    return in == DType::UInt8 ? DType::UInt8 : DType::Bool;
   case OpKind::Sum:
+  case OpKind::Prod:
     return dtypeAttr ? dtypeAttr->toDType() : isIntegral(in, true) ? DType::Int64 : in;
   case OpKind::Logsumexp:
     return isFloating(in) ? in : DType::Float32;

@@ -80,6 +80,9 @@ void checkElementwiseDType(const Node &n) {
   DType promoted = promotedDType(n, first);
   if ((n.op() == OpKind::Neg || n.op() == OpKind::Sub) && promoted == DType::Bool)
     ruleFails("'{}' is not supported on bool operands (torch rejects it too)", n.keyword());
+  if (n.hasTrait(trait::Integral) && isFloating(promoted))
+    ruleFails("'{}' takes integer or bool operands, got {}", n.keyword(),
+              dtypeShortName(promoted));
   if (n.op() == OpKind::Cast)
     return expectResultDType(n, n.attr("dtype")->toDType(), "the 'dtype' attribute");
   if (n.hasTrait(trait::Comparison))

@@ -256,6 +256,18 @@ std::optional<std::vector<Value *>> writtenBackInputs(const ir::Graph &graph) {
   return inputs;
 }
 
+std::vector<std::pair<Value *, Value *>> takeWriteBacks(ir::Graph &graph) {
+  std::optional<std::vector<Value *>> inputs = writtenBackInputs(graph);
+  KILN_CHECK(inputs, "takeWriteBacks: the graph {} is not functional", graph.name());
+  std::vector<std::pair<Value *, Value *>> out;
+  for (Node *n : trailingWriteBacks(graph)) {
+    out.emplace_back(n->operand(0), n->operand(1));
+    graph.erase(n);
+  }
+  std::reverse(out.begin(), out.end()); // trailingWriteBacks walks from the end
+  return out;
+}
+
 bool sharesStorage(const Value *v, std::span<Value *const> inputs) {
   while (v->definingNode()->hasTrait(ir::trait::View))
     v = v->definingNode()->operand(0);

@@ -56,6 +56,11 @@ bool isMutation(const ir::Node &node);
 /// when the graph mutates anything else.
 std::optional<std::vector<ir::Value *>> writtenBackInputs(const ir::Graph &graph);
 
+/// Removes the write-backs of a functional graph and returns them as (input, new value) pairs,
+/// in graph order: a runner that copies each value into its input after the call does what they
+/// did. Throws kiln::Error when the graph mutates anything else.
+std::vector<std::pair<ir::Value *, ir::Value *>> takeWriteBacks(ir::Graph &graph);
+
 /// Whether `v` is one of `inputs` or a view of one (it would see their write-back).
 bool sharesStorage(const ir::Value *v, std::span<ir::Value *const> inputs);
 

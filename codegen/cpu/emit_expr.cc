@@ -84,15 +84,6 @@ Value laneOffsets(Builder &b, const std::string &base, const std::string &coeff,
   return b.binary("arith.addi", b.broadcast(b.indexToI64(base), lanes), steps);
 }
 
-Value libmCall(Builder &b, const char *name, const Value &a) {
-  KILN_CHECK(!a.isVector() && a.elem == "f64", "cpu emitter: {} on {} has no lowering", name,
-             a.type());
-  b.externals()[name] = "(f64) -> f64";
-  Value r{b.fresh(), "f64"};
-  b.emit("{} = func.call @{}({}) : (f64) -> f64", r.name, name, a.name);
-  return r;
-}
-
 /// Python floor division of integers; a zero divisor gives an unspecified value instead of a
 /// trap, a divisor of -1 wraps (INT_MIN floordiv -1 == INT_MIN) like the interpreter.
 Value intFloorDivMod(Builder &b, ExprKind kind, bool isUnsigned, Value a, Value d) {
@@ -147,7 +138,8 @@ Value floatFloorDiv(Builder &b, const Value &a, const Value &d) {
   return b.select(b.compare("arith.cmpf", "oeq", d, zero), q, r);
 }
 
-/// Integer power by squaring over the exponent's 64 bits (a negative exponent is undefined).
+/// Integer power by squaring over the exponent's 64 bits; a negative exponent gives 1/a
+/// truncated, as prim_eval and eager do: 1 for a == 1, +-1 for a == -1, else 0.
 Value intPow(Builder &b, Value base, Value exp) {
   int lanes = std::max(base.lanes, exp.lanes);
   base = b.broadcast(base, lanes);
@@ -163,7 +155,87 @@ Value intPow(Builder &b, Value base, Value exp) {
                   return {acc, b.binary("arith.muli", s[1], s[1]),
                           b.binary("arith.shrui", s[2], b.intConst(1, s[2].elem))};
                 });
-  return r[0];
+  Value zero = b.intConst(0, exp.elem), minusOne = b.intConst(-1, base.elem);
+  Value negative = b.compare("arith.cmpi", "slt", exp, zero);
+  Value oddExp = b.compare("arith.cmpi", "ne", b.binary("arith.andi", exp, b.intConst(1, exp.elem)),
+                           zero);
+  Value inverse = b.select(b.compare("arith.cmpi", "eq", base, one), one,
+                           b.select(b.compare("arith.cmpi", "eq", base, minusOne),
+                                    b.select(oddExp, minusOne, one),
+                                    b.intConst(0, base.elem, lanes)));
+  return b.select(negative, inverse, r[0]);
+}
+
+/// `a * b + c` with one rounding (math.fma), broadcasting scalar operands.
+Value fma(Builder &b, Value x, Value y, Value z) {
+  int lanes = std::max({x.lanes, y.lanes, z.lanes});
+  x = b.broadcast(x, lanes);
+  y = b.broadcast(y, lanes);
+  z = b.broadcast(z, lanes);
+  Value r{b.fresh(), x.elem, lanes};
+  b.emit("{} = math.fma {}, {}, {} : {}", r.name, x.name, y.name, z.name, r.type());
+  return r;
+}
+
+/// Single-precision sin or cos accurate to about 1 ulp for |x| up to ~1e5 (MLIR's polynomial
+/// reduces by pi/2 in one step and loses 1e-5 absolute at |x| = 200, where positional encodings
+/// and rotary embeddings evaluate them): x = q * pi/2 + r by a three-part Cody-Waite reduction
+/// with FMA, then Cephes' minimax polynomials on [-pi/4, pi/4], chosen and signed by q mod 4.
+Value sinCos32(Builder &b, Value x, bool cosine) {
+  auto k = [&](double v) { return b.floatConst(v, "f32"); };
+  Value q = b.unary("math.roundeven", b.binary("arith.mulf", x, k(0.6366197723675814)));
+  Value negQ = b.unary("arith.negf", q);
+  Value r = fma(b, negQ, k(1.5707963705062866), x);
+  r = fma(b, negQ, k(-4.371138828673793e-08), r);
+  r = fma(b, negQ, k(-1.7151245100058819e-15), r);
+  Value n = b.convert("arith.fptosi", q, "i32");
+  if (cosine)
+    n = b.binary("arith.addi", n, b.intConst(1, "i32"));
+  Value r2 = b.binary("arith.mulf", r, r);
+  Value sinPoly = fma(b, fma(b, k(-1.9515295891e-4), r2, k(8.3321608736e-3)), r2,
+                      k(-1.6666654611e-1));
+  sinPoly = fma(b, b.binary("arith.mulf", sinPoly, r2), r, r);
+  Value cosPoly = fma(b, fma(b, k(2.443315711809948e-5), r2, k(-1.388731625493765e-3)), r2,
+                      k(4.166664568298827e-2));
+  cosPoly = fma(b, b.binary("arith.mulf", cosPoly, r2), r2,
+                fma(b, k(-0.5), r2, k(1.0)));
+  Value zero = b.intConst(0, "i32");
+  Value odd = b.compare("arith.cmpi", "ne", b.binary("arith.andi", n, b.intConst(1, "i32")), zero);
+  Value flip = b.compare("arith.cmpi", "ne", b.binary("arith.andi", n, b.intConst(2, "i32")), zero);
+  Value v = b.select(odd, cosPoly, sinPoly);
+  return b.select(flip, b.unary("arith.negf", v), v);
+}
+
+/// A math function of loop.def's KILN_LOOP_MATH rows as its MLIR op. The polynomial
+/// approximations of lowering.cc are not exact where these need it: f32 sin and cos are
+/// sinCos32, asin and acos become atan2
+/// of the exact square root (MLIR's asin polynomial is off by 1e-4 and undefined past |x| = 1),
+/// and atan2(+-0, +-0) keeps C's signed zeros and pi instead of the polynomial's NaN.
+Value emitMath(Builder &b, ExprKind kind, std::string_view op, std::span<const Value> args) {
+  if ((kind == ExprKind::Sin || kind == ExprKind::Cos) && args[0].elem == "f32")
+    return sinCos32(b, args[0], kind == ExprKind::Cos);
+  if (kind == ExprKind::Asin || kind == ExprKind::Acos) {
+    const Value &x = args[0];
+    Value one = b.floatConst(1.0, x.elem);
+    Value root = b.unary("math.sqrt", b.binary("arith.mulf", b.binary("arith.subf", one, x),
+                                               b.binary("arith.addf", one, x)));
+    Value yx[2] = {kind == ExprKind::Asin ? x : root, kind == ExprKind::Asin ? root : x};
+    return emitMath(b, ExprKind::Atan2, "math.atan2", yx);
+  }
+  if (kind == ExprKind::Atan2) {
+    const Value &y = args[0], &x = args[1];
+    Value r = b.binary("math.atan2", y, x);
+    Value zero = b.floatConst(0.0, y.elem);
+    Value bothZero =
+        b.binary("arith.andi", b.compare("arith.cmpf", "oeq", y, zero),
+                 b.compare("arith.cmpf", "oeq", x, zero));
+    Value xNegative = b.compare("arith.cmpf", "olt", b.binary("math.copysign",
+                                                               b.floatConst(1.0, x.elem), x),
+                                zero);
+    Value pi = b.binary("math.copysign", b.floatConst(3.14159265358979323846, y.elem), y);
+    return b.select(bothZero, b.select(xNegative, pi, b.broadcast(y, r.lanes)), r);
+  }
+  return args.size() == 1 ? b.unary(op, args[0]) : b.binary(op, args[0], args[1]);
 }
 
 const char *comparePredicate(ExprKind kind, bool isFloat, bool isUnsigned) {
@@ -194,20 +266,12 @@ Value emitPrim(Builder &b, ExprKind kind, DType operandType, std::span<const Val
               : b.binary("arith.subi", zeroLike(b, args[0]), args[0]);
   case ExprKind::Abs:
     return fl ? b.unary("math.absf", args[0]) : uns ? args[0] : b.unary("math.absi", args[0]);
-  case ExprKind::Exp:
-    return b.unary("math.exp", args[0]);
-  case ExprKind::Log:
-    return b.unary("math.log", args[0]);
-  case ExprKind::Sqrt:
-    return b.unary("math.sqrt", args[0]);
   case ExprKind::Rsqrt:
     return b.unary("math.rsqrt", args[0]);
-  case ExprKind::Floor:
-    return b.unary("math.floor", args[0]);
-  case ExprKind::Tanh:
-    return args[0].elem == "f64" ? libmCall(b, "tanh", args[0]) : b.unary("math.tanh", args[0]);
-  case ExprKind::Erf:
-    return args[0].elem == "f64" ? libmCall(b, "erf", args[0]) : b.unary("math.erf", args[0]);
+#define KILN_LOOP_MATH(E, M, K, N, MLIR, C, COST)                                                 \
+  case ExprKind::E:                                                                                \
+    return emitMath(b, kind, MLIR, args);
+#include "ir/loop/loop.def"
   case ExprKind::Sigmoid: {
     Value one = b.floatConst(1.0, args[0].elem);
     Value e = b.unary("math.exp", b.unary("arith.negf", args[0]));

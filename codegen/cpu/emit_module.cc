@@ -132,17 +132,8 @@ bool sameExpr(const Expr *a, const Expr *b) {
 
 bool hasTranscendental(const Body &body) {
   for (const Expr *e : body.exprs())
-    switch (e->kind) {
-    case ExprKind::Exp:
-    case ExprKind::Log:
-    case ExprKind::Tanh:
-    case ExprKind::Erf:
-    case ExprKind::Sigmoid:
-    case ExprKind::Pow:
+    if (ir::loop::isTranscendental(e->kind))
       return true;
-    default:
-      break;
-    }
   return false;
 }
 

@@ -62,12 +62,28 @@ LaneAccesses accessesAlong(const Body &body, const std::string &var) {
   return a;
 }
 
+/// Whether an f64 prim becomes one libm call per element (MathToLibmCallsPass in lowering.cc):
+/// such a kernel stays scalar, since unrolling vectors into calls only adds shuffles.
+bool libmPerElement(ExprKind kind) {
+  switch (kind) {
+  case ExprKind::Exp:
+  case ExprKind::Log:
+  case ExprKind::Sqrt:
+  case ExprKind::Rsqrt:
+  case ExprKind::Sigmoid:
+  case ExprKind::Pow:
+    return false;
+  default:
+    return isTranscendental(kind);
+  }
+}
+
 /// Bits of the widest value the kernel computes with; 0 when some op cannot be vectorized.
 int widestBits(const LoopNode &node) {
   int bits = 8;
   for (const Expr *e : node.body->exprs()) {
-    if ((e->kind == ExprKind::Tanh || e->kind == ExprKind::Erf) && e->dtype == DType::Float64)
-      return 0; // a libm call per element
+    if (e->dtype == DType::Float64 && libmPerElement(e->kind))
+      return 0;
     bits = std::max(bits, computeBits(e->dtype));
   }
   if (node.kind == LoopNodeKind::Reduction &&

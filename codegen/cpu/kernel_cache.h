@@ -24,7 +24,7 @@
 namespace kiln::codegen::cpu {
 
 /// Part of every key: bump when generated code changes meaning for the same IR text.
-inline constexpr std::string_view kCodegenVersion = "kiln-0.1.0/cpu-codegen-3";
+inline constexpr std::string_view kCodegenVersion = "kiln-0.1.0/cpu-codegen-4";
 
 /// The key of a compiled object (64 hex digits).
 std::string cacheKey(std::string_view irText, const TargetDesc &target, int optLevel,

@@ -6,6 +6,7 @@
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
 #include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MathToLibm/MathToLibm.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
@@ -29,6 +30,7 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/DialectConversion.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/IR/Module.h"
@@ -54,6 +56,36 @@ struct ApproximateMathPass
     // AVX-512 alike.
     mlir::populateMathPolynomialApproximationPatterns(patterns, {/*enableAvx2=*/false});
     if (mlir::failed(mlir::applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+/// Turns the math functions LLVM has no intrinsic for (tan, the inverse and hyperbolic
+/// functions, log1p, expm1, atan2, and tanh/erf in f64), which the approximations above left,
+/// into libm calls; vector forms are unrolled into one call per lane. Everything else stays for
+/// MathToLLVM: floor, sqrt or exp as LLVM intrinsics lower to single instructions or vector code,
+/// where a libm call per lane would not.
+struct MathToLibmCallsPass
+    : mlir::PassWrapper<MathToLibmCallsPass, mlir::OperationPass<mlir::ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(MathToLibmCallsPass)
+
+  llvm::StringRef getArgument() const final { return "math-to-libm-calls"; }
+  void getDependentDialects(mlir::DialectRegistry &registry) const final {
+    registry.insert<mlir::arith::ArithDialect, mlir::func::FuncDialect,
+                    mlir::vector::VectorDialect>();
+  }
+  void runOnOperation() final {
+    mlir::ConversionTarget target(getContext());
+    target.markUnknownOpDynamicallyLegal([](mlir::Operation *) { return true; });
+    target.addIllegalOp<mlir::math::TanOp, mlir::math::AsinOp, mlir::math::AcosOp,
+                        mlir::math::AtanOp, mlir::math::Atan2Op, mlir::math::SinhOp,
+                        mlir::math::CoshOp, mlir::math::AsinhOp, mlir::math::AcoshOp,
+                        mlir::math::AtanhOp, mlir::math::Log1pOp, mlir::math::ExpM1Op,
+                        mlir::math::TanhOp, mlir::math::ErfOp, mlir::math::CbrtOp>();
+    mlir::RewritePatternSet patterns(&getContext());
+    mlir::populateMathToLibmConversionPatterns(patterns);
+    if (mlir::failed(
+            mlir::applyPartialConversion(getOperation(), target, std::move(patterns))))
       signalPassFailure();
   }
 };
@@ -98,6 +130,7 @@ private:
 
 void addLoweringPipeline(mlir::PassManager &pm) {
   pm.addPass(std::make_unique<ApproximateMathPass>());
+  pm.addPass(std::make_unique<MathToLibmCallsPass>());
   pm.addPass(mlir::arith::createArithExpandOpsPass());
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());

@@ -53,20 +53,13 @@ std::string primText(ExprKind kind, DType t, const std::vector<std::string> &a) 
     return fl                  ? fmt::format("{}({})", t == DType::Float64 ? "fabs" : "fabsf", a[0])
            : t == DType::UInt8 ? a[0]
                                : fmt::format("kiln::abs({})", a[0]);
-  case ExprKind::Exp:
-    return fmt::format("{}({})", mathFn("exp", t), a[0]);
-  case ExprKind::Log:
-    return fmt::format("{}({})", mathFn("log", t), a[0]);
-  case ExprKind::Sqrt:
-    return fmt::format("{}({})", mathFn("sqrt", t), a[0]);
   case ExprKind::Rsqrt:
     return fmt::format("{}({})", mathFn("rsqrt", t), a[0]);
-  case ExprKind::Tanh:
-    return fmt::format("{}({})", mathFn("tanh", t), a[0]);
-  case ExprKind::Erf:
-    return fmt::format("{}({})", mathFn("erf", t), a[0]);
-  case ExprKind::Floor:
-    return fmt::format("{}({})", mathFn("floor", t), a[0]);
+#define KILN_LOOP_MATH(E, M, K, N, MLIR, C, COST)                                                 \
+  case ExprKind::E:                                                                                \
+    return N == 1 ? fmt::format("{}({})", mathFn(#C, t), a[0])                                     \
+                  : fmt::format("{}({}, {})", mathFn(#C, t), a[0], a[1]);
+#include "ir/loop/loop.def"
   case ExprKind::Sigmoid: {
     std::string one = floatLiteral(1.0, t);
     return fmt::format("{} / ({} + {}(-{}))", one, one, mathFn("exp", t), a[0]);

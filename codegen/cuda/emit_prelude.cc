@@ -100,8 +100,11 @@ template <typename T> __device__ __forceinline__ T mod(T a, T b) {
   T r = (T)(a % b);
   return (r != T(0) && negative(r) != negative(b)) ? (T)(r + b) : r;
 }
-/// Integer power by squaring over 64 bits, wrapped to T (a negative exponent is unspecified).
+/// Integer power by squaring over 64 bits, wrapped to T; a negative exponent gives 1/a truncated
+/// (torch's: 1 for a == 1, +-1 for a == -1, else 0).
 template <typename T> __device__ __forceinline__ T pow(T a, T b) {
+  if ((long long)b < 0)
+    return (long long)a == 1 ? T(1) : (long long)a == -1 ? ((b & 1) ? (T)-1 : T(1)) : T(0);
   unsigned long long r = 1, base = (unsigned long long)(long long)a;
   for (unsigned long long e = (unsigned long long)(long long)b; e != 0; e >>= 1, base *= base)
     if (e & 1)

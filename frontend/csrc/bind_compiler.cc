@@ -49,11 +49,13 @@ using driver::ValueKind;
 using SpecializationMismatch = driver::SpecializationError;
 
 /// can_lower: (True, 0, "") or (False, line of the declining node in `text`, message). Runs
-/// the driver's pipeline without graph passes, so exported programs (weights, ranges) qualify.
+/// the driver's pipeline with functionalize as its only graph pass (in-place ops lower once it
+/// made them pure; the other passes would move lines away from the text's), so exported programs
+/// (weights, ranges) qualify.
 py::tuple canLower(const std::string &text, const std::string &filename) {
   driver::PipelineOptions options;
   options.filename = filename;
-  options.pipeline = "";
+  options.pipeline = "functionalize";
   options.until = driver::PipelineEnd::Lowered;
   try {
     driver::prepareGraph(text, options);
@@ -350,6 +352,8 @@ py::tuple CompiledGraph::call(const py::args &args) const {
     py::gil_scoped_release release;
     results = cudaProgram_ ? cudaProgram_->runOnDevice(tensors, device_, values)
                            : program_->run(tensors, values);
+    for (const driver::WriteBack &w : graph_.writeBacks) // in-place ops on the arguments
+      tensors[w.input].copy_(results[w.result]);
   }
   py::tuple out(graph_.outputs.size());
   for (size_t k = 0; k < graph_.outputs.size(); ++k) {

@@ -6,6 +6,7 @@
 // whose message is the diagnostic as compilers print it, `file:line:col: error: message`.
 
 #include "frontend/csrc/bindings.h"
+#include "ir/op_kind.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/sym_int.h"
@@ -72,6 +73,36 @@ std::string inferShapesText(const std::string &text, const std::string &filename
   return out;
 }
 
+/// The op table as data for the capture frontend: one dict per KILN_SPELLING row, with the op's
+/// keyword, traits and attribute kinds (frontend/kiln/_capture/op_table.py derives its mapping
+/// of Python callables from it).
+py::list opTable() {
+  static const std::pair<ir::OpTraits, const char *> kTraitNames[] = {
+      {ir::trait::Pure, "pure"},           {ir::trait::Elementwise, "elementwise"},
+      {ir::trait::View, "view"},           {ir::trait::Reduction, "reduction"},
+      {ir::trait::Extern, "extern"},       {ir::trait::InPlace, "inplace"},
+      {ir::trait::FloatResult, "float"},   {ir::trait::Comparison, "bool_result"},
+      {ir::trait::Integral, "integral"}};
+  py::list rows;
+  for (const ir::OpSpelling &s : ir::opSpellings()) {
+    py::dict attrs, row;
+    for (const ir::AttrSpec &a : ir::attrSpecs(s.op))
+      attrs[py::str(std::string(a.name))] = std::string(ir::attrKindName(a.kind));
+    py::list traits;
+    for (auto [bit, name] : kTraitNames)
+      if (ir::hasTrait(s.op, bit))
+        traits.append(name);
+    row["op"] = std::string(ir::opKeyword(s.op));
+    row["schema"] = std::string(s.schema);
+    row["spellings"] = std::string(s.spellings);
+    row["fixed"] = std::string(s.fixed);
+    row["attrs"] = attrs;
+    row["traits"] = traits;
+    rows.append(row);
+  }
+  return rows;
+}
+
 } // namespace
 
 void bindIR(py::module_ &m) {
@@ -83,6 +114,9 @@ void bindIR(py::module_ &m) {
   ir.def("infer_shapes", &inferShapesText, py::arg("text"), py::arg("filename") = "<kir>",
          "Recomputes every result type of .kir text (the shape-infer pass: dtypes, symbolic "
          "sizes, view strides) and prints it; ValueError with `file:line:col: error: ...`.");
+  ir.def("op_table", &opTable,
+         "The op table's user-facing rows (ir/ops.def KILN_SPELLING): dicts of op keyword, torch "
+         "schema, spellings, fixed attributes, attribute kinds and traits.");
   ir.def(
       "canonical_sym_int", [](const std::string &text) { return ir::SymInt::parse(text).str(); },
       py::arg("text"),

@@ -43,6 +43,22 @@ std::string_view exprKeyword(ExprKind kind) { return kExprInfo[static_cast<int>(
 int exprArity(ExprKind kind) { return kExprInfo[static_cast<int>(kind)].arity; }
 TypeRule exprTypeRule(ExprKind kind) { return kExprInfo[static_cast<int>(kind)].rule; }
 
+bool isTranscendental(ExprKind kind) {
+  constexpr bool Costly = true, Cheap = false;
+  switch (kind) {
+#define KILN_LOOP_MATH(E, M, K, N, MLIR, C, COST)                                                 \
+  case ExprKind::E:                                                                                \
+    return COST;
+#include "ir/loop/loop.def"
+  case ExprKind::Rsqrt:
+  case ExprKind::Sigmoid:
+  case ExprKind::Pow:
+    return true;
+  default:
+    return false;
+  }
+}
+
 std::string literalStr(const Expr &c) {
   switch (c.dtype) {
   case DType::Bool:

@@ -47,6 +47,9 @@ std::string_view exprKeyword(ExprKind kind);
 int exprArity(ExprKind kind);
 /// None for the leaves and cast.
 TypeRule exprTypeRule(ExprKind kind);
+/// Whether a prim costs like exp (the Costly math rows of loop.def, rsqrt, sigmoid, pow): fusion
+/// does not duplicate it into several consumers and kernels keep its values instead of recomputing.
+bool isTranscendental(ExprKind kind);
 
 /// One node of a body. Only ever seen as `const Expr *`, owned by its Body.
 struct Expr {

@@ -39,22 +39,18 @@ template <typename T> T evalFloat(ExprKind kind, T a, T b) {
     return -a;
   case ExprKind::Abs:
     return std::fabs(a);
-  case ExprKind::Exp:
-    return std::exp(a);
-  case ExprKind::Log:
-    return std::log(a);
-  case ExprKind::Sqrt:
-    return std::sqrt(a);
   case ExprKind::Rsqrt:
     return T(1) / std::sqrt(a);
-  case ExprKind::Tanh:
-    return std::tanh(a);
   case ExprKind::Sigmoid:
     return T(1) / (T(1) + std::exp(-a));
-  case ExprKind::Erf:
-    return std::erf(a);
-  case ExprKind::Floor:
-    return std::floor(a);
+#define KILN_MATH_CALL_1(C) std::C(a)
+#define KILN_MATH_CALL_2(C) std::C(a, b)
+#define KILN_LOOP_MATH(E, M, K, N, MLIR, C, COST)                                                 \
+  case ExprKind::E:                                                                                \
+    return KILN_MATH_CALL_##N(C);
+#include "ir/loop/loop.def"
+#undef KILN_MATH_CALL_1
+#undef KILN_MATH_CALL_2
   case ExprKind::Add:
     return a + b;
   case ExprKind::Sub:

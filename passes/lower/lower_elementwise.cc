@@ -1,11 +1,13 @@
-// Lowerings of elementwise ops (unary, binary, compare, where, cast, activations), constants,
-// sym_size, arange, contiguous, and arithmetic on compile-time Python numbers.
+// Lowerings of elementwise ops (every op with the Elementwise trait; their bodies are in
+// lower_math.cc and lower_activation.cc), constants, sym_size, arange, contiguous, and
+// arithmetic on compile-time Python numbers.
 //
 // Every tensor op becomes one pointwise node over the result shape: operands are read with
 // broadcasting (LowerContext::read), converted to the compute dtype (the result dtype, float32
 // for float16/bfloat16; the promoted operand dtype for comparisons), and the value is cast back
 // to the result dtype once.
 
+#include "passes/lower/elementwise_bodies.h"
 #include "passes/lower/lower_context.h"
 
 #include <cmath>
@@ -16,100 +18,6 @@ namespace kiln::passes::lower {
 namespace {
 
 using ir::OpKind;
-
-constexpr double kSqrtHalf = 0.70710678118654752440;      // 1/sqrt(2), gelu's erf form
-constexpr double kSqrtTwoOverPi = 0.79788456080286535588; // sqrt(2/pi), gelu's tanh form
-constexpr double kGeluCubic = 0.044715;
-
-Val gelu(Ops &ops, Val x, const std::string &approximate) {
-  DType t = x.dtype();
-  Val half = ops.constant(0.5, t), one = ops.constant(1.0, t);
-  if (approximate == "tanh") {
-    Val cube = x * x * x;
-    Val inner = ops.constant(kSqrtTwoOverPi, t) * (x + ops.constant(kGeluCubic, t) * cube);
-    return half * x * (one + ops.tanh(inner));
-  }
-  return half * x * (one + ops.erf(x * ops.constant(kSqrtHalf, t)));
-}
-
-/// The body of a unary op on `x`, already in the compute dtype.
-Val unary(Ops &ops, const ir::Node &n, Val x) {
-  switch (n.op()) {
-  case OpKind::Neg:
-    return -x;
-  case OpKind::Abs:
-    return ops.abs(x);
-  case OpKind::Exp:
-    return ops.exp(x);
-  case OpKind::Log:
-    return ops.log(x);
-  case OpKind::Sqrt:
-    return ops.sqrt(x);
-  case OpKind::Rsqrt:
-    return ops.rsqrt(x);
-  case OpKind::Tanh:
-    return ops.tanh(x);
-  case OpKind::Sigmoid:
-    return ops.sigmoid(x);
-  case OpKind::Erf:
-    return ops.erf(x);
-  case OpKind::Relu:
-    return ops.maximum(x, ops.constant(0.0, x.dtype()));
-  case OpKind::Silu:
-    return x * ops.sigmoid(x);
-  default: { // gelu
-    const ir::Attribute *a = n.attr("approximate");
-    return gelu(ops, x, a ? a->toString() : "none");
-  }
-  }
-}
-
-/// The body of a binary op (or comparison) on operands in one dtype.
-Val binary(Ops &ops, OpKind op, Val a, Val b) {
-  bool logical = a.dtype() == DType::Bool; // torch: add/mul/max/min of bools are or/and
-  switch (op) {
-  case OpKind::Add:
-    return logical ? ops.bitwiseOr(a, b) : a + b;
-  case OpKind::Sub:
-    return a - b;
-  case OpKind::Mul:
-    return logical ? ops.bitwiseAnd(a, b) : a * b;
-  case OpKind::Div:
-    return a / b;
-  case OpKind::Pow:
-    return ops.pow(a, b);
-  case OpKind::Maximum:
-    return ops.maximum(a, b);
-  case OpKind::Minimum:
-    return ops.minimum(a, b);
-  case OpKind::Eq:
-    return ops.eq(a, b);
-  case OpKind::Ne:
-    return ops.ne(a, b);
-  case OpKind::Lt:
-    return ops.lt(a, b);
-  case OpKind::Le:
-    return ops.le(a, b);
-  case OpKind::Gt:
-    return ops.gt(a, b);
-  default:
-    return ops.ge(a, b);
-  }
-}
-
-/// Ops whose loop prims need a numeric (non-bool) dtype.
-bool needsNumeric(OpKind op) {
-  switch (op) {
-  case OpKind::Neg:
-  case OpKind::Abs:
-  case OpKind::Sub:
-  case OpKind::Div:
-  case OpKind::Pow:
-    return true;
-  default:
-    return false;
-  }
-}
 
 /// `op` applied to compile-time numbers: SymInts (ints and sizes) or doubles (float literals).
 template <typename T> std::optional<T> fold(OpKind op, const std::vector<T> &v) {
@@ -130,6 +38,9 @@ template <typename T> std::optional<T> fold(OpKind op, const std::vector<T> &v) 
       return max(v[0], v[1]);
     if (op == OpKind::Minimum)
       return min(v[0], v[1]);
+    // Python's // and % of ints (a literal zero divisor is left to eager, which raises).
+    if ((op == OpKind::FloorDivide || op == OpKind::Remainder) && v[1] != SymInt(0))
+      return op == OpKind::FloorDivide ? floorDiv(v[0], v[1]) : mod(v[0], v[1]);
   } else {
     if (op == OpKind::Div)
       return v[0] / v[1];
@@ -198,18 +109,15 @@ void lowerElementwise(LowerContext &ctx, const ir::Node &n) {
                        ctx.read(ops, node->operand(2), i, sizes, result));
     }));
   }
-  if (const ir::Attribute *a = n.attr("approximate");
-      a && a->toString() != "none" && a->toString() != "tanh")
-    ctx.decline(n, "gelu's 'approximate' must be \"none\" or \"tanh\"");
   bool compare = n.hasTrait(ir::trait::Comparison);
   DType compute = computeDType(compare ? promotedOperandDType(n) : result);
-  if (compute == DType::Bool && needsNumeric(op))
-    ctx.decline(n, "bool operands are not supported by this op");
+  if (std::string why = elementwiseUnsupported(n, compute); !why.empty())
+    ctx.decline(n, why);
   return ctx.define(n.result(0), ctx.pointwise(sizes, [&](Ops &ops, Idx i) {
-    Val a = ctx.read(ops, node->operand(0), i, sizes, compute);
-    Val v = node->numOperands() == 1
-                ? unary(ops, *node, a)
-                : binary(ops, op, a, ctx.read(ops, node->operand(1), i, sizes, compute));
+    auto operand = [&](int k) { return ctx.read(ops, node->operand(k), i, sizes, compute); };
+    Val v = node->numOperands() == 1   ? unaryBody(ops, *node, operand(0), result)
+            : node->numOperands() == 2 ? binaryBody(ops, *node, operand(0), operand(1))
+                                       : lerpBody(ops, operand(0), operand(1), operand(2));
     return ops.cast(v, result);
   }));
 }
@@ -265,13 +173,11 @@ void lowerContiguous(LowerContext &ctx, const ir::Node &n) {
 } // namespace
 
 void registerElementwise(Registry &r) {
-  for (OpKind op :
-       {OpKind::Neg,     OpKind::Abs,     OpKind::Exp,  OpKind::Log,  OpKind::Sqrt, OpKind::Rsqrt,
-        OpKind::Tanh,    OpKind::Sigmoid, OpKind::Erf,  OpKind::Relu, OpKind::Gelu, OpKind::Silu,
-        OpKind::Cast,    OpKind::Add,     OpKind::Sub,  OpKind::Mul,  OpKind::Div,  OpKind::Pow,
-        OpKind::Maximum, OpKind::Minimum, OpKind::Eq,   OpKind::Ne,   OpKind::Lt,   OpKind::Le,
-        OpKind::Gt,      OpKind::Ge,      OpKind::Where})
-    r.add(op, lowerElementwise);
+  for (int k = 0; k < ir::kNumOpKinds; ++k) {
+    auto op = static_cast<OpKind>(k);
+    if (ir::hasTrait(op, ir::trait::Elementwise))
+      r.add(op, lowerElementwise);
+  }
   r.add(OpKind::Constant, lowerConstant);
   r.add(OpKind::SymSize, lowerSymSize);
   r.add(OpKind::Arange, lowerArange);

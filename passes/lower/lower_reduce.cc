@@ -1,5 +1,5 @@
-// Lowerings of reductions (sum, mean, amax, amin, argmax, var, logsumexp) and of softmax and
-// log_softmax.
+// Lowerings of reductions (sum, prod, mean, amax, amin, all, any, argmax, argmin, var, std,
+// logsumexp) and of softmax and log_softmax.
 //
 // A reduction over dims D of an input of rank n is a Reduction node whose ranges are the kept
 // dims and whose reduction ranges are D (in dim order); `keepdim` is a view of its buffer with
@@ -92,23 +92,45 @@ Val inputAs(Ops &ops, const ir::Node &n, const TensorRef &x, Idx point, DType co
   return ops.cast(v, compute);
 }
 
-/// sum, mean, amax, amin, argmax: one reduction and an epilogue where the dtypes or mean need it.
+/// The reduction kind of a simple reduction op.
+ReductionKind simpleKind(OpKind op) {
+  switch (op) {
+  case OpKind::Amax:
+  case OpKind::Any:
+    return ReductionKind::Max;
+  case OpKind::Amin:
+  case OpKind::All:
+    return ReductionKind::Min;
+  case OpKind::Argmax:
+    return ReductionKind::ArgMax;
+  case OpKind::Argmin:
+    return ReductionKind::ArgMin;
+  case OpKind::Prod:
+    return ReductionKind::Prod;
+  default:
+    return ReductionKind::Sum;
+  }
+}
+
+/// sum, prod, mean, amax, amin, all, any, argmax, argmin: one reduction and an epilogue where the
+/// dtypes or mean need it. all/any fold `x != 0` as u8 by min/max.
 void lowerSimple(LowerContext &ctx, const ir::Node &n) {
   const TensorRef &x = ctx.tensor(n.operand(0));
   const ir::TensorMeta &out = n.result(0)->meta();
   ReduceShape shape(x.sizes, reductionDims(n, x.rank()), keepdim(n));
   DType result = out.dtype;
   OpKind op = n.op();
-  ReductionKind kind = op == OpKind::Amax     ? ReductionKind::Max
-                       : op == OpKind::Amin   ? ReductionKind::Min
-                       : op == OpKind::Argmax ? ReductionKind::ArgMax
-                                              : ReductionKind::Sum;
-  bool sums = kind == ReductionKind::Sum;
-  DType compute = sums ? computeDType(result) : x.dtype;
+  ReductionKind kind = simpleKind(op);
+  bool accumulates = kind == ReductionKind::Sum || kind == ReductionKind::Prod;
+  bool logical = op == OpKind::All || op == OpKind::Any;
+  DType compute = accumulates ? computeDType(result) : logical ? DType::UInt8 : x.dtype;
   LoopProgram &p = ctx.program();
   BufferId acc = p.reduction(kind, shape.outer, shape.inner, [&](Ops &ops, Idx i) {
     std::vector<IndexExpr> point = shape.inputPoint(i);
-    return sums ? inputAs(ops, n, x, point, compute) : LowerContext::load(ops, x, point);
+    if (accumulates)
+      return inputAs(ops, n, x, point, compute);
+    Val v = LowerContext::load(ops, x, point);
+    return logical ? ops.cast(ops.cast(v, DType::Bool), compute) : v;
   });
   TensorRef r = TensorRef::of(p, acc);
   if (op == OpKind::Mean || p.buffer(acc).meta.dtype != result) {
@@ -141,7 +163,8 @@ void lowerVar(LowerContext &ctx, const ir::Node &n) {
                   ? ops.constant(std::max(0.0, double(*count.constant()) - correction), compute)
                   : ops.maximum(sizeAs(ops, count, compute) - ops.constant(correction, compute),
                                 ops.constant(0.0, compute));
-    return ops.cast(ops.load(w.m2, i) / dof, result);
+    Val v = ops.load(w.m2, i) / dof;
+    return ops.cast(n.op() == OpKind::Std ? ops.sqrt(v) : v, result);
   });
   ctx.define(n.result(0), r);
 }
@@ -204,9 +227,11 @@ void lowerSoftmax(LowerContext &ctx, const ir::Node &n) {
 } // namespace
 
 void registerReductions(Registry &r) {
-  for (OpKind op : {OpKind::Sum, OpKind::Mean, OpKind::Amax, OpKind::Amin, OpKind::Argmax})
+  for (OpKind op : {OpKind::Sum, OpKind::Prod, OpKind::Mean, OpKind::Amax, OpKind::Amin, OpKind::All,
+                    OpKind::Any, OpKind::Argmax, OpKind::Argmin})
     r.add(op, lowerSimple);
   r.add(OpKind::Var, lowerVar);
+  r.add(OpKind::Std, lowerVar);
   r.add(OpKind::Logsumexp, lowerLogsumexp);
   r.add(OpKind::Softmax, lowerSoftmax);
   r.add(OpKind::LogSoftmax, lowerSoftmax);

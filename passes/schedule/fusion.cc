@@ -17,22 +17,6 @@ using ir::loop::IndexExpr;
 using ir::loop::LoopNode;
 using ir::loop::LoopNodeKind;
 
-bool isTranscendental(ExprKind k) {
-  switch (k) {
-  case ExprKind::Exp:
-  case ExprKind::Log:
-  case ExprKind::Sqrt:
-  case ExprKind::Rsqrt:
-  case ExprKind::Tanh:
-  case ExprKind::Sigmoid:
-  case ExprKind::Erf:
-  case ExprKind::Pow:
-    return true;
-  default:
-    return false;
-  }
-}
-
 bool isArithmetic(ExprKind k) {
   return k != ExprKind::Load && k != ExprKind::Constant && k != ExprKind::Index &&
          k != ExprKind::Cast;

@@ -5,8 +5,10 @@ graph passes, lowering to loop IR, fusion and scheduling, MLIR/LLVM JIT through 
 cache). What the compiler does not accept runs as the graph's own eager Python code, so one
 unsupported op does not lose the whole graph:
 
-1. **Partition.** Call nodes that mutate or draw random numbers (`graph.is_impure`) run eagerly,
-   except identity dropouts and in-place activations of values no input shares storage with.
+1. **Partition.** Call nodes that draw random numbers or have other effects (`graph.is_impure`)
+   run eagerly, except identity dropouts. In-place ops the op table spells (``x.add_(y)``,
+   ``x += y``, ``relu(x, inplace=True)``, ``copy_``) compile: their parts are functionalized,
+   and a mutated input of a part is written back once after it (the program's write-backs).
    The rest form maximal runs in program order; each run is written as a graph of its own (its
    inputs: graph inputs and values computed before it; its outputs: values read after it) and
    the C++ side is asked whether it lowers (``can_lower``: the line of the first declining node).
@@ -15,7 +17,8 @@ unsupported op does not lose the whole graph:
 2. **Aliasing.** A run's output that eager code would have made a view of a value the caller
    can see (an input, or another output: ``x.view(...)``, ``x.transpose(...)``, a ``contiguous``
    that returns its input) is recomputed eagerly from the compiled values after the run, so later
-   in-place ops and the caller see eager's aliasing. The examples the evaluator computed say
+   in-place ops and the caller see eager's aliasing; an in-place node's value is its mutated
+   operand (never run again). The examples the evaluator computed say
    which values share storage.
 3. **Compile** each run (`compile_graph`); one whose compile fails, or that only moves views and
    sizes around, runs eagerly instead. The result is one generated Python function
@@ -41,8 +44,16 @@ import time
 
 import kiln
 from kiln import _C
-from kiln._capture import logs
-from kiln._capture.graph import Graph, Node, is_impure, nodes_in, sanitize_name, target_name
+from kiln._capture import graph_kir_ops, logs
+from kiln._capture.graph import (
+    Graph,
+    Node,
+    has_effects,
+    is_impure,
+    nodes_in,
+    sanitize_name,
+    target_name,
+)
 from kiln._capture.graph_kir import KirWriter, Val
 
 __all__ = ["BackendCompilerFailed", "CpuBackend", "PartitionReport", "compile_graph"]
@@ -224,19 +235,18 @@ def _identity_dropout(node: Node) -> bool:
     return training is False or (type(p) in (int, float) and p == 0)
 
 
-def _pure_here(node: Node, input_storages: set) -> bool:
-    """An impure call the compiler may still take: an identity dropout, or an ``inplace=True``
-    activation whose operand shares no storage with a graph input (graph_kir writes it as the
-    pure op, plus ``copy_`` when the mutated value is read again, which functionalize folds)."""
-    if _identity_dropout(node):
-        return True
-    if node.kwargs.get("inplace") is not True or node.kwargs.get("out") is not None:
+def _compilable_mutation(node: Node) -> bool:
+    """An in-place call the capture mapping writes as its op plus ``copy_`` (only mutation, no
+    randomness or other effect, no ``out=``): functionalization makes its part pure."""
+    if node.kwargs.get("out") is not None or has_effects(node):
         return False
-    name = target_name(node.target).rsplit(".", 1)[-1]
-    operand = node.args[0] if node.args else None
-    return (name in {"relu", "silu", "sigmoid", "tanh", "gelu", "hardtanh", "leaky_relu"}
-            and isinstance(operand, Node) and operand.op == "call"
-            and _storage(operand.meta.get("example")) not in input_storages)
+    return graph_kir_ops.lowers(node.target)
+
+
+def _mutates(node: Node) -> bool:
+    """Whether a call node is an in-place op: its value is its mutated first operand."""
+    return is_impure(node) and not has_effects(node) and bool(node.args) and isinstance(
+        node.args[0], Node)
 
 
 def _is_multi_result(node: Node) -> bool:
@@ -271,10 +281,10 @@ class _Partitioner:
         self.calls = [n for n in graph.nodes if n.op == "call"]
         self.position = {id(n): i for i, n in enumerate(self.calls)}
         self.report = PartitionReport(graph.name)
-        inputs = {_storage(n.meta.get("example")) for n in graph.inputs} - {0}
         self.eager: set[int] = {
-            id(n) for n in self.calls if is_impure(n) and not _pure_here(n, inputs)
-        }
+            id(n) for n in self.calls
+            if is_impure(n) and not _identity_dropout(n) and not _compilable_mutation(n)
+        }  # fmt: skip
         self.checked: set[tuple] = set()
         self.types = self._symbolic_types()
         self.debug_code = "output_code" in getattr(logs, "_debug", ())
@@ -419,6 +429,8 @@ class _Partitioner:
             ex = n.meta.get("example")
             if not isinstance(ex, kiln.Tensor):
                 continue
+            if _mutates(n):
+                return False
             args = {_storage(a.meta.get("example")) for a in nodes_in((n.args, n.kwargs))}
             if _storage(ex) == 0 or _storage(ex) not in args:
                 return False
@@ -510,6 +522,9 @@ class _Partitioner:
         for k, n in enumerate(part.outputs):
             env[id(n)] = pg.call(operator.getitem, (call, k), {}, examples[k], n.meta.get("loc"))
         for n in part.aliases:
+            if _mutates(n):  # the part did the mutation: the value is the written operand
+                env[id(n)] = env[id(n.args[0])]
+                continue
             env[id(n)] = pg.call(n.target, _remap(n.args, env), _remap(n.kwargs, env),
                                  n.meta.get("example"), n.meta.get("loc"))
 

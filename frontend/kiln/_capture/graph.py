@@ -158,7 +158,18 @@ def is_impure(node: Node) -> bool:
         return name in _MUTATING_DUNDERS
     if id(node.target) in _INPLACE_OPERATORS:
         return True
+    if getattr(node.target, "__module__", None) in ("_operator", "operator"):
+        return name in ("setitem", "delitem")  # `operator.and_` is pure, `iand` mutates
     return name.endswith("_") or name in _RANDOM_OPS or name in _EFFECT_OPS
+
+
+def has_effects(node: Node) -> bool:
+    """Whether a call draws random numbers or prints or changes global state (an impurity that
+    functionalization cannot remove, unlike mutation)."""
+    if node.op != "call":
+        return False
+    name = target_name(node.target).rsplit(".", 1)[-1]
+    return name in _RANDOM_OPS or name in _EFFECT_OPS
 
 
 _INPLACE_NAMES = "add sub mul truediv floordiv mod pow matmul and or xor lshift rshift".split()

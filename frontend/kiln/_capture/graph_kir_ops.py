@@ -1,13 +1,16 @@
 """Which ops.def op each call target is, and how its Python arguments become operands and
 attributes.
 
-One table: each `@lowering(signature, *targets)` names the Python signature the arguments are
-bound to (torch's, so defaults apply) and every spelling of the op (the ``kiln`` function, the
-``kiln.Tensor`` method, the ``operator`` function, the ``nn.functional`` one), and writes the
-node through the `KirWriter`. Attributes take ops.def's (torch's) names, values equal to the
-default are left out so every spelling prints the same, and negative dims stay as given. A
-lowering raises `Decline` for arguments its op cannot express (``alpha=2``, ``out=``, a device
-move); the writer then emits a generic ``call``.
+Most ops come from the op table itself (op_table.py: ops.def's KILN_SPELLING rows name each op's
+schema and spellings). The lowerings here are for calls whose arguments need more than binding
+to a schema: casts (``to``, ``float()``), ``var``'s legacy positional ``unbiased``,
+``Tensor.where``'s argument order, views and indexing (graph_kir_ops_shape.py), and the model
+zoo's ops (graph_kir_ops_nn.py). Each `@lowering(signature, *targets)` names the Python
+signature the arguments are bound to (torch's, so defaults apply) and the targets, and writes
+the node through the `KirWriter`; these take precedence over the table's rows. Attributes take
+ops.def's (torch's) names, values equal to the default are left out so every spelling prints the
+same, and negative dims stay as given. A lowering raises `Decline` for arguments its op cannot
+express (``out=``, a device move); the writer then emits a generic ``call``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import importlib
 import inspect
 
 import kiln
-from kiln._capture.graph_kir import Decline, dtype_short, format_float, quote
+from kiln._capture.graph_kir import Decline, dtype_short, format_float
 
 _REGISTRY: list[tuple[inspect.Signature, tuple[str, ...], object]] = []
 _TABLE: dict[int, tuple[inspect.Signature, object]] = {}
@@ -47,6 +50,7 @@ def _table() -> dict:
     if not _TABLE:
         import kiln._capture.graph_kir_ops_nn  # noqa: F401 - registers the model-zoo ops
         import kiln._capture.graph_kir_ops_shape  # noqa: F401 - registers the second half
+        from kiln._capture import op_table
 
         for sig, targets, fn in _REGISTRY:
             for path in targets:
@@ -54,7 +58,23 @@ def _table() -> dict:
                     _TABLE.setdefault(id(_resolve(path)), (sig, fn))
                 except (AttributeError, ImportError):
                     continue
+        for spelling in op_table.spellings():
+            try:
+                target = _resolve(spelling.path)
+            except (AttributeError, ImportError):
+                UNRESOLVED.append(spelling.path)
+                continue
+            _TABLE.setdefault(id(target), (spelling.signature, spelling.lower))
     return _TABLE
+
+
+UNRESOLVED: list[str] = []  # table spellings naming no callable (a test keeps this empty)
+
+
+def lowers(target) -> bool:
+    """Whether calls of `target` have a lowering here or in the op table (a lowering may still
+    decline a particular call)."""
+    return id(target) in _table()
 
 
 def lower(w, node) -> bool:
@@ -71,9 +91,10 @@ def lower(w, node) -> bool:
     state = w.checkpoint()
     try:
         fn(w, node, bound.arguments)
-    except Decline:
+    except Decline as e:
         w.rollback(state)
         w.values.pop(id(node), None)
+        node.meta["decline"] = str(e)  # why the call stays opaque (for reports and logs)
         return False
     return True
 
@@ -106,94 +127,7 @@ def _no(*values) -> None:
 # --- Elementwise ---------------------------------------------------------------------------------
 
 
-def _s_binary(input, other, *, alpha=1, out=None, rounding_mode=None): ...
-def _s_unary(input, *, out=None): ...
-
-
-def _binary(op: str, swap: bool = False):
-    def lower_binary(w, node, a):
-        _no(a["out"], a["rounding_mode"])
-        if a["alpha"] != 1:
-            raise Decline("alpha")
-        x, y = (a["other"], a["input"]) if swap else (a["input"], a["other"])
-        w.emit_node(node, op, [w.operand(x), w.operand(y)], {})
-
-    return lower_binary
-
-
-def _spellings(name: str, *aliases: str, op_fn=None, dunder=None) -> list[str]:
-    paths = [f"kiln.{n}" for n in (name, *aliases)] + [f"kiln.Tensor.{n}" for n in (name, *aliases)]
-    if op_fn:
-        paths.append(f"operator.{op_fn}")
-    if dunder:
-        paths.append(f"kiln.Tensor.__{dunder}__")
-    return paths
-
-
-for _op, _names, _opfn, _dunder in [
-    ("add", ("add",), "add", "add"),
-    ("sub", ("sub", "subtract"), "sub", "sub"),
-    ("mul", ("mul", "multiply"), "mul", "mul"),
-    ("div", ("div", "divide", "true_divide"), "truediv", "truediv"),
-    ("pow", ("pow",), "pow", "pow"),
-    ("maximum", ("maximum",), None, None),
-    ("minimum", ("minimum",), None, None),
-    ("eq", ("eq",), "eq", "eq"),
-    ("ne", ("ne", "not_equal"), "ne", "ne"),
-    ("lt", ("lt", "less"), "lt", "lt"),
-    ("le", ("le", "less_equal"), "le", "le"),
-    ("gt", ("gt", "greater"), "gt", "gt"),
-    ("ge", ("ge", "greater_equal"), "ge", "ge"),
-]:
-    lowering(_s_binary, *_spellings(*_names, op_fn=_opfn, dunder=_dunder))(_binary(_op))
-    if _op in ("add", "sub", "mul", "div", "pow"):
-        lowering(_s_binary, f"kiln.Tensor.__r{_dunder}__")(_binary(_op, swap=True))
-
-
-def _unary(op: str, attr_defaults=None):
-    def lower_unary(w, node, a):
-        _no(a.get("out"), a.get("inplace"))
-        attrs = {}
-        for name, default in (attr_defaults or {}).items():
-            if a[name] != default:
-                attrs[name] = quote(a[name])
-        w.emit_node(node, op, [w.tensor(a["input"])], attrs)
-
-    return lower_unary
-
-
-for _op, _names, _opfn, _dunder in [
-    ("neg", ("neg", "negative"), "neg", "neg"),
-    ("abs", ("abs", "absolute"), "abs", "abs"),
-    ("exp", ("exp",), None, None),
-    ("log", ("log",), None, None),
-    ("sqrt", ("sqrt",), None, None),
-    ("rsqrt", ("rsqrt",), None, None),
-    ("tanh", ("tanh",), None, None),
-    ("sigmoid", ("sigmoid",), None, None),
-    ("erf", ("erf",), None, None),
-]:
-    lowering(_s_unary, *_spellings(*_names, op_fn=_opfn, dunder=_dunder))(_unary(_op))
-lowering(_s_unary, "builtins.abs")(_unary("abs"))
-
-
-def _s_gelu(input, approximate="none"): ...
-
-
-lowering(_s_gelu, "kiln.gelu", "kiln.nn.functional.gelu")(_unary("gelu", {"approximate": "none"}))
-
-
-def _s_where(condition, input=None, other=None, *, out=None): ...
 def _s_tensor_where(input, condition, other): ...
-
-
-@lowering(_s_where, "kiln.where")
-def _where(w, node, a):
-    _no(a["out"])
-    if a["input"] is None or a["other"] is None:
-        raise Decline("where(condition) is nonzero")
-    ops = [w.tensor(a["condition"]), w.operand(a["input"]), w.operand(a["other"])]
-    w.emit_node(node, "where", ops, {})
 
 
 @lowering(_s_tensor_where, "kiln.Tensor.where")
@@ -258,83 +192,32 @@ def _type_as(w, node, a):
     _cast(w, node, a["input"], other.dtype)
 
 
-# --- Reductions and softmax ----------------------------------------------------------------------
+# --- Reductions ----------------------------------------------------------------------------------
 
 
-def _s_sum(input, dim=None, keepdim=False, *, dtype=None): ...
-def _s_amax(input, dim=(), keepdim=False): ...
-def _s_argmax(input, dim=None, keepdim=False): ...
 def _s_var(input, dim=None, unbiased=None, keepdim=False, *, correction=None): ...
-def _s_logsumexp(input, dim, keepdim=False): ...
-def _s_softmax(input, dim, dtype=None): ...
-def _s_f_softmax(input, dim=None, _stacklevel=3, dtype=None): ...
 
 
-def _reduction(op: str):
-    def lower_reduction(w, node, a):
+def _variance(op: str):
+    def lower_variance(w, node, a):
+        dim, unbiased, correction = a["dim"], a["unbiased"], a["correction"]
+        if type(dim) is bool:  # var(x, False): the legacy `unbiased` position
+            dim, unbiased = None, dim
+        if correction is None:
+            correction = 0 if unbiased is False else 1
         attrs = {}
-        dims = _dims(w, a["dim"])
-        if op == "argmax":
-            dims = None
-            if a["dim"] is not None:
-                attrs["dim"] = str(w.int_(a["dim"]))
-        if dims is not None:
+        if correction != 1:
+            attrs["correction"] = (
+                format_float(correction) if type(correction) is float else str(w.int_(correction))
+            )
+        if (dims := _dims(w, dim)) is not None:
             attrs["dim"] = _ints(dims)
         if a["keepdim"]:
             attrs["keepdim"] = _bool(True)
-        if a.get("dtype") is not None:
-            attrs["dtype"] = dtype_short(a["dtype"])
         w.emit_node(node, op, [w.tensor(a["input"])], attrs)
 
-    return lower_reduction
+    return lower_variance
 
 
-lowering(_s_sum, "kiln.sum", "kiln.Tensor.sum")(_reduction("sum"))
-lowering(_s_sum, "kiln.mean", "kiln.Tensor.mean")(_reduction("mean"))
-lowering(_s_amax, "kiln.amax", "kiln.Tensor.amax")(_reduction("amax"))
-lowering(_s_amax, "kiln.amin", "kiln.Tensor.amin")(_reduction("amin"))
-lowering(_s_argmax, "kiln.argmax", "kiln.Tensor.argmax")(_reduction("argmax"))
-
-
-@lowering(_s_logsumexp, "kiln.logsumexp", "kiln.Tensor.logsumexp")
-def _logsumexp(w, node, a):
-    attrs = {"dim": _ints(w.ints(a["dim"]))}
-    if a["keepdim"]:
-        attrs["keepdim"] = _bool(True)
-    w.emit_node(node, "logsumexp", [w.tensor(a["input"])], attrs)
-
-
-@lowering(_s_var, "kiln.var", "kiln.Tensor.var")
-def _var(w, node, a):
-    dim, unbiased, correction = a["dim"], a["unbiased"], a["correction"]
-    if type(dim) is bool:  # var(x, False): the legacy `unbiased` position
-        dim, unbiased = None, dim
-    if correction is None:
-        correction = 0 if unbiased is False else 1
-    attrs = {}
-    if correction != 1:
-        attrs["correction"] = (
-            format_float(correction) if type(correction) is float else str(w.int_(correction))
-        )
-    if (dims := _dims(w, dim)) is not None:
-        attrs["dim"] = _ints(dims)
-    if a["keepdim"]:
-        attrs["keepdim"] = _bool(True)
-    w.emit_node(node, "var", [w.tensor(a["input"])], attrs)
-
-
-def _softmax(op: str):
-    def lower_softmax(w, node, a):
-        if a["dim"] is None:
-            raise Decline("softmax without dim")
-        attrs = {"dim": str(w.int_(a["dim"]))}
-        if a["dtype"] is not None:
-            attrs["dtype"] = dtype_short(a["dtype"])
-        w.emit_node(node, op, [w.tensor(a["input"])], attrs)
-
-    return lower_softmax
-
-
-for _op in ("softmax", "log_softmax"):
-    lowering(_s_softmax, f"kiln.{_op}", f"kiln.Tensor.{_op}")(_softmax(_op))
-    lowering(_s_f_softmax, f"kiln.nn.functional.{_op}")(_softmax(_op))
+for _op in ("var", "std"):
+    lowering(_s_var, f"kiln.{_op}", f"kiln.Tensor.{_op}")(_variance(_op))

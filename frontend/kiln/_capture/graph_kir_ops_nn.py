@@ -1,12 +1,10 @@
 """Lowerings of the ops the model zoo's networks add (the third part of the table in
 graph_kir_ops.py): ``arange``, identity dropout, ``split``/``chunk`` as slices, ``contiguous``,
-inference ``batch_norm``, the 2-d pools, and in-place activations (the pure op, then ``copy_``
-into the mutated value, which functionalization turns back into a pure graph)."""
+inference ``batch_norm`` and the 2-d pools."""
 
 from __future__ import annotations
 
 import kiln
-from kiln._capture.graph import Node
 from kiln._capture.graph_kir import Decline, TensorType, dtype_short, format_float
 from kiln._capture.graph_kir_ops import _bool, _ints, _no, lowering
 
@@ -214,60 +212,3 @@ def _adaptive_avg_pool2d(w, node, a):
                 raise Decline("output_size None of a symbolic dim")
             size[k] = int(s)
     w.emit_node(node, "adaptive_avg_pool2d", [x], {"output_size": _ints(w.ints(size))})
-
-
-# --- In-place activations ------------------------------------------------------------------------
-
-
-def _s_inplace_flag(input, inplace=False): ...
-def _s_self(input): ...
-
-
-def _unobserved(node, x) -> bool:
-    """Whether `node` mutating `x` in place is invisible to the rest of the program: `x` is a value
-    the graph computes, `node` is its only reader, and no value before `node` shares its storage
-    (a base it is a view of, or a view of it)."""
-    if not isinstance(x, Node) or x.op != "call" or x.users != [node]:
-        return False
-    example = x.meta.get("example")
-    if not isinstance(example, kiln.Tensor):
-        return False
-    if example.numel() == 0:
-        return True
-    ptr = example._storage_ptr()
-    for n in node.graph.nodes:
-        if n is node:
-            break
-        e = n.meta.get("example")
-        if n is not x and isinstance(e, kiln.Tensor) and e.numel() and e._storage_ptr() == ptr:
-            return False
-    return True
-
-
-def _activation(op: str, inplace: bool | None):
-    """`op` of the input. In place (``inplace=True`` or the ``_`` method) it is the pure op when
-    nothing else can see the mutation (an intermediate read only here), else the pure op written
-    back with ``copy_``, so later reads of the input see the new values after functionalization."""
-
-    def lower_activation(w, node, a):
-        x = w.tensor(a["input"])
-        if not (a.get("inplace") if inplace is None else inplace) or _unobserved(node, a["input"]):
-            w.emit_node(node, op, [x], {})
-            return
-        if op != "relu" and x.type.dtype not in ("f16", "bf16", "f32", "f64"):
-            raise Decline("an in-place float op on an integer tensor")
-        tmp_type = TensorType(x.type.dtype, x.type.sizes, x.type.strides, x.type.device, True)
-        (tmp,) = w.emit(op, [x], [], [tmp_type], node.meta.get("loc"))
-        w.emit_node(node, "copy_", [x, tmp], {})
-
-    return lower_activation
-
-
-lowering(_s_inplace_flag, "kiln.relu", "kiln.Tensor.relu", "kiln.nn.functional.relu")(
-    _activation("relu", None)
-)
-lowering(_s_inplace_flag, "kiln.silu", "kiln.nn.functional.silu")(_activation("silu", None))
-for _op in ("relu", "sigmoid", "tanh", "silu"):
-    lowering(_s_self, f"kiln.{_op}_", f"kiln.Tensor.{_op}_", f"kiln.nn.functional.{_op}_")(
-        _activation(_op, True)
-    )

@@ -310,52 +310,9 @@ def _embedding(w, node, a):
 
 
 def _s_copy(input, src, non_blocking=False): ...
-def _s_inplace(input, other, *, alpha=1, rounding_mode=None): ...
-
-
 @lowering(_s_copy, "kiln.Tensor.copy_")
 def _copy(w, node, a):
     w.emit_node(node, "copy_", [w.tensor(a["input"]), w.operand(a["src"])], {})
-
-
-def _inplace(op: str):
-    """``x += y`` on a tensor: the out-of-place op, then ``copy_`` into x (x keeps its dtype, so
-    only operands that do not promote it are lowered). On ints it is the plain op."""
-
-    def lower_inplace(w, node, a):
-        _no(a["rounding_mode"])
-        if a["alpha"] != 1:
-            raise Decline("alpha")
-        x, y = w.operand(a["input"]), w.operand(a["other"])
-        if not x.is_tensor:
-            w.emit_node(node, op, [x, y], {})
-            return
-        if op == "div" and x.type.dtype not in _FLOATING:
-            raise Decline("true division into an integer tensor")
-        if y.is_tensor and y.type.dtype != x.type.dtype or not y.is_tensor and not _keeps(x, y):
-            raise Decline("an in-place op that promotes")
-        tmp_type = TensorType(x.type.dtype, x.type.sizes, x.type.strides, x.type.device, True)
-        (tmp,) = w.emit(op, [x, y], [], [tmp_type], node.meta.get("loc"))
-        w.emit_node(node, "copy_", [x, tmp], {})
-
-    return lower_inplace
-
-
-_FLOATING = ("f16", "bf16", "f32", "f64")
-
-
-def _keeps(x, y) -> bool:
-    """Whether a scalar `y` leaves the dtype of tensor `x` unchanged."""
-    floating = x.type.dtype in _FLOATING
-    return y.type == "bool" or floating or (y.type == "int" and x.type.dtype != "b8")
-
-
-for _op, _name, _opfn in [
-    ("add", "add", "iadd"), ("sub", "sub", "isub"), ("mul", "mul", "imul"),
-    ("div", "div", "itruediv"),
-]:  # fmt: skip
-    lowering(_s_inplace, f"kiln.Tensor.{_name}_", f"operator.{_opfn}",
-             f"kiln.Tensor.__{_opfn}__")(_inplace(_op))  # fmt: skip
 
 
 # --- Sizes ---------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ MUTATES_ARGUMENTS = {"batch_norm", "instance_norm"}
 def is_inplace(target, name: str, kwargs: dict) -> bool:
     if any(target is op for op in _INPLACE_OPERATORS) or target is operator.setitem:
         return True
-    if "out" in kwargs:
+    if "out" in kwargs or kwargs.get("inplace") is True:  # F.relu(x, inplace=True)
         return True
     return name.endswith("_") and not name.endswith("__")
 
@@ -120,7 +120,7 @@ def record(ctx, target, args: list, kwargs: dict, name: str | None = None) -> V.
     name = name or target_name(target)
     ex_args = [to_example(a) for a in args]
     ex_kwargs = {k: to_example(v) for k, v in kwargs.items()}
-    inplace = is_inplace(target, name, kwargs)
+    inplace = is_inplace(target, name, ex_kwargs)
     if name in MUTATES_ARGUMENTS:
         ex_args = [a.clone() if isinstance(a, kiln.Tensor) else a for a in ex_args]
         ex_kwargs = {k: v.clone() if isinstance(v, kiln.Tensor) else v

@@ -136,11 +136,11 @@ def test_dynamic_views_golden():
     assert check(dynamic_views()) == (
         "graph @views(%x: f32[s0, 8], %k: int) {\n"
         "  %0 = sym_size(%x) {dim = 0} : int\n"
-        '  %1 = call(%0) {args = "($0, 2)", target = "operator.floordiv"} : int\n'
-        "  %2 = view(%x) {shape = [s0, 2, 4]} : f32[s0, 2, 4]\n"
-        "  %3 = transpose(%2) {dim0 = -1, dim1 = 0} : f32[4, 2, s0] strided [1, 4, 8]\n"
-        "  %4 = constant() {value = 2} : int\n"
-        "  %5 = mul(%0, %4) : int\n"
+        "  %1 = constant() {value = 2} : int\n"
+        "  %2 = floor_divide(%0, %1) : int\n"
+        "  %3 = view(%x) {shape = [s0, 2, 4]} : f32[s0, 2, 4]\n"
+        "  %4 = transpose(%3) {dim0 = -1, dim1 = 0} : f32[4, 2, s0] strided [1, 4, 8]\n"
+        "  %5 = mul(%0, %1) : int\n"
         "  %6 = reshape(%x) {shape = [s0*2, -1]} : f32[s0*2, 4]\n"
         "  %7 = slice(%x) {end = s0 floordiv 2, start = 1} : f32[s0 floordiv 2 - 1, 8]\n"
         "  %8 = select(%7) {dim = 1, index = 0} : f32[s0 floordiv 2 - 1] strided [8]\n"
@@ -149,7 +149,7 @@ def test_dynamic_views_golden():
         "  %11 = constant() {value = 1} : int\n"
         "  %12 = add(%k, %11) : int\n"
         "  %13 = slice(%x) {dim = 1, end = s1*2 + 1, start = s1} : f32[s0, s1 + 1] strided [8, 1]\n"
-        "  return %3, %6, %8, %10, %1, %13\n"
+        "  return %4, %6, %8, %10, %2, %13\n"
         "}\n"
     )
 

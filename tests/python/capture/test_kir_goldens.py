@@ -220,14 +220,14 @@ def test_every_captured_graph_round_trips(fn, calls, kw):
 
 def test_dynamic_results_follow_the_input_symbols():
     """to_kir runs shape-infer: op results carry the input's symbol (kiln.arange of the dynamic
-    size too); a `call` keeps the type the capture observed (the floordiv of the size)."""
+    size too), and the floordiv of the size is a floor_divide of Python ints."""
     graphs = capture(shapes, [(rand(4, 3),), (rand(6, 3),)])
     text = strip_locations(graphs[1].to_kir())
     assert text.startswith("graph @shapes_1(%L_x: f32[s0, 3]) {")
     assert "= view(%L_x) {shape = [s0, -1]} : f32[s0, 3]\n" in text
     assert "= sum(%1) {dim = [1]} : f32[s0]\n" in text
     assert "= arange() {end = s0} : i64[s0]\n" in text
-    assert 'target = "operator.floordiv"} : int\n' in text
+    assert "= floor_divide(%0, %5) : int\n" in text
     assert "%4 = add(%2, %3) : f32[s0]\n" in text  # s0 with 6: the left size stays
 
 

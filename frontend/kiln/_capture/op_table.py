@@ -1,0 +1,214 @@
+"""The capture mapping derived from the op table (``ir/ops.def``'s KILN_SPELLING rows, read
+through ``kiln._C._ir.op_table()``): every spelling of a table op is written as that op's node,
+with no hand-written entry here.
+
+Each row gives the op's torch schema and its spellings. A call binds its Python arguments to the
+schema (torch's defaults apply); Tensor and Scalar arguments become the node's operands, the
+arguments named like the op's attributes become attributes (left out at their defaults), and
+any other argument must keep its default, else the call stays an opaque ``call``. A spelling in
+place (``Tensor.add_``, ``operator.iadd``, ``inplace=True``) writes the op, then ``copy_`` of
+the result into its first operand; a reflected dunder (``Tensor.__radd__``) swaps the first two
+operands. Irregular spellings (``Tensor.where``'s argument order, ``var``'s legacy positional
+``unbiased``) keep their own lowerings in graph_kir_ops*.py, which take precedence.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import operator
+import re
+from dataclasses import dataclass
+
+from kiln._capture.graph_kir import Decline, TensorType, dtype_short, format_float, quote
+
+__all__ = ["Spelling", "parse_schema", "spellings"]
+
+_OPERAND_TYPES = ("Tensor", "Tensor?", "Scalar", "Scalar?")
+_SCHEMA = re.compile(r"(?P<name>\w+)\((?P<args>.*)\)\s*->\s*\w+\Z")
+_ARG = re.compile(r"(?P<type>[\w\[\]0-9]+\??)\s+(?P<name>\w+)(?:\s*=\s*(?P<default>.+))?\Z")
+
+
+def _default(text: str):
+    if text in ("None", "True", "False"):
+        return {"None": None, "True": True, "False": False}[text]
+    return ast.literal_eval(text)
+
+
+def parse_schema(schema: str) -> tuple[inspect.Signature, dict[str, str]]:
+    """The Python signature of a torch schema and each argument's type."""
+    m = _SCHEMA.match(schema.strip())
+    if m is None:
+        raise ValueError(f"malformed op schema: {schema!r}")
+    params, types, keyword_only = [], {}, False
+    for part in (p.strip() for p in m["args"].split(",")):
+        if part == "*":
+            keyword_only = True
+            continue
+        a = _ARG.match(part)
+        if a is None:
+            raise ValueError(f"malformed argument {part!r} in op schema {schema!r}")
+        kind = (inspect.Parameter.KEYWORD_ONLY if keyword_only
+                else inspect.Parameter.POSITIONAL_OR_KEYWORD)  # fmt: skip
+        default = inspect.Parameter.empty if a["default"] is None else _default(a["default"])
+        params.append(inspect.Parameter(a["name"], kind, default=default))
+        types[a["name"]] = a["type"]
+    return inspect.Signature(params), types
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """One callable of a table row: where it lives and how its call becomes the op's node."""
+
+    path: str  # dotted: kiln.sin, kiln.Tensor.add_, operator.iadd
+    op: str
+    signature: inspect.Signature
+    types: dict
+    attrs: dict  # attribute name -> kind name (ops.def)
+    fixed: tuple  # (name, .kir text) every call has
+    inplace: bool
+    reflected: bool
+
+    def lower(self, w, node, args: dict) -> None:
+        operands, attrs = [], dict(self.fixed)
+        for name, param in self.signature.parameters.items():
+            v = args[name]
+            if name == "inplace":
+                continue
+            if name in self.attrs:
+                if v is not None and not _same(v, param.default):
+                    text = _attr_text(w, self.attrs[name], v)
+                    if text is not None:
+                        attrs[name] = text
+            elif self.types[name] in _OPERAND_TYPES and param.kind is not param.KEYWORD_ONLY:
+                if v is None and self.types[name].endswith("?"):
+                    continue
+                operands.append(w.operand(v))
+            elif not _same(v, param.default):
+                raise Decline(f"argument '{name}' other than its default {param.default!r}")
+        if self.reflected:
+            operands[0], operands[1] = operands[1], operands[0]
+        if not (self.inplace or args.get("inplace") is True):
+            w.emit_node(node, self.op, operands, attrs)
+            return
+        x = operands[0]
+        if not x.is_tensor:  # `n += 1` on a Python number
+            w.emit_node(node, self.op, operands, attrs)
+            return
+        example = node.meta.get("example")
+        if getattr(example, "dtype", None) is None or dtype_short(example.dtype) != x.type.dtype:
+            raise Decline("an in-place op whose result dtype is not its operand's")
+        first = next(iter(self.signature.parameters))
+        if _unobserved(node, args[first]):
+            w.emit_node(node, self.op, operands, attrs)
+            return
+        tmp_type = TensorType(x.type.dtype, x.type.sizes, x.type.strides, x.type.device, True)
+        (tmp,) = w.emit(self.op, operands, sorted(attrs.items()), [tmp_type], node.meta.get("loc"))
+        w.emit_node(node, "copy_", [x, tmp], {})
+
+
+def _same(v, default) -> bool:
+    """Whether argument value `v` is the parameter's default (1 and 1.0 alike)."""
+    if default is inspect.Parameter.empty:
+        return False
+    if isinstance(default, (list, tuple)):
+        return isinstance(v, (list, tuple)) and list(v) == list(default)
+    if default is None or isinstance(default, bool):
+        return v is default
+    if isinstance(default, (int, float)):
+        return type(v) in (int, float) and v == default
+    return type(v) is type(default) and v == default
+
+
+def _attr_text(w, kind: str, v) -> str | None:
+    """An argument as the .kir text of an attribute of `kind` (None: leave it out)."""
+    if kind == "int":
+        return str(w.int_(v))
+    if kind == "float":
+        return format_float(float(v))
+    if kind == "bool":
+        return "true" if v else "false"
+    if kind == "string":
+        return quote(v)
+    if kind == "dtype":
+        return dtype_short(v)
+    if kind == "number":
+        if type(v) is float:
+            return format_float(v)
+        if type(v) is bool:
+            return "true" if v else "false"
+        return str(w.int_(v))
+    if kind == "int list":
+        values = w.ints(v)
+        return "[" + ", ".join(str(x) for x in values) + "]" if values else None
+    if kind == "symbolic int":
+        return w.sym(v)
+    if kind == "symbolic int list":
+        return "[" + ", ".join(w.syms(v)) + "]"
+    raise Decline(f"an attribute of kind {kind}")
+
+
+def _unobserved(node, x) -> bool:
+    """Whether `node` mutating `x` in place is invisible to the rest of the program: `x` is a
+    value the graph computes, `node` is its only reader, and no value before `node` shares its
+    storage (a base it is a view of, or a view of it). Then the pure op is enough."""
+    import kiln
+    from kiln._capture.graph import Node
+
+    if not isinstance(x, Node) or x.op != "call" or x.users != [node]:
+        return False
+    example = x.meta.get("example")
+    if not isinstance(example, kiln.Tensor):
+        return False
+    if example.numel() == 0:
+        return True
+    ptr = example._storage_ptr()
+    for n in node.graph.nodes:
+        if n is node:
+            break
+        e = n.meta.get("example")
+        if n is not x and isinstance(e, kiln.Tensor) and e.numel() and e._storage_ptr() == ptr:
+            return False
+    return True
+
+
+_PREFIXES = {"Tensor": "kiln.Tensor", "F": "kiln.nn.functional"}
+
+
+def _path(spelling: str) -> str:
+    head, dot, rest = spelling.partition(".")
+    if not dot:
+        return f"kiln.{spelling}"
+    return f"{_PREFIXES.get(head, head)}.{rest}"
+
+
+def _is_inplace(path: str) -> bool:
+    module, _, name = path.rpartition(".")
+    if module == "operator":
+        return name.startswith("i") and hasattr(operator, name[1:]) and name != "index"
+    if name.startswith("__i") and name.endswith("__"):
+        return True
+    return name.endswith("_") and not name.endswith("__")
+
+
+def _is_reflected(path: str) -> bool:
+    name = path.rpartition(".")[2]
+    return name.startswith("__r") and name.endswith("__")
+
+
+def spellings() -> list[Spelling]:
+    """Every spelling of every table row, in table order."""
+    from kiln import _C
+
+    out = []
+    for row in _C._ir.op_table():
+        sig, types = parse_schema(row["schema"])
+        fixed = tuple(
+            tuple(p.strip() for p in item.split("=", 1))
+            for item in row["fixed"].split(",") if item.strip()
+        )  # fmt: skip
+        for spelling in row["spellings"].split():
+            path = _path(spelling)
+            out.append(Spelling(path, row["op"], sig, types, dict(row["attrs"]), fixed,
+                                _is_inplace(path), _is_reflected(path)))  # fmt: skip
+    return out
