@@ -3,6 +3,7 @@
 
 #include "ir/shape_rules.h"
 
+#include "ir/shape_rules_layout_impl.h"
 #include "ir/shape_rules_nn_impl.h"
 #include "ir/verifier_impl.h"
 
@@ -382,6 +383,8 @@ std::optional<ValueType> inferResultType(const Node &n, SymAssumptions *assumed)
     scatterSourceSizes(n, assumed);
     return contiguous(tensorOperand(n, 0).dtype, tensorOperand(n, 0).sizes);
   default:
+    if (isLayoutOp(n.op()))
+      return layoutType(n, assumed);
     break;
   }
   if (n.hasTrait(trait::Elementwise))

@@ -1,6 +1,7 @@
 // Verifier rules for elementwise ops, reductions, constants and the ops of captured programs
 // (sym_size, call), plus the shared helpers. What results must be is computed in shape_rules.cc.
 
+#include "ir/shape_rules_layout_impl.h"
 #include "ir/shape_rules_nn_impl.h"
 #include "ir/verifier_impl.h"
 
@@ -228,6 +229,8 @@ void checkOpRules(const Node &n) {
   case OpKind::SelectScatter:
     return checkScatter(n);
   default:
+    if (isLayoutOp(n.op()))
+      return checkLayout(n);
     break;
   }
   if (n.hasTrait(trait::Elementwise))

@@ -135,5 +135,6 @@ void registerReductions(Registry &r);  // lower_reduce.cc
 void registerViews(Registry &r);       // lower_views.cc
 void registerNN(Registry &r);          // lower_nn.cc
 void registerPools(Registry &r);       // lower_pool.cc
+void registerShapeOps(Registry &r);    // lower_shape_ops.cc
 
 } // namespace kiln::passes::lower

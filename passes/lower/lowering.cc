@@ -19,6 +19,7 @@ const Registry &registry() {
     registerViews(r);
     registerNN(r);
     registerPools(r);
+    registerShapeOps(r);
     return r;
   }();
   return r;

@@ -3,6 +3,7 @@ second half of the table in graph_kir_ops.py)."""
 
 from __future__ import annotations
 
+from kiln._capture.graph import Node
 from kiln._capture.graph_kir import Decline, TensorType, format_float
 from kiln._capture.graph_kir_ops import _bool, _ints, _no, lowering
 
@@ -125,6 +126,33 @@ def _narrow(w, node, a):
     w.emit_node(node, "slice", [w.tensor(a["input"])], attrs)
 
 
+# --- Layout copies (ops.def's table rows; these are the spellings a schema cannot bind) -----------
+
+
+def _s_stack(tensors, dim=0): ...
+
+
+@lowering(_s_varargs, "kiln.Tensor.flip")
+def _flip_method(w, node, a):
+    dims = w.ints(_shape_list(a["sizes"]))
+    w.emit_node(node, "flip", [w.tensor(a["input"])], {"dims": _ints(dims)} if dims else {})
+
+
+@lowering(_s_varargs, "kiln.Tensor.repeat")
+def _repeat_method(w, node, a):
+    repeats = w.ints(_shape_list(a["sizes"]))
+    w.emit_node(node, "repeat", [w.tensor(a["input"])], {"repeats": _ints(repeats)})
+
+
+@lowering(_s_stack, "kiln.stack")
+def _stack(w, node, a):
+    if not isinstance(a["tensors"], (tuple, list)) or not a["tensors"]:
+        raise Decline("stack of a non-sequence")
+    dim = w.int_(a["dim"])
+    attrs = {"dim": str(dim)} if dim != 0 else {}
+    w.emit_node(node, "stack", [w.tensor(t) for t in a["tensors"]], attrs)
+
+
 # --- Indexing ------------------------------------------------------------------------------------
 
 
@@ -162,9 +190,13 @@ def _getitem(w, node, a):
         return
     x = w.tensor(src)
     items = list(index) if type(index) is tuple else [index]
+    if any(_is_int_list(i) for i in items):
+        return _getitem_list(w, node, src, items)
     for item in items:
         if type(item) is bool or isinstance(item, (list, tuple)):
             raise Decline("advanced indexing")
+        if isinstance(item, Node) and _is_tensor_node(item):
+            raise Decline(_tensor_index_reason(item))
     consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
     rank = len(x.type.sizes)
     if consumed > rank or sum(1 for i in items if i is Ellipsis) > 1:
@@ -310,6 +342,8 @@ def _embedding(w, node, a):
 
 
 def _s_copy(input, src, non_blocking=False): ...
+
+
 @lowering(_s_copy, "kiln.Tensor.copy_")
 def _copy(w, node, a):
     w.emit_node(node, "copy_", [w.tensor(a["input"]), w.operand(a["src"])], {})
@@ -326,3 +360,92 @@ def _sym_size(w, node, a):
     if a["dim"] is None:
         raise Decline("size() is a tuple")
     w.emit_node(node, "sym_size", [w.tensor(a["input"])], {"dim": str(w.int_(a["dim"]))})
+
+
+# --- Advanced indexing by a list of ints ---------------------------------------------------------
+
+
+def _is_int_list(item) -> bool:
+    return isinstance(item, list) and bool(item) and all(type(v) is int for v in item)
+
+
+def _is_tensor_node(item) -> bool:
+    import kiln
+
+    return isinstance(item.meta.get("example"), kiln.Tensor)
+
+
+def _tensor_index_reason(item) -> str:
+    import kiln
+
+    if item.meta["example"].dtype == kiln.bool:
+        return "boolean-mask indexing: the result size depends on the mask's values"
+    return "indexing by an int tensor needs a data-dependent load, which the loop IR has no form for"
+
+
+def _getitem_list(w, node, src, items):
+    """``x[:, [-1], :]``: one dim indexed by a constant int list (the others by basic indices).
+    With a single advanced index the result keeps that dim in place, so it is the basic index
+    with a full slice there, then the cat of one-element slices at the listed positions."""
+    lists = [k for k, i in enumerate(items) if isinstance(i, list)]
+    if len(lists) != 1 or any(i is Ellipsis or type(i) is bool or isinstance(i, (tuple, Node))
+                              for i in items):  # fmt: skip
+        raise Decline("advanced indexing other than one constant int list")
+    k = lists[0]
+    positions = items[k]
+    basic = items[:k] + [slice(None)] + items[k + 1:]
+    example = src.meta.get("example") if isinstance(src, Node) else None
+    out = w.value_type(node.meta.get("example"), node.meta.get("sym_sizes"))
+    if example is None or not isinstance(out, TensorType):
+        raise Decline("an index of an unknown tensor")
+    j = sum(1 for i in items[:k] if i is None or isinstance(i, slice))  # output dim of the list
+    x = w.tensor(src)
+    rank_in = len(x.type.sizes)
+    i_in = sum(1 for i in items[:k] if i is not None)  # input dim of the list
+    if len(items) - items.count(None) > rank_in:
+        raise Decline("too many indices")
+    size = x.type.sizes[i_in]
+    mid_example = example[tuple(basic)]
+    mid_sizes = list(out.sizes)
+    mid_sizes[j] = size
+    cur = x
+    if any(not (isinstance(i, slice) and i == slice(None)) for i in basic):
+        mid_type = w.tensor_type(mid_example, mid_sizes)
+        cur = _basic_index(w, node, x, basic, mid_type)
+    loc = node.meta.get("loc")
+    parts = []
+    for p in positions:
+        attrs = {"start": str(p)}
+        if p != -1:
+            attrs["end"] = str(p + 1)
+        if j != 0:
+            attrs["dim"] = str(j)
+        t = TensorType(cur.type.dtype, cur.type.sizes[:j] + ["1"] + cur.type.sizes[j + 1:],
+                       cur.type.strides, cur.type.device, False)  # fmt: skip
+        if len(positions) == 1:
+            w.emit_node(node, "slice", [cur], attrs)
+            return
+        (part,) = w.emit("slice", [cur], sorted(attrs.items()), [t], loc)
+        parts.append(part)
+    w.emit_node(node, "cat", parts, {"dim": str(j)} if j else {})
+
+
+def _basic_index(w, node, x, items, result_type):
+    """The basic index `items` (slices, ints, None) of `x` as view nodes; the last has
+    `result_type`."""
+    steps, i, j = [], 0, 0
+    for item in items:
+        step = _index_step(w, item, j)
+        i += item is not None
+        j += item is None or isinstance(item, slice)
+        if step is not None:
+            steps.append((step, i, j))
+    loc = node.meta.get("loc")
+    cur = x
+    for n, ((op, attrs), i, j) in enumerate(steps):
+        last = n == len(steps) - 1
+        mid = result_type if last else TensorType(
+            result_type.dtype, result_type.sizes[:j] + x.type.sizes[i:],
+            result_type.strides[:j] + x.type.strides[i:], result_type.device, False)  # fmt: skip
+        (cur,) = w.emit(op, [cur], sorted(attrs.items()), [mid], loc)
+    return cur

@@ -68,6 +68,8 @@ UNARY_ANY = {
     "threshold": lambda x: F.threshold(x, 0.5, -2.0),
     "nan_to_num": lambda x: (x / x.abs().round()).nan_to_num(posinf=7.0),
     "clamp": lambda x: x.clamp(min=-1, max=1),
+    "masked_fill": lambda x: x.masked_fill(x > 0.5, 2.5), "flip": lambda x: x.flip(-1),
+    "roll": lambda x: x.roll(3),
 }  # fmt: skip
 BINARY = {
     "add": lambda a, b: a + b, "sub": lambda a, b: kiln.sub(a, b), "mul": lambda a, b: a * b,
@@ -91,6 +93,9 @@ REDUCTIONS = {
     "argmax": lambda x: x.argmax(-1), "argmin": lambda x: x.argmin(0, keepdim=True),
     "logsumexp": lambda x: x.logsumexp(-1), "softmax": lambda x: F.softmax(x, -1),
     "log_softmax": lambda x: x.log_softmax(0),
+    "tril": lambda x: x.tril(1), "triu": lambda x: kiln.triu(x, -1),
+    "repeat": lambda x: x.repeat(2, 1, 3), "pad": lambda x: F.pad(x, (1, -2, 2, 0), value=1.5),
+    "one_hot": lambda x: F.one_hot(x.abs().long().clamp(max=4), 5),
 }  # fmt: skip
 SAMPLES = {**UNARY_FLOAT_MATH, **UNARY_ANY, **BINARY, **REDUCTIONS}
 
@@ -157,7 +162,8 @@ def test_op_layouts(op):
     binary = op in BINARY
     x = rand(17, 3) * 3
     cases = [(x.t(), rand(3, 1, seed=2) * 3) if binary else (x.t(),)]
-    if op not in REDUCTIONS or op in ("sum", "amax", "logsumexp", "softmax"):
+    if op not in REDUCTIONS or op in ("sum", "amax", "logsumexp", "softmax", "tril", "triu",
+                                                  "repeat", "pad", "one_hot"):
         cases.append((rand(0, 5), rand(5)) if binary else (rand(0, 5),))
     if op not in REDUCTIONS:
         cases.append((kiln.tensor(0.7), kiln.tensor(-1.3)) if binary else (kiln.tensor(0.7),))
