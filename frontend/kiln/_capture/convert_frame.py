@@ -70,12 +70,14 @@ class BreakRecord:
 class CaptureRecord:
     """What one capture produced (explain() collects these)."""
 
-    def __init__(self, code, graph, guards, break_record, recompile_reason) -> None:
+    def __init__(self, code, graph, guards, break_record, recompile_reason,
+                 report=None) -> None:
         self.code = code
         self.graph = graph
         self.guards = guards
         self.break_record = break_record
         self.recompile_reason = recompile_reason
+        self.report = report  # the CPU backend's PartitionReport, when it compiled the graph
 
 
 class CodeState:
@@ -300,7 +302,8 @@ class Compiler:
         gm = ctx.guards.build()
         if self.recorder is not None:
             self.recorder.append(CaptureRecord(code, graph, ctx.guards.describe(), break_record,
-                                               recompile_reason))
+                                               recompile_reason,
+                                               getattr(graph_fn, "kiln_report", None)))
         logs.log("graph", lambda: f"captured {graph.name} ({graph.op_count()} ops):\n"
                                   f"{graph.python_source()}")
         logs.log("guards", lambda: f"guards of {graph.name}:\n  "

@@ -167,6 +167,9 @@ class CaptureInfo:
         self.guards = list(dict.fromkeys(record.guards))  # the same check may be recorded twice
         self.break_reason = (BreakReason.from_record(record.break_record, code)
                              if record.break_record is not None else None)
+        self.report = getattr(record, "report", None)
+        # (node name, target, reason) of each node the compiler declined (it ran eagerly)
+        self.fallbacks = list(self.report.fallbacks) if self.report is not None else []
         self.recompile = None
         if record.recompile_reason is not None:
             self.recompile = Recompile(self.function, code.co_name, code.co_filename,
@@ -180,7 +183,9 @@ class ExplainOutput:
     """What explain() saw. `graphs` are the captured graphs with at least one op (as torch counts
     them; `captures` has every capture, empty graphs included), `ops_per_graph` their op names,
     `break_reasons` every graph break, `guards` (alias `out_guards`) every guard as text,
-    `recompiles` every recompile with the failing guard, `result` what the last call returned."""
+    `recompiles` every recompile with the failing guard, `fallbacks` per graph the nodes that ran on
+    eager kernels because the compiler declined them, with the reason, `result` what the last
+    call returned."""
 
     def __init__(self, records, result=None, compile_times=None) -> None:
         self.captures = [CaptureInfo(r) for r in records]
@@ -193,6 +198,7 @@ class ExplainOutput:
         self.graph_break_count = len(self.break_reasons)
         self.guards = list(dict.fromkeys(g for c in self.captures for g in c.guards))
         self.recompiles = [c.recompile for c in self.captures if c.recompile]
+        self.fallbacks = [c.fallbacks for c in kept]
         self.result = result
         self.compile_times = compile_times
 
@@ -222,6 +228,16 @@ class ExplainOutput:
         for i, c in enumerate(kept, 1):
             out.append(f"  Ops {i} ({c.name}):")
             out += [f"    {op}" for op in c.ops]
+        out.append("Compiled Parts:")
+        for c in kept:
+            r = c.report
+            if r is None:
+                out.append(f"  {c.name}: not compiled by kiln's backend")
+                continue
+            out.append(f"  {c.name}: {len(r.parts)} compiled parts, {r.compiled_nodes} compiled "
+                       f"nodes, {r.eager_nodes} eager nodes")
+            out += [f"    fallback {name} ({target}): {reason}"
+                    for name, target, reason in c.fallbacks]
         out.append("Guards:")
         for c in self.captures:
             out.append(f"  {c.name} (in {c.function}):")
