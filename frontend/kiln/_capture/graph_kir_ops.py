@@ -136,6 +136,37 @@ def _tensor_where(w, node, a):
     w.emit_node(node, "where", ops, {})
 
 
+def _s_div(input, other, *, rounding_mode=None): ...
+
+
+@lowering(_s_div, "kiln.div", "kiln.divide", "kiln.Tensor.div", "kiln.Tensor.divide")
+def _div(w, node, a):
+    """``div(rounding_mode=...)``: "floor" is floor_divide; "trunc" truncates the true quotient
+    of floats, and for integers subtracts fmod's remainder first so the floor division is exact
+    (C's quotient, as eager computes it)."""
+    mode = a["rounding_mode"]
+    x, y = w.operand(a["input"]), w.operand(a["other"])
+    if mode is None:
+        w.emit_node(node, "div", [x, y], {})
+        return
+    if mode == "floor":
+        w.emit_node(node, "floor_divide", [x, y], {})
+        return
+    if mode != "trunc":
+        raise Decline(f"rounding_mode={mode!r}")
+    out = w.value_type(node.meta.get("example"), node.meta.get("sym_sizes"))
+    if out is None or not x.is_tensor:
+        raise Decline("a trunc division of Python numbers")
+    loc = node.meta.get("loc")
+    if out.dtype in ("f16", "bf16", "f32", "f64"):
+        (q,) = w.emit("div", [x, y], [], [out], loc)
+        w.emit_node(node, "trunc", [q], {})
+        return
+    (r,) = w.emit("fmod", [x, y], [], [out], loc)
+    (d,) = w.emit("sub", [x, r], [], [out], loc)
+    w.emit_node(node, "floor_divide", [d, y], {})
+
+
 # --- Casts ---------------------------------------------------------------------------------------
 
 

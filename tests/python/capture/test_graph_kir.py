@@ -336,8 +336,7 @@ def test_arguments_an_op_cannot_express_fall_back_to_call():
     g.output([a, d, r, t])
     assert body(g) == [
         '%0 = call(%x, %y) {args = "($0, $1, alpha=2)", target = "kiln.add"} : f32[3]',
-        "%1 = call(%x, %y) {args = \"($0, $1, rounding_mode='floor')\", "
-        'target = "kiln.div"} : f32[3]',
+        "%1 = floor_divide(%x, %y) : f32[3]",
         "%2 = relu(%x) : f32[3]",
         '%3 = call(%x) {target = "kiln.Tensor.t"} : f32[3]',
         "return %0, %1, %2, %3",
