@@ -1,5 +1,5 @@
 // Lowerings of reductions (sum, prod, mean, amax, amin, all, any, argmax, argmin, var, std,
-// logsumexp) and of softmax and log_softmax.
+// norm, logsumexp) and of softmax and log_softmax.
 //
 // A reduction over dims D of an input of rank n is a Reduction node whose ranges are the kept
 // dims and whose reduction ranges are D (in dim order); `keepdim` is a view of its buffer with
@@ -11,6 +11,7 @@
 #include "passes/lower/lower_context.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace kiln::passes::lower {
@@ -169,6 +170,41 @@ void lowerVar(LowerContext &ctx, const ir::Node &n) {
   ctx.define(n.result(0), r);
 }
 
+/// The vector p-norm: a sum of |x|^p (x^2 for p = 2, |x| for 1, x != 0 for 0) or a max/min of
+/// |x| for +-inf, in the compute dtype, then the root (eager's NormReducer).
+void lowerNorm(LowerContext &ctx, const ir::Node &n) {
+  const TensorRef &x = ctx.tensor(n.operand(0));
+  const ir::TensorMeta &out = n.result(0)->meta();
+  if (!isFloating(x.dtype))
+    ctx.decline(n, "norm takes floating operands only");
+  const ir::Attribute *pa = n.attr("p");
+  double ord = pa ? pa->toDouble() : 2.0;
+  bool inf = std::isinf(ord);
+  ReduceShape shape(x.sizes, reductionDims(n, x.rank()), keepdim(n));
+  if (inf && numel(shape.inner) == SymInt(0))
+    ctx.decline(n, "an infinity norm of an empty tensor raises");
+  DType result = out.dtype, compute = computeDType(result);
+  LoopProgram &p = ctx.program();
+  ReductionKind kind = !inf ? ReductionKind::Sum : ord > 0 ? ReductionKind::Max : ReductionKind::Min;
+  BufferId acc = p.reduction(kind, shape.outer, shape.inner, [&](Ops &ops, Idx i) {
+    Val v = inputAs(ops, n, x, shape.inputPoint(i), compute);
+    if (ord == 2.0)
+      return v * v;
+    if (ord == 0.0)
+      return ops.cast(ops.ne(v, ops.constant(0.0, compute)), compute);
+    Val a = ops.abs(v);
+    return ord == 1.0 || inf ? a : ops.pow(a, ops.constant(ord, compute));
+  });
+  ctx.define(n.result(0), ctx.pointwise(shape.outer, [&](Ops &ops, Idx i) {
+    Val v = ops.load(acc, i);
+    if (ord == 2.0)
+      v = ops.sqrt(v);
+    else if (ord != 1.0 && ord != 0.0 && !inf)
+      v = ops.pow(v, ops.constant(1.0 / ord, compute));
+    return ops.cast(v, result);
+  }));
+}
+
 void lowerLogsumexp(LowerContext &ctx, const ir::Node &n) {
   const TensorRef &x = ctx.tensor(n.operand(0));
   const ir::TensorMeta &out = n.result(0)->meta();
@@ -232,6 +268,7 @@ void registerReductions(Registry &r) {
     r.add(op, lowerSimple);
   r.add(OpKind::Var, lowerVar);
   r.add(OpKind::Std, lowerVar);
+  r.add(OpKind::Norm, lowerNorm);
   r.add(OpKind::Logsumexp, lowerLogsumexp);
   r.add(OpKind::Softmax, lowerSoftmax);
   r.add(OpKind::LogSoftmax, lowerSoftmax);

@@ -353,7 +353,9 @@ class _Partitioner:
             return False
         if w.opaque:
             for node in dict.fromkeys(w.opaque):
-                self._decline(node, "no .kir op for this call (written as an opaque `call`)")
+                why = node.meta.get("decline")  # what the op's lowering could not express
+                self._decline(node, f"written as an opaque `call`: {why}" if why else
+                              "no .kir op for this call (written as an opaque `call`)")
             return False
         ok, line, reason = _C._compiler.can_lower(text, f"{self.graph.name}.kir")
         if ok:

@@ -380,7 +380,7 @@ def _tensor_index_reason(item) -> str:
 
     if item.meta["example"].dtype == kiln.bool:
         return "boolean-mask indexing: the result size depends on the mask's values"
-    return "indexing by an int tensor needs a data-dependent load, which the loop IR has no form for"
+    return "indexing by an int tensor needs a data-dependent load (the loop IR has none yet)"
 
 
 def _getitem_list(w, node, src, items):
@@ -393,7 +393,7 @@ def _getitem_list(w, node, src, items):
         raise Decline("advanced indexing other than one constant int list")
     k = lists[0]
     positions = items[k]
-    basic = items[:k] + [slice(None)] + items[k + 1:]
+    basic = items[:k] + [slice(None)] + items[k + 1 :]
     example = src.meta.get("example") if isinstance(src, Node) else None
     out = w.value_type(node.meta.get("example"), node.meta.get("sym_sizes"))
     if example is None or not isinstance(out, TensorType):

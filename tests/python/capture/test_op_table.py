@@ -91,7 +91,8 @@ REDUCTIONS = {
     "amax": lambda x: x.amax(-1, keepdim=True), "amin": lambda x: x.amin(),
     "all": lambda x: x.all(-1), "any": lambda x: kiln.any(x, 0),
     "argmax": lambda x: x.argmax(-1), "argmin": lambda x: x.argmin(0, keepdim=True),
-    "logsumexp": lambda x: x.logsumexp(-1), "softmax": lambda x: F.softmax(x, -1),
+    "logsumexp": lambda x: x.logsumexp(-1), "norm": lambda x: x.norm(dim=-1),
+    "softmax": lambda x: F.softmax(x, -1),
     "log_softmax": lambda x: x.log_softmax(0),
     "tril": lambda x: x.tril(1), "triu": lambda x: kiln.triu(x, -1),
     "repeat": lambda x: x.repeat(2, 1, 3), "pad": lambda x: F.pad(x, (1, -2, 2, 0), value=1.5),
@@ -227,3 +228,11 @@ def test_special_values():
     ref = kiln.round(kiln.tensor([0.125, 1.25, -2.675]), decimals=2)
     out = kiln.compile(lambda t: t.round(decimals=2))(kiln.tensor([0.125, 1.25, -2.675]))
     assert_same(out, ref, TOL[kiln.float32])
+
+
+@pytest.mark.parametrize("p", [2, 1, 0, 3, 0.5, math.inf, -math.inf, "fro"])
+def test_norm_orders(p):
+    x = rand(4, 9) * 3
+    x[0, 2] = 0.0
+    backend = run_compiled(lambda t: t.norm(p=p) + kiln.norm(t, p, dim=(0,), keepdim=True), x)
+    assert backend.reports[0].eager_nodes == 0
