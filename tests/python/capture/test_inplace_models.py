@@ -140,3 +140,33 @@ def test_in_place_promotion_is_eager_like_eager():
 
     with pytest.raises(RuntimeError):
         kiln.compile(fn)(kiln.arange(4))
+
+
+class CausalSelfAttention(nn.Module):
+    """nanoGPT's attention without flash: a registered causal mask sliced to the sequence,
+    masked_fill with -inf, softmax, then the `x[:, [-1], :]` head of its generate step."""
+
+    def __init__(self, d=16, heads=2, ctx=8):
+        super().__init__()
+        self.c_attn, self.c_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.heads = heads
+        self.register_buffer("bias", kiln.tril(kiln.ones(ctx, ctx)).view(1, 1, ctx, ctx))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = q.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        k = k.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        v = v.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / (k.size(-1) ** 0.5))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)[:, [-1], :]
+
+
+def test_masked_fill_causal_attention_with_the_last_token_head():
+    kiln.manual_seed(0)
+    m = CausalSelfAttention().eval()
+    one_part(m, rand(2, 8, 16))
+    one_part(m, rand(2, 5, 16), calls=[(rand(2, 7, 16),), (rand(2, 6, 16),)])  # T turns symbolic
