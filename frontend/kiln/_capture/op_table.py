@@ -29,10 +29,24 @@ _SCHEMA = re.compile(r"(?P<name>\w+)\((?P<args>.*)\)\s*->\s*\w+\Z")
 _ARG = re.compile(r"(?P<type>[\w\[\]0-9]+\??)\s+(?P<name>\w+)(?:\s*=\s*(?P<default>.+))?\Z")
 
 
+_NAMED = {"None": None, "True": True, "False": False, "[]": []}
+
+
 def _default(text: str):
-    if text in ("None", "True", "False"):
-        return {"None": None, "True": True, "False": False}[text]
-    return ast.literal_eval(text)
+    """A schema default as a Python value (literal_eval compiles, so the common forms first:
+    the table is read on the first capture of every process)."""
+    if text in _NAMED:
+        return _NAMED[text] if text != "[]" else []
+    if text[0] in "'\"" and text[-1] == text[0]:
+        return text[1:-1]
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return ast.literal_eval(text)
 
 
 def parse_schema(schema: str) -> tuple[inspect.Signature, dict[str, str]]:
