@@ -366,7 +366,18 @@ std::optional<ValueType> inferResultType(const Node &n, SymAssumptions *assumed)
   case OpKind::ScaledDotProductAttention:
     return contiguous(tensorOperand(n, 0).dtype, attentionSizes(n));
   case OpKind::LayerNorm:
+  case OpKind::RmsNorm:
     return contiguous(tensorOperand(n, 0).dtype, tensorOperand(n, 0).sizes);
+  case OpKind::MseLoss:
+  case OpKind::L1Loss: {
+    const Attribute *r = n.attr("reduction");
+    DType in = tensorOperand(n, 0).dtype;
+    if (r && r->toString() == "none")
+      return contiguous(in, broadcastShapes({tensorOperand(n, 0).sizes,
+                                             tensorOperand(n, 1).sizes},
+                                            assumed));
+    return contiguous(isFloating(in) ? in : DType::Int64, {}); // an integer sum is int64
+  }
   case OpKind::Embedding:
     return contiguous(tensorOperand(n, 1).dtype, embeddingSizes(n));
   case OpKind::Arange:

@@ -30,6 +30,7 @@ void checkLinear(const Node &n);
 void checkConv2d(const Node &n);
 void checkAttention(const Node &n);
 void checkLayerNorm(const Node &n);
+void checkLoss(const Node &n);
 void checkEmbedding(const Node &n);
 void checkScatter(const Node &n);
 

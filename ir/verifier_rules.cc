@@ -212,7 +212,11 @@ void checkOpRules(const Node &n) {
   case OpKind::ScaledDotProductAttention:
     return checkAttention(n);
   case OpKind::LayerNorm:
+  case OpKind::RmsNorm:
     return checkLayerNorm(n);
+  case OpKind::MseLoss:
+  case OpKind::L1Loss:
+    return checkLoss(n);
   case OpKind::Embedding:
     return checkEmbedding(n);
   case OpKind::Arange:

@@ -100,7 +100,7 @@ void checkLayerNorm(const Node &n) {
   const TensorMeta &x = tensorOperand(n, 0);
   std::vector<SymInt> normalized = n.attr("normalized_shape")->toSymInts();
   if (!isFloating(x.dtype))
-    ruleFails("layer_norm needs a floating input, got {}", dtypeShortName(x.dtype));
+    ruleFails("{} needs a floating input, got {}", n.keyword(), dtypeShortName(x.dtype));
   if (static_cast<int64_t>(normalized.size()) > x.rank())
     ruleFails("normalized_shape {} has more dims than the input {}", printSizes(normalized),
               printSizes(x.sizes));
@@ -116,12 +116,12 @@ void checkLayerNorm(const Node &n) {
     for (size_t d = 0; ok && d < normalized.size(); ++d)
       ok = !provablyDifferent(p.sizes[d], normalized[d]);
     if (!ok)
-      ruleFails("layer_norm {} has shape {}, expected normalized_shape {}",
+      ruleFails("{} {} has shape {}, expected normalized_shape {}", n.keyword(),
                 i == 1 ? "weight" : "bias", printSizes(p.sizes), printSizes(normalized));
   }
   expectSameDevice(n);
   expectResultDType(n, x.dtype, "the input dtype");
-  expectSizes(tensorResult(n).sizes, x.sizes, "layer_norm keeps the input shape");
+  expectSizes(tensorResult(n).sizes, x.sizes, "normalization keeps the input shape");
 }
 
 void checkEmbedding(const Node &n) {
@@ -143,6 +143,25 @@ void checkScatter(const Node &n) {
   expectSameDevice(n);
   expectResultDType(n, in.dtype, "the input dtype");
   expectSizes(tensorResult(n).sizes, in.sizes, "the input's shape");
+}
+
+void checkLoss(const Node &n) {
+  const TensorMeta &in = tensorOperand(n, 0), &target = tensorOperand(n, 1);
+  const Attribute *r = n.attr("reduction");
+  std::string reduction = r ? r->toString() : "mean";
+  // l1_loss of integers is an integer sum (eager has no dtype for their mean); mse needs floats.
+  if (!isFloating(in.dtype) && (n.op() == OpKind::MseLoss || reduction == "mean" ||
+                                in.dtype == DType::Bool))
+    ruleFails("{} needs a floating input here, got {}", n.keyword(), dtypeShortName(in.dtype));
+  expectSameDType(n, 0, 1);
+  expectSameDevice(n);
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    ruleFails("reduction must be \"mean\", \"sum\" or \"none\", got \"{}\"", reduction);
+  expectResultDType(n, isFloating(in.dtype) || reduction == "none" ? in.dtype : DType::Int64,
+                    "the input dtype (int64 for an integer sum)");
+  std::vector<SymInt> sizes =
+      reduction == "none" ? broadcastShapes({in.sizes, target.sizes}) : std::vector<SymInt>{};
+  expectSizes(tensorResult(n).sizes, sizes, "the reduction's shape");
 }
 
 } // namespace kiln::ir::detail

@@ -10,6 +10,10 @@
 
 #include "passes/lower/lower_context.h"
 
+#include "ir/shape_rules.h"
+
+#include <limits>
+
 namespace kiln::passes::lower {
 
 namespace {
@@ -140,6 +144,74 @@ void lowerLayerNorm(LowerContext &ctx, const ir::Node &n) {
   }));
 }
 
+/// rms_norm as eager computes it: scale = 1 / sqrt(sum(x^2) / n + eps) in the accumulation
+/// dtype, x * scale rounded to the input dtype, then times the weight.
+void lowerRmsNorm(LowerContext &ctx, const ir::Node &n) {
+  const TensorRef &x = ctx.tensor(n.operand(0));
+  const ir::TensorMeta &out = n.result(0)->meta();
+  size_t k = n.attr("normalized_shape")->toSymInts().size();
+  size_t lead = x.sizes.size() - k;
+  std::vector<SymInt> outer(x.sizes.begin(), x.sizes.begin() + lead);
+  std::vector<SymInt> inner(x.sizes.begin() + lead, x.sizes.end());
+  DType result = out.dtype, compute = computeDType(result);
+  const ir::Attribute *epsAttr = n.attr("eps");
+  double eps = epsAttr                      ? epsAttr->toDouble()
+               : compute == DType::Float64 ? std::numeric_limits<double>::epsilon()
+                                           : std::numeric_limits<float>::epsilon();
+  LoopProgram &p = ctx.program();
+  BufferId sumSq = p.reduction(ir::loop::ReductionKind::Sum, outer, inner, [&](Ops &ops, Idx i) {
+    Val v = ops.cast(LowerContext::load(ops, x, i), compute);
+    return v * v;
+  });
+  SymInt count = numel(inner);
+  BufferId scale = p.pointwise(outer, [&](Ops &ops, Idx i) {
+    Val one = ops.constant(1.0, compute);
+    return one / ops.sqrt(ops.load(sumSq, i) / sizeAs(ops, count, compute) +
+                          ops.constant(eps, compute));
+  });
+  const ir::Node *node = &n;
+  ctx.define(n.result(0), ctx.pointwise(out.sizes, [&](Ops &ops, Idx i) {
+    Idx row = i.first(lead), col = i.subspan(lead);
+    Val v = ops.cast(LowerContext::load(ops, x, i), compute) * ops.load(scale, row);
+    if (node->numOperands() > 1) // torch rounds x * scale to the input dtype first
+      v = ops.cast(ops.cast(v, result), compute) *
+          ops.cast(LowerContext::load(ops, ctx.tensor(node->operand(1)), col), compute);
+    return ops.cast(v, result);
+  }));
+}
+
+/// mse_loss and l1_loss: (a - b)^2 or |a - b| over the broadcast shape, then summed (and divided
+/// by the count for the mean) unless the reduction is none.
+void lowerLoss(LowerContext &ctx, const ir::Node &n) {
+  const ir::TensorMeta &out = n.result(0)->meta();
+  const ir::Attribute *r = n.attr("reduction");
+  std::string reduction = r ? r->toString() : "mean";
+  DType result = out.dtype;
+  // Integer differences are taken in int64, so uint8 operands do not wrap (eager's l1_loss).
+  DType compute = isFloating(result) ? computeDType(result) : DType::Int64;
+  std::vector<SymInt> sizes = ir::broadcastShapes(
+      {n.operand(0)->meta().sizes, n.operand(1)->meta().sizes});
+  const ir::Node *node = &n;
+  auto body = [&](Ops &ops, Idx i) {
+    Val d = ctx.read(ops, node->operand(0), i, sizes, compute) -
+            ctx.read(ops, node->operand(1), i, sizes, compute);
+    return node->op() == ir::OpKind::MseLoss ? d * d : ops.abs(d);
+  };
+  if (reduction == "none")
+    return ctx.define(n.result(0), ctx.pointwise(sizes, [&](Ops &ops, Idx i) {
+      return ops.cast(body(ops, i), result);
+    }));
+  LoopProgram &p = ctx.program();
+  BufferId sum = p.reduction(ir::loop::ReductionKind::Sum, {}, sizes, body);
+  SymInt count = numel(sizes);
+  ctx.define(n.result(0), ctx.pointwise({}, [&](Ops &ops, Idx i) {
+    Val v = ops.load(sum, i);
+    if (reduction == "mean")
+      v = v / sizeAs(ops, count, compute);
+    return ops.cast(v, result);
+  }));
+}
+
 /// batch_norm (inference): a per-channel scale w / sqrt(var + eps), computed in f64 as eager
 /// does, then `(x - mean) * scale + bias` per element with the channel in dim 1.
 void lowerBatchNorm(LowerContext &ctx, const ir::Node &n) {
@@ -177,6 +249,9 @@ void registerNN(Registry &r) {
   r.add(OpKind::ScaledDotProductAttention, lowerAttention);
   r.add(OpKind::Embedding, lowerEmbedding);
   r.add(OpKind::LayerNorm, lowerLayerNorm);
+  r.add(OpKind::RmsNorm, lowerRmsNorm);
+  r.add(OpKind::MseLoss, lowerLoss);
+  r.add(OpKind::L1Loss, lowerLoss);
   r.add(OpKind::BatchNorm, lowerBatchNorm);
 }
 
