@@ -4,6 +4,8 @@
 
 #include "runtime/error.h"
 
+#include <limits>
+
 namespace kiln::codegen::cpu::detail {
 
 using namespace ir::loop;
@@ -140,7 +142,7 @@ Value floatFloorDiv(Builder &b, const Value &a, const Value &d) {
 
 /// Integer power by squaring over the exponent's 64 bits; a negative exponent gives 1/a
 /// truncated, as prim_eval and eager do: 1 for a == 1, +-1 for a == -1, else 0.
-Value intPow(Builder &b, Value base, Value exp) {
+Value intPow(Builder &b, Value base, Value exp, bool isUnsigned) {
   int lanes = std::max(base.lanes, exp.lanes);
   base = b.broadcast(base, lanes);
   exp = b.broadcast(exp, lanes);
@@ -155,6 +157,8 @@ Value intPow(Builder &b, Value base, Value exp) {
                   return {acc, b.binary("arith.muli", s[1], s[1]),
                           b.binary("arith.shrui", s[2], b.intConst(1, s[2].elem))};
                 });
+  if (isUnsigned) // an exponent of 128 or more is not negative
+    return r[0];
   Value zero = b.intConst(0, exp.elem), minusOne = b.intConst(-1, base.elem);
   Value negative = b.compare("arith.cmpi", "slt", exp, zero);
   Value oddExp = b.compare("arith.cmpi", "ne", b.binary("arith.andi", exp, b.intConst(1, exp.elem)),
@@ -177,10 +181,41 @@ Value fma(Builder &b, Value x, Value y, Value z) {
   return r;
 }
 
-/// Single-precision sin or cos accurate to about 1 ulp for |x| up to ~1e5 (MLIR's polynomial
+/// `cond ? slow() : fast` decided once for all lanes: the slow path runs (in an scf.if) only
+/// when some lane needs it, so a rare argument does not cost every vector a libm call.
+template <typename Slow>
+Value unlessAny(Builder &b, const Value &cond, const Value &fast, Slow slow) {
+  std::string any = cond.name;
+  if (cond.isVector()) {
+    any = b.fresh("any");
+    b.emit("{} = vector.reduction <or>, {} : {} into i1", any, cond.name, cond.type());
+  }
+  std::string res = b.fresh("r");
+  b.open(fmt::format("{} = scf.if {} -> ({}) {{", res, any, fast.type()));
+  Value s = b.broadcast(slow(), fast.lanes);
+  Value mixed = b.select(cond, s, fast);
+  b.emit("scf.yield {} : {}", mixed.name, mixed.type());
+  b.close("} else {");
+  b.open("");
+  b.emit("scf.yield {} : {}", fast.name, fast.type());
+  b.close("}");
+  return Value{res, fast.elem, fast.lanes};
+}
+
+/// `f` of single-precision `x` computed in double precision (libm, correctly rounded enough).
+Value throughF64(Builder &b, std::string_view op, std::span<const Value> args) {
+  std::vector<Value> wide;
+  for (const Value &a : args)
+    wide.push_back(b.convert("arith.extf", a, "f64"));
+  Value r = wide.size() == 1 ? b.unary(op, wide[0]) : b.binary(op, wide[0], wide[1]);
+  return b.convert("arith.truncf", r, "f32");
+}
+
+/// Single-precision sin or cos accurate to about 1 ulp (MLIR's polynomial
 /// reduces by pi/2 in one step and loses 1e-5 absolute at |x| = 200, where positional encodings
 /// and rotary embeddings evaluate them): x = q * pi/2 + r by a three-part Cody-Waite reduction
-/// with FMA, then Cephes' minimax polynomials on [-pi/4, pi/4], chosen and signed by q mod 4.
+/// with FMA, then Cephes' minimax polynomials on [-pi/4, pi/4], chosen and signed by q mod 4;
+/// lanes past |x| = 1e5, where that reduction runs out of bits, go to libm in double precision.
 Value sinCos32(Builder &b, Value x, bool cosine) {
   auto k = [&](double v) { return b.floatConst(v, "f32"); };
   Value q = b.unary("math.roundeven", b.binary("arith.mulf", x, k(0.6366197723675814)));
@@ -203,14 +238,21 @@ Value sinCos32(Builder &b, Value x, bool cosine) {
   Value odd = b.compare("arith.cmpi", "ne", b.binary("arith.andi", n, b.intConst(1, "i32")), zero);
   Value flip = b.compare("arith.cmpi", "ne", b.binary("arith.andi", n, b.intConst(2, "i32")), zero);
   Value v = b.select(odd, cosPoly, sinPoly);
-  return b.select(flip, b.unary("arith.negf", v), v);
+  v = b.select(flip, b.unary("arith.negf", v), v);
+  if (!cosine) // sin(-0.0) is -0.0; the reduction's fma makes it +0.0
+    v = b.select(b.compare("arith.cmpf", "oeq", x, b.floatConst(0.0, "f32")), x, v);
+  // Past 1e5 (and for infinities) the reduction loses bits: those lanes take libm in f64.
+  Value large = b.compare("arith.cmpf", "ugt", b.unary("math.absf", x), k(1e5));
+  Value one[1] = {x};
+  return unlessAny(b, large, v, [&] { return throughF64(b, cosine ? "math.cos" : "math.sin", one); });
 }
 
 /// A math function of loop.def's KILN_LOOP_MATH rows as its MLIR op. The polynomial
 /// approximations of lowering.cc are not exact where these need it: f32 sin and cos are
 /// sinCos32, asin and acos become atan2
 /// of the exact square root (MLIR's asin polynomial is off by 1e-4 and undefined past |x| = 1),
-/// and atan2(+-0, +-0) keeps C's signed zeros and pi instead of the polynomial's NaN.
+/// and atan2 keeps y's sign, C's results for two zeros (the polynomial gives NaN) and takes libm
+/// for infinite operands.
 Value emitMath(Builder &b, ExprKind kind, std::string_view op, std::span<const Value> args) {
   if ((kind == ExprKind::Sin || kind == ExprKind::Cos) && args[0].elem == "f32")
     return sinCos32(b, args[0], kind == ExprKind::Cos);
@@ -233,7 +275,15 @@ Value emitMath(Builder &b, ExprKind kind, std::string_view op, std::span<const V
                                                                b.floatConst(1.0, x.elem), x),
                                 zero);
     Value pi = b.binary("math.copysign", b.floatConst(3.14159265358979323846, y.elem), y);
-    return b.select(bothZero, b.select(xNegative, pi, b.broadcast(y, r.lanes)), r);
+    r = b.select(bothZero, b.select(xNegative, pi, b.broadcast(y, r.lanes)), r);
+    r = b.binary("math.copysign", r, y); // atan2 has y's sign, signed zeros included
+    if (y.elem != "f32")
+      return r;
+    Value inf = b.floatConst(std::numeric_limits<double>::infinity(), "f32");
+    Value infinite =
+        b.binary("arith.ori", b.compare("arith.cmpf", "oeq", b.unary("math.absf", y), inf),
+                 b.compare("arith.cmpf", "oeq", b.unary("math.absf", x), inf));
+    return unlessAny(b, infinite, r, [&] { return throughF64(b, "math.atan2", args); });
   }
   return args.size() == 1 ? b.unary(op, args[0]) : b.binary(op, args[0], args[1]);
 }
@@ -301,7 +351,7 @@ Value emitPrim(Builder &b, ExprKind kind, DType operandType, std::span<const Val
                                    : floatFloorDiv(b, args[0], args[1]);
     return intFloorDivMod(b, kind, uns, args[0], args[1]);
   case ExprKind::Pow:
-    return fl ? b.binary("math.powf", args[0], args[1]) : intPow(b, args[0], args[1]);
+    return fl ? b.binary("math.powf", args[0], args[1]) : intPow(b, args[0], args[1], uns);
   case ExprKind::Max:
     return arith("arith.maximumf", uns ? "arith.maxui" : "arith.maxsi");
   case ExprKind::Min:

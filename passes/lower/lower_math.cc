@@ -106,15 +106,24 @@ Val fmodBody(Ops &ops, Val a, Val b) {
   return ops.where(fix, r - b, r);
 }
 
-/// hypot in double precision for narrower floats, so that the squares neither overflow nor
-/// lose the bits eager's std::hypot keeps.
+/// hypot as std::hypot: an infinite operand wins over NaN, and the squares neither overflow nor
+/// underflow (narrower floats are squared in double precision, doubles scaled by the larger
+/// magnitude first).
 Val hypotBody(Ops &ops, Val a, Val b) {
   DType t = a.dtype();
+  Val inf = constantLike(ops, a, kInf);
+  Val infinite = ops.bitwiseOr(ops.eq(ops.abs(a), inf), ops.eq(ops.abs(b), inf));
+  Val r;
   if (t != DType::Float64) {
-    a = ops.cast(a, DType::Float64);
-    b = ops.cast(b, DType::Float64);
+    Val x = ops.cast(a, DType::Float64), y = ops.cast(b, DType::Float64);
+    r = ops.cast(ops.sqrt(x * x + y * y), t);
+  } else {
+    Val m = ops.maximum(ops.abs(a), ops.abs(b)), n = ops.minimum(ops.abs(a), ops.abs(b));
+    Val zero = constantLike(ops, a, 0.0), one = constantLike(ops, a, 1.0);
+    Val q = n / ops.where(ops.eq(m, zero), one, m);
+    r = m * ops.sqrt(one + q * q);
   }
-  return ops.cast(ops.sqrt(a * a + b * b), t);
+  return ops.where(infinite, inf, r);
 }
 
 /// fmax/fmin: a NaN operand loses to the other.

@@ -134,12 +134,15 @@ void lowerSimple(LowerContext &ctx, const ir::Node &n) {
     return logical ? ops.cast(ops.cast(v, DType::Bool), compute) : v;
   });
   TensorRef r = TensorRef::of(p, acc);
-  if (op == OpKind::Mean || p.buffer(acc).meta.dtype != result) {
+  // all/any fold u8 flags, whose min identity (an empty all) is 255: the result is 0 or 1.
+  if (op == OpKind::Mean || logical || p.buffer(acc).meta.dtype != result) {
     SymInt count = numel(shape.inner);
     r = ctx.pointwise(shape.outer, [&](Ops &ops, Idx i) {
       Val v = ops.load(acc, i);
       if (op == OpKind::Mean)
         v = v / sizeAs(ops, count, compute);
+      if (logical)
+        v = ops.cast(v, DType::Bool);
       return ops.cast(v, result);
     });
   }

@@ -518,7 +518,8 @@ class _Partitioner:
 
     def _emit_part(self, pg: Graph, env: dict, part: _Part, compiled, index: int) -> None:
         name = f"{self.graph.name}_part{index}"
-        fn = _CompiledPart(compiled, _eager_function(part, name), name, self.report)
+        fn = _CompiledPart(compiled, _eager_function(part, name), name, self.report,
+                           mutates=any(_mutates(n) for n in part.nodes))
         examples = tuple(n.meta.get("example") for n in part.outputs)
         call = pg.call(fn, tuple(env[id(n)] for n in part.inputs), {}, examples, None)
         for k, n in enumerate(part.outputs):
@@ -548,22 +549,43 @@ class _Partitioner:
 
 class _CompiledPart:
     """Calls a CompiledGraph; inputs it was not compiled for run `eager` (the part's nodes as
-    Python code, made up front so that no example values stay referenced)."""
+    Python code, made up front so that no example values stay referenced).
 
-    def __init__(self, compiled, eager, name: str, report: PartitionReport):
+    A part that mutates its inputs was functionalized on the assumption that its inputs are
+    distinct tensors; called with two inputs sharing storage (f(t, t[0]), f(t, t.expand(...)))
+    a write through one must be seen through the other, so such a call runs eagerly."""
+
+    def __init__(self, compiled, eager, name: str, report: PartitionReport, mutates=False):
         self.compiled = compiled
         self.eager = eager
         self.report = report
+        self.mutates = mutates
         self.__name__ = self.__qualname__ = name
         self.__module__ = "kiln.compiled"
 
     def __call__(self, *args):
+        if self.mutates and _share_storage(args):
+            logs.log("perf", f"backend: {self.__name__} runs eagerly: inputs share storage")
+            self.report.eager_calls += 1
+            return self.eager(*args)
         try:
             return self.compiled(*args)
         except _C._compiler.SpecializationError as e:
             logs.log("perf", f"backend: {self.__name__} runs eagerly for these inputs: {e}")
             self.report.eager_calls += 1
             return self.eager(*args)
+
+
+def _share_storage(args) -> bool:
+    """Whether two tensor arguments share storage (a mutation could be seen through both)."""
+    seen = set()
+    for a in args:
+        if isinstance(a, kiln.Tensor) and a.numel() > 0:
+            ptr = a._storage_ptr()
+            if ptr in seen:
+                return True
+            seen.add(ptr)
+    return False
 
 
 def _part_device(part: _Part) -> str:

@@ -12,6 +12,7 @@ and `to_kir()` writes the graph as `.kir` text for the compiler layers (see grap
 from __future__ import annotations
 
 import builtins
+import inspect
 import itertools
 import keyword
 import linecache
@@ -145,13 +146,36 @@ _EFFECT_OPS = frozenset(
 )
 
 
+_INPLACE_POSITION: dict = {}  # id(target) -> position of its `inplace` parameter, or None
+
+
+def inplace_flag(target, args, kwargs) -> bool:
+    """Whether a call passes ``inplace=True``, by keyword or by position (F.relu(x, True)); the
+    position comes from the target's signature, looked up once per target."""
+    if kwargs.get("inplace") is True:
+        return True
+    if len(args) < 2:
+        return False
+    key = id(target)
+    if key not in _INPLACE_POSITION:
+        position = None
+        try:
+            params = list(inspect.signature(target).parameters)
+            position = params.index("inplace") if "inplace" in params else None
+        except (TypeError, ValueError):
+            pass
+        _INPLACE_POSITION[key] = position
+    k = _INPLACE_POSITION[key]
+    return k is not None and k < len(args) and args[k] is True
+
+
 def is_impure(node: Node) -> bool:
     """Whether a call node has effects beyond its result: it mutates (in-place methods ending in
     ``_``, ``operator.setitem``, in-place operators, ``out=``/``inplace=True``), draws random
     numbers, or prints or changes global state. `Graph.erase_unused` keeps such nodes."""
     if node.op != "call":
         return node.op == "output"
-    if node.kwargs.get("out") is not None or node.kwargs.get("inplace"):
+    if node.kwargs.get("out") is not None or inplace_flag(node.target, node.args, node.kwargs):
         return True
     name = target_name(node.target).rsplit(".", 1)[-1]
     if name.startswith("__") and name.endswith("__"):

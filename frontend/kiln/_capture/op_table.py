@@ -198,8 +198,9 @@ def _path(spelling: str) -> str:
 
 def _is_inplace(path: str) -> bool:
     module, _, name = path.rpartition(".")
-    if module == "operator":
-        return name.startswith("i") and hasattr(operator, name[1:]) and name != "index"
+    if module == "operator":  # iadd, ..., iand and ior (whose pure forms are and_ and or_)
+        return name.startswith("i") and name != "index" and (
+            hasattr(operator, name[1:]) or hasattr(operator, name[1:] + "_"))
     if name.startswith("__i") and name.endswith("__"):
         return True
     return name.endswith("_") and not name.endswith("__")

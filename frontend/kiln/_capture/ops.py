@@ -12,6 +12,7 @@ import operator
 
 import kiln
 from kiln._capture import variables as V
+from kiln._capture.graph import inplace_flag
 
 _INPLACE_OPERATORS = {
     operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
@@ -48,10 +49,19 @@ DATA_DEPENDENT_FUNCTIONS = {"nonzero", "unique", "masked_select", "equal", "allc
 MUTATES_ARGUMENTS = {"batch_norm", "instance_norm"}
 
 
-def is_inplace(target, name: str, kwargs: dict) -> bool:
+_INPLACE_DUNDERS = frozenset(
+    f"__i{n}__" for n in "add sub mul truediv floordiv mod pow matmul and or xor lshift "
+    "rshift".split())
+def is_inplace(target, name: str, kwargs: dict, args=()) -> bool:
+    """Whether a call mutates its first operand: its example must then run on a clone, so the
+    caller's tensor changes once, at run time."""
     if any(target is op for op in _INPLACE_OPERATORS) or target is operator.setitem:
         return True
     if "out" in kwargs or kwargs.get("inplace") is True:  # F.relu(x, inplace=True)
+        return True
+    if name in _INPLACE_DUNDERS:  # x.__iadd__(y)
+        return True
+    if inplace_flag(target, args, kwargs):  # F.relu(x, True)
         return True
     return name.endswith("_") and not name.endswith("__")
 
@@ -120,7 +130,7 @@ def record(ctx, target, args: list, kwargs: dict, name: str | None = None) -> V.
     name = name or target_name(target)
     ex_args = [to_example(a) for a in args]
     ex_kwargs = {k: to_example(v) for k, v in kwargs.items()}
-    inplace = is_inplace(target, name, ex_kwargs)
+    inplace = is_inplace(target, name, ex_kwargs, ex_args)
     if name in MUTATES_ARGUMENTS:
         ex_args = [a.clone() if isinstance(a, kiln.Tensor) else a for a in ex_args]
         ex_kwargs = {k: v.clone() if isinstance(v, kiln.Tensor) else v

@@ -253,3 +253,38 @@ def test_losses_and_rms_norm(reduction):
     backend = run_compiled(lambda a, b: F.mse_loss(a, b, reduction=reduction),
                            rand(4, 3, dtype=kiln.float16), rand(4, 3, dtype=kiln.float16))
     assert backend.reports[0].eager_nodes == 0
+
+
+def _bitwise_like_eager(fn, *args):
+    """Compiled equals eager, signs of zeros and NaN positions included."""
+    kiln.compiler.reset()
+    out, ref = kiln.compile(fn)(*args), fn(*args)
+    o, r = out.double().numpy(), ref.double().numpy()
+    assert out.dtype == ref.dtype
+    np.testing.assert_array_equal(np.signbit(o), np.signbit(r))
+    np.testing.assert_allclose(o, r, rtol=3e-6, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.bfloat16, kiln.float16], ids=str)
+def test_edge_values_of_the_vectorized_math(dtype):
+    big = [1e9, 3e9, 1e20, -1e30, 1e8, 2.0**30, -0.0, 0.0, 123456.7, math.inf, math.nan, 0.5]
+    x = kiln.tensor(big * 2).to(dtype)
+    _bitwise_like_eager(lambda t: t.sin(), x)
+    _bitwise_like_eager(lambda t: t.cos(), x)
+    y = kiln.tensor([-math.inf, -math.inf, -3.5, -0.0, math.inf, 0.0, -0.0, 1.0] * 2).to(dtype)
+    z = kiln.tensor([math.inf, -math.inf, -math.inf, -2.0, math.inf, -0.0, 0.0, 0.0] * 2).to(dtype)
+    _bitwise_like_eager(lambda a, b: kiln.atan2(a, b), y, z)
+    _bitwise_like_eager(lambda t: t.asin() + t.acos(), kiln.tensor([-1.0, 1.0, 0.5, -0.0] * 4).to(
+        dtype))
+    _bitwise_like_eager(lambda a, b: kiln.hypot(a, b),
+                        kiln.tensor([math.inf, math.nan, 3.0] * 3).to(dtype),
+                        kiln.tensor([math.nan, -math.inf, 4.0] * 3).to(dtype))
+
+
+def test_integer_edges():
+    a = kiln.tensor([1e200, 1e-200, 0.0, -3.0], dtype=kiln.float64)
+    _bitwise_like_eager(lambda t: kiln.hypot(t, t), a)
+    u = kiln.tensor([7, 7, 3, 2], dtype=kiln.uint8)
+    _bitwise_like_eager(lambda b, e: b ** e, u, kiln.tensor([128, 255, 200, 9], dtype=kiln.uint8))
+    empty = kiln.zeros(3, 0, dtype=kiln.uint8)
+    _bitwise_like_eager(lambda t: t.all(1) + t.all() + t.any(1), empty)
