@@ -55,7 +55,7 @@ def _table() -> dict:
         for sig, targets, fn in _REGISTRY:
             for path in targets:
                 try:
-                    _TABLE.setdefault(id(_resolve(path)), (sig, fn))
+                    _TABLE.setdefault(id(_resolve(path)), []).append((sig, fn))
                 except (AttributeError, ImportError):
                     continue
         for spelling in op_table.spellings():
@@ -64,7 +64,7 @@ def _table() -> dict:
             except (AttributeError, ImportError):
                 UNRESOLVED.append(spelling.path)
                 continue
-            _TABLE.setdefault(id(target), (spelling.signature, spelling.lower))
+            _TABLE.setdefault(id(target), []).append((spelling.signature, spelling.lower))
     return _TABLE
 
 
@@ -78,25 +78,25 @@ def lowers(target) -> bool:
 
 
 def lower(w, node) -> bool:
-    """Writes `node` as its ops.def op; False when there is none (the caller emits ``call``)."""
-    entry = _table().get(id(node.target))
-    if entry is None:
-        return False
-    sig, fn = entry
-    try:
-        bound = sig.bind(*node.args, **node.kwargs)
-    except TypeError:
-        return False
-    bound.apply_defaults()
-    state = w.checkpoint()
-    try:
-        fn(w, node, bound.arguments)
-    except Decline as e:
-        w.rollback(state)
-        w.values.pop(id(node), None)
-        node.meta["decline"] = str(e)  # why the call stays opaque (for reports and logs)
-        return False
-    return True
+    """Writes `node` as its ops.def op; False when there is none (the caller emits ``call``).
+    A target may have several signatures (`max(x)` is amax, `max(x, y)` maximum): the first
+    the arguments bind to is used, custom lowerings before the table's rows."""
+    for sig, fn in _table().get(id(node.target), ()):
+        try:
+            bound = sig.bind(*node.args, **node.kwargs)
+        except TypeError:
+            continue
+        bound.apply_defaults()
+        state = w.checkpoint()
+        try:
+            fn(w, node, bound.arguments)
+        except Decline as e:
+            w.rollback(state)
+            w.values.pop(id(node), None)
+            node.meta["decline"] = str(e)  # why the call stays opaque (for reports and logs)
+            return False
+        return True
+    return False
 
 
 # --- Attribute text ------------------------------------------------------------------------------

@@ -288,3 +288,13 @@ def test_integer_edges():
     _bitwise_like_eager(lambda b, e: b ** e, u, kiln.tensor([128, 255, 200, 9], dtype=kiln.uint8))
     empty = kiln.zeros(3, 0, dtype=kiln.uint8)
     _bitwise_like_eager(lambda t: t.all(1) + t.all() + t.any(1), empty)
+
+
+def test_max_and_min_of_every_element_are_reductions():
+    """x.max() / kiln.min(x) with no dim reduce everything; the binary and dim forms (maximum,
+    (values, indices)) keep their own meaning."""
+    x, y = rand(4, 9), rand(9, seed=1)
+    backend = run_compiled(lambda a, b: a.abs().max() + kiln.min(a) + kiln.max(a, b).sum(), x, y)
+    assert backend.reports[0].eager_nodes == 0
+    out = kiln.compile(lambda a: a.max(1))(x)  # (values, indices): eager, same result
+    assert kiln.equal(out.values, x.max(1).values) and kiln.equal(out.indices, x.max(1).indices)
