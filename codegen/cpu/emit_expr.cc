@@ -243,8 +243,9 @@ Value sinCos32(Builder &b, Value x, bool cosine) {
     v = b.select(b.compare("arith.cmpf", "oeq", x, b.floatConst(0.0, "f32")), x, v);
   // Past 1e5 (and for infinities) the reduction loses bits: those lanes take libm in f64.
   Value large = b.compare("arith.cmpf", "ugt", b.unary("math.absf", x), k(1e5));
-  Value one[1] = {x};
-  return unlessAny(b, large, v, [&] { return throughF64(b, cosine ? "math.cos" : "math.sin", one); });
+  Value arg[1] = {x};
+  return unlessAny(b, large, v,
+                   [&] { return throughF64(b, cosine ? "math.cos" : "math.sin", arg); });
 }
 
 /// A math function of loop.def's KILN_LOOP_MATH rows as its MLIR op. The polynomial

@@ -30,6 +30,8 @@ ir::loop::Val binaryBody(ir::loop::Ops &ops, const ir::Node &n, ir::loop::Val a,
 ir::loop::Val lerpBody(ir::loop::Ops &ops, ir::loop::Val start, ir::loop::Val end,
                        ir::loop::Val weight);
 
+/// `v` as a constant of x's dtype.
+ir::loop::Val constantLike(ir::loop::Ops &ops, const ir::loop::Val &x, double v);
 /// `v` as a constant of `dtype` the way eager casts a Python number into an integer dtype
 /// (truncated toward zero, then wrapped to the width), or exactly for floating dtypes.
 ir::loop::Val castConstant(ir::loop::Ops &ops, double v, DType dtype);

@@ -17,7 +17,7 @@ constexpr double kSqrtHalf = 0.70710678118654752440;      // 1/sqrt(2), gelu's e
 constexpr double kSqrtTwoOverPi = 0.79788456080286535588; // sqrt(2/pi), gelu's tanh form
 constexpr double kGeluCubic = 0.044715;
 
-Val c(Ops &ops, const Val &x, double v) { return ops.constant(v, x.dtype()); }
+constexpr auto c = constantLike; // short: the bodies read like the math
 
 Val gelu(Ops &ops, Val x, const std::string &approximate) {
   Val half = c(ops, x, 0.5), one = c(ops, x, 1.0);

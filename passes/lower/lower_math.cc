@@ -4,6 +4,7 @@
 
 #include "passes/lower/elementwise_bodies.h"
 
+#include "ir/loop/prim_eval.h"
 #include "runtime/error.h"
 
 #include <cmath>
@@ -22,8 +23,6 @@ std::string activationUnsupported(const ir::Node &n, DType compute);
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-Val constantLike(Ops &ops, const Val &x, double v) { return ops.constant(v, x.dtype()); }
 
 /// The largest finite value of a floating dtype (nan_to_num's default for +inf).
 double largestFinite(DType t) {
@@ -166,27 +165,13 @@ bool rejectsBool(OpKind op) {
 } // namespace
 
 Val castConstant(Ops &ops, double v, DType dtype) {
-  if (isFloating(dtype) || dtype == DType::Bool)
-    return ops.constant(dtype == DType::Bool ? double(v != 0) : v, dtype);
-  auto i = static_cast<int64_t>(std::trunc(v));
-  switch (dtype) {
-  case DType::UInt8:
-    i = static_cast<uint8_t>(i);
-    break;
-  case DType::Int8:
-    i = static_cast<int8_t>(i);
-    break;
-  case DType::Int16:
-    i = static_cast<int16_t>(i);
-    break;
-  case DType::Int32:
-    i = static_cast<int32_t>(i);
-    break;
-  default:
-    break;
-  }
-  return ops.constant(i, dtype);
+  if (isFloating(dtype))
+    return ops.constant(v, dtype);
+  ir::loop::Elem e = ir::loop::convert({v, 0}, DType::Float64, dtype); // eager's cast rule
+  return dtype == DType::Bool ? ops.constant(e.i != 0) : ops.constant(e.i, dtype);
 }
+
+Val constantLike(Ops &ops, const Val &x, double v) { return ops.constant(v, x.dtype()); }
 
 double numberAttr(const ir::Node &n, std::string_view name, double fallback) {
   const ir::Attribute *a = n.attr(name);

@@ -110,15 +110,22 @@ void lowerEmbedding(LowerContext &ctx, const ir::Node &n) {
   ctx.define(n.result(0), external(ctx, n, "embedding", realizeAll(ctx, n, 2)));
 }
 
+/// The rows and the normalized trailing dims of a normalization's input (`normalized_shape`).
+struct NormalizedSplit {
+  size_t lead;                      ///< number of row dims
+  std::vector<SymInt> outer, inner; ///< row sizes, normalized sizes
+};
+NormalizedSplit splitNormalized(const ir::Node &n, const TensorRef &x) {
+  size_t lead = x.sizes.size() - n.attr("normalized_shape")->toSymInts().size();
+  return {lead, {x.sizes.begin(), x.sizes.begin() + lead}, {x.sizes.begin() + lead, x.sizes.end()}};
+}
+
 /// layer_norm over the trailing dims: a Welford reduction (mean, m2) per row, rstd per row, and
 /// `(x - mean) * rstd * weight + bias` per element.
 void lowerLayerNorm(LowerContext &ctx, const ir::Node &n) {
   const TensorRef &x = ctx.tensor(n.operand(0));
   const ir::TensorMeta &out = n.result(0)->meta();
-  size_t k = n.attr("normalized_shape")->toSymInts().size();
-  size_t lead = x.sizes.size() - k;
-  std::vector<SymInt> outer(x.sizes.begin(), x.sizes.begin() + lead);
-  std::vector<SymInt> inner(x.sizes.begin() + lead, x.sizes.end());
+  auto [lead, outer, inner] = splitNormalized(n, x);
   const ir::Attribute *epsAttr = n.attr("eps");
   double eps = epsAttr ? epsAttr->toDouble() : 1e-5;
   DType result = out.dtype, compute = computeDType(result);
@@ -149,10 +156,7 @@ void lowerLayerNorm(LowerContext &ctx, const ir::Node &n) {
 void lowerRmsNorm(LowerContext &ctx, const ir::Node &n) {
   const TensorRef &x = ctx.tensor(n.operand(0));
   const ir::TensorMeta &out = n.result(0)->meta();
-  size_t k = n.attr("normalized_shape")->toSymInts().size();
-  size_t lead = x.sizes.size() - k;
-  std::vector<SymInt> outer(x.sizes.begin(), x.sizes.begin() + lead);
-  std::vector<SymInt> inner(x.sizes.begin() + lead, x.sizes.end());
+  auto [lead, outer, inner] = splitNormalized(n, x);
   DType result = out.dtype, compute = computeDType(result);
   const ir::Attribute *epsAttr = n.attr("eps");
   double eps = epsAttr                      ? epsAttr->toDouble()

@@ -188,7 +188,9 @@ void lowerNorm(LowerContext &ctx, const ir::Node &n) {
     ctx.decline(n, "an infinity norm of an empty tensor raises");
   DType result = out.dtype, compute = computeDType(result);
   LoopProgram &p = ctx.program();
-  ReductionKind kind = !inf ? ReductionKind::Sum : ord > 0 ? ReductionKind::Max : ReductionKind::Min;
+  ReductionKind kind = !inf    ? ReductionKind::Sum
+                       : ord > 0 ? ReductionKind::Max
+                                 : ReductionKind::Min;
   BufferId acc = p.reduction(kind, shape.outer, shape.inner, [&](Ops &ops, Idx i) {
     Val v = inputAs(ops, n, x, shape.inputPoint(i), compute);
     if (ord == 2.0)
@@ -266,8 +268,8 @@ void lowerSoftmax(LowerContext &ctx, const ir::Node &n) {
 } // namespace
 
 void registerReductions(Registry &r) {
-  for (OpKind op : {OpKind::Sum, OpKind::Prod, OpKind::Mean, OpKind::Amax, OpKind::Amin, OpKind::All,
-                    OpKind::Any, OpKind::Argmax, OpKind::Argmin})
+  for (OpKind op : {OpKind::Sum, OpKind::Prod, OpKind::Mean, OpKind::Amax, OpKind::Amin,
+                    OpKind::All, OpKind::Any, OpKind::Argmax, OpKind::Argmin})
     r.add(op, lowerSimple);
   r.add(OpKind::Var, lowerVar);
   r.add(OpKind::Std, lowerVar);

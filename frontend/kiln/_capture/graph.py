@@ -179,7 +179,7 @@ def is_impure(node: Node) -> bool:
         return True
     name = target_name(node.target).rsplit(".", 1)[-1]
     if name.startswith("__") and name.endswith("__"):
-        return name in _MUTATING_DUNDERS
+        return name in MUTATING_DUNDERS
     if id(node.target) in _INPLACE_OPERATORS:
         return True
     if getattr(node.target, "__module__", None) in ("_operator", "operator"):
@@ -199,7 +199,7 @@ def has_effects(node: Node) -> bool:
 _INPLACE_NAMES = "add sub mul truediv floordiv mod pow matmul and or xor lshift rshift".split()
 # By id: targets need not be hashable.
 _INPLACE_OPERATORS = frozenset(id(getattr(operator, f"i{n}")) for n in _INPLACE_NAMES)
-_MUTATING_DUNDERS = frozenset(
+MUTATING_DUNDERS = frozenset(
     [f"__i{n}__" for n in _INPLACE_NAMES] + ["__setitem__", "__delitem__"]
 )
 

@@ -12,7 +12,7 @@ import operator
 
 import kiln
 from kiln._capture import variables as V
-from kiln._capture.graph import inplace_flag
+from kiln._capture.graph import MUTATING_DUNDERS, inplace_flag
 
 _INPLACE_OPERATORS = {
     operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
@@ -49,19 +49,14 @@ DATA_DEPENDENT_FUNCTIONS = {"nonzero", "unique", "masked_select", "equal", "allc
 MUTATES_ARGUMENTS = {"batch_norm", "instance_norm"}
 
 
-_INPLACE_DUNDERS = frozenset(
-    f"__i{n}__" for n in "add sub mul truediv floordiv mod pow matmul and or xor lshift "
-    "rshift".split())
 def is_inplace(target, name: str, kwargs: dict, args=()) -> bool:
     """Whether a call mutates its first operand: its example must then run on a clone, so the
     caller's tensor changes once, at run time."""
     if any(target is op for op in _INPLACE_OPERATORS) or target is operator.setitem:
         return True
-    if "out" in kwargs or kwargs.get("inplace") is True:  # F.relu(x, inplace=True)
+    if "out" in kwargs or name in MUTATING_DUNDERS:  # out=, x.__iadd__(y)
         return True
-    if name in _INPLACE_DUNDERS:  # x.__iadd__(y)
-        return True
-    if inplace_flag(target, args, kwargs):  # F.relu(x, True)
+    if inplace_flag(target, args, kwargs):  # F.relu(x, inplace=True), F.relu(x, True)
         return True
     return name.endswith("_") and not name.endswith("__")
 
