@@ -16,6 +16,7 @@ from test_backend_cpu import rand, run_compiled
 import kiln
 import kiln.nn as nn
 import kiln.nn.functional as F
+from kiln._capture.backend_cpu import CpuBackend
 
 
 def one_part(fn, *args, dynamic=None, calls=None):
@@ -173,14 +174,17 @@ def test_masked_fill_causal_attention_with_the_last_token_head():
 
 
 def _same_as_eager(fn, make, calls=2):
-    """`fn` compiled and eager on fresh argument tuples from `make()`: results and the arguments
-    afterwards are equal, call after call (the first call captures)."""
-    compiled = kiln.compile(fn)
+    """`fn` compiled strictly (a decline raises) and eager on fresh argument tuples from
+    `make()`: results and the arguments afterwards are equal, call after call (the first call
+    captures), and no node ran eagerly."""
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(fn, backend=backend)
     for _ in range(calls):
         ours, theirs = make(), make()
         out, ref = compiled(*ours), fn(*theirs)
         for a, b in zip((out, *ours), (ref, *theirs), strict=True):
             assert kiln.equal(a, b), (a, b)
+    assert backend.reports and all(r.eager_nodes == 0 for r in backend.reports)
 
 
 def test_inputs_sharing_storage_see_each_others_writes():

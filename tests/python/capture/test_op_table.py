@@ -21,6 +21,7 @@ import kiln
 import kiln.nn.functional as F
 from kiln._C import _ir
 from kiln._capture import graph_kir_ops, op_table
+from kiln._capture.backend_cpu import CpuBackend
 
 FLOATS = [kiln.float32, kiln.float64, kiln.float16, kiln.bfloat16]
 INTS = [kiln.int64, kiln.int32, kiln.uint8]
@@ -218,7 +219,7 @@ def test_math_accuracy_on_wide_ranges():
     for name, ref in [("sin", np.sin), ("cos", np.cos), ("atan", np.arctan),
                       ("expm1", np.expm1), ("asinh", np.arcsinh)]:  # fmt: skip
         kiln.compiler.reset()
-        out = kiln.compile(SAMPLES[name])(x).numpy()
+        out = kiln.compile(SAMPLES[name], backend=CpuBackend(fallback=False))(x).numpy()
         with np.errstate(over="ignore"):  # expm1 overflows float32 like the kernel
             want = ref(x.double().numpy()).astype(np.float32)
         np.testing.assert_allclose(out, want, rtol=4e-6, atol=4e-7, err_msg=name)
@@ -230,7 +231,9 @@ def test_special_values():
                  "hardtanh", "softshrink", "threshold", "relu", "floor", "ceil", "trunc"):
         run_compiled(SAMPLES[name], x)
     ref = kiln.round(kiln.tensor([0.125, 1.25, -2.675]), decimals=2)
-    out = kiln.compile(lambda t: t.round(decimals=2))(kiln.tensor([0.125, 1.25, -2.675]))
+    strict = CpuBackend(fallback=False)  # a decline raises: the compiled kernel is what runs
+    out = kiln.compile(lambda t: t.round(decimals=2), backend=strict)(
+        kiln.tensor([0.125, 1.25, -2.675]))
     assert_same(out, ref, TOL[kiln.float32])
 
 
@@ -256,9 +259,10 @@ def test_losses_and_rms_norm(reduction):
 
 
 def _bitwise_like_eager(fn, *args):
-    """Compiled equals eager, signs of zeros and NaN positions included."""
+    """Compiled (strictly: a decline raises) equals eager, signs of zeros and NaN positions
+    included."""
     kiln.compiler.reset()
-    out, ref = kiln.compile(fn)(*args), fn(*args)
+    out, ref = kiln.compile(fn, backend=CpuBackend(fallback=False))(*args), fn(*args)
     o, r = out.double().numpy(), ref.double().numpy()
     assert out.dtype == ref.dtype
     np.testing.assert_array_equal(np.signbit(o), np.signbit(r))
