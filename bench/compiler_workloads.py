@@ -49,7 +49,7 @@ class Fw:
         """`value` (a tensor, or a tuple whose first item is one) as a NumPy array (no copy)."""
         if isinstance(value, (tuple, list)):
             value = value[0]
-        return np.asarray(value.detach().numpy() if self.name == "torch" else value.numpy())
+        return np.asarray(value.detach().numpy())
 
 
 def framework(name: str) -> Fw:

@@ -35,6 +35,10 @@ public:
       : std::span<const int64_t>(il.begin(), il.size()) {}
 };
 
+/// A tensor's autograd state (autograd/meta.h): its grad_fn, .grad, hooks. Only tensors that take
+/// part in autograd carry one; the runtime never looks inside.
+struct AutogradMeta;
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   DType dtype = DType::Float32;
@@ -43,6 +47,7 @@ struct TensorImpl {
   int64_t storageOffset = 0;
   bool requiresGrad = false;
   bool wrappedNumber = false;
+  std::shared_ptr<AutogradMeta> autograd;
 };
 
 class Tensor {

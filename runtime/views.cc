@@ -77,7 +77,8 @@ Tensor withGeometry(const Tensor &self, Shape sizes, Shape strides, int64_t offs
   impl->sizes = std::move(sizes);
   impl->strides = std::move(strides);
   impl->storageOffset = offset;
-  impl->requiresGrad = self.requiresGrad();
+  // Autograd history is the autograd layer's to attach (autograd/views.h); a bare view has none.
+  impl->requiresGrad = false;
   return Tensor(std::move(impl));
 }
 

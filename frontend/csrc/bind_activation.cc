@@ -14,7 +14,7 @@ void defActivation(py::module_ &m, const char *name, const char *inplaceName,
     m.def(
         inplaceName,
         [fn, inplaceName](py::object self, Extra... extra) {
-          return applyInplace(inplaceName, self, fn(self.cast<const Tensor &>(), extra...));
+          return applyInplace(inplaceName, self, fn(autograd::inplaceOperand(self.cast<const Tensor &>()), extra...));
         },
         py::arg("input"), args...);
 }

@@ -40,7 +40,7 @@ py::object finish(const char *op, Tensor result, py::handle out) {
 }
 
 py::object applyInplace(const char *op, py::object self, const Tensor &result) {
-  ops::inplace(op, self.cast<Tensor &>(), result);
+  autograd::applyInplace(op, self.cast<Tensor &>(), result);
   return self;
 }
 
@@ -94,8 +94,10 @@ void bindAddSub(py::module_ &m, py::class_<Tensor> &t) {
     AlphaFn fn;
     bool inplace;
     py::object operator()(py::object self, py::handle b, py::handle alpha) const {
-      const Tensor &s = self.cast<const Tensor &>();
-      Tensor r = fn(s, operand(b, name), toScalar(alpha, name));
+      Tensor other = operand(b, name);
+      const Tensor &self_ = self.cast<const Tensor &>();
+      const Tensor s = inplace ? autograd::inplaceOperand(self_, {&other}) : self_;
+      Tensor r = fn(s, other, toScalar(alpha, name));
       return inplace ? applyInplace(name, self, r) : wrap(r);
     }
   };
@@ -137,8 +139,10 @@ void bindDivision(py::module_ &m, py::class_<Tensor> &t) {
     t.def(
         name,
         [mode, inplace](py::object self, py::handle b, py::handle rounding) {
-          const Tensor &s = self.cast<const Tensor &>();
-          Tensor r = ops::div(s, operand(b, "div"), mode(rounding));
+          Tensor other = operand(b, "div");
+          const Tensor &self_ = self.cast<const Tensor &>();
+          const Tensor s = inplace ? autograd::inplaceOperand(self_, {&other}) : self_;
+          Tensor r = ops::div(s, other, mode(rounding));
           return inplace ? applyInplace("div_", self, r) : wrap(r);
         },
         py::arg("other"), py::kw_only(), py::arg("rounding_mode") = py::none());

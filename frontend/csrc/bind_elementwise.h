@@ -37,7 +37,7 @@ struct UnaryInplace {
   const char *name;
   UnaryFn fn;
   py::object operator()(py::object self) const {
-    return applyInplace(name, self, fn(self.cast<const Tensor &>()));
+    return applyInplace(name, self, fn(autograd::inplaceOperand(self.cast<const Tensor &>())));
   }
 };
 /// kiln.op(input, other, *, out=None): either operand may be a number.
@@ -69,7 +69,8 @@ struct BinaryInplace {
     std::optional<Tensor> other = asOperand(b);
     if (!other)
       return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-    return applyInplace(name, self, fn(self.cast<const Tensor &>(), *other));
+    return applyInplace(name, self,
+                        fn(autograd::inplaceOperand(self.cast<const Tensor &>(), {&*other}), *other));
   }
 };
 

@@ -66,7 +66,7 @@ void bindClamp(py::module_ &m, py::class_<Tensor> &t) {
     t.def(
         name,
         [clamp](py::object self, py::handle lo, py::handle hi) {
-          return applyInplace("clamp_", self, clamp(self.cast<const Tensor &>(), lo, hi));
+          return applyInplace("clamp_", self, clamp(autograd::inplaceOperand(self.cast<const Tensor &>()), lo, hi));
         },
         py::arg("min") = py::none(), py::arg("max") = py::none());
   auto clampMin = [](const Tensor &a, py::handle lo) {
@@ -82,13 +82,13 @@ void bindClamp(py::module_ &m, py::class_<Tensor> &t) {
   t.def(
       "clamp_min_",
       [clampMin](py::object self, py::handle lo) {
-        return applyInplace("clamp_min_", self, clampMin(self.cast<const Tensor &>(), lo));
+        return applyInplace("clamp_min_", self, clampMin(autograd::inplaceOperand(self.cast<const Tensor &>()), lo));
       },
       py::arg("min"));
   t.def(
       "clamp_max_",
       [clampMax](py::object self, py::handle hi) {
-        return applyInplace("clamp_max_", self, clampMax(self.cast<const Tensor &>(), hi));
+        return applyInplace("clamp_max_", self, clampMax(autograd::inplaceOperand(self.cast<const Tensor &>()), hi));
       },
       py::arg("max"));
 }
@@ -125,7 +125,7 @@ void bindWhereLerp(py::module_ &m, py::class_<Tensor> &t) {
   t.def(
       "lerp_",
       [lerp](py::object self, py::handle end, py::handle weight) {
-        return applyInplace("lerp_", self, lerp(self.cast<const Tensor &>(), end, weight));
+        return applyInplace("lerp_", self, lerp(autograd::inplaceOperand(self.cast<const Tensor &>()), end, weight));
       },
       py::arg("end"), py::arg("weight"));
 }

@@ -275,7 +275,12 @@ void bindDistributions(py::module_ &m) {
   m.def(
       "_dropout_",
       [](Tensor &input, double p, bool train, py::handle generator) {
-        ops::dropout_(input, p, train, toGenerator(generator, "dropout_"));
+        Generator *gen = toGenerator(generator, "dropout_");
+        if (train && p > 0 && autograd::anyRequiresGrad({&input}))
+          autograd::applyInplace("dropout_", input,
+                                 ops::dropout(autograd::inplaceOperand(input), p, train, gen));
+        else
+          kiln::ops::dropout_(input, p, train, gen);
       },
       py::arg("input"), py::arg("p"), py::arg("train"), py::arg("generator") = py::none());
 }

@@ -149,7 +149,7 @@ private:
     // Checked here so that the error names the dim of self, not of the partial view.
     KILN_CHECK_KIND(Index, i >= -n && i < n,
                     "index {} is out of bounds for dimension {} with size {}", i, selfDim_, n);
-    p_.view = p_.view.select(dim_, i);
+    p_.view = autograd::select(p_.view, dim_, i);
     ++selfDim_;
   }
 
@@ -161,7 +161,7 @@ private:
     std::optional<int64_t> s = start, e = stop;
     if (stop == PY_SSIZE_T_MAX)
       e.reset();
-    p_.view = p_.view.slice(dim_, s, e, step);
+    p_.view = autograd::slice(p_.view, dim_, s, e, step);
     keepDim();
   }
 
@@ -192,7 +192,7 @@ private:
     } else if (PySlice_Check(h.ptr())) {
       applySlice(h);
     } else if (h.is_none()) {
-      p_.view = p_.view.unsqueeze(dim_);
+      p_.view = autograd::unsqueeze(p_.view, dim_);
       keepDim();
       --selfDim_; // a new dim, not one of self's
     } else if (py::isinstance<Tensor>(h)) {
@@ -219,10 +219,10 @@ private:
 Tensor getItem(const Tensor &self, py::handle index) {
   if (isIntegerLike(index)) // x[i]: the hot path, straight to a view
     return self.dim() == 0 ? IndexParser(self).run(index).view
-                           : self.select(0, indexInt(index));
+                           : autograd::select(self, 0, indexInt(index));
   Parsed p = IndexParser(self).run(index);
   if (!p.hasAdvanced)
-    return p.view.isSameAs(self) ? self.alias() : p.view;
+    return p.view.isSameAs(self) ? autograd::view(self, self.sizes()) : p.view;
   return ops::index(p.view, p.advanced);
 }
 
@@ -242,7 +242,17 @@ bool isFullMask(const Parsed &p) {
   return m.dtype() == DType::Bool && m.sizes() == p.view.sizes();
 }
 
+/// Refuses an in-place write autograd does not follow yet rather than computing wrong gradients.
+void requireUntracked(const char *op, std::initializer_list<const Tensor *> ts) {
+  KILN_CHECK_KIND(NotImplemented, !autograd::anyRequiresGrad(ts),
+                  "{} on a tensor that requires grad (or with a value that does) is not "
+                  "differentiable yet; build the result out of place (torch.where, index_put, "
+                  "cat) or run it under kiln.no_grad()",
+                  op);
+}
+
 void setItem(Tensor &self, py::handle index, py::handle value) {
+  requireUntracked("x[index] = value", {&self});
   Parsed p = IndexParser(self).run(index);
   Tensor view = p.view;
   if (isNumber(value)) {
@@ -264,6 +274,7 @@ void setItem(Tensor &self, py::handle index, py::handle value) {
     v = fromArrayLike(value);
   else
     fail(ErrorKind::Type, "__setitem__: can't assign a {} to a kiln.Tensor", typeName(value));
+  requireUntracked("x[index] = value", {&v});
   if (!p.hasAdvanced) {
     view.copy_(stripLeadingOnes(v));
     return;
@@ -310,7 +321,13 @@ void bindMaskOps(py::module_ &m, py::class_<Tensor> &t) {
   t.def(
       "masked_fill_",
       [](py::object self, const Tensor &mask, py::handle value) {
-        ops::maskedFill_(self.cast<Tensor &>(), mask, toOperand(value, "masked_fill_"));
+        Tensor &s = self.cast<Tensor &>();
+        Tensor v = toOperand(value, "masked_fill_");
+        if (autograd::anyRequiresGrad({&s, &v}))
+          autograd::applyInplace("masked_fill_", s,
+                                 ops::maskedFill(autograd::inplaceOperand(s, {&v}), mask, v));
+        else
+          ops::maskedFill_(s, mask, v);
         return self;
       },
       py::arg("mask"), py::arg("value"));
@@ -350,7 +367,9 @@ void bindGatherOps(py::module_ &m, py::class_<Tensor> &t) {
       "index_put_",
       [](py::object self, py::handle indices, py::handle values, bool acc) {
         Tensor &s = self.cast<Tensor &>();
-        ops::indexPut_(s, toIndexList(indices), toValues(s, values), acc);
+        Tensor v = toValues(s, values);
+        requireUntracked("index_put_", {&s, &v});
+        ops::indexPut_(s, toIndexList(indices), v, acc);
         return self;
       },
       py::arg("indices"), py::arg("values"), py::arg("accumulate") = false);

@@ -45,7 +45,8 @@ void bindAddProduct(py::module_ &m, py::class_<Tensor> &t, const char *name,
       [impl, inplaceName](py::object self, const Tensor &x, const Tensor &y, py::handle beta,
                           py::handle alpha) {
         Tensor &s = self.cast<Tensor &>();
-        ops::inplace(inplaceName, s, impl(s, x, y, beta, alpha));
+        autograd::applyInplace(inplaceName, s,
+                               impl(autograd::inplaceOperand(s, {&x, &y}), x, y, beta, alpha));
         return self;
       },
       py::arg(a), py::arg(b), py::kw_only(), py::arg("beta") = 1, py::arg("alpha") = 1);

@@ -135,7 +135,7 @@ void bindJoinSplit(py::module_ &m, py::class_<Tensor> &t) {
         py::arg("dim") = 0);
   t.def("tensor_split", tensorSplit, py::arg("indices_or_sections"), py::arg("dim") = 0);
   m.def(
-      "unbind", [](const Tensor &self, int64_t dim) { return toTuple(self.unbind(dim)); },
+      "unbind", [](const Tensor &self, int64_t dim) { return toTuple(autograd::unbind(self, dim)); },
       py::arg("input"), py::arg("dim") = 0);
 }
 
@@ -190,7 +190,7 @@ void bindTriangleDiag(py::module_ &m, py::class_<Tensor> &t) {
       "tril_",
       [](py::object self, int64_t k) {
         Tensor &s = self.cast<Tensor &>();
-        s.copy_(ops::tril(s, k));
+        autograd::applyInplace("tril_", s, ops::tril(autograd::inplaceOperand(s), k));
         return self;
       },
       py::arg("diagonal") = 0);
@@ -198,7 +198,7 @@ void bindTriangleDiag(py::module_ &m, py::class_<Tensor> &t) {
       "triu_",
       [](py::object self, int64_t k) {
         Tensor &s = self.cast<Tensor &>();
-        s.copy_(ops::triu(s, k));
+        autograd::applyInplace("triu_", s, ops::triu(autograd::inplaceOperand(s), k));
         return self;
       },
       py::arg("diagonal") = 0);
@@ -248,35 +248,38 @@ void bindViewFunctions(py::module_ &m) {
   m.def(
       "reshape",
       [](const Tensor &self, py::handle shape) {
-        return self.reshape(toIntList(shape, "reshape"));
+        return autograd::reshape(self, toIntList(shape, "reshape"));
       },
       py::arg("input"), py::arg("shape"));
   m.def(
       "permute",
-      [](const Tensor &self, py::handle dims) { return self.permute(toIntList(dims, "permute")); },
+      [](const Tensor &self, py::handle dims) {
+        return autograd::permute(self, toIntList(dims, "permute"));
+      },
       py::arg("input"), py::arg("dims"));
-  m.def("transpose", &Tensor::transpose, py::arg("input"), py::arg("dim0"), py::arg("dim1"));
-  m.def("swapaxes", &Tensor::transpose, py::arg("input"), py::arg("axis0"), py::arg("axis1"));
-  m.def("swapdims", &Tensor::transpose, py::arg("input"), py::arg("dim0"), py::arg("dim1"));
-  m.def("t", &Tensor::t, py::arg("input"));
+  m.def("transpose", &autograd::transpose, py::arg("input"), py::arg("dim0"), py::arg("dim1"));
+  m.def("swapaxes", &autograd::transpose, py::arg("input"), py::arg("axis0"), py::arg("axis1"));
+  m.def("swapdims", &autograd::transpose, py::arg("input"), py::arg("dim0"), py::arg("dim1"));
+  m.def("t", &autograd::t, py::arg("input"));
   m.def(
       "squeeze",
       [](const Tensor &self, py::object dim) {
-        return dim.is_none() ? self.squeeze() : self.squeeze(toIntList(dim, "squeeze"));
+        return dim.is_none() ? autograd::squeeze(self)
+                              : autograd::squeeze(self, toIntList(dim, "squeeze"));
       },
       py::arg("input"), py::arg("dim") = py::none());
-  m.def("unsqueeze", &Tensor::unsqueeze, py::arg("input"), py::arg("dim"));
-  m.def("flatten", &Tensor::flatten, py::arg("input"), py::arg("start_dim") = 0,
+  m.def("unsqueeze", &autograd::unsqueeze, py::arg("input"), py::arg("dim"));
+  m.def("flatten", &autograd::flatten, py::arg("input"), py::arg("start_dim") = 0,
         py::arg("end_dim") = -1);
   m.def(
       "unflatten",
       [](const Tensor &self, int64_t dim, py::handle sizes) {
-        return self.unflatten(dim, toIntList(sizes, "unflatten"));
+        return autograd::unflatten(self, dim, toIntList(sizes, "unflatten"));
       },
       py::arg("input"), py::arg("dim"), py::arg("sizes"));
-  m.def("narrow", &Tensor::narrow, py::arg("input"), py::arg("dim"), py::arg("start"),
+  m.def("narrow", &autograd::narrow, py::arg("input"), py::arg("dim"), py::arg("start"),
         py::arg("length"));
-  m.def("select", &Tensor::select, py::arg("input"), py::arg("dim"), py::arg("index"));
+  m.def("select", &autograd::select, py::arg("input"), py::arg("dim"), py::arg("index"));
   m.def("numel", &Tensor::numel, py::arg("input"));
 }
 

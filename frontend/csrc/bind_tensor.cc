@@ -59,13 +59,11 @@ void bindTensor(py::module_ &m) {
         [](const Tensor &self) { return reinterpret_cast<uintptr_t>(self.storage()->address()); });
   t.def(
       "_to_device",
-      [](const Tensor &self, const std::string &device) { return self.to(Device::parse(device)); },
+      [](const Tensor &self, const std::string &device) {
+        return autograd::to(self, Device::parse(device));
+      },
       py::arg("device"), py::call_guard<py::gil_scoped_release>());
   t.def_property_readonly("_version", &Tensor::version);
-  t.def_property("requires_grad", &Tensor::requiresGrad,
-                 [](Tensor &self, bool v) { self.setRequiresGrad(v); });
-  t.def_property_readonly("is_leaf", [](const Tensor &) { return true; });
-  t.def_property_readonly("grad", [](const Tensor &) { return py::none(); });
   t.def_property_readonly(
       "is_cuda", [](const Tensor &self) { return self.device().type == DeviceType::CUDA; });
   t.def_property_readonly("_is_wrapped_number", &Tensor::isWrappedNumber);
@@ -78,100 +76,112 @@ void bindTensor(py::module_ &m) {
     return py::int_(s.toInt());
   });
 
-  // Views.
+  // Views (with autograd history: autograd/views.cc).
   t.def("view", [](const Tensor &self, py::args args) -> py::object {
-    if (args.size() == 1 && py::isinstance<DType>(args[0]))
+    if (args.size() == 1 && py::isinstance<DType>(args[0])) {
+      KILN_CHECK_KIND(NotImplemented, !autograd::anyRequiresGrad({&self}),
+                      "view(dtype) of a tensor that requires grad is not differentiable");
       return wrap(self.aliasWithDType(args[0].cast<DType>()));
-    return wrap(self.view(toShape(args, "view")));
+    }
+    return wrap(autograd::view(self, toShape(args, "view")));
   });
-  t.def("reshape",
-        [](const Tensor &self, py::args args) { return self.reshape(toShape(args, "reshape")); });
-  t.def("view_as", [](const Tensor &self, const Tensor &o) { return self.view(o.sizes()); });
-  t.def("reshape_as", [](const Tensor &self, const Tensor &o) { return self.reshape(o.sizes()); });
-  t.def("expand",
-        [](const Tensor &self, py::args args) { return self.expand(toShape(args, "expand")); });
-  t.def("expand_as", [](const Tensor &self, const Tensor &o) { return self.expand(o.sizes()); });
-  t.def("permute",
-        [](const Tensor &self, py::args args) { return self.permute(toShape(args, "permute")); });
-  t.def("transpose", &Tensor::transpose, py::arg("dim0"), py::arg("dim1"));
-  t.def("swapaxes", &Tensor::transpose, py::arg("axis0"), py::arg("axis1"));
-  t.def("swapdims", &Tensor::transpose, py::arg("dim0"), py::arg("dim1"));
-  t.def("t", &Tensor::t);
+  t.def("reshape", [](const Tensor &self, py::args args) {
+    return autograd::reshape(self, toShape(args, "reshape"));
+  });
+  t.def("view_as",
+        [](const Tensor &self, const Tensor &o) { return autograd::view(self, o.sizes()); });
+  t.def("reshape_as",
+        [](const Tensor &self, const Tensor &o) { return autograd::reshape(self, o.sizes()); });
+  t.def("expand", [](const Tensor &self, py::args args) {
+    return autograd::expand(self, toShape(args, "expand"));
+  });
+  t.def("expand_as",
+        [](const Tensor &self, const Tensor &o) { return autograd::expand(self, o.sizes()); });
+  t.def("permute", [](const Tensor &self, py::args args) {
+    return autograd::permute(self, toShape(args, "permute"));
+  });
+  using Transpose = Tensor (*)(const Tensor &, int64_t, int64_t);
+  Transpose transpose = &autograd::transpose;
+  t.def("transpose", transpose, py::arg("dim0"), py::arg("dim1"));
+  t.def("swapaxes", transpose, py::arg("axis0"), py::arg("axis1"));
+  t.def("swapdims", transpose, py::arg("dim0"), py::arg("dim1"));
+  t.def("t", &autograd::t);
   t.def_property_readonly("T", [](const Tensor &self) {
     Shape dims(self.dim());
     for (int64_t i = 0; i < self.dim(); ++i)
       dims[i] = self.dim() - 1 - i;
-    return self.permute(dims);
+    return autograd::permute(self, dims);
   });
-  t.def_property_readonly("mT", &Tensor::mT);
+  t.def_property_readonly("mT", &autograd::mT);
   t.def(
       "as_strided",
       [](const Tensor &self, py::handle size, py::handle stride, std::optional<int64_t> offset) {
-        return self.asStrided(toIntList(size, "as_strided"), toIntList(stride, "as_strided"),
-                              offset);
+        return autograd::asStrided(self, toIntList(size, "as_strided"),
+                                   toIntList(stride, "as_strided"), offset);
       },
       py::arg("size"), py::arg("stride"), py::arg("storage_offset") = py::none());
-  t.def("narrow", &Tensor::narrow, py::arg("dim"), py::arg("start"), py::arg("length"));
-  t.def("select", &Tensor::select, py::arg("dim"), py::arg("index"));
+  t.def("narrow", &autograd::narrow, py::arg("dim"), py::arg("start"), py::arg("length"));
+  t.def("select", &autograd::select, py::arg("dim"), py::arg("index"));
   t.def(
       "squeeze",
       [](const Tensor &self, py::object dim) {
         if (dim.is_none())
-          return self.squeeze();
-        return self.squeeze(toIntList(dim, "squeeze"));
+          return autograd::squeeze(self);
+        return autograd::squeeze(self, toIntList(dim, "squeeze"));
       },
       py::arg("dim") = py::none());
-  t.def("unsqueeze", &Tensor::unsqueeze, py::arg("dim"));
-  t.def("flatten", &Tensor::flatten, py::arg("start_dim") = 0, py::arg("end_dim") = -1);
+  t.def("unsqueeze", &autograd::unsqueeze, py::arg("dim"));
+  t.def("flatten", &autograd::flatten, py::arg("start_dim") = 0, py::arg("end_dim") = -1);
   t.def(
       "unflatten",
       [](const Tensor &self, int64_t dim, py::handle sizes) {
-        return self.unflatten(dim, toIntList(sizes, "unflatten"));
+        return autograd::unflatten(self, dim, toIntList(sizes, "unflatten"));
       },
       py::arg("dim"), py::arg("sizes"));
-  t.def("unbind", &Tensor::unbind, py::arg("dim") = 0);
-  t.def("_slice", &Tensor::slice, py::arg("dim"), py::arg("start"), py::arg("end"),
+  t.def("unbind", &autograd::unbind, py::arg("dim") = 0);
+  t.def("_slice", &autograd::slice, py::arg("dim"), py::arg("start"), py::arg("end"),
         py::arg("step") = 1);
 
   // Copies.
-  t.def("contiguous", [](const Tensor &self) { return self.contiguous(); });
-  t.def("clone", [](const Tensor &self) { return self.clone(); });
-  t.def("detach", [](const Tensor &self) {
-    Tensor d = self.alias();
-    d.setRequiresGrad(false);
-    return d;
-  });
+  t.def("contiguous", &autograd::contiguous);
+  t.def("clone", &autograd::clone);
   t.def(
-      "detach_",
-      [](Tensor &self) -> Tensor & {
-        self.setRequiresGrad(false);
-        return self;
-      },
-      py::return_value_policy::reference);
-  t.def(
-      "_to_dtype", [](const Tensor &self, DType dt, bool copy) { return self.to(dt, copy); },
+      "_to_dtype",
+      [](const Tensor &self, DType dt, bool copy) { return autograd::to(self, dt, copy); },
       py::arg("dtype"), py::arg("copy") = false);
   t.def(
       "copy_",
       [](py::object self, py::handle src, bool) {
         Tensor &s = self.cast<Tensor &>();
-        s.copy_(toOperand(src, "copy_"));
+        Tensor from = toOperand(src, "copy_");
+        if (autograd::anyRequiresGrad({&s, &from}))
+          // Differentiable: the source broadcast and cast to self is self's new value.
+          autograd::applyInplace(
+              "copy_", s, autograd::to(autograd::expand(from, s.sizes()), s.dtype()));
+        else
+          s.copy_(from);
         return self;
       },
       py::arg("src"), py::arg("non_blocking") = false);
+  auto fill = [](Tensor &s, const Scalar &value) {
+    if (autograd::anyRequiresGrad({&s}))
+      autograd::applyInplace("fill_", s, ops::full(s.sizes(), value, s.dtype()));
+    else
+      s.fill_(value);
+  };
   t.def(
       "fill_",
-      [](py::object self, py::handle v) {
+      [fill](py::object self, py::handle v) {
         Scalar value = toScalar(v, "fill_");
         // torch rejects Python numbers the dtype cannot hold (uint8.fill_(-2.5), half.fill_(1e10)).
         if (!py::isinstance<Tensor>(v))
           ops::checkFits(value, self.cast<Tensor &>().dtype(), "fill_", true);
-        self.cast<Tensor &>().fill_(value);
+        fill(self.cast<Tensor &>(), value);
         return self;
       },
       py::arg("value"));
-  t.def("zero_", [](py::object self) {
-    self.cast<Tensor &>().fill_(Scalar(int64_t{0}));
+  t.def("zero_", [fill](py::object self) {
+    fill(self.cast<Tensor &>(), Scalar(int64_t{0}));
     return self;
   });
   t.def("_wrap_scalar", [](py::handle v) { return Tensor::wrapScalar(toScalar(v, "scalar")); });

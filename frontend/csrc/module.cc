@@ -36,6 +36,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace kiln::frontend;
   bindDTypes(m);
   bindTensor(m);
+  bindAutograd(m);
   bindInterop(m);
   bindElementwise(m);
   bindReduce(m);

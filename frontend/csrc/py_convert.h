@@ -1,6 +1,8 @@
 #pragma once
 /// Conversions between Python objects and runtime values, shared by every binding file.
 
+#include "autograd/meta.h"
+#include "autograd/ops.h"
 #include "runtime/tensor.h"
 
 #include <pybind11/pybind11.h>
@@ -11,6 +13,9 @@
 namespace kiln::frontend {
 
 namespace py = pybind11;
+
+/// The bindings call the differentiable ops (autograd/ops.h), which re-export every kernel.
+namespace ops = kiln::autograd::ops;
 
 /// A Tensor argument, or a Python bool/int/float wrapped as a weak scalar operand.
 /// Throws TypeError naming `op` for anything else.

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
+
+from kiln._C import _autograd
 
 __all__ = [
     "enable_grad",
@@ -23,12 +24,26 @@ __all__ = [
 ]
 
 
-class _State(threading.local):
-    """Per-thread flags; every new thread starts with grad enabled and inference mode off."""
+class _State:
+    """The calling thread's flags, kept in C++ where the ops read them (kiln._C._autograd);
+    every new thread starts with grad enabled and inference mode off. Capture guards read
+    ``_state.grad_enabled``."""
 
-    def __init__(self) -> None:
-        self.grad_enabled = True
-        self.inference_mode = False
+    @property
+    def grad_enabled(self) -> bool:
+        return _autograd.is_grad_enabled()
+
+    @grad_enabled.setter
+    def grad_enabled(self, mode: bool) -> None:
+        _autograd._set_grad_enabled(bool(mode))
+
+    @property
+    def inference_mode(self) -> bool:
+        return _autograd.is_inference_mode_enabled()
+
+    @inference_mode.setter
+    def inference_mode(self, mode: bool) -> None:
+        _autograd._set_inference_mode(bool(mode))
 
 
 _state = _State()
@@ -36,16 +51,15 @@ _state = _State()
 
 def is_grad_enabled() -> bool:
     """True unless gradient recording is disabled in this thread."""
-    return _state.grad_enabled
+    return _autograd.is_grad_enabled()
 
 
 def is_inference_mode_enabled() -> bool:
     """True inside an ``inference_mode()`` block in this thread."""
-    return _state.inference_mode
+    return _autograd.is_inference_mode_enabled()
 
 
-def _set_grad_enabled(mode: bool) -> None:
-    _state.grad_enabled = bool(mode)
+_set_grad_enabled = _autograd._set_grad_enabled
 
 
 class _DecoratorContextManager:

@@ -146,7 +146,9 @@ def _repr(self) -> str:
     extra = "" if self._device_str == "cpu" else f", device='{self._device_str}'"
     if self.dtype not in (_C.dtype.float32, _C.dtype.int64, _C.dtype.bool):
         extra = f", dtype={self.dtype}"
-    if self.requires_grad:
+    if self.grad_fn is not None:
+        extra += f", grad_fn=<{self.grad_fn.name()}>"
+    elif self.requires_grad:
         extra += ", requires_grad=True"
     return f"tensor({body}{extra})"
 
@@ -217,6 +219,19 @@ def _install() -> None:
     t.bool = _cast(_C.dtype.bool)
     t.is_floating_point = lambda self: self.dtype.is_floating_point
     t.requires_grad_ = _requires_grad_
+    t.data = property(_get_data, _set_data)
+
+
+def _get_data(self):
+    """``t.data``: the same storage without autograd history (torch's detached alias)."""
+    return self.detach()
+
+
+def _set_data(self, value):
+    """``t.data = other``: t now views other's storage, keeping its own autograd identity."""
+    if not isinstance(value, _C.Tensor):
+        raise TypeError(f"data must be a Tensor, got {type(value).__name__}")
+    self._replace_data(value)
 
 
 def _requires_grad_(self, requires_grad=True):

@@ -145,10 +145,8 @@ Tensor normal(const Tensor &mean, const Tensor &std, Generator *gen) {
   return add(mul(z, std.to(acc)), mean.to(acc)).to(dt);
 }
 
-Tensor dropout(const Tensor &input, double p, bool train, Generator *gen) {
+Tensor dropoutMask(const Tensor &input, double p, Generator *gen) {
   KILN_CHECK(p >= 0.0 && p <= 1.0, "dropout probability has to be between 0 and 1, but got {}", p);
-  if (!train || p == 0.0)
-    return input;
   KILN_CHECK(isFloating(input.dtype()),
              "dropout: expected a floating point input, got {} (result type Float can't be cast "
              "to the desired output type {})",
@@ -167,7 +165,14 @@ Tensor dropout(const Tensor &input, double p, bool train, Generator *gen) {
       });
     });
   });
-  return mul(input, mask);
+  return mask;
+}
+
+Tensor dropout(const Tensor &input, double p, bool train, Generator *gen) {
+  KILN_CHECK(p >= 0.0 && p <= 1.0, "dropout probability has to be between 0 and 1, but got {}", p);
+  if (!train || p == 0.0)
+    return input;
+  return mul(input, dropoutMask(input, p, gen));
 }
 
 Tensor &dropout_(Tensor &input, double p, bool train, Generator *gen) {

@@ -40,6 +40,9 @@ Tensor bernoulli(const Tensor &probs, Generator *gen = nullptr);
 /// Normal samples with broadcast mean and std tensors (wrapped numbers allowed).
 Tensor normal(const Tensor &mean, const Tensor &std, Generator *gen = nullptr);
 
+/// The mask dropout multiplies by: 0 with probability p, else 1 / (1 - p), in input's dtype
+/// (the same draws as dropout's for the same generator state).
+Tensor dropoutMask(const Tensor &input, double p, Generator *gen = nullptr);
 /// Zeroes each element with probability p and scales the rest by 1 / (1 - p) when `train`.
 Tensor dropout(const Tensor &input, double p, bool train, Generator *gen = nullptr);
 /// In-place dropout.

@@ -23,6 +23,7 @@ TOL = {
 
 def to_torch(t):
     """A torch copy of a kiln tensor (through float32 for bfloat16, which NumPy lacks)."""
+    t = t.detach()
     if t.dtype == kiln.bfloat16:
         return torch.from_numpy(t.float().numpy().copy()).bfloat16()
     return torch.from_numpy(np.array(t.numpy(), copy=True))

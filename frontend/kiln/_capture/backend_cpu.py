@@ -114,6 +114,19 @@ def compile_graph(graph: Graph, *, fallback: bool = True, fuse: bool = True):
     CPU compiler, with eager code for what it does not accept (see the module docstring)."""
     start = time.perf_counter()
     part = _Partitioner(graph, fallback, fuse)
+    if _records_autograd(graph):
+        # The compiled parts do not record a backward yet: a graph whose values require grad
+        # runs on the eager kernels, which do, so training under kiln.compile stays correct.
+        if not fallback:
+            raise BackendCompilerFailed(f"kiln CPU backend: {graph.name}: {_AUTOGRAD_REASON}")
+        logs.log("graph", f"backend: {graph.name}: runs eagerly: {_AUTOGRAD_REASON}")
+        part.report = PartitionReport(graph.name)
+        part.report.fallbacks.append(("", "the whole graph", _AUTOGRAD_REASON))
+        part.report.eager = [n.name for n in part.calls]
+        part.report.eager_nodes = len(part.calls)
+        fn = graph.compile_python()
+        fn.kiln_report = part.report
+        return fn
     try:
         fn = part.build()
     except BackendCompilerFailed:
@@ -134,6 +147,25 @@ def compile_graph(graph: Graph, *, fallback: bool = True, fuse: bool = True):
                              f"{time.perf_counter() - start:.3f} s")
     fn.kiln_report = report
     return fn
+
+
+_AUTOGRAD_REASON = (
+    "values require grad with grad mode on: the backward is recorded by the eager kernels "
+    "until compiled training lands (run under kiln.no_grad() or with frozen parameters to compile)"
+)
+
+
+def _records_autograd(graph: Graph) -> bool:
+    """Whether running `graph` must record autograd history: some value it computed during
+    capture (where the eager ops ran with the caller's grad mode) requires grad."""
+    for n in graph.nodes:
+        if n.op != "call":
+            continue
+        example = n.meta.get("example")
+        values = example if isinstance(example, (tuple, list)) else (example,)
+        if any(getattr(v, "requires_grad", False) for v in values):
+            return True
+    return False
 
 
 # --- Writing a run of nodes as .kir ----------------------------------------------------------

@@ -246,6 +246,7 @@ class Compiler:
                              {} if static else state.auto_dynamic)
         ctx.break_at = state.__dict__.get("break_at", set())  # see _GeneratorEscapes
         ctx.grad_enabled = kiln.is_grad_enabled()
+        ctx.graph.grad_enabled = ctx.grad_enabled
         from kiln import _grad_mode
 
         ctx.guards.flag(_grad_mode._state, "grad_enabled", ctx.grad_enabled,

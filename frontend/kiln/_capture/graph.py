@@ -216,6 +216,9 @@ class Graph:
         self._names: set[str] = set()
         self._call_counter = itertools.count()
         self._forward = None  # compile_python() of the graph as it is now (see `forward`)
+        # The grad mode the graph is entered with (a guard of its entry); a call recorded under
+        # another mode (a `with kiln.no_grad()` block) has it in meta["grad_enabled"].
+        self.grad_enabled = True
 
     # -- building --------------------------------------------------------------------------------
 
@@ -525,7 +528,14 @@ class _PythonCodegen:
                 frees.setdefault(id(user), []).append(n.name)
         body = []
         for n in calls:
-            body.append(self._statement(n))
+            stmt = self._statement(n)
+            mode = n.meta.get("grad_enabled", graph.grad_enabled)
+            if mode != graph.grad_enabled:  # recorded inside a no_grad / enable_grad block
+                import kiln
+
+                manager = self._bind(kiln.set_grad_enabled, ["set_grad_enabled"])
+                stmt = f"with {manager}({mode!r}): {stmt}"
+            body.append(stmt)
             if id(n) in frees:
                 body.append("del " + ", ".join(frees[id(n)]))
         outs = [self.render(v) for v in graph.outputs]

@@ -133,11 +133,15 @@ def record(ctx, target, args: list, kwargs: dict, name: str | None = None) -> V.
     if inplace:
         ex_args, ex_kwargs, mutated = _clone_mutated(target, name, args, ex_args, ex_kwargs)
     try:
-        example = target(*ex_args, **ex_kwargs)
+        # The example runs in the grad mode the code runs it in (a no_grad block inside the
+        # captured code included), so its requires_grad is what eager's would be.
+        with kiln.set_grad_enabled(ctx.grad_enabled):
+            example = target(*ex_args, **ex_kwargs)
     except Exception as e:  # the op itself rejects its inputs: eager will raise it
         raise V.Unsupported(f"{name}() raised {type(e).__name__}: {e}") from None
     node = ctx.graph.call(target, tuple(to_graph_arg(a) for a in args),
                           {k: to_graph_arg(v) for k, v in kwargs.items()}, example, loc=ctx.loc)
+    node.meta["grad_enabled"] = ctx.grad_enabled
     if inplace:
         for var, clone in mutated:
             var.example = clone

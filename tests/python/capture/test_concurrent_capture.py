@@ -87,7 +87,7 @@ def run_threads(fn, xs, calls=6):
 @pytest.mark.parametrize("backend", [None, "eager"])
 def test_threads_share_the_entries_of_a_module(fast_switches, backend):
     kiln.manual_seed(0)
-    model = Mlp().eval()
+    model = Mlp().eval().requires_grad_(False)  # inference: worker threads start in grad mode
     compiled = kiln.compile(model, backend=backend)
     records = []
     compiler_of(compiled).recorder = records

@@ -37,7 +37,7 @@ def same(a, b):
     assert isinstance(a, kiln.Tensor) and isinstance(b, kiln.Tensor)
     assert a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape)
     # The default backend compiles: fused sums and vector math may differ in the last bits.
-    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 # --- programs ------------------------------------------------------------------------------------

@@ -145,7 +145,8 @@ class StateDictMixin:
                     input_param = Parameter(input_param, requires_grad=param.requires_grad)
                 setattr(self, name, input_param)
             else:
-                param.copy_(input_param)
+                with kiln.no_grad():  # as torch: loading writes the leaves, it is not an op
+                    param.copy_(input_param)
         except Exception as ex:  # noqa: BLE001 - reported with the key, as torch does
             error_msgs.append(
                 f'While copying the parameter named "{key}", whose dimensions in the model are '

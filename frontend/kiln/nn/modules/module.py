@@ -391,10 +391,15 @@ class Module(StateDictMixin):
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Clears parameter gradients (kiln's eager mode keeps none, so nothing to clear)."""
+        """Clears parameter gradients: drops them (``set_to_none``) or zeroes them in place."""
         for p in self.parameters():
-            if getattr(p, "grad", None) is not None and not set_to_none:
-                p.grad.zero_()
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                with kiln.no_grad():
+                    p.grad.zero_()
 
     def apply(self, fn) -> Module:
         """Calls ``fn`` on every submodule (children first) and then on this module."""

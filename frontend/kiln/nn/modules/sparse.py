@@ -65,7 +65,8 @@ class Embedding(Module):
 
     def _fill_padding_idx_with_zero(self) -> None:
         if self.padding_idx is not None:
-            self.weight.select(0, self.padding_idx).fill_(0)
+            with kiln.no_grad():
+                self.weight.select(0, self.padding_idx).fill_(0)
 
     def forward(self, input):
         return F.embedding(

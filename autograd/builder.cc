@@ -1,0 +1,157 @@
+#include "autograd/builder.h"
+
+#include "autograd/ops.h"
+#include "autograd/record.h"
+#include "runtime/ops/compare.h"
+#include "runtime/ops/factory.h"
+
+#include <algorithm>
+
+namespace kiln::autograd {
+namespace {
+Tensor number(double s) { return Tensor::wrapScalar(Scalar(s)); }
+} // namespace
+
+Tensor EagerBuilder::add(const Tensor &a, const Tensor &b) { return ops::add(a, b); }
+Tensor EagerBuilder::sub(const Tensor &a, const Tensor &b) { return ops::sub(a, b); }
+Tensor EagerBuilder::mul(const Tensor &a, const Tensor &b) { return ops::mul(a, b); }
+Tensor EagerBuilder::div(const Tensor &a, const Tensor &b) { return ops::div(a, b); }
+Tensor EagerBuilder::neg(const Tensor &a) { return ops::neg(a); }
+Tensor EagerBuilder::exp(const Tensor &a) { return ops::exp(a); }
+Tensor EagerBuilder::log(const Tensor &a) { return ops::log(a); }
+Tensor EagerBuilder::sqrt(const Tensor &a) { return ops::sqrt(a); }
+Tensor EagerBuilder::tanh(const Tensor &a) { return ops::tanh(a); }
+Tensor EagerBuilder::sigmoid(const Tensor &a) { return ops::sigmoid(a); }
+Tensor EagerBuilder::sin(const Tensor &a) { return ops::sin(a); }
+Tensor EagerBuilder::cos(const Tensor &a) { return ops::cos(a); }
+Tensor EagerBuilder::sign(const Tensor &a) { return kiln::ops::sign(a); }
+Tensor EagerBuilder::erf(const Tensor &a) { return ops::erf(a); }
+Tensor EagerBuilder::softmax(const Tensor &a, int64_t dim) { return ops::softmax(a, dim); }
+
+Tensor EagerBuilder::scale(const Tensor &a, double s) { return ops::mul(a, number(s)); }
+Tensor EagerBuilder::addScalar(const Tensor &a, double s) { return ops::add(a, number(s)); }
+Tensor EagerBuilder::powScalar(const Tensor &a, double s) { return ops::pow(a, number(s)); }
+Tensor EagerBuilder::rsubScalar(const Tensor &a, double s) { return ops::sub(number(s), a); }
+Tensor EagerBuilder::powT(const Tensor &a, const Tensor &b) { return ops::pow(a, b); }
+
+Tensor EagerBuilder::gtScalar(const Tensor &a, double s) { return kiln::ops::gt(a, number(s)); }
+Tensor EagerBuilder::ltScalar(const Tensor &a, double s) { return kiln::ops::lt(a, number(s)); }
+Tensor EagerBuilder::geScalar(const Tensor &a, double s) { return kiln::ops::ge(a, number(s)); }
+Tensor EagerBuilder::leScalar(const Tensor &a, double s) { return kiln::ops::le(a, number(s)); }
+Tensor EagerBuilder::eqScalar(const Tensor &a, double s) { return kiln::ops::eq(a, number(s)); }
+Tensor EagerBuilder::eq(const Tensor &a, const Tensor &b) { return kiln::ops::eq(a, b); }
+Tensor EagerBuilder::gt(const Tensor &a, const Tensor &b) { return kiln::ops::gt(a, b); }
+Tensor EagerBuilder::logicalAnd(const Tensor &a, const Tensor &b) {
+  return kiln::ops::logicalAnd(a, b);
+}
+Tensor EagerBuilder::logicalOr(const Tensor &a, const Tensor &b) {
+  return kiln::ops::logicalOr(a, b);
+}
+Tensor EagerBuilder::logicalNot(const Tensor &a) { return kiln::ops::logicalNot(a); }
+Tensor EagerBuilder::where(const Tensor &cond, const Tensor &a, const Tensor &b) {
+  return ops::where(cond, a, b);
+}
+Tensor EagerBuilder::zeroWhere(const Tensor &a, const Tensor &cond) {
+  return ops::where(cond, number(0.0), a);
+}
+Tensor EagerBuilder::cast(const Tensor &a, DType dtype) {
+  return a.dtype() == dtype ? a : autograd::to(a, dtype);
+}
+Tensor EagerBuilder::zeros(const Sizes &sizes, DType dtype) {
+  return kiln::ops::zeros(sizes, dtype);
+}
+
+Tensor EagerBuilder::sum(const Tensor &a, const DimList &dims, bool keepdim) {
+  return ops::sum(a, dims, keepdim);
+}
+
+Tensor EagerBuilder::reduceTo(const Tensor &g, const Sizes &sizes, DType dtype) {
+  if (g.sizes() == sizes)
+    return cast(g, dtype);
+  const int64_t lead = g.dim() - static_cast<int64_t>(sizes.size());
+  Shape dims;
+  for (int64_t d = 0; d < g.dim(); ++d)
+    if (d < lead || (sizes[d - lead] == 1 && g.size(d) != 1))
+      dims.push_back(d);
+  Tensor s = dims.empty() ? g : ops::sum(g, DimList(dims), true);
+  return cast(autograd::reshape(s, sizes), dtype);
+}
+
+Tensor EagerBuilder::unsqueezeReduced(const Tensor &g, const DimList &dims, int64_t rank) {
+  if (!dims || dims->empty())
+    return autograd::reshape(g, Shape(rank, 1));
+  Shape sorted;
+  for (int64_t d : *dims)
+    sorted.push_back(wrapDim(d, rank));
+  std::sort(sorted.begin(), sorted.end());
+  Tensor r = g;
+  for (int64_t d : sorted)
+    r = autograd::unsqueeze(r, d);
+  return r;
+}
+
+Tensor EagerBuilder::expand(const Tensor &a, const Sizes &sizes) {
+  return a.sizes() == sizes ? a : autograd::expand(a, sizes);
+}
+Tensor EagerBuilder::reshape(const Tensor &a, const Sizes &sizes) {
+  return autograd::reshape(a, sizes);
+}
+Tensor EagerBuilder::transpose(const Tensor &a, int64_t d0, int64_t d1) {
+  return autograd::transpose(a, d0, d1);
+}
+Tensor EagerBuilder::permute(const Tensor &a, const Shape &dims) {
+  return autograd::permute(a, dims);
+}
+Tensor EagerBuilder::unsqueeze(const Tensor &a, int64_t dim) { return autograd::unsqueeze(a, dim); }
+Tensor EagerBuilder::squeezeDim(const Tensor &a, int64_t dim) {
+  return autograd::squeeze(a, Shape{dim});
+}
+Tensor EagerBuilder::tril(const Tensor &a, int64_t diagonal) { return ops::tril(a, diagonal); }
+Tensor EagerBuilder::triu(const Tensor &a, int64_t diagonal) { return ops::triu(a, diagonal); }
+Tensor EagerBuilder::matmul(const Tensor &a, const Tensor &b) { return ops::matmul(a, b); }
+Tensor EagerBuilder::cat(const std::vector<Tensor> &parts, int64_t dim) {
+  return ops::cat(parts, dim);
+}
+Tensor EagerBuilder::slice(const Tensor &a, int64_t dim, int64_t start, int64_t end,
+                           int64_t step) {
+  return autograd::slice(a, dim, start, end, step);
+}
+
+Tensor EagerBuilder::select(const Tensor &a, int64_t dim, int64_t index) {
+  return autograd::select(a, dim, index);
+}
+
+Tensor EagerBuilder::sliceBackward(const Tensor &g, const Sizes &sizes, int64_t dim,
+                                   int64_t start, int64_t end, int64_t step) {
+  Tensor out = kiln::ops::zeros(sizes, g.dtype());
+  out.slice(dim, start, end, step).copy_(g);
+  record("SliceBackwardBackward0", {&g}, out, [&](const NodePtr &) {
+    return [dim, start, end, step](EagerBuilder &b, const Node &, Grads &grads) {
+      return Grads{b.slice(grads[0], dim, start, end, step)};
+    };
+  });
+  return out;
+}
+
+Tensor EagerBuilder::indexPutAccumulate(const Sizes &sizes, DType dtype,
+                                        const std::vector<Tensor> &indices, const Tensor &values) {
+  Tensor out = kiln::ops::zeros(sizes, dtype);
+  kiln::ops::indexPut_(out, indices, values, true);
+  return out;
+}
+
+Tensor EagerBuilder::scatterAdd(const Sizes &sizes, int64_t dim, const Tensor &index,
+                                const Tensor &src) {
+  Tensor out = kiln::ops::zeros(sizes, src.dtype());
+  kiln::ops::scatterAdd_(out, dim, index, src.contiguous());
+  return out;
+}
+
+Tensor EagerBuilder::indexAdd(const Sizes &sizes, int64_t dim, const Tensor &index,
+                              const Tensor &src) {
+  Tensor out = kiln::ops::zeros(sizes, src.dtype());
+  kiln::ops::indexAdd_(out, dim, index, src);
+  return out;
+}
+
+} // namespace kiln::autograd

@@ -1,0 +1,73 @@
+#include "autograd/meta.h"
+
+#include "autograd/grad_mode.h"
+#include "runtime/error.h"
+
+namespace kiln::autograd {
+
+AutogradMeta &meta(const Tensor &t) {
+  auto &slot = t.impl().autograd;
+  if (!slot)
+    slot = std::make_shared<AutogradMeta>();
+  return *slot;
+}
+
+Edge gradEdge(const Tensor &t) {
+  if (!t.defined() || !t.requiresGrad())
+    return {};
+  AutogradMeta &m = meta(t);
+  if (m.gradFn)
+    return {m.gradFn, m.outputNr};
+  std::shared_ptr<Node> acc = m.accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t);
+    m.accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+void setHistory(const Tensor &t, const std::shared_ptr<Node> &node, uint32_t outputNr) {
+  AutogradMeta &m = meta(t);
+  m.gradFn = node;
+  m.outputNr = outputNr;
+  t.impl().requiresGrad = true;
+}
+
+Tensor detach(const Tensor &t) {
+  // alias() builds a new TensorImpl without history over the same storage and version counter.
+  return t.alias();
+}
+
+bool anyRequiresGrad(std::initializer_list<const Tensor *> ts) {
+  if (!isGradEnabled())
+    return false;
+  for (const Tensor *t : ts)
+    if (t && t->defined() && t->requiresGrad())
+      return true;
+  return false;
+}
+
+bool anyRequiresGrad(std::span<const Tensor> ts) {
+  if (!isGradEnabled())
+    return false;
+  for (const Tensor &t : ts)
+    if (t.defined() && t.requiresGrad())
+      return true;
+  return false;
+}
+
+void checkInplace(const Tensor &t, const char *op) {
+  if (!isGradEnabled())
+    return;
+  if (t.requiresGrad() && isLeaf(t))
+    fail(ErrorKind::Runtime,
+         "a leaf Variable that requires grad is being used in an in-place operation ({}).", op);
+  AutogradMeta *m = metaOrNull(t);
+  if (m && m->viewBase.defined() && m->viewBase.requiresGrad())
+    fail(ErrorKind::NotImplemented,
+         "{}: an in-place operation on a view of a tensor that requires grad is not supported "
+         "yet; apply it out of place (y = op(x)) or on the base tensor",
+         op);
+}
+
+} // namespace kiln::autograd

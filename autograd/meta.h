@@ -1,0 +1,67 @@
+#pragma once
+/// A tensor's autograd state and the accessors the ops, the engine and the bindings share.
+///
+/// [Note: leaves and history]
+/// A tensor with no grad_fn is a leaf; a leaf that requires grad accumulates into `.grad` through
+/// one AccumulateGrad node (held weakly, so it lives as long as some graph uses it). A tensor made
+/// by a recorded op has `requiresGrad` set and `gradFn`/`outputNr` naming the node output that
+/// produced it. A view made by a recorded view op also remembers its base: an in-place op through
+/// such a view would have to rewrite the base's history, which is refused for now.
+
+#include "autograd/node.h"
+#include "runtime/tensor.h"
+
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace kiln {
+
+struct AutogradMeta {
+  std::shared_ptr<autograd::Node> gradFn;
+  uint32_t outputNr = 0;
+  Tensor grad;
+  bool retainsGrad = false;
+  std::weak_ptr<autograd::Node> accumulator;
+  /// Hooks of a leaf, run on each gradient before it accumulates.
+  std::vector<autograd::GradHook> hooks;
+  /// The base of a view recorded by a differentiable view op.
+  Tensor viewBase;
+};
+
+} // namespace kiln
+
+namespace kiln::autograd {
+
+/// The tensor's autograd state, created on first use.
+AutogradMeta &meta(const Tensor &t);
+/// The tensor's autograd state, or null when it has none.
+inline AutogradMeta *metaOrNull(const Tensor &t) { return t.impl().autograd.get(); }
+
+/// The node that produced t, or null for a leaf.
+inline Node *gradFn(const Tensor &t) {
+  AutogradMeta *m = metaOrNull(t);
+  return m ? m->gradFn.get() : nullptr;
+}
+inline bool isLeaf(const Tensor &t) { return gradFn(t) == nullptr; }
+
+/// Where t's gradient goes: its grad_fn output, or its leaf accumulator (created on demand); an
+/// invalid edge when t does not require grad.
+Edge gradEdge(const Tensor &t);
+
+/// Makes `node` output `outputNr` the history of t (t requires grad from now on).
+void setHistory(const Tensor &t, const std::shared_ptr<Node> &node, uint32_t outputNr);
+
+/// A new tensor sharing t's storage and geometry with no autograd history (torch.detach).
+Tensor detach(const Tensor &t);
+
+/// Whether an op over these tensors records: grad mode on and any defined one requires grad.
+bool anyRequiresGrad(std::initializer_list<const Tensor *> ts);
+bool anyRequiresGrad(std::span<const Tensor> ts);
+
+/// Refuses an in-place write into t that autograd could not follow, in torch's words: a leaf
+/// that requires grad (while grad mode is on), or a view of a tensor with history.
+void checkInplace(const Tensor &t, const char *op);
+
+} // namespace kiln::autograd

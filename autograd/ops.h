@@ -1,0 +1,180 @@
+#pragma once
+/// Differentiable ops: each runs the eager kernel of kiln::ops and, when grad mode is on and an
+/// input requires grad, records its derivative rule (derivatives_*.h) as the outputs' grad_fn.
+///
+/// `kiln::autograd::ops` re-exports every op of kiln::ops (the using-directive), and declares
+/// the differentiable ones with the same signatures, which hide the plain kernels. The bindings
+/// call `ops::` through this namespace, so an op gains autograd by being declared here; one that
+/// is not declared runs its kernel and its output does not require grad.
+///
+/// Composite ops without a rule of their own (cross_entropy, scaled_dot_product_attention, ...)
+/// run as their decomposition into differentiable ops while recording, and as their fused
+/// kernel otherwise.
+
+#include "runtime/ops/activation.h"
+#include "runtime/ops/attention.h"
+#include "runtime/ops/conv.h"
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/index.h"
+#include "runtime/ops/linalg.h"
+#include "runtime/ops/loss.h"
+#include "runtime/ops/norm.h"
+#include "runtime/ops/pool.h"
+#include "runtime/ops/random.h"
+#include "runtime/ops/reduce.h"
+#include "runtime/ops/shape_ops.h"
+#include "runtime/ops/softmax.h"
+#include "runtime/ops/unary_math.h"
+#include "runtime/tensor.h"
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln::autograd::ops {
+
+using namespace kiln::ops; // NOLINT: the ops without a derivative rule are the plain kernels
+
+// ---- elementwise (ops_elementwise.cc) ------------------------------------------------------
+Tensor add(const Tensor &a, const Tensor &b, const Scalar &alpha = Scalar(int64_t{1}));
+Tensor sub(const Tensor &a, const Tensor &b, const Scalar &alpha = Scalar(int64_t{1}));
+Tensor mul(const Tensor &a, const Tensor &b);
+Tensor div(const Tensor &a, const Tensor &b, const std::string &roundingMode = "");
+Tensor pow(const Tensor &a, const Tensor &b);
+Tensor maximum(const Tensor &a, const Tensor &b);
+Tensor minimum(const Tensor &a, const Tensor &b);
+Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b);
+Tensor clamp(const Tensor &a, const std::optional<Tensor> &lo, const std::optional<Tensor> &hi);
+Tensor maskedFill(const Tensor &self, const Tensor &mask, const Tensor &value);
+Tensor neg(const Tensor &a);
+Tensor abs(const Tensor &a);
+Tensor square(const Tensor &a);
+Tensor reciprocal(const Tensor &a);
+Tensor exp(const Tensor &a);
+Tensor log(const Tensor &a);
+Tensor log1p(const Tensor &a);
+Tensor expm1(const Tensor &a);
+Tensor sqrt(const Tensor &a);
+Tensor rsqrt(const Tensor &a);
+Tensor sin(const Tensor &a);
+Tensor cos(const Tensor &a);
+Tensor tanh(const Tensor &a);
+Tensor sigmoid(const Tensor &a);
+Tensor erf(const Tensor &a);
+
+// ---- activations (ops_activation.cc) --------------------------------------------------------
+Tensor relu(const Tensor &a);
+Tensor gelu(const Tensor &a, const std::string &approximate = "none");
+Tensor silu(const Tensor &a);
+Tensor softplus(const Tensor &a, double beta = 1.0, double threshold = 20.0);
+Tensor leakyRelu(const Tensor &a, double negativeSlope = 0.01);
+Tensor elu(const Tensor &a, double alpha = 1.0);
+Tensor hardtanh(const Tensor &a, const Scalar &minVal = Scalar(-1.0),
+                const Scalar &maxVal = Scalar(1.0));
+Tensor relu6(const Tensor &a);
+Tensor dropout(const Tensor &input, double p, bool train, Generator *gen = nullptr);
+
+// ---- reductions (ops_reduce.cc) --------------------------------------------------------------
+Tensor sum(const Tensor &a, const DimList &dims = {}, bool keepdim = false,
+           std::optional<DType> dtype = {});
+Tensor mean(const Tensor &a, const DimList &dims = {}, bool keepdim = false,
+            std::optional<DType> dtype = {});
+Tensor amax(const Tensor &a, const DimList &dims = {}, bool keepdim = false);
+Tensor amin(const Tensor &a, const DimList &dims = {}, bool keepdim = false);
+Tensor max(const Tensor &a);
+Tensor min(const Tensor &a);
+Tensor var(const Tensor &a, const DimList &dims = {}, double correction = 1.0,
+           bool keepdim = false);
+Tensor stdDev(const Tensor &a, const DimList &dims = {}, double correction = 1.0,
+              bool keepdim = false);
+Tensor logsumexp(const Tensor &a, const DimList &dims, bool keepdim = false);
+Tensor softmax(const Tensor &a, int64_t dim, std::optional<DType> dtype = {});
+Tensor logSoftmax(const Tensor &a, int64_t dim, std::optional<DType> dtype = {});
+
+// ---- linear algebra (ops_linalg.cc) ----------------------------------------------------------
+Tensor matmul(const Tensor &a, const Tensor &b);
+Tensor mm(const Tensor &a, const Tensor &b);
+Tensor bmm(const Tensor &a, const Tensor &b);
+Tensor linear(const Tensor &input, const Tensor &weight, const std::optional<Tensor> &bias);
+Tensor addmm(const Tensor &self, const Tensor &mat1, const Tensor &mat2,
+             const Scalar &beta = Scalar(int64_t{1}), const Scalar &alpha = Scalar(int64_t{1}));
+
+// ---- nn (ops_nn.cc) -------------------------------------------------------------------------
+Tensor layerNorm(const Tensor &input, IntList normalizedShape, const Tensor &weight,
+                 const Tensor &bias, double eps);
+Tensor embedding(const Tensor &indices, const Tensor &weight,
+                 std::optional<int64_t> paddingIdx = {});
+Tensor nllLoss(const Tensor &input, const Tensor &target, const Tensor &weight, Reduction reduction,
+               int64_t ignoreIndex);
+Tensor crossEntropy(const Tensor &input, const Tensor &target, const Tensor &weight,
+                    Reduction reduction, int64_t ignoreIndex, double labelSmoothing);
+Tensor mseLoss(const Tensor &input, const Tensor &target, const Tensor &weight,
+               Reduction reduction);
+Tensor scaledDotProductAttention(const Tensor &query, const Tensor &key, const Tensor &value,
+                                 const Tensor &attnMask, double dropoutP, bool isCausal,
+                                 std::optional<double> scale, bool enableGqa);
+
+// ---- convolution, pooling, batch norm, padding (ops_conv_pool.cc) ---------------------------
+Tensor convolution(int64_t spatialDims, const Tensor &input, const Tensor &weight,
+                   const std::optional<Tensor> &bias, const ConvOptions &opts);
+Tensor pad(const Tensor &self, IntList pad, const std::string &mode = "constant",
+           std::optional<double> value = {});
+std::pair<Tensor, Tensor> maxPool(int64_t nd, const Tensor &input, const PoolOptions &opts,
+                                  bool withIndices);
+Tensor avgPool(int64_t nd, const Tensor &input, const PoolOptions &opts, bool countIncludePad,
+               std::optional<int64_t> divisorOverride);
+Tensor adaptiveAvgPool(int64_t nd, const Tensor &input, const AdaptiveSize &outputSize);
+Tensor batchNorm(const Tensor &input, const Tensor &weight, const Tensor &bias,
+                 const Tensor &runningMean, const Tensor &runningVar, bool training,
+                 double momentum, double eps);
+
+// ---- joins and indexing (ops_shape.cc) -------------------------------------------------------
+Tensor cat(std::span<const Tensor> tensors, int64_t dim = 0);
+Tensor stack(std::span<const Tensor> tensors, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor &self, int64_t splitSize, int64_t dim = 0);
+std::vector<Tensor> splitWithSizes(const Tensor &self, IntList sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor &self, int64_t chunks, int64_t dim = 0);
+Tensor index(const Tensor &self, std::span<const Tensor> indices);
+Tensor gather(const Tensor &self, int64_t dim, const Tensor &index);
+Tensor indexSelect(const Tensor &self, int64_t dim, const Tensor &index);
+Tensor tril(const Tensor &self, int64_t diagonal = 0);
+Tensor triu(const Tensor &self, int64_t diagonal = 0);
+
+} // namespace kiln::autograd::ops
+
+namespace kiln::autograd {
+
+// ---- views and copies (views.cc): Tensor's view methods with history --------------------------
+Tensor view(const Tensor &self, IntList sizes);
+Tensor reshape(const Tensor &self, IntList sizes);
+Tensor transpose(const Tensor &self, int64_t d0, int64_t d1);
+Tensor permute(const Tensor &self, IntList dims);
+Tensor expand(const Tensor &self, IntList sizes);
+Tensor slice(const Tensor &self, int64_t dim, std::optional<int64_t> start,
+             std::optional<int64_t> end, int64_t step = 1);
+Tensor narrow(const Tensor &self, int64_t dim, int64_t start, int64_t length);
+Tensor select(const Tensor &self, int64_t dim, int64_t index);
+Tensor squeeze(const Tensor &self);
+Tensor squeeze(const Tensor &self, IntList dims);
+Tensor unsqueeze(const Tensor &self, int64_t dim);
+Tensor flatten(const Tensor &self, int64_t startDim = 0, int64_t endDim = -1);
+Tensor unflatten(const Tensor &self, int64_t dim, IntList sizes);
+std::vector<Tensor> unbind(const Tensor &self, int64_t dim);
+Tensor t(const Tensor &self);
+Tensor mT(const Tensor &self);
+Tensor asStrided(const Tensor &self, IntList sizes, IntList strides,
+                 std::optional<int64_t> offset = {});
+Tensor contiguous(const Tensor &self);
+Tensor clone(const Tensor &self);
+Tensor to(const Tensor &self, DType dtype, bool copy = false);
+Tensor to(const Tensor &self, Device device, bool copy = false);
+
+/// The in-place form of an op whose out-of-place `result` was computed from self: writes it into
+/// self and makes result's history self's (refusing what autograd cannot follow).
+Tensor &applyInplace(const char *op, Tensor &self, const Tensor &result);
+/// The operand an in-place op computes from: self, or a recorded clone of it when the op records
+/// (the rule may save self, which the write would overwrite).
+Tensor inplaceOperand(const Tensor &self, std::initializer_list<const Tensor *> others = {});
+
+} // namespace kiln::autograd

@@ -1,0 +1,304 @@
+// Differentiable convolution, pooling, batch norm and constant padding.
+//
+// Their rules run the eager kernels directly (conv_transpose, unfold, fold, scatter): the first
+// derivative is exact; a second derivative through them is not recorded.
+#include "autograd/ops.h"
+#include "autograd/record.h"
+#include "runtime/error.h"
+#include "runtime/ops/factory.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kiln::autograd::ops {
+namespace {
+using B = EagerBuilder;
+
+Shape expandTo(const Shape &v, int64_t nd, int64_t fill) {
+  if (v.empty())
+    return Shape(nd, fill);
+  return v.size() == 1 ? Shape(nd, v[0]) : v;
+}
+
+/// Dims of x except the channel dim 1: what batch norm reduces over.
+Shape allButChannel(int64_t rank) {
+  Shape dims{0};
+  for (int64_t d = 2; d < rank; ++d)
+    dims.push_back(d);
+  return dims;
+}
+
+/// weight [O, C/g, kh, kw] of a 2-D convolution from g [N, O, oh, ow] and x [N, C, H, W]: im2col
+/// columns times the gradient, batched over groups and summed over the batch.
+Tensor convWeightGrad2d(const Tensor &x, const Tensor &g, const Shape &wsizes, const Shape &stride,
+                        const Shape &padding, const Shape &dilation, int64_t groups) {
+  const int64_t n = x.size(0), o = wsizes[0];
+  Tensor cols = kiln::ops::unfold(x, {wsizes[2], wsizes[3]}, dilation, padding, stride);
+  const int64_t l = cols.size(2), ck = cols.size(1) / groups;
+  Tensor c = cols.reshape({n, groups, ck, l});
+  Tensor gg = g.reshape({n, groups, o / groups, l});
+  Tensor w = kiln::ops::sum(kiln::ops::matmul(gg, c.transpose(-1, -2)), DimList(Shape{0}));
+  return w.reshape(wsizes);
+}
+} // namespace
+
+Tensor convolution(int64_t spatialDims, const Tensor &input, const Tensor &weight,
+                   const std::optional<Tensor> &bias, const ConvOptions &opts) {
+  const Tensor *pb = bias ? &*bias : nullptr;
+  if (!anyRequiresGrad({&input, &weight, pb}))
+    return kiln::ops::convolution(spatialDims, input, weight, bias, opts);
+  KILN_CHECK_KIND(NotImplemented, spatialDims <= 2,
+                  "conv3d: the derivative of 3-D convolution is not implemented yet");
+  const int64_t nd = spatialDims;
+  Shape stride = expandTo(opts.stride, nd, 1), dilation = expandTo(opts.dilation, nd, 1);
+  Shape padding = expandTo(opts.padding, nd, 0);
+  if (!opts.paddingMode.empty()) {
+    // 'same' may pad one more element after than before: pad the input explicitly then.
+    padding.assign(nd, 0);
+    if (opts.paddingMode == "same") {
+      Shape widths;
+      bool symmetric = true;
+      for (int64_t d = nd - 1; d >= 0; --d) {
+        int64_t total = dilation[d] * (weight.size(d + 2) - 1);
+        widths.push_back(total / 2);
+        widths.push_back(total - total / 2);
+        symmetric = symmetric && total % 2 == 0;
+      }
+      if (!symmetric) {
+        ConvOptions o = opts;
+        o.paddingMode.clear();
+        o.padding = Shape(nd, 0);
+        return autograd::ops::convolution(spatialDims, pad(input, widths), weight, bias, o);
+      }
+      for (int64_t d = 0; d < nd; ++d)
+        padding[d] = dilation[d] * (weight.size(d + 2) - 1) / 2;
+    }
+  }
+  ConvOptions explicitOpts = opts;
+  explicitOpts.paddingMode.clear();
+  explicitOpts.padding = padding;
+  Tensor out = kiln::ops::convolution(spatialDims, input, weight, bias, explicitOpts);
+  record("ConvolutionBackward0", {&input, &weight, pb}, out, [&](const NodePtr &self) {
+    bool needX = self->needsInputGrad(0), needW = self->needsInputGrad(1);
+    return [sx = SavedTensor(needW ? input : Tensor()), sw = SavedTensor(needX ? weight : Tensor()),
+            xs = input.sizes(), ws = weight.sizes(), nd, stride, padding, dilation,
+            groups = opts.groups](B &, const Node &n, Grads &g) {
+      Grads r(3);
+      Tensor gout = g[0];
+      const bool batched = static_cast<int64_t>(xs.size()) == nd + 2;
+      if (!batched)
+        gout = gout.unsqueeze(0);
+      if (n.needsInputGrad(0)) {
+        Tensor w = sw.unpack(n);
+        Shape outPad(nd);
+        for (int64_t d = 0; d < nd; ++d) {
+          int64_t in = xs[xs.size() - nd + d];
+          int64_t made = (gout.size(d + 2) - 1) * stride[d] - 2 * padding[d] +
+                         dilation[d] * (ws[d + 2] - 1) + 1;
+          outPad[d] = in - made;
+        }
+        ConvTransposeOptions t{stride, padding, outPad, dilation, groups};
+        Tensor gx = kiln::ops::convTranspose(nd, gout, w, std::nullopt, t);
+        r[0] = batched ? gx : gx.squeeze(Shape{0});
+      }
+      if (n.needsInputGrad(1)) {
+        Tensor x = sx.unpack(n);
+        if (!batched)
+          x = x.unsqueeze(0);
+        if (nd == 1) { // as a 2-D convolution over a height of 1
+          Shape ws2{ws[0], ws[1], 1, ws[2]};
+          r[1] = convWeightGrad2d(x.unsqueeze(2), gout.unsqueeze(2), ws2, {1, stride[0]},
+                                  {0, padding[0]}, {1, dilation[0]}, groups)
+                     .reshape(ws);
+        } else {
+          r[1] = convWeightGrad2d(x, gout, ws, stride, padding, dilation, groups);
+        }
+      }
+      if (n.needsInputGrad(2)) {
+        Shape dims{0};
+        for (int64_t d = 2; d < gout.dim(); ++d)
+          dims.push_back(d);
+        r[2] = kiln::ops::sum(gout, DimList(dims));
+      }
+      return r;
+    };
+  });
+  return out;
+}
+
+Tensor pad(const Tensor &self, IntList widths, const std::string &mode,
+           std::optional<double> value) {
+  Tensor out = kiln::ops::pad(self, widths, mode, value);
+  if (!anyRequiresGrad({&self}))
+    return out;
+  KILN_CHECK_KIND(NotImplemented,
+                  mode == "constant" &&
+                      std::all_of(widths.begin(), widths.end(), [](int64_t w) { return w >= 0; }),
+                  "pad: the derivative of mode='{}' (or of negative padding) is not implemented "
+                  "yet",
+                  mode);
+  record("ConstantPadNdBackward0", {&self}, out, [&](const NodePtr &) {
+    return [w = Shape(widths.begin(), widths.end()), xs = self.sizes()](B &b, const Node &,
+                                                                         Grads &g) {
+      Tensor r = g[0];
+      // widths pair up from the last dim backwards: (left, right) of dim -1, then of dim -2.
+      for (size_t i = 0; i + 1 < w.size() && i / 2 < xs.size(); i += 2) {
+        int64_t dim = static_cast<int64_t>(xs.size()) - 1 - static_cast<int64_t>(i / 2);
+        r = b.slice(r, dim, w[i], w[i] + xs[dim], 1);
+      }
+      return Grads{r};
+    };
+  });
+  return out;
+}
+
+std::pair<Tensor, Tensor> maxPool(int64_t nd, const Tensor &input, const PoolOptions &opts,
+                                  bool withIndices) {
+  if (!anyRequiresGrad({&input}))
+    return kiln::ops::maxPool(nd, input, opts, withIndices);
+  auto [out, indices] = kiln::ops::maxPool(nd, input, opts, true);
+  record("MaxPool2DWithIndicesBackward0", {&input}, out, [&](const NodePtr &) {
+    return [idx = indices, xs = input.sizes(), nd](B &, const Node &, Grads &g) {
+      // The indices count within each flattened input plane: scatter the gradient there.
+      Shape lead(xs.begin(), xs.end() - nd), flat = lead, gflat = lead;
+      int64_t plane = 1;
+      for (size_t d = xs.size() - nd; d < xs.size(); ++d)
+        plane *= xs[d];
+      flat.push_back(plane);
+      gflat.push_back(-1);
+      Tensor gx = kiln::ops::zeros(flat, g[0].dtype());
+      kiln::ops::scatterAdd_(gx, -1, idx.reshape(gflat), g[0].contiguous().reshape(gflat));
+      return Grads{gx.reshape(xs)};
+    };
+  });
+  return {out, withIndices ? indices : Tensor()};
+}
+
+Tensor avgPool(int64_t nd, const Tensor &input, const PoolOptions &opts, bool countIncludePad,
+               std::optional<int64_t> divisorOverride) {
+  Tensor out = kiln::ops::avgPool(nd, input, opts, countIncludePad, divisorOverride);
+  if (!anyRequiresGrad({&input}))
+    return out;
+  KILN_CHECK_KIND(NotImplemented, nd <= 2 && !opts.ceilMode,
+                  "avg_pool: the derivative of {}avg_pool{}d is not implemented yet",
+                  opts.ceilMode ? "ceil_mode " : "", nd);
+  record("AvgPool2DBackward0", {&input}, out, [&](const NodePtr &) {
+    return [xs = input.sizes(), nd, opts, countIncludePad, divisorOverride](B &, const Node &,
+                                                                              Grads &g) {
+      // As 2-D pooling of a batched input: (N, C, H, W), H = 1 for 1-D pooling.
+      const bool batched = static_cast<int64_t>(xs.size()) == nd + 2;
+      Shape k = expandTo(opts.kernelSize, nd, 1), s = expandTo(opts.stride, nd, 0),
+            p = expandTo(opts.padding, nd, 0);
+      for (int64_t d = 0; d < nd; ++d)
+        if (s[d] == 0)
+          s[d] = k[d];
+      if (nd == 1) {
+        k.insert(k.begin(), 1);
+        s.insert(s.begin(), 1);
+        p.insert(p.begin(), 0);
+      }
+      const int64_t c = batched ? xs[1] : xs[0], h = nd == 1 ? 1 : xs[xs.size() - 2],
+                    w = xs.back(), nb = batched ? xs[0] : 1;
+      Tensor gout = g[0].reshape({nb, c, -1});
+      // Per output window: its divisor. Valid elements come from unfolding ones (unfold pads
+      // with zeros).
+      Tensor ones = kiln::ops::ones({1, 1, h, w}, g[0].dtype());
+      Tensor valid = kiln::ops::sum(kiln::ops::unfold(ones, k, {1, 1}, p, s), DimList(Shape{1}));
+      Tensor divisor;
+      if (divisorOverride)
+        divisor = kiln::ops::full(valid.sizes(), Scalar(static_cast<double>(*divisorOverride)),
+                                  g[0].dtype());
+      else if (countIncludePad)
+        divisor = kiln::ops::full(valid.sizes(), Scalar(static_cast<double>(k[0] * k[1])),
+                                  g[0].dtype());
+      else
+        divisor = valid;
+      Tensor share = kiln::ops::div(gout, divisor.reshape({1, 1, -1}));
+      Tensor cols = share.unsqueeze(2).expand({nb, c, k[0] * k[1], share.size(2)})
+                        .reshape({nb, c * k[0] * k[1], share.size(2)});
+      Tensor gx = kiln::ops::fold(cols, {h, w}, k, {1, 1}, p, s);
+      return Grads{gx.reshape(xs)};
+    };
+  });
+  return out;
+}
+
+Tensor adaptiveAvgPool(int64_t nd, const Tensor &input, const AdaptiveSize &outputSize) {
+  Tensor out = kiln::ops::adaptiveAvgPool(nd, input, outputSize);
+  if (!anyRequiresGrad({&input}))
+    return out;
+  KILN_CHECK_KIND(NotImplemented, nd <= 2,
+                  "adaptive_avg_pool3d: the derivative is not implemented yet");
+  // Adaptive average pooling is y = A_h x A_w^T with fixed averaging matrices.
+  auto averaging = [&](int64_t in, int64_t outSize) {
+    Tensor a = kiln::ops::zeros({outSize, in}, input.dtype());
+    for (int64_t i = 0; i < outSize; ++i) {
+      int64_t start = (i * in) / outSize, end = ((i + 1) * in + outSize - 1) / outSize;
+      a.select(0, i).slice(0, start, end).fill_(Scalar(1.0 / static_cast<double>(end - start)));
+    }
+    return a;
+  };
+  std::vector<Tensor> mats;
+  for (int64_t d = 0; d < nd; ++d)
+    mats.push_back(averaging(input.size(input.dim() - nd + d), out.size(out.dim() - nd + d)));
+  record("AdaptiveAvgPool2DBackward0", {&input}, out, [&](const NodePtr &) {
+    return [mats, nd](B &b, const Node &, Grads &g) {
+      Tensor gx = nd == 2 ? b.matmul(b.matmul(b.transpose(mats[0], 0, 1), g[0]), mats[1])
+                          : b.matmul(g[0], mats[0]);
+      return Grads{gx};
+    };
+  });
+  return out;
+}
+
+Tensor batchNorm(const Tensor &input, const Tensor &weight, const Tensor &bias,
+                 const Tensor &runningMean, const Tensor &runningVar, bool training,
+                 double momentum, double eps) {
+  Tensor out =
+      kiln::ops::batchNorm(input, weight, bias, runningMean, runningVar, training, momentum, eps);
+  const bool batchStats = training || !runningMean.defined() || !runningVar.defined();
+  record("NativeBatchNormBackward0", {&input, &weight, &bias}, out, [&](const NodePtr &) {
+    return [sx = SavedTensor(input), sw = SavedTensor(weight),
+            rm = batchStats ? Tensor() : runningMean.clone(),
+            rv = batchStats ? Tensor() : runningVar.clone(), eps](B &b, const Node &n, Grads &g) {
+      Tensor x = sx.unpack(n);
+      const int64_t rank = x.dim(), c = x.size(1);
+      Shape dims = allButChannel(rank), chan(rank, 1);
+      chan[1] = c;
+      DimList dl(dims);
+      double count = static_cast<double>(x.numel()) / static_cast<double>(c);
+      Tensor w = sw.defined() ? b.reshape(sw.unpack(n), chan) : Tensor();
+      Tensor mean, rstd;
+      if (rm.defined()) {
+        mean = rm.to(x.dtype()).reshape(chan);
+        rstd = kiln::ops::rsqrt(kiln::ops::add(rv.to(x.dtype()), Tensor::wrapScalar(Scalar(eps))))
+                   .reshape(chan);
+      } else {
+        mean = b.scale(b.sum(x, dl, true), 1.0 / count);
+        Tensor centered = b.sub(x, mean);
+        Tensor var = b.scale(b.sum(b.mul(centered, centered), dl, true), 1.0 / count);
+        rstd = b.powScalar(b.addScalar(var, eps), -0.5);
+      }
+      Tensor xhat = b.mul(b.sub(x, mean), rstd);
+      Grads r(3);
+      Tensor gxhat = w.defined() ? b.mul(g[0], w) : g[0];
+      if (n.needsInputGrad(0)) {
+        if (rm.defined()) {
+          r[0] = b.mul(gxhat, rstd); // running statistics are constants
+        } else {
+          Tensor m1 = b.scale(b.sum(gxhat, dl, true), 1.0 / count);
+          Tensor m2 = b.scale(b.sum(b.mul(gxhat, xhat), dl, true), 1.0 / count);
+          r[0] = b.mul(rstd, b.sub(b.sub(gxhat, m1), b.mul(xhat, m2)));
+        }
+      }
+      if (n.needsInputGrad(1))
+        r[1] = b.sum(b.mul(g[0], xhat), dl, false);
+      if (n.needsInputGrad(2))
+        r[2] = b.sum(g[0], dl, false);
+      return r;
+    };
+  });
+  return out;
+}
+
+} // namespace kiln::autograd::ops

@@ -1,0 +1,202 @@
+// Differentiable nn ops: layer_norm and embedding have rules; the losses and attention run as
+// their decomposition into differentiable ops while recording (their fused kernels otherwise).
+#include "autograd/derivatives.h"
+#include "autograd/ops.h"
+#include "autograd/record.h"
+#include "runtime/error.h"
+#include "runtime/ops/compare.h"
+#include "runtime/ops/factory.h"
+
+#include <cmath>
+#include <limits>
+
+namespace kiln::autograd::ops {
+namespace {
+using rules::infoOf;
+using rules::Needs;
+using B = EagerBuilder;
+
+Tensor number(double v) { return Tensor::wrapScalar(Scalar(v)); }
+
+/// weight (C) viewed to broadcast along dim 1 of a rank-`rank` input (dim 0 when rank is 1).
+Tensor classWeight(const Tensor &weight, int64_t rank) {
+  Shape sizes(std::max<int64_t>(rank, 1), 1);
+  sizes[rank == 1 ? 0 : 1] = weight.numel();
+  return autograd::reshape(weight, sizes);
+}
+
+/// torch's class-weighted losses take the weight as a constant.
+void checkWeightConstant(const Tensor &weight) {
+  KILN_CHECK(!anyRequiresGrad({&weight}),
+             "The function 'nll_loss_forward' is not differentiable with respect to argument "
+             "'weight'. This input cannot have requires_grad True.");
+}
+
+Tensor reduce(const Tensor &perElement, Reduction reduction) {
+  if (reduction == Reduction::None)
+    return perElement;
+  return reduction == Reduction::Sum ? sum(perElement) : mean(perElement);
+}
+} // namespace
+
+Tensor layerNorm(const Tensor &input, IntList normalizedShape, const Tensor &weight,
+                 const Tensor &bias, double eps) {
+  Tensor out = kiln::ops::layerNorm(input, normalizedShape, weight, bias, eps);
+  record("NativeLayerNormBackward0", {&input, &weight, &bias}, out, [&](const NodePtr &) {
+    std::optional<rules::InputInfo<B>> bi;
+    if (bias.defined())
+      bi = infoOf<B>(bias);
+    return [sx = SavedTensor(input), sw = SavedTensor(weight), bi,
+            nd = static_cast<int64_t>(normalizedShape.size()), eps](B &bd, const Node &n,
+                                                                     Grads &g) {
+      std::optional<Tensor> w;
+      if (sw.defined())
+        w = sw.unpack(n);
+      return rules::layerNorm(bd, g[0], sx.unpack(n), w, bi, nd, eps, Needs::of(n));
+    };
+  });
+  return out;
+}
+
+Tensor embedding(const Tensor &indices, const Tensor &weight, std::optional<int64_t> paddingIdx) {
+  Tensor out = kiln::ops::embedding(indices, weight, paddingIdx);
+  record("EmbeddingBackward0", {nullptr, &weight}, out, [&](const NodePtr &) {
+    std::optional<int64_t> pad = paddingIdx;
+    if (pad && *pad < 0)
+      *pad += weight.size(0);
+    return [si = SavedTensor(indices), ws = weight.sizes(), pad](B &bd, const Node &n, Grads &g) {
+      Tensor flat = si.unpack(n).reshape({-1});
+      Tensor rows = bd.reshape(g[0], {-1, ws[1]});
+      if (pad) // the padding row gets no gradient
+        rows = bd.zeroWhere(
+            rows, kiln::ops::eq(flat, Tensor::wrapScalar(Scalar(*pad))).unsqueeze(1));
+      Grads r(2);
+      r[1] = bd.indexAdd(ws, 0, flat, rows);
+      return r;
+    };
+  });
+  return out;
+}
+
+Tensor nllLoss(const Tensor &input, const Tensor &target, const Tensor &weight, Reduction reduction,
+               int64_t ignoreIndex) {
+  checkWeightConstant(weight);
+  Tensor out = kiln::ops::nllLoss(input, target, weight, reduction, ignoreIndex);
+  record("NllLossBackward0", {&input}, out, [&](const NodePtr &) {
+    const int64_t classDim = input.dim() == 1 ? 0 : 1;
+    // Per target element: -weight[target], 0 where ignored; the mean divides by their sum.
+    Tensor valid = kiln::ops::ne(target, Tensor::wrapScalar(Scalar(ignoreIndex)));
+    Tensor safe = kiln::ops::where(valid, target, Tensor::wrapScalar(Scalar(int64_t{0})));
+    Tensor w = weight.defined()
+                   ? kiln::ops::indexSelect(weight, 0, safe.reshape({-1})).reshape(target.sizes())
+                   : kiln::ops::ones(target.sizes(), input.dtype());
+    w = kiln::ops::mul(w, valid);
+    if (reduction == Reduction::Mean)
+      w = kiln::ops::div(w, kiln::ops::sum(w));
+    return [w = kiln::ops::neg(w), safe, classDim, sizes = input.sizes()](B &bd, const Node &,
+                                                                          Grads &g) {
+      Tensor src = bd.mul(g[0], w);
+      return Grads{
+          bd.scatterAdd(sizes, classDim, safe.unsqueeze(classDim), src.unsqueeze(classDim))};
+    };
+  });
+  return out;
+}
+
+Tensor crossEntropy(const Tensor &input, const Tensor &target, const Tensor &weight,
+                    Reduction reduction, int64_t ignoreIndex, double labelSmoothing) {
+  checkWeightConstant(weight);
+  if (!anyRequiresGrad({&input}))
+    return kiln::ops::crossEntropy(input, target, weight, reduction, ignoreIndex, labelSmoothing);
+  KILN_CHECK(input.dim() >= 1, "cross_entropy: input must have a class dim, got a 0-d tensor");
+  const int64_t classDim = input.dim() == 1 ? 0 : 1;
+  const double classes = static_cast<double>(input.size(classDim));
+  Tensor lsm = logSoftmax(input, classDim);
+  if (isFloating(target.dtype())) {
+    // Class probabilities: -sum(p * log_softmax) per element, smoothed towards uniform.
+    Tensor p = labelSmoothing > 0 ? add(mul(target, number(1.0 - labelSmoothing)),
+                                        number(labelSmoothing / classes))
+                                  : target;
+    Tensor prod = mul(lsm, p);
+    if (weight.defined())
+      prod = mul(prod, classWeight(weight, input.dim()));
+    Tensor per = neg(sum(prod, DimList(Shape{classDim})));
+    if (reduction == Reduction::Mean)
+      return div(sum(per), number(static_cast<double>(input.numel()) / classes));
+    return reduce(per, reduction);
+  }
+  Tensor nll = autograd::ops::nllLoss(lsm, target, weight, reduction, ignoreIndex);
+  if (labelSmoothing <= 0)
+    return nll;
+  // torch's label smoothing: (1 - e) nll + e / C * (-sum of the (weighted) log-probabilities).
+  Tensor weighted = weight.defined() ? mul(lsm, classWeight(weight, input.dim())) : lsm;
+  Tensor smooth = neg(sum(weighted, DimList(Shape{classDim})));
+  Tensor ignored = kiln::ops::eq(target, Tensor::wrapScalar(Scalar(ignoreIndex)));
+  smooth = maskedFill(smooth, ignored, number(0.0));
+  Tensor smoothReduced;
+  if (reduction == Reduction::None) {
+    smoothReduced = smooth;
+  } else if (reduction == Reduction::Sum) {
+    smoothReduced = sum(smooth);
+  } else {
+    Tensor valid = kiln::ops::logicalNot(ignored);
+    Tensor denom;
+    if (weight.defined()) {
+      Tensor safe = kiln::ops::where(valid, target, Tensor::wrapScalar(Scalar(int64_t{0})));
+      denom = kiln::ops::sum(kiln::ops::mul(
+          kiln::ops::indexSelect(weight, 0, safe.reshape({-1})).reshape(target.sizes()), valid));
+    } else {
+      denom = kiln::ops::sum(valid).to(input.dtype());
+    }
+    smoothReduced = div(sum(smooth), denom);
+  }
+  return add(mul(nll, number(1.0 - labelSmoothing)),
+             mul(smoothReduced, number(labelSmoothing / classes)));
+}
+
+Tensor mseLoss(const Tensor &input, const Tensor &target, const Tensor &weight,
+               Reduction reduction) {
+  if (!anyRequiresGrad({&input, &target, &weight}))
+    return kiln::ops::mseLoss(input, target, weight, reduction);
+  Tensor d = sub(input, target);
+  Tensor l = mul(d, d);
+  if (!weight.defined())
+    return reduce(l, reduction);
+  Tensor wl = mul(l, weight);
+  if (reduction == Reduction::Mean)
+    return div(sum(wl), sum(weight));
+  return reduce(wl, reduction);
+}
+
+Tensor scaledDotProductAttention(const Tensor &query, const Tensor &key, const Tensor &value,
+                                 const Tensor &attnMask, double dropoutP, bool isCausal,
+                                 std::optional<double> scale, bool enableGqa) {
+  if (!anyRequiresGrad({&query, &key, &value, &attnMask}))
+    return kiln::ops::scaledDotProductAttention(query, key, value, attnMask, dropoutP, isCausal,
+                                                scale, enableGqa);
+  KILN_CHECK_KIND(NotImplemented,
+                  !enableGqa || query.dim() < 3 || query.size(-3) == key.size(-3),
+                  "scaled_dot_product_attention: enable_gqa with fewer key/value heads than query "
+                  "heads is not differentiable yet");
+  const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
+  Tensor attn = mul(matmul(query, autograd::transpose(key, -2, -1)), number(s));
+  const double ninf = -std::numeric_limits<double>::infinity();
+  if (isCausal) {
+    Tensor allowed =
+        kiln::ops::tril(kiln::ops::ones({query.size(-2), key.size(-2)}, DType::Bool), 0);
+    attn = maskedFill(attn, kiln::ops::logicalNot(allowed), number(ninf));
+  }
+  if (attnMask.defined())
+    attn = attnMask.dtype() == DType::Bool
+               ? maskedFill(attn, kiln::ops::logicalNot(attnMask), number(ninf))
+               : add(attn, attnMask);
+  // torch's safe softmax: a row with every key masked attends to nothing (zeros, not NaN).
+  Tensor fullyMasked = kiln::ops::eq(kiln::ops::amax(attn, DimList(Shape{-1}), true),
+                                     Tensor::wrapScalar(Scalar(ninf)));
+  attn = maskedFill(softmax(attn, -1), fullyMasked, number(0.0));
+  if (dropoutP > 0)
+    attn = dropout(attn, dropoutP, true);
+  return matmul(attn, value);
+}
+
+} // namespace kiln::autograd::ops

@@ -1,0 +1,207 @@
+// Tensor's view methods and copies with autograd history, and the in-place protocol.
+//
+// A view's rule maps the gradient of the view back onto its base's geometry. A recorded view
+// remembers its base (AutogradMeta::viewBase), so that an in-place write through it, which would
+// have to rewrite the base's history, is refused (checkInplace).
+#include "autograd/derivatives.h"
+#include "autograd/ops.h"
+#include "autograd/record.h"
+#include "runtime/error.h"
+
+#include <algorithm>
+
+namespace kiln::autograd {
+namespace {
+using B = EagerBuilder;
+
+/// Records view `out` of self with `rule` (a rule lambda) and marks it a view of self's base.
+template <class Rule> Tensor recordView(const char *name, const Tensor &self, Tensor out, Rule rule) {
+  if (!record(name, {&self}, out, [&](const NodePtr &) { return rule; }))
+    return out;
+  AutogradMeta *base = metaOrNull(self);
+  meta(out).viewBase = base && base->viewBase.defined() ? base->viewBase : self;
+  return out;
+}
+
+/// The rule of every view that only changes sizes: reshape the gradient back.
+auto reshapeBack(const Tensor &self) {
+  return [sizes = self.sizes()](B &b, const Node &, Grads &g) {
+    return Grads{b.reshape(g[0], sizes)};
+  };
+}
+
+auto transposeBack(int64_t d0, int64_t d1) {
+  return [d0, d1](B &b, const Node &, Grads &g) { return Grads{b.transpose(g[0], d0, d1)}; };
+}
+
+auto sliceBack(const Tensor &self, int64_t dim, int64_t start, int64_t end, int64_t step,
+               bool selected) {
+  return [sizes = self.sizes(), dim, start, end, step, selected](B &b, const Node &, Grads &g) {
+    Tensor gs = selected ? b.unsqueeze(g[0], dim) : g[0];
+    return Grads{b.sliceBackward(gs, sizes, dim, start, end, step)};
+  };
+}
+} // namespace
+
+Tensor view(const Tensor &self, IntList sizes) {
+  return recordView("ViewBackward0", self, self.view(sizes), reshapeBack(self));
+}
+Tensor reshape(const Tensor &self, IntList sizes) {
+  return recordView("ViewBackward0", self, self.reshape(sizes), reshapeBack(self));
+}
+Tensor flatten(const Tensor &self, int64_t startDim, int64_t endDim) {
+  return recordView("ViewBackward0", self, self.flatten(startDim, endDim), reshapeBack(self));
+}
+Tensor unflatten(const Tensor &self, int64_t dim, IntList sizes) {
+  return recordView("ViewBackward0", self, self.unflatten(dim, sizes), reshapeBack(self));
+}
+Tensor squeeze(const Tensor &self) {
+  return recordView("SqueezeBackward0", self, self.squeeze(), reshapeBack(self));
+}
+Tensor squeeze(const Tensor &self, IntList dims) {
+  return recordView("SqueezeBackward1", self, self.squeeze(dims), reshapeBack(self));
+}
+Tensor unsqueeze(const Tensor &self, int64_t dim) {
+  return recordView("UnsqueezeBackward0", self, self.unsqueeze(dim), reshapeBack(self));
+}
+
+Tensor transpose(const Tensor &self, int64_t d0, int64_t d1) {
+  return recordView("TransposeBackward0", self, self.transpose(d0, d1), transposeBack(d0, d1));
+}
+Tensor t(const Tensor &self) {
+  return recordView("TBackward0", self, self.t(), transposeBack(0, self.dim() < 2 ? 0 : 1));
+}
+Tensor mT(const Tensor &self) {
+  return recordView("TransposeBackward0", self, self.mT(), transposeBack(-2, -1));
+}
+
+Tensor permute(const Tensor &self, IntList dims) {
+  Tensor out = self.permute(dims);
+  Shape inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i)
+    inverse[wrapDim(dims[i], self.dim(), "permute")] = static_cast<int64_t>(i);
+  return recordView("PermuteBackward0", self, out, [inverse](B &b, const Node &, Grads &g) {
+    return Grads{b.permute(g[0], inverse)};
+  });
+}
+
+Tensor expand(const Tensor &self, IntList sizes) {
+  return recordView("ExpandBackward0", self, self.expand(sizes),
+                    [x = rules::infoOf<B>(self)](B &b, const Node &, Grads &g) {
+                      return Grads{b.reduceTo(g[0], x.sizes, x.dtype)};
+                    });
+}
+
+Tensor slice(const Tensor &self, int64_t dim, std::optional<int64_t> start,
+             std::optional<int64_t> end, int64_t step) {
+  Tensor out = self.slice(dim, start, end, step);
+  if (!anyRequiresGrad({&self}))
+    return out;
+  // The same normalization as Tensor::slice, for the rule.
+  int64_t d = wrapDim(dim, self.dim(), "slice");
+  int64_t n = self.size(d);
+  int64_t s = start.value_or(0), e = end.value_or(n);
+  s = std::clamp<int64_t>(s < 0 ? s + n : s, 0, n);
+  e = std::clamp<int64_t>(e < 0 ? e + n : e, s, n);
+  return recordView("SliceBackward0", self, out, sliceBack(self, d, s, e, step, false));
+}
+
+Tensor narrow(const Tensor &self, int64_t dim, int64_t start, int64_t length) {
+  Tensor out = self.narrow(dim, start, length);
+  if (!anyRequiresGrad({&self}))
+    return out;
+  int64_t d = wrapDim(dim, self.dim(), "narrow");
+  int64_t s = start < 0 ? start + self.size(d) : start;
+  return recordView("SliceBackward0", self, out, sliceBack(self, d, s, s + length, 1, false));
+}
+
+Tensor select(const Tensor &self, int64_t dim, int64_t index) {
+  Tensor out = self.select(dim, index);
+  if (!anyRequiresGrad({&self}))
+    return out;
+  int64_t d = wrapDim(dim, self.dim(), "select");
+  int64_t i = index < 0 ? index + self.size(d) : index;
+  return recordView("SelectBackward0", self, out, sliceBack(self, d, i, i + 1, 1, true));
+}
+
+std::vector<Tensor> unbind(const Tensor &self, int64_t dim) {
+  if (!anyRequiresGrad({&self}))
+    return self.unbind(dim);
+  int64_t d = wrapDim(dim, self.dim(), "unbind");
+  std::vector<Tensor> parts;
+  for (int64_t i = 0; i < self.size(d); ++i)
+    parts.push_back(select(self, d, i));
+  return parts;
+}
+
+Tensor asStrided(const Tensor &self, IntList sizes, IntList strides,
+                 std::optional<int64_t> offset) {
+  KILN_CHECK_KIND(NotImplemented, !anyRequiresGrad({&self}),
+                  "as_strided: the derivative of as_strided is not implemented yet; use view, "
+                  "expand, slice or unfold-style indexing on a tensor that requires grad");
+  return self.asStrided(sizes, strides, offset);
+}
+
+Tensor clone(const Tensor &self) {
+  Tensor out = self.clone();
+  record("CloneBackward0", {&self}, out, [&](const NodePtr &) {
+    return [](B &, const Node &, Grads &g) { return Grads{g[0]}; };
+  });
+  return out;
+}
+
+Tensor contiguous(const Tensor &self) { return self.isContiguous() ? self : clone(self); }
+
+Tensor to(const Tensor &self, DType dtype, bool copy) {
+  if (self.dtype() == dtype && !copy)
+    return self;
+  Tensor out = self.to(dtype, copy);
+  record("ToCopyBackward0", {&self}, out, [&](const NodePtr &) {
+    return [dt = self.dtype()](B &b, const Node &, Grads &g) { return Grads{b.cast(g[0], dt)}; };
+  });
+  return out;
+}
+
+Tensor to(const Tensor &self, Device device, bool copy) {
+  if (self.device() == device && !copy)
+    return self;
+  Tensor out = self.to(device, copy);
+  record("ToCopyBackward0", {&self}, out, [&](const NodePtr &) {
+    return [dev = self.device()](B &, const Node &, Grads &g) { return Grads{g[0].to(dev)}; };
+  });
+  return out;
+}
+
+Tensor inplaceOperand(const Tensor &self, std::initializer_list<const Tensor *> others) {
+  bool any = anyRequiresGrad({&self});
+  for (const Tensor *t : others)
+    any = any || anyRequiresGrad({t});
+  if (!any)
+    return self;
+  checkInplace(self, "in-place op");
+  return clone(self);
+}
+
+Tensor &applyInplace(const char *op, Tensor &self, const Tensor &result) {
+  const bool tracked = isGradEnabled() && (result.requiresGrad() || self.requiresGrad());
+  if (tracked)
+    checkInplace(self, op);
+  kiln::ops::inplace(op, self, result);
+  if (!tracked)
+    return self;
+  if (Node *fn = gradFn(result)) {
+    setHistory(self, fn->shared_from_this(), meta(result).outputNr);
+  } else {
+    // The new value does not depend on anything that requires grad: self's old history gets
+    // no gradient from here on, but self still requires grad (as torch's copy_ of a constant).
+    Tensor old = self;
+    Tensor fresh = detach(self);
+    record("FillBackward0", {&old}, fresh, [&](const NodePtr &) {
+      return [](B &, const Node &, Grads &) { return Grads{Tensor()}; };
+    });
+    setHistory(self, meta(fresh).gradFn, 0);
+  }
+  return self;
+}
+
+} // namespace kiln::autograd

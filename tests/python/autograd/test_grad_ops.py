@@ -1,0 +1,319 @@
+"""Gradients of every differentiable op against torch's on the same inputs.
+
+Each case is one function written against the shared API (``m`` is ``kiln`` or ``torch``), run on
+inputs with the same values in both libraries; the output gradient is random, and every input
+gradient must match torch's (float64: 1e-10; float32: 1e-5). Inputs come contiguous, transposed
+(non-contiguous) and broadcast where the op broadcasts.
+"""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import kiln  # noqa: E402
+
+F64 = "float64"
+
+
+def _arrays(shapes, seed, positive=False):
+    rng = np.random.default_rng(seed)
+    out = []
+    for s in shapes:
+        a = rng.standard_normal(s)
+        if positive:
+            a = np.abs(a) + 0.5
+        out.append(a)
+    return out
+
+
+def _leaf(lib, a, dtype, transposed):
+    t = lib.tensor(a.T.copy() if transposed else a, dtype=getattr(lib, dtype))
+    if transposed:
+        t = t.t()  # the same values, as a non-contiguous view
+        if lib is torch:
+            t = t.detach()
+    return t.requires_grad_()
+
+
+def _grads(lib, fn, arrays, dtype, transposed, seed):
+    inputs = [_leaf(lib, a, dtype, transposed and a.ndim == 2) for a in arrays]
+    out = fn(lib, *inputs)
+    outs = out if isinstance(out, tuple) else (out,)
+    rng = np.random.default_rng(seed + 1)
+    gs = [lib.tensor(rng.standard_normal(tuple(o.shape)), dtype=o.dtype) for o in outs]
+    values = [o.detach().double().numpy() for o in outs]
+    grads = lib.autograd.grad(outs, inputs, gs, allow_unused=True)
+    return values, [None if g is None else g.double().numpy() for g in grads]
+
+
+def check(fn, shapes, *, dtype=F64, positive=False, transposed=False, seed=0, tol=None):
+    arrays = _arrays(shapes, seed, positive)
+    tol = tol or (1e-10 if dtype == F64 else 2e-5)
+    kv, kg = _grads(kiln, fn, arrays, dtype, transposed, seed)
+    tv, tg = _grads(torch, fn, arrays, dtype, transposed, seed)
+    for a, b in zip(kv, tv, strict=True):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    for i, (a, b) in enumerate(zip(kg, tg, strict=True)):
+        assert (a is None) == (b is None), (
+            f"input {i}: kiln grad {a is not None}, torch {b is not None}"
+        )
+        if a is not None:
+            np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=f"grad of input {i}")
+
+
+F = lambda m: m.nn.functional  # noqa: E731
+
+BINARY = {
+    "add": lambda m, x, y: x + y,
+    "add_alpha": lambda m, x, y: m.add(x, y, alpha=2.5),
+    "sub": lambda m, x, y: x - y,
+    "rsub_scalar": lambda m, x, y: 3.0 - x * y,
+    "mul": lambda m, x, y: x * y,
+    "div": lambda m, x, y: x / y,
+    "maximum": lambda m, x, y: m.maximum(x, y),
+    "minimum": lambda m, x, y: m.minimum(x, y),
+    "where": lambda m, x, y: m.where(x > 0, x, y),
+    "matmul": lambda m, x, y: x @ y.t(),
+    "pow_tensor": lambda m, x, y: x.abs().add(0.5) ** y,
+}
+
+UNARY = {
+    "neg": lambda m, x: -x,
+    "abs": lambda m, x: x.abs(),
+    "square": lambda m, x: x.square(),
+    "exp": lambda m, x: x.exp(),
+    "expm1": lambda m, x: m.expm1(x),
+    "sin": lambda m, x: x.sin(),
+    "cos": lambda m, x: x.cos(),
+    "tanh": lambda m, x: x.tanh(),
+    "sigmoid": lambda m, x: x.sigmoid(),
+    "erf": lambda m, x: m.erf(x),
+    "relu": lambda m, x: m.relu(x),
+    "gelu": lambda m, x: F(m).gelu(x),
+    "gelu_tanh": lambda m, x: F(m).gelu(x, approximate="tanh"),
+    "silu": lambda m, x: F(m).silu(x),
+    "softplus": lambda m, x: F(m).softplus(x, beta=2.0, threshold=1.0),
+    "leaky_relu": lambda m, x: F(m).leaky_relu(x, 0.2),
+    "elu": lambda m, x: F(m).elu(x, 1.5),
+    "hardtanh": lambda m, x: F(m).hardtanh(x, -0.5, 0.7),
+    "relu6": lambda m, x: F(m).relu6(x * 4),
+    "pow_scalar": lambda m, x: x**3,
+    "pow_half": lambda m, x: x.abs().add(0.1) ** 0.5,
+    "clamp": lambda m, x: x.clamp(-0.5, 0.6),
+    "clamp_min": lambda m, x: x.clamp(min=0.1),
+    "sum": lambda m, x: x.sum(),
+    "sum_dim": lambda m, x: x.sum(1),
+    "sum_keepdim": lambda m, x: x.sum(0, keepdim=True),
+    "mean": lambda m, x: x.mean(),
+    "mean_dims": lambda m, x: x.mean((0, 1)),
+    "amax": lambda m, x: x.amax(1),
+    "amin_keepdim": lambda m, x: x.amin(0, keepdim=True),
+    "max_all": lambda m, x: x.max(),
+    "var": lambda m, x: x.var(1),
+    "std": lambda m, x: x.std(0, keepdim=True),
+    "var_all": lambda m, x: x.var(),
+    "logsumexp": lambda m, x: m.logsumexp(x, 1),
+    "softmax": lambda m, x: x.softmax(-1),
+    "softmax0": lambda m, x: m.softmax(x, 0),
+    "log_softmax": lambda m, x: F(m).log_softmax(x, dim=1),
+    "masked_fill": lambda m, x: x.masked_fill(x > 0.3, -1.0),
+    "tril": lambda m, x: x.tril(),
+    "triu_k": lambda m, x: m.triu(x, 1),
+    "view": lambda m, x: x.reshape(-1).view(2, -1) * 2,
+    "transpose": lambda m, x: x.transpose(0, 1) * m.arange(4.0),
+    "permute": lambda m, x: x.unsqueeze(0).permute(2, 0, 1).sum(1) * m.arange(4.0),
+    "expand": lambda m, x: x[:, :1].expand(4, 5) * m.arange(5.0),
+    "slice": lambda m, x: x[1:3, ::2] * 3,
+    "select": lambda m, x: x[2] * x[0],
+    "index_list": lambda m, x: x[[0, 2, 2]] * 2,
+    "index_tensor": lambda m, x: x[:, m.tensor([2, 0, 2])],
+    "narrow_squeeze": lambda m, x: x.narrow(1, 1, 1).squeeze(1),
+    "flatten_unflatten": lambda m, x: x.flatten().unflatten(0, (2, 6)),
+    "split": lambda m, x: x.split(2, 0)[1] * x.split([1, 2], 1)[1].sum(),
+    "chunk": lambda m, x: x.chunk(2, 1)[0] * 2,
+    "unbind": lambda m, x: x.unbind(1)[2] * x.unbind(0)[0].sum(),
+    "cat": lambda m, x: m.cat([x, x * 2, x[:1]], 0),
+    "stack": lambda m, x: m.stack([x, x.exp()], 1),
+    "clone_contiguous": lambda m, x: x.t().contiguous().clone() * 2,
+    "to_float32": lambda m, x: x.float().double() * 2,
+    "gather": lambda m, x: x.gather(1, m.tensor([[0, 2], [1, 1], [2, 0], [0, 0]])),
+    "index_select": lambda m, x: x.index_select(0, m.tensor([3, 0, 3])),
+    "layer_norm": lambda m, x: F(m).layer_norm(x, (3,)),
+    "dropout_eval": lambda m, x: F(m).dropout(x, 0.5, training=False) * 2,
+}
+
+TERNARY = {
+    "linear": lambda m, x, w, b: F(m).linear(x, w, b),
+    "addmm": lambda m, x, w, b: m.addmm(b, x, w.t(), beta=0.5, alpha=2.0),
+    "layer_norm_affine": lambda m, x, w, b: F(m).layer_norm(x, (3,), w[0], b[0], 1e-3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary(name):
+    check(BINARY[name], [(4, 3), (4, 3)])
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "maximum", "where"])
+def test_binary_broadcast(name):
+    check(BINARY[name], [(4, 3), (1, 3)])
+    check(BINARY[name], [(4, 1), (3,)])
+
+
+@pytest.mark.parametrize("name", ["add", "mul", "div", "matmul"])
+def test_binary_non_contiguous_float32(name):
+    check(BINARY[name], [(3, 3), (3, 3)], dtype="float32", transposed=True)
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary(name):
+    check(UNARY[name], [(4, 3)])
+
+
+@pytest.mark.parametrize("name", ["exp", "tanh", "sum_dim", "softmax", "var", "layer_norm"])
+def test_unary_non_contiguous(name):
+    check(UNARY[name], [(3, 3)], transposed=True)
+
+
+def test_log_sqrt_rsqrt_reciprocal_on_positive_inputs():
+    for fn in (
+        lambda m, x: x.log(),
+        lambda m, x: m.log1p(x),
+        lambda m, x: x.sqrt(),
+        lambda m, x: x.rsqrt(),
+        lambda m, x: x.reciprocal(),
+    ):
+        check(fn, [(4, 3)], positive=True)
+
+
+@pytest.mark.parametrize("name", sorted(TERNARY))
+def test_ternary(name):
+    check(
+        TERNARY[name],
+        [(4, 3), (5, 3), (5,)] if name != "layer_norm_affine" else [(4, 3), (1, 3), (1, 3)],
+    )
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [[(3,), (3,)], [(3,), (3, 4)], [(2, 3), (3,)], [(2, 2, 3), (3, 4)], [(5, 2, 3), (1, 3, 2)]],
+)
+def test_matmul_shapes(shapes):
+    check(lambda m, x, y: m.matmul(x, y), shapes)
+
+
+def test_bmm_and_linear_batched():
+    check(lambda m, x, y: m.bmm(x, y), [(2, 3, 4), (2, 4, 5)])
+    check(lambda m, x, w, b: F(m).linear(x, w, b), [(2, 3, 4), (5, 4), (5,)])
+    check(lambda m, x, w: F(m).linear(x, w), [(4,), (5, 4)])
+
+
+def test_embedding_with_padding_idx():
+    def fn(m, w):
+        idx = m.tensor([[0, 2, 2], [1, 3, 0]])
+        return F(m).embedding(idx, w, padding_idx=2) * 1.5
+
+    check(fn, [(5, 3)])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_cross_entropy(reduction, smoothing):
+    def fn(m, x, w):
+        target = m.tensor([1, 0, 3, -100, 2])
+        return F(m).cross_entropy(
+            x,
+            target,
+            weight=w.detach().abs() + 0.5,
+            ignore_index=-100,
+            reduction=reduction,
+            label_smoothing=smoothing,
+        )
+
+    check(fn, [(5, 4), (4,)])
+
+
+def test_cross_entropy_unweighted_spatial_and_probabilities():
+    check(lambda m, x: F(m).cross_entropy(x, m.tensor([[1, 0], [2, 2]])), [(2, 3, 2)])
+    check(
+        lambda m, x, p: F(m).cross_entropy(x, p.softmax(1), label_smoothing=0.2), [(3, 4), (3, 4)]
+    )
+
+
+def test_nll_and_mse_loss():
+    check(lambda m, x: F(m).nll_loss(x.log_softmax(1), m.tensor([0, 2, 1])), [(3, 3)])
+    check(lambda m, x, y: F(m).mse_loss(x, y), [(3, 4), (3, 4)])
+    check(lambda m, x, y: F(m).mse_loss(x, y, reduction="sum"), [(3, 4), (3, 4)])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_scaled_dot_product_attention(causal):
+    def fn(m, q, k, v):
+        return F(m).scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    check(fn, [(2, 2, 4, 3), (2, 2, 4, 3), (2, 2, 4, 3)], tol=1e-9)
+
+
+def test_attention_with_masks():
+    def fn(m, q, k, v):
+        mask = m.ones(4, 4, dtype=m.bool).tril()
+        return F(m).scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    check(fn, [(1, 4, 3), (1, 4, 3), (1, 4, 3)], tol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"stride": 2, "padding": 1},
+        {"padding": 2, "dilation": 2},
+        {"groups": 2, "padding": 1},
+        {"padding": "same"},
+        {"padding": "valid", "stride": (2, 1)},
+    ],
+)
+def test_conv2d(kwargs):
+    def fn(m, x, w, b):
+        return F(m).conv2d(x, w, b, **kwargs)
+
+    check(fn, [(2, 4, 7, 6), (6, 4 // kwargs.get("groups", 1), 3, 3), (6,)], tol=1e-9)
+
+
+def test_conv1d_depthwise_and_even_kernel_same_padding():
+    check(lambda m, x, w: F(m).conv1d(x, w, stride=2, padding=1), [(2, 3, 9), (5, 3, 3)])
+    check(lambda m, x, w: F(m).conv1d(x, w, groups=3), [(1, 3, 8), (3, 1, 2)])
+    check(lambda m, x, w: F(m).conv2d(x, w, padding="same"), [(1, 2, 5, 5), (3, 2, 2, 4)])
+    check(lambda m, x, w: F(m).conv2d(x, w), [(2, 5, 5), (3, 2, 3, 3)])  # unbatched
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda m, x: F(m).max_pool2d(x, 2),
+        lambda m, x: F(m).max_pool2d(x, 3, stride=2, padding=1),
+        lambda m, x: F(m).max_pool2d(x, 2, ceil_mode=True),
+        lambda m, x: F(m).max_pool1d(x.flatten(2), 3),
+        lambda m, x: F(m).avg_pool2d(x, 2),
+        lambda m, x: F(m).avg_pool2d(x, 3, stride=2, padding=1),
+        lambda m, x: F(m).avg_pool2d(x, 3, stride=1, padding=1, count_include_pad=False),
+        lambda m, x: F(m).avg_pool2d(x, 2, divisor_override=3),
+        lambda m, x: F(m).avg_pool1d(x.flatten(2), 4),
+        lambda m, x: F(m).adaptive_avg_pool2d(x, 1),
+        lambda m, x: F(m).adaptive_avg_pool2d(x, (3, 2)),
+        lambda m, x: F(m).adaptive_avg_pool1d(x.flatten(2), 5),
+        lambda m, x: F(m).pad(x, (1, 2, 0, 1)) * 2,
+    ],
+)
+def test_pooling(fn):
+    check(fn, [(2, 3, 6, 7)])
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm(training):
+    def fn(m, x, w, b):
+        rm, rv = m.zeros(3, dtype=m.float64) + 0.1, m.ones(3, dtype=m.float64) * 1.5
+        return F(m).batch_norm(x, rm, rv, w, b, training=training, momentum=0.2, eps=1e-3)
+
+    check(fn, [(4, 3, 2, 5), (3,), (3,)])
+    check(lambda m, x: F(m).batch_norm(x, None, None, training=True), [(6, 3)])
