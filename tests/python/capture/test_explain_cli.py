@@ -57,7 +57,8 @@ SCRIPT = textwrap.dedent('''\
     np.testing.assert_allclose(g(x).numpy(), (x.sin() + 1).cos().numpy(), rtol=1e-5, atol=1e-6)
     net = Net()
     cnet = kiln.compile(net)
-    np.testing.assert_allclose(cnet(x).detach().numpy(), net(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+    expected = net(x).detach().numpy()
+    np.testing.assert_allclose(cnet(x).detach().numpy(), expected, rtol=1e-5, atol=1e-6)
     if "--boom" in sys.argv:
         raise KeyError("boom")
     if "--exit" in sys.argv:
