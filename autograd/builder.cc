@@ -24,6 +24,10 @@ Tensor EagerBuilder::tanh(const Tensor &a) { return ops::tanh(a); }
 Tensor EagerBuilder::sigmoid(const Tensor &a) { return ops::sigmoid(a); }
 Tensor EagerBuilder::sin(const Tensor &a) { return ops::sin(a); }
 Tensor EagerBuilder::cos(const Tensor &a) { return ops::cos(a); }
+Tensor EagerBuilder::sinh(const Tensor &a) { return ops::sinh(a); }
+Tensor EagerBuilder::cosh(const Tensor &a) { return ops::cosh(a); }
+Tensor EagerBuilder::abs(const Tensor &a) { return ops::abs(a); }
+Tensor EagerBuilder::softplus(const Tensor &a) { return ops::softplus(a); }
 Tensor EagerBuilder::sign(const Tensor &a) { return kiln::ops::sign(a); }
 Tensor EagerBuilder::erf(const Tensor &a) { return ops::erf(a); }
 Tensor EagerBuilder::softmax(const Tensor &a, int64_t dim) { return ops::softmax(a, dim); }
@@ -107,6 +111,10 @@ Tensor EagerBuilder::squeezeDim(const Tensor &a, int64_t dim) {
   return autograd::squeeze(a, Shape{dim});
 }
 Tensor EagerBuilder::tril(const Tensor &a, int64_t diagonal) { return ops::tril(a, diagonal); }
+Tensor EagerBuilder::flip(const Tensor &a, const Shape &dims) { return ops::flip(a, dims); }
+Tensor EagerBuilder::roll(const Tensor &a, const Shape &shifts, const Shape &dims) {
+  return ops::roll(a, shifts, dims);
+}
 Tensor EagerBuilder::triu(const Tensor &a, int64_t diagonal) { return ops::triu(a, diagonal); }
 Tensor EagerBuilder::matmul(const Tensor &a, const Tensor &b) { return ops::matmul(a, b); }
 Tensor EagerBuilder::cat(const std::vector<Tensor> &parts, int64_t dim) {

@@ -36,6 +36,10 @@ struct EagerBuilder {
   Tensor tanh(const Tensor &a);
   Tensor sigmoid(const Tensor &a);
   Tensor sin(const Tensor &a);
+  Tensor sinh(const Tensor &a);
+  Tensor cosh(const Tensor &a);
+  Tensor abs(const Tensor &a);
+  Tensor softplus(const Tensor &a);
   Tensor cos(const Tensor &a);
   Tensor sign(const Tensor &a);
   Tensor erf(const Tensor &a);
@@ -77,6 +81,8 @@ struct EagerBuilder {
   Tensor unsqueeze(const Tensor &a, int64_t dim);
   Tensor squeezeDim(const Tensor &a, int64_t dim);
   Tensor tril(const Tensor &a, int64_t diagonal);
+  Tensor flip(const Tensor &a, const Shape &dims);
+  Tensor roll(const Tensor &a, const Shape &shifts, const Shape &dims);
   Tensor triu(const Tensor &a, int64_t diagonal);
   Tensor matmul(const Tensor &a, const Tensor &b);
   Tensor cat(const std::vector<Tensor> &parts, int64_t dim);

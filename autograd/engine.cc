@@ -29,6 +29,8 @@ public:
   GraphTask(bool keepGraph, bool createGraph) : keepGraph_(keepGraph), createGraph_(createGraph) {}
 
   void addRoot(const Edge &edge, Tensor grad) {
+    // A leaf's accumulator may be held by nothing else (it is created on demand).
+    held_.push_back(edge.fn);
     roots_.push_back(edge.fn.get());
     accumulate(edge, std::move(grad));
   }
@@ -61,6 +63,7 @@ private:
   bool keepGraph_, createGraph_;
   bool onlyCaptures_ = false, restrictAccumulators_ = false;
   std::vector<Node *> roots_;
+  std::vector<std::shared_ptr<Node>> held_;
   std::unordered_map<Node *, std::vector<Tensor>> buffers_;
   std::unordered_map<Node *, int> dependencies_;
   std::unordered_map<Node *, std::vector<Capture>> captures_;

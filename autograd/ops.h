@@ -21,6 +21,8 @@
 #include "runtime/ops/norm.h"
 #include "runtime/ops/pool.h"
 #include "runtime/ops/random.h"
+#include "runtime/ops/scan.h"
+#include "runtime/ops/sort.h"
 #include "runtime/ops/reduce.h"
 #include "runtime/ops/shape_ops.h"
 #include "runtime/ops/softmax.h"
@@ -63,7 +65,50 @@ Tensor tanh(const Tensor &a);
 Tensor sigmoid(const Tensor &a);
 Tensor erf(const Tensor &a);
 
-// ---- activations (ops_activation.cc) --------------------------------------------------------
+// ---- more math, piecewise-constant ops, activations and binary ops (ops_math.cc) -------------
+Tensor tan(const Tensor &a);
+Tensor asin(const Tensor &a);
+Tensor acos(const Tensor &a);
+Tensor atan(const Tensor &a);
+Tensor sinh(const Tensor &a);
+Tensor cosh(const Tensor &a);
+Tensor asinh(const Tensor &a);
+Tensor acosh(const Tensor &a);
+Tensor atanh(const Tensor &a);
+Tensor exp2(const Tensor &a);
+Tensor log2(const Tensor &a);
+Tensor log10(const Tensor &a);
+Tensor erfc(const Tensor &a);
+Tensor frac(const Tensor &a);
+Tensor floor(const Tensor &a);
+Tensor ceil(const Tensor &a);
+Tensor trunc(const Tensor &a);
+Tensor sign(const Tensor &a);
+Tensor round(const Tensor &a, std::optional<int64_t> decimals = std::nullopt);
+Tensor nanToNum(const Tensor &a, std::optional<double> nan = 0.0,
+                std::optional<double> posinf = std::nullopt,
+                std::optional<double> neginf = std::nullopt);
+Tensor selu(const Tensor &a);
+Tensor celu(const Tensor &a, double alpha = 1.0);
+Tensor hardsigmoid(const Tensor &a);
+Tensor hardswish(const Tensor &a);
+Tensor mish(const Tensor &a);
+Tensor logsigmoid(const Tensor &a);
+Tensor softsign(const Tensor &a);
+Tensor tanhshrink(const Tensor &a);
+Tensor hardshrink(const Tensor &a, double lambd = 0.5);
+Tensor softshrink(const Tensor &a, double lambd = 0.5);
+Tensor threshold(const Tensor &a, const Scalar &threshold, const Scalar &value);
+Tensor atan2(const Tensor &a, const Tensor &b);
+Tensor hypot(const Tensor &a, const Tensor &b);
+Tensor fmax(const Tensor &a, const Tensor &b);
+Tensor fmin(const Tensor &a, const Tensor &b);
+Tensor fmod(const Tensor &a, const Tensor &b);
+Tensor remainder(const Tensor &a, const Tensor &b);
+Tensor floatPower(const Tensor &a, const Tensor &b);
+Tensor lerp(const Tensor &a, const Tensor &end, const Tensor &weight);
+
+// ---- activations (ops_elementwise.cc) --------------------------------------------------------
 Tensor relu(const Tensor &a);
 Tensor gelu(const Tensor &a, const std::string &approximate = "none");
 Tensor silu(const Tensor &a);
@@ -103,6 +148,10 @@ Tensor addmm(const Tensor &self, const Tensor &mat1, const Tensor &mat2,
 // ---- nn (ops_nn.cc) -------------------------------------------------------------------------
 Tensor layerNorm(const Tensor &input, IntList normalizedShape, const Tensor &weight,
                  const Tensor &bias, double eps);
+Tensor rmsNorm(const Tensor &input, IntList normalizedShape, const Tensor &weight,
+               std::optional<double> eps);
+Tensor groupNorm(const Tensor &input, int64_t numGroups, const Tensor &weight, const Tensor &bias,
+                 double eps);
 Tensor embedding(const Tensor &indices, const Tensor &weight,
                  std::optional<int64_t> paddingIdx = {});
 Tensor nllLoss(const Tensor &input, const Tensor &target, const Tensor &weight, Reduction reduction,
@@ -128,6 +177,23 @@ Tensor adaptiveAvgPool(int64_t nd, const Tensor &input, const AdaptiveSize &outp
 Tensor batchNorm(const Tensor &input, const Tensor &weight, const Tensor &bias,
                  const Tensor &runningMean, const Tensor &runningVar, bool training,
                  double momentum, double eps);
+
+// ---- sorts, scans, products, norms, flip/roll/repeat (ops_sort_scan.cc) ----------------------
+std::pair<Tensor, Tensor> sort(const Tensor &a, int64_t dim = -1, bool descending = false,
+                               bool stable = false);
+std::pair<Tensor, Tensor> topk(const Tensor &a, int64_t k, int64_t dim = -1, bool largest = true,
+                               bool sorted = true);
+Tensor cumsum(const Tensor &a, int64_t dim, std::optional<DType> dtype = {});
+Tensor prod(const Tensor &a, std::optional<int64_t> dim = {}, bool keepdim = false,
+            std::optional<DType> dtype = {});
+Tensor vectorNorm(const Tensor &a, double ord = 2.0, const DimList &dims = {},
+                  bool keepdim = false, std::optional<DType> dtype = {});
+Tensor nansum(const Tensor &a, const DimList &dims = {}, bool keepdim = false,
+              std::optional<DType> dtype = {});
+Tensor flip(const Tensor &self, IntList dims);
+Tensor roll(const Tensor &self, IntList shifts, IntList dims);
+Tensor repeat(const Tensor &self, IntList repeats);
+Tensor tile(const Tensor &self, IntList reps);
 
 // ---- joins and indexing (ops_shape.cc) -------------------------------------------------------
 Tensor cat(std::span<const Tensor> tensors, int64_t dim = 0);

@@ -58,6 +58,41 @@ Tensor layerNorm(const Tensor &input, IntList normalizedShape, const Tensor &wei
   return out;
 }
 
+Tensor rmsNorm(const Tensor &input, IntList normalizedShape, const Tensor &weight,
+               std::optional<double> eps) {
+  if (!anyRequiresGrad({&input, &weight}))
+    return kiln::ops::rmsNorm(input, normalizedShape, weight, eps);
+  kiln::ops::rmsNorm(input, normalizedShape, weight, eps); // the kernel's argument checks
+  Shape dims;
+  for (size_t i = 0; i < normalizedShape.size(); ++i)
+    dims.push_back(input.dim() - static_cast<int64_t>(normalizedShape.size() - i));
+  // torch's default eps is the dtype's machine epsilon.
+  double e = eps ? *eps
+                 : (input.dtype() == DType::Float64 ? std::numeric_limits<double>::epsilon()
+                                                    : std::numeric_limits<float>::epsilon());
+  Tensor ms = mean(mul(input, input), DimList(dims), true);
+  Tensor y = mul(input, rsqrt(add(ms, number(e))));
+  return weight.defined() ? mul(y, weight) : y;
+}
+
+Tensor groupNorm(const Tensor &input, int64_t numGroups, const Tensor &weight, const Tensor &bias,
+                 double eps) {
+  if (!anyRequiresGrad({&input, &weight, &bias}))
+    return kiln::ops::groupNorm(input, numGroups, weight, bias, eps);
+  kiln::ops::groupNorm(input, numGroups, weight, bias, eps); // the kernel's argument checks
+  Tensor grouped = autograd::reshape(input, {input.size(0), numGroups, -1});
+  DimList last(Shape{2});
+  Tensor mu = mean(grouped, last, true);
+  Tensor centered = sub(grouped, mu);
+  Tensor var = mean(mul(centered, centered), last, true);
+  Tensor y = autograd::reshape(mul(centered, rsqrt(add(var, number(eps)))), input.sizes());
+  if (weight.defined())
+    y = mul(y, classWeight(weight, input.dim()));
+  if (bias.defined())
+    y = add(y, classWeight(bias, input.dim()));
+  return y;
+}
+
 Tensor embedding(const Tensor &indices, const Tensor &weight, std::optional<int64_t> paddingIdx) {
   Tensor out = kiln::ops::embedding(indices, weight, paddingIdx);
   record("EmbeddingBackward0", {nullptr, &weight}, out, [&](const NodePtr &) {

@@ -53,6 +53,17 @@ Shape toIntList(py::handle obj, const char *op) {
     out.push_back(obj.cast<int64_t>());
     return out;
   }
+  if (py::isinstance<Tensor>(obj)) {
+    // A tensor of sizes (torch accepts an int tensor): 0-d or 1-D integers only.
+    const Tensor &t = obj.cast<const Tensor &>();
+    KILN_CHECK_KIND(Type, !isFloating(t.dtype()) && t.dtype() != DType::Bool && t.dim() <= 1,
+                    "{}: expected a sequence of ints, got a {} tensor of shape {}", op,
+                    dtypeName(t.dtype()), t.shapeStr());
+    Tensor flat = t.reshape({-1});
+    for (int64_t i = 0; i < flat.numel(); ++i)
+      out.push_back(flat.select(0, i).item().toInt());
+    return out;
+  }
   KILN_CHECK_KIND(Type, PySequence_Check(obj.ptr()),
                   "{}: expected a sequence of ints, got {}", op,
                   std::string(py::str(py::type::of(obj).attr("__name__"))));
@@ -62,8 +73,11 @@ Shape toIntList(py::handle obj, const char *op) {
                     std::string(py::str(py::type::of(h).attr("__name__"))));
     if (py::isinstance<Tensor>(h))
       out.push_back(h.cast<const Tensor &>().item().toInt());
+    else if (Py_ssize_t v = PyNumber_AsSsize_t(h.ptr(), PyExc_OverflowError);
+             v == -1 && PyErr_Occurred())
+      throw py::error_already_set();
     else
-      out.push_back(PyNumber_AsSsize_t(h.ptr(), PyExc_OverflowError));
+      out.push_back(v);
   }
   return out;
 }

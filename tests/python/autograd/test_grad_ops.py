@@ -317,3 +317,81 @@ def test_batch_norm(training):
 
     check(fn, [(4, 3, 2, 5), (3,), (3,)])
     check(lambda m, x: F(m).batch_norm(x, None, None, training=True), [(6, 3)])
+
+
+MORE_UNARY = {
+    "tan": lambda m, x: (x * 0.5).tan(),
+    "asin": lambda m, x: (x * 0.3).asin(),
+    "acos": lambda m, x: (x * 0.3).acos(),
+    "atan": lambda m, x: x.atan(),
+    "sinh": lambda m, x: x.sinh(),
+    "cosh": lambda m, x: x.cosh(),
+    "asinh": lambda m, x: x.asinh(),
+    "acosh": lambda m, x: (x.abs() + 1.5).acosh(),
+    "atanh": lambda m, x: (x * 0.3).atanh(),
+    "exp2": lambda m, x: x.exp2(),
+    "log2": lambda m, x: (x.abs() + 0.5).log2(),
+    "log10": lambda m, x: (x.abs() + 0.5).log10(),
+    "erfc": lambda m, x: m.erfc(x),
+    "frac": lambda m, x: (x * 3).frac(),
+    "floor_ceil_round_trunc_sign": lambda m, x: (
+        x.floor() + x.ceil() + x.round() + x.trunc() + x.sign() + x * 2
+    ),
+    "nan_to_num": lambda m, x: m.nan_to_num(x.log()),
+    "selu": lambda m, x: F(m).selu(x),
+    "celu": lambda m, x: F(m).celu(x, 0.7),
+    "hardsigmoid": lambda m, x: F(m).hardsigmoid(x * 3),
+    "hardswish": lambda m, x: F(m).hardswish(x * 3),
+    "mish": lambda m, x: F(m).mish(x),
+    "logsigmoid": lambda m, x: F(m).logsigmoid(x),
+    "softsign": lambda m, x: F(m).softsign(x),
+    "tanhshrink": lambda m, x: F(m).tanhshrink(x),
+    "hardshrink": lambda m, x: F(m).hardshrink(x, 0.4),
+    "softshrink": lambda m, x: F(m).softshrink(x, 0.4),
+    "threshold": lambda m, x: F(m).threshold(x, 0.2, -1.0),
+    "cumsum": lambda m, x: x.cumsum(1),
+    "cumsum0": lambda m, x: m.cumsum(x, 0),
+    "prod_all": lambda m, x: x.prod(),
+    "prod_dim": lambda m, x: x.prod(1),
+    "prod_with_zero": lambda m, x: (x * (x > 0.2)).prod(0, keepdim=True),
+    "norm2": lambda m, x: x.norm(),
+    "norm_dim": lambda m, x: x.norm(3.0, dim=1),
+    "norm_inf": lambda m, x: x.norm(float("inf")),
+    "norm1": lambda m, x: x.norm(1, dim=0, keepdim=True),
+    "nansum": lambda m, x: m.nansum(x.log(), 1),
+    "sort": lambda m, x: x.sort(1)[0] * m.arange(3.0),
+    "sort_desc": lambda m, x: x.sort(0, descending=True).values * m.arange(4.0)[:, None],
+    "topk": lambda m, x: x.topk(2, 1)[0].exp(),
+    "flip": lambda m, x: x.flip(0, 1) * m.arange(3.0),
+    "roll": lambda m, x: x.roll((1, -1), (0, 1)) * m.arange(3.0),
+    "repeat": lambda m, x: x.repeat(2, 1, 2) * m.arange(6.0),
+    "tile": lambda m, x: x.tile((2,)) * m.arange(6.0),
+    "rms_norm": lambda m, x: F(m).rms_norm(x, (3,)),
+    "group_norm": lambda m, x: F(m).group_norm(x.reshape(2, 2, 3), 2),
+}
+
+MORE_BINARY = {
+    "atan2": lambda m, x, y: m.atan2(x, y),
+    "hypot": lambda m, x, y: m.hypot(x, y),
+    "fmax": lambda m, x, y: m.fmax(x, y),
+    "fmin": lambda m, x, y: m.fmin(x, y),
+    "fmod": lambda m, x, y: m.fmod(x, y.abs() + 0.3),
+    "remainder": lambda m, x, y: m.remainder(x, y.abs() + 0.3),
+    "float_power": lambda m, x, y: m.float_power(x.abs() + 0.5, y),
+    "lerp": lambda m, x, y: m.lerp(x, y, x.sigmoid()),
+    "rms_norm_affine": lambda m, x, w: F(m).rms_norm(x, (3,), w[0], eps=1e-3),
+}
+
+
+# torch computes these derivatives with float32 constants (1/6, 1/alpha): kiln's are exact.
+LOOSE = {"hardsigmoid": 1e-7, "celu": 1e-7}
+
+
+@pytest.mark.parametrize("name", sorted(MORE_UNARY))
+def test_more_unary(name):
+    check(MORE_UNARY[name], [(4, 3)], tol=LOOSE.get(name))
+
+
+@pytest.mark.parametrize("name", sorted(MORE_BINARY))
+def test_more_binary(name):
+    check(MORE_BINARY[name], [(4, 3), (4, 3)])

@@ -1,0 +1,236 @@
+// Differentiable elementwise math beyond ops_elementwise.cc: the trigonometric, hyperbolic and
+// logarithmic families, the piecewise-constant ops (zero gradient, as torch), the remaining
+// activations and binary ops.
+#include "autograd/derivatives.h"
+#include "autograd/ops.h"
+#include "autograd/record.h"
+#include "runtime/ops/compare.h"
+
+#include <cmath>
+
+namespace kiln::autograd::ops {
+namespace {
+using rules::Needs;
+using B = EagerBuilder;
+
+constexpr double kLn2 = 0.69314718055994530942, kLn10 = 2.30258509299404568402;
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
+
+Tensor one() { return Tensor::wrapScalar(Scalar(1.0)); }
+
+template <class RuleFn>
+Tensor binaryRule(const char *name, const Tensor &a, const Tensor &b, Tensor out, RuleFn rule) {
+  record(name, {&a, &b}, out, [&](const NodePtr &self) {
+    return [sa = SavedTensor(a), sb = SavedTensor(b), so = SavedTensor(out, self), rule](
+               B &bd, const Node &n, Grads &g) {
+      Tensor x = sa.unpack(n), y = sb.unpack(n);
+      auto [gx, gy] = rule(bd, g[0], x, y, so.unpack(n));
+      Grads r(2);
+      if (n.needsInputGrad(0))
+        r[0] = bd.reduceTo(gx, x.sizes(), x.dtype());
+      if (n.needsInputGrad(1))
+        r[1] = bd.reduceTo(gy, y.sizes(), y.dtype());
+      return r;
+    };
+  });
+  return out;
+}
+} // namespace
+
+#define KILN_FROM_INPUT(fn, Name, expr)                                                          \
+  Tensor fn(const Tensor &a) {                                                                   \
+    return unaryFromInput(Name, a, kiln::ops::fn(a),                                             \
+                          [](B &b, const Tensor &g, const Tensor &x) { return expr; });          \
+  }
+#define KILN_FROM_OUTPUT(fn, Name, expr)                                                         \
+  Tensor fn(const Tensor &a) {                                                                   \
+    return unaryFromOutput(Name, a, kiln::ops::fn(a),                                            \
+                           [](B &b, const Tensor &g, const Tensor &y) { return expr; });         \
+  }
+/// Piecewise constant: zero gradient, but the output still requires grad (as in torch).
+#define KILN_ZERO_GRAD(fn, Name)                                                                 \
+  Tensor fn(const Tensor &a) {                                                                   \
+    Tensor out = kiln::ops::fn(a);                                                               \
+    if (isFloating(out.dtype()))                                                                 \
+      record(Name, {&a}, out, [&](const NodePtr &) {                                             \
+        return [](B &b, const Node &, Grads &g) { return Grads{b.scale(g[0], 0.0)}; };           \
+      });                                                                                        \
+    return out;                                                                                  \
+  }
+
+KILN_FROM_OUTPUT(tan, "TanBackward0", b.mul(g, b.addScalar(b.mul(y, y), 1.0)))
+KILN_FROM_INPUT(asin, "AsinBackward0", b.div(g, b.sqrt(b.rsubScalar(b.mul(x, x), 1.0))))
+KILN_FROM_INPUT(acos, "AcosBackward0", b.neg(b.div(g, b.sqrt(b.rsubScalar(b.mul(x, x), 1.0)))))
+KILN_FROM_INPUT(atan, "AtanBackward0", b.div(g, b.addScalar(b.mul(x, x), 1.0)))
+KILN_FROM_INPUT(sinh, "SinhBackward0", b.mul(g, b.cosh(x)))
+KILN_FROM_INPUT(cosh, "CoshBackward0", b.mul(g, b.sinh(x)))
+KILN_FROM_INPUT(asinh, "AsinhBackward0", b.div(g, b.sqrt(b.addScalar(b.mul(x, x), 1.0))))
+KILN_FROM_INPUT(acosh, "AcoshBackward0", b.div(g, b.sqrt(b.addScalar(b.mul(x, x), -1.0))))
+KILN_FROM_INPUT(atanh, "AtanhBackward0", b.div(g, b.rsubScalar(b.mul(x, x), 1.0)))
+KILN_FROM_OUTPUT(exp2, "Exp2Backward0", b.mul(g, b.scale(y, kLn2)))
+KILN_FROM_INPUT(log2, "Log2Backward0", b.div(g, b.scale(x, kLn2)))
+KILN_FROM_INPUT(log10, "Log10Backward0", b.div(g, b.scale(x, kLn10)))
+KILN_FROM_INPUT(erfc, "ErfcBackward0",
+                b.neg(b.mul(g, b.scale(b.exp(b.neg(b.mul(x, x))), kTwoOverSqrtPi))))
+KILN_FROM_INPUT(frac, "FracBackward0", g)
+KILN_FROM_INPUT(selu, "EluBackward0",
+                b.where(b.gtScalar(x, 0.0), b.scale(g, 1.0507009873554804934),
+                        b.mul(g, b.scale(b.exp(x), 1.0507009873554804934 * 1.6732632423543772848))))
+KILN_FROM_INPUT(hardsigmoid, "HardsigmoidBackward0",
+                b.zeroWhere(b.scale(g, 1.0 / 6.0),
+                            b.logicalOr(b.leScalar(x, -3.0), b.geScalar(x, 3.0))))
+KILN_FROM_INPUT(hardswish, "HardswishBackward0",
+                b.where(b.ltScalar(x, -3.0), b.scale(g, 0.0),
+                        b.where(b.leScalar(x, 3.0), b.mul(g, b.scale(b.addScalar(b.scale(x, 2.0), 3.0), 1.0 / 6.0)), g)))
+KILN_FROM_INPUT(mish, "MishBackward0", [&] {
+  Tensor t = b.tanh(b.softplus(x));
+  return b.mul(g, b.add(t, b.mul(b.mul(x, b.sigmoid(x)), b.rsubScalar(b.mul(t, t), 1.0))));
+}())
+KILN_FROM_INPUT(logsigmoid, "LogSigmoidBackward0", b.mul(g, b.sigmoid(b.neg(x))))
+KILN_FROM_INPUT(softsign, "SoftsignBackward0", [&] {
+  Tensor d = b.addScalar(b.abs(x), 1.0);
+  return b.div(g, b.mul(d, d));
+}())
+KILN_FROM_INPUT(tanhshrink, "TanhshrinkBackward0", [&] {
+  Tensor t = b.tanh(x);
+  return b.mul(g, b.mul(t, t));
+}())
+
+KILN_ZERO_GRAD(floor, "FloorBackward0")
+KILN_ZERO_GRAD(ceil, "CeilBackward0")
+KILN_ZERO_GRAD(trunc, "TruncBackward0")
+KILN_ZERO_GRAD(sign, "SignBackward0")
+#undef KILN_FROM_INPUT
+#undef KILN_FROM_OUTPUT
+#undef KILN_ZERO_GRAD
+
+Tensor round(const Tensor &a, std::optional<int64_t> decimals) {
+  Tensor out = kiln::ops::round(a, decimals);
+  if (isFloating(out.dtype()))
+    record("RoundBackward0", {&a}, out, [&](const NodePtr &) {
+      return [](B &b, const Node &, Grads &g) { return Grads{b.scale(g[0], 0.0)}; };
+    });
+  return out;
+}
+
+Tensor nanToNum(const Tensor &a, std::optional<double> nan, std::optional<double> posinf,
+                std::optional<double> neginf) {
+  return unaryFromInput("NanToNumBackward0", a, kiln::ops::nanToNum(a, nan, posinf, neginf),
+                        [](B &b, const Tensor &g, const Tensor &x) {
+                          return b.zeroWhere(g, b.logicalNot(kiln::ops::isfinite(x)));
+                        });
+}
+
+Tensor celu(const Tensor &a, double alpha) {
+  return unaryFromInput("CeluBackward0", a, kiln::ops::celu(a, alpha),
+                        [alpha](B &b, const Tensor &g, const Tensor &x) {
+                          return b.where(b.gtScalar(x, 0.0), g,
+                                         b.mul(g, b.exp(b.scale(x, 1.0 / alpha))));
+                        });
+}
+
+Tensor hardshrink(const Tensor &a, double lambd) {
+  return unaryFromInput("HardshrinkBackward0", a, kiln::ops::hardshrink(a, lambd),
+                        [lambd](B &b, const Tensor &g, const Tensor &x) {
+                          return b.zeroWhere(g, b.leScalar(b.abs(x), lambd));
+                        });
+}
+
+Tensor softshrink(const Tensor &a, double lambd) {
+  return unaryFromInput("SoftshrinkBackward0", a, kiln::ops::softshrink(a, lambd),
+                        [lambd](B &b, const Tensor &g, const Tensor &x) {
+                          return b.zeroWhere(g, b.leScalar(b.abs(x), lambd));
+                        });
+}
+
+Tensor threshold(const Tensor &a, const Scalar &threshold, const Scalar &value) {
+  double th = threshold.toDouble();
+  return unaryFromInput("ThresholdBackward0", a, kiln::ops::threshold(a, threshold, value),
+                        [th](B &b, const Tensor &g, const Tensor &x) {
+                          return b.zeroWhere(g, b.leScalar(x, th));
+                        });
+}
+
+Tensor atan2(const Tensor &a, const Tensor &b) {
+  return binaryRule("Atan2Backward0", a, b, kiln::ops::atan2(a, b),
+                    [](B &bd, const Tensor &g, const Tensor &y, const Tensor &x, const Tensor &) {
+                      Tensor d = bd.add(bd.mul(x, x), bd.mul(y, y));
+                      return std::pair{bd.mul(g, bd.div(x, d)), bd.neg(bd.mul(g, bd.div(y, d)))};
+                    });
+}
+
+Tensor hypot(const Tensor &a, const Tensor &b) {
+  return binaryRule("HypotBackward0", a, b, kiln::ops::hypot(a, b),
+                    [](B &bd, const Tensor &g, const Tensor &x, const Tensor &y, const Tensor &h) {
+                      return std::pair{bd.mul(g, bd.div(x, h)), bd.mul(g, bd.div(y, h))};
+                    });
+}
+
+/// fmax/fmin: the gradient goes to the operand selected, self on ties, the non-NaN one on NaN.
+Tensor fmax(const Tensor &a, const Tensor &b) {
+  return binaryRule("FmaxBackward0", a, b, kiln::ops::fmax(a, b),
+                    [](B &bd, const Tensor &g, const Tensor &x, const Tensor &y, const Tensor &) {
+                      Tensor self = bd.logicalOr(kiln::ops::ge(x, y), kiln::ops::isnan(y));
+                      return std::pair{bd.zeroWhere(g, bd.logicalNot(self)), bd.zeroWhere(g, self)};
+                    });
+}
+
+Tensor fmin(const Tensor &a, const Tensor &b) {
+  return binaryRule("FminBackward0", a, b, kiln::ops::fmin(a, b),
+                    [](B &bd, const Tensor &g, const Tensor &x, const Tensor &y, const Tensor &) {
+                      Tensor self = bd.logicalOr(kiln::ops::le(x, y), kiln::ops::isnan(y));
+                      return std::pair{bd.zeroWhere(g, bd.logicalNot(self)), bd.zeroWhere(g, self)};
+                    });
+}
+
+Tensor fmod(const Tensor &a, const Tensor &b) {
+  return binaryRule("FmodBackward1", a, b, kiln::ops::fmod(a, b),
+                    [](B &bd, const Tensor &g, const Tensor &x, const Tensor &y, const Tensor &) {
+                      return std::pair{g, bd.neg(bd.mul(g, kiln::ops::trunc(kiln::ops::div(x, y))))};
+                    });
+}
+
+Tensor remainder(const Tensor &a, const Tensor &b) {
+  return binaryRule("RemainderBackward1", a, b, kiln::ops::remainder(a, b),
+                    [](B &bd, const Tensor &g, const Tensor &x, const Tensor &y, const Tensor &) {
+                      return std::pair{g, bd.neg(bd.mul(g, kiln::ops::floor(kiln::ops::div(x, y))))};
+                    });
+}
+
+Tensor floatPower(const Tensor &a, const Tensor &b) {
+  Tensor out = kiln::ops::floatPower(a, b);
+  record("PowBackward1", {&a, &b}, out, [&](const NodePtr &self) {
+    return [sa = SavedTensor(a), sb = SavedTensor(b), so = SavedTensor(out, self)](
+               B &bd, const Node &n, Grads &g) {
+      Tensor x = sa.unpack(n).to(DType::Float64), y = sb.unpack(n).to(DType::Float64);
+      Grads r = rules::pow(bd, g[0], x, y, so.unpack(n), Needs::of(n));
+      if (r[0].defined())
+        r[0] = bd.cast(r[0], sa.unpack(n).dtype());
+      if (r[1].defined())
+        r[1] = bd.cast(r[1], sb.unpack(n).dtype());
+      return r;
+    };
+  });
+  return out;
+}
+
+Tensor lerp(const Tensor &a, const Tensor &end, const Tensor &weight) {
+  Tensor out = kiln::ops::lerp(a, end, weight);
+  record("LerpBackward1", {&a, &end, &weight}, out, [&](const NodePtr &) {
+    return [sa = SavedTensor(a), se = SavedTensor(end), sw = SavedTensor(weight)](
+               B &bd, const Node &n, Grads &g) {
+      Tensor x = sa.unpack(n), e = se.unpack(n), w = sw.unpack(n);
+      Grads r(3);
+      if (n.needsInputGrad(0))
+        r[0] = bd.reduceTo(bd.mul(g[0], bd.rsubScalar(w, 1.0)), x.sizes(), x.dtype());
+      if (n.needsInputGrad(1))
+        r[1] = bd.reduceTo(bd.mul(g[0], w), e.sizes(), e.dtype());
+      if (n.needsInputGrad(2))
+        r[2] = bd.reduceTo(bd.mul(g[0], bd.sub(e, x)), w.sizes(), w.dtype());
+      return r;
+    };
+  });
+  return out;
+}
+
+} // namespace kiln::autograd::ops
