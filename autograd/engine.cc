@@ -201,6 +201,9 @@ void addRoots(GraphTask &task, std::span<const Tensor> outputs,
              "grad requires one gradient per output: got {} gradients for {} outputs",
              gradOutputs.size(), outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
+    KILN_CHECK_KIND(NotImplemented, outputs[i].isCpu(),
+                    "backward of CUDA tensors is not supported yet (the CUDA path runs inference); "
+                    "train on the CPU");
     Edge edge = gradEdge(outputs[i]);
     KILN_CHECK(edge.valid(),
                "element {} of tensors does not require grad and does not have a grad_fn", i);

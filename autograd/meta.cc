@@ -1,6 +1,8 @@
 #include "autograd/meta.h"
 
 #include "autograd/grad_mode.h"
+#include "autograd/record.h"
+#include "runtime/device_ops.h"
 #include "runtime/error.h"
 
 namespace kiln::autograd {
@@ -68,6 +70,23 @@ void checkInplace(const Tensor &t, const char *op) {
          "{}: an in-place operation on a view of a tensor that requires grad is not supported "
          "yet; apply it out of place (y = op(x)) or on the base tensor",
          op);
+}
+
+bool recordUnsupportedOnDevice(const char *op, std::initializer_list<const Tensor *> inputs,
+                               Tensor &output) {
+  if (!onDevice(inputs))
+    return false;
+  std::string name = op;
+  record("NotImplementedOnDevice", std::span<const Tensor *const>(inputs.begin(), inputs.size()),
+         std::span<Tensor>(&output, 1), [&](const NodePtr &) {
+           return [name](EagerBuilder &, const Node &, Grads &) -> Grads {
+             fail(ErrorKind::NotImplemented,
+                  "the derivative of {} on CUDA tensors is not implemented yet: train on the "
+                  "CPU for now",
+                  name);
+           };
+         });
+  return true;
 }
 
 } // namespace kiln::autograd

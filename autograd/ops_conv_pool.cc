@@ -156,6 +156,11 @@ std::pair<Tensor, Tensor> maxPool(int64_t nd, const Tensor &input, const PoolOpt
                                   bool withIndices) {
   if (!anyRequiresGrad({&input}))
     return kiln::ops::maxPool(nd, input, opts, withIndices);
+  if (onDevice({&input})) {
+    auto result = kiln::ops::maxPool(nd, input, opts, withIndices);
+    recordUnsupportedOnDevice("max_pool", {&input}, result.first);
+    return result;
+  }
   auto [out, indices] = kiln::ops::maxPool(nd, input, opts, true);
   record("MaxPool2DWithIndicesBackward0", {&input}, out, [&](const NodePtr &) {
     return [idx = indices, xs = input.sizes(), nd](B &, const Node &, Grads &g) {

@@ -221,8 +221,11 @@ Tensor relu6(const Tensor &a) { return hardtanh(a, Scalar(0.0), Scalar(6.0)); }
 Tensor dropout(const Tensor &input, double p, bool train, Generator *gen) {
   if (!train || p == 0.0 || !anyRequiresGrad({&input}))
     return kiln::ops::dropout(input, p, train, gen);
+  if (Tensor out = kiln::ops::dropout(input, p, train, gen);
+      recordUnsupportedOnDevice("dropout", {&input}, out))
+    return out;
   // The same draws as the kernel's; the product's rule multiplies the gradient by the mask.
-  return mul(input, kiln::ops::dropoutMask(input, p, gen));
+  return mul(input, kiln::ops::dropoutMask(input, p, gen).to(input.device()));
 }
 
 } // namespace kiln::autograd::ops

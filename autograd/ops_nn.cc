@@ -62,7 +62,9 @@ Tensor rmsNorm(const Tensor &input, IntList normalizedShape, const Tensor &weigh
                std::optional<double> eps) {
   if (!anyRequiresGrad({&input, &weight}))
     return kiln::ops::rmsNorm(input, normalizedShape, weight, eps);
-  kiln::ops::rmsNorm(input, normalizedShape, weight, eps); // the kernel's argument checks
+  if (Tensor out = kiln::ops::rmsNorm(input, normalizedShape, weight, eps); // argument checks
+      recordUnsupportedOnDevice("rms_norm", {&input, &weight}, out))
+    return out;
   Shape dims;
   for (size_t i = 0; i < normalizedShape.size(); ++i)
     dims.push_back(input.dim() - static_cast<int64_t>(normalizedShape.size() - i));
@@ -79,7 +81,9 @@ Tensor groupNorm(const Tensor &input, int64_t numGroups, const Tensor &weight, c
                  double eps) {
   if (!anyRequiresGrad({&input, &weight, &bias}))
     return kiln::ops::groupNorm(input, numGroups, weight, bias, eps);
-  kiln::ops::groupNorm(input, numGroups, weight, bias, eps); // the kernel's argument checks
+  if (Tensor out = kiln::ops::groupNorm(input, numGroups, weight, bias, eps); // argument checks
+      recordUnsupportedOnDevice("group_norm", {&input, &weight, &bias}, out))
+    return out;
   Tensor grouped = autograd::reshape(input, {input.size(0), numGroups, -1});
   DimList last(Shape{2});
   Tensor mu = mean(grouped, last, true);
@@ -117,6 +121,8 @@ Tensor nllLoss(const Tensor &input, const Tensor &target, const Tensor &weight, 
                int64_t ignoreIndex) {
   checkWeightConstant(weight);
   Tensor out = kiln::ops::nllLoss(input, target, weight, reduction, ignoreIndex);
+  if (anyRequiresGrad({&input}) && recordUnsupportedOnDevice("nll_loss", {&input}, out))
+    return out;
   record("NllLossBackward0", {&input}, out, [&](const NodePtr &) {
     const int64_t classDim = input.dim() == 1 ? 0 : 1;
     // Per target element: -weight[target], 0 where ignored; the mean divides by their sum.
@@ -143,6 +149,11 @@ Tensor crossEntropy(const Tensor &input, const Tensor &target, const Tensor &wei
   checkWeightConstant(weight);
   if (!anyRequiresGrad({&input}))
     return kiln::ops::crossEntropy(input, target, weight, reduction, ignoreIndex, labelSmoothing);
+  if (Tensor out; onDevice({&input, &target})) {
+    out = kiln::ops::crossEntropy(input, target, weight, reduction, ignoreIndex, labelSmoothing);
+    recordUnsupportedOnDevice("cross_entropy", {&input}, out);
+    return out;
+  }
   KILN_CHECK(input.dim() >= 1, "cross_entropy: input must have a class dim, got a 0-d tensor");
   const int64_t classDim = input.dim() == 1 ? 0 : 1;
   const double classes = static_cast<double>(input.size(classDim));
@@ -193,6 +204,9 @@ Tensor mseLoss(const Tensor &input, const Tensor &target, const Tensor &weight,
                Reduction reduction) {
   if (!anyRequiresGrad({&input, &target, &weight}))
     return kiln::ops::mseLoss(input, target, weight, reduction);
+  if (Tensor out = kiln::ops::mseLoss(input, target, weight, reduction);
+      recordUnsupportedOnDevice("mse_loss", {&input, &target, &weight}, out))
+    return out;
   Tensor d = sub(input, target);
   Tensor l = mul(d, d);
   if (!weight.defined())
@@ -209,6 +223,12 @@ Tensor scaledDotProductAttention(const Tensor &query, const Tensor &key, const T
   if (!anyRequiresGrad({&query, &key, &value, &attnMask}))
     return kiln::ops::scaledDotProductAttention(query, key, value, attnMask, dropoutP, isCausal,
                                                 scale, enableGqa);
+  if (onDevice({&query, &key, &value, &attnMask})) {
+    Tensor out = kiln::ops::scaledDotProductAttention(query, key, value, attnMask, dropoutP,
+                                                      isCausal, scale, enableGqa);
+    recordUnsupportedOnDevice("scaled_dot_product_attention", {&query, &key, &value}, out);
+    return out;
+  }
   KILN_CHECK_KIND(NotImplemented,
                   !enableGqa || query.dim() < 3 || query.size(-3) == key.size(-3),
                   "scaled_dot_product_attention: enable_gqa with fewer key/value heads than query "

@@ -16,6 +16,7 @@
 #include "autograd/meta.h"
 #include "autograd/node.h"
 #include "autograd/saved.h"
+#include "runtime/device_ops.h"
 #include "runtime/error.h"
 
 #include <cstdlib>
@@ -97,6 +98,12 @@ bool record(const char *name, std::initializer_list<const Tensor *> inputs, Tens
   return record(name, std::span<const Tensor *const>(inputs.begin(), inputs.size()),
                 std::span<Tensor>(&output, 1), std::forward<Make>(make));
 }
+
+/// For ops whose recorded forward differs from the kernel (a decomposition, extra outputs) on
+/// device tensors: the kernel runs, and the node raises when a backward reaches it. Returns
+/// whether the inputs were on a device.
+bool recordUnsupportedOnDevice(const char *op, std::initializer_list<const Tensor *> inputs,
+                               Tensor &output);
 
 /// One-input ops whose rule reads the input (`fromInput`) or the output (`fromOutput`):
 /// `rule(b, grad, saved)` gives the input's gradient.

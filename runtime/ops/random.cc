@@ -172,7 +172,8 @@ Tensor dropout(const Tensor &input, double p, bool train, Generator *gen) {
   KILN_CHECK(p >= 0.0 && p <= 1.0, "dropout probability has to be between 0 and 1, but got {}", p);
   if (!train || p == 0.0)
     return input;
-  return mul(input, dropoutMask(input, p, gen));
+  // The mask is drawn on the host (one Philox stream for every device) and moved to the input.
+  return mul(input, dropoutMask(input, p, gen).to(input.device()));
 }
 
 Tensor &dropout_(Tensor &input, double p, bool train, Generator *gen) {

@@ -23,6 +23,25 @@ class Block(nn.Module):
 pytestmark = pytest.mark.skipif(not kiln.cuda.is_available(),
                                 reason="no CUDA device (run with KILN_CUDA_EMULATOR=1)")
 
+
+@pytest.fixture(autouse=True)
+def _inference():
+    """Inference, as a user runs it: the parameters require grad, grad mode is off."""
+    with kiln.no_grad():
+        yield
+
+
+def test_forward_with_grad_mode_on_runs_on_the_device():
+    # Training on CUDA is not supported yet: the forward runs; a backward names what is missing.
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                      nn.Linear(4, 2), nn.Dropout(0.1)).cuda()
+    x = kiln.randn(2, 3, 4, 4).cuda()
+    with kiln.enable_grad():
+        y = m(x).square().sum()
+        assert y.requires_grad
+        with pytest.raises((NotImplementedError, RuntimeError), match="CUDA"):
+            y.backward()
+
 def test_module_moves_and_runs_eagerly():
     kiln.manual_seed(0)
     m = Block()

@@ -1,0 +1,111 @@
+"""Training workloads written once against the torch API (``m`` is ``torch`` or ``kiln``):
+nanoGPT's model with its own ``configure_optimizers``, and a conv-BatchNorm-ReLU-pool net. Used by
+bench/train.py and by tests/python/autograd/test_training.py (with only the module swapped).
+"""
+
+import inspect
+import math
+
+
+def gpt_classes(m, vocab=48, block=8, n_embd=32, n_head=4, n_layer=2):
+    """nanoGPT's model, verbatim in structure (dropout 0 so both runs are deterministic)."""
+    nn, F = m.nn, m.nn.functional
+
+    class CausalSelfAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+            self.c_proj = nn.Linear(n_embd, n_embd)
+            self.register_buffer("bias", m.tril(m.ones(block, block)).view(1, 1, block, block))
+
+        def forward(self, x):
+            B, T, C = x.size()
+            q, k, v = self.c_attn(x).split(n_embd, dim=2)
+            k = k.view(B, T, n_head, C // n_head).transpose(1, 2)
+            q = q.view(B, T, n_head, C // n_head).transpose(1, 2)
+            v = v.view(B, T, n_head, C // n_head).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+            att = F.softmax(att, dim=-1)
+            y = att @ v
+            y = y.transpose(1, 2).contiguous().view(B, T, C)
+            return self.c_proj(y)
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_fc = nn.Linear(n_embd, 4 * n_embd)
+            self.gelu = nn.GELU()
+            self.c_proj = nn.Linear(4 * n_embd, n_embd)
+
+        def forward(self, x):
+            return self.c_proj(self.gelu(self.c_fc(x)))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(n_embd)
+            self.attn = CausalSelfAttention()
+            self.ln_2 = nn.LayerNorm(n_embd)
+            self.mlp = MLP()
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transformer = nn.ModuleDict(
+                dict(
+                    wte=nn.Embedding(vocab, n_embd),
+                    wpe=nn.Embedding(block, n_embd),
+                    h=nn.ModuleList([Block() for _ in range(n_layer)]),
+                    ln_f=nn.LayerNorm(n_embd),
+                )
+            )
+            self.lm_head = nn.Linear(n_embd, vocab, bias=False)
+            self.transformer.wte.weight = self.lm_head.weight  # weight tying
+
+        def forward(self, idx, targets):
+            b, t = idx.size()
+            pos = m.arange(0, t, dtype=m.long)
+            x = self.transformer.wte(idx) + self.transformer.wpe(pos)
+            for blk in self.transformer.h:
+                x = blk(x)
+            logits = self.lm_head(self.transformer.ln_f(x))
+            loss = F.cross_entropy(
+                logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1
+            )
+            return logits, loss
+
+        def configure_optimizers(self, weight_decay, learning_rate, betas):
+            param_dict = {pn: p for pn, p in self.named_parameters() if p.requires_grad}
+            decay = [p for n, p in param_dict.items() if p.dim() >= 2]
+            nodecay = [p for n, p in param_dict.items() if p.dim() < 2]
+            groups = [
+                {"params": decay, "weight_decay": weight_decay},
+                {"params": nodecay, "weight_decay": 0.0},
+            ]
+            fused = "fused" in inspect.signature(m.optim.AdamW).parameters
+            extra = dict(fused=True) if fused else dict()
+            return m.optim.AdamW(groups, lr=learning_rate, betas=betas, **extra)
+
+    return GPT
+
+
+def conv_net(m, width=8, classes=10):
+    """conv-BN-ReLU-pool twice, global average pool, linear head (ResNet's stem pattern)."""
+    nn = m.nn
+    return nn.Sequential(
+        nn.Conv2d(3, width, 3, padding=1),
+        nn.BatchNorm2d(width),
+        nn.ReLU(inplace=True),
+        nn.MaxPool2d(2),
+        nn.Conv2d(width, 2 * width, 3, stride=2),
+        nn.BatchNorm2d(2 * width),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(2 * width, classes),
+    )
