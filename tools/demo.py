@@ -92,6 +92,37 @@ def normalize(x):
     return y * 2.0
 
 
+def training_report(torch, kiln, ref, model, t_idx, k_idx, steps=3) -> bool:
+    """A few AdamW steps of the same model from the same weights in kiln and torch (eager
+    autograd): the losses must agree; prints them and the backward times."""
+    ref.train()
+    model.train()
+    opts = {"torch": torch.optim.AdamW(ref.parameters(), lr=1e-3),
+            "kiln": kiln.optim.AdamW(model.parameters(), lr=1e-3)}
+    targets = {"torch": t_idx.roll(-1, 1), "kiln": kiln.from_numpy(t_idx.roll(-1, 1).numpy())}
+    losses, backward = {"torch": [], "kiln": []}, {"torch": [], "kiln": []}
+    for _ in range(steps):
+        for lib, m, net, idx in (("torch", torch, ref, t_idx), ("kiln", kiln, model, k_idx)):
+            logp = net(idx)
+            loss = m.nn.functional.nll_loss(logp.flatten(0, 1), targets[lib].flatten())
+            opts[lib].zero_grad()
+            t0 = time.perf_counter()
+            loss.backward()
+            backward[lib].append(time.perf_counter() - t0)
+            opts[lib].step()
+            losses[lib].append(loss.item())
+    same = np.allclose(losses["kiln"], losses["torch"], rtol=1e-4)
+    print("  training, eager autograd (AdamW, next-token loss, same weights and data):")
+    print("    step losses kiln            : " + ", ".join(f"{v:.4f}" for v in losses["kiln"]))
+    print("    step losses torch           : " + ", ".join(f"{v:.4f}" for v in losses["torch"])
+          + f"  {'OK' if same else 'MISMATCH'}")
+    kb, tb = (min(backward[k]) * 1e3 for k in ("kiln", "torch"))
+    print(f"    backward kiln / torch       : {kb:.2f} ms / {tb:.2f} ms  ({tb / kb:.2f}x)")
+    ref.eval()
+    model.eval()
+    return same
+
+
 def main() -> int:
     import torch
     import torch.nn as tnn
@@ -109,6 +140,10 @@ def main() -> int:
     idx = np.random.default_rng(0).integers(0, 512, size=(4, 64))
     t_idx, k_idx = torch.from_numpy(idx), kiln.from_numpy(idx)
 
+    # Inference: with grad mode on, a graph whose parameters require grad runs on the eager
+    # kernels so that autograd records it (compiled training comes later).
+    inference = kiln.no_grad()
+    inference.__enter__()
     with torch.no_grad():
         want = ref(t_idx).numpy()
     eager_out = model(k_idx).numpy()
@@ -151,6 +186,9 @@ def main() -> int:
     print(f"  torch eager forward            : {ms['torch']:8.2f} ms")
     print(f"  speedup compiled vs kiln eager : {ms['eager'] / ms['compiled']:8.2f}x")
     print(f"  kiln CPU backend               : {report_parts(type(model).forward.__code__)}")
+
+    inference.__exit__(None, None, None)
+    ok = training_report(torch, kiln, ref, model, t_idx, k_idx) and ok
 
     x = kiln.randn(8, 16) * 4.0
     c_norm = kiln.compile(normalize)

@@ -37,6 +37,7 @@ __version__ = "0.1.0"
 # Order matters: the capture frontend subclasses kiln.nn.Module.
 from kiln import nn  # noqa: E402,F401,I001  (torch.nn is available after `import torch`)
 from kiln import autograd  # noqa: E402,F401,I001
+from kiln import func  # noqa: E402,F401,I001
 from kiln import optim  # noqa: E402,F401,I001  (after nn: its hooks come from kiln.nn)
 from kiln import compiler  # noqa: E402,F401,I001
 from kiln._capture.compile import compile  # noqa: E402,F401,A001,I001 - torch spelling
