@@ -6,13 +6,50 @@
 #include "runtime/error.h"
 #include "runtime/ops/factory.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <queue>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
 namespace kiln::autograd {
 namespace {
+
+/// KILN_AUTOGRAD_PROFILE=1: time spent in each kind of node, printed to stderr at exit.
+class NodeProfile {
+public:
+  static NodeProfile *get() {
+    static NodeProfile *profile = std::getenv("KILN_AUTOGRAD_PROFILE") ? new NodeProfile : nullptr;
+    return profile;
+  }
+  void add(const std::string &name, double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto &[total, calls] = totals_[name];
+    total += seconds;
+    ++calls;
+  }
+  ~NodeProfile() = default;
+
+private:
+  NodeProfile() { std::atexit([] { get()->print(); }); }
+  void print() {
+    std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(totals_.begin(),
+                                                                         totals_.end());
+    std::sort(rows.begin(), rows.end(),
+              [](const auto &a, const auto &b) { return a.second.first > b.second.first; });
+    std::fprintf(stderr, "kiln autograd profile (time in node apply, all backward calls):\n");
+    for (const auto &[name, v] : rows)
+      std::fprintf(stderr, "  %-32s %10.3f ms %8lld calls\n", name.c_str(), v.first * 1e3,
+                   static_cast<long long>(v.second));
+  }
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::pair<double, int64_t>> totals_;
+};
 
 struct LaterFirst {
   bool operator()(const Node *a, const Node *b) const { return a->sequence < b->sequence; }
@@ -164,7 +201,15 @@ std::vector<Tensor> GraphTask::run(size_t numResults) {
     std::vector<Tensor> inputGrads;
     if (anyGrad && shouldRun(node)) {
       GradModeGuard mode(createGraph_);
-      inputGrads = node->apply(std::move(grads));
+      if (NodeProfile *profile = NodeProfile::get()) {
+        auto start = std::chrono::steady_clock::now();
+        inputGrads = node->apply(std::move(grads));
+        profile->add(node->name(), std::chrono::duration<double>(
+                                       std::chrono::steady_clock::now() - start)
+                                       .count());
+      } else {
+        inputGrads = node->apply(std::move(grads));
+      }
       ran.push_back(node->shared_from_this());
       if (!keepGraph_)
         node->releaseSaved();

@@ -179,6 +179,9 @@ Tensor gelu(const Tensor &a, const std::string &approximate) {
   bool tanhApprox = approximate == "tanh";
   return unaryFromInput("GeluBackward0", a, kiln::ops::gelu(a, approximate),
                         [tanhApprox](B &bd, const Tensor &g, const Tensor &x) {
+                          // One fused pass unless the backward is itself recorded.
+                          if (!isGradEnabled() && x.isCpu())
+                            return kiln::ops::geluBackward(g, x, tanhApprox ? "tanh" : "none");
                           return rules::gelu(bd, g, x, tanhApprox);
                         });
 }
@@ -221,9 +224,11 @@ Tensor relu6(const Tensor &a) { return hardtanh(a, Scalar(0.0), Scalar(6.0)); }
 Tensor dropout(const Tensor &input, double p, bool train, Generator *gen) {
   if (!train || p == 0.0 || !anyRequiresGrad({&input}))
     return kiln::ops::dropout(input, p, train, gen);
-  if (Tensor out = kiln::ops::dropout(input, p, train, gen);
-      recordUnsupportedOnDevice("dropout", {&input}, out))
+  if (onDevice({&input})) {
+    Tensor out = kiln::ops::dropout(input, p, train, gen);
+    recordUnsupportedOnDevice("dropout", {&input}, out);
     return out;
+  }
   // The same draws as the kernel's; the product's rule multiplies the gradient by the mask.
   return mul(input, kiln::ops::dropoutMask(input, p, gen).to(input.device()));
 }

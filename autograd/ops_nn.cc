@@ -62,7 +62,9 @@ Tensor rmsNorm(const Tensor &input, IntList normalizedShape, const Tensor &weigh
                std::optional<double> eps) {
   if (!anyRequiresGrad({&input, &weight}))
     return kiln::ops::rmsNorm(input, normalizedShape, weight, eps);
-  if (Tensor out = kiln::ops::rmsNorm(input, normalizedShape, weight, eps); // argument checks
+  // The kernel checks the arguments (and is the result on a device, where the decomposition
+  // does not run yet).
+  if (Tensor out = kiln::ops::rmsNorm(input, normalizedShape, weight, eps);
       recordUnsupportedOnDevice("rms_norm", {&input, &weight}, out))
     return out;
   Shape dims;
@@ -81,7 +83,7 @@ Tensor groupNorm(const Tensor &input, int64_t numGroups, const Tensor &weight, c
                  double eps) {
   if (!anyRequiresGrad({&input, &weight, &bias}))
     return kiln::ops::groupNorm(input, numGroups, weight, bias, eps);
-  if (Tensor out = kiln::ops::groupNorm(input, numGroups, weight, bias, eps); // argument checks
+  if (Tensor out = kiln::ops::groupNorm(input, numGroups, weight, bias, eps); // as rms_norm
       recordUnsupportedOnDevice("group_norm", {&input, &weight, &bias}, out))
     return out;
   Tensor grouped = autograd::reshape(input, {input.size(0), numGroups, -1});
@@ -204,9 +206,11 @@ Tensor mseLoss(const Tensor &input, const Tensor &target, const Tensor &weight,
                Reduction reduction) {
   if (!anyRequiresGrad({&input, &target, &weight}))
     return kiln::ops::mseLoss(input, target, weight, reduction);
-  if (Tensor out = kiln::ops::mseLoss(input, target, weight, reduction);
-      recordUnsupportedOnDevice("mse_loss", {&input, &target, &weight}, out))
+  if (onDevice({&input, &target, &weight})) {
+    Tensor out = kiln::ops::mseLoss(input, target, weight, reduction);
+    recordUnsupportedOnDevice("mse_loss", {&input, &target, &weight}, out);
     return out;
+  }
   Tensor d = sub(input, target);
   Tensor l = mul(d, d);
   if (!weight.defined())

@@ -102,6 +102,24 @@ Tensor gelu(const Tensor &a, const std::string &approximate) {
   });
 }
 
+Tensor geluBackward(const Tensor &grad, const Tensor &x, const std::string &approximate) {
+  DType dt = promoteTypes(grad.dtype(), x.dtype());
+  KILN_CHECK(isFloating(dt), "gelu_backward: expected floating tensors, got {}", dtypeName(dt));
+  if (approximate == "tanh")
+    return floatBinaryKernel("gelu_backward", grad, x, dt, []<typename T>(T g, T v) -> T {
+      const T k = static_cast<T>(0.7978845608028654), kappa = static_cast<T>(0.044715);
+      T x2 = v * v;
+      T t = fastTanh(k * (v + kappa * x2 * v));
+      T inner = k * (T(1) + T(3) * kappa * x2);
+      return g * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * inner);
+    });
+  return floatBinaryKernel("gelu_backward", grad, x, dt, []<typename T>(T g, T v) -> T {
+    T cdf = T(0.5) * (T(1) + fastErf(v * static_cast<T>(0.7071067811865476)));
+    T pdf = fastExp(T(-0.5) * v * v) * static_cast<T>(0.3989422804014327);
+    return g * (cdf + v * pdf);
+  });
+}
+
 Tensor silu(const Tensor &a) {
   if (onDevice({&a}))
     return deviceOp("silu", {a});

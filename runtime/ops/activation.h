@@ -20,6 +20,8 @@ Tensor hardtanh(const Tensor &a, const Scalar &minVal = Scalar(-1.0),
 Tensor threshold(const Tensor &a, const Scalar &threshold, const Scalar &value);
 /// approximate: "none" (exact, with erf) or "tanh".
 Tensor gelu(const Tensor &a, const std::string &approximate = "none");
+/// The gradient of gelu at x times grad, in one pass (the eager backward's fused rule).
+Tensor geluBackward(const Tensor &grad, const Tensor &x, const std::string &approximate = "none");
 /// a * sigmoid(a).
 Tensor silu(const Tensor &a);
 /// log(1 + exp(beta * a)) / beta, linear where beta * a > threshold.
