@@ -4,6 +4,7 @@
 // kiln/nn/_functional_*.py, which owns the Python-level argument handling.
 #include "frontend/csrc/bindings.h"
 #include "frontend/csrc/py_convert.h"
+#include "runtime/ops/optim.h"
 #include "runtime/ops/attention.h"
 #include "runtime/ops/loss.h"
 #include "runtime/ops/norm.h"
@@ -163,6 +164,20 @@ void bindLosses(py::module_ &m) {
 } // namespace
 
 void bindNN(py::module_ &m) {
+  m.def(
+      "_adam_step_",
+      [](Tensor &param, const Tensor &grad, Tensor &expAvg, Tensor &expAvgSq,
+         std::optional<Tensor> maxExpAvgSq, double step, double lr, double beta1, double beta2,
+         double eps, double weightDecay, bool decoupled, bool amsgrad, bool maximize) {
+        ops::AdamOptions o{lr, beta1, beta2, eps, weightDecay, decoupled, amsgrad, maximize};
+        Tensor vmax = maxExpAvgSq ? *maxExpAvgSq : Tensor();
+        py::gil_scoped_release release;
+        kiln::ops::adamStep_(param, grad, expAvg, expAvgSq, vmax, step, o);
+      },
+      py::arg("param"), py::arg("grad"), py::arg("exp_avg"), py::arg("exp_avg_sq"),
+      py::arg("max_exp_avg_sq"), py::arg("step"), py::arg("lr"), py::arg("beta1"),
+      py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"), py::arg("decoupled"),
+      py::arg("amsgrad"), py::arg("maximize"));
   bindNorms(m);
   bindAttention(m);
   bindLosses(m);

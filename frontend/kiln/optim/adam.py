@@ -10,7 +10,9 @@ is torch's single-tensor implementation op for op, so float32 results round as t
 
 ``foreach``, ``fused``, ``capturable`` and ``differentiable`` are accepted (model code such as
 nanoGPT probes the signature for ``fused`` and passes it); every combination computes the
-update above. They are stored in the param groups as torch stores them, and ``fused`` keeps
+update above, with ``foreach=True`` or ``fused=True`` in one C++ pass over each parameter
+(``kiln._C._adam_step_``: rounding within an ulp of torch's fused kernel, not bit-identical to
+the single-tensor one). They are stored in the param groups as torch stores them, and ``fused`` keeps
 ``state['step']`` in float32 as torch does. (torch refuses ``capturable=True`` for CPU
 tensors; kiln has no graph capture to guard, so it runs the same update.)
 """
@@ -191,8 +193,47 @@ class AdamW(Adam):
             group["decoupled_weight_decay"] = True
 
 
+def _fused_update(param, grad, state, group) -> bool:
+    """The foreach/fused step in one C++ pass over the parameter (kiln._C._adam_step_), when the
+    tensors allow it; returns whether it ran."""
+    if not (group["foreach"] or group["fused"]) or group["differentiable"]:
+        return False
+    lr = group["lr"]
+    tensors = [param, grad, state["exp_avg"], state["exp_avg_sq"]]
+    if group["amsgrad"]:
+        tensors.append(state["max_exp_avg_sq"])
+    if isinstance(lr, kiln.Tensor) or any(isinstance(b, kiln.Tensor) for b in group["betas"]):
+        return False
+    if param.dtype not in (kiln.float32, kiln.float64) or any(
+        t.device.type != "cpu" or not t.is_contiguous() or t.dtype != param.dtype for t in tensors
+    ):
+        return False
+    step_t = state["step"]
+    step_t.add_(1)
+    beta1, beta2 = group["betas"]
+    kiln._C._adam_step_(
+        param,
+        grad,
+        state["exp_avg"],
+        state["exp_avg_sq"],
+        state["max_exp_avg_sq"] if group["amsgrad"] else None,
+        float(step_t.item()),
+        float(lr),
+        float(beta1),
+        float(beta2),
+        float(group["eps"]),
+        float(group["weight_decay"]),
+        bool(group["decoupled_weight_decay"]),
+        bool(group["amsgrad"]),
+        bool(group["maximize"]),
+    )
+    return True
+
+
 def _adam_update(param, grad, state, group):
     """One parameter's Adam/AdamW step, in torch's single-tensor order of operations."""
+    if _fused_update(param, grad, state, group):
+        return
     lr = _to_scalar(group["lr"])  # a tensor lr stays one: torch computes step_size in its dtype
     beta1, beta2 = (_get_value(_to_scalar(b)) for b in group["betas"])
     weight_decay, eps = group["weight_decay"], group["eps"]
