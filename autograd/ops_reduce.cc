@@ -95,7 +95,11 @@ Tensor softmax(const Tensor &a, int64_t dim, std::optional<DType> dtype) {
   int64_t d = wrapDim(dim, std::max<int64_t>(a.dim(), 1), "softmax");
   record("SoftmaxBackward0", {&a}, out, [&](const NodePtr &self) {
     return [so = SavedTensor(out, self), d, dt = a.dtype()](B &bd, const Node &n, Grads &g) {
-      return Grads{bd.cast(rules::softmax(bd, g[0], so.unpack(n), d), dt)};
+      Tensor y = so.unpack(n);
+      if (!isGradEnabled()) // one fused pass unless the backward is itself recorded
+        if (Tensor r = kiln::ops::softmaxBackward(g[0], y, d, false); r.defined())
+          return Grads{bd.cast(r, dt)};
+      return Grads{bd.cast(rules::softmax(bd, g[0], y, d), dt)};
     };
   });
   return out;
@@ -106,7 +110,11 @@ Tensor logSoftmax(const Tensor &a, int64_t dim, std::optional<DType> dtype) {
   int64_t d = wrapDim(dim, std::max<int64_t>(a.dim(), 1), "log_softmax");
   record("LogSoftmaxBackward0", {&a}, out, [&](const NodePtr &self) {
     return [so = SavedTensor(out, self), d, dt = a.dtype()](B &bd, const Node &n, Grads &g) {
-      return Grads{bd.cast(rules::logSoftmax(bd, g[0], so.unpack(n), d), dt)};
+      Tensor y = so.unpack(n);
+      if (!isGradEnabled())
+        if (Tensor r = kiln::ops::softmaxBackward(g[0], y, d, true); r.defined())
+          return Grads{bd.cast(r, dt)};
+      return Grads{bd.cast(rules::logSoftmax(bd, g[0], y, d), dt)};
     };
   });
   return out;

@@ -116,6 +116,42 @@ Tensor softmaxImpl(const char *op, const Tensor &a, int64_t dim, std::optional<D
 
 } // namespace
 
+Tensor softmaxBackward(const Tensor &grad, const Tensor &output, int64_t dim, bool log) {
+  int64_t d = wrapDim(dim, std::max<int64_t>(output.dim(), 1), "softmax_backward");
+  if (!output.isCpu() || output.dim() == 0 || d != output.dim() - 1 ||
+      grad.sizes() != output.sizes())
+    return Tensor();
+  DType compute = computeDType(output.dtype());
+  Tensor g = grad.to(compute).contiguous(), y = output.to(compute).contiguous();
+  Tensor out = Tensor::empty(output.sizes(), compute);
+  const int64_t n = output.size(d), rows = output.numel() / std::max<int64_t>(n, 1);
+  auto run = [&]<typename T>() {
+    const T *gp = g.data<T>(), *yp = y.data<T>();
+    T *op = out.data<T>();
+    parallelFor(0, rows, std::max<int64_t>(1, kSoftmaxGrain / std::max<int64_t>(n, 1)),
+                [&](int64_t b, int64_t e) {
+                  for (int64_t r = b; r < e; ++r) {
+                    const T *gr = gp + r * n, *yr = yp + r * n;
+                    T *orow = op + r * n;
+                    double acc = 0;
+                    for (int64_t i = 0; i < n; ++i)
+                      acc += log ? static_cast<double>(gr[i])
+                                 : static_cast<double>(gr[i]) * static_cast<double>(yr[i]);
+                    const T s = static_cast<T>(acc);
+                    for (int64_t i = 0; i < n; ++i)
+                      orow[i] = log ? gr[i] - std::exp(yr[i]) * s : yr[i] * (gr[i] - s);
+                  }
+                });
+  };
+  if (output.numel() > 0) {
+    if (compute == DType::Float64)
+      run.template operator()<double>();
+    else
+      run.template operator()<float>();
+  }
+  return out.to(output.dtype());
+}
+
 Tensor softmax(const Tensor &a, int64_t dim, std::optional<DType> dtype) {
   if (onDevice({&a}))
     return deviceOp(

@@ -12,5 +12,9 @@ namespace kiln::ops {
 Tensor softmax(const Tensor &a, int64_t dim, std::optional<DType> dtype = {});
 /// torch.log_softmax: x - max - log(sum(exp(x - max))) along dim.
 Tensor logSoftmax(const Tensor &a, int64_t dim, std::optional<DType> dtype = {});
+/// The input gradient of softmax (log: of log_softmax) from its output and the output's
+/// gradient, in one pass per row; undefined when dim is not the last one (the caller composes
+/// it from ops then).
+Tensor softmaxBackward(const Tensor &grad, const Tensor &output, int64_t dim, bool log);
 
 } // namespace kiln::ops
