@@ -164,6 +164,23 @@ Tensor scaledDotProductAttention(const Tensor &query, const Tensor &key, const T
                                  const Tensor &attnMask, double dropoutP, bool isCausal,
                                  std::optional<double> scale, bool enableGqa);
 
+// ---- more losses, normalize, var_mean, adaptive max pooling (ops_loss.cc) --------------------
+Tensor l1Loss(const Tensor &input, const Tensor &target, const Tensor &weight, Reduction reduction);
+Tensor smoothL1Loss(const Tensor &input, const Tensor &target, Reduction reduction, double beta);
+Tensor huberLoss(const Tensor &input, const Tensor &target, const Tensor &weight,
+                 Reduction reduction, double delta);
+Tensor klDiv(const Tensor &input, const Tensor &target, Reduction reduction, bool logTarget);
+Tensor binaryCrossEntropyWithLogits(const Tensor &input, const Tensor &target,
+                                    const Tensor &weight, const Tensor &posWeight,
+                                    Reduction reduction);
+Tensor binaryCrossEntropy(const Tensor &input, const Tensor &target, const Tensor &weight,
+                          Reduction reduction);
+Tensor normalize(const Tensor &input, double p, int64_t dim, double eps);
+std::pair<Tensor, Tensor> varMean(const Tensor &a, const DimList &dims, double correction,
+                                  bool keepdim, bool takeSqrt);
+std::pair<Tensor, Tensor> adaptiveMaxPool(int64_t nd, const Tensor &input,
+                                          const AdaptiveSize &outputSize, bool withIndices);
+
 // ---- convolution, pooling, batch norm, padding (ops_conv_pool.cc) ---------------------------
 Tensor convolution(int64_t spatialDims, const Tensor &input, const Tensor &weight,
                    const std::optional<Tensor> &bias, const ConvOptions &opts);

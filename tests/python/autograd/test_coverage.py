@@ -84,3 +84,94 @@ def test_no_method_silently_drops_history():
 @pytest.mark.parametrize("name", sorted(NON_DIFFERENTIABLE - {"detach", "bernoulli"}))
 def test_listed_ops_exist(name):
     assert hasattr(kiln.Tensor, name)
+
+
+# kiln.* and kiln.nn.functional.* functions called on a 4-d float64 tensor that requires grad.
+FUNCTIONS_NON_DIFFERENTIABLE = {
+    "kiln.bernoulli",
+    "kiln.empty_like",
+    "kiln.full_like",
+    "kiln.floor_divide",
+    "kiln.normal",
+    "kiln.ones_like",
+    "kiln.rand_like",
+    "kiln.randint_like",
+    "kiln.randn_like",
+    "kiln.tensor",
+    "kiln.unique",
+    "kiln.unique_consecutive",
+    "kiln.zeros_like",
+}
+FUNCTIONS_NOT_YET = {
+    "kiln.aminmax",
+    "kiln.cummax",
+    "kiln.cummin",
+    "kiln.cumprod",
+    "kiln.diag_embed",
+    "kiln.diagonal",
+    "kiln.kthvalue",
+    "kiln.logcumsumexp",
+    "kiln.median",
+    "kiln.mode",
+    "kiln.nanmean",
+    "kiln.nanmedian",
+    "kiln.repeat_interleave",
+    "kiln.tensor_split",
+    "F.instance_norm",
+    "F.interpolate",
+    "F.unfold",
+    "F.upsample",
+    "F.upsample_bilinear",
+    "F.upsample_nearest",
+}
+NOT_OPS = {
+    "manual_seed",
+    "seed",
+    "set_num_threads",
+    "compile",
+    "export",
+    "load",
+    "save",
+    "set_default_dtype",
+    "set_printoptions",
+    "use_deterministic_algorithms",
+}
+
+
+def test_no_function_silently_drops_history():
+    import inspect
+
+    import kiln.nn.functional as F
+
+    x = kiln.randn(2, 3, 4, 4, dtype=kiln.float64).requires_grad_()
+    lost = []
+    for mod, prefix in ((kiln, "kiln."), (F, "F.")):
+        for name in sorted(dir(mod)):
+            fn = getattr(mod, name)
+            if (
+                name.startswith("_")
+                or name.endswith("_")
+                or name in NOT_OPS
+                or not callable(fn)
+                or inspect.isclass(fn)
+                or inspect.ismodule(fn)
+            ):
+                continue
+            r = None
+            for args in ((x,), (x, x), (x, 1), (x, 2)):
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        r = fn(*args)
+                    break
+                except Exception:  # noqa: BLE001 - this argument list does not fit
+                    continue
+            results = r if isinstance(r, (tuple, list)) else (r,)
+            floating = [
+                t for t in results if isinstance(t, kiln.Tensor) and t.dtype.is_floating_point
+            ]
+            if any(not t.requires_grad for t in floating):
+                lost.append(prefix + name)
+    known = FUNCTIONS_NON_DIFFERENTIABLE | FUNCTIONS_NOT_YET
+    assert not sorted(set(lost) - known), f"drop autograd history: {sorted(set(lost) - known)}"
+    assert not sorted(FUNCTIONS_NOT_YET - set(lost)), "now differentiable: remove from NOT_YET"

@@ -395,3 +395,27 @@ def test_more_unary(name):
 @pytest.mark.parametrize("name", sorted(MORE_BINARY))
 def test_more_binary(name):
     check(MORE_BINARY[name], [(4, 3), (4, 3)])
+
+
+LOSSES = {
+    "l1": lambda m, x, y: F(m).l1_loss(x, y),
+    "l1_sum": lambda m, x, y: F(m).l1_loss(x, y, reduction="sum"),
+    "smooth_l1": lambda m, x, y: F(m).smooth_l1_loss(x, y, beta=0.5),
+    "huber": lambda m, x, y: F(m).huber_loss(x, y, reduction="none", delta=0.7),
+    "kl_div": lambda m, x, y: F(m).kl_div(x.log_softmax(1), y.softmax(1), reduction="batchmean"),
+    "kl_div_log_target": lambda m, x, y: F(m).kl_div(x, y.log_softmax(1), log_target=True),
+    "bce_logits": lambda m, x, y: F(m).binary_cross_entropy_with_logits(x, y.sigmoid()),
+    "bce_logits_pos_weight": lambda m, x, y: F(m).binary_cross_entropy_with_logits(
+        x, y.sigmoid(), pos_weight=m.tensor([1.0, 2.0, 0.5], dtype=m.float64)
+    ),
+    "bce": lambda m, x, y: F(m).binary_cross_entropy(x.sigmoid(), y.sigmoid()),
+    "normalize": lambda m, x, y: F(m).normalize(x, dim=1) * y,
+    "var_mean": lambda m, x, y: m.var_mean(x, 1)[0] * 2 + m.var_mean(y, 1)[1],
+    "std_mean": lambda m, x, y: m.std_mean(x * y, 0, keepdim=True)[0],
+    "adaptive_max_pool": lambda m, x, y: F(m).adaptive_max_pool1d((x * y).unsqueeze(0), 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_more_losses(name):
+    check(LOSSES[name], [(4, 3), (4, 3)])

@@ -1,0 +1,166 @@
+// Differentiable losses beyond cross entropy, nll and mse (ops_nn.cc), normalize, var_mean and
+// adaptive max pooling: decompositions into differentiable ops while recording, the fused
+// kernels otherwise (and on device tensors, where a backward raises).
+#include "autograd/ops.h"
+#include "autograd/record.h"
+#include "runtime/error.h"
+#include "runtime/ops/compare.h"
+#include "runtime/ops/factory.h"
+
+namespace kiln::autograd::ops {
+namespace {
+Tensor number(double v) { return Tensor::wrapScalar(Scalar(v)); }
+
+Tensor reduced(const Tensor &perElement, Reduction reduction) {
+  if (reduction == Reduction::None)
+    return perElement;
+  return reduction == Reduction::Sum ? sum(perElement) : mean(perElement);
+}
+
+/// Whether to decompose: something requires grad and everything is on the CPU. On a device the
+/// kernel's result gets a node that raises.
+template <class Kernel>
+bool decompose(const char *op, std::initializer_list<const Tensor *> inputs, Tensor &out,
+               Kernel kernel) {
+  if (!anyRequiresGrad(inputs)) {
+    out = kernel();
+    return false;
+  }
+  if (onDevice(inputs)) {
+    out = kernel();
+    recordUnsupportedOnDevice(op, inputs, out);
+    return false;
+  }
+  return true;
+}
+} // namespace
+
+Tensor l1Loss(const Tensor &input, const Tensor &target, const Tensor &weight,
+              Reduction reduction) {
+  Tensor out;
+  if (!decompose("l1_loss", {&input, &target, &weight}, out,
+                 [&] { return kiln::ops::l1Loss(input, target, weight, reduction); }))
+    return out;
+  Tensor l = abs(sub(input, target));
+  if (!weight.defined())
+    return reduced(l, reduction);
+  Tensor wl = mul(l, weight);
+  return reduction == Reduction::Mean ? div(sum(wl), sum(weight)) : reduced(wl, reduction);
+}
+
+Tensor smoothL1Loss(const Tensor &input, const Tensor &target, Reduction reduction,
+                    double beta) {
+  Tensor out;
+  if (!decompose("smooth_l1_loss", {&input, &target}, out,
+                 [&] { return kiln::ops::smoothL1Loss(input, target, reduction, beta); }))
+    return out;
+  Tensor d = abs(sub(input, target));
+  Tensor l = beta == 0 ? d
+                       : where(kiln::ops::lt(d, number(beta)),
+                               mul(mul(d, d), number(0.5 / beta)), sub(d, number(0.5 * beta)));
+  return reduced(l, reduction);
+}
+
+Tensor huberLoss(const Tensor &input, const Tensor &target, const Tensor &weight,
+                 Reduction reduction, double delta) {
+  Tensor out;
+  if (!decompose("huber_loss", {&input, &target, &weight}, out,
+                 [&] { return kiln::ops::huberLoss(input, target, weight, reduction, delta); }))
+    return out;
+  Tensor d = abs(sub(input, target));
+  Tensor l = where(kiln::ops::le(d, number(delta)), mul(mul(d, d), number(0.5)),
+                   mul(sub(d, number(0.5 * delta)), number(delta)));
+  return reduced(weight.defined() ? mul(l, weight) : l, reduction);
+}
+
+Tensor klDiv(const Tensor &input, const Tensor &target, Reduction reduction, bool logTarget) {
+  Tensor out;
+  if (!decompose("kl_div", {&input, &target}, out,
+                 [&] { return kiln::ops::klDiv(input, target, reduction, logTarget); }))
+    return out;
+  Tensor l;
+  if (logTarget) {
+    l = mul(exp(target), sub(target, input));
+  } else {
+    // xlogy: a zero target contributes 0 (and no NaN gradient through log 0).
+    Tensor positive = kiln::ops::gt(target, number(0.0));
+    Tensor safe = where(positive, target, number(1.0));
+    l = where(positive, mul(target, sub(log(safe), input)), number(0.0));
+  }
+  return reduced(l, reduction);
+}
+
+Tensor binaryCrossEntropyWithLogits(const Tensor &input, const Tensor &target,
+                                    const Tensor &weight, const Tensor &posWeight,
+                                    Reduction reduction) {
+  Tensor out;
+  if (!decompose("binary_cross_entropy_with_logits", {&input, &target, &weight, &posWeight}, out,
+                 [&] {
+                   return kiln::ops::binaryCrossEntropyWithLogits(input, target, weight,
+                                                                  posWeight, reduction);
+                 }))
+    return out;
+  // (1 - t) x + (1 + (pw - 1) t) softplus(-x), softplus(-x) = log1p(exp(-|x|)) + max(-x, 0).
+  Tensor sp = add(log1p(exp(neg(abs(input)))), relu(neg(input)));
+  Tensor coef = posWeight.defined() ? add(mul(sub(posWeight, number(1.0)), target), number(1.0))
+                                    : Tensor();
+  Tensor l = add(mul(sub(number(1.0), target), input), coef.defined() ? mul(coef, sp) : sp);
+  return reduced(weight.defined() ? mul(l, weight) : l, reduction);
+}
+
+Tensor binaryCrossEntropy(const Tensor &input, const Tensor &target, const Tensor &weight,
+                          Reduction reduction) {
+  Tensor out;
+  if (!decompose("binary_cross_entropy", {&input, &target, &weight}, out,
+                 [&] { return kiln::ops::binaryCrossEntropy(input, target, weight, reduction); }))
+    return out;
+  kiln::ops::binaryCrossEntropy(input, target, weight, reduction); // the kernel's range checks
+  // torch clamps each log at -100.
+  Tensor logx = maximum(log(input), number(-100.0));
+  Tensor log1mx = maximum(log(sub(number(1.0), input)), number(-100.0));
+  Tensor l = neg(add(mul(target, logx), mul(sub(number(1.0), target), log1mx)));
+  return reduced(weight.defined() ? mul(l, weight) : l, reduction);
+}
+
+Tensor normalize(const Tensor &input, double p, int64_t dim, double eps) {
+  Tensor out;
+  if (!decompose("normalize", {&input}, out,
+                 [&] { return kiln::ops::normalize(input, p, dim, eps); }))
+    return out;
+  Tensor norm = vectorNorm(input, p, DimList(Shape{dim}), true);
+  return div(input, maximum(norm, number(eps)));
+}
+
+std::pair<Tensor, Tensor> varMean(const Tensor &a, const DimList &dims, double correction,
+                                  bool keepdim, bool takeSqrt) {
+  if (!anyRequiresGrad({&a}) || onDevice({&a}))
+    return kiln::ops::varMean(a, dims, correction, keepdim, takeSqrt);
+  Tensor spread = takeSqrt ? stdDev(a, dims, correction, keepdim) : var(a, dims, correction, keepdim);
+  return {spread, mean(a, dims, keepdim)};
+}
+
+std::pair<Tensor, Tensor> adaptiveMaxPool(int64_t nd, const Tensor &input,
+                                          const AdaptiveSize &outputSize, bool withIndices) {
+  if (!anyRequiresGrad({&input}))
+    return kiln::ops::adaptiveMaxPool(nd, input, outputSize, withIndices);
+  auto [out, indices] = kiln::ops::adaptiveMaxPool(nd, input, outputSize, true);
+  if (recordUnsupportedOnDevice("adaptive_max_pool", {&input}, out))
+    return {out, withIndices ? indices : Tensor()};
+  record("AdaptiveMaxPool2DBackward0", {&input}, out, [&](const NodePtr &) {
+    return [idx = indices, xs = input.sizes(), nd](EagerBuilder &, const Node &, Grads &g) {
+      // Indices count within each flattened input plane, as max_pool's.
+      Shape lead(xs.begin(), xs.end() - nd), flat = lead, gflat = lead;
+      int64_t plane = 1;
+      for (size_t d = xs.size() - nd; d < xs.size(); ++d)
+        plane *= xs[d];
+      flat.push_back(plane);
+      gflat.push_back(-1);
+      Tensor gx = kiln::ops::zeros(flat, g[0].dtype());
+      kiln::ops::scatterAdd_(gx, -1, idx.reshape(gflat), g[0].contiguous().reshape(gflat));
+      return Grads{gx.reshape(xs)};
+    };
+  });
+  return {out, withIndices ? indices : Tensor()};
+}
+
+} // namespace kiln::autograd::ops
