@@ -120,8 +120,7 @@ Tensor EagerBuilder::matmul(const Tensor &a, const Tensor &b) { return ops::matm
 Tensor EagerBuilder::cat(const std::vector<Tensor> &parts, int64_t dim) {
   return ops::cat(parts, dim);
 }
-Tensor EagerBuilder::slice(const Tensor &a, int64_t dim, int64_t start, int64_t end,
-                           int64_t step) {
+Tensor EagerBuilder::slice(const Tensor &a, int64_t dim, int64_t start, int64_t end, int64_t step) {
   return autograd::slice(a, dim, start, end, step);
 }
 
@@ -129,8 +128,8 @@ Tensor EagerBuilder::select(const Tensor &a, int64_t dim, int64_t index) {
   return autograd::select(a, dim, index);
 }
 
-Tensor EagerBuilder::sliceBackward(const Tensor &g, const Sizes &sizes, int64_t dim,
-                                   int64_t start, int64_t end, int64_t step) {
+Tensor EagerBuilder::sliceBackward(const Tensor &g, const Sizes &sizes, int64_t dim, int64_t start,
+                                   int64_t end, int64_t step) {
   Tensor out = kiln::ops::zeros(sizes, g.dtype());
   out.slice(dim, start, end, step).copy_(g);
   record("SliceBackwardBackward0", {&g}, out, [&](const NodePtr &) {

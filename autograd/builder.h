@@ -87,8 +87,8 @@ struct EagerBuilder {
   Tensor matmul(const Tensor &a, const Tensor &b);
   Tensor cat(const std::vector<Tensor> &parts, int64_t dim);
   /// The gradient of a slice: g placed into zeros of `sizes` at [start:end:step] of dim.
-  Tensor sliceBackward(const Tensor &g, const Sizes &sizes, int64_t dim, int64_t start,
-                       int64_t end, int64_t step);
+  Tensor sliceBackward(const Tensor &g, const Sizes &sizes, int64_t dim, int64_t start, int64_t end,
+                       int64_t step);
   Tensor slice(const Tensor &a, int64_t dim, int64_t start, int64_t end, int64_t step);
   Tensor select(const Tensor &a, int64_t dim, int64_t index);
   /// Scatter-adds of index gradients (not recorded: their second derivative is not supported).

@@ -45,9 +45,9 @@ template <class B> InputInfo<B> infoOf(const typename B::Value &v) {
 template <class B> using V = typename B::Value;
 template <class B> using Out = std::vector<typename B::Value>;
 
-constexpr double kSqrt2OverPi = 0.79788456080286535588; // sqrt(2 / pi)
+constexpr double kSqrt2OverPi = 0.79788456080286535588;   // sqrt(2 / pi)
 constexpr double kTwoOverSqrtPi = 1.12837916709551257390; // 2 / sqrt(pi)
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;    // 1 / sqrt(2 pi)
 
 // ---- binary arithmetic -------------------------------------------------------------------------
 
@@ -164,7 +164,8 @@ Out<B> maskedFill(B &b, const V<B> &g, const V<B> &mask, const InputInfo<B> &sel
   return r;
 }
 
-// ---- unary math: g times the local derivative ----------------------------------------------------
+// ---- unary math: g times the local derivative
+// ----------------------------------------------------
 
 template <class B> V<B> neg(B &b, const V<B> &g) { return b.neg(g); }
 template <class B> V<B> abs(B &b, const V<B> &g, const V<B> &x) { return b.mul(g, b.sign(x)); }
@@ -202,7 +203,8 @@ template <class B> V<B> erf(B &b, const V<B> &g, const V<B> &x) {
   return b.mul(g, b.scale(b.exp(b.neg(b.mul(x, x))), kTwoOverSqrtPi));
 }
 
-// ---- activations ---------------------------------------------------------------------------------
+// ---- activations
+// ---------------------------------------------------------------------------------
 
 template <class B> V<B> relu(B &b, const V<B> &g, const V<B> &y) {
   return b.zeroWhere(g, b.leScalar(y, 0.0));
@@ -233,7 +235,8 @@ template <class B> V<B> silu(B &b, const V<B> &g, const V<B> &x) {
   return b.mul(g, b.mul(s, b.addScalar(b.mul(x, b.rsubScalar(s, 1.0)), 1.0)));
 }
 
-template <class B> V<B> softplus(B &b, const V<B> &g, const V<B> &x, double beta, double threshold) {
+template <class B>
+V<B> softplus(B &b, const V<B> &g, const V<B> &x, double beta, double threshold) {
   V<B> bx = b.scale(x, beta);
   return b.where(b.gtScalar(bx, threshold), g, b.mul(g, b.sigmoid(bx)));
 }
@@ -250,7 +253,8 @@ template <class B> V<B> hardtanh(B &b, const V<B> &g, const V<B> &x, double lo, 
   return b.zeroWhere(g, b.logicalOr(b.leScalar(x, lo), b.geScalar(x, hi)));
 }
 
-// ---- reductions ----------------------------------------------------------------------------------
+// ---- reductions
+// ----------------------------------------------------------------------------------
 
 /// sum: the gradient broadcast back over the reduced dims.
 template <class B>
@@ -306,7 +310,8 @@ template <class B> V<B> logSoftmax(B &b, const V<B> &g, const V<B> &y, int64_t d
   return b.sub(g, b.mul(b.exp(y), b.sum(g, DimList(Shape{dim}), true)));
 }
 
-// ---- linear algebra ------------------------------------------------------------------------------
+// ---- linear algebra
+// ------------------------------------------------------------------------------
 
 /// matmul with torch's 1-D promotion rules and broadcast batch dims.
 template <class B> Out<B> matmul(B &b, const V<B> &g, const V<B> &x, const V<B> &y, Needs need) {
@@ -374,7 +379,8 @@ Out<B> addmm(B &b, const V<B> &g, const InputInfo<B> &self, const V<B> &m1, cons
   return r;
 }
 
-// ---- normalization -------------------------------------------------------------------------------
+// ---- normalization
+// -------------------------------------------------------------------------------
 
 /// layer_norm over the trailing `normDims` dims; mean and rstd are recomputed from x.
 template <class B>

@@ -36,7 +36,9 @@ public:
   ~NodeProfile() = default;
 
 private:
-  NodeProfile() { std::atexit([] { get()->print(); }); }
+  NodeProfile() {
+    std::atexit([] { get()->print(); });
+  }
   void print() {
     std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(totals_.begin(),
                                                                          totals_.end());
@@ -71,7 +73,9 @@ public:
     roots_.push_back(edge.fn.get());
     accumulate(edge, std::move(grad));
   }
-  void capture(Node *node, uint32_t slot, size_t index) { captures_[node].push_back({slot, index}); }
+  void capture(Node *node, uint32_t slot, size_t index) {
+    captures_[node].push_back({slot, index});
+  }
   /// grad(): AccumulateGrad nodes do not run, and only nodes leading to a capture do.
   void onlyCaptures() { onlyCaptures_ = true; }
   /// backward(inputs=...): only these accumulators run.
@@ -204,9 +208,9 @@ std::vector<Tensor> GraphTask::run(size_t numResults) {
       if (NodeProfile *profile = NodeProfile::get()) {
         auto start = std::chrono::steady_clock::now();
         inputGrads = node->apply(std::move(grads));
-        profile->add(node->name(), std::chrono::duration<double>(
-                                       std::chrono::steady_clock::now() - start)
-                                       .count());
+        profile->add(
+            node->name(),
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       } else {
         inputGrads = node->apply(std::move(grads));
       }
@@ -258,8 +262,8 @@ void addRoots(GraphTask &task, std::span<const Tensor> outputs,
 
 } // namespace
 
-void backward(std::span<const Tensor> outputs, std::span<const Tensor> gradOutputs,
-              bool keepGraph, bool createGraph, std::span<const Tensor> inputs) {
+void backward(std::span<const Tensor> outputs, std::span<const Tensor> gradOutputs, bool keepGraph,
+              bool createGraph, std::span<const Tensor> inputs) {
   GraphTask task(keepGraph, createGraph);
   addRoots(task, outputs, gradOutputs);
   if (!inputs.empty()) {

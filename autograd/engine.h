@@ -17,8 +17,8 @@ namespace kiln::autograd {
 
 /// Tensor.backward / autograd.backward: gradOutputs[i] (undefined: ones, for a one-element
 /// output) flows back from outputs[i]. A non-empty `inputs` accumulates only into those leaves.
-void backward(std::span<const Tensor> outputs, std::span<const Tensor> gradOutputs,
-              bool keepGraph, bool createGraph, std::span<const Tensor> inputs = {});
+void backward(std::span<const Tensor> outputs, std::span<const Tensor> gradOutputs, bool keepGraph,
+              bool createGraph, std::span<const Tensor> inputs = {});
 
 /// autograd.grad: the gradients of `inputs`, without touching any `.grad`. An input the outputs
 /// do not depend on raises unless allowUnused (its result is then undefined).

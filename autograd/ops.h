@@ -21,11 +21,11 @@
 #include "runtime/ops/norm.h"
 #include "runtime/ops/pool.h"
 #include "runtime/ops/random.h"
-#include "runtime/ops/scan.h"
-#include "runtime/ops/sort.h"
 #include "runtime/ops/reduce.h"
+#include "runtime/ops/scan.h"
 #include "runtime/ops/shape_ops.h"
 #include "runtime/ops/softmax.h"
+#include "runtime/ops/sort.h"
 #include "runtime/ops/unary_math.h"
 #include "runtime/tensor.h"
 
@@ -170,9 +170,8 @@ Tensor smoothL1Loss(const Tensor &input, const Tensor &target, Reduction reducti
 Tensor huberLoss(const Tensor &input, const Tensor &target, const Tensor &weight,
                  Reduction reduction, double delta);
 Tensor klDiv(const Tensor &input, const Tensor &target, Reduction reduction, bool logTarget);
-Tensor binaryCrossEntropyWithLogits(const Tensor &input, const Tensor &target,
-                                    const Tensor &weight, const Tensor &posWeight,
-                                    Reduction reduction);
+Tensor binaryCrossEntropyWithLogits(const Tensor &input, const Tensor &target, const Tensor &weight,
+                                    const Tensor &posWeight, Reduction reduction);
 Tensor binaryCrossEntropy(const Tensor &input, const Tensor &target, const Tensor &weight,
                           Reduction reduction);
 Tensor normalize(const Tensor &input, double p, int64_t dim, double eps);
@@ -203,8 +202,8 @@ std::pair<Tensor, Tensor> topk(const Tensor &a, int64_t k, int64_t dim = -1, boo
 Tensor cumsum(const Tensor &a, int64_t dim, std::optional<DType> dtype = {});
 Tensor prod(const Tensor &a, std::optional<int64_t> dim = {}, bool keepdim = false,
             std::optional<DType> dtype = {});
-Tensor vectorNorm(const Tensor &a, double ord = 2.0, const DimList &dims = {},
-                  bool keepdim = false, std::optional<DType> dtype = {});
+Tensor vectorNorm(const Tensor &a, double ord = 2.0, const DimList &dims = {}, bool keepdim = false,
+                  std::optional<DType> dtype = {});
 Tensor nansum(const Tensor &a, const DimList &dims = {}, bool keepdim = false,
               std::optional<DType> dtype = {});
 Tensor flip(const Tensor &self, IntList dims);

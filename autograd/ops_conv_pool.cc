@@ -138,16 +138,16 @@ Tensor pad(const Tensor &self, IntList widths, const std::string &mode,
                   "yet",
                   mode);
   record("ConstantPadNdBackward0", {&self}, out, [&](const NodePtr &) {
-    return [w = Shape(widths.begin(), widths.end()), xs = self.sizes()](B &b, const Node &,
-                                                                         Grads &g) {
-      Tensor r = g[0];
-      // widths pair up from the last dim backwards: (left, right) of dim -1, then of dim -2.
-      for (size_t i = 0; i + 1 < w.size() && i / 2 < xs.size(); i += 2) {
-        int64_t dim = static_cast<int64_t>(xs.size()) - 1 - static_cast<int64_t>(i / 2);
-        r = b.slice(r, dim, w[i], w[i] + xs[dim], 1);
-      }
-      return Grads{r};
-    };
+    return
+        [w = Shape(widths.begin(), widths.end()), xs = self.sizes()](B &b, const Node &, Grads &g) {
+          Tensor r = g[0];
+          // widths pair up from the last dim backwards: (left, right) of dim -1, then of dim -2.
+          for (size_t i = 0; i + 1 < w.size() && i / 2 < xs.size(); i += 2) {
+            int64_t dim = static_cast<int64_t>(xs.size()) - 1 - static_cast<int64_t>(i / 2);
+            r = b.slice(r, dim, w[i], w[i] + xs[dim], 1);
+          }
+          return Grads{r};
+        };
   });
   return out;
 }
@@ -189,7 +189,7 @@ Tensor avgPool(int64_t nd, const Tensor &input, const PoolOptions &opts, bool co
                   opts.ceilMode ? "ceil_mode " : "", nd);
   record("AvgPool2DBackward0", {&input}, out, [&](const NodePtr &) {
     return [xs = input.sizes(), nd, opts, countIncludePad, divisorOverride](B &, const Node &,
-                                                                              Grads &g) {
+                                                                            Grads &g) {
       // As 2-D pooling of a batched input: (N, C, H, W), H = 1 for 1-D pooling.
       const bool batched = static_cast<int64_t>(xs.size()) == nd + 2;
       Shape k = expandTo(opts.kernelSize, nd, 1), s = expandTo(opts.stride, nd, 0),
@@ -202,8 +202,8 @@ Tensor avgPool(int64_t nd, const Tensor &input, const PoolOptions &opts, bool co
         s.insert(s.begin(), 1);
         p.insert(p.begin(), 0);
       }
-      const int64_t c = batched ? xs[1] : xs[0], h = nd == 1 ? 1 : xs[xs.size() - 2],
-                    w = xs.back(), nb = batched ? xs[0] : 1;
+      const int64_t c = batched ? xs[1] : xs[0], h = nd == 1 ? 1 : xs[xs.size() - 2], w = xs.back(),
+                    nb = batched ? xs[0] : 1;
       Tensor gout = g[0].reshape({nb, c, -1});
       // Per output window: its divisor. Valid elements come from unfolding ones (unfold pads
       // with zeros).
@@ -214,12 +214,13 @@ Tensor avgPool(int64_t nd, const Tensor &input, const PoolOptions &opts, bool co
         divisor = kiln::ops::full(valid.sizes(), Scalar(static_cast<double>(*divisorOverride)),
                                   g[0].dtype());
       else if (countIncludePad)
-        divisor = kiln::ops::full(valid.sizes(), Scalar(static_cast<double>(k[0] * k[1])),
-                                  g[0].dtype());
+        divisor =
+            kiln::ops::full(valid.sizes(), Scalar(static_cast<double>(k[0] * k[1])), g[0].dtype());
       else
         divisor = valid;
       Tensor share = kiln::ops::div(gout, divisor.reshape({1, 1, -1}));
-      Tensor cols = share.unsqueeze(2).expand({nb, c, k[0] * k[1], share.size(2)})
+      Tensor cols = share.unsqueeze(2)
+                        .expand({nb, c, k[0] * k[1], share.size(2)})
                         .reshape({nb, c * k[0] * k[1], share.size(2)});
       Tensor gx = kiln::ops::fold(cols, {h, w}, k, {1, 1}, p, s);
       return Grads{gx.reshape(xs)};

@@ -26,10 +26,10 @@ Tensor binary(const char *name, const Tensor &a, const Tensor &b, Tensor out, Ru
 Tensor add(const Tensor &a, const Tensor &b, const Scalar &alpha) {
   Tensor out = kiln::ops::add(a, b, alpha);
   record("AddBackward0", {&a, &b}, out, [&](const NodePtr &) {
-    return [x = infoOf<B>(a), y = infoOf<B>(b), al = toDouble(alpha)](B &bd, const Node &n,
-                                                                        Grads &g) {
-      return rules::add(bd, g[0], x, y, al, Needs::of(n));
-    };
+    return
+        [x = infoOf<B>(a), y = infoOf<B>(b), al = toDouble(alpha)](B &bd, const Node &n, Grads &g) {
+          return rules::add(bd, g[0], x, y, al, Needs::of(n));
+        };
   });
   return out;
 }
@@ -37,10 +37,10 @@ Tensor add(const Tensor &a, const Tensor &b, const Scalar &alpha) {
 Tensor sub(const Tensor &a, const Tensor &b, const Scalar &alpha) {
   Tensor out = kiln::ops::sub(a, b, alpha);
   record("SubBackward0", {&a, &b}, out, [&](const NodePtr &) {
-    return [x = infoOf<B>(a), y = infoOf<B>(b), al = toDouble(alpha)](B &bd, const Node &n,
-                                                                        Grads &g) {
-      return rules::add(bd, g[0], x, y, -al, Needs::of(n));
-    };
+    return
+        [x = infoOf<B>(a), y = infoOf<B>(b), al = toDouble(alpha)](B &bd, const Node &n, Grads &g) {
+          return rules::add(bd, g[0], x, y, -al, Needs::of(n));
+        };
   });
   return out;
 }
@@ -71,8 +71,8 @@ Tensor pow(const Tensor &a, const Tensor &b) {
     });
   }
   record("PowBackward1", {&a, &b}, out, [&](const NodePtr &self) {
-    return [sa = SavedTensor(a), sb = SavedTensor(b), so = SavedTensor(out, self)](
-               B &bd, const Node &n, Grads &g) {
+    return [sa = SavedTensor(a), sb = SavedTensor(b),
+            so = SavedTensor(out, self)](B &bd, const Node &n, Grads &g) {
       return rules::pow(bd, g[0], sa.unpack(n), sb.unpack(n), so.unpack(n), Needs::of(n));
     };
   });
@@ -97,7 +97,7 @@ Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
   Tensor out = kiln::ops::where(cond, a, b);
   record("WhereBackward0", {nullptr, &a, &b}, out, [&](const NodePtr &) {
     return [sc = SavedTensor(cond), x = infoOf<B>(a), y = infoOf<B>(b)](B &bd, const Node &n,
-                                                                          Grads &g) {
+                                                                        Grads &g) {
       return rules::where(bd, g[0], sc.unpack(n), x, y, Needs::of(n));
     };
   });
@@ -124,8 +124,8 @@ Tensor clamp(const Tensor &a, const std::optional<Tensor> &lo, const std::option
 Tensor maskedFill(const Tensor &self, const Tensor &mask, const Tensor &value) {
   Tensor out = kiln::ops::maskedFill(self, mask, value);
   record("MaskedFillBackward0", {&self, nullptr, &value}, out, [&](const NodePtr &) {
-    return [sm = SavedTensor(mask), x = infoOf<B>(self), v = infoOf<B>(value)](
-               B &bd, const Node &n, Grads &g) {
+    return [sm = SavedTensor(mask), x = infoOf<B>(self), v = infoOf<B>(value)](B &bd, const Node &n,
+                                                                               Grads &g) {
       return rules::maskedFill(bd, g[0], sm.unpack(n), x, v, Needs::of(n));
     };
   });
@@ -134,15 +134,15 @@ Tensor maskedFill(const Tensor &self, const Tensor &mask, const Tensor &value) {
 
 // ---- unary -------------------------------------------------------------------------------------
 
-#define KILN_UNARY_FROM_INPUT(fn, Name, rule)                                                    \
-  Tensor fn(const Tensor &a) {                                                                   \
-    return unaryFromInput(Name, a, kiln::ops::fn(a),                                             \
-                          [](B &bd, const Tensor &g, const Tensor &x) { return rule; });         \
+#define KILN_UNARY_FROM_INPUT(fn, Name, rule)                                                      \
+  Tensor fn(const Tensor &a) {                                                                     \
+    return unaryFromInput(Name, a, kiln::ops::fn(a),                                               \
+                          [](B &bd, const Tensor &g, const Tensor &x) { return rule; });           \
   }
-#define KILN_UNARY_FROM_OUTPUT(fn, Name, rule)                                                   \
-  Tensor fn(const Tensor &a) {                                                                   \
-    return unaryFromOutput(Name, a, kiln::ops::fn(a),                                            \
-                           [](B &bd, const Tensor &g, const Tensor &y) { return rule; });        \
+#define KILN_UNARY_FROM_OUTPUT(fn, Name, rule)                                                     \
+  Tensor fn(const Tensor &a) {                                                                     \
+    return unaryFromOutput(Name, a, kiln::ops::fn(a),                                              \
+                           [](B &bd, const Tensor &g, const Tensor &y) { return rule; });          \
   }
 
 Tensor neg(const Tensor &a) {
@@ -203,10 +203,10 @@ Tensor leakyRelu(const Tensor &a, double negativeSlope) {
 Tensor elu(const Tensor &a, double alpha) {
   Tensor out = kiln::ops::elu(a, alpha);
   record("EluBackward0", {&a}, out, [&](const NodePtr &self) {
-    return [sa = SavedTensor(a), so = SavedTensor(out, self), alpha](B &bd, const Node &n,
-                                                                       Grads &g) {
-      return Grads{rules::elu(bd, g[0], sa.unpack(n), so.unpack(n), alpha)};
-    };
+    return
+        [sa = SavedTensor(a), so = SavedTensor(out, self), alpha](B &bd, const Node &n, Grads &g) {
+          return Grads{rules::elu(bd, g[0], sa.unpack(n), so.unpack(n), alpha)};
+        };
   });
   return out;
 }

@@ -48,16 +48,15 @@ Tensor l1Loss(const Tensor &input, const Tensor &target, const Tensor &weight,
   return reduction == Reduction::Mean ? div(sum(wl), sum(weight)) : reduced(wl, reduction);
 }
 
-Tensor smoothL1Loss(const Tensor &input, const Tensor &target, Reduction reduction,
-                    double beta) {
+Tensor smoothL1Loss(const Tensor &input, const Tensor &target, Reduction reduction, double beta) {
   Tensor out;
   if (!decompose("smooth_l1_loss", {&input, &target}, out,
                  [&] { return kiln::ops::smoothL1Loss(input, target, reduction, beta); }))
     return out;
   Tensor d = abs(sub(input, target));
   Tensor l = beta == 0 ? d
-                       : where(kiln::ops::lt(d, number(beta)),
-                               mul(mul(d, d), number(0.5 / beta)), sub(d, number(0.5 * beta)));
+                       : where(kiln::ops::lt(d, number(beta)), mul(mul(d, d), number(0.5 / beta)),
+                               sub(d, number(0.5 * beta)));
   return reduced(l, reduction);
 }
 
@@ -90,20 +89,19 @@ Tensor klDiv(const Tensor &input, const Tensor &target, Reduction reduction, boo
   return reduced(l, reduction);
 }
 
-Tensor binaryCrossEntropyWithLogits(const Tensor &input, const Tensor &target,
-                                    const Tensor &weight, const Tensor &posWeight,
-                                    Reduction reduction) {
+Tensor binaryCrossEntropyWithLogits(const Tensor &input, const Tensor &target, const Tensor &weight,
+                                    const Tensor &posWeight, Reduction reduction) {
   Tensor out;
   if (!decompose("binary_cross_entropy_with_logits", {&input, &target, &weight, &posWeight}, out,
                  [&] {
-                   return kiln::ops::binaryCrossEntropyWithLogits(input, target, weight,
-                                                                  posWeight, reduction);
+                   return kiln::ops::binaryCrossEntropyWithLogits(input, target, weight, posWeight,
+                                                                  reduction);
                  }))
     return out;
   // (1 - t) x + (1 + (pw - 1) t) softplus(-x), softplus(-x) = log1p(exp(-|x|)) + max(-x, 0).
   Tensor sp = add(log1p(exp(neg(abs(input)))), relu(neg(input)));
-  Tensor coef = posWeight.defined() ? add(mul(sub(posWeight, number(1.0)), target), number(1.0))
-                                    : Tensor();
+  Tensor coef =
+      posWeight.defined() ? add(mul(sub(posWeight, number(1.0)), target), number(1.0)) : Tensor();
   Tensor l = add(mul(sub(number(1.0), target), input), coef.defined() ? mul(coef, sp) : sp);
   return reduced(weight.defined() ? mul(l, weight) : l, reduction);
 }
@@ -135,7 +133,8 @@ std::pair<Tensor, Tensor> varMean(const Tensor &a, const DimList &dims, double c
                                   bool keepdim, bool takeSqrt) {
   if (!anyRequiresGrad({&a}) || onDevice({&a}))
     return kiln::ops::varMean(a, dims, correction, keepdim, takeSqrt);
-  Tensor spread = takeSqrt ? stdDev(a, dims, correction, keepdim) : var(a, dims, correction, keepdim);
+  Tensor spread =
+      takeSqrt ? stdDev(a, dims, correction, keepdim) : var(a, dims, correction, keepdim);
   return {spread, mean(a, dims, keepdim)};
 }
 

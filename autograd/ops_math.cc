@@ -21,8 +21,8 @@ Tensor one() { return Tensor::wrapScalar(Scalar(1.0)); }
 template <class RuleFn>
 Tensor binaryRule(const char *name, const Tensor &a, const Tensor &b, Tensor out, RuleFn rule) {
   record(name, {&a, &b}, out, [&](const NodePtr &self) {
-    return [sa = SavedTensor(a), sb = SavedTensor(b), so = SavedTensor(out, self), rule](
-               B &bd, const Node &n, Grads &g) {
+    return [sa = SavedTensor(a), sb = SavedTensor(b), so = SavedTensor(out, self),
+            rule](B &bd, const Node &n, Grads &g) {
       Tensor x = sa.unpack(n), y = sb.unpack(n);
       auto [gx, gy] = rule(bd, g[0], x, y, so.unpack(n));
       Grads r(2);
@@ -37,25 +37,25 @@ Tensor binaryRule(const char *name, const Tensor &a, const Tensor &b, Tensor out
 }
 } // namespace
 
-#define KILN_FROM_INPUT(fn, Name, expr)                                                          \
-  Tensor fn(const Tensor &a) {                                                                   \
-    return unaryFromInput(Name, a, kiln::ops::fn(a),                                             \
-                          [](B &b, const Tensor &g, const Tensor &x) { return expr; });          \
+#define KILN_FROM_INPUT(fn, Name, expr)                                                            \
+  Tensor fn(const Tensor &a) {                                                                     \
+    return unaryFromInput(Name, a, kiln::ops::fn(a),                                               \
+                          [](B &b, const Tensor &g, const Tensor &x) { return expr; });            \
   }
-#define KILN_FROM_OUTPUT(fn, Name, expr)                                                         \
-  Tensor fn(const Tensor &a) {                                                                   \
-    return unaryFromOutput(Name, a, kiln::ops::fn(a),                                            \
-                           [](B &b, const Tensor &g, const Tensor &y) { return expr; });         \
+#define KILN_FROM_OUTPUT(fn, Name, expr)                                                           \
+  Tensor fn(const Tensor &a) {                                                                     \
+    return unaryFromOutput(Name, a, kiln::ops::fn(a),                                              \
+                           [](B &b, const Tensor &g, const Tensor &y) { return expr; });           \
   }
 /// Piecewise constant: zero gradient, but the output still requires grad (as in torch).
-#define KILN_ZERO_GRAD(fn, Name)                                                                 \
-  Tensor fn(const Tensor &a) {                                                                   \
-    Tensor out = kiln::ops::fn(a);                                                               \
-    if (isFloating(out.dtype()))                                                                 \
-      record(Name, {&a}, out, [&](const NodePtr &) {                                             \
-        return [](B &b, const Node &, Grads &g) { return Grads{b.scale(g[0], 0.0)}; };           \
-      });                                                                                        \
-    return out;                                                                                  \
+#define KILN_ZERO_GRAD(fn, Name)                                                                   \
+  Tensor fn(const Tensor &a) {                                                                     \
+    Tensor out = kiln::ops::fn(a);                                                                 \
+    if (isFloating(out.dtype()))                                                                   \
+      record(Name, {&a}, out, [&](const NodePtr &) {                                               \
+        return [](B &b, const Node &, Grads &g) { return Grads{b.scale(g[0], 0.0)}; };             \
+      });                                                                                          \
+    return out;                                                                                    \
   }
 
 KILN_FROM_OUTPUT(tan, "TanBackward0", b.mul(g, b.addScalar(b.mul(y, y), 1.0)))
@@ -81,7 +81,9 @@ KILN_FROM_INPUT(hardsigmoid, "HardsigmoidBackward0",
                             b.logicalOr(b.leScalar(x, -3.0), b.geScalar(x, 3.0))))
 KILN_FROM_INPUT(hardswish, "HardswishBackward0",
                 b.where(b.ltScalar(x, -3.0), b.scale(g, 0.0),
-                        b.where(b.leScalar(x, 3.0), b.mul(g, b.scale(b.addScalar(b.scale(x, 2.0), 3.0), 1.0 / 6.0)), g)))
+                        b.where(b.leScalar(x, 3.0),
+                                b.mul(g, b.scale(b.addScalar(b.scale(x, 2.0), 3.0), 1.0 / 6.0)),
+                                g)))
 KILN_FROM_INPUT(mish, "MishBackward0", [&] {
   Tensor t = b.tanh(b.softplus(x));
   return b.mul(g, b.add(t, b.mul(b.mul(x, b.sigmoid(x)), b.rsubScalar(b.mul(t, t), 1.0))));
@@ -145,10 +147,9 @@ Tensor softshrink(const Tensor &a, double lambd) {
 
 Tensor threshold(const Tensor &a, const Scalar &threshold, const Scalar &value) {
   double th = threshold.toDouble();
-  return unaryFromInput("ThresholdBackward0", a, kiln::ops::threshold(a, threshold, value),
-                        [th](B &b, const Tensor &g, const Tensor &x) {
-                          return b.zeroWhere(g, b.leScalar(x, th));
-                        });
+  return unaryFromInput(
+      "ThresholdBackward0", a, kiln::ops::threshold(a, threshold, value),
+      [th](B &b, const Tensor &g, const Tensor &x) { return b.zeroWhere(g, b.leScalar(x, th)); });
 }
 
 Tensor atan2(const Tensor &a, const Tensor &b) {
@@ -186,22 +187,24 @@ Tensor fmin(const Tensor &a, const Tensor &b) {
 Tensor fmod(const Tensor &a, const Tensor &b) {
   return binaryRule("FmodBackward1", a, b, kiln::ops::fmod(a, b),
                     [](B &bd, const Tensor &g, const Tensor &x, const Tensor &y, const Tensor &) {
-                      return std::pair{g, bd.neg(bd.mul(g, kiln::ops::trunc(kiln::ops::div(x, y))))};
+                      return std::pair{g,
+                                       bd.neg(bd.mul(g, kiln::ops::trunc(kiln::ops::div(x, y))))};
                     });
 }
 
 Tensor remainder(const Tensor &a, const Tensor &b) {
   return binaryRule("RemainderBackward1", a, b, kiln::ops::remainder(a, b),
                     [](B &bd, const Tensor &g, const Tensor &x, const Tensor &y, const Tensor &) {
-                      return std::pair{g, bd.neg(bd.mul(g, kiln::ops::floor(kiln::ops::div(x, y))))};
+                      return std::pair{g,
+                                       bd.neg(bd.mul(g, kiln::ops::floor(kiln::ops::div(x, y))))};
                     });
 }
 
 Tensor floatPower(const Tensor &a, const Tensor &b) {
   Tensor out = kiln::ops::floatPower(a, b);
   record("PowBackward1", {&a, &b}, out, [&](const NodePtr &self) {
-    return [sa = SavedTensor(a), sb = SavedTensor(b), so = SavedTensor(out, self)](
-               B &bd, const Node &n, Grads &g) {
+    return [sa = SavedTensor(a), sb = SavedTensor(b),
+            so = SavedTensor(out, self)](B &bd, const Node &n, Grads &g) {
       Tensor x = sa.unpack(n).to(DType::Float64), y = sb.unpack(n).to(DType::Float64);
       Grads r = rules::pow(bd, g[0], x, y, so.unpack(n), Needs::of(n));
       if (r[0].defined())
@@ -217,8 +220,8 @@ Tensor floatPower(const Tensor &a, const Tensor &b) {
 Tensor lerp(const Tensor &a, const Tensor &end, const Tensor &weight) {
   Tensor out = kiln::ops::lerp(a, end, weight);
   record("LerpBackward1", {&a, &end, &weight}, out, [&](const NodePtr &) {
-    return [sa = SavedTensor(a), se = SavedTensor(end), sw = SavedTensor(weight)](
-               B &bd, const Node &n, Grads &g) {
+    return [sa = SavedTensor(a), se = SavedTensor(end),
+            sw = SavedTensor(weight)](B &bd, const Node &n, Grads &g) {
       Tensor x = sa.unpack(n), e = se.unpack(n), w = sw.unpack(n);
       Grads r(3);
       if (n.needsInputGrad(0))

@@ -46,14 +46,14 @@ Tensor layerNorm(const Tensor &input, IntList normalizedShape, const Tensor &wei
     std::optional<rules::InputInfo<B>> bi;
     if (bias.defined())
       bi = infoOf<B>(bias);
-    return [sx = SavedTensor(input), sw = SavedTensor(weight), bi,
-            nd = static_cast<int64_t>(normalizedShape.size()), eps](B &bd, const Node &n,
-                                                                     Grads &g) {
-      std::optional<Tensor> w;
-      if (sw.defined())
-        w = sw.unpack(n);
-      return rules::layerNorm(bd, g[0], sx.unpack(n), w, bi, nd, eps, Needs::of(n));
-    };
+    return
+        [sx = SavedTensor(input), sw = SavedTensor(weight), bi,
+         nd = static_cast<int64_t>(normalizedShape.size()), eps](B &bd, const Node &n, Grads &g) {
+          std::optional<Tensor> w;
+          if (sw.defined())
+            w = sw.unpack(n);
+          return rules::layerNorm(bd, g[0], sx.unpack(n), w, bi, nd, eps, Needs::of(n));
+        };
   });
   return out;
 }
@@ -109,8 +109,8 @@ Tensor embedding(const Tensor &indices, const Tensor &weight, std::optional<int6
       Tensor flat = si.unpack(n).reshape({-1});
       Tensor rows = bd.reshape(g[0], {-1, ws[1]});
       if (pad) // the padding row gets no gradient
-        rows = bd.zeroWhere(
-            rows, kiln::ops::eq(flat, Tensor::wrapScalar(Scalar(*pad))).unsqueeze(1));
+        rows =
+            bd.zeroWhere(rows, kiln::ops::eq(flat, Tensor::wrapScalar(Scalar(*pad))).unsqueeze(1));
       Grads r(2);
       r[1] = bd.indexAdd(ws, 0, flat, rows);
       return r;
@@ -233,8 +233,7 @@ Tensor scaledDotProductAttention(const Tensor &query, const Tensor &key, const T
     recordUnsupportedOnDevice("scaled_dot_product_attention", {&query, &key, &value}, out);
     return out;
   }
-  KILN_CHECK_KIND(NotImplemented,
-                  !enableGqa || query.dim() < 3 || query.size(-3) == key.size(-3),
+  KILN_CHECK_KIND(NotImplemented, !enableGqa || query.dim() < 3 || query.size(-3) == key.size(-3),
                   "scaled_dot_product_attention: enable_gqa with fewer key/value heads than query "
                   "heads is not differentiable yet");
   const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));

@@ -17,7 +17,7 @@ double reducedCount(const Tensor &in, const Tensor &out) {
 Tensor extreme(const char *name, const Tensor &a, Tensor out, const DimList &dims, bool keepdim) {
   record(name, {&a}, out, [&](const NodePtr &self) {
     return [sa = SavedTensor(a), so = SavedTensor(out, self), dims, keepdim](B &bd, const Node &n,
-                                                                               Grads &g) {
+                                                                             Grads &g) {
       return Grads{rules::amax(bd, g[0], sa.unpack(n), so.unpack(n), dims, keepdim)};
     };
   });
@@ -32,8 +32,7 @@ Tensor variance(const char *name, const Tensor &a, Tensor out, const DimList &di
       std::optional<Tensor> stdOut;
       if (so.defined())
         stdOut = so.unpack(n);
-      return Grads{
-          rules::var(bd, g[0], sa.unpack(n), dims, correction, keepdim, count, stdOut)};
+      return Grads{rules::var(bd, g[0], sa.unpack(n), dims, correction, keepdim, count, stdOut)};
     };
   });
   return out;
@@ -54,7 +53,7 @@ Tensor mean(const Tensor &a, const DimList &dims, bool keepdim, std::optional<DT
   Tensor out = kiln::ops::mean(a, dims, keepdim, dtype);
   record("MeanBackward1", {&a}, out, [&](const NodePtr &) {
     return [x = infoOf<B>(a), dims, keepdim, count = reducedCount(a, out)](B &bd, const Node &,
-                                                                             Grads &g) {
+                                                                           Grads &g) {
       return Grads{rules::mean(bd, g[0], x, dims, keepdim, count)};
     };
   });
@@ -71,8 +70,8 @@ Tensor max(const Tensor &a) { return extreme("MaxBackward1", a, kiln::ops::max(a
 Tensor min(const Tensor &a) { return extreme("MinBackward1", a, kiln::ops::min(a), {}, false); }
 
 Tensor var(const Tensor &a, const DimList &dims, double correction, bool keepdim) {
-  return variance("VarBackward0", a, kiln::ops::var(a, dims, correction, keepdim), dims,
-                  correction, keepdim, false);
+  return variance("VarBackward0", a, kiln::ops::var(a, dims, correction, keepdim), dims, correction,
+                  keepdim, false);
 }
 Tensor stdDev(const Tensor &a, const DimList &dims, double correction, bool keepdim) {
   return variance("StdBackward0", a, kiln::ops::stdDev(a, dims, correction, keepdim), dims,
@@ -83,7 +82,7 @@ Tensor logsumexp(const Tensor &a, const DimList &dims, bool keepdim) {
   Tensor out = kiln::ops::logsumexp(a, dims, keepdim);
   record("LogsumexpBackward0", {&a}, out, [&](const NodePtr &self) {
     return [sa = SavedTensor(a), so = SavedTensor(out, self), dims, keepdim](B &bd, const Node &n,
-                                                                               Grads &g) {
+                                                                             Grads &g) {
       return Grads{rules::logsumexp(bd, g[0], sa.unpack(n), so.unpack(n), dims, keepdim)};
     };
   });

@@ -63,7 +63,7 @@ Tensor stack(std::span<const Tensor> tensors, int64_t dim) {
   std::vector<const Tensor *> inputs = pointers(tensors);
   record("StackBackward0", inputs, std::span<Tensor>(&out, 1), [&](const NodePtr &) {
     return [d = wrapDim(dim, out.dim(), "stack"), n = tensors.size()](B &bd, const Node &node,
-                                                                       Grads &g) {
+                                                                      Grads &g) {
       Grads r(n);
       for (size_t i = 0; i < n; ++i)
         if (node.needsInputGrad(i))

@@ -31,10 +31,12 @@ std::pair<Tensor, Tensor> selection(const char *name, const Tensor &a, int64_t d
 Tensor othersProduct(const Tensor &x, int64_t dim) {
   Tensor ones = kiln::ops::ones(x.select(dim, 0).unsqueeze(dim).sizes(), x.dtype());
   int64_t n = x.size(dim);
-  Tensor left = kiln::ops::cumprod(kiln::ops::cat(std::vector<Tensor>{ones, x.slice(dim, 0, n - 1)}, dim), dim);
+  Tensor left = kiln::ops::cumprod(
+      kiln::ops::cat(std::vector<Tensor>{ones, x.slice(dim, 0, n - 1)}, dim), dim);
   Tensor rev = kiln::ops::flip(x, {dim});
   Tensor right = kiln::ops::flip(
-      kiln::ops::cumprod(kiln::ops::cat(std::vector<Tensor>{ones, rev.slice(dim, 0, n - 1)}, dim), dim),
+      kiln::ops::cumprod(kiln::ops::cat(std::vector<Tensor>{ones, rev.slice(dim, 0, n - 1)}, dim),
+                         dim),
       {dim});
   return kiln::ops::mul(left, right);
 }
@@ -44,16 +46,15 @@ std::pair<Tensor, Tensor> sort(const Tensor &a, int64_t dim, bool descending, bo
   return selection("SortBackward0", a, dim, kiln::ops::sort(a, dim, descending, stable));
 }
 
-std::pair<Tensor, Tensor> topk(const Tensor &a, int64_t k, int64_t dim, bool largest,
-                               bool sorted) {
+std::pair<Tensor, Tensor> topk(const Tensor &a, int64_t k, int64_t dim, bool largest, bool sorted) {
   return selection("TopkBackward0", a, dim, kiln::ops::topk(a, k, dim, largest, sorted));
 }
 
 Tensor cumsum(const Tensor &a, int64_t dim, std::optional<DType> dtype) {
   Tensor out = kiln::ops::cumsum(a, dim, dtype);
   record("CumsumBackward0", {&a}, out, [&](const NodePtr &) {
-    return [d = wrapDim(dim, std::max<int64_t>(a.dim(), 1), "cumsum"), dt = a.dtype()](
-               B &b, const Node &, Grads &g) {
+    return [d = wrapDim(dim, std::max<int64_t>(a.dim(), 1), "cumsum"),
+            dt = a.dtype()](B &b, const Node &, Grads &g) {
       // Each input reaches every later output: a reversed cumulative sum of the gradient.
       Tensor r = kiln::ops::flip(kiln::ops::cumsum(kiln::ops::flip(g[0], {d}), d), {d});
       return Grads{b.cast(r, dt)};
@@ -62,8 +63,7 @@ Tensor cumsum(const Tensor &a, int64_t dim, std::optional<DType> dtype) {
   return out;
 }
 
-Tensor prod(const Tensor &a, std::optional<int64_t> dim, bool keepdim,
-            std::optional<DType> dtype) {
+Tensor prod(const Tensor &a, std::optional<int64_t> dim, bool keepdim, std::optional<DType> dtype) {
   Tensor out = kiln::ops::prod(a, dim, keepdim, dtype);
   record("ProdBackward0", {&a}, out, [&](const NodePtr &) {
     return [sa = SavedTensor(a), dim, keepdim](B &b, const Node &n, Grads &g) {
@@ -85,8 +85,8 @@ Tensor vectorNorm(const Tensor &a, double ord, const DimList &dims, bool keepdim
                   std::optional<DType> dtype) {
   Tensor out = kiln::ops::vectorNorm(a, ord, dims, keepdim, dtype);
   record("LinalgVectorNormBackward0", {&a}, out, [&](const NodePtr &self) {
-    return [sa = SavedTensor(a), so = SavedTensor(out, self), ord, dims, keepdim](
-               B &b, const Node &n, Grads &g) {
+    return [sa = SavedTensor(a), so = SavedTensor(out, self), ord, dims,
+            keepdim](B &b, const Node &n, Grads &g) {
       Tensor x = sa.unpack(n), y = so.unpack(n);
       int64_t rank = x.dim();
       Tensor gk = keepdim ? g[0] : b.unsqueezeReduced(g[0], dims, rank);

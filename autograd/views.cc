@@ -15,7 +15,8 @@ namespace {
 using B = EagerBuilder;
 
 /// Records view `out` of self with `rule` (a rule lambda) and marks it a view of self's base.
-template <class Rule> Tensor recordView(const char *name, const Tensor &self, Tensor out, Rule rule) {
+template <class Rule>
+Tensor recordView(const char *name, const Tensor &self, Tensor out, Rule rule) {
   if (!record(name, {&self}, out, [&](const NodePtr &) { return rule; }))
     return out;
   AutogradMeta *base = metaOrNull(self);
@@ -144,9 +145,8 @@ Tensor asStrided(const Tensor &self, IntList sizes, IntList strides,
 
 Tensor clone(const Tensor &self) {
   Tensor out = self.clone();
-  record("CloneBackward0", {&self}, out, [&](const NodePtr &) {
-    return [](B &, const Node &, Grads &g) { return Grads{g[0]}; };
-  });
+  record("CloneBackward0", {&self}, out,
+         [&](const NodePtr &) { return [](B &, const Node &, Grads &g) { return Grads{g[0]}; }; });
   return out;
 }
 

@@ -64,9 +64,10 @@ std::vector<Tensor> tensorList(py::handle obj, const char *what) {
     return ts;
   }
   for (py::handle h : obj) {
-    KILN_CHECK_KIND(Type, py::isinstance<Tensor>(h), "{}: expected a Tensor or a sequence of "
-                    "Tensors, got an element of type {}", what,
-                    std::string(py::str(py::type::of(h).attr("__name__"))));
+    KILN_CHECK_KIND(Type, py::isinstance<Tensor>(h),
+                    "{}: expected a Tensor or a sequence of "
+                    "Tensors, got an element of type {}",
+                    what, std::string(py::str(py::type::of(h).attr("__name__"))));
     ts.push_back(h.cast<Tensor>());
   }
   return ts;
@@ -103,18 +104,17 @@ void runBackward(const std::vector<Tensor> &outputs, const std::vector<Tensor> &
 }
 
 void bindTensorAutograd(py::class_<Tensor> &t) {
-  t.def_property(
-      "requires_grad", &Tensor::requiresGrad, [](Tensor &self, bool v) {
-        if (!autograd::isLeaf(self)) {
-          KILN_CHECK(v, "you can only change requires_grad flags of leaf variables. If you want "
-                        "to use a computed variable in a subgraph that doesn't require "
-                        "differentiation use var_no_grad = var.detach().");
-          return;
-        }
-        KILN_CHECK(!v || isFloating(self.dtype()),
-                   "only Tensors of floating point and complex dtype can require gradients");
-        self.setRequiresGrad(v);
-      });
+  t.def_property("requires_grad", &Tensor::requiresGrad, [](Tensor &self, bool v) {
+    if (!autograd::isLeaf(self)) {
+      KILN_CHECK(v, "you can only change requires_grad flags of leaf variables. If you want "
+                    "to use a computed variable in a subgraph that doesn't require "
+                    "differentiation use var_no_grad = var.detach().");
+      return;
+    }
+    KILN_CHECK(!v || isFloating(self.dtype()),
+               "only Tensors of floating point and complex dtype can require gradients");
+    self.setRequiresGrad(v);
+  });
   t.def_property_readonly("is_leaf", [](const Tensor &self) { return autograd::isLeaf(self); });
   t.def_property(
       "grad",
@@ -128,7 +128,8 @@ void bindTensorAutograd(py::class_<Tensor> &t) {
             m->grad = Tensor();
           return;
         }
-        KILN_CHECK_KIND(Type, py::isinstance<Tensor>(g), "assigned grad expected to be a Tensor "
+        KILN_CHECK_KIND(Type, py::isinstance<Tensor>(g),
+                        "assigned grad expected to be a Tensor "
                         "or None but got grad of type {}",
                         std::string(py::str(py::type::of(g).attr("__name__"))));
         Tensor grad = g.cast<Tensor>();
@@ -195,19 +196,16 @@ void bindTensorAutograd(py::class_<Tensor> &t) {
     impl.strides = other.strides();
     impl.storageOffset = other.storageOffset();
   });
-  t.def(
-      "detach_",
-      [](py::object self) {
-        Tensor &s = self.cast<Tensor &>();
-        if (AutogradMeta *m = autograd::metaOrNull(s)) {
-          KILN_CHECK(!m->viewBase.defined(),
-                     "Can't detach views in-place. Use detach() instead.");
-          m->gradFn.reset();
-          m->outputNr = 0;
-        }
-        s.setRequiresGrad(false);
-        return self;
-      });
+  t.def("detach_", [](py::object self) {
+    Tensor &s = self.cast<Tensor &>();
+    if (AutogradMeta *m = autograd::metaOrNull(s)) {
+      KILN_CHECK(!m->viewBase.defined(), "Can't detach views in-place. Use detach() instead.");
+      m->gradFn.reset();
+      m->outputNr = 0;
+    }
+    s.setRequiresGrad(false);
+    return self;
+  });
 }
 
 /// The node of a kiln.autograd.Function call: its backward is the Python `backward` callable,
@@ -231,8 +229,8 @@ public:
     py::object r = (*backward_)(*args);
     py::tuple grads = py::isinstance<py::tuple>(r) ? r.cast<py::tuple>() : py::make_tuple(r);
     KILN_CHECK(grads.size() >= next.size(),
-               "function {} returned an incorrect number of gradients (expected {}, got {})",
-               name_, next.size(), grads.size());
+               "function {} returned an incorrect number of gradients (expected {}, got {})", name_,
+               next.size(), grads.size());
     std::vector<Tensor> out(next.size());
     for (size_t i = 0; i < next.size(); ++i) {
       if (grads[i].is_none())
@@ -268,16 +266,18 @@ void bindNodes(py::module_ &ag) {
                              [](const Node &n) {
                                py::tuple out(n.next.size());
                                for (size_t i = 0; i < n.next.size(); ++i)
-                                 out[i] = py::make_tuple(
-                                     n.next[i].fn ? py::cast(n.next[i].fn) : py::none(),
-                                     n.next[i].inputNr);
+                                 out[i] = py::make_tuple(n.next[i].fn ? py::cast(n.next[i].fn)
+                                                                      : py::none(),
+                                                         n.next[i].inputNr);
                                return out;
                              })
       .def_property_readonly("variable",
                              [](const Node &n) -> py::object {
                                auto *acc = dynamic_cast<const autograd::AccumulateGrad *>(&n);
-                               KILN_CHECK_KIND(Type, acc, "'{}' object has no attribute "
-                                               "'variable'", n.name());
+                               KILN_CHECK_KIND(Type, acc,
+                                               "'{}' object has no attribute "
+                                               "'variable'",
+                                               n.name());
                                Tensor v = acc->variable();
                                return v.defined() ? wrap(v) : py::none();
                              })
@@ -327,8 +327,8 @@ void bindAutograd(py::module_ &m) {
       [](py::handle tensors, py::handle gradTensors, py::handle retainGraph, bool createGraph,
          py::handle inputs) {
         std::vector<Tensor> outs = tensorList(tensors, "backward");
-        runBackward(outs, gradList(gradTensors, outs.size(), "backward"), retainGraph,
-                    createGraph, inputs);
+        runBackward(outs, gradList(gradTensors, outs.size(), "backward"), retainGraph, createGraph,
+                    inputs);
       },
       py::arg("tensors"), py::arg("grad_tensors") = py::none(),
       py::arg("retain_graph") = py::none(), py::arg("create_graph") = false,
