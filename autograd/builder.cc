@@ -8,10 +8,6 @@
 #include <algorithm>
 
 namespace kiln::autograd {
-namespace {
-Tensor number(double s) { return Tensor::wrapScalar(Scalar(s)); }
-} // namespace
-
 Tensor EagerBuilder::add(const Tensor &a, const Tensor &b) { return ops::add(a, b); }
 Tensor EagerBuilder::sub(const Tensor &a, const Tensor &b) { return ops::sub(a, b); }
 Tensor EagerBuilder::mul(const Tensor &a, const Tensor &b) { return ops::mul(a, b); }

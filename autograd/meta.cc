@@ -4,6 +4,8 @@
 #include "autograd/record.h"
 #include "runtime/device_ops.h"
 #include "runtime/error.h"
+#include "runtime/ops/factory.h"
+#include "runtime/ops/index.h"
 
 namespace kiln::autograd {
 
@@ -87,6 +89,24 @@ bool recordUnsupportedOnDevice(const char *op, std::initializer_list<const Tenso
            };
          });
   return true;
+}
+
+void recordIndexedPool(const char *name, const Tensor &input, Tensor &output, const Tensor &indices,
+                       int64_t spatialDims) {
+  record(name, {&input}, output, [&](const NodePtr &) {
+    return [idx = indices, xs = input.sizes(), nd = spatialDims](EagerBuilder &, const Node &,
+                                                                 Grads &g) {
+      Shape flat(xs.begin(), xs.end() - nd), gflat = flat;
+      int64_t plane = 1;
+      for (size_t d = xs.size() - nd; d < xs.size(); ++d)
+        plane *= xs[d];
+      flat.push_back(plane);
+      gflat.push_back(-1);
+      Tensor gx = kiln::ops::zeros(flat, g[0].dtype());
+      kiln::ops::scatterAdd_(gx, -1, idx.reshape(gflat), g[0].contiguous().reshape(gflat));
+      return Grads{gx.reshape(xs)};
+    };
+  });
 }
 
 } // namespace kiln::autograd

@@ -146,6 +146,8 @@ Tensor addmm(const Tensor &self, const Tensor &mat1, const Tensor &mat2,
              const Scalar &beta = Scalar(int64_t{1}), const Scalar &alpha = Scalar(int64_t{1}));
 
 // ---- nn (ops_nn.cc) -------------------------------------------------------------------------
+/// A loss's per-element values reduced as `reduction` says (differentiable).
+Tensor reduced(const Tensor &perElement, Reduction reduction);
 Tensor layerNorm(const Tensor &input, IntList normalizedShape, const Tensor &weight,
                  const Tensor &bias, double eps);
 Tensor rmsNorm(const Tensor &input, IntList normalizedShape, const Tensor &weight,

@@ -162,20 +162,7 @@ std::pair<Tensor, Tensor> maxPool(int64_t nd, const Tensor &input, const PoolOpt
     return result;
   }
   auto [out, indices] = kiln::ops::maxPool(nd, input, opts, true);
-  record("MaxPool2DWithIndicesBackward0", {&input}, out, [&](const NodePtr &) {
-    return [idx = indices, xs = input.sizes(), nd](B &, const Node &, Grads &g) {
-      // The indices count within each flattened input plane: scatter the gradient there.
-      Shape lead(xs.begin(), xs.end() - nd), flat = lead, gflat = lead;
-      int64_t plane = 1;
-      for (size_t d = xs.size() - nd; d < xs.size(); ++d)
-        plane *= xs[d];
-      flat.push_back(plane);
-      gflat.push_back(-1);
-      Tensor gx = kiln::ops::zeros(flat, g[0].dtype());
-      kiln::ops::scatterAdd_(gx, -1, idx.reshape(gflat), g[0].contiguous().reshape(gflat));
-      return Grads{gx.reshape(xs)};
-    };
-  });
+  recordIndexedPool("MaxPool2DWithIndicesBackward0", input, out, indices, nd);
   return {out, withIndices ? indices : Tensor()};
 }
 

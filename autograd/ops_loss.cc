@@ -5,17 +5,9 @@
 #include "autograd/record.h"
 #include "runtime/error.h"
 #include "runtime/ops/compare.h"
-#include "runtime/ops/factory.h"
 
 namespace kiln::autograd::ops {
 namespace {
-Tensor number(double v) { return Tensor::wrapScalar(Scalar(v)); }
-
-Tensor reduced(const Tensor &perElement, Reduction reduction) {
-  if (reduction == Reduction::None)
-    return perElement;
-  return reduction == Reduction::Sum ? sum(perElement) : mean(perElement);
-}
 
 /// Whether to decompose: something requires grad and everything is on the CPU. On a device the
 /// kernel's result gets a node that raises.
@@ -142,23 +134,13 @@ std::pair<Tensor, Tensor> adaptiveMaxPool(int64_t nd, const Tensor &input,
                                           const AdaptiveSize &outputSize, bool withIndices) {
   if (!anyRequiresGrad({&input}))
     return kiln::ops::adaptiveMaxPool(nd, input, outputSize, withIndices);
+  if (onDevice({&input})) { // as max_pool: no indices are forced on the device
+    auto result = kiln::ops::adaptiveMaxPool(nd, input, outputSize, withIndices);
+    recordUnsupportedOnDevice("adaptive_max_pool", {&input}, result.first);
+    return result;
+  }
   auto [out, indices] = kiln::ops::adaptiveMaxPool(nd, input, outputSize, true);
-  if (recordUnsupportedOnDevice("adaptive_max_pool", {&input}, out))
-    return {out, withIndices ? indices : Tensor()};
-  record("AdaptiveMaxPool2DBackward0", {&input}, out, [&](const NodePtr &) {
-    return [idx = indices, xs = input.sizes(), nd](EagerBuilder &, const Node &, Grads &g) {
-      // Indices count within each flattened input plane, as max_pool's.
-      Shape lead(xs.begin(), xs.end() - nd), flat = lead, gflat = lead;
-      int64_t plane = 1;
-      for (size_t d = xs.size() - nd; d < xs.size(); ++d)
-        plane *= xs[d];
-      flat.push_back(plane);
-      gflat.push_back(-1);
-      Tensor gx = kiln::ops::zeros(flat, g[0].dtype());
-      kiln::ops::scatterAdd_(gx, -1, idx.reshape(gflat), g[0].contiguous().reshape(gflat));
-      return Grads{gx.reshape(xs)};
-    };
-  });
+  recordIndexedPool("AdaptiveMaxPool2DBackward0", input, out, indices, nd);
   return {out, withIndices ? indices : Tensor()};
 }
 

@@ -16,8 +16,6 @@ using B = EagerBuilder;
 constexpr double kLn2 = 0.69314718055994530942, kLn10 = 2.30258509299404568402;
 constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 
-Tensor one() { return Tensor::wrapScalar(Scalar(1.0)); }
-
 template <class RuleFn>
 Tensor binaryRule(const char *name, const Tensor &a, const Tensor &b, Tensor out, RuleFn rule) {
   record(name, {&a, &b}, out, [&](const NodePtr &self) {

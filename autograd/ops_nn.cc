@@ -16,8 +16,6 @@ using rules::infoOf;
 using rules::Needs;
 using B = EagerBuilder;
 
-Tensor number(double v) { return Tensor::wrapScalar(Scalar(v)); }
-
 /// weight (C) viewed to broadcast along dim 1 of a rank-`rank` input (dim 0 when rank is 1).
 Tensor classWeight(const Tensor &weight, int64_t rank) {
   Shape sizes(std::max<int64_t>(rank, 1), 1);
@@ -32,12 +30,13 @@ void checkWeightConstant(const Tensor &weight) {
              "'weight'. This input cannot have requires_grad True.");
 }
 
-Tensor reduce(const Tensor &perElement, Reduction reduction) {
+} // namespace
+
+Tensor reduced(const Tensor &perElement, Reduction reduction) {
   if (reduction == Reduction::None)
     return perElement;
   return reduction == Reduction::Sum ? sum(perElement) : mean(perElement);
 }
-} // namespace
 
 Tensor layerNorm(const Tensor &input, IntList normalizedShape, const Tensor &weight,
                  const Tensor &bias, double eps) {
@@ -171,7 +170,7 @@ Tensor crossEntropy(const Tensor &input, const Tensor &target, const Tensor &wei
     Tensor per = neg(sum(prod, DimList(Shape{classDim})));
     if (reduction == Reduction::Mean)
       return div(sum(per), number(static_cast<double>(input.numel()) / classes));
-    return reduce(per, reduction);
+    return reduced(per, reduction);
   }
   Tensor nll = autograd::ops::nllLoss(lsm, target, weight, reduction, ignoreIndex);
   if (labelSmoothing <= 0)
@@ -214,11 +213,11 @@ Tensor mseLoss(const Tensor &input, const Tensor &target, const Tensor &weight,
   Tensor d = sub(input, target);
   Tensor l = mul(d, d);
   if (!weight.defined())
-    return reduce(l, reduction);
+    return reduced(l, reduction);
   Tensor wl = mul(l, weight);
   if (reduction == Reduction::Mean)
     return div(sum(wl), sum(weight));
-  return reduce(wl, reduction);
+  return reduced(wl, reduction);
 }
 
 Tensor scaledDotProductAttention(const Tensor &query, const Tensor &key, const Tensor &value,

@@ -105,6 +105,15 @@ bool record(const char *name, std::initializer_list<const Tensor *> inputs, Tens
 bool recordUnsupportedOnDevice(const char *op, std::initializer_list<const Tensor *> inputs,
                                Tensor &output);
 
+/// A Python number as an operand (a wrapped scalar: it promotes weakly).
+inline Tensor number(double v) { return Tensor::wrapScalar(Scalar(v)); }
+
+/// Records the rule of a pooling op whose kernel returned, per output, the index of the input
+/// element it came from within the flattened input plane (max pooling): the gradient is
+/// scattered back there.
+void recordIndexedPool(const char *name, const Tensor &input, Tensor &output, const Tensor &indices,
+                       int64_t spatialDims);
+
 /// One-input ops whose rule reads the input (`fromInput`) or the output (`fromOutput`):
 /// `rule(b, grad, saved)` gives the input's gradient.
 template <class RuleFn>

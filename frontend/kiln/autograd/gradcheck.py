@@ -145,7 +145,6 @@ def gradgradcheck(
             kiln.randn(o.shape, generator=gen, dtype=o.dtype).requires_grad_() for o in outputs
         )
     grad_outputs = _tuple(grad_outputs)
-    diff_inputs = [x for x in inputs if isinstance(x, _C.Tensor) and x.requires_grad]
     n_in = len(inputs)
 
     def first_derivative(*args):
@@ -156,7 +155,6 @@ def gradgradcheck(
             grads = _C._autograd.grad(outs, diff, list(gos), True, True, True)
         return tuple(g for g in grads if g is not None)
 
-    del diff_inputs
     return gradcheck(
         first_derivative,
         inputs + grad_outputs,

@@ -106,16 +106,7 @@ class Adagrad(Optimizer):
     @_use_grad_for_differentiable
     def step(self, closure=None):
         """Performs one Adagrad update of every parameter that has a gradient."""
-        loss = None
-        if closure is not None:
-            with kiln.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                _adagrad_update(p, p.grad, self._init_state(p, group), group)
-        return loss
+        return self._step_each(closure, _adagrad_update)
 
 
 def _adagrad_update(param, grad, state, group):

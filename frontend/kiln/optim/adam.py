@@ -12,9 +12,9 @@ is torch's single-tensor implementation op for op, so float32 results round as t
 nanoGPT probes the signature for ``fused`` and passes it); every combination computes the
 update above, with ``foreach=True`` or ``fused=True`` in one C++ pass over each parameter
 (``kiln._C._adam_step_``: rounding within an ulp of torch's fused kernel, not bit-identical to
-the single-tensor one). They are stored in the param groups as torch stores them, and ``fused`` keeps
-``state['step']`` in float32 as torch does. (torch refuses ``capturable=True`` for CPU
-tensors; kiln has no graph capture to guard, so it runs the same update.)
+the single-tensor one). They are stored in the param groups as torch stores them, and
+``fused`` keeps ``state['step']`` in float32 as torch does. (torch refuses ``capturable=True``
+for CPU tensors; kiln has no graph capture to guard, so it runs the same update.)
 """
 
 from __future__ import annotations
@@ -142,16 +142,7 @@ class Adam(Optimizer):
     @_use_grad_for_differentiable
     def step(self, closure=None):
         """Performs one Adam update of every parameter that has a gradient."""
-        loss = None
-        if closure is not None:
-            with kiln.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                _adam_update(p, p.grad, self._init_state(p, group), group)
-        return loss
+        return self._step_each(closure, _adam_update)
 
 
 class AdamW(Adam):

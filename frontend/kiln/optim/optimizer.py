@@ -304,6 +304,19 @@ class Optimizer:
         param_groups = [update_group(g, ng) for g, ng in zip(groups, saved_groups, strict=True)]
         self.__setstate__({"state": state, "param_groups": param_groups})
 
+    def _step_each(self, closure, update):
+        """The body of ``step``: runs the closure (grad enabled) for its loss, then
+        ``update(param, grad, state, group)`` for every parameter that has a gradient."""
+        loss = None
+        if closure is not None:
+            with kiln.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    update(p, p.grad, self._init_state(p, group), group)
+        return loss
+
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clears every parameter's gradient: drops it (the default, and what makes the next
         step skip parameters that get no gradient) or zeros it in place."""

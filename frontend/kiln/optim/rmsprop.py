@@ -97,16 +97,7 @@ class RMSprop(Optimizer):
     @_use_grad_for_differentiable
     def step(self, closure=None):
         """Performs one RMSprop update of every parameter that has a gradient."""
-        loss = None
-        if closure is not None:
-            with kiln.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                _rmsprop_update(p, p.grad, self._init_state(p, group), group)
-        return loss
+        return self._step_each(closure, _rmsprop_update)
 
 
 def _rmsprop_update(param, grad, state, group):
