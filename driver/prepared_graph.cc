@@ -35,16 +35,16 @@ DType scalarDType(ValueKind k) {
   return k == ValueKind::Int ? DType::Int64 : k == ValueKind::Float ? DType::Float64 : DType::Bool;
 }
 
-[[noreturn]] void failAt(const ir::Node *n, const ir::ParsedModule &module,
+[[noreturn]] void failAt(const ir::Node *n, const ir::NodePositions &positions,
                          const std::string &filename, std::string message) {
   ir::Diagnostic d;
   d.message = std::move(message);
   d.node = n;
-  throw ir::DiagnosticError(located(std::move(d), module, filename));
+  throw ir::DiagnosticError(located(std::move(d), positions, filename));
 }
 
 /// Takes `sym_constrain_range` nodes out of the graph into `out` (and `assumed` as relations).
-void takeRanges(ir::Graph &graph, const ir::ParsedModule &module, const std::string &filename,
+void takeRanges(ir::Graph &graph, const ir::NodePositions &positions, const std::string &filename,
                 PreparedGraph &out) {
   std::set<std::string, std::less<>> inputSymbols;
   for (const ir::Value *v : graph.inputs())
@@ -56,11 +56,11 @@ void takeRanges(ir::Graph &graph, const ir::ParsedModule &module, const std::str
       continue;
     SymRange r{n->attr("symbol")->toString(), n->attr("min")->toInt(), n->attr("max")->toInt()};
     if (!inputSymbols.count(r.symbol))
-      failAt(n, module, filename,
+      failAt(n, positions, filename,
              fmt::format("sym_constrain_range: no input has a size '{}'", r.symbol));
     for (const SymRange &seen : out.ranges)
       if (seen.symbol == r.symbol)
-        failAt(n, module, filename,
+        failAt(n, positions, filename,
                fmt::format("sym_constrain_range: '{}' is constrained twice", r.symbol));
     ir::SymInt sym = ir::SymInt::parse(r.symbol);
     out.assumed.push_back({sym, ir::RelOp::Ge, ir::SymInt(r.min)});
@@ -72,7 +72,7 @@ void takeRanges(ir::Graph &graph, const ir::ParsedModule &module, const std::str
 }
 
 /// Turns `weight` nodes into graph inputs after the parameters, recording them in `out`.
-void hoistWeights(ir::Graph &graph, const ir::ParsedModule &module, const std::string &filename,
+void hoistWeights(ir::Graph &graph, const ir::NodePositions &positions, const std::string &filename,
                   PreparedGraph &out) {
   std::map<std::string, ir::Value *, std::less<>> byName;
   for (ir::Node *n : graph.nodes()) {
@@ -83,20 +83,20 @@ void hoistWeights(ir::Graph &graph, const ir::ParsedModule &module, const std::s
     WeightSpec spec{name, m.dtype, {}};
     for (const ir::SymInt &s : m.sizes) {
       if (!s.isConstant())
-        failAt(n, module, filename,
+        failAt(n, positions, filename,
                fmt::format("weight \"{}\" must have constant sizes, got {}", name,
                            ir::printType(n->result()->type())));
       spec.sizes.push_back(*s.constant());
     }
     if (!m.isContiguous())
-      failAt(n, module, filename, fmt::format("weight \"{}\" must be contiguous", name));
+      failAt(n, positions, filename, fmt::format("weight \"{}\" must be contiguous", name));
     auto [it, fresh] = byName.try_emplace(name, nullptr);
     if (fresh) {
       it->second = graph.addInput(n->result()->type(), fmt::format("weight{}", out.weights.size()),
                                   n->loc());
       out.weights.push_back(std::move(spec));
     } else if (it->second->type() != n->result()->type()) {
-      failAt(n, module, filename,
+      failAt(n, positions, filename,
              fmt::format("weight \"{}\" is used with two types: {} and {}", name,
                          ir::printType(it->second->type()), ir::printType(n->result()->type())));
     }
@@ -154,16 +154,29 @@ std::string defaultPipeline() {
   return out;
 }
 
-ir::Diagnostic located(ir::Diagnostic d, const ir::ParsedModule &module,
+ir::Diagnostic located(ir::Diagnostic d, const ir::NodePositions &positions,
                        const std::string &filename) {
   d.buffer = filename;
   if (d.node) {
-    if (auto it = module.positions.find(d.node); it != module.positions.end())
+    if (auto it = positions.find(d.node); it != positions.end())
       d.pos = it->second;
     if (d.node->loc().known())
       d.message += fmt::format(" (from {}:{})", d.node->loc().file, d.node->loc().line);
   }
   return d;
+}
+
+static void typeAndVerify(ir::Graph &graph, const ir::NodePositions &positions,
+                          const std::string &filename, ir::SymAssumptions *assumed) {
+  try {
+    passes::ShapeInference inference = passes::inferShapes(graph);
+    if (assumed)
+      *assumed = std::move(inference.assumed);
+  } catch (const ir::DiagnosticError &e) {
+    throw ir::DiagnosticError(located(e.diagnostic(), positions, filename));
+  }
+  if (std::optional<ir::Diagnostic> d = ir::verify(graph))
+    throw ir::DiagnosticError(located(std::move(*d), positions, filename));
 }
 
 std::unique_ptr<ir::Graph> parseTyped(std::string_view text, const std::string &filename,
@@ -172,20 +185,20 @@ std::unique_ptr<ir::Graph> parseTyped(std::string_view text, const std::string &
   KILN_CHECK_KIND(Value, module.graphs.size() == 1,
                   "{}: a program holds exactly one graph, found {}", filename,
                   module.graphs.size());
-  ir::Graph &graph = *module.graphs[0];
-  try {
-    passes::ShapeInference inference = passes::inferShapes(graph);
-    if (assumed)
-      *assumed = std::move(inference.assumed);
-  } catch (const ir::DiagnosticError &e) {
-    throw ir::DiagnosticError(located(e.diagnostic(), module, filename));
-  }
-  if (std::optional<ir::Diagnostic> d = ir::verify(graph))
-    throw ir::DiagnosticError(located(std::move(*d), module, filename));
+  typeAndVerify(*module.graphs[0], module.positions, filename, assumed);
   return std::move(module.graphs[0]);
 }
 
 PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options) {
+  ir::ParsedModule module = ir::parseModule(text, options.filename);
+  KILN_CHECK_KIND(Value, module.graphs.size() == 1,
+                  "{}: a program holds exactly one graph, found {}", options.filename,
+                  module.graphs.size());
+  return prepareGraph(std::move(module.graphs[0]), module.positions, options);
+}
+
+PreparedGraph prepareGraph(std::unique_ptr<ir::Graph> graph, const ir::NodePositions &positions,
+                           const PipelineOptions &options) {
   const std::string &filename = options.filename;
   PreparedGraph out;
   auto last = std::chrono::steady_clock::now();
@@ -195,9 +208,8 @@ PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options
                                  std::chrono::duration<double, std::milli>(now - last).count());
     last = now;
   };
-  ir::ParsedModule module;
   ir::SymAssumptions assumed;
-  std::unique_ptr<ir::Graph> graph = parseTyped(text, filename, module, &assumed);
+  typeAndVerify(*graph, positions, filename, &assumed);
   out.name = graph->name();
   for (const ir::SymRelation &r : assumed.relations())
     out.assumed.push_back(r);
@@ -241,8 +253,8 @@ PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options
     }
     out.outputs.push_back(std::move(spec));
   }
-  takeRanges(*graph, module, filename, out);
-  hoistWeights(*graph, module, filename, out);
+  takeRanges(*graph, positions, filename, out);
+  hoistWeights(*graph, positions, filename, out);
   lap("parse+shape-infer");
   if (options.until == PipelineEnd::Interface)
     return out;
@@ -254,7 +266,7 @@ PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options
     try {
       pm.run(*graph);
     } catch (const ir::DiagnosticError &e) {
-      throw ir::DiagnosticError(located(e.diagnostic(), module, filename));
+      throw ir::DiagnosticError(located(e.diagnostic(), positions, filename));
     }
     for (const auto &[name, millis] : pm.lastTimings())
       out.stageMillis.emplace_back(name, millis);
@@ -263,12 +275,19 @@ PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options
   takeWriteBacks(*graph, out);
   out.graphText = ir::printGraph(*graph);
 
+  if (options.collectDeclines && options.until == PipelineEnd::Lowered) {
+    for (const passes::lower::Declined &d : passes::lower::findDeclines(*graph))
+      out.declines.push_back(
+          located(ir::Diagnostic{d.reason, "", {}, d.node}, positions, filename));
+    lap("lower");
+    return out;
+  }
   ir::loop::LoopProgram lowered;
   try {
     lowered = passes::lower::lowerGraph(*graph);
   } catch (const ir::DiagnosticError &e) {
     // Point at the optimized graph's text when the node is not in the input (a pass made it).
-    throw LoweringDeclined(located(e.diagnostic(), module, filename));
+    throw LoweringDeclined(located(e.diagnostic(), positions, filename));
   }
   lap("lower");
   if (options.until == PipelineEnd::Lowered)

@@ -2,9 +2,9 @@
 /// The one pipeline a `.kir` graph becomes a program through, shared by kiln.compile's backend
 /// (frontend/csrc/bind_compiler.cc), `kilnc` and the AOT runtime (aot/):
 ///
-///   parse → shape-infer → verify → exported-program nodes out of the graph (`weight` nodes
-///   become trailing inputs, `sym_constrain_range` nodes become assumptions) → graph passes →
-///   lower (passes/lower) → schedule (passes/schedule)
+///   parse (or a graph built in memory) → shape-infer → verify → exported-program nodes out of the
+///   graph (`weight` nodes become trailing inputs, `sym_constrain_range` nodes become assumptions)
+///   → graph passes → lower (passes/lower) → schedule (passes/schedule)
 ///
 /// and the contract at the program's boundary: what each input must be (InputSpec, WeightSpec,
 /// the assumptions) and how a call's inputs bind the size symbols (bindSymbols). The same text
@@ -41,7 +41,7 @@ namespace kiln::driver {
 /// the node, its op and the user's source line.
 struct LoweringDeclined : std::runtime_error {
   explicit LoweringDeclined(ir::Diagnostic d) : std::runtime_error(d.str()), diagnostic(d) {}
-  ir::Diagnostic diagnostic; ///< positioned at the node in the text given to prepareGraph
+  ir::Diagnostic diagnostic; ///< positioned at the node (its line, or its builder number)
 };
 
 /// Inputs that break what the program assumed (see [Note: specialization checks]).
@@ -62,6 +62,9 @@ struct PipelineOptions {
   /// {input index: SymInt text} for int inputs: a symbol is bound from the int, an expression
   /// or constant is checked against it.
   std::map<int, std::string> inputSymbols;
+  /// With until == Lowered: find every node lowering declines (PreparedGraph::declines) instead
+  /// of throwing LoweringDeclined at the first.
+  bool collectDeclines = false;
 };
 
 enum class ValueKind : uint8_t { Tensor, Int, Float, Bool };
@@ -121,6 +124,8 @@ struct PreparedGraph {
   std::string loopText;                ///< the scheduled loop program
   passes::schedule::Schedule schedule; ///< empty unless the pipeline ran to the end
   size_t kernels = 0, externKernels = 0;
+  /// With PipelineOptions::collectDeclines: each declining node's diagnostic, positioned.
+  std::vector<ir::Diagnostic> declines;
   /// Wall milliseconds of each stage, in order: "parse+shape-infer", one entry per graph pass,
   /// "lower", "schedule" (KILN_LOGS=perf).
   std::vector<std::pair<std::string, double>> stageMillis;
@@ -135,8 +140,9 @@ struct PreparedGraph {
 /// functionalize, simplify, const-fold, dce, cse, dce.
 std::string defaultPipeline();
 
-/// `d` pointing at the line of the parsed text that defines its node, naming the user's line.
-ir::Diagnostic located(ir::Diagnostic d, const ir::ParsedModule &module,
+/// `d` pointing at the position of its node (a line of parsed text, or a node's number in the
+/// GraphBuilder that built the graph), naming the user's line.
+ir::Diagnostic located(ir::Diagnostic d, const ir::NodePositions &positions,
                        const std::string &filename);
 
 /// The single graph of `text`, typed by shape-infer and verified; DiagnosticError otherwise.
@@ -144,8 +150,12 @@ ir::Diagnostic located(ir::Diagnostic d, const ir::ParsedModule &module,
 std::unique_ptr<ir::Graph> parseTyped(std::string_view text, const std::string &filename,
                                       ir::ParsedModule &module, ir::SymAssumptions *assumed);
 
-/// Runs the whole pipeline. Throws ir::DiagnosticError for invalid text, LoweringDeclined when
-/// a node does not lower.
+/// Runs the whole pipeline on a graph built in memory (ir::GraphBuilder); diagnostics carry the
+/// node's position from `positions`. Throws ir::DiagnosticError for an invalid graph,
+/// LoweringDeclined when a node does not lower.
+PreparedGraph prepareGraph(std::unique_ptr<ir::Graph> graph, const ir::NodePositions &positions,
+                           const PipelineOptions &options = {});
+/// The same for .kir text (kilnc, the AOT runtime, tests): parse, then the pipeline above.
 PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options = {});
 
 } // namespace kiln::driver

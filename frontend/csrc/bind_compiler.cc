@@ -1,15 +1,17 @@
 // `kiln._C._compiler`: the optimizing CPU compiler seen from Python (kiln.compile's default
 // backend, frontend/kiln/_capture/backend_cpu.py).
 //
-// compile_graph(kir_text, options) runs the one pipeline a graph becomes code through:
-//   parse → shape-infer → verify → graph passes (functionalize, simplify, const-fold, dce, cse:
+// compile_graph(graph, options) runs the one pipeline a graph (kiln._C._ir.Graph: built in
+// memory by the capture, or parsed from an exported program's .kir) becomes code through:
+//   shape-infer → verify → graph passes (functionalize, simplify, const-fold, dce, cse:
 //   those registered) → lower (passes/lower) → schedule (passes/schedule) → emit + JIT through
 //   the kernel cache (codegen/cpu, $KILN_CACHE_DIR)
 // and returns a CompiledGraph, callable as `compiled(*inputs)` with the graph inputs in order
 // (tensors; Python numbers for scalar inputs) and returning the tuple of graph outputs. A node
 // that lowering declines raises LoweringError (a NotImplementedError) naming the node, its op and
-// the user's source line, so the caller can run that part eagerly; can_lower(kir_text) answers
-// the same question without compiling, with the line of the first declining node.
+// the user's source line, so the caller can run that part eagerly; can_lower(graph) answers
+// the same question without compiling, with the position of the first declining node (its
+// builder number + 1, or its line in parsed text).
 //
 // A graph with `weight` nodes (an exported program) takes its weights from options["weights"]
 // ({key: Tensor}, checked against each node's dtype and sizes); the call then takes only the
@@ -23,6 +25,7 @@
 #include "cuda/backend.h"
 #include "driver/prepared_graph.h"
 #include "frontend/csrc/bindings.h"
+#include "frontend/csrc/built_graph.h"
 #include "ir/printer.h"
 #include "passes/lower/lowering.h"
 
@@ -43,30 +46,47 @@ using codegen::cpu::KernelCache;
 
 using driver::located;
 using driver::LoweringDeclined;
-using driver::parseTyped;
 using driver::PreparedGraph;
 using driver::ValueKind;
 using SpecializationMismatch = driver::SpecializationError;
 
-/// can_lower: (True, 0, "") or (False, line of the declining node in `text`, message). Runs
-/// the driver's pipeline with functionalize as its only graph pass (in-place ops lower once it
-/// made them pure; the other passes would move lines away from the text's), so exported programs
-/// (weights, ranges) qualify.
-py::tuple canLower(const std::string &text, const std::string &filename) {
+/// can_lower: (True, 0, "") or (False, position of the declining node, message). Runs the
+/// driver's pipeline on a copy with functionalize as its only graph pass (in-place ops lower once
+/// it made them pure; the other passes would make nodes that have no position), so exported
+/// programs (weights, ranges) qualify.
+py::tuple canLower(const BuiltGraph &built, const std::string &filename) {
   driver::PipelineOptions options;
   options.filename = filename;
   options.pipeline = "functionalize";
   options.until = driver::PipelineEnd::Lowered;
   try {
-    driver::prepareGraph(text, options);
+    auto [graph, positions] = built.copy();
+    driver::prepareGraph(std::move(graph), positions, options);
   } catch (const LoweringDeclined &e) {
     return py::make_tuple(false, e.diagnostic.pos.line, e.diagnostic.str());
   } catch (const ir::DiagnosticError &e) {
-    if (!e.diagnostic().node) // a syntax error: the caller wrote bad text
+    if (!e.diagnostic().node) // not a node's rule: the graph is broken as a whole
       throw;
     return py::make_tuple(false, e.diagnostic().pos.line, e.diagnostic().str());
   }
   return py::make_tuple(true, 0, "");
+}
+
+/// declines: [(position, message)] of every node lowering declines (one walk; see
+/// passes::lower::findDeclines), after shape-infer, the verifier and functionalize; a position
+/// of 0 is a node a pass made.
+py::list declines(const BuiltGraph &built, const std::string &filename) {
+  driver::PipelineOptions options;
+  options.filename = filename;
+  options.pipeline = "functionalize";
+  options.until = driver::PipelineEnd::Lowered;
+  options.collectDeclines = true;
+  auto [graph, positions] = built.copy();
+  py::list out;
+  for (const ir::Diagnostic &d :
+       driver::prepareGraph(std::move(graph), positions, options).declines)
+    out.append(py::make_tuple(d.pos.line, d.str()));
+  return out;
 }
 
 py::tuple sizesTuple(std::span<const ir::SymInt> sizes) {
@@ -129,26 +149,6 @@ py::dict programInterface(const std::string &text, const std::string &filename) 
   return d;
 }
 
-/// value_sizes: {value name: its sizes as SymInt text} for every tensor value of the graph after
-/// shape-infer (so a caller can type values of a symbolic graph that it writes elsewhere).
-py::dict valueSizes(const std::string &text, const std::string &filename) {
-  ir::ParsedModule module;
-  std::unique_ptr<ir::Graph> graph = parseTyped(text, filename, module, nullptr);
-  ir::ValueNumbering names(*graph);
-  py::dict out;
-  for (const ir::Node *n : graph->nodes()) {
-    for (const ir::Value *v : n->results()) {
-      if (!v->isTensor())
-        continue;
-      std::vector<std::string> sizes;
-      for (const ir::SymInt &s : v->meta().sizes)
-        sizes.push_back(s.str());
-      out[py::str(names.name(v))] = sizes;
-    }
-  }
-  return out;
-}
-
 /// Python number → Scalar of the graph input's scalar type.
 Scalar scalarArg(py::handle obj, ValueKind kind, const std::string &name) {
   bool isBool = py::isinstance<py::bool_>(obj);
@@ -181,7 +181,7 @@ Scalar scalarArg(py::handle obj, ValueKind kind, const std::string &name) {
 /// A graph compiled for the host CPU; see the file comment.
 class CompiledGraph {
 public:
-  CompiledGraph(const std::string &text, const py::dict &options);
+  CompiledGraph(const BuiltGraph &built, const py::dict &options);
   py::tuple call(const py::args &args) const;
 
   py::dict info() const;
@@ -242,7 +242,7 @@ std::string cacheEvent(const CacheStats &before, const CacheStats &after, bool f
   return "miss" + (reasons.empty() ? std::string() : " (" + reasons + ")");
 }
 
-CompiledGraph::CompiledGraph(const std::string &text, const py::dict &options) {
+CompiledGraph::CompiledGraph(const BuiltGraph &built, const py::dict &options) {
   auto start = std::chrono::steady_clock::now();
   driver::PipelineOptions pipeline;
   if (options.contains("filename"))
@@ -256,7 +256,10 @@ CompiledGraph::CompiledGraph(const std::string &text, const py::dict &options) {
 
   if (options.contains("device"))
     device_ = Device::parse(options["device"].cast<std::string>());
-  graph_ = driver::prepareGraph(text, pipeline);
+  {
+    auto [graph, positions] = built.copy();
+    graph_ = driver::prepareGraph(std::move(graph), positions, pipeline);
+  }
   bindWeights(options.contains("weights") ? options["weights"].cast<py::dict>() : py::dict());
   if (device_.type == DeviceType::CUDA) {
     compileForCuda(start);
@@ -447,28 +450,29 @@ void bindCompiler(py::module_ &parent) {
 
   m.def(
       "compile_graph",
-      [](const std::string &text, py::object options) {
+      [](const BuiltGraph &graph, py::object options) {
         py::dict opts = options.is_none() ? py::dict() : options.cast<py::dict>();
-        return std::make_shared<CompiledGraph>(text, opts);
+        return std::make_shared<CompiledGraph>(graph, opts);
       },
-      py::arg("kir_text"), py::arg("options") = py::none(),
-      "Compiles one .kir graph for the host CPU. options: filename, pipeline (default: the "
+      py::arg("graph"), py::arg("options") = py::none(),
+      "Compiles one graph (kiln._C._ir.Graph) for the host CPU or a CUDA device. options: "
+      "filename, pipeline (default: the "
       "registered subset of functionalize,simplify,const-fold,dce,cse,dce), fuse, opt_level, "
       "dump_stages (keep MLIR/LLVM IR/assembly; bypasses the kernel cache), weights ({key: "
       "Tensor} for the graph's weight nodes), input_symbols "
       "({input index: SymInt text} for int inputs: a symbol is bound from the int, an expression "
       "or constant is checked against it). Raises LoweringError "
       "(NotImplementedError) when a node has no lowering, ValueError for invalid graphs.");
-  m.def("can_lower", &canLower, py::arg("kir_text"), py::arg("filename") = "<kir>",
-        "(ok, line, reason): whether every node of the .kir graph lowers (after shape-infer and "
-        "the verifier, without other passes); line is the 1-based line of the first node that "
-        "declines in kir_text, reason the diagnostic.");
+  m.def("can_lower", &canLower, py::arg("graph"), py::arg("filename") = "<kir>",
+        "(ok, position, reason): whether every node of the graph lowers (after shape-infer, the "
+        "verifier and functionalize); position is the builder number + 1 of the first node that "
+        "declines, reason the diagnostic.");
+  m.def("declines", &declines, py::arg("graph"), py::arg("filename") = "<kir>",
+        "[(position, reason)] of every node that does not lower, found in one walk (a declining "
+        "node's results count as inputs of what follows); empty when the whole graph lowers.");
   m.def("program_interface", &programInterface, py::arg("kir_text"), py::arg("filename") = "<kir>",
         "{name, params, weights, outputs, ranges, out_spec}: what an exported program declares "
         "at its boundary (ValueError for invalid text).");
-  m.def("value_sizes", &valueSizes, py::arg("kir_text"), py::arg("filename") = "<kir>",
-        "{value name: [size text]} for every tensor value after shape-infer (ValueError for an "
-        "invalid graph).");
   m.def("default_pipeline", &driver::defaultPipeline,
         "The graph passes compile_graph runs by default.");
   m.def(

@@ -1,8 +1,8 @@
-// `kiln._C._ir`: the graph IR's .kir text format seen from Python.
+// `kiln._C._ir`: the graph IR seen from Python.
 //
-// The frontend writes captured graphs as .kir text (kiln._capture.graph.Graph.to_kir); these
-// functions let it and its tests check that text with the C++ parser and verifier, the same ones
-// kiln-opt runs, and retype it with the shape-infer pass (to_kir runs it). Errors are ValueErrors
+// The capture frontend builds its graphs in memory (bind_graph_builder.cc). The functions here
+// read .kir text (an exported program's file, tests) with the C++ parser and verifier, the same
+// ones kiln-opt runs, and retype it with the shape-infer pass. Errors are ValueErrors
 // whose message is the diagnostic as compilers print it, `file:line:col: error: message`.
 
 #include "frontend/csrc/bindings.h"
@@ -78,10 +78,10 @@ std::string inferShapesText(const std::string &text, const std::string &filename
 /// of Python callables from it).
 py::list opTable() {
   static const std::pair<ir::OpTraits, const char *> kTraitNames[] = {
-      {ir::trait::Pure, "pure"},           {ir::trait::Elementwise, "elementwise"},
-      {ir::trait::View, "view"},           {ir::trait::Reduction, "reduction"},
-      {ir::trait::Extern, "extern"},       {ir::trait::InPlace, "inplace"},
-      {ir::trait::FloatResult, "float"},   {ir::trait::Comparison, "bool_result"},
+      {ir::trait::Pure, "pure"},         {ir::trait::Elementwise, "elementwise"},
+      {ir::trait::View, "view"},         {ir::trait::Reduction, "reduction"},
+      {ir::trait::Extern, "extern"},     {ir::trait::InPlace, "inplace"},
+      {ir::trait::FloatResult, "float"}, {ir::trait::Comparison, "bool_result"},
       {ir::trait::Integral, "integral"}};
   py::list rows;
   for (const ir::OpSpelling &s : ir::opSpellings()) {
@@ -106,7 +106,9 @@ py::list opTable() {
 } // namespace
 
 void bindIR(py::module_ &m) {
-  py::module_ ir = m.def_submodule("_ir", "The graph IR's .kir text: parse, print, verify");
+  py::module_ ir = m.def_submodule(
+      "_ir", "The graph IR: graphs built in memory, and the .kir text (parse, print, verify)");
+  bindGraphBuilder(ir);
   ir.def("parse_and_print", &parseAndPrint, py::arg("text"), py::arg("filename") = "<kir>",
          "Parses .kir text and prints it back in canonical form (ValueError on a syntax error).");
   ir.def("verify", &verifyText, py::arg("text"), py::arg("filename") = "<kir>",

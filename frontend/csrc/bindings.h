@@ -19,6 +19,8 @@ void bindNN(pybind11::module_ &m);
 void bindFactory(pybind11::module_ &m);
 void bindCapture(pybind11::module_ &m);
 void bindIR(pybind11::module_ &m);
+/// `_C._ir.GraphBuilder` and `_C._ir.Graph` (called by bindIR on its submodule).
+void bindGraphBuilder(pybind11::module_ &ir);
 void bindCuda(pybind11::module_ &m);
 void bindCompiler(pybind11::module_ &m);
 

@@ -5,6 +5,7 @@
 #include "ir/diagnostic.h"
 #include "passes/lower/lower_context.h"
 
+#include <algorithm>
 #include <set>
 
 namespace kiln::passes::lower {
@@ -84,21 +85,33 @@ void lowerOutput(LowerContext &ctx, const ir::Value *v) {
 
 bool hasLowering(ir::OpKind op) { return registry().find(op) != nullptr; }
 
-LoopProgram lowerGraph(const ir::Graph &graph) {
-  LoopProgram program;
-  LowerContext ctx(graph, program);
-  for (const ir::Value *v : graph.inputs()) {
-    if (v->isTensor()) {
-      const ir::TensorMeta &m = v->meta();
-      ctx.define(v, TensorRef::of(program, program.addInput(m.dtype, m.sizes, m.strides)));
-      continue;
-    }
-    ScalarRef s{v->type().scalar(), int64_t{0}};
-    s.value = program.addInput(s.dtype(), {});
-    ctx.define(v, s);
+namespace {
+
+/// Defines `v` as a fresh program input of its type.
+void defineAsInput(LowerContext &ctx, LoopProgram &program, const ir::Value *v) {
+  if (v->isTensor()) {
+    const ir::TensorMeta &m = v->meta();
+    ctx.define(v, TensorRef::of(program, program.addInput(m.dtype, m.sizes, m.strides)));
+    return;
   }
+  ScalarRef s{v->type().scalar(), int64_t{0}};
+  s.value = program.addInput(s.dtype(), {});
+  ctx.define(v, s);
+}
+
+/// Lowers every node of `graph` into `program` but those in `skipped`, whose results are
+/// program inputs (after the graph's own: inputs come first). A node that declines throws.
+void lowerNodes(const ir::Graph &graph, LoopProgram &program, LowerContext &ctx,
+                const std::vector<Declined> &skipped = {}) {
+  for (const ir::Value *v : graph.inputs())
+    defineAsInput(ctx, program, v);
+  for (const Declined &d : skipped)
+    for (const ir::Value *v : d.node->results())
+      defineAsInput(ctx, program, v);
   for (const ir::Node *n : graph.nodes()) {
     if (n->op() == ir::OpKind::Input || n->op() == ir::OpKind::Output)
+      continue;
+    if (std::any_of(skipped.begin(), skipped.end(), [&](const Declined &d) { return d.node == n; }))
       continue;
     LowerFn fn = registry().find(n->op());
     if (!fn)
@@ -111,9 +124,36 @@ LoopProgram lowerGraph(const ir::Graph &graph) {
       ctx.decline(*n, e.what());
     }
   }
+}
+
+} // namespace
+
+LoopProgram lowerGraph(const ir::Graph &graph) {
+  LoopProgram program;
+  LowerContext ctx(graph, program);
+  lowerNodes(graph, program, ctx);
   for (const ir::Value *v : graph.outputs())
     lowerOutput(ctx, v);
   return program;
+}
+
+std::vector<Declined> findDeclines(const ir::Graph &graph) {
+  // Each decline restarts the walk with that node's results as inputs: lowering is cheap next to
+  // compiling, and a graph has few declines.
+  std::vector<Declined> out;
+  while (true) {
+    LoopProgram program;
+    LowerContext ctx(graph, program);
+    try {
+      lowerNodes(graph, program, ctx, out);
+      return out;
+    } catch (const ir::DiagnosticError &e) {
+      const ir::Node *n = e.diagnostic().node;
+      if (!n || std::any_of(out.begin(), out.end(), [&](const Declined &d) { return d.node == n; }))
+        throw;
+      out.push_back({n, e.diagnostic().message});
+    }
+  }
 }
 
 } // namespace kiln::passes::lower

@@ -25,11 +25,26 @@
 #include "ir/graph.h"
 #include "ir/loop/program.h"
 
+#include <string>
+#include <vector>
+
 namespace kiln::passes::lower {
 
 /// Lowers `graph` (verified) to an unfused loop program: one input buffer per graph input, in
 /// order (scalar inputs are 0-d buffers: i64, f64 or b8), and one output buffer per graph output.
 ir::loop::LoopProgram lowerGraph(const ir::Graph &graph);
+
+/// A node that lowering declines, and why (the diagnostic's message: `%3 = call: cannot lower:
+/// ...`).
+struct Declined {
+  const ir::Node *node;
+  std::string reason;
+};
+
+/// Every node of `graph` (verified) that lowering declines, in node order, found in one walk: a
+/// declining node's results become program inputs, as a partition makes them (values computed
+/// eagerly before the next compiled part), and the walk goes on. Empty when the graph lowers.
+std::vector<Declined> findDeclines(const ir::Graph &graph);
 
 /// Whether op kind `op` has a lowering (the graph-structure ops `input`/`return` do not need one;
 /// `call` and `copy_` have none).

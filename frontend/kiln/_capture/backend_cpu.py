@@ -1,19 +1,20 @@
 """kiln.compile's default backend: captured graphs compiled by kiln's optimizing CPU compiler.
 
-A captured `Graph` is written as `.kir` and handed to ``kiln._C._compiler`` (parse, shape-infer,
-graph passes, lowering to loop IR, fusion and scheduling, MLIR/LLVM JIT through the kernel
-cache). What the compiler does not accept runs as the graph's own eager Python code, so one
-unsupported op does not lose the whole graph:
+A captured `Graph` is built in memory (graph_build.py) and handed to ``kiln._C._compiler``
+(shape-infer, graph passes, lowering to loop IR, fusion and scheduling, MLIR/LLVM JIT through
+the kernel cache). What the compiler does not accept runs as the graph's own eager Python
+code, so one unsupported op does not lose the whole graph:
 
 1. **Partition.** Call nodes that draw random numbers or have other effects (`graph.is_impure`)
    run eagerly, except identity dropouts. In-place ops the op table spells (``x.add_(y)``,
    ``x += y``, ``relu(x, inplace=True)``, ``copy_``) compile: their parts are functionalized,
    and a mutated input of a part is written back once after it (the program's write-backs).
-   The rest form maximal runs in program order; each run is written as a graph of its own (its
+   The rest form maximal runs in program order; each run is built as a graph of its own (its
    inputs: graph inputs and values computed before it; its outputs: values read after it) and
-   the C++ side is asked whether it lowers (``can_lower``: the line of the first declining node).
-   A node written as an opaque ``call`` or named by ``can_lower`` becomes eager, which splits its
-   run; repeat until every run lowers. No rule about ops is duplicated here.
+   the C++ driver names every node of it that does not lower, with its reason, in one walk
+   (``declines``). Nodes built as an opaque ``call`` or named there become eager, which splits
+   their run; the new runs are checked again until every run lowers (usually at once). No rule
+   about ops is duplicated here.
 2. **Aliasing.** A run's output that eager code would have made a view of a value the caller
    can see (an input, or another output: ``x.view(...)``, ``x.transpose(...)``, a ``contiguous``
    that returns its input) is recomputed eagerly from the compiled values after the run, so later
@@ -44,22 +45,18 @@ import time
 
 import kiln
 from kiln import _C
-from kiln._capture import graph_kir_ops, logs
+from kiln._capture import logs, lowerings
 from kiln._capture.graph import (
     Graph,
     Node,
     has_effects,
     is_impure,
     nodes_in,
-    sanitize_name,
     target_name,
 )
-from kiln._capture.graph_kir import KirWriter, Val
+from kiln._capture.graph_build import GraphWriter, Val
 
 __all__ = ["BackendCompilerFailed", "CpuBackend", "PartitionReport", "compile_graph"]
-
-_CALL_LINE = re.compile(r"\s*(?:%[\w.]+(?:, %[\w.]+)* = )?call\(")
-
 
 class BackendCompilerFailed(RuntimeError):
     """The compiler declined part of a graph and fallback to eager code was turned off."""
@@ -168,11 +165,11 @@ def _records_autograd(graph: Graph) -> bool:
     return False
 
 
-# --- Writing a run of nodes as .kir ----------------------------------------------------------
+# --- Building a run of nodes as a graph ----------------------------------------------------------
 
 
 class _Proxy:
-    """A run's input as the .kir writer sees a placeholder (name, example, symbolic sizes)."""
+    """A run's input as the graph writer sees a placeholder (name, example, symbolic sizes)."""
 
     __slots__ = ("name", "meta")
 
@@ -187,17 +184,17 @@ class _Proxy:
             self.meta["sym"] = sym
 
 
-class _RunWriter(KirWriter):
-    """Writes some call nodes as one graph: `inputs` (nodes computed elsewhere) become
-    parameters, `outputs` the returned values. Records which lines each node wrote."""
+class _RunWriter(GraphWriter):
+    """Builds some call nodes as one graph: `inputs` (nodes computed elsewhere) become
+    parameters, `outputs` the returned values. Records which builder nodes each node made."""
 
     def __init__(self, name: str, inputs: list, nodes: list[Node], outputs: list[Node],
                  types: dict | None = None):
         super().__init__(Graph(name))
         self.run_inputs, self.run_nodes, self.run_outputs = inputs, nodes, outputs
         self.types = types or {}
-        self.owner: dict[int, Node] = {}  # line number -> node that wrote it
-        self.opaque: list[Node] = []  # nodes written as `call`
+        self.owner: dict[int, Node] = {}  # builder position (number + 1) -> node that made it
+        self.opaque: list[Node] = []  # nodes built as `call`
         self.input_symbols: dict[int, str] = {}
         self._typing_inputs = False  # intermediates keep their strides (a transpose is no copy)
 
@@ -208,46 +205,45 @@ class _RunWriter(KirWriter):
             t.contiguous = True  # symbolic strides are not guarded: the input is made dense
         return t
 
-    def write(self) -> str:
-        params = []
+    def emit_call(self, node: Node) -> None:
+        self.opaque.append(node)
+        super().emit_call(node)
+
+    def write(self):
         proxies = [_Proxy(node, *self.types.get(id(node), (None, None)))
                    for node in self.run_inputs]
         for proxy in proxies:
             self._used_symbols.update(
                 s for s in proxy.meta.get("sym_sizes") or () if isinstance(s, str))
+        params = 0
         for node, proxy in zip(self.run_inputs, proxies, strict=True):
             self._typing_inputs = True
             try:
-                param = self._input(proxy)
+                val = self._input(proxy)
             finally:
                 self._typing_inputs = False
             self.values[id(node)] = self.values.pop(id(proxy))
-            if param is None:  # a tuple or None: its readers are written as opaque calls
+            if val is None:  # a tuple or None: its readers are built as opaque calls
                 continue
-            val = self.values[id(node)]
             if val.type == "int" and val.sym is not None:
-                self.input_symbols[len(params)] = val.sym
-            params.append(param)
+                self.input_symbols[params] = val.sym
+            params += 1
         for node in self.run_nodes:
-            first = len(self.lines)
+            first = self.builder.mark()
             self._call(node)
-            for i in range(first, len(self.lines)):
-                self.owner[i + 2] = node  # line 1 is the graph header
-                if _CALL_LINE.match(self.lines[i]):
-                    self.opaque.append(node)
+            for k in range(first, self.builder.mark()):
+                self.owner[k + 1] = node
         outs = []
         for node in self.run_outputs:
             val = self.values.get(id(node))
             if not isinstance(val, Val):
                 raise _NoKirValue(node)
-            outs.append(val.ref)
-        self.lines.append("  return" + (" " + ", ".join(outs) if outs else ""))
-        header = f"graph @{sanitize_name(self.graph.name)}({', '.join(params)}) {{\n"
-        return header + "\n".join(self.lines) + "\n}\n"
+            outs.append(val.handle)
+        return self.builder.finish(outs)
 
 
 class _NoKirValue(Exception):  # noqa: N818 - a signal
-    """A run's output has no .kir value (a tuple, None, a string): its node is eager."""
+    """A run's output has no graph value (a tuple, None, a string): its node is eager."""
 
     def __init__(self, node: Node):
         super().__init__(node.name)
@@ -272,7 +268,7 @@ def _compilable_mutation(node: Node) -> bool:
     randomness or other effect, no ``out=``): functionalization makes its part pure."""
     if node.kwargs.get("out") is not None or has_effects(node):
         return False
-    return graph_kir_ops.lowers(node.target)
+    return lowerings.lowers(node.target)
 
 
 def _mutates(node: Node) -> bool:
@@ -330,15 +326,15 @@ class _Partitioner:
         if not dynamic:
             return {}
         try:
-            writer = KirWriter(self.graph)
-            sizes = _C._compiler.value_sizes(writer.write(), f"{self.graph.name}.kir")
+            writer = GraphWriter(self.graph)
+            writer.write()
         except Exception:  # noqa: BLE001 - without types, runs specialize (checked at run time)
             return {}
         types = {}
         for node in self.calls:
             val = writer.values.get(id(node))
             if isinstance(val, Val):
-                types[id(node)] = (sizes.get(val.ref), val.sym)
+                types[id(node)] = (val.type.sizes if val.is_tensor else None, val.sym)
         return types
 
     # -- runs and their boundaries --------------------------------------------------------------
@@ -379,25 +375,30 @@ class _Partitioner:
         inputs, outputs = self._boundary(run)
         try:
             w = _RunWriter(f"{self.graph.name}_check", inputs, run, outputs, self.types)
-            text = w.write()
+            built = w.write()
         except _NoKirValue as e:
-            self._decline(e.node, "its value has no .kir type (a tuple, None or a string)")
+            self._decline(e.node, "its value has no graph type (a tuple, None or a string)")
             return False
         if w.opaque:
             for node in dict.fromkeys(w.opaque):
                 why = node.meta.get("decline")  # what the op's lowering could not express
-                self._decline(node, f"written as an opaque `call`: {why}" if why else
-                              "no .kir op for this call (written as an opaque `call`)")
+                self._decline(node, f"built as an opaque `call`: {why}" if why else
+                              "no op for this call (built as an opaque `call`)")
             return False
-        ok, line, reason = _C._compiler.can_lower(text, f"{self.graph.name}.kir")
-        if ok:
+        declined = _C._compiler.declines(built, f"{self.graph.name}.kir")
+        if not declined:
             return True
-        node = w.owner.get(line)
-        if node is None:  # not a node's line (an output or the header): give up on the run
-            for n in run:
-                self._decline(n, reason)
-            return False
-        self._decline(node, reason.split("error: ", 1)[-1])
+        marked: set[int] = set()
+        for position, reason in declined:  # every decline of the run, found in one walk
+            node = w.owner.get(position)
+            if node is None:  # not a node of the run (one a pass made): give up on the run
+                for n in run:
+                    if id(n) not in self.eager:
+                        self._decline(n, reason)
+                return False
+            if id(node) not in marked:
+                marked.add(id(node))
+                self._decline(node, reason.split("error: ", 1)[-1])
         return False
 
     def _partition(self) -> list[list[Node]]:
@@ -475,13 +476,13 @@ class _Partitioner:
     def _compile(self, part: _Part, index: int):
         name = f"{self.graph.name}_part{index}"
         w = _RunWriter(name, part.inputs, part.nodes, part.outputs, self.types)
-        text = w.write()
+        built = w.write()
         options = {"filename": f"{name}.kir", "fuse": self.fuse,
                    "input_symbols": w.input_symbols, "dump_stages": self.debug_code}
         device = _part_device(part)
         if device != "cpu":
             options["device"] = device  # the part's kernels as CUDA C on that device
-        compiled = _C._compiler.compile_graph(text, options)
+        compiled = _C._compiler.compile_graph(built, options)
         info = compiled.info
         logs.log("perf", lambda: f"backend: compiled {name}: {len(part.nodes)} nodes, "
                                  f"{info['kernels']} kernels ({info['extern_kernels']} library "

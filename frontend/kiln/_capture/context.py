@@ -14,7 +14,7 @@ import weakref
 import kiln
 from kiln._capture import variables as V
 from kiln._capture.graph import Graph, nodes_in, sym_size
-from kiln._capture.graph_kir import Val
+from kiln._capture.graph_build import Val
 from kiln._capture.guards import GuardSet
 from kiln._capture.sources import AttrSource, BakedSource, ItemSource
 
@@ -320,15 +320,16 @@ class CaptureContext:
         return [str(s) for s in sizes] if sizes is not None else None
 
 
-def _annotate_sizes(name: str, nodes: list, int_syms: dict, rounds: int = 4) -> None:
-    """Sets ``meta["sym_sizes"]`` of `nodes` (call nodes, in order) to their sizes as the C++
-    shape-infer pass types them, from the symbolic types of the values they read (earlier
-    nodes' annotations, `int_syms` for ints), repeating while a node written from its own sizes
-    (flatten) changes; records the SymInt text of their int results in `int_syms`.
+def _annotate_sizes(name: str, nodes: list, int_syms: dict) -> None:
+    """Sets ``meta["sym_sizes"]`` of `nodes` (call nodes, in order) to their sizes as the op
+    rules type them, from the symbolic types of the values they read (earlier nodes'
+    annotations, `int_syms` for ints); records the SymInt text of their int results in
+    `int_syms`.
 
-    Values typed only by their example cannot be trusted, since a symbol would print as a
+    Values typed only by their example cannot be trusted, since a symbol would show as a
     number: the result of an opaque ``call`` op, of a node left untyped, a tuple. Nodes reading
-    one stay untyped (their sizes stay run-time ints)."""
+    one stay untyped (their sizes stay run-time ints), as do the nodes after an int the builder
+    could only spell by its example."""
     from kiln._capture.backend_cpu import _RunWriter
 
     if not nodes:
@@ -348,67 +349,27 @@ def _annotate_sizes(name: str, nodes: list, int_syms: dict, rounds: int = 4) -> 
                 types[id(a)] = (None, int_syms[id(a)])
             else:
                 return
-    flattens = (kiln.flatten, kiln.Tensor.flatten)
-    for round_ in range(rounds):
-        try:
-            writer = _RunWriter(f"{name}_sizes", list(inputs.values()), nodes, [], types)
-            text = writer.write()
-            sizes = None if writer.opaque else kiln._C._compiler.value_sizes(text, f"{name}.kir")
-        except Exception:  # noqa: BLE001 - an untyped graph: its sizes stay run-time ints
-            sizes = None
-        if sizes is None:
-            for node in nodes if round_ else ():  # an earlier round's types are not final
-                node.meta.pop("sym_sizes", None)
-            return
-        ints, changed, stop = {}, False, len(nodes)
-        for i, node in enumerate(nodes):  # in order: a flatten reads its input's sizes
-            val = writer.values.get(id(node))
-            if not isinstance(val, Val):
-                continue
-            if val.type == "int":
-                if val.sym is None or val.sym.lstrip("-").isdigit():
-                    stop = i  # an int the writer could only spell by its example: the nodes
-                    break  # after it may read it, so they stay untyped
-                ints[id(node)] = val.sym
-                continue
-            found = sizes.get(val.ref)
-            if found is None or len(found) != len(val.type.sizes):
-                continue
-            new = [int(s) if s.lstrip("-").isdigit() else s for s in found]
-            if any(node.target is f for f in flattens):
-                own = _flatten_sizes(node)
-                if own is not None and own != new:  # written wrong, and so were its users
-                    new, changed = own, True
-            node.meta["sym_sizes"] = new
-        if changed:
-            continue
-        for node in nodes[stop:]:
-            node.meta.pop("sym_sizes", None)
-        int_syms.update(ints)
+    writer = _RunWriter(f"{name}_sizes", list(inputs.values()), nodes, [], types)
+    try:
+        writer.write()
+    except Exception:  # noqa: BLE001 - an untyped graph: its sizes stay run-time ints
         return
-    for node in nodes:  # flattens still changing: leave the nodes untyped
-        node.meta.pop("sym_sizes", None)
-
-
-def _flatten_sizes(node) -> list | None:
-    """The sizes of ``flatten(input, start_dim, end_dim)`` from its input's: the writer spells
-    flatten as a reshape to the node's own sizes, which shape inference then only repeats."""
-    args = list(node.args) + [None] * 3
-    src = node.kwargs.get("input", args[0])
-    start = node.kwargs.get("start_dim", args[1] if args[1] is not None else 0)
-    end = node.kwargs.get("end_dim", args[2] if args[2] is not None else -1)
-    meta = getattr(src, "meta", {})
-    sizes = meta.get("sym_sizes")
-    if sizes is None and isinstance(meta.get("example"), kiln.Tensor):
-        sizes = list(meta["example"].shape)
-    if sizes is None or type(start) is not int or type(end) is not int:
-        return None
-    if not sizes:
-        return [1]
-    start, end = start % len(sizes), end % len(sizes)
-    merged = kiln._C._ir.canonical_sym_int("*".join(f"({s})" for s in sizes[start:end + 1]))
-    merged = int(merged) if merged.lstrip("-").isdigit() else merged
-    return list(sizes[:start]) + [merged] + list(sizes[end + 1:])
+    if writer.opaque:
+        return
+    ints = {}
+    for node in nodes:
+        val = writer.values.get(id(node))
+        if not isinstance(val, Val):
+            continue
+        if val.type == "int":
+            if val.sym is None or val.sym.lstrip("-").isdigit():
+                break  # the nodes after it may read it: they stay untyped
+            ints[id(node)] = val.sym
+            continue
+        if val.is_tensor:
+            node.meta["sym_sizes"] = [int(s) if s.lstrip("-").isdigit() else s
+                                      for s in val.type.sizes]  # fmt: skip
+    int_syms.update(ints)
 
 
 def _with_origin(var, value):

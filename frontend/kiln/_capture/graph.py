@@ -6,7 +6,7 @@ first), ``call`` nodes (one Python call each: ``kiln.add``, ``kiln.Tensor.view``
 evaluator saw, with `Node`s where a value was computed in the graph, so running the graph means
 calling each target with its arguments, in order. `compile_python()` does exactly that with one
 generated Python function (no per-node interpretation), `python_source()` shows that function,
-and `to_kir()` writes the graph as `.kir` text for the compiler layers (see graph_kir.py).
+and `to_kir()` writes the graph as `.kir` text for the compiler layers (see graph_build.py).
 """
 
 from __future__ import annotations
@@ -356,10 +356,11 @@ class Graph:
         return source
 
     def to_kir(self) -> str:
-        """The graph in the `.kir` text format (see graph_kir.py)."""
-        from kiln._capture.graph_kir import graph_to_kir
+        """The graph as .kir text: built in memory (graph_build.py), printed by the C++
+        printer."""
+        from kiln._capture.graph_build import graph_text
 
-        return graph_to_kir(self)
+        return graph_text(self)
 
     def __str__(self) -> str:
         return self.python_source()

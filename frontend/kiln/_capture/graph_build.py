@@ -1,22 +1,21 @@
-"""A captured Graph as `.kir` text, the graph IR's text form (grammar in ir/README.md).
+"""A captured Graph built as a graph-IR graph in memory (``kiln._C._ir.GraphBuilder``).
 
-Each call node becomes the ops.def op its target stands for when graph_kir_ops.py knows one
-(``kiln.add``, ``kiln.Tensor.add`` and ``operator.add`` all print as ``add``), with the torch
+Each call node becomes the ops.def op its target stands for when lowerings.py knows one
+(``kiln.add``, ``kiln.Tensor.add`` and ``operator.add`` all build ``add``), with the torch
 argument names as attributes and default values left out; anything else becomes a ``call`` node
-that names the target and keeps the non-tensor arguments as text, so every graph prints.
+that names the target and keeps the non-tensor arguments as text, so every graph builds.
 
-Types come from each node's ``meta["example"]`` (dtype, sizes, strides when not contiguous,
-device) and ``meta["sym_sizes"]`` (symbolic sizes such as ``s0``); Python numbers that ops take
-become ``constant`` nodes of type ``int``/``float``/``bool``; locations print as
-``loc("model.py":12)``. The shape-infer pass then recomputes every result type from the inputs
-(symbolic sizes flow from dynamic inputs to every result). The text is what the C++ printer
-writes for the same graph, so it parses and prints back unchanged
-(``kiln._C._ir.parse_and_print``).
+The builder checks every node against the op table as it is added and types its result by the
+op's shape rule (dtype, symbolic sizes, view strides), so a lowering reads the sizes of what it
+built at once (``w.tensor(x).type.sizes``: ``["s0", "8"]``) and a node the table rejects declines
+with the table's reason. Inputs are typed by each placeholder's ``meta["example"]`` and
+``meta["sym_sizes"]`` (symbolic sizes such as ``s0``); Python numbers that ops take become
+``constant`` nodes; ``call`` results keep the types the capture observed. Python writes no
+``.kir``: the C++ printer alone prints a built graph (``Graph.text()``, for dumps and export).
 """
 
 from __future__ import annotations
 
-import math
 import operator
 import os
 import re
@@ -25,7 +24,7 @@ from dataclasses import dataclass, field
 import kiln
 from kiln._capture.graph import Graph, Node, sanitize_name, sym_size, target_name
 
-__all__ = ["Decline", "ExportOptions", "graph_to_kir"]
+__all__ = ["Decline", "ExportOptions", "GraphWriter", "build_graph", "graph_text"]
 
 _DTYPE_SHORT = {
     "bool": "b8", "uint8": "u8", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
@@ -58,35 +57,7 @@ class ExportOptions:
     out_spec: str | None = None
 
 
-# --- Text of attribute values (the C++ Attribute::str spellings) --------------------------------
-
-
-def format_float(v: float) -> str:
-    """A double as the C++ printer writes it: shortest round-trip text, always with `.` or `e`."""
-    if math.isnan(v):
-        return "nan"
-    if math.isinf(v):
-        return "-inf" if v < 0 else "inf"
-    s = repr(float(v))
-    return s if ("." in s or "e" in s) else s + ".0"
-
-
-def quote(s: str) -> str:
-    """A .kir string literal (`\\\\`, `\\"`, `\\n`, `\\t`, `\\xHH` escapes over UTF-8 bytes)."""
-    out = ['"']
-    for b in s.encode("utf-8"):
-        c = chr(b)
-        if c in '"\\':
-            out.append("\\" + c)
-        elif c == "\n":
-            out.append("\\n")
-        elif c == "\t":
-            out.append("\\t")
-        elif b < 0x20 or b >= 0x7F:
-            out.append(f"\\x{b:02x}")
-        else:
-            out.append(c)
-    return "".join(out) + '"'
+# --- Types and values ---------------------------------------------------------------------------
 
 
 def dtype_short(dt) -> str:
@@ -94,23 +65,36 @@ def dtype_short(dt) -> str:
     return _DTYPE_SHORT[dt.name]
 
 
-# --- Values ---------------------------------------------------------------------------------------
-
-
 class TensorType:
-    """A tensor type: dtype short name, sizes as SymInt text, concrete strides, device."""
+    """A tensor type: dtype short name, sizes as SymInt text, strides, device, contiguity."""
 
     __slots__ = ("dtype", "sizes", "strides", "device", "contiguous")
 
-    def __init__(self, dtype: str, sizes: list[str], strides: list[int], device, contiguous):
+    def __init__(self, dtype: str, sizes: list[str], strides: list, device, contiguous: bool):
         self.dtype, self.sizes, self.strides = dtype, sizes, strides
         self.device, self.contiguous = device, contiguous
 
-    def text(self) -> str:
-        out = f"{self.dtype}[{', '.join(self.sizes)}]"
-        if not self.contiguous and self.strides != _symbolic_contiguous(self.sizes):
-            out += f" strided [{', '.join(str(s) for s in self.strides)}]"
-        return out + (f" on {self.device}" if self.device else "")
+    @classmethod
+    def of(cls, t: tuple) -> TensorType:
+        """From the builder's (dtype, sizes, strides, device, contiguous); contiguous as eager
+        says it (the stride of a size-1 dim does not count)."""
+        dtype, sizes, strides, device, contiguous = t
+        if not contiguous and all(type(v) is int for v in (*sizes, *strides)):
+            contiguous, expected = True, 1
+            for size, stride in zip(reversed(sizes), reversed(strides), strict=True):
+                if size != 1 and stride != expected:
+                    contiguous = False
+                    break
+                expected *= size
+        return cls(dtype, [str(s) for s in sizes], list(strides), device, contiguous)
+
+    def spec(self) -> tuple:
+        """The builder's input form: strides only when they are not the row-major ones."""
+        dense = self.contiguous or self.strides == _symbolic_contiguous(self.sizes)
+        return (self.dtype, self.sizes, None if dense else self.strides, self.device)
+
+    def __repr__(self) -> str:
+        return f"{self.dtype}[{', '.join(self.sizes)}]"
 
 
 def _symbolic_contiguous(sizes: list[str]) -> list:
@@ -125,19 +109,22 @@ def _symbolic_contiguous(sizes: list[str]) -> list:
 
 
 class Val:
-    """One .kir value: its name (``%x``, ``%3``), type, and for ints its SymInt text."""
+    """One value of the graph being built: its builder handle, type, and for ints its SymInt
+    text."""
 
-    __slots__ = ("ref", "type", "sym")
+    __slots__ = ("handle", "type", "sym")
 
-    def __init__(self, ref: str, type_, sym: str | None = None):
-        self.ref, self.type, self.sym = ref, type_, sym
+    def __init__(self, handle: int, type_, sym: str | None = None):
+        self.handle, self.type, self.sym = handle, type_, sym
 
     @property
     def is_tensor(self) -> bool:
         return isinstance(self.type, TensorType)
 
-    def type_text(self) -> str:
-        return self.type.text() if self.is_tensor else self.type
+
+def _val(result, sym=None) -> Val:
+    handle, t = result
+    return Val(handle, TensorType.of(t) if isinstance(t, tuple) else t, sym)
 
 
 def scalar_type(value) -> str | None:
@@ -148,15 +135,14 @@ def scalar_type(value) -> str | None:
 # --- The writer ---------------------------------------------------------------------------------
 
 
-class KirWriter:
-    """Writes one graph; graph_kir_ops.py lowers each call node through its helpers."""
+class GraphWriter:
+    """Builds one graph; lowerings.py lowers each call node through its helpers."""
 
     def __init__(self, graph: Graph, export: ExportOptions | None = None):
         self.graph = graph
         self.export = export
-        self.lines: list[str] = []
+        self.builder = kiln._C._ir.GraphBuilder(sanitize_name(graph.name))
         self.values: dict[int, object] = {}  # id(node) -> Val | tuple of (Val | None) | None
-        self._count = 0
         self._consts: dict[tuple, Val] = {}
         self._symbols: dict[str, str] = {}
         self._canon: dict[str, str] = {}
@@ -208,43 +194,39 @@ class KirWriter:
         )  # fmt: skip
 
     def value_type(self, example, sym_sizes=None):
-        """The .kir type of a single value, or None when it has none (a string, None, ...)."""
+        """The type of a single value, or None when it has none (a string, None, ...)."""
         if isinstance(example, kiln.Tensor):
             return self.tensor_type(example, sym_sizes)
         return scalar_type(example)
 
-    # -- emitting --------------------------------------------------------------------------------
+    # -- building --------------------------------------------------------------------------------
 
-    def fresh(self) -> str:
-        ref = f"%{self._count}"
-        self._count += 1
-        return ref
+    @staticmethod
+    def _loc(loc):
+        return (os.path.basename(str(loc[0])), int(loc[1])) if loc else None
 
-    def emit_line(self, text: str, loc=None) -> None:
-        if loc:
-            text += f" loc({quote(os.path.basename(str(loc[0])))}:{int(loc[1])})"
-        self.lines.append("  " + text)
-
-    def emit(self, op: str, operands: list[Val], attrs: dict, types: list, loc=None) -> list[Val]:
-        """Writes ``%a, %b = op(operands) {attrs} : types`` and returns the new values; `attrs`
-        maps names to attribute text, `types` are TensorTypes or scalar type names."""
-        results = [Val(self.fresh(), t) for t in types]
-        text = ", ".join(r.ref for r in results) + (" = " if results else "")
-        text += f"{op}({', '.join(v.ref for v in operands)})"
-        if attrs:
-            items = (f"{k} = {v}" if _IDENT.match(k) else f"{quote(k)} = {v}" for k, v in attrs)
-            text += " {" + ", ".join(items) + "}"
-        if types:
-            text += " : " + ", ".join(r.type_text() for r in results)
-        self.emit_line(text, loc)
-        return results
+    def emit(self, op: str, operands: list[Val], attrs: dict | None = None, loc=None,
+             types: list | None = None) -> list[Val]:
+        """Adds ``op(operands) {attrs}`` and returns its results, typed by the op's rule;
+        `types` (TensorTypes or scalar type names) only for ops typed as given. A node the op
+        table rejects declines with the table's reason."""
+        specs = None if types is None else [t.spec() if isinstance(t, TensorType) else t
+                                            for t in types]  # fmt: skip
+        try:
+            results = self.builder.add(op, [v.handle for v in operands], attrs or {},
+                                       self._loc(loc), specs)  # fmt: skip
+        except (ValueError, TypeError) as e:
+            raise Decline(str(e)) from None
+        return [_val(r) for r in results]
 
     def emit_node(self, node: Node, op: str, operands: list[Val], attrs: dict) -> Val:
-        """Writes `node` as one `op` node typed by its example, and records its value."""
-        t = self.value_type(node.meta.get("example"), node.meta.get("sym_sizes"))
-        if t is None:
-            raise Decline("the result is neither a tensor nor a number")
-        (val,) = self.emit(op, operands, sorted(attrs.items()), [t], node.meta.get("loc"))
+        """Adds `node` as one `op` node and records its value. The rule's type must agree with
+        what eager computed (dtype, rank, constant sizes): a lowering that would change the
+        numbers declines instead."""
+        number = scalar_type(node.meta.get("example"))
+        # A number's type is given too: rules take it where Python's decides (`2 ** -1`).
+        (val,) = self.emit(op, operands, attrs, node.meta.get("loc"), [number] if number else None)
+        _check_against_example(val, node, op)
         self.values[id(node)] = val
         return val
 
@@ -252,24 +234,23 @@ class KirWriter:
         """A ``constant`` node holding a Python number (one per distinct value)."""
         key = (type(value), repr(value))
         if key not in self._consts:
-            text = format_float(value) if type(value) is float else str(value).lower()
-            (val,) = self.emit("constant", [], [("value", text)], [scalar_type(value)])
+            (val,) = self.emit("constant", [], {"value": value}, types=[scalar_type(value)])
             val.sym = str(value) if type(value) is int else None
             self._consts[key] = val
         return self._consts[key]
 
     def checkpoint(self):
         """What `rollback` restores when a lowering declines halfway."""
-        return len(self.lines), self._count, dict(self._consts)
+        return self.builder.mark(), dict(self._consts)
 
     def rollback(self, state) -> None:
-        n, self._count, self._consts = state
-        del self.lines[n:]
+        mark, self._consts = state
+        self.builder.rollback(mark)
 
     # -- argument access for lowerings -----------------------------------------------------------
 
     def value_of(self, v):
-        """The .kir value of a node argument (Val, tuple of Val, or None when it has none)."""
+        """The value of a node argument (Val, tuple of Val, or None when it has none)."""
         return self.values.get(id(v)) if isinstance(v, Node) else None
 
     def tensor(self, v) -> Val:
@@ -318,30 +299,30 @@ class KirWriter:
 
     # -- the graph -------------------------------------------------------------------------------
 
-    def _input(self, node: Node) -> str | None:
+    def _input(self, node: Node, name: str | None = None) -> Val | None:
         example = node.meta.get("example")
         t = self.value_type(example, node.meta.get("sym_sizes"))
         if t is None:
             self.values[id(node)] = None
             return None
         if self.export is not None and id(node) in self.export.weights:
-            self.values[id(node)] = Val("", t)  # written as a weight node after the parameters
+            self.values[id(node)] = Val(-1, t)  # built as a weight node after the parameters
             return None
         sym = None
         if t == "int":  # a dynamic int input names its symbol in meta["sym"] or sym_sizes[0]
             given = node.meta.get("sym") or (node.meta.get("sym_sizes") or [None])[0]
             sym = self._symbol_text(given) if given is not None else str(example)
-        name = node.name
-        if self.export is not None:
-            name = self.export.input_names.get(id(node), name)
-        val = Val(f"%{name}", t, sym)
+        if name is None:
+            name = node.name
+            if self.export is not None:
+                name = self.export.input_names.get(id(node), name)
+        spec = t.spec() if isinstance(t, TensorType) else t
+        val = _val(self.builder.input(name, spec, self._loc(node.meta.get("loc"))), sym)
         self.values[id(node)] = val
-        loc = node.meta.get("loc")
-        where = f" loc({quote(os.path.basename(str(loc[0])))}:{int(loc[1])})" if loc else ""
-        return f"{val.ref}: {val.type_text()}{where}"
+        return val
 
     def _call(self, node: Node) -> None:
-        from kiln._capture.graph_kir_ops import lower
+        from kiln._capture.lowerings import lower
 
         if not lower(self, node):
             self.emit_call(node)
@@ -364,7 +345,7 @@ class KirWriter:
         return str(example)
 
     def emit_call(self, node: Node) -> None:
-        """Writes `node` as ``call`` (target and non-tensor arguments as text)."""
+        """Adds `node` as an opaque ``call`` (target and non-tensor arguments as text)."""
         operands: list[Val] = []
         slots: dict[int, str] = {}
 
@@ -389,9 +370,9 @@ class KirWriter:
         pos = [text(a) for a in node.args]
         kw = [f"{k}={text(v)}" for k, v in node.kwargs.items()]
         args_text = "(" + ", ".join(pos + kw) + ")"
-        attrs = [("target", quote(target_name(node.target)))]
+        attrs = {"target": target_name(node.target)}
         if args_text != "(" + ", ".join(f"${i}" for i in range(len(operands))) + ")":
-            attrs.insert(0, ("args", quote(args_text)))
+            attrs["args"] = args_text
         example = node.meta.get("example")
         multi = isinstance(example, (tuple, list))
         types = (
@@ -399,8 +380,8 @@ class KirWriter:
             if multi
             else [self.value_type(example, node.meta.get("sym_sizes"))]
         )
-        results = iter(self.emit("call", operands, attrs, [t for t in types if t is not None],
-                                 node.meta.get("loc")))  # fmt: skip
+        results = iter(self.emit("call", operands, attrs, node.meta.get("loc"),
+                                 [t for t in types if t is not None]))  # fmt: skip
         vals = [next(results) if t is not None else None for t in types]
         if multi:
             self.values[id(node)] = tuple(vals)
@@ -410,55 +391,68 @@ class KirWriter:
     def _export_prologue(self) -> None:
         """The range of each exported symbol, then the weight nodes, in placeholder order."""
         for symbol, lo, hi in self.export.ranges:
-            attrs = [("max", str(hi)), ("min", str(lo)), ("symbol", quote(symbol))]
-            self.emit("sym_constrain_range", [], attrs, [])
+            self.emit("sym_constrain_range", [], {"max": hi, "min": lo, "symbol": symbol})
         for node in self.graph.inputs:
             key = self.export.weights.get(id(node))
             if key is None:
                 continue
             t = self.values[id(node)].type
-            # The file holds it contiguous, whatever view of a tensor the module kept. Lowerings
-            # splice these strides into their intermediate types (a getitem's slice chain), so
-            # they are the row-major ones, one per dim (weights have static sizes).
+            # The file holds it contiguous, whatever view of a tensor the module kept.
             t = TensorType(t.dtype, t.sizes, _symbolic_contiguous(t.sizes), t.device, True)
-            (val,) = self.emit("weight", [], [("name", quote(key))], [t])
+            (val,) = self.emit("weight", [], {"name": key}, types=[t])
             self.values[id(node)] = val
 
-    def write(self) -> str:
-        params = []
+    def _output_handles(self, outputs) -> list[int]:
+        outs: list[int] = []
+        for i, v in enumerate(outputs):
+            if self.export is not None and len(outs) != i:
+                raise ValueError(f"graph output {i - 1} is not a single tensor or number")
+            val = self.value_of(v) if isinstance(v, Node) else None
+            if isinstance(val, Val):
+                outs.append(val.handle)
+            elif isinstance(val, tuple):
+                outs.extend(x.handle for x in val if x is not None)
+            elif not isinstance(v, Node) and scalar_type(v) is not None:
+                outs.append(self.constant(v).handle)
+        if self.export is not None and len(outs) != len(outputs):
+            raise ValueError(f"graph output {len(outputs) - 1} is not a single tensor or number")
+        return outs
+
+    def write(self):
+        """The built graph (``kiln._C._ir.Graph``)."""
         for node in self.graph.inputs:
             self._used_symbols.update(
                 s for s in node.meta.get("sym_sizes") or () if isinstance(s, str)
             )
         for node in self.graph.inputs:
-            param = self._input(node)
-            if param is not None:
-                params.append(param)
+            self._input(node)
         if self.export is not None:
             self._export_prologue()
         for node in self.graph.nodes:
             if node.op == "call":
                 self._call(node)
-        outs: list[str] = []
-        for i, v in enumerate(self.graph.outputs):
-            if self.export is not None and len(outs) != i:
-                raise ValueError(f"graph output {i - 1} is not a single tensor or number")
-            val = self.value_of(v) if isinstance(v, Node) else None
-            if isinstance(val, Val):
-                outs.append(val.ref)
-            elif isinstance(val, tuple):
-                outs.extend(x.ref for x in val if x is not None)
-            elif not isinstance(v, Node) and scalar_type(v) is not None:
-                outs.append(self.constant(v).ref)
-        if self.export is not None and len(outs) != len(self.graph.outputs):
-            raise ValueError(f"graph output {len(self.graph.outputs) - 1} is not a single tensor "
-                             "or number")
-        ret = "  return" + (" " + ", ".join(outs) if outs else "")
-        if self.export is not None and self.export.out_spec is not None:
-            ret += f" {{out_spec = {quote(self.export.out_spec)}}}"
-        self.lines.append(ret)
-        name = sanitize_name(self.graph.name)
-        return f"graph @{name}({', '.join(params)}) {{\n" + "\n".join(self.lines) + "\n}\n"
+        outs = self._output_handles(self.graph.outputs)
+        out_spec = self.export.out_spec if self.export is not None else None
+        try:
+            return self.builder.finish(outs, out_spec)
+        except ValueError as e:
+            raise ValueError(f"{self.graph.name}: {e}") from None
+
+
+def _check_against_example(val: Val, node: Node, op: str) -> None:
+    example = node.meta.get("example")
+    if isinstance(example, kiln.Tensor):
+        t = val.type
+        agrees = (val.is_tensor and t.dtype == dtype_short(example.dtype)
+                  and len(t.sizes) == example.dim()
+                  and all(not s.lstrip("-").isdigit() or int(s) == n
+                          for s, n in zip(t.sizes, example.shape, strict=True)))  # fmt: skip
+        if not agrees:
+            raise Decline(f"{op} is typed {t!r} by its rule, but eager gave "
+                          f"{dtype_short(example.dtype)}{list(example.shape)}")
+    elif scalar_type(example) is not None and val.type != scalar_type(example):
+        raise Decline(f"{op} is typed {val.type!r} by its rule, but eager gave a "
+                      f"{type(example).__name__}")
 
 
 _SYM_OPS = {
@@ -471,10 +465,8 @@ _SYM_OPS = {id(k): v for k, v in _SYM_OPS.items()}  # keyed by id: targets need 
 
 def _arg_text(v, text) -> str:
     """Python-like text of a non-node argument of a ``call`` node (deterministic)."""
-    if v is None or type(v) in (bool, int, str):
+    if v is None or type(v) in (bool, int, float, str):
         return repr(v)
-    if type(v) is float:
-        return repr(v) if math.isfinite(v) else format_float(v)
     if v is Ellipsis:
         return "..."
     if isinstance(v, tuple):
@@ -495,13 +487,14 @@ def _arg_text(v, text) -> str:
     return f"<{type(v).__qualname__}>"
 
 
-def graph_to_kir(graph: Graph, export: ExportOptions | None = None) -> str:
-    """The .kir text of `graph` (one ``graph @name(...) { ... }`` block).
+def build_graph(graph: Graph, export: ExportOptions | None = None):
+    """`graph` built in memory (``kiln._C._ir.Graph``); `export` builds kiln.export's program
+    (see ExportOptions). Every result is typed by its op's rule from the graph's inputs, so a
+    dynamic capture's results carry its symbols (``f32[s0, 16]`` after an ``f32[s0, 8]`` input)
+    instead of the example's sizes."""
+    return GraphWriter(graph, export).write()
 
-    The writer types each result by its example value; the shape-infer pass
-    (``kiln._C._ir.infer_shapes``) then recomputes every result type from the graph's inputs, so
-    a dynamic capture's results carry its symbols (``f32[s0, 16]`` after an ``f32[s0, 8]``
-    input) instead of the example's sizes. ``call`` results keep the types the capture observed.
-    `export` writes the graph as kiln.export's program (see ExportOptions).
-    """
-    return kiln._C._ir.infer_shapes(KirWriter(graph, export).write(), f"{graph.name}.kir")
+
+def graph_text(graph: Graph, export: ExportOptions | None = None) -> str:
+    """The .kir text of `graph` as the C++ printer writes it (dumps, goldens, export files)."""
+    return build_graph(graph, export).text()

@@ -4,13 +4,13 @@ attributes.
 Most ops come from the op table itself (op_table.py: ops.def's KILN_SPELLING rows name each op's
 schema and spellings). The lowerings here are for calls whose arguments need more than binding
 to a schema: casts (``to``, ``float()``), ``var``'s legacy positional ``unbiased``,
-``Tensor.where``'s argument order, views and indexing (graph_kir_ops_shape.py), and the model
-zoo's ops (graph_kir_ops_nn.py). Each `@lowering(signature, *targets)` names the Python
-signature the arguments are bound to (torch's, so defaults apply) and the targets, and writes
-the node through the `KirWriter`; these take precedence over the table's rows. Attributes take
+``Tensor.where``'s argument order, views and indexing (lowerings_shape.py), and the model
+zoo's ops (lowerings_nn.py). Each `@lowering(signature, *targets)` names the Python
+signature the arguments are bound to (torch's, so defaults apply) and the targets, and builds
+the node through the `GraphWriter`; these take precedence over the table's rows. Attributes take
 ops.def's (torch's) names, values equal to the default are left out so every spelling prints the
 same, and negative dims stay as given. A lowering raises `Decline` for arguments its op cannot
-express (``out=``, a device move); the writer then emits a generic ``call``.
+express (``out=``, a device move); the writer then adds a generic ``call``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import importlib
 import inspect
 
 import kiln
-from kiln._capture.graph_kir import Decline, dtype_short, format_float
+from kiln._capture.graph_build import Decline, dtype_short
 
 _REGISTRY: list[tuple[inspect.Signature, tuple[str, ...], object]] = []
 _TABLE: dict[int, tuple[inspect.Signature, object]] = {}
@@ -48,8 +48,8 @@ def _resolve(path: str):
 
 def _table() -> dict:
     if not _TABLE:
-        import kiln._capture.graph_kir_ops_nn  # noqa: F401 - registers the model-zoo ops
-        import kiln._capture.graph_kir_ops_shape  # noqa: F401 - registers the second half
+        import kiln._capture.lowerings_nn  # noqa: F401 - registers the model-zoo ops
+        import kiln._capture.lowerings_shape  # noqa: F401 - registers the second half
         from kiln._capture import op_table
 
         for sig, targets, fn in _REGISTRY:
@@ -78,7 +78,7 @@ def lowers(target) -> bool:
 
 
 def lower(w, node) -> bool:
-    """Writes `node` as its ops.def op; False when there is none (the caller emits ``call``).
+    """Builds `node` as its ops.def op; False when there is none (the caller adds ``call``).
     A target may have several signatures (`max(x)` is amax, `max(x, y)` maximum): the first
     the arguments bind to is used, custom lowerings before the table's rows."""
     for sig, fn in _table().get(id(node.target), ()):
@@ -99,15 +99,7 @@ def lower(w, node) -> bool:
     return False
 
 
-# --- Attribute text ------------------------------------------------------------------------------
-
-
-def _ints(values) -> str:
-    return "[" + ", ".join(str(v) for v in values) + "]"
-
-
-def _bool(v) -> str:
-    return "true" if v else "false"
+# --- Arguments -----------------------------------------------------------------------------------
 
 
 def _dims(w, dim) -> list[int] | None:
@@ -159,11 +151,11 @@ def _div(w, node, a):
         raise Decline("a trunc division of Python numbers")
     loc = node.meta.get("loc")
     if out.dtype in ("f16", "bf16", "f32", "f64"):
-        (q,) = w.emit("div", [x, y], [], [out], loc)
+        (q,) = w.emit("div", [x, y], {}, loc)
         w.emit_node(node, "trunc", [q], {})
         return
-    (r,) = w.emit("fmod", [x, y], [], [out], loc)
-    (d,) = w.emit("sub", [x, r], [], [out], loc)
+    (r,) = w.emit("fmod", [x, y], {}, loc)
+    (d,) = w.emit("sub", [x, r], {}, loc)
     w.emit_node(node, "floor_divide", [d, y], {})
 
 
@@ -238,13 +230,11 @@ def _variance(op: str):
             correction = 0 if unbiased is False else 1
         attrs = {}
         if correction != 1:
-            attrs["correction"] = (
-                format_float(correction) if type(correction) is float else str(w.int_(correction))
-            )
+            attrs["correction"] = correction if type(correction) is float else w.int_(correction)
         if (dims := _dims(w, dim)) is not None:
-            attrs["dim"] = _ints(dims)
+            attrs["dim"] = dims
         if a["keepdim"]:
-            attrs["keepdim"] = _bool(True)
+            attrs["keepdim"] = True
         w.emit_node(node, op, [w.tensor(a["input"])], attrs)
 
     return lower_variance

@@ -1,12 +1,12 @@
 """Lowerings of the ops the model zoo's networks add (the third part of the table in
-graph_kir_ops.py): ``arange``, identity dropout, ``split``/``chunk`` as slices, ``contiguous``,
+lowerings.py): ``arange``, identity dropout, ``split``/``chunk`` as slices, ``contiguous``,
 inference ``batch_norm`` and the 2-d pools."""
 
 from __future__ import annotations
 
 import kiln
-from kiln._capture.graph_kir import Decline, TensorType, dtype_short, format_float
-from kiln._capture.graph_kir_ops import _bool, _ints, _no, lowering
+from kiln._capture.graph_build import Decline, dtype_short
+from kiln._capture.lowerings import _no, lowering
 
 # --- Factories -----------------------------------------------------------------------------------
 
@@ -29,9 +29,9 @@ def _arange(w, node, a):
         raise Decline("a float range (its length depends on rounding)")
     attrs = {"end": w.sym(end)}
     if w.int_(start) != 0:
-        attrs["start"] = str(w.int_(start))
+        attrs["start"] = w.int_(start)
     if w.int_(step) != 1:
-        attrs["step"] = str(w.int_(step))
+        attrs["step"] = w.int_(step)
     if a["dtype"] is not None and a["dtype"] != kiln.int64:
         attrs["dtype"] = dtype_short(a["dtype"])
     w.emit_node(node, "arange", [], attrs)
@@ -80,8 +80,8 @@ def _s_chunk(input, chunks, dim=0): ...
 
 
 def _slices(w, node, x, dim: int) -> None:
-    """One ``slice`` per piece of a split along `dim`, typed by the pieces the capture saw (with
-    the input's symbolic sizes in the other dims)."""
+    """One ``slice`` per piece of a split along `dim`, as long as the pieces the capture saw; the
+    last ends at the input's size, which may be symbolic (the capture guards the piece count)."""
     pieces = node.meta.get("example")
     if not isinstance(pieces, (tuple, list)) or not all(isinstance(p, kiln.Tensor) for p in pieces):
         raise Decline("split results that are not tensors")
@@ -89,24 +89,19 @@ def _slices(w, node, x, dim: int) -> None:
     if not -rank <= dim < rank:
         raise Decline("a dim out of range")
     dim %= rank
-    if not x.type.sizes[dim].isdigit():
-        raise Decline("a split along a symbolic dim")
+    size = x.type.sizes[dim]
     vals, start = [], 0
-    for p in pieces:
+    for k, p in enumerate(pieces):
         length = int(p.shape[dim])
-        t = w.tensor_type(p)
-        sizes = list(x.type.sizes)
-        sizes[dim] = str(length)
-        piece = TensorType(t.dtype, sizes, t.strides, t.device, t.contiguous)
-        attrs = {"end": str(start + length)}
+        attrs = {"end": size if k == len(pieces) - 1 else start + length}
         if start:
-            attrs["start"] = str(start)
+            attrs["start"] = start
         if dim:
-            attrs["dim"] = str(dim)
-        (val,) = w.emit("slice", [x], sorted(attrs.items()), [piece], node.meta.get("loc"))
+            attrs["dim"] = dim
+        (val,) = w.emit("slice", [x], attrs, node.meta.get("loc"))
         vals.append(val)
         start += length
-    if start != int(x.type.sizes[dim]):
+    if size.isdigit() and start != int(size):
         raise Decline("pieces that do not cover the input")
     w.values[id(node)] = tuple(vals)
 
@@ -145,7 +140,7 @@ def _batch_norm(w, node, a):
     ops += [w.tensor(a[k]) for k in ("weight", "bias") if a[k] is not None]
     attrs = {}
     if float(a["eps"]) != 1e-05:
-        attrs["eps"] = format_float(float(a["eps"]))
+        attrs["eps"] = float(a["eps"])
     w.emit_node(node, "batch_norm", ops, attrs)
 
 
@@ -167,15 +162,15 @@ def _two(w, v) -> list[int]:
 
 def _window(w, a) -> dict:
     """kernel_size, stride (left out when it is the kernel size), padding and ceil_mode."""
-    attrs = {"kernel_size": _ints(_two(w, a["kernel_size"]))}
+    attrs = {"kernel_size": _two(w, a["kernel_size"])}
     stride = a["stride"]
     if stride is not None and not (isinstance(stride, (tuple, list)) and not stride):
         if (values := _two(w, stride)) != _two(w, a["kernel_size"]):
-            attrs["stride"] = _ints(values)
+            attrs["stride"] = values
     if (padding := _two(w, a["padding"])) != [0, 0]:
-        attrs["padding"] = _ints(padding)
+        attrs["padding"] = padding
     if a["ceil_mode"]:
-        attrs["ceil_mode"] = _bool(True)
+        attrs["ceil_mode"] = True
     return attrs
 
 
@@ -184,7 +179,7 @@ def _max_pool2d(w, node, a):
     _no(a["return_indices"])
     attrs = _window(w, a)
     if (dilation := _two(w, a["dilation"])) != [1, 1]:
-        attrs["dilation"] = _ints(dilation)
+        attrs["dilation"] = dilation
     w.emit_node(node, "max_pool2d", [w.tensor(a["input"])], attrs)
 
 
@@ -192,9 +187,9 @@ def _max_pool2d(w, node, a):
 def _avg_pool2d(w, node, a):
     attrs = _window(w, a)
     if not a["count_include_pad"]:
-        attrs["count_include_pad"] = _bool(False)
+        attrs["count_include_pad"] = False
     if a["divisor_override"] is not None:
-        attrs["divisor_override"] = str(w.int_(a["divisor_override"]))
+        attrs["divisor_override"] = w.int_(a["divisor_override"])
     w.emit_node(node, "avg_pool2d", [w.tensor(a["input"])], attrs)
 
 
@@ -211,4 +206,4 @@ def _adaptive_avg_pool2d(w, node, a):
             if not s.isdigit():
                 raise Decline("output_size None of a symbolic dim")
             size[k] = int(s)
-    w.emit_node(node, "adaptive_avg_pool2d", [x], {"output_size": _ints(w.ints(size))})
+    w.emit_node(node, "adaptive_avg_pool2d", [x], {"output_size": w.ints(size)})

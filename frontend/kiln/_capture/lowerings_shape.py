@@ -1,11 +1,11 @@
 """Lowerings of views, indexing, cat, library calls, composites, in-place ops and sizes (the
-second half of the table in graph_kir_ops.py)."""
+second half of the table in lowerings.py)."""
 
 from __future__ import annotations
 
 from kiln._capture.graph import Node
-from kiln._capture.graph_kir import Decline, TensorType, format_float
-from kiln._capture.graph_kir_ops import _bool, _ints, _no, lowering
+from kiln._capture.graph_build import Decline
+from kiln._capture.lowerings import _no, lowering
 
 # --- Views ---------------------------------------------------------------------------------------
 
@@ -31,8 +31,8 @@ def _shape_list(sizes):
     return list(sizes)
 
 
-def _syms(w, values) -> str:
-    return "[" + ", ".join(w.syms(values)) + "]" if values else "[]"
+def _syms(w, values) -> list[str]:
+    return w.syms(values) if values else []
 
 
 def _view(op: str, attr: str, varargs: bool):
@@ -57,26 +57,33 @@ def _broadcast_to(w, node, a):
 @lowering(_s_other, "kiln.Tensor.expand_as")
 def _expand_as(w, node, a):
     sizes = w.tensor(a["other"]).type.sizes
-    w.emit_node(node, "expand", [w.tensor(a["input"])], {"size": "[" + ", ".join(sizes) + "]"})
+    w.emit_node(node, "expand", [w.tensor(a["input"])], {"size": list(sizes)})
 
 
 @lowering(_s_flatten, "kiln.flatten", "kiln.Tensor.flatten")
 def _flatten(w, node, a):
-    t = w.value_type(node.meta.get("example"), node.meta.get("sym_sizes"))
-    if not isinstance(t, TensorType):
-        raise Decline("flatten of a non-tensor")
-    w.emit_node(node, "reshape", [w.tensor(a["input"])], {"shape": "[" + ", ".join(t.sizes) + "]"})
+    """A reshape that merges dims start_dim..end_dim into their product."""
+    x = w.tensor(a["input"])
+    sizes = x.type.sizes
+    if not sizes:
+        w.emit_node(node, "reshape", [x], {"shape": [1]})
+        return
+    start, end = w.int_(a["start_dim"]) % len(sizes), w.int_(a["end_dim"]) % len(sizes)
+    if start > end:
+        raise Decline("flatten with start_dim after end_dim")
+    merged = w.canonical("*".join(f"({s})" for s in sizes[start:end + 1]))
+    w.emit_node(node, "reshape", [x], {"shape": sizes[:start] + [merged] + sizes[end + 1:]})
 
 
 @lowering(_s_varargs, "kiln.Tensor.permute")
 def _permute_method(w, node, a):
     dims = _shape_list(a["sizes"])
-    w.emit_node(node, "permute", [w.tensor(a["input"])], {"dims": _ints(w.ints(dims))})
+    w.emit_node(node, "permute", [w.tensor(a["input"])], {"dims": w.ints(dims)})
 
 
 @lowering(_s_permute, "kiln.permute")
 def _permute(w, node, a):
-    w.emit_node(node, "permute", [w.tensor(a["input"])], {"dims": _ints(w.ints(a["dims"]))})
+    w.emit_node(node, "permute", [w.tensor(a["input"])], {"dims": w.ints(a["dims"])})
 
 
 _TRANSPOSES = [f"kiln.{n}" for n in ("transpose", "swapaxes", "swapdims")]
@@ -84,7 +91,7 @@ _TRANSPOSES = [f"kiln.{n}" for n in ("transpose", "swapaxes", "swapdims")]
 
 @lowering(_s_transpose, *_TRANSPOSES, *(p.replace("kiln.", "kiln.Tensor.") for p in _TRANSPOSES))
 def _transpose(w, node, a):
-    attrs = {"dim0": str(w.int_(a["dim0"])), "dim1": str(w.int_(a["dim1"]))}
+    attrs = {"dim0": w.int_(a["dim0"]), "dim1": w.int_(a["dim1"])}
     w.emit_node(node, "transpose", [w.tensor(a["input"])], attrs)
 
 
@@ -93,23 +100,23 @@ def _t(w, node, a):
     x = w.tensor(a["input"])
     if len(x.type.sizes) != 2:
         raise Decline("t() of a tensor that is not 2-d returns it unchanged")
-    w.emit_node(node, "transpose", [x], {"dim0": "0", "dim1": "1"})
+    w.emit_node(node, "transpose", [x], {"dim0": 0, "dim1": 1})
 
 
 @lowering(_s_dim, "kiln.unsqueeze", "kiln.Tensor.unsqueeze")
 def _unsqueeze(w, node, a):
-    w.emit_node(node, "unsqueeze", [w.tensor(a["input"])], {"dim": str(w.int_(a["dim"]))})
+    w.emit_node(node, "unsqueeze", [w.tensor(a["input"])], {"dim": w.int_(a["dim"])})
 
 
 @lowering(_s_squeeze, "kiln.squeeze", "kiln.Tensor.squeeze")
 def _squeeze(w, node, a):
-    attrs = {} if a["dim"] is None else {"dim": _ints(w.ints(a["dim"]))}
+    attrs = {} if a["dim"] is None else {"dim": w.ints(a["dim"])}
     w.emit_node(node, "squeeze", [w.tensor(a["input"])], attrs)
 
 
 @lowering(_s_select, "kiln.select", "kiln.Tensor.select")
 def _select(w, node, a):
-    attrs = {"dim": str(w.int_(a["dim"])), "index": w.sym(a["index"])}
+    attrs = {"dim": w.int_(a["dim"]), "index": w.sym(a["index"])}
     w.emit_node(node, "select", [w.tensor(a["input"])], attrs)
 
 
@@ -122,7 +129,7 @@ def _narrow(w, node, a):
     if start != "0":
         attrs["start"] = start
     if w.int_(a["dim"]) != 0:
-        attrs["dim"] = str(w.int_(a["dim"]))
+        attrs["dim"] = w.int_(a["dim"])
     w.emit_node(node, "slice", [w.tensor(a["input"])], attrs)
 
 
@@ -135,13 +142,13 @@ def _s_stack(tensors, dim=0): ...
 @lowering(_s_varargs, "kiln.Tensor.flip")
 def _flip_method(w, node, a):
     dims = w.ints(_shape_list(a["sizes"]))
-    w.emit_node(node, "flip", [w.tensor(a["input"])], {"dims": _ints(dims)} if dims else {})
+    w.emit_node(node, "flip", [w.tensor(a["input"])], {"dims": dims} if dims else {})
 
 
 @lowering(_s_varargs, "kiln.Tensor.repeat")
 def _repeat_method(w, node, a):
     repeats = w.ints(_shape_list(a["sizes"]))
-    w.emit_node(node, "repeat", [w.tensor(a["input"])], {"repeats": _ints(repeats)})
+    w.emit_node(node, "repeat", [w.tensor(a["input"])], {"repeats": repeats})
 
 
 @lowering(_s_stack, "kiln.stack")
@@ -149,7 +156,7 @@ def _stack(w, node, a):
     if not isinstance(a["tensors"], (tuple, list)) or not a["tensors"]:
         raise Decline("stack of a non-sequence")
     dim = w.int_(a["dim"])
-    attrs = {"dim": str(dim)} if dim != 0 else {}
+    attrs = {"dim": dim} if dim != 0 else {}
     w.emit_node(node, "stack", [w.tensor(t) for t in a["tensors"]], attrs)
 
 
@@ -162,11 +169,11 @@ def _s_getitem(input, index): ...
 def _index_step(w, item, j):
     """The (op, attrs) of one index item at output dim `j`, or None for a full slice."""
     if item is None:
-        return "unsqueeze", {"dim": str(j)}
+        return "unsqueeze", {"dim": j}
     if isinstance(item, slice):
         attrs = {}
         if item.step is not None and w.int_(item.step) != 1:
-            attrs["step"] = str(w.int_(item.step))
+            attrs["step"] = w.int_(item.step)
         if item.start is not None:
             attrs["start"] = w.sym(item.start)
         if item.stop is not None:
@@ -174,9 +181,9 @@ def _index_step(w, item, j):
         if not attrs:
             return None
         if j != 0:
-            attrs["dim"] = str(j)
+            attrs["dim"] = j
         return "slice", attrs
-    return "select", {"dim": str(j), "index": w.sym(item)}
+    return "select", {"dim": j, "index": w.sym(item)}
 
 
 @lowering(_s_getitem, "operator.getitem", "kiln.Tensor.__getitem__")
@@ -201,7 +208,7 @@ def _getitem(w, node, a):
     rank = len(x.type.sizes)
     if consumed > rank or sum(1 for i in items if i is Ellipsis) > 1:
         raise Decline("too many indices")
-    out = w.value_type(node.meta.get("example"), node.meta.get("sym_sizes"))
+    out = node.meta.get("example")
     steps, i, j = [], 0, 0  # i: input dims consumed, j: output dims produced
     for item in items:
         if item is Ellipsis:
@@ -211,18 +218,16 @@ def _getitem(w, node, a):
         i += item is not None
         j += item is None or isinstance(item, slice)
         if step is not None:
-            steps.append((step, i, j))
-    if not isinstance(out, TensorType) or len(out.sizes) != j + rank - i:
+            steps.append(step)
+    if not hasattr(out, "dim") or out.dim() != j + rank - i:
         raise Decline("an index result of unexpected rank")
     if not steps:
         w.values[id(node)] = x
         return
     cur = x
-    for (op, attrs), i, j in steps[:-1]:
-        mid = TensorType(out.dtype, out.sizes[:j] + x.type.sizes[i:],
-                         out.strides[:j] + x.type.strides[i:], out.device, False)  # fmt: skip
-        (cur,) = w.emit(op, [cur], sorted(attrs.items()), [mid], node.meta.get("loc"))
-    w.emit_node(node, steps[-1][0][0], [cur], steps[-1][0][1])
+    for op, attrs in steps[:-1]:
+        (cur,) = w.emit(op, [cur], attrs, node.meta.get("loc"))
+    w.emit_node(node, steps[-1][0], [cur], steps[-1][1])
 
 
 # --- Concatenation and library calls -------------------------------------------------------------
@@ -247,7 +252,7 @@ def _cat(w, node, a):
     if not isinstance(a["tensors"], (tuple, list)) or not a["tensors"]:
         raise Decline("cat of a non-sequence")
     dim = w.int_(a["dim"])
-    attrs = {"dim": str(dim)} if dim != 0 else {}
+    attrs = {"dim": dim} if dim != 0 else {}
     w.emit_node(node, "cat", [w.tensor(t) for t in a["tensors"]], attrs)
 
 
@@ -293,9 +298,9 @@ def _conv2d(w, node, a):
     attrs = {}
     for name, default in (("stride", 1), ("padding", 0), ("dilation", 1)):
         if (values := _pair(w, a[name], default)) is not None:
-            attrs[name] = _ints(values)
+            attrs[name] = values
     if w.int_(a["groups"]) != 1:
-        attrs["groups"] = str(w.int_(a["groups"]))
+        attrs["groups"] = w.int_(a["groups"])
     w.emit_node(node, "conv2d", ops, attrs)
 
 
@@ -308,9 +313,9 @@ def _attention(w, node, a):
         ops.append(w.tensor(a["attn_mask"]))
     attrs = {}
     if a["is_causal"]:
-        attrs["is_causal"] = _bool(True)
+        attrs["is_causal"] = True
     if a["scale"] is not None:
-        attrs["scale"] = format_float(float(a["scale"]))
+        attrs["scale"] = float(a["scale"])
     w.emit_node(node, "scaled_dot_product_attention", ops, attrs)
 
 
@@ -321,20 +326,16 @@ def _layer_norm(w, node, a):
     ops = [w.tensor(a["input"])]
     ops += [w.tensor(a[k]) for k in ("weight", "bias") if a[k] is not None]
     shape = a["normalized_shape"]
-    attrs = {"normalized_shape": _syms_of(w, shape)}
+    attrs = {"normalized_shape": w.syms(shape)}
     if float(a["eps"]) != 1e-05:
-        attrs["eps"] = format_float(float(a["eps"]))
+        attrs["eps"] = float(a["eps"])
     w.emit_node(node, "layer_norm", ops, attrs)
-
-
-def _syms_of(w, shape) -> str:
-    return "[" + ", ".join(w.syms(shape)) + "]"
 
 
 @lowering(_s_embedding, "kiln.nn.functional.embedding")
 def _embedding(w, node, a):
     _no(a["max_norm"])
-    attrs = {} if a["padding_idx"] is None else {"padding_idx": str(w.int_(a["padding_idx"]))}
+    attrs = {} if a["padding_idx"] is None else {"padding_idx": w.int_(a["padding_idx"])}
     w.emit_node(node, "embedding", [w.tensor(a["input"]), w.tensor(a["weight"])], attrs)
 
 
@@ -359,7 +360,7 @@ def _s_size(input, dim=None): ...
 def _sym_size(w, node, a):
     if a["dim"] is None:
         raise Decline("size() is a tuple")
-    w.emit_node(node, "sym_size", [w.tensor(a["input"])], {"dim": str(w.int_(a["dim"]))})
+    w.emit_node(node, "sym_size", [w.tensor(a["input"])], {"dim": w.int_(a["dim"])})
 
 
 # --- Advanced indexing by a list of ints ---------------------------------------------------------
@@ -394,58 +395,40 @@ def _getitem_list(w, node, src, items):
     k = lists[0]
     positions = items[k]
     basic = items[:k] + [slice(None)] + items[k + 1 :]
-    example = src.meta.get("example") if isinstance(src, Node) else None
-    out = w.value_type(node.meta.get("example"), node.meta.get("sym_sizes"))
-    if example is None or not isinstance(out, TensorType):
+    if not isinstance(src, Node) or not hasattr(node.meta.get("example"), "dim"):
         raise Decline("an index of an unknown tensor")
     j = sum(1 for i in items[:k] if i is None or isinstance(i, slice))  # output dim of the list
     x = w.tensor(src)
-    rank_in = len(x.type.sizes)
-    i_in = sum(1 for i in items[:k] if i is not None)  # input dim of the list
-    if len(items) - items.count(None) > rank_in:
+    if len(items) - items.count(None) > len(x.type.sizes):
         raise Decline("too many indices")
-    size = x.type.sizes[i_in]
-    mid_example = example[tuple(basic)]
-    mid_sizes = list(out.sizes)
-    mid_sizes[j] = size
     cur = x
     if any(not (isinstance(i, slice) and i == slice(None)) for i in basic):
-        mid_type = w.tensor_type(mid_example, mid_sizes)
-        cur = _basic_index(w, node, x, basic, mid_type)
+        cur = _basic_index(w, node, x, basic)
     loc = node.meta.get("loc")
     parts = []
     for p in positions:
-        attrs = {"start": str(p)}
+        attrs = {"start": p}
         if p != -1:
-            attrs["end"] = str(p + 1)
+            attrs["end"] = p + 1
         if j != 0:
-            attrs["dim"] = str(j)
-        t = TensorType(cur.type.dtype, cur.type.sizes[:j] + ["1"] + cur.type.sizes[j + 1:],
-                       cur.type.strides, cur.type.device, False)  # fmt: skip
+            attrs["dim"] = j
         if len(positions) == 1:
             w.emit_node(node, "slice", [cur], attrs)
             return
-        (part,) = w.emit("slice", [cur], sorted(attrs.items()), [t], loc)
+        (part,) = w.emit("slice", [cur], attrs, loc)
         parts.append(part)
-    w.emit_node(node, "cat", parts, {"dim": str(j)} if j else {})
+    w.emit_node(node, "cat", parts, {"dim": j} if j else {})
 
 
-def _basic_index(w, node, x, items, result_type):
-    """The basic index `items` (slices, ints, None) of `x` as view nodes; the last has
-    `result_type`."""
-    steps, i, j = [], 0, 0
+def _basic_index(w, node, x, items):
+    """The basic index `items` (slices, ints, None) of `x` as view nodes."""
+    steps, j = [], 0
     for item in items:
         step = _index_step(w, item, j)
-        i += item is not None
         j += item is None or isinstance(item, slice)
         if step is not None:
-            steps.append((step, i, j))
-    loc = node.meta.get("loc")
+            steps.append(step)
     cur = x
-    for n, ((op, attrs), i, j) in enumerate(steps):
-        last = n == len(steps) - 1
-        mid = result_type if last else TensorType(
-            result_type.dtype, result_type.sizes[:j] + x.type.sizes[i:],
-            result_type.strides[:j] + x.type.strides[i:], result_type.device, False)  # fmt: skip
-        (cur,) = w.emit(op, [cur], sorted(attrs.items()), [mid], loc)
+    for op, attrs in steps:
+        (cur,) = w.emit(op, [cur], attrs, node.meta.get("loc"))
     return cur

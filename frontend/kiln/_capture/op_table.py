@@ -9,7 +9,7 @@ any other argument must keep its default, else the call stays an opaque ``call``
 place (``Tensor.add_``, ``operator.iadd``, ``inplace=True``) writes the op, then ``copy_`` of
 the result into its first operand; a reflected dunder (``Tensor.__radd__``) swaps the first two
 operands. Irregular spellings (``Tensor.where``'s argument order, ``var``'s legacy positional
-``unbiased``) keep their own lowerings in graph_kir_ops*.py, which take precedence.
+``unbiased``) keep their own lowerings in lowerings*.py, which take precedence.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import operator
 import re
 from dataclasses import dataclass
 
-from kiln._capture.graph_kir import Decline, TensorType, dtype_short, format_float, quote
+from kiln._capture.graph_build import Decline, dtype_short
 
 __all__ = ["Spelling", "parse_schema", "spellings"]
 
@@ -79,7 +79,7 @@ class Spelling:
     signature: inspect.Signature
     types: dict
     attrs: dict  # attribute name -> kind name (ops.def)
-    fixed: tuple  # (name, .kir text) every call has
+    fixed: tuple  # (name, value) every call has
     inplace: bool
     reflected: bool
 
@@ -91,9 +91,9 @@ class Spelling:
                 continue
             if name in self.attrs:
                 if v is not None and not _same(v, param.default):
-                    text = _attr_text(w, self.attrs[name], v)
-                    if text is not None:
-                        attrs[name] = text
+                    value = _attr_value(w, self.attrs[name], v)
+                    if value is not None:
+                        attrs[name] = value
             elif self.types[name] in _OPERAND_TYPES and param.kind is not param.KEYWORD_ONLY:
                 if v is None and self.types[name].endswith("?"):
                     continue
@@ -116,8 +116,7 @@ class Spelling:
         if _unobserved(node, args[first]):
             w.emit_node(node, self.op, operands, attrs)
             return
-        tmp_type = TensorType(x.type.dtype, x.type.sizes, x.type.strides, x.type.device, True)
-        (tmp,) = w.emit(self.op, operands, sorted(attrs.items()), [tmp_type], node.meta.get("loc"))
+        (tmp,) = w.emit(self.op, operands, attrs, node.meta.get("loc"))
         w.emit_node(node, "copy_", [x, tmp], {})
 
 
@@ -134,31 +133,28 @@ def _same(v, default) -> bool:
     return type(v) is type(default) and v == default
 
 
-def _attr_text(w, kind: str, v) -> str | None:
-    """An argument as the .kir text of an attribute of `kind` (None: leave it out)."""
+def _attr_value(w, kind: str, v):
+    """An argument as the value of an attribute of `kind` (None: leave it out)."""
     if kind == "int":
-        return str(w.int_(v))
+        return w.int_(v)
     if kind == "float":
-        return format_float(float(v))
+        return float(v)
     if kind == "bool":
-        return "true" if v else "false"
+        return bool(v)
     if kind == "string":
-        return quote(v)
+        if not isinstance(v, str):
+            raise Decline(f"a {type(v).__name__} where the op takes a string")
+        return v
     if kind == "dtype":
         return dtype_short(v)
     if kind == "number":
-        if type(v) is float:
-            return format_float(v)
-        if type(v) is bool:
-            return "true" if v else "false"
-        return str(w.int_(v))
+        return v if type(v) in (float, bool) else w.int_(v)
     if kind == "int list":
-        values = w.ints(v)
-        return "[" + ", ".join(str(x) for x in values) + "]" if values else None
+        return w.ints(v) or None
     if kind == "symbolic int":
         return w.sym(v)
     if kind == "symbolic int list":
-        return "[" + ", ".join(w.syms(v)) + "]"
+        return w.syms(v)
     raise Decline(f"an attribute of kind {kind}")
 
 
@@ -219,8 +215,9 @@ def spellings() -> list[Spelling]:
     for row in _C._ir.op_table():
         sig, types = parse_schema(row["schema"])
         fixed = tuple(
-            tuple(p.strip() for p in item.split("=", 1))
-            for item in row["fixed"].split(",") if item.strip()
+            (name.strip(), _default(value.strip()))
+            for name, _, value in (item.partition("=") for item in row["fixed"].split(","))
+            if name.strip()
         )  # fmt: skip
         for spelling in row["spellings"].split():
             path = _path(spelling)

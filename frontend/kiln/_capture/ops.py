@@ -149,7 +149,32 @@ def record(ctx, target, args: list, kwargs: dict, name: str | None = None) -> V.
             return V.ConstVar(None)
         if isinstance(example, kiln.Tensor) and mutated and example is mutated[0][1]:
             return mutated[0][0]  # in-place ops return their target
-    return wrap_result(ctx, node, example, name)
+    result = wrap_result(ctx, node, example, name)
+    if isinstance(example, (tuple, list)):  # after the pieces' getitem nodes: sizes see them
+        _guard_piece_count(ctx, args, example)
+    return result
+
+
+def _guard_piece_count(ctx, args, pieces) -> None:
+    """A split's pieces (split, chunk, tensor_split) are as many as its size along the split dim
+    makes them, and the program unpacks that many: a symbolic size there is guarded to its value,
+    so another size captures again instead of unpacking the wrong number of pieces."""
+    t = next((a for a in args if isinstance(a, V.TensorVar)), None)
+    if t is None or not ctx.has_symbols:
+        return
+    ex = t.example
+    if not all(isinstance(p, kiln.Tensor) and p.dim() == ex.dim() for p in pieces):
+        return
+    for d in range(ex.dim()):
+        if all(p.shape[d] == ex.shape[d] for p in pieces):
+            continue
+        size = ctx.size_of(t, d)
+        if isinstance(size, V.ConstVar):
+            continue
+        if size.sym is None:
+            raise V.RestartStatic()
+        ctx.guards.sym("eq_const", size.sym, size.hint,
+                       f"{ctx.symbols[size.sym][0]} == {size.hint} (the pieces of a split)")
 
 
 def _clone_mutated(target, name, args, ex_args, ex_kwargs):

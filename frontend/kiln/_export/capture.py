@@ -25,9 +25,8 @@ from kiln._capture.convert_frame import (
     TopFrame,
     _state_labels,
 )
-from kiln._capture.graph_kir import ExportOptions, graph_to_kir
+from kiln._capture.graph_build import ExportOptions, build_graph
 from kiln._capture.sources import ArgSource, ClosureSource
-from kiln._export.context import annotate_symbolic_sizes
 from kiln._export.dim import Dim
 from kiln._export.out_spec import OutSpecError, format_spec
 
@@ -200,19 +199,17 @@ def capture_program(fn_or_module, example_args, dynamic_shapes=None):
         raise ExportError(f"kiln.export: {e}") from None
     name = type(module).__name__ if module is not None else func.__name__
     ctx.graph.name = name
-    if ctx.has_symbols:
-        annotate_symbolic_sizes(ctx.graph)
     try:
-        text = graph_to_kir(ctx.graph, options)
+        built = build_graph(ctx.graph, options)
     except ValueError as e:
         raise ExportError(f"kiln.export: the captured graph cannot be written as a program: "
                           f"{e}") from None
-    # Everything must compile without Python: an op written as an opaque `call` (or any other
+    # Everything must compile without Python: an op built as an opaque `call` (or any other
     # node the compiler declines) is an error now, not when the program is loaded or compiled.
-    ok, _, reason = kiln._C._compiler.can_lower(text, f"{name}.kir")
+    ok, _, reason = kiln._C._compiler.can_lower(built, f"{name}.kir")
     if not ok:
         raise ExportError(f"kiln.export: the program cannot run without Python: {reason}")
-    return text, weights, name
+    return built.text(), weights, name
 
 
 def _symbols(ctx, static: bool, dims: dict, names, first: int, labels):

@@ -130,8 +130,10 @@ class ExportedProgram:
     def _compile(self):
         with self._lock:
             if self._compiled is None:
+                filename = f"{self.name}.kir"
                 self._compiled = kiln._C._compiler.compile_graph(
-                    self.graph_text, {"weights": self.weights, "filename": f"{self.name}.kir"})
+                    kiln._C._ir.parse(self.graph_text, filename),
+                    {"weights": self.weights, "filename": filename})
             return self._compiled
 
     def check_inputs(self, args) -> None:

@@ -4,7 +4,7 @@ Every op family compiled on its own (strict: a decline fails the test) against t
 kernels, within per-dtype tolerances, on shapes with sizes 1, primes and tails that are not a
 multiple of the vector width, transposed and broadcast inputs and symbolic sizes; the GPT and
 ResNet-style models with the default backend; partitions around unsupported ops; aliasing of
-returned views; the kiln._C._compiler binding (errors, specialization checks, value_sizes); the
+returned views; the kiln._C._compiler binding (errors, specialization checks); the
 kernel cache across processes; KILN_LOGS output.
 """
 
@@ -28,6 +28,7 @@ from kiln._capture.backend_cpu import BackendCompilerFailed, CpuBackend
 
 ROOT = Path(__file__).resolve().parents[3]
 C = kiln._C._compiler
+P = kiln._C._ir.parse
 
 # (rtol, atol) of compiled vs eager per result dtype: f32 math uses ~2-ulp polynomials and
 # reductions reassociate; f16/bf16 round once per fused kernel instead of after every op.
@@ -236,7 +237,7 @@ def test_automatic_dynamic_after_a_size_change():
 
 
 def test_part_runs_eagerly_for_inputs_it_was_not_compiled_for():
-    # cumsum has no .kir op: its result is typed by the example (static sizes) in a dynamic
+    # cumsum has no graph op: its result is typed by the example (static sizes) in a dynamic
     # graph, so the compiled part after it refuses other sizes and that call runs eagerly.
     backend = run_compiled(lambda x: (x.cumsum(0) * 2).exp().sum(-1), rand(5, 8), dynamic=True,
                            strict=False, calls=[(rand(7, 8, seed=1),), (rand(5, 8, seed=2),)])
@@ -289,7 +290,7 @@ def test_models_resnet_and_gpt(which):
 def test_partition_around_an_unsupported_op():
     def fn(x, y):
         a = (x * 2).exp()
-        b = a.cumsum(1)  # no .kir op: eager
+        b = a.cumsum(1)  # no graph op: eager
         return (b + y).log_softmax(-1), a.sum()
 
     x, y = rand(4, 9), rand(9)
@@ -349,8 +350,8 @@ def test_compile_graph_binding():
           return %2, %x, %3
         }
         """)
-    assert C.can_lower(text) == (True, 0, "")
-    g = C.compile_graph(text, {"filename": "f.kir", "input_symbols": {2: "s1"}})
+    assert C.can_lower(P(text)) == (True, 0, "")
+    g = C.compile_graph(P(text), {"filename": "f.kir", "input_symbols": {2: "s1"}})
     info = g.info
     assert info["kernels"] >= 1 and info["compile_seconds"] > 0
     assert info["cache"].startswith(("hit", "miss"))
@@ -366,8 +367,6 @@ def test_compile_graph_binding():
         g(rand(4, 8, dtype=kiln.float64), rand(8), 1)
     with pytest.raises(TypeError, match="takes 3 inputs"):
         g(rand(4, 8))
-    assert C.value_sizes(text) == {"%x": ["s0", "8"], "%w": ["8"], "%0": ["s0", "8"],
-                                   "%1": ["s0", "8"], "%2": ["s0"]}
 
 
 def test_outputs_alias_inputs_only_where_the_text_says_so():
@@ -378,7 +377,7 @@ def test_outputs_alias_inputs_only_where_the_text_says_so():
           return %1, %x
         }
         """)
-    g = C.compile_graph(text)
+    g = C.compile_graph(P(text))
     assert "mul" not in g.graph_text  # simplify made `x * 1` the input itself...
     x = rand(4)
     y, same = g(x)
@@ -395,15 +394,34 @@ def test_compile_graph_declines_name_node_op_and_location():
           return %1
         }
         """)
-    ok, line, reason = C.can_lower(text, "g.kir")
+    ok, line, reason = C.can_lower(P(text, "g.kir"), "g.kir")
     assert (ok, line) == (False, 3)
     assert "%1 = call: cannot lower" in reason and "model.py:4" in reason
     with pytest.raises(NotImplementedError, match=r"g.kir:3:3: error: %1 = call: cannot lower.*"
                                                   r"\(from model.py:4\)"):
-        C.compile_graph(text, {"filename": "g.kir"})
+        C.compile_graph(P(text, "g.kir"), {"filename": "g.kir"})
     assert issubclass(C.LoweringError, NotImplementedError)
     with pytest.raises(ValueError, match="expected"):
-        C.can_lower("graph @bad(")
+        P("graph @bad(")
+
+
+def test_declines_names_every_declining_node_in_one_walk():
+    """The walk goes on past a decline (the node's results count as inputs of what follows), so
+    the partitioner learns every eager node of a run at once."""
+    text = textwrap.dedent("""\
+        graph @g(%x: f32[4]) {
+          %0 = call(%x) {target = "mylib.a"} : f32[4] loc("model.py":3)
+          %1 = exp(%0) : f32[4]
+          %2 = call(%1) {target = "mylib.b"} : f32[4] loc("model.py":5)
+          %3 = add(%2, %x) : f32[4]
+          return %3
+        }
+        """)
+    found = C.declines(P(text, "g.kir"), "g.kir")
+    assert [line for line, _ in found] == [2, 4]
+    assert "%0 = call: cannot lower" in found[0][1] and "model.py:3" in found[0][1]
+    assert "%2 = call: cannot lower" in found[1][1] and "model.py:5" in found[1][1]
+    assert C.declines(P("graph @h(%x: f32[4]) {\n  %0 = exp(%x) : f32[4]\n  return %0\n}\n")) == []
 
 
 def test_symbolic_assumption_is_checked_per_call():
@@ -413,7 +431,7 @@ def test_symbolic_assumption_is_checked_per_call():
           return %0
         }
         """)
-    g = C.compile_graph(text)
+    g = C.compile_graph(P(text))
     assert g.info["assumptions"] == ["s0 == s1"]
     assert_same(g(rand(6), rand(6, seed=1))[0], rand(6) + rand(6, seed=1))
     with pytest.raises(C.SpecializationError, match="assumed s0 == s1"):
@@ -546,7 +564,7 @@ def test_backend_failure_runs_the_graph_eagerly(monkeypatch):
     def broken(*args):
         raise RuntimeError("compiler bug")
 
-    monkeypatch.setattr(C, "can_lower", broken)
+    monkeypatch.setattr(C, "declines", broken)
     backend = run_compiled(lambda x: x.exp() + 1, rand(3, 5), strict=False)
     (report,) = backend.reports
     assert report.parts == [] and report.eager_nodes == 2

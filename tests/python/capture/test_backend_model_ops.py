@@ -150,9 +150,23 @@ def test_split_keeps_a_dynamic_batch():
     assert "slice(%L_x) {dim = 2, end = 4} : f32[s0, 3, 4]" in kir_of(fn, x)
 
 
-def test_split_along_a_dynamic_dim_stays_a_call():
+def test_split_along_a_dynamic_dim_compiles_with_its_piece_count_guarded():
+    """The last piece ends at the symbolic size; the capture guards the size along the split
+    dim, since the number of pieces the program unpacks depends on it."""
     kir = kir_of(lambda x: x.split(2, dim=0), rand(4, 3), dynamic=True)
-    assert 'target = "kiln.Tensor.split"' in kir
+    assert "slice(%L_x) {end = s0, start = 2} : f32[s0 - 2, s1]" in kir
+
+    def fn(x):
+        a, b = x.split(2, dim=0)
+        return a * 2, b + 1
+
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(fn, backend=backend, dynamic=True)
+    for x in (rand(4, 3), rand(4, 5), rand(3, 5)):
+        assert_same(compiled(x), fn(x))
+    with pytest.raises(ValueError, match="too many values to unpack"):
+        compiled(rand(6, 3))  # three pieces, as eager gives them
+    assert len(backend.reports) == 3  # rows 4 (cols dynamic), then 3; 6 fails in the capture
 
 
 # --- batch_norm and pools ----------------------------------------------------------------------

@@ -148,7 +148,7 @@ def test_view_of_a_transposed_intermediate_with_a_size_read_from_it():
 
 def test_size_after_an_opaque_call_is_not_assumed_static():
     def fn(x):
-        y = x.flip(0)  # no .kir op: typed by its example, so its sizes are not inferred
+        y = x.flip(0)  # no graph op: typed by its example, so its sizes are not inferred
         if y.size(0) > 3:
             return y * 2
         return y * 3

@@ -20,7 +20,7 @@ from test_backend_cpu import TOL, assert_same, rand, run_compiled
 import kiln
 import kiln.nn.functional as F
 from kiln._C import _ir
-from kiln._capture import graph_kir_ops, op_table
+from kiln._capture import lowerings, op_table
 from kiln._capture.backend_cpu import CpuBackend
 
 FLOATS = [kiln.float32, kiln.float64, kiln.float16, kiln.bfloat16]
@@ -124,8 +124,8 @@ def _inputs(shape, dtype, seed=0):
 
 
 def test_every_spelling_names_a_callable():
-    graph_kir_ops._table()
-    assert graph_kir_ops.UNRESOLVED == []
+    lowerings._table()
+    assert lowerings.UNRESOLVED == []
 
 
 def test_every_table_op_has_a_sample():

@@ -121,7 +121,7 @@ def test_data_dependent_indexing_stays_eager():
 
 
 def test_decline_reasons_are_recorded():
-    from kiln._capture import graph_kir_ops
+    from kiln._capture import lowerings
 
     calls = []
 
@@ -130,16 +130,16 @@ def test_decline_reasons_are_recorded():
 
     kiln.compiler.reset()
     backend = CpuBackend(fallback=True)
-    original = graph_kir_ops.lower
+    original = lowerings.lower
 
     def spy(w, node):
         ok = original(w, node)
         calls.append(node.meta.get("decline"))
         return ok
 
-    graph_kir_ops.lower = spy
+    lowerings.lower = spy
     try:
         kiln.compile(fn, backend=backend)(rand(3, 4))
     finally:
-        graph_kir_ops.lower = original
+        lowerings.lower = original
     assert any(c and "boolean-mask" in c for c in calls), calls

@@ -26,7 +26,7 @@ class CausalScores(nn.Module):
         t = x.size(1)
         q = self.proj(x).unsqueeze(1)
         att = (q @ x.unsqueeze(1).transpose(-2, -1)) * (1.0 / math.sqrt(C))
-        # masked_fill has no .kir op yet (graph_kir_ops.py); where is the same fill.
+        # masked_fill has no graph op yet (lowerings.py); where is the same fill.
         att = kiln.where(self.mask[:, :, :t, :t] == 0, float("-inf"), att)
         return F.softmax(att, dim=-1)
 
