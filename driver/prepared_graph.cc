@@ -179,16 +179,6 @@ static void typeAndVerify(ir::Graph &graph, const ir::NodePositions &positions,
     throw ir::DiagnosticError(located(std::move(*d), positions, filename));
 }
 
-std::unique_ptr<ir::Graph> parseTyped(std::string_view text, const std::string &filename,
-                                      ir::ParsedModule &module, ir::SymAssumptions *assumed) {
-  module = ir::parseModule(text, filename);
-  KILN_CHECK_KIND(Value, module.graphs.size() == 1,
-                  "{}: a program holds exactly one graph, found {}", filename,
-                  module.graphs.size());
-  typeAndVerify(*module.graphs[0], module.positions, filename, assumed);
-  return std::move(module.graphs[0]);
-}
-
 PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options) {
   ir::ParsedModule module = ir::parseModule(text, options.filename);
   KILN_CHECK_KIND(Value, module.graphs.size() == 1,

@@ -145,11 +145,6 @@ std::string defaultPipeline();
 ir::Diagnostic located(ir::Diagnostic d, const ir::NodePositions &positions,
                        const std::string &filename);
 
-/// The single graph of `text`, typed by shape-infer and verified; DiagnosticError otherwise.
-/// `assumed` receives shape-infer's assumptions.
-std::unique_ptr<ir::Graph> parseTyped(std::string_view text, const std::string &filename,
-                                      ir::ParsedModule &module, ir::SymAssumptions *assumed);
-
 /// Runs the whole pipeline on a graph built in memory (ir::GraphBuilder); diagnostics carry the
 /// node's position from `positions`. Throws ir::DiagnosticError for an invalid graph,
 /// LoweringDeclined when a node does not lower.
