@@ -136,10 +136,19 @@ Tensor EagerBuilder::sliceBackward(const Tensor &g, const Sizes &sizes, int64_t 
   return out;
 }
 
+// The scatters below are the backward of gathers (index, gather, index_select); each records
+// its own backward, the gather again, so that create_graph differentiates through them. Outside
+// create_graph, grad mode is off during backward and record() does nothing.
+
 Tensor EagerBuilder::indexPutAccumulate(const Sizes &sizes, DType dtype,
                                         const std::vector<Tensor> &indices, const Tensor &values) {
   Tensor out = kiln::ops::zeros(sizes, dtype);
   kiln::ops::indexPut_(out, indices, values, true);
+  record("IndexPutBackward0", {&values}, out, [&](const NodePtr &) {
+    return [indices](EagerBuilder &, const Node &, Grads &g) {
+      return Grads{ops::index(g[0], indices)};
+    };
+  });
   return out;
 }
 
@@ -147,6 +156,11 @@ Tensor EagerBuilder::scatterAdd(const Sizes &sizes, int64_t dim, const Tensor &i
                                 const Tensor &src) {
   Tensor out = kiln::ops::zeros(sizes, src.dtype());
   kiln::ops::scatterAdd_(out, dim, index, src.contiguous());
+  record("ScatterAddBackward0", {&src}, out, [&](const NodePtr &) {
+    return [dim, index](EagerBuilder &, const Node &, Grads &g) {
+      return Grads{ops::gather(g[0], dim, index)};
+    };
+  });
   return out;
 }
 
@@ -154,6 +168,11 @@ Tensor EagerBuilder::indexAdd(const Sizes &sizes, int64_t dim, const Tensor &ind
                               const Tensor &src) {
   Tensor out = kiln::ops::zeros(sizes, src.dtype());
   kiln::ops::indexAdd_(out, dim, index, src);
+  record("IndexAddBackward0", {&src}, out, [&](const NodePtr &) {
+    return [dim, index](EagerBuilder &, const Node &, Grads &g) {
+      return Grads{ops::indexSelect(g[0], dim, index)};
+    };
+  });
   return out;
 }
 

@@ -2,6 +2,7 @@
 #include "autograd/derivatives.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
+#include "runtime/ops/factory.h"
 
 namespace kiln::autograd::ops {
 namespace {
@@ -96,6 +97,157 @@ std::vector<Tensor> chunk(const Tensor &self, int64_t chunks, int64_t dim) {
   std::vector<Tensor> plain = kiln::ops::chunk(self, chunks, dim);
   int64_t d = wrapDim(dim, self.dim(), "chunk");
   return splitSizes(self, sizesOf(plain, d), d);
+}
+
+std::vector<Tensor> tensorSplit(const Tensor &self, int64_t sections, int64_t dim) {
+  std::vector<Tensor> plain = kiln::ops::tensorSplit(self, sections, dim);
+  if (!anyRequiresGrad({&self}))
+    return plain;
+  int64_t d = wrapDim(dim, std::max<int64_t>(self.dim(), 1), "tensor_split");
+  return splitSizes(self, sizesOf(plain, d), d);
+}
+
+std::vector<Tensor> tensorSplitIndices(const Tensor &self, IntList indices, int64_t dim) {
+  std::vector<Tensor> plain = kiln::ops::tensorSplitIndices(self, indices, dim);
+  if (!anyRequiresGrad({&self}))
+    return plain;
+  int64_t d = wrapDim(dim, std::max<int64_t>(self.dim(), 1), "tensor_split");
+  return splitSizes(self, sizesOf(plain, d), d);
+}
+
+namespace {
+
+/// The gradient of repeat_interleave: each input element's repeats summed back, as an index_add
+/// of the output along `dim` at the element each output position repeats (`dim` none: self
+/// flattened).
+Tensor repeatInterleaveBack(B &b, const Tensor &g, const B::Sizes &sizes,
+                            std::optional<int64_t> dim, const Tensor &source) {
+  if (!dim) {
+    int64_t numel = 1;
+    for (int64_t s : sizes)
+      numel *= s;
+    return b.reshape(b.indexAdd(B::Sizes{numel}, 0, source, g), sizes);
+  }
+  return b.indexAdd(sizes, *dim, source, g);
+}
+
+/// Output position -> input element along the repeated dim, for `repeats` per element.
+Tensor repeatSources(const Tensor &repeats, int64_t n) {
+  Tensor r = repeats.dim() == 0 ? kiln::ops::full({n}, repeats.item(), DType::Int64)
+                                : repeats.to(DType::Int64);
+  return kiln::ops::repeatInterleaveIndices(r);
+}
+
+} // namespace
+
+Tensor repeatInterleave(const Tensor &self, int64_t repeats, std::optional<int64_t> dim) {
+  Tensor out = kiln::ops::repeatInterleave(self, repeats, dim);
+  if (!anyRequiresGrad({&self}))
+    return out;
+  std::optional<int64_t> d;
+  if (dim)
+    d = wrapDim(*dim, std::max<int64_t>(self.dim(), 1), "repeat_interleave");
+  int64_t n = d ? (self.dim() ? self.size(*d) : 1) : self.numel();
+  Tensor source = repeatSources(Tensor::scalarTensor(Scalar(repeats), DType::Int64), n);
+  record("RepeatInterleaveBackward0", {&self}, out, [&](const NodePtr &) {
+    return [sizes = self.sizes(), d, source](B &bd, const Node &, Grads &g) {
+      return Grads{repeatInterleaveBack(bd, g[0], sizes, d, source)};
+    };
+  });
+  return out;
+}
+
+Tensor repeatInterleave(const Tensor &self, const Tensor &repeats, std::optional<int64_t> dim) {
+  Tensor out = kiln::ops::repeatInterleave(self, repeats, dim);
+  if (!anyRequiresGrad({&self}))
+    return out;
+  std::optional<int64_t> d;
+  if (dim)
+    d = wrapDim(*dim, std::max<int64_t>(self.dim(), 1), "repeat_interleave");
+  int64_t n = d ? (self.dim() ? self.size(*d) : 1) : self.numel();
+  Tensor source = repeatSources(repeats, n);
+  record("RepeatInterleaveBackward1", {&self}, out, [&](const NodePtr &) {
+    return [sizes = self.sizes(), d, source](B &bd, const Node &, Grads &g) {
+      return Grads{repeatInterleaveBack(bd, g[0], sizes, d, source)};
+    };
+  });
+  return out;
+}
+
+namespace {
+
+/// Positions of the diagonal `offset` of an (n1 x n2) matrix: row and column index tensors.
+std::pair<Tensor, Tensor> diagonalPositions(int64_t n1, int64_t n2, int64_t offset) {
+  int64_t r0 = std::max<int64_t>(0, -offset), c0 = std::max<int64_t>(0, offset);
+  int64_t len = std::max<int64_t>(0, std::min(n1 - r0, n2 - c0));
+  auto range = [len](int64_t from) {
+    return kiln::ops::arange(Scalar(from), Scalar(from + len), Scalar(int64_t{1}), DType::Int64);
+  };
+  return {range(r0), range(c0)};
+}
+
+/// The gradient of a diagonal (offset, d1, d2) of a tensor of `sizes`: `g` (the other dims in
+/// order, then the diagonal) written onto zeros at the diagonal's positions.
+Tensor diagonalBack(B &b, const Tensor &g, const B::Sizes &sizes, DType dtype, int64_t offset,
+                    int64_t d1, int64_t d2) {
+  const int64_t rank = static_cast<int64_t>(sizes.size());
+  Shape order{d1, d2}; // the base with d1, d2 first: index_put with two index tensors
+  for (int64_t k = 0; k < rank; ++k)
+    if (k != d1 && k != d2)
+      order.push_back(k);
+  B::Sizes moved;
+  for (int64_t k : order)
+    moved.push_back(sizes[k]);
+  auto [rows, cols] = diagonalPositions(sizes[d1], sizes[d2], offset);
+  Shape gOrder{rank - 2}; // the diagonal first, then the other dims
+  for (int64_t k = 0; k < rank - 2; ++k)
+    gOrder.push_back(k);
+  Tensor written = b.indexPutAccumulate(moved, dtype, {rows, cols}, b.permute(g, gOrder));
+  Shape inverse(rank);
+  for (int64_t k = 0; k < rank; ++k)
+    inverse[order[k]] = k;
+  return b.permute(written, inverse);
+}
+
+} // namespace
+
+Tensor diagonal(const Tensor &self, int64_t offset, int64_t dim1, int64_t dim2) {
+  Tensor out = kiln::ops::diagonal(self, offset, dim1, dim2);
+  if (!anyRequiresGrad({&self}))
+    return out;
+  int64_t d1 = wrapDim(dim1, self.dim(), "diagonal"), d2 = wrapDim(dim2, self.dim(), "diagonal");
+  bool recorded = record("DiagonalBackward0", {&self}, out, [&](const NodePtr &) {
+    return
+        [sizes = self.sizes(), dt = self.dtype(), offset, d1, d2](B &bd, const Node &, Grads &g) {
+          return Grads{diagonalBack(bd, g[0], sizes, dt, offset, d1, d2)};
+        };
+  });
+  if (!recorded)
+    return out;
+  AutogradMeta *base = metaOrNull(self);
+  meta(out).viewBase = base && base->viewBase.defined() ? base->viewBase : self;
+  return out;
+}
+
+Tensor diag(const Tensor &self, int64_t k) {
+  if (!anyRequiresGrad({&self}) || (self.dim() != 1 && self.dim() != 2))
+    return kiln::ops::diag(self, k); // raises torch's error for other ranks
+  if (self.dim() == 2)
+    return autograd::contiguous(autograd::ops::diagonal(self, k, 0, 1));
+  return autograd::ops::diagEmbed(self, k, 0, 1);
+}
+
+Tensor diagEmbed(const Tensor &self, int64_t offset, int64_t dim1, int64_t dim2) {
+  Tensor out = kiln::ops::diagEmbed(self, offset, dim1, dim2);
+  if (!anyRequiresGrad({&self}))
+    return out;
+  int64_t d1 = wrapDim(dim1, out.dim(), "diag_embed"), d2 = wrapDim(dim2, out.dim(), "diag_embed");
+  record("DiagEmbedBackward0", {&self}, out, [&](const NodePtr &) {
+    return [offset, d1, d2](B &, const Node &, Grads &g) {
+      return Grads{autograd::ops::diagonal(g[0], offset, d1, d2)};
+    };
+  });
+  return out;
 }
 
 Tensor index(const Tensor &self, std::span<const Tensor> indices) {

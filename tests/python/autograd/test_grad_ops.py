@@ -419,3 +419,53 @@ LOSSES = {
 @pytest.mark.parametrize("name", sorted(LOSSES))
 def test_more_losses(name):
     check(LOSSES[name], [(4, 3), (4, 3)])
+
+
+SPLITS_AND_DIAGONALS = {
+    "tensor_split_sections": lambda m, x: m.cat([p * (i + 1) for i, p in
+                                                 enumerate(m.tensor_split(x, 3, dim=1))], 1),
+    "tensor_split_indices": lambda m, x: tuple(p * 2 for p in x.tensor_split([1, 3], dim=0)),
+    "repeat_interleave_int": lambda m, x: x.repeat_interleave(3, dim=1),
+    "repeat_interleave_flat": lambda m, x: m.repeat_interleave(x, 2),
+    "repeat_interleave_tensor": lambda m, x: x.repeat_interleave(m.tensor([1, 0, 2, 3]), dim=0),
+    "diagonal": lambda m, x: x.diagonal() * 2,
+    "diagonal_offset": lambda m, x: m.cat([m.diagonal(x, 1), m.diagonal(x, -2)]),
+    "diag_2d": lambda m, x: m.diag(x, 1),
+    "diag_1d": lambda m, x: m.diag(x[0], -1),
+    "diag_embed": lambda m, x: m.diag_embed(x, 1),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SPLITS_AND_DIAGONALS)
+def test_splits_repeats_and_diagonals(name):
+    check(SPLITS_AND_DIAGONALS[name], [(4, 5)])
+
+
+def test_diagonal_of_a_batch_and_its_double_backward():
+    """The diagonal's backward is an index_put, which records its own backward (an index), so
+    create_graph differentiates through it; gather, index and index_select alike."""
+    check(lambda m, x: m.diagonal(x, 0, 2, 0) ** 2, [(3, 2, 4)])
+    check(lambda m, x: m.diag_embed(x, -1, 0, 2), [(2, 3)])
+    for lib in (kiln, torch):
+        x = lib.tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
+        (g,) = lib.autograd.grad((x.diagonal() ** 3).sum(), x, create_graph=True)
+        (gg,) = lib.autograd.grad(g.sum(), x)
+        if lib is kiln:
+            ours = gg.numpy()
+        else:
+            np.testing.assert_allclose(ours, gg.numpy())
+
+
+@pytest.mark.parametrize("fn", [
+    lambda m, x: x.gather(1, m.tensor([[0, 2], [1, 1], [3, 0]])) ** 2,
+    lambda m, x: x[m.tensor([2, 0, 2])] ** 3,
+    lambda m, x: x.index_select(1, m.tensor([3, 1])) ** 2,
+])  # fmt: skip
+def test_gathers_differentiate_twice(fn):
+    grads = []
+    for lib in (kiln, torch):
+        x = lib.tensor(np.arange(1.0, 13.0).reshape(3, 4), requires_grad=True)
+        (g,) = lib.autograd.grad(fn(lib, x).sum(), x, create_graph=True)
+        (gg,) = lib.autograd.grad((g * g).sum(), x)
+        grads.append(gg.numpy())
+    np.testing.assert_allclose(grads[0], grads[1])
