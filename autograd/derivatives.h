@@ -269,6 +269,16 @@ V<B> mean(B &b, const V<B> &g, const InputInfo<B> &x, const DimList &dims, bool 
   return b.scale(sum(b, g, x, dims, keepdim), count == 0 ? 0.0 : 1.0 / count);
 }
 
+/// nanmean: the mean's gradient over each slice's non-NaN elements; NaNs get none.
+template <class B>
+V<B> nanmean(B &b, const V<B> &g, const V<B> &x, const DimList &dims, bool keepdim) {
+  int64_t rank = static_cast<int64_t>(B::sizes(x).size());
+  V<B> gk = keepdim ? g : b.unsqueezeReduced(g, dims, rank);
+  V<B> kept = b.eq(x, x);
+  V<B> count = b.sum(b.cast(kept, B::dtype(g)), dims, true);
+  return b.zeroWhere(b.expand(b.div(gk, count), B::sizes(x)), b.logicalNot(kept));
+}
+
 /// amax/amin: the gradient split evenly over the elements equal to the extreme.
 template <class B>
 V<B> amax(B &b, const V<B> &g, const V<B> &x, const V<B> &y, const DimList &dims, bool keepdim) {

@@ -125,6 +125,8 @@ Tensor sum(const Tensor &a, const DimList &dims = {}, bool keepdim = false,
            std::optional<DType> dtype = {});
 Tensor mean(const Tensor &a, const DimList &dims = {}, bool keepdim = false,
             std::optional<DType> dtype = {});
+Tensor nanmean(const Tensor &a, const DimList &dims = {}, bool keepdim = false,
+               std::optional<DType> dtype = {});
 Tensor amax(const Tensor &a, const DimList &dims = {}, bool keepdim = false);
 Tensor amin(const Tensor &a, const DimList &dims = {}, bool keepdim = false);
 Tensor max(const Tensor &a);
@@ -202,6 +204,8 @@ std::pair<Tensor, Tensor> sort(const Tensor &a, int64_t dim = -1, bool descendin
 std::pair<Tensor, Tensor> topk(const Tensor &a, int64_t k, int64_t dim = -1, bool largest = true,
                                bool sorted = true);
 Tensor cumsum(const Tensor &a, int64_t dim, std::optional<DType> dtype = {});
+std::pair<Tensor, Tensor> cummax(const Tensor &a, int64_t dim);
+std::pair<Tensor, Tensor> cummin(const Tensor &a, int64_t dim);
 Tensor prod(const Tensor &a, std::optional<int64_t> dim = {}, bool keepdim = false,
             std::optional<DType> dtype = {});
 Tensor vectorNorm(const Tensor &a, double ord = 2.0, const DimList &dims = {}, bool keepdim = false,

@@ -60,6 +60,16 @@ Tensor mean(const Tensor &a, const DimList &dims, bool keepdim, std::optional<DT
   return out;
 }
 
+Tensor nanmean(const Tensor &a, const DimList &dims, bool keepdim, std::optional<DType> dtype) {
+  Tensor out = kiln::ops::nanmean(a, dims, keepdim, dtype);
+  record("NanmeanBackward0", {&a}, out, [&](const NodePtr &) {
+    return [sa = SavedTensor(a), dims, keepdim](B &bd, const Node &n, Grads &g) {
+      return Grads{rules::nanmean(bd, g[0], sa.unpack(n), dims, keepdim)};
+    };
+  });
+  return out;
+}
+
 Tensor amax(const Tensor &a, const DimList &dims, bool keepdim) {
   return extreme("AmaxBackward0", a, kiln::ops::amax(a, dims, keepdim), dims, keepdim);
 }

@@ -13,8 +13,8 @@ namespace kiln::autograd::ops {
 namespace {
 using B = EagerBuilder;
 
-/// The values of a selection along dim (sort, topk): the gradient scattered back to where each
-/// value came from.
+/// The values of a selection along dim (sort, topk, cummax, cummin): the gradient scattered back
+/// to where each value came from (a value taken by several outputs gets the sum).
 std::pair<Tensor, Tensor> selection(const char *name, const Tensor &a, int64_t dim,
                                     std::pair<Tensor, Tensor> result) {
   record(name, {&a}, result.first, [&](const NodePtr &) {
@@ -48,6 +48,14 @@ std::pair<Tensor, Tensor> sort(const Tensor &a, int64_t dim, bool descending, bo
 
 std::pair<Tensor, Tensor> topk(const Tensor &a, int64_t k, int64_t dim, bool largest, bool sorted) {
   return selection("TopkBackward0", a, dim, kiln::ops::topk(a, k, dim, largest, sorted));
+}
+
+std::pair<Tensor, Tensor> cummax(const Tensor &a, int64_t dim) {
+  return selection("CummaxBackward0", a, dim, kiln::ops::cummax(a, dim));
+}
+
+std::pair<Tensor, Tensor> cummin(const Tensor &a, int64_t dim) {
+  return selection("CumminBackward0", a, dim, kiln::ops::cummin(a, dim));
 }
 
 Tensor cumsum(const Tensor &a, int64_t dim, std::optional<DType> dtype) {

@@ -27,14 +27,11 @@ NON_DIFFERENTIABLE = {
 # Differentiable in torch, no derivative rule in kiln yet.
 NOT_YET = {
     "aminmax",
-    "cummax",
-    "cummin",
     "cumprod",
     "kthvalue",
     "logcumsumexp",
     "median",
     "mode",
-    "nanmean",
     "nanmedian",
 }
 SKIP = {"backward", "register_hook", "retain_grad"}  # the autograd API itself
@@ -99,14 +96,11 @@ FUNCTIONS_NON_DIFFERENTIABLE = {
 }
 FUNCTIONS_NOT_YET = {
     "kiln.aminmax",
-    "kiln.cummax",
-    "kiln.cummin",
     "kiln.cumprod",
     "kiln.kthvalue",
     "kiln.logcumsumexp",
     "kiln.median",
     "kiln.mode",
-    "kiln.nanmean",
     "kiln.nanmedian",
     "F.instance_norm",
     "F.interpolate",

@@ -469,3 +469,22 @@ def test_gathers_differentiate_twice(fn):
         (gg,) = lib.autograd.grad((g * g).sum(), x)
         grads.append(gg.numpy())
     np.testing.assert_allclose(grads[0], grads[1])
+
+
+def _with_nans(m, x):
+    return m.where(x > 1.0, m.full_like(x, float("nan")), x)
+
+
+RUNNING_AND_NAN_REDUCTIONS = {
+    "cummax": lambda m, x: m.cummax(x, 1).values,
+    "cummin_dim0": lambda m, x: x.cummin(0)[0] * 2,
+    "cummax_ties": lambda m, x: m.cummax(m.cat([x, x.flip(1)], 1), 1).values,
+    "nanmean_all": lambda m, x: _with_nans(m, x).nanmean(),
+    "nanmean_dim": lambda m, x: m.nanmean(_with_nans(m, x), dim=1),
+    "nanmean_keepdim": lambda m, x: _with_nans(m, x).nanmean((0, 1), keepdim=True),
+}
+
+
+@pytest.mark.parametrize("name", RUNNING_AND_NAN_REDUCTIONS)
+def test_running_extremes_and_nanmean(name):
+    check(RUNNING_AND_NAN_REDUCTIONS[name], [(3, 6)])
