@@ -127,6 +127,8 @@ Tensor mean(const Tensor &a, const DimList &dims = {}, bool keepdim = false,
             std::optional<DType> dtype = {});
 Tensor nanmean(const Tensor &a, const DimList &dims = {}, bool keepdim = false,
                std::optional<DType> dtype = {});
+std::pair<Tensor, Tensor> aminmax(const Tensor &a, std::optional<int64_t> dim = {},
+                                  bool keepdim = false);
 Tensor amax(const Tensor &a, const DimList &dims = {}, bool keepdim = false);
 Tensor amin(const Tensor &a, const DimList &dims = {}, bool keepdim = false);
 Tensor max(const Tensor &a);

@@ -70,6 +70,15 @@ Tensor nanmean(const Tensor &a, const DimList &dims, bool keepdim, std::optional
   return out;
 }
 
+std::pair<Tensor, Tensor> aminmax(const Tensor &a, std::optional<int64_t> dim, bool keepdim) {
+  if (!anyRequiresGrad({&a}))
+    return kiln::ops::aminmax(a, dim, keepdim);
+  kiln::ops::aminmax(a, dim, keepdim); // torch's argument errors
+  // Recorded as amin and amax (one node each): the same values, and each half's gradient.
+  DimList dims = dim ? DimList(Shape{*dim}) : DimList();
+  return {autograd::ops::amin(a, dims, keepdim), autograd::ops::amax(a, dims, keepdim)};
+}
+
 Tensor amax(const Tensor &a, const DimList &dims, bool keepdim) {
   return extreme("AmaxBackward0", a, kiln::ops::amax(a, dims, keepdim), dims, keepdim);
 }

@@ -26,7 +26,6 @@ NON_DIFFERENTIABLE = {
 }
 # Differentiable in torch, no derivative rule in kiln yet.
 NOT_YET = {
-    "aminmax",
     "cumprod",
     "kthvalue",
     "logcumsumexp",
@@ -95,7 +94,6 @@ FUNCTIONS_NON_DIFFERENTIABLE = {
     "kiln.zeros_like",
 }
 FUNCTIONS_NOT_YET = {
-    "kiln.aminmax",
     "kiln.cumprod",
     "kiln.kthvalue",
     "kiln.logcumsumexp",
