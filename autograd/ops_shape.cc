@@ -75,44 +75,38 @@ Tensor stack(std::span<const Tensor> tensors, int64_t dim) {
   return out;
 }
 
-std::vector<Tensor> split(const Tensor &self, int64_t splitSize, int64_t dim) {
+namespace {
+/// A split's pieces with history: the runtime op computes (and checks) the pieces, which are
+/// then taken again as differentiable slices of the same sizes.
+std::vector<Tensor> differentiablePieces(const Tensor &self, std::vector<Tensor> plain, int64_t dim,
+                                         const char *name) {
   if (!anyRequiresGrad({&self}))
-    return kiln::ops::split(self, splitSize, dim);
-  std::vector<Tensor> plain = kiln::ops::split(self, splitSize, dim);
-  int64_t d = wrapDim(dim, self.dim(), "split");
+    return plain;
+  int64_t d = wrapDim(dim, std::max<int64_t>(self.dim(), 1), name);
   return splitSizes(self, sizesOf(plain, d), d);
+}
+} // namespace
+
+std::vector<Tensor> split(const Tensor &self, int64_t splitSize, int64_t dim) {
+  return differentiablePieces(self, kiln::ops::split(self, splitSize, dim), dim, "split");
 }
 
 std::vector<Tensor> splitWithSizes(const Tensor &self, IntList sizes, int64_t dim) {
-  if (!anyRequiresGrad({&self}))
-    return kiln::ops::splitWithSizes(self, sizes, dim);
-  std::vector<Tensor> plain = kiln::ops::splitWithSizes(self, sizes, dim); // checks the sizes
-  int64_t d = wrapDim(dim, self.dim(), "split");
-  return splitSizes(self, sizesOf(plain, d), d);
+  return differentiablePieces(self, kiln::ops::splitWithSizes(self, sizes, dim), dim, "split");
 }
 
 std::vector<Tensor> chunk(const Tensor &self, int64_t chunks, int64_t dim) {
-  if (!anyRequiresGrad({&self}))
-    return kiln::ops::chunk(self, chunks, dim);
-  std::vector<Tensor> plain = kiln::ops::chunk(self, chunks, dim);
-  int64_t d = wrapDim(dim, self.dim(), "chunk");
-  return splitSizes(self, sizesOf(plain, d), d);
+  return differentiablePieces(self, kiln::ops::chunk(self, chunks, dim), dim, "chunk");
 }
 
 std::vector<Tensor> tensorSplit(const Tensor &self, int64_t sections, int64_t dim) {
-  std::vector<Tensor> plain = kiln::ops::tensorSplit(self, sections, dim);
-  if (!anyRequiresGrad({&self}))
-    return plain;
-  int64_t d = wrapDim(dim, std::max<int64_t>(self.dim(), 1), "tensor_split");
-  return splitSizes(self, sizesOf(plain, d), d);
+  return differentiablePieces(self, kiln::ops::tensorSplit(self, sections, dim), dim,
+                              "tensor_split");
 }
 
 std::vector<Tensor> tensorSplitIndices(const Tensor &self, IntList indices, int64_t dim) {
-  std::vector<Tensor> plain = kiln::ops::tensorSplitIndices(self, indices, dim);
-  if (!anyRequiresGrad({&self}))
-    return plain;
-  int64_t d = wrapDim(dim, std::max<int64_t>(self.dim(), 1), "tensor_split");
-  return splitSizes(self, sizesOf(plain, d), d);
+  return differentiablePieces(self, kiln::ops::tensorSplitIndices(self, indices, dim), dim,
+                              "tensor_split");
 }
 
 namespace {
@@ -131,47 +125,39 @@ Tensor repeatInterleaveBack(B &b, const Tensor &g, const B::Sizes &sizes,
   return b.indexAdd(sizes, *dim, source, g);
 }
 
-/// Output position -> input element along the repeated dim, for `repeats` per element.
-Tensor repeatSources(const Tensor &repeats, int64_t n) {
-  Tensor r = repeats.dim() == 0 ? kiln::ops::full({n}, repeats.item(), DType::Int64)
-                                : repeats.to(DType::Int64);
-  return kiln::ops::repeatInterleaveIndices(r);
+/// Records repeat_interleave's backward on `out`; `repeats` is 0-d (one count for every
+/// element) or holds one count per element.
+Tensor recordRepeatInterleave(const char *name, const Tensor &self, Tensor out,
+                              const Tensor &repeats, std::optional<int64_t> dim) {
+  if (!anyRequiresGrad({&self}))
+    return out;
+  std::optional<int64_t> d;
+  if (dim)
+    d = wrapDim(*dim, std::max<int64_t>(self.dim(), 1), "repeat_interleave");
+  int64_t n = d ? (self.dim() ? self.size(*d) : 1) : self.numel();
+  Tensor counts = repeats.dim() == 0 ? kiln::ops::full({n}, repeats.item(), DType::Int64)
+                                     : repeats.to(DType::Int64);
+  // Output position -> the input element it repeats, along the repeated dim.
+  Tensor source = kiln::ops::repeatInterleaveIndices(counts);
+  record(name, {&self}, out, [&](const NodePtr &) {
+    return [sizes = self.sizes(), d, source](B &bd, const Node &, Grads &g) {
+      return Grads{repeatInterleaveBack(bd, g[0], sizes, d, source)};
+    };
+  });
+  return out;
 }
 
 } // namespace
 
 Tensor repeatInterleave(const Tensor &self, int64_t repeats, std::optional<int64_t> dim) {
-  Tensor out = kiln::ops::repeatInterleave(self, repeats, dim);
-  if (!anyRequiresGrad({&self}))
-    return out;
-  std::optional<int64_t> d;
-  if (dim)
-    d = wrapDim(*dim, std::max<int64_t>(self.dim(), 1), "repeat_interleave");
-  int64_t n = d ? (self.dim() ? self.size(*d) : 1) : self.numel();
-  Tensor source = repeatSources(Tensor::scalarTensor(Scalar(repeats), DType::Int64), n);
-  record("RepeatInterleaveBackward0", {&self}, out, [&](const NodePtr &) {
-    return [sizes = self.sizes(), d, source](B &bd, const Node &, Grads &g) {
-      return Grads{repeatInterleaveBack(bd, g[0], sizes, d, source)};
-    };
-  });
-  return out;
+  return recordRepeatInterleave("RepeatInterleaveBackward0", self,
+                                kiln::ops::repeatInterleave(self, repeats, dim),
+                                Tensor::scalarTensor(Scalar(repeats), DType::Int64), dim);
 }
 
 Tensor repeatInterleave(const Tensor &self, const Tensor &repeats, std::optional<int64_t> dim) {
-  Tensor out = kiln::ops::repeatInterleave(self, repeats, dim);
-  if (!anyRequiresGrad({&self}))
-    return out;
-  std::optional<int64_t> d;
-  if (dim)
-    d = wrapDim(*dim, std::max<int64_t>(self.dim(), 1), "repeat_interleave");
-  int64_t n = d ? (self.dim() ? self.size(*d) : 1) : self.numel();
-  Tensor source = repeatSources(repeats, n);
-  record("RepeatInterleaveBackward1", {&self}, out, [&](const NodePtr &) {
-    return [sizes = self.sizes(), d, source](B &bd, const Node &, Grads &g) {
-      return Grads{repeatInterleaveBack(bd, g[0], sizes, d, source)};
-    };
-  });
-  return out;
+  return recordRepeatInterleave("RepeatInterleaveBackward1", self,
+                                kiln::ops::repeatInterleave(self, repeats, dim), repeats, dim);
 }
 
 namespace {

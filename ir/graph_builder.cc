@@ -8,36 +8,6 @@
 
 namespace kiln::ir {
 
-namespace {
-
-std::string arityText(Arity a) {
-  if (a.max == a.min)
-    return fmt::format("{} operand{}", a.min, a.min == 1 ? "" : "s");
-  if (a.max == kVariadic)
-    return fmt::format("at least {} operand{}", a.min, a.min == 1 ? "" : "s");
-  return fmt::format("{} to {} operands", a.min, a.max);
-}
-
-/// The op table's checks that need no types: operand count and attributes.
-void checkSignature(OpKind op, size_t numOperands, const Attributes &attrs) {
-  const OpInfo &info = opInfo(op);
-  KILN_CHECK_KIND(Value, info.operands.accepts(static_cast<int>(numOperands)),
-                  "{}: expects {}, got {}", info.keyword, arityText(info.operands), numOperands);
-  for (const auto &[name, value] : attrs) {
-    const AttrSpec *spec = findAttrSpec(op, name);
-    KILN_CHECK_KIND(Value, spec, "{}: unknown attribute '{}'", info.keyword, name);
-    KILN_CHECK_KIND(Value, value.matches(spec->kind), "{}: attribute '{}' must be {}, got {} {}",
-                    info.keyword, name, attrKindWithArticle(spec->kind), attrKindName(value.kind()),
-                    value.str());
-  }
-  for (const AttrSpec &spec : attrSpecs(op))
-    KILN_CHECK_KIND(Value, !spec.required || attrs.count(spec.name),
-                    "{}: missing required attribute '{}' ({})", info.keyword, spec.name,
-                    attrKindName(spec.kind));
-}
-
-} // namespace
-
 GraphBuilder::GraphBuilder(std::string name) : graph_(std::make_unique<Graph>(std::move(name))) {}
 
 Value *GraphBuilder::input(ValueType type, std::string name, SourceLoc loc) {
@@ -54,22 +24,22 @@ std::vector<Value *> GraphBuilder::add(OpKind op, std::vector<Value *> operands,
   const OpInfo &info = opInfo(op);
   KILN_CHECK_KIND(Value, op != OpKind::Input && op != OpKind::Output,
                   "{}: added through input() and finish()", info.keyword);
-  checkSignature(op, operands.size(), attrs);
   for (Value *v : operands)
     KILN_CHECK_KIND(Value, v && v->definingNode()->graph() == graph_.get(),
                     "{}: an operand that is not a value of graph @{}", info.keyword,
                     graph_->name());
   bool typedByRule = !given;
-  std::vector<ValueType> types;
-  if (typedByRule) {
-    KILN_CHECK_KIND(Value, info.numResults != kVariadic, "{}: give the result types", info.keyword);
-    types.assign(info.numResults, ValueType(ScalarType::Int)); // retyped below
-  } else {
-    types = std::move(*given);
+  KILN_CHECK_KIND(Value, !typedByRule || info.numResults != kVariadic, "{}: give the result types",
+                  info.keyword);
+  // Rule-typed results start as placeholders, retyped below.
+  std::vector<ValueType> types =
+      typedByRule ? std::vector<ValueType>(info.numResults, ScalarType::Int) : std::move(*given);
+  try { // the verifier's own signature checks
+    detail::checkArity(op, static_cast<int>(operands.size()), static_cast<int>(types.size()));
+    detail::checkAttributes(op, attrs);
+  } catch (const Error &e) {
+    throw Error(ErrorKind::Value, fmt::format("{}: {}", info.keyword, e.what()));
   }
-  KILN_CHECK_KIND(
-      Value, info.numResults == kVariadic || static_cast<int>(types.size()) == info.numResults,
-      "{}: produces {} results, got {} types", info.keyword, info.numResults, types.size());
   Node *node =
       graph_->create(op, std::move(operands), std::move(attrs), std::move(types), std::move(loc));
   try {

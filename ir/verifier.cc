@@ -88,12 +88,11 @@ private:
   }
 
   void checkNode(const Node &n) const {
-    const OpInfo &info = opInfo(n.op());
-    if (!info.operands.accepts(n.numOperands()))
-      fail(&n, fmt::format("expects {}, got {}", describeArity(info.operands), n.numOperands()));
-    if (info.numResults != kVariadic && n.numResults() != info.numResults)
-      fail(&n, fmt::format("produces {} result{}, got {}", info.numResults,
-                           info.numResults == 1 ? "" : "s", n.numResults()));
+    try {
+      detail::checkArity(n.op(), n.numOperands(), n.numResults());
+    } catch (const Error &e) {
+      fail(&n, e.what());
+    }
     for (int i = 0; i < n.numOperands(); ++i)
       checkOperand(n, i);
     for (int i = 0; i < n.numResults(); ++i)
@@ -154,22 +153,11 @@ private:
   }
 
   void checkAttributes(const Node &n) const {
-    for (const auto &[name, value] : n.attrs()) {
-      const AttrSpec *spec = findAttrSpec(n.op(), name);
-      if (!spec) {
-        std::string accepted = acceptedAttrs(n.op());
-        fail(&n, fmt::format("unknown attribute '{}' ({})", name,
-                             accepted.empty() ? "it takes none" : "it takes " + accepted));
-      }
-      if (!value.matches(spec->kind))
-        fail(&n,
-             fmt::format("attribute '{}' must be {}, got {} {}", name,
-                         attrKindWithArticle(spec->kind), attrKindName(value.kind()), value.str()));
+    try {
+      detail::checkAttributes(n.op(), n.attrs());
+    } catch (const Error &e) {
+      fail(&n, e.what());
     }
-    for (const AttrSpec &spec : attrSpecs(n.op()))
-      if (spec.required && !n.attr(spec.name))
-        fail(&n, fmt::format("missing required attribute '{}' ({})", spec.name,
-                             attrKindName(spec.kind)));
   }
 
   const Graph &g_;
@@ -179,6 +167,31 @@ private:
 };
 
 } // namespace
+
+void detail::checkArity(OpKind op, int numOperands, int numResults) {
+  const OpInfo &info = opInfo(op);
+  KILN_CHECK_KIND(Value, info.operands.accepts(numOperands), "expects {}, got {}",
+                  describeArity(info.operands), numOperands);
+  KILN_CHECK_KIND(Value, info.numResults == kVariadic || numResults == info.numResults,
+                  "produces {} result{}, got {}", info.numResults, info.numResults == 1 ? "" : "s",
+                  numResults);
+}
+
+void detail::checkAttributes(OpKind op, const Attributes &attrs) {
+  for (const auto &[name, value] : attrs) {
+    const AttrSpec *spec = findAttrSpec(op, name);
+    if (!spec) {
+      std::string accepted = acceptedAttrs(op);
+      KILN_CHECK_KIND(Value, false, "unknown attribute '{}' ({})", name,
+                      accepted.empty() ? "it takes none" : "it takes " + accepted);
+    }
+    KILN_CHECK_KIND(Value, value.matches(spec->kind), "attribute '{}' must be {}, got {} {}", name,
+                    attrKindWithArticle(spec->kind), attrKindName(value.kind()), value.str());
+  }
+  for (const AttrSpec &spec : attrSpecs(op))
+    KILN_CHECK_KIND(Value, !spec.required || attrs.count(spec.name),
+                    "missing required attribute '{}' ({})", spec.name, attrKindName(spec.kind));
+}
 
 std::optional<Diagnostic> verify(const Graph &graph) {
   Verifier verifier(graph);

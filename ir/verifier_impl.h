@@ -12,6 +12,12 @@
 
 namespace kiln::ir::detail {
 
+/// The op table's checks of a node's signature (verifier.cc), shared by the verifier and
+/// GraphBuilder: operand and result counts, then the attributes (names, kinds, required ones).
+/// Each throws kiln::Error with the broken rule (`expects 1 operand, got 2`).
+void checkArity(OpKind op, int numOperands, int numResults);
+void checkAttributes(OpKind op, const Attributes &attrs);
+
 /// Checks the dtype/shape rules of `node`, whose arity, result count and attribute kinds are
 /// already verified.
 void checkOpRules(const Node &node);
