@@ -20,7 +20,9 @@ struct ExprInfo {
 };
 
 constexpr ExprInfo kExprInfo[] = {
-#define KILN_LOOP_LEAF(E, K) {K, ExprKind::E == ExprKind::Cast ? 1 : 0, TypeRule::None},
+#define KILN_LOOP_LEAF(E, K)                                                                       \
+  {K, ExprKind::E == ExprKind::Cast || ExprKind::E == ExprKind::IndirectLoad ? 1 : 0,              \
+   TypeRule::None},
 #define KILN_LOOP_PRIM(E, M, K, N, R) {K, N, TypeRule::R},
 #include "ir/loop/loop.def"
 };
@@ -46,7 +48,7 @@ TypeRule exprTypeRule(ExprKind kind) { return kExprInfo[static_cast<int>(kind)].
 bool isTranscendental(ExprKind kind) {
   constexpr bool Costly = true, Cheap = false;
   switch (kind) {
-#define KILN_LOOP_MATH(E, M, K, N, MLIR, C, COST)                                                 \
+#define KILN_LOOP_MATH(E, M, K, N, MLIR, C, COST)                                                  \
   case ExprKind::E:                                                                                \
     return COST;
 #include "ir/loop/loop.def"
@@ -78,10 +80,14 @@ std::string literalStr(const Expr &c) {
   }
 }
 
+std::string indexOutOfRange(int64_t position, int64_t extent) {
+  return fmt::format("index {} is out of bounds for a dimension with size {}", position, extent);
+}
+
 std::vector<BufferId> Body::reads() const {
   std::set<BufferId> ids;
   for (const Expr *e : order_)
-    if (e->kind == ExprKind::Load)
+    if (e->isLoad())
       ids.insert(e->buffer);
   return {ids.begin(), ids.end()};
 }
@@ -102,6 +108,19 @@ std::string Body::str(std::string_view indent) const {
     case ExprKind::Load:
       rhs = fmt::format("load {}[{}]", bufferName(e->buffer), e->index.str());
       break;
+    case ExprKind::IndirectLoad: {
+      // `load buf0[i0*64 + %2 * 64, %2 in [0, 50)]`: the static part, the position's term, and
+      // the positions that are in range ([-50, 50) when negative ones count from the end).
+      std::string pos = ref(e->operand(0)), base = e->index.str();
+      std::string term = e->indirectStride == SymInt(1)
+                             ? pos
+                             : fmt::format("{} * {}", pos, e->indirectStride.str());
+      rhs = fmt::format("load {}[{}{}, {} in [{}, {})]", bufferName(e->buffer),
+                        base == "0" ? "" : base + " + ", term, pos,
+                        e->wrapsNegative() ? "-" + e->indirectExtent.str() : "0",
+                        e->indirectExtent.str());
+      break;
+    }
     case ExprKind::Index:
       rhs = fmt::format("index {}", e->index.str());
       break;

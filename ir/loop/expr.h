@@ -14,6 +14,12 @@
 ///   on integers; a cast to an integer truncates toward zero, a cast to b8 tests `!= 0`.
 /// - Leaves: `load` reads a buffer at a flat IndexExpr offset (index.h), `constant` is a literal
 ///   (rounded to its dtype when built), `index` is an IndexExpr as an i64 value.
+/// - An indirect load (gather, index_select, embedding) reads at `index + p * indirectStride`,
+///   where the position p is its one operand (an i64 value computed in the body, typically a
+///   load of an index tensor): p must lie in [0, indirectExtent), or in [-extent, extent) when
+///   negative positions count from the end (wrapsNegative, p + extent then). Any other p is an
+///   IndexError of the whole program run (the interpreter throws; compiled kernels read a
+///   clamped in-bounds element and report the position, and the run throws).
 /// - Bodies have no side effects, so only the dependencies of the result matter: `exprs()` lists
 ///   exactly those in a canonical order, depth-first from the result with operands left to right
 ///   (each node after its operands). The order C++ happened to evaluate a body's arguments in
@@ -57,8 +63,9 @@ struct Expr {
   DType dtype = DType::Bool;
   std::array<const Expr *, 3> operandSlots{};
   int numOperands = 0;
-  BufferId buffer;       ///< load
-  IndexExpr index;       ///< load (flat offset), index
+  BufferId buffer; ///< load, indirect load
+  IndexExpr index; ///< load (flat offset), index; indirect load (the static part)
+  IndexExpr indirectStride, indirectExtent; ///< indirect load: the position's dimension
   double floatValue = 0; ///< constant of a floating dtype (already rounded to it)
   int64_t intValue = 0;  ///< constant of an integer or bool dtype
   size_t hash = 0;       ///< structural, for hash-consing within one process
@@ -68,11 +75,19 @@ struct Expr {
   }
   const Expr *operand(int k) const { return operandSlots[k]; }
   bool isConstant() const { return kind == ExprKind::Constant; }
+  /// A load or an indirect load (both read `buffer`).
+  bool isLoad() const { return kind == ExprKind::Load || kind == ExprKind::IndirectLoad; }
+  /// Indirect load: whether a negative position counts from the end (intValue holds it).
+  bool wrapsNegative() const { return kind == ExprKind::IndirectLoad && intValue != 0; }
 };
 
 /// The literal text of a constant: `0.0` (f32), `2` (i64), `true` (b8); other dtypes carry a
 /// suffix (`0.5:f64`, `3:i32`).
 std::string literalStr(const Expr &constant);
+
+/// The error of an indirect load whose position is out of range, in every backend's words:
+/// "index 7 is out of bounds for a dimension with size 5".
+std::string indexOutOfRange(int64_t position, int64_t extent);
 
 /// A recorded body: an immutable expression DAG and its result.
 class Body {

@@ -74,7 +74,9 @@ private:
   Elem evalOne(const Expr &e) {
     switch (e.kind) {
     case ExprKind::Load:
-      return load(e);
+      return load(e, e.index.evaluate(symbols_));
+    case ExprKind::IndirectLoad:
+      return load(e, indirectOffset(e));
     case ExprKind::Constant:
       return {e.floatValue, e.intValue};
     case ExprKind::Index:
@@ -93,9 +95,16 @@ private:
 
   Elem value(const Expr *e) const { return values_[slots_.at(e)]; }
 
-  Elem load(const Expr &e) {
+  int64_t indirectOffset(const Expr &e) const {
+    int64_t p = value(e.operand(0)).i, extent = e.indirectExtent.evaluate(symbols_);
+    int64_t wrapped = e.wrapsNegative() && p < 0 ? p + extent : p;
+    if (wrapped < 0 || wrapped >= extent)
+      fail(ErrorKind::Index, "{}", indexOutOfRange(p, extent));
+    return e.index.evaluate(symbols_) + wrapped * e.indirectStride.evaluate(symbols_);
+  }
+
+  Elem load(const Expr &e, int64_t offset) {
     const Tensor &t = tensors_[e.buffer.index];
-    int64_t offset = e.index.evaluate(symbols_);
     int64_t last = maxOffset(t);
     if (offset < 0 || offset > last) {
       std::string at;

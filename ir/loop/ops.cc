@@ -23,6 +23,8 @@ size_t hashExpr(const Expr &e) {
     h = hashCombine(h, o->hash);
   h = hashCombine(h, static_cast<size_t>(e.buffer.index + 1));
   h = hashCombine(h, e.index.hash());
+  h = hashCombine(h, e.indirectStride.hash());
+  h = hashCombine(h, e.indirectExtent.hash());
   h = hashCombine(h, std::bit_cast<uint64_t>(e.floatValue));
   return hashCombine(h, static_cast<size_t>(e.intValue));
 }
@@ -30,6 +32,7 @@ size_t hashExpr(const Expr &e) {
 bool sameExpr(const Expr &a, const Expr &b) {
   return a.kind == b.kind && a.dtype == b.dtype && a.operandSlots == b.operandSlots &&
          a.numOperands == b.numOperands && a.buffer == b.buffer && a.index == b.index &&
+         a.indirectStride == b.indirectStride && a.indirectExtent == b.indirectExtent &&
          std::bit_cast<uint64_t>(a.floatValue) == std::bit_cast<uint64_t>(b.floatValue) &&
          a.intValue == b.intValue;
 }
@@ -116,17 +119,52 @@ void Ops::checkVars(const IndexExpr &index, std::string_view what) const {
                     context_, what, index.str(), s, ranges_.names());
 }
 
-Val Ops::load(BufferId buffer, std::span<const IndexExpr> index) {
+const Buffer &Ops::checkedBuffer(BufferId buffer) const {
   KILN_CHECK_KIND(Index, buffer.valid() && buffer.index < static_cast<int32_t>(buffers_.size()),
                   "{}: load of {}, which is not defined before this node ({} buffers are)",
                   context_, bufferName(buffer), buffers_.size());
-  const Buffer &b = buffers_[buffer.index];
+  return buffers_[buffer.index];
+}
+
+Val Ops::load(BufferId buffer, std::span<const IndexExpr> index) {
+  const Buffer &b = checkedBuffer(buffer);
   KILN_CHECK_KIND(Index, static_cast<int64_t>(index.size()) == b.rank(),
                   "{}: load of {} ({}) with {} index expressions; it has rank {}", context_,
                   b.name(), printType(b.meta), index.size(), b.rank());
   Expr e = blankExpr(ExprKind::Load, b.meta.dtype);
   e.buffer = buffer;
   e.index = flatIndex(index, b.meta.strides);
+  checkVars(e.index, "load of " + b.name());
+  return intern(std::move(e));
+}
+
+Val Ops::loadIndirect(BufferId buffer, std::span<const IndexExpr> index, size_t dim, Val position,
+                      bool wrapNegative) {
+  const Buffer &b = checkedBuffer(buffer);
+  KILN_CHECK_KIND(Index, static_cast<int64_t>(index.size()) == b.rank() && dim < index.size(),
+                  "{}: indirect load of {} ({}) along dim {} with {} index expressions", context_,
+                  b.name(), printType(b.meta), dim, index.size());
+  std::vector<IndexExpr> rest(index.begin(), index.end());
+  rest[dim] = 0;
+  return loadIndirectFlat(buffer, flatIndex(rest, b.meta.strides), b.meta.strides[dim],
+                          b.meta.sizes[dim], position, wrapNegative);
+}
+
+Val Ops::loadIndirectFlat(BufferId buffer, IndexExpr flat, IndexExpr stride, IndexExpr extent,
+                          Val position, bool wrapNegative) {
+  const Buffer &b = checkedBuffer(buffer);
+  const Expr *p = check(position, "the position of an indirect load");
+  KILN_CHECK_KIND(Type, p->dtype == DType::Int64,
+                  "{}: indirect load of {}: the position is {}, not i64 (insert a cast)", context_,
+                  b.name(), shortName(p->dtype));
+  Expr e = blankExpr(ExprKind::IndirectLoad, b.meta.dtype);
+  e.operandSlots[0] = p;
+  e.numOperands = 1;
+  e.buffer = buffer;
+  e.index = std::move(flat);
+  e.indirectStride = std::move(stride);
+  e.indirectExtent = std::move(extent);
+  e.intValue = wrapNegative;
   checkVars(e.index, "load of " + b.name());
   return intern(std::move(e));
 }

@@ -57,6 +57,20 @@ public:
   Val load(BufferId buffer, std::initializer_list<IndexExpr> index) {
     return load(buffer, std::span<const IndexExpr>(index.begin(), index.size()));
   }
+  /// Reads `buffer` at `index` except along `dim`, where the i64 value `position` is the index
+  /// (index[dim] is ignored): a gather. position must be in [0, size of dim), or in
+  /// [-size, size) with `wrapNegative` (see expr.h); the check runs with the body.
+  Val loadIndirect(BufferId buffer, std::span<const IndexExpr> index, size_t dim, Val position,
+                   bool wrapNegative = false);
+  Val loadIndirect(BufferId buffer, std::initializer_list<IndexExpr> index, size_t dim,
+                   Val position, bool wrapNegative = false) {
+    return loadIndirect(buffer, std::span<const IndexExpr>(index.begin(), index.size()), dim,
+                        position, wrapNegative);
+  }
+  /// loadIndirect with the rest of the index already flat and the position's dimension given
+  /// by its stride and extent (replaying a recorded indirect load).
+  Val loadIndirectFlat(BufferId buffer, IndexExpr flat, IndexExpr stride, IndexExpr extent,
+                       Val position, bool wrapNegative);
   /// A literal of `dtype`, rounded to it when floating; integers must fit the dtype, and a
   /// double for an integer or b8 dtype must be a whole number (0 or 1 for b8).
   Val constant(double value, DType dtype);
@@ -104,6 +118,7 @@ private:
   /// Returns the existing node equal to `proto`, or adds it.
   Val intern(Expr proto);
   const Expr *check(Val v, std::string_view what) const;
+  const Buffer &checkedBuffer(BufferId buffer) const;
   void checkVars(const IndexExpr &index, std::string_view what) const;
   [[noreturn]] void failType(ExprKind kind, std::span<const Expr *const> operands,
                              std::string_view rule) const;

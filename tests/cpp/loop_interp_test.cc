@@ -5,6 +5,7 @@
 #include "runtime/generator.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/factory.h"
+#include "runtime/ops/index.h"
 #include "runtime/ops/linalg.h"
 #include "runtime/ops/norm.h"
 #include "runtime/ops/random.h"
@@ -275,6 +276,32 @@ TEST_CASE("index values, integer prims and externs match eager", "[loop][interp]
       CHECK(out[0].dtype() == DType::Int32);
       CHECK(values(out[0]) == values(ops::floorDivide(a, d)));
       CHECK(values(out[1]) == values(ops::remainder(a, d)));
+    }
+  }
+  SECTION("indirect loads gather rows and wrap negative positions when asked") {
+    Tensor table = randn({5, 3});
+    Tensor idx = ops::arange(Scalar(-2), Scalar(3), Scalar(1), DType::Int64); // -2 .. 2
+    for (bool wrap : {false, true}) {
+      LoopProgram p;
+      BufferId bt = p.addInput(F32, {5, 3});
+      BufferId bi = p.addInput(DType::Int64, {5});
+      p.markOutput(p.pointwise({5, 3}, [&](Ops &ops, Idx i) {
+        return ops.loadIndirect(bt, {i[0], i[1]}, 0, ops.load(bi, {i[0]}), wrap);
+      }));
+      if (!wrap) {
+        CHECK(errorOf(ErrorKind::Index, [&] { interpret(p, std::vector<Tensor>{table, idx}); }) ==
+              "index -2 is out of bounds for a dimension with size 5");
+        Tensor shifted = ops::add(idx, Tensor::wrapScalar(Scalar(int64_t{2})));
+        checkClose(interpret(p, std::vector<Tensor>{table, shifted})[0],
+                   ops::indexSelect(table, 0, shifted), 0);
+        continue;
+      }
+      Tensor wrapped = ops::remainder(idx, Tensor::wrapScalar(Scalar(int64_t{5})));
+      checkClose(interpret(p, std::vector<Tensor>{table, idx})[0],
+                 ops::indexSelect(table, 0, wrapped), 0);
+      Tensor tooLow = ops::full({5}, Scalar(-6), DType::Int64);
+      CHECK(errorOf(ErrorKind::Index, [&] { interpret(p, std::vector<Tensor>{table, tooLow}); }) ==
+            "index -6 is out of bounds for a dimension with size 5");
     }
   }
   SECTION("an mm extern with a pointwise epilogue") {

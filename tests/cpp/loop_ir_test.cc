@@ -153,6 +153,36 @@ return buf8, buf6
   CHECK(p.sizeSymbols() == std::set<std::string, std::less<>>{"s0"});
 }
 
+TEST_CASE("indirect loads print their position, stride and range", "[loop][printer]") {
+  LoopProgram p;
+  BufferId table = p.addInput(F32, {sym("s0"), 64});
+  BufferId ids = p.addInput(DType::Int32, {7});
+  p.markOutput(p.pointwise({7, 64}, [&](Ops &ops, Idx i) {
+    Val row = ops.cast(ops.load(ids, {i[0]}), DType::Int64);
+    return ops.loadIndirect(table, {i[0], i[1]}, 0, row) +
+           ops.loadIndirect(table, {i[0], i[1]}, 0, row, /*wrapNegative=*/true);
+  }));
+  CHECK(p.str() == R"(input buf0: f32[s0, 64]
+input buf1: i32[7]
+buf2: f32[7, 64] = pointwise [7, 64] {
+  %0 = load buf1[i0]
+  %1 = cast %0 to i64
+  %2 = load buf0[i1 + %1 * 64, %1 in [0, s0)]
+  %3 = load buf0[i1 + %1 * 64, %1 in [-s0, s0)]
+  %4 = add %2, %3
+  yield %4
+}
+return buf2
+)");
+  LoopProgram bad;
+  BufferId t = bad.addInput(F32, {4});
+  CHECK(errorOf(ErrorKind::Type, [&] {
+          bad.pointwise({4}, [&](Ops &ops, Idx i) {
+            return ops.loadIndirect(t, {i[0]}, 0, ops.load(t, {i[0]}));
+          });
+        }).find("i64") != std::string::npos);
+}
+
 TEST_CASE("literals carry their dtype when it is not f32, i64 or b8", "[loop][printer]") {
   LoopProgram p;
   BufferId x = p.addInput(DType::Int32, {3});
