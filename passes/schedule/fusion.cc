@@ -18,15 +18,15 @@ using ir::loop::LoopNode;
 using ir::loop::LoopNodeKind;
 
 bool isArithmetic(ExprKind k) {
-  return k != ExprKind::Load && k != ExprKind::Constant && k != ExprKind::Index &&
-         k != ExprKind::Cast;
+  return k != ExprKind::Load && k != ExprKind::IndirectLoad && k != ExprKind::Constant &&
+         k != ExprKind::Index && k != ExprKind::Cast;
 }
 
 /// The loads of each buffer in one body (hash-consing makes equal loads one Expr).
 std::vector<std::pair<BufferId, std::vector<const Expr *>>> loadsByBuffer(const LoopNode &n) {
   std::vector<std::pair<BufferId, std::vector<const Expr *>>> out;
   for (const Expr *e : n.body->exprs()) {
-    if (e->kind != ExprKind::Load)
+    if (!e->isLoad())
       continue;
     auto it = std::find_if(out.begin(), out.end(), [&](auto &p) { return p.first == e->buffer; });
     if (it == out.end())
@@ -79,8 +79,11 @@ std::vector<bool> chooseInlined(const LoopProgram &p) {
         pinned[id.index] = true; // a library reads whole buffers
       continue;
     }
-    for (auto &[id, loads] : loadsByBuffer(node))
+    for (auto &[id, loads] : loadsByBuffer(node)) {
       readers[id.index].push_back({n, loads});
+      for (const Expr *e : loads) // its values are read at positions only the run knows
+        pinned[id.index] = pinned[id.index] || e->kind == ExprKind::IndirectLoad;
+    }
   }
   std::vector<int> producer = producers(p);
   std::vector<int> cost(p.nodes().size(), 0);

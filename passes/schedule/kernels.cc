@@ -17,7 +17,7 @@ using ir::loop::LoopNodeKind;
 std::vector<const Expr *> loadsFrom(const LoopNode &n, const std::vector<int> &kernelOf, int k) {
   std::vector<const Expr *> out;
   for (const Expr *e : n.body->exprs())
-    if (e->kind == ExprKind::Load && kernelOf[e->buffer.index] == k)
+    if (e->isLoad() && kernelOf[e->buffer.index] == k)
       out.push_back(e);
   return out;
 }
@@ -25,6 +25,8 @@ std::vector<const Expr *> loadsFrom(const LoopNode &n, const std::vector<int> &k
 /// How many leading loop variables of `n` the load `e` reads at themselves (`i0, i1, ...`),
 /// up to `limit`; 0 when the buffer's layout cannot be decoded.
 size_t localPrefix(const LoopProgram &p, const LoopNode &n, const Expr *e, size_t limit) {
+  if (e->kind == ExprKind::IndirectLoad)
+    return 0; // the row it reads is data
   const ir::TensorMeta &meta = p.buffer(e->buffer).meta;
   std::optional<std::vector<IndexExpr>> point = decodeIndex(e->index, meta, n.varRanges());
   if (!point)

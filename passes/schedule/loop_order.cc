@@ -39,7 +39,7 @@ LoopOrder orderNode(const LoopProgram &p, const LoopNode &n, size_t fixed) {
   bool reduction = n.kind == LoopNodeKind::Reduction;
   std::vector<IndexExpr> accesses;
   for (const Expr *e : n.body->exprs())
-    if (e->kind == ExprKind::Load && (!reduction || usesReductionVar(e->index)))
+    if (e->isLoad() && (!reduction || usesReductionVar(e->index)))
       accesses.push_back(e->index);
   std::span<const IndexExpr> vars = ranges.vars();
   if (!reduction)

@@ -32,8 +32,9 @@ std::vector<std::vector<BufferId>> inPlaceCandidates(const LoopProgram &p) {
       bool pointwise = readers[id.index] == 1 && meta.sizes == n.ranges &&
                        written.strides == meta.strides && n.outputs.size() == 1;
       for (const ir::loop::Expr *e : n.body->exprs())
-        if (pointwise && e->kind == ir::loop::ExprKind::Load && e->buffer == id)
-          pointwise = decodeIndex(e->index, meta, n.varRanges()) == self;
+        if (pointwise && e->isLoad() && e->buffer == id)
+          pointwise = e->kind == ir::loop::ExprKind::Load &&
+                      decodeIndex(e->index, meta, n.varRanges()) == self;
       if (pointwise)
         out[i].push_back(id);
     }

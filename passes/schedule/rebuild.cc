@@ -83,6 +83,10 @@ public:
       case ExprKind::Load:
         v = load(ops, e->buffer, sub(e->index));
         break;
+      case ExprKind::IndirectLoad: // never inlined (fusion pins what is read indirectly)
+        v = ops.loadIndirectFlat(renamed_[e->buffer.index], sub(e->index), e->indirectStride,
+                                 e->indirectExtent, args[0], e->wrapsNegative());
+        break;
       case ExprKind::Constant:
         v = isFloating(e->dtype) ? ops.constant(e->floatValue, e->dtype)
                                  : ops.constant(e->intValue, e->dtype);
