@@ -212,7 +212,7 @@ bool CompiledProgram::State::overwritesInPlace(size_t k, BufferId read, BufferId
   }
   IndexExpr self = flatIndex(node.varRanges().vars(), a.strides);
   for (const Expr *e : node.body->exprs())
-    if (e->kind == ExprKind::Load && e->buffer == read && !(e->index == self))
+    if (e->isLoad() && e->buffer == read && (e->kind != ExprKind::Load || !(e->index == self)))
       return false;
   return true;
 }
@@ -452,8 +452,13 @@ void CompiledProgram::State::runKernel(size_t k, const SymbolValues &values,
     args.push_back(tensors[id.index].rawData());
   for (const std::string &s : info.symbols)
     args.push_back(packSize(values.at(s)));
+  int64_t indexError[kIndexErrorSlots] = {0, 0, 0};
+  if (info.checksIndices)
+    args.push_back(indexError);
   int64_t n = node.ranges.empty() ? 1 : node.ranges[0].evaluate(values);
   launch(kernels[kernelOfNode[k]], args.data(), n, grainFor(work));
+  if (indexError[0])
+    fail(ErrorKind::Index, "{}", ir::loop::indexOutOfRange(indexError[1], indexError[2]));
 }
 
 std::vector<Tensor> CompiledProgram::run(std::span<const Tensor> inputs,

@@ -69,6 +69,9 @@ enum class LaneMode : uint8_t {
 };
 std::string_view laneModeName(LaneMode mode);
 
+/// The int64 slots of an index-error record (KernelInfo::checksIndices).
+inline constexpr int kIndexErrorSlots = 3;
+
 /// What the runtime needs to call one generated kernel.
 struct KernelInfo {
   size_t node = 0;                         ///< index into LoopProgram::nodes()
@@ -77,6 +80,11 @@ struct KernelInfo {
   std::vector<std::string> symbols;        ///< then one packSize slot per size symbol
   LaneMode lanes = LaneMode::Scalar;
   int width = 1; ///< vector lanes (1 when scalar)
+  /// Whether the kernel has indirect loads: then args holds one more slot after the symbols, a
+  /// pointer to an int64_t[kIndexErrorSlots] record the caller zeroes. A kernel that meets an
+  /// out-of-range position reads a clamped element instead and stores {1, position, extent}
+  /// there (any one such position, when several threads find some); the caller then throws.
+  bool checksIndices = false;
   /// Set when the node runs inside the function of an earlier node of its fused run (that
   /// node's index): this function then does nothing and `buffers` is empty.
   std::optional<size_t> fusedInto;

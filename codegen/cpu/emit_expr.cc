@@ -161,12 +161,12 @@ Value intPow(Builder &b, Value base, Value exp, bool isUnsigned) {
     return r[0];
   Value zero = b.intConst(0, exp.elem), minusOne = b.intConst(-1, base.elem);
   Value negative = b.compare("arith.cmpi", "slt", exp, zero);
-  Value oddExp = b.compare("arith.cmpi", "ne", b.binary("arith.andi", exp, b.intConst(1, exp.elem)),
-                           zero);
-  Value inverse = b.select(b.compare("arith.cmpi", "eq", base, one), one,
-                           b.select(b.compare("arith.cmpi", "eq", base, minusOne),
-                                    b.select(oddExp, minusOne, one),
-                                    b.intConst(0, base.elem, lanes)));
+  Value oddExp =
+      b.compare("arith.cmpi", "ne", b.binary("arith.andi", exp, b.intConst(1, exp.elem)), zero);
+  Value inverse =
+      b.select(b.compare("arith.cmpi", "eq", base, one), one,
+               b.select(b.compare("arith.cmpi", "eq", base, minusOne),
+                        b.select(oddExp, minusOne, one), b.intConst(0, base.elem, lanes)));
   return b.select(negative, inverse, r[0]);
 }
 
@@ -227,13 +227,12 @@ Value sinCos32(Builder &b, Value x, bool cosine) {
   if (cosine)
     n = b.binary("arith.addi", n, b.intConst(1, "i32"));
   Value r2 = b.binary("arith.mulf", r, r);
-  Value sinPoly = fma(b, fma(b, k(-1.9515295891e-4), r2, k(8.3321608736e-3)), r2,
-                      k(-1.6666654611e-1));
+  Value sinPoly =
+      fma(b, fma(b, k(-1.9515295891e-4), r2, k(8.3321608736e-3)), r2, k(-1.6666654611e-1));
   sinPoly = fma(b, b.binary("arith.mulf", sinPoly, r2), r, r);
   Value cosPoly = fma(b, fma(b, k(2.443315711809948e-5), r2, k(-1.388731625493765e-3)), r2,
                       k(4.166664568298827e-2));
-  cosPoly = fma(b, b.binary("arith.mulf", cosPoly, r2), r2,
-                fma(b, k(-0.5), r2, k(1.0)));
+  cosPoly = fma(b, b.binary("arith.mulf", cosPoly, r2), r2, fma(b, k(-0.5), r2, k(1.0)));
   Value zero = b.intConst(0, "i32");
   Value odd = b.compare("arith.cmpi", "ne", b.binary("arith.andi", n, b.intConst(1, "i32")), zero);
   Value flip = b.compare("arith.cmpi", "ne", b.binary("arith.andi", n, b.intConst(2, "i32")), zero);
@@ -269,12 +268,10 @@ Value emitMath(Builder &b, ExprKind kind, std::string_view op, std::span<const V
     const Value &y = args[0], &x = args[1];
     Value r = b.binary("math.atan2", y, x);
     Value zero = b.floatConst(0.0, y.elem);
-    Value bothZero =
-        b.binary("arith.andi", b.compare("arith.cmpf", "oeq", y, zero),
-                 b.compare("arith.cmpf", "oeq", x, zero));
-    Value xNegative = b.compare("arith.cmpf", "olt", b.binary("math.copysign",
-                                                               b.floatConst(1.0, x.elem), x),
-                                zero);
+    Value bothZero = b.binary("arith.andi", b.compare("arith.cmpf", "oeq", y, zero),
+                              b.compare("arith.cmpf", "oeq", x, zero));
+    Value xNegative = b.compare("arith.cmpf", "olt",
+                                b.binary("math.copysign", b.floatConst(1.0, x.elem), x), zero);
     Value pi = b.binary("math.copysign", b.floatConst(3.14159265358979323846, y.elem), y);
     r = b.select(bothZero, b.select(xNegative, pi, b.broadcast(y, r.lanes)), r);
     r = b.binary("math.copysign", r, y); // atan2 has y's sign, signed zeros included
@@ -319,7 +316,7 @@ Value emitPrim(Builder &b, ExprKind kind, DType operandType, std::span<const Val
     return fl ? b.unary("math.absf", args[0]) : uns ? args[0] : b.unary("math.absi", args[0]);
   case ExprKind::Rsqrt:
     return b.unary("math.rsqrt", args[0]);
-#define KILN_LOOP_MATH(E, M, K, N, MLIR, C, COST)                                                 \
+#define KILN_LOOP_MATH(E, M, K, N, MLIR, C, COST)                                                  \
   case ExprKind::E:                                                                                \
     return emitMath(b, kind, MLIR, args);
 #include "ir/loop/loop.def"
@@ -421,15 +418,22 @@ Value emitLoad(Builder &b, const KernelScope &scope, BufferId buffer, const std:
     raw.lanes = lanes;
     b.emit("{} = vector.load {}[{}] : memref<?x{}>, {}", raw.name, memref, index, mem, raw.type());
   } else {
-    Value offsets = laneOffsets(b, index, *coeff, lanes);
-    raw.lanes = lanes;
-    std::string mask = b.fresh("mask"), pass = b.fresh("pass"), zero = b.indexConst(0);
-    b.emit("{} = arith.constant dense<true> : vector<{}xi1>", mask, lanes);
-    b.emit("{} = arith.constant dense<{}> : {}", pass, isFloatElem(mem) ? "0.0" : "0", raw.type());
-    b.emit("{} = vector.gather {}[{}] [{}], {}, {} : memref<?x{}>, {}, vector<{}xi1>, {} into {}",
-           raw.name, memref, zero, offsets.name, mask, pass, mem, offsets.type(), lanes, raw.type(),
-           raw.type());
+    return emitGather(b, scope, buffer, laneOffsets(b, index, *coeff, lanes));
   }
+  return fromMemory(b, raw, t);
+}
+
+Value emitGather(Builder &b, const KernelScope &scope, BufferId buffer, const Value &offsets) {
+  DType t = scope.program->buffer(buffer).meta.dtype;
+  std::string mem = memElem(t);
+  int lanes = offsets.lanes;
+  Value raw{b.fresh("ld"), mem, lanes};
+  std::string mask = b.fresh("mask"), pass = b.fresh("pass"), zero = b.indexConst(0);
+  b.emit("{} = arith.constant dense<true> : vector<{}xi1>", mask, lanes);
+  b.emit("{} = arith.constant dense<{}> : {}", pass, isFloatElem(mem) ? "0.0" : "0", raw.type());
+  b.emit("{} = vector.gather {}[{}] [{}], {}, {} : memref<?x{}>, {}, vector<{}xi1>, {} into {}",
+         raw.name, scope.memrefs.at(buffer), zero, offsets.name, mask, pass, mem, offsets.type(),
+         lanes, raw.type(), raw.type());
   return fromMemory(b, raw, t);
 }
 
@@ -465,6 +469,8 @@ Value BodyEmitter::emitExpr(const Expr &e) {
   switch (e.kind) {
   case ExprKind::Load:
     return emitLoad(e);
+  case ExprKind::IndirectLoad:
+    return emitIndirectLoad(e);
   case ExprKind::Constant:
     return isFloating(e.dtype) ? b_.floatConst(e.floatValue, computeElem(e.dtype))
                                : b_.intConst(e.intValue, computeElem(e.dtype));
@@ -501,6 +507,63 @@ Value BodyEmitter::emitLoad(const Expr &e) {
   }
   std::string index = emitIndex(b_, e.index, scope_.names);
   return detail::emitLoad(b_, scope_, e.buffer, index, lanes, coeff, contiguous);
+}
+
+Value BodyEmitter::emitIndirectLoad(const Expr &e) {
+  Value position = values_.at(e.operand(0));
+  Value zero = b_.intConst(0, "i64");
+  Value extent = b_.indexToI64(emitIndex(b_, e.indirectExtent, scope_.names));
+  Value p = position;
+  if (e.wrapsNegative())
+    p = b_.select(b_.compare("arith.cmpi", "slt", p, zero), b_.binary("arith.addi", p, extent), p);
+  Value ok = b_.compare("arith.cmpi", "ult", p, extent); // 0 <= p < extent
+  reportOutOfRange(ok, position, extent);
+  Value term = b_.binary("arith.muli", b_.select(ok, p, zero),
+                         b_.indexToI64(emitIndex(b_, e.indirectStride, scope_.names)));
+  std::string base = emitIndex(b_, e.index, scope_.names);
+  std::optional<SymInt> c;
+  if (lanes_) {
+    c = laneCoefficient(e.index, laneVar_);
+    KILN_CHECK(c, "cpu emitter: load {}[{}] is not affine in {}", bufferName(e.buffer),
+               e.index.str(), laneVar_);
+  }
+  if (!term.isVector()) { // one position for every lane: a load at a moved base
+    std::string moved = b_.fresh("at");
+    b_.emit("{} = arith.index_cast {} : i64 to index", moved, term.name);
+    std::string index = b_.indexOp("arith.addi", base, moved);
+    bool lanesMove = lanes_ && c->constant() != 0;
+    std::optional<std::string> coeff;
+    if (lanesMove && c->constant() != 1)
+      coeff = emitIndex(b_, *c, scope_.names);
+    return detail::emitLoad(b_, scope_, e.buffer, index, lanesMove ? lanes_ : 0, coeff,
+                            lanesMove && c->constant() == 1);
+  }
+  Value offsets = c->constant() == 0
+                      ? b_.broadcast(b_.indexToI64(base), lanes_)
+                      : laneOffsets(b_, base, emitIndex(b_, *c, scope_.names), lanes_);
+  return emitGather(b_, scope_, e.buffer, b_.binary("arith.addi", offsets, term));
+}
+
+void BodyEmitter::reportOutOfRange(const Value &ok, const Value &position, const Value &extent) {
+  KILN_CHECK(!scope_.errorRecord.empty(), "cpu emitter: an indirect load without an error record");
+  Value allOk = ok;
+  Value bad = position;
+  if (ok.isVector()) {
+    allOk = Value{b_.fresh("allok"), "i1"};
+    b_.emit("{} = vector.reduction <and>, {} : {} into i1", allOk.name, ok.name, ok.type());
+    Value masked = b_.select(ok, b_.intConst(std::numeric_limits<int64_t>::min(), "i64"), position);
+    bad = Value{b_.fresh("bad"), "i64"};
+    b_.emit("{} = vector.reduction <maxsi>, {} : {} into i64", bad.name, masked.name,
+            masked.type());
+  }
+  Value failed = b_.binary("arith.xori", allOk, b_.intConst(1, "i1"));
+  b_.open(fmt::format("scf.if {} {{", failed.name));
+  const std::string &record = scope_.errorRecord;
+  Value one = b_.intConst(1, "i64");
+  const Value *slots[] = {&one, &bad, &extent};
+  for (int k = 0; k < 3; ++k)
+    b_.emit("memref.store {}, {}[{}] : memref<?xi64>", slots[k]->name, record, b_.indexConst(k));
+  b_.close();
 }
 
 Value BodyEmitter::emitIndexValue(const Expr &e) {

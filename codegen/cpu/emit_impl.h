@@ -140,6 +140,8 @@ struct KernelScope {
   /// buffer (flat offset, in the loop variables): the body loads them instead of recomputing.
   std::map<const ir::loop::Expr *, std::pair<BufferId, SymInt>> stashes;
   Names names;
+  /// The memref<?xi64> of KernelInfo::checksIndices's record (empty when the kernel has none).
+  std::string errorRecord;
 };
 
 /// Evaluates one body at the current loop point (emit_expr.cc). With lanes > 0 the values
@@ -155,6 +157,10 @@ public:
 private:
   Value emitExpr(const ir::loop::Expr &e);
   Value emitLoad(const ir::loop::Expr &e);
+  Value emitIndirectLoad(const ir::loop::Expr &e);
+  /// Records `position` (of an indirect load, `ok` false where it is out of range) in the
+  /// kernel's index-error record, when some lane is.
+  void reportOutOfRange(const Value &ok, const Value &position, const Value &extent);
   Value emitIndexValue(const ir::loop::Expr &e);
 
   Builder &b_;
@@ -172,6 +178,8 @@ Value emitCast(Builder &b, const Value &v, DType from, DType to);
 /// offset's coefficient along the lane variable (0: scalar, 1: vector.load, else a gather).
 Value emitLoad(Builder &b, const KernelScope &scope, BufferId buffer, const std::string &index,
                int lanes, const std::optional<std::string> &coeff, bool contiguous);
+/// Loads `buffer` at the flat i64 offsets of the vector `offsets` (vector.gather).
+Value emitGather(Builder &b, const KernelScope &scope, BufferId buffer, const Value &offsets);
 /// Stores `v` (compute type of the buffer's dtype) at `index`: W contiguous elements when
 /// `lanes` > 0 (a scalar v is broadcast).
 void emitStore(Builder &b, const KernelScope &scope, BufferId buffer, const std::string &index,

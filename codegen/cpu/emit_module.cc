@@ -81,9 +81,9 @@ std::vector<Run> fusedRuns(const LoopProgram &p, const EmitOptions &options) {
         break;
       bool depends = false, local = true;
       for (const Expr *e : n.body->exprs())
-        if (e->kind == ExprKind::Load && written.count(e->buffer)) {
+        if (e->isLoad() && written.count(e->buffer)) {
           depends = true;
-          local = local && readsOwnRow(p, n, *e);
+          local = local && e->kind == ExprKind::Load && readsOwnRow(p, n, *e);
         }
       if (!local || (!depends && vectorizesOuter(p, n, options)))
         break;
@@ -118,6 +118,11 @@ bool sameExpr(const Expr *a, const Expr *b) {
   switch (a->kind) {
   case ExprKind::Constant:
     return a->floatValue == b->floatValue && a->intValue == b->intValue;
+  case ExprKind::IndirectLoad:
+    if (!(a->indirectStride == b->indirectStride && a->indirectExtent == b->indirectExtent &&
+          a->intValue == b->intValue && sameExpr(a->operand(0), b->operand(0))))
+      return false;
+    [[fallthrough]];
   case ExprKind::Load:
   case ExprKind::Index:
     return a->buffer == b->buffer &&
@@ -163,6 +168,9 @@ public:
     info.buffers.assign(buffers.begin(), buffers.end());
     std::set<std::string, std::less<>> symbols = program_.sizeSymbols();
     info.symbols.assign(symbols.begin(), symbols.end());
+    for (size_t n : run.nodes)
+      for (const Expr *e : program_.nodes()[n].body->exprs())
+        info.checksIndices = info.checksIndices || e->kind == ExprKind::IndirectLoad;
 
     prologue(info);
     if (run.nodes.size() > 1)
@@ -251,7 +259,26 @@ private:
     emitStore(b_, scope_, *stash_, index, v, lanes);
   }
 
-  /// Loads args: size symbols as index values, buffers as flat memrefs.
+  /// `%name = memref<?xelem>` over the pointer in args[slot], `extent` (i64) elements.
+  void flatMemref(size_t slot, const Value &extent, const std::string &name,
+                  const std::string &elem) {
+    Value zero = b_.intConst(0, "i64"), one = b_.intConst(1, "i64");
+    std::string ptrSlot = b_.fresh("slot"), ptr = b_.fresh("ptr");
+    b_.emit("{} = llvm.getelementptr %args[{}] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr", ptrSlot,
+            slot);
+    b_.emit("{} = llvm.load {} : !llvm.ptr -> !llvm.ptr", ptr, ptrSlot);
+    std::string d = b_.fresh("desc");
+    b_.emit("{}_0 = llvm.mlir.undef : {}", d, kDescriptor);
+    b_.emit("{}_1 = llvm.insertvalue {}, {}_0[0] : {}", d, ptr, d, kDescriptor);
+    b_.emit("{}_2 = llvm.insertvalue {}, {}_1[1] : {}", d, ptr, d, kDescriptor);
+    b_.emit("{}_3 = llvm.insertvalue {}, {}_2[2] : {}", d, zero.name, d, kDescriptor);
+    b_.emit("{}_4 = llvm.insertvalue {}, {}_3[3, 0] : {}", d, extent.name, d, kDescriptor);
+    b_.emit("{}_5 = llvm.insertvalue {}, {}_4[4, 0] : {}", d, one.name, d, kDescriptor);
+    b_.emit("{} = builtin.unrealized_conversion_cast {}_5 : {} to memref<?x{}>", name, d,
+            kDescriptor, elem);
+  }
+
+  /// Loads args: size symbols as index values, buffers as flat memrefs, the index-error record.
   void prologue(const KernelInfo &info) {
     size_t slot = info.buffers.size();
     for (const std::string &s : info.symbols) {
@@ -262,25 +289,16 @@ private:
       b_.emit("{} = arith.index_cast {} : i64 to index", name, raw);
       scope_.names[s] = name;
     }
-    Value zero = b_.intConst(0, "i64"), one = b_.intConst(1, "i64");
     for (size_t k = 0; k < info.buffers.size(); ++k) {
       const Buffer &buffer = program_.buffer(info.buffers[k]);
-      std::string ptrSlot = b_.fresh("slot"), ptr = b_.fresh("ptr");
-      b_.emit("{} = llvm.getelementptr %args[{}] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr", ptrSlot,
-              k);
-      b_.emit("{} = llvm.load {} : !llvm.ptr -> !llvm.ptr", ptr, ptrSlot);
       Value extent = b_.indexToI64(emitIndex(b_, extentOf(buffer), scope_.names));
-      std::string d = b_.fresh("desc");
-      b_.emit("{}_0 = llvm.mlir.undef : {}", d, kDescriptor);
-      b_.emit("{}_1 = llvm.insertvalue {}, {}_0[0] : {}", d, ptr, d, kDescriptor);
-      b_.emit("{}_2 = llvm.insertvalue {}, {}_1[1] : {}", d, ptr, d, kDescriptor);
-      b_.emit("{}_3 = llvm.insertvalue {}, {}_2[2] : {}", d, zero.name, d, kDescriptor);
-      b_.emit("{}_4 = llvm.insertvalue {}, {}_3[3, 0] : {}", d, extent.name, d, kDescriptor);
-      b_.emit("{}_5 = llvm.insertvalue {}, {}_4[4, 0] : {}", d, one.name, d, kDescriptor);
       std::string memref = "%" + buffer.name();
-      b_.emit("{} = builtin.unrealized_conversion_cast {}_5 : {} to memref<?x{}>", memref, d,
-              kDescriptor, memElem(buffer.meta.dtype));
+      flatMemref(k, extent, memref, memElem(buffer.meta.dtype));
       scope_.memrefs[buffer.id] = memref;
+    }
+    if (info.checksIndices) {
+      scope_.errorRecord = "%index_error";
+      flatMemref(slot, b_.intConst(kIndexErrorSlots, "i64"), scope_.errorRecord, "i64");
     }
     b_.emit("%lo = arith.index_cast %begin : i64 to index");
     b_.emit("%hi = arith.index_cast %end : i64 to index");

@@ -4,6 +4,9 @@
 
 #include "ir/loop/index.h"
 
+#include <map>
+#include <set>
+
 namespace kiln::codegen::cpu {
 
 using namespace ir::loop;
@@ -45,15 +48,34 @@ struct LaneAccesses {
   bool strided = false;    ///< some load has a coefficient other than 0 and 1 (a gather)
 };
 
+/// Whether the value of `e` changes along `var` (some index below it mentions var).
+bool varies(const Expr *e, const std::string &var, std::map<const Expr *, bool> &memo) {
+  if (auto it = memo.find(e); it != memo.end())
+    return it->second;
+  bool v = false;
+  if (e->kind == ExprKind::Load || e->kind == ExprKind::Index ||
+      e->kind == ExprKind::IndirectLoad) {
+    std::set<std::string, std::less<>> symbols;
+    e->index.collectSymbols(symbols);
+    v = symbols.count(var) > 0;
+  }
+  for (const Expr *o : e->operands())
+    v = v || varies(o, var, memo);
+  return memo[e] = v;
+}
+
 LaneAccesses accessesAlong(const Body &body, const std::string &var) {
   LaneAccesses a;
+  std::map<const Expr *, bool> memo;
   for (const Expr *e : body.exprs()) {
-    if (e->kind != ExprKind::Load && e->kind != ExprKind::Index)
+    if (!e->isLoad() && e->kind != ExprKind::Index)
       continue;
     std::optional<SymInt> c = laneCoefficient(e->index, var);
     if (!c) {
       a.affine = false;
-    } else if (e->kind == ExprKind::Load) {
+    } else if (e->kind == ExprKind::IndirectLoad && varies(e->operand(0), var, memo)) {
+      a.strided = true; // one position per lane: a gather
+    } else if (e->isLoad()) {
       std::optional<int64_t> k = c->constant();
       a.contiguous |= k == 1;
       a.strided |= k != 0 && k != 1;

@@ -83,7 +83,10 @@ struct CudaProgram::State {
                     std::vector<Tensor> &bound) const;
   uint64_t ensure(BufferId id, const SymbolValues &values, DeviceBuffers &buffers) const;
   void runExtern(const LoopNode &node, const SymbolValues &values, DeviceBuffers &buffers) const;
-  void runKernels(size_t k, const SymbolValues &values, DeviceBuffers &buffers) const;
+  /// `indexError`: the device address of the run's index-error record (0 when no kernel takes
+  /// one).
+  void runKernels(size_t k, const SymbolValues &values, DeviceBuffers &buffers,
+                  uint64_t indexError) const;
   void runNodes(const SymbolValues &values, DeviceBuffers &buffers) const;
 };
 
@@ -207,8 +210,8 @@ void CudaProgram::State::runExtern(const LoopNode &node, const SymbolValues &val
   }
 }
 
-void CudaProgram::State::runKernels(size_t k, const SymbolValues &values,
-                                    DeviceBuffers &buffers) const {
+void CudaProgram::State::runKernels(size_t k, const SymbolValues &values, DeviceBuffers &buffers,
+                                    uint64_t indexError) const {
   const LoopNode &node = program.nodes()[k];
   const NodeKernels &nk = module.nodes[kernelsOfNode[k]];
   int64_t points = nk.points.evaluate(values);
@@ -259,6 +262,9 @@ void CudaProgram::State::runKernels(size_t k, const SymbolValues &values,
       case KernelArg::Kind::Chunks:
         args.push_back(static_cast<uint64_t>(l.chunks));
         break;
+      case KernelArg::Kind::IndexError:
+        args.push_back(indexError);
+        break;
       }
     device->launch(*l.kernel, args, l.grid, l.block);
   }
@@ -266,15 +272,42 @@ void CudaProgram::State::runKernels(size_t k, const SymbolValues &values,
 
 void CudaProgram::State::runNodes(const SymbolValues &values, DeviceBuffers &buffers) const {
   std::span<const LoopNode> nodes = program.nodes();
+  // Kernels with indirect loads record an out-of-range position in one zeroed device record,
+  // read back (a synchronization) once the program has run.
+  bool checks = std::any_of(nodes.begin(), nodes.end(), [](const LoopNode &n) {
+    return n.body && std::any_of(n.body->exprs().begin(), n.body->exprs().end(), [](auto *e) {
+             return e->kind == ir::loop::ExprKind::IndirectLoad;
+           });
+  });
+  int64_t record[3] = {0, 0, 0};
+  struct Record {
+    CudaDevice &device;
+    uint64_t address;
+    ~Record() {
+      try {
+        if (address)
+          device.release(address);
+      } catch (const std::exception &) {
+        // Unwinding from a failed launch: that error is the one to report.
+      }
+    }
+  } error{*device, checks ? device->allocate(sizeof record) : 0};
+  if (checks)
+    device->copyToDevice(error.address, record, sizeof record);
   for (size_t k = 0; k < nodes.size(); ++k) {
     if (nodes[k].kind == LoopNodeKind::Extern)
       runExtern(nodes[k], values, buffers);
     else
-      runKernels(k, values, buffers);
+      runKernels(k, values, buffers, error.address);
     for (BufferId id : uses(k))
       if (lastUse[id.index] == static_cast<int>(k))
         buffers.release(id);
   }
+  if (!checks)
+    return;
+  device->copyToHost(record, error.address, sizeof record);
+  if (record[0])
+    fail(ErrorKind::Index, "{}", ir::loop::indexOutOfRange(record[1], record[2]));
 }
 
 std::vector<Tensor> CudaProgram::run(std::span<const Tensor> hostInputs,

@@ -8,7 +8,8 @@
 /// - Arguments (KernelArg): the base pointer of every buffer the kernel reads or writes, in
 ///   buffer-id order (typed by the buffer's memory type: `float *`, `const unsigned short *`
 ///   for float16/bfloat16 bits, `unsigned char *` for bool), then every size symbol of the
-///   program as `long long` (sorted: symbolic sizes are kernel arguments), then, for the two
+///   program as `long long` (sorted: symbolic sizes are kernel arguments), then the index-error
+///   record when the node has indirect loads (KernelArg::Kind::IndexError), then, for the two
 ///   passes of a split reduction, the partial-state workspace and the chunk count. No
 ///   `__restrict__`: the memory plan may let an epilogue overwrite its input in place.
 /// - Indices are `long long` and follow the loop IR exactly: a load reads its buffer at the flat
@@ -85,6 +86,9 @@ struct KernelArg {
     Size,     ///< a size symbol's value (long long)
     Partials, ///< split reductions: the workspace of partial states
     Chunks,   ///< split reductions: chunks per output (long long)
+    /// nodes with indirect loads: `long long[3]` the run zeroes, where a kernel that meets an
+    /// out-of-range position stores {1, position, extent} (and reads element 0 instead)
+    IndexError,
   };
   Kind kind = Kind::Buffer;
   ir::loop::BufferId buffer; ///< Buffer

@@ -55,7 +55,7 @@ std::string primText(ExprKind kind, DType t, const std::vector<std::string> &a) 
                                : fmt::format("kiln::abs({})", a[0]);
   case ExprKind::Rsqrt:
     return fmt::format("{}({})", mathFn("rsqrt", t), a[0]);
-#define KILN_LOOP_MATH(E, M, K, N, MLIR, C, COST)                                                 \
+#define KILN_LOOP_MATH(E, M, K, N, MLIR, C, COST)                                                  \
   case ExprKind::E:                                                                                \
     return N == 1 ? fmt::format("{}({})", mathFn(#C, t), a[0])                                     \
                   : fmt::format("{}({}, {})", mathFn(#C, t), a[0], a[1]);
@@ -136,15 +136,15 @@ bool BodyWriter::dependsOn(const Expr *e, const std::set<std::string> &vars) {
   if (it != depends_.end())
     return it->second;
   bool d = false;
-  if (e->kind == ExprKind::Load || e->kind == ExprKind::Index) {
+  if (e->isLoad() || e->kind == ExprKind::Index) {
     std::set<std::string, std::less<>> symbols;
     e->index.collectSymbols(symbols);
     for (const std::string &s : symbols)
       d |= vars.count(s) > 0;
-  } else {
+  }
+  if (e->kind != ExprKind::Load && e->kind != ExprKind::Index)
     for (const Expr *op : e->operands())
       d |= dependsOn(op, vars);
-  }
   depends_[e] = d;
   return d;
 }
@@ -161,6 +161,15 @@ std::string BodyWriter::exprText(const Expr &e, const Names &names) const {
   case ExprKind::Load:
     return fromMemory(fmt::format("{}[{}]", bufferName(e.buffer), indexExpr(e.index, names)),
                       program_.buffer(e.buffer).meta.dtype);
+  case ExprKind::IndirectLoad: {
+    std::string position =
+        fmt::format("kiln::checked_position({}, {}, {}, kiln_index_error)", ref(e.operand(0)),
+                    indexExpr(e.indirectExtent, names), e.wrapsNegative() ? "true" : "false");
+    return fromMemory(fmt::format("{}[{} + {} * {}]", bufferName(e.buffer),
+                                  indexExpr(e.index, names), position,
+                                  indexExpr(e.indirectStride, names)),
+                      program_.buffer(e.buffer).meta.dtype);
+  }
   case ExprKind::Index:
     return indexExpr(e.index, names);
   case ExprKind::Cast:
@@ -209,8 +218,7 @@ void BodyWriter::emitOuter(const std::set<std::string> &inner, const Names &name
 void BodyWriter::emitInner(const Names &names, const LaneInfo *lane, std::string_view laneDecl) {
   if (lane && !laneDecl.empty())
     for (const Expr *e : body_.exprs())
-      if (!names_.count(e) && !vectors_.count(e) &&
-          (e->kind == ExprKind::Load || e->kind == ExprKind::Index)) {
+      if (!names_.count(e) && !vectors_.count(e) && (e->isLoad() || e->kind == ExprKind::Index)) {
         w_.line(laneDecl);
         break;
       }

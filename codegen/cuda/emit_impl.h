@@ -129,6 +129,8 @@ struct NodeContext {
   std::vector<std::string> symbols; ///< the program's size symbols, sorted
 
   bool writes(BufferId id) const;
+  /// Whether the node has indirect loads (its kernels take the index-error record).
+  bool checksIndices() const;
   /// Which buffers a kernel takes.
   enum class Buffers : uint8_t { All, Inputs, Outputs };
   /// `extern "C" __global__ void name(<buffers>, <sizes><extra>)`; fills `args`.

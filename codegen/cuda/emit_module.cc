@@ -56,6 +56,13 @@ bool NodeContext::writes(BufferId id) const {
   return false;
 }
 
+bool NodeContext::checksIndices() const {
+  for (const Expr *e : node->body->exprs())
+    if (e->kind == ExprKind::IndirectLoad)
+      return true;
+  return false;
+}
+
 std::string NodeContext::signature(const std::string &name, Buffers which, std::string_view extra,
                                    std::vector<KernelArg> &args) const {
   std::vector<std::string> params;
@@ -70,6 +77,10 @@ std::string NodeContext::signature(const std::string &name, Buffers which, std::
   for (const std::string &s : symbols) {
     params.push_back("long long " + sizeName(s));
     args.push_back({KernelArg::Kind::Size, {}, s});
+  }
+  if (checksIndices()) {
+    params.push_back("long long *kiln_index_error");
+    args.push_back({KernelArg::Kind::IndexError, {}, ""});
   }
   std::string list = fmt::format("{}", fmt::join(params, ", "));
   if (!extra.empty())

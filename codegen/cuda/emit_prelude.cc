@@ -122,6 +122,18 @@ __device__ __forceinline__ long long imod(long long a, long long b) {
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
 __device__ __forceinline__ long long imax(long long a, long long b) { return a < b ? b : a; }
+/// An indirect load's position (wrapped when negative positions count from the end); one out of
+/// [0, extent) is recorded in `error` as {1, position, extent} and reads element 0 instead.
+__device__ __forceinline__ long long checked_position(long long p, long long extent, bool wrap,
+                                                      long long *error) {
+  long long q = wrap && p < 0 ? p + extent : p;
+  if (q >= 0 && q < extent)
+    return q;
+  error[1] = p;
+  error[2] = extent;
+  error[0] = 1;
+  return 0;
+}
 __device__ __forceinline__ long long imin(long long a, long long b) { return b < a ? b : a; }
 
 // ---- floats: torch's floor division and Python modulo; max/min propagate NaN ----------------

@@ -121,6 +121,44 @@ TEST_CASE("errors: bad inputs and argmax over an empty range", "[cpu_emit][error
         "compiled program: argmax over an empty reduction range");
 }
 
+TEST_CASE("indirect loads: rows, lanes and an out-of-range position", "[cpu_emit]") {
+  SymInt s0 = sym("s0");
+  LoopProgram p;
+  BufferId table = p.addInput(F32, {50, 1031});
+  BufferId rows = p.addInput(DType::Int64, {s0});
+  BufferId lanes = p.addInput(DType::Int64, {s0, 1031});
+  BufferId source = p.addInput(F32, {s0, 1031});
+  // A row per outer index (the position is uniform over the vector lanes), split over the pool.
+  p.markOutput(p.pointwise({s0, 1031}, [&](Ops &ops, Idx i) {
+    return ops.loadIndirect(table, {i[0], i[1]}, 0, ops.load(rows, {i[0]}), true);
+  }));
+  // A position per lane along the contiguous dim (a vector gather), fused into a sum.
+  p.markOutput(p.reduction(ReductionKind::Sum, {s0}, {1031}, [&](Ops &ops, Idx i) {
+    return ops.loadIndirect(source, {i[0], i[1]}, 1, ops.load(lanes, {i[0], i[1]}));
+  }));
+  CompiledProgram c = compile(p);
+  REQUIRE(c.module().kernels.size() == 2); // one function: both nodes loop over [s0, 1031]
+  CHECK(c.module().kernels[0].checksIndices);
+  static Generator gen(11);
+  for (int64_t n : {1, 7, 300}) {
+    INFO("s0 = " << n);
+    Tensor r = ops::randint(-50, 50, {n}, DType::Int64, &gen);
+    Tensor l = ops::randint(0, 1031, {n, 1031}, DType::Int64, &gen);
+    std::vector<Tensor> out =
+        checkAgainstInterpreter(c, {randn({50, 1031}), r, l, randn({n, 1031})});
+    CHECK(out.size() == 2);
+  }
+  Tensor l = ops::randint(0, 1031, {300, 1031}, DType::Int64, &gen);
+  l.select(0, 250).select(0, 17).fill_(Scalar(int64_t{1031}));
+  CHECK(errorOf(ErrorKind::Index, [&] {
+          c.run({randn({50, 1031}), ops::zeros({300}, DType::Int64), l, randn({300, 1031})});
+        }) == "index 1031 is out of bounds for a dimension with size 1031");
+  CHECK(errorOf(ErrorKind::Index, [&] {
+          c.run({randn({50, 1031}), ops::full({3}, Scalar(int64_t{-51}), DType::Int64),
+                 ops::zeros({3, 1031}, DType::Int64), randn({3, 1031})});
+        }) == "index -51 is out of bounds for a dimension with size 50");
+}
+
 TEST_CASE("the kernel cache: one module per program, keyed by its text", "[cpu_emit]") {
   KernelCache cache("");
   ProgramOptions options;

@@ -12,6 +12,7 @@
 #include "runtime/error.h"
 #include "runtime/generator.h"
 #include "runtime/ops/elementwise.h"
+#include "runtime/ops/factory.h"
 #include "runtime/ops/random.h"
 #include "tests/cpp/cuda_test_util.h"
 
@@ -68,17 +69,26 @@ const HostEmulator &emulatorFor(const CudaModule &m) {
 /// Runs the kernels of `m` (emitted from `p`) on the host emulator as planLaunches says, over
 /// buffers bound like the interpreter's (`interp` has run `p`; extern nodes take its results).
 /// Returns every buffer; `ran` collects the roles of the kernels launched.
+/// `inputs`, when given, replaces the interpreter's inputs (in order; same sizes).
 std::vector<Tensor> emulate(const LoopProgram &p, const CudaModule &m, const Interpreter &interp,
-                            std::set<KernelRole> *ran = nullptr) {
+                            std::set<KernelRole> *ran = nullptr,
+                            std::span<const Tensor> inputs = {}) {
   const SymbolValues &symbols = interp.symbols();
   const HostEmulator &emulator = emulatorFor(m);
   std::vector<Tensor> buffers;
-  for (const Buffer &b : p.buffers())
-    buffers.push_back(b.kind == BufferKind::Input ? interp.tensor(b.id)
-                                                  : allocate(b.meta, symbols));
+  size_t nextInput = 0;
+  for (const Buffer &b : p.buffers()) {
+    if (b.kind != BufferKind::Input)
+      buffers.push_back(allocate(b.meta, symbols));
+    else if (inputs.empty())
+      buffers.push_back(interp.tensor(b.id));
+    else
+      buffers.push_back(inputs[nextInput++]);
+  }
   std::vector<uint64_t> addresses;
   for (const Tensor &t : buffers)
     addresses.push_back(reinterpret_cast<uint64_t>(t.rawData()));
+  int64_t indexError[3] = {0, 0, 0};
   size_t next = 0;
   for (const LoopNode &node : p.nodes()) {
     if (node.kind == LoopNodeKind::Extern) {
@@ -106,12 +116,18 @@ std::vector<Tensor> emulate(const LoopProgram &p, const CudaModule &m, const Int
         case KernelArg::Kind::Chunks:
           args.push_back(static_cast<uint64_t>(l.chunks));
           break;
+        case KernelArg::Kind::IndexError:
+          args.push_back(reinterpret_cast<uint64_t>(indexError));
+          break;
         }
       emulator.launch(*l.kernel, args, l.grid, std::min(l.block, 64));
       if (ran)
         ran->insert(l.kernel->role);
     }
   }
+  // As CudaProgram does once the program has run.
+  if (indexError[0])
+    fail(ErrorKind::Index, "{}", indexOutOfRange(indexError[1], indexError[2]));
   return buffers;
 }
 
@@ -337,4 +353,38 @@ TEST_CASE("emulated: the fused schedule patterns match the interpreter", "[cuda]
   }
   // softmax with symbolic rows of 1000 (a tail for the vector kernel: 1000 = 250 * 4).
   checkOnHost(softmaxProgram(), {randn({3, 1000})});
+}
+
+TEST_CASE("emulated: gathers fused with their consumers, and an out-of-range index",
+          "[cuda][emulated]") {
+  if (!emulatorOrSkip())
+    return;
+  const char *kir = R"(graph @gathers(%idx: i64[s0, 3], %table: f32[10, 64], %x: f32[s0, 6],
+    %gi: i32[s0, 2]) {
+  %0 = exp(%table) : f32[10, 64]
+  %1 = embedding(%idx, %0) : f32[s0, 3, 64]
+  %2 = sum(%1) {dim = [2]} : f32[s0, 3]
+  %3 = gather(%x, %gi) {dim = 1} : f32[s0, 2]
+  return %1, %2, %3
+})";
+  LoopProgram p = scheduled(kir).program;
+  static Generator gen(7);
+  for (int64_t s0 : {1, 5}) {
+    INFO("s0 = " << s0);
+    Tensor idx = ops::randint(0, 10, {s0, 3}, DType::Int64, &gen);
+    Tensor gi = ops::randint(0, 6, {s0, 2}, DType::Int32, &gen);
+    checkOnHost(p, {idx, randn({10, 64}), randn({s0, 6}), gi});
+  }
+  // A position out of range stops the run with the interpreter's IndexError.
+  std::vector<Tensor> inputs = {ops::randint(0, 10, {2, 3}, DType::Int64, &gen), randn({10, 64}),
+                                randn({2, 6}), ops::randint(0, 6, {2, 2}, DType::Int32, &gen)};
+  Interpreter interp(p);
+  interp.run(inputs);
+  inputs[0] = ops::full({2, 3}, Scalar(int64_t{-1}), DType::Int64);
+  for (bool vectorize : {true, false}) {
+    INFO((vectorize ? "with" : "without") << " vector kernels");
+    CudaModule m = emitCuda(p, {.vectorize = vectorize});
+    CHECK_THROWS_WITH(emulate(p, m, interp, nullptr, inputs),
+                      "index -1 is out of bounds for a dimension with size 10");
+  }
 }
