@@ -290,7 +290,7 @@ def bench_memory(args, skip: str | None) -> dict:
 
 # -- the report ----------------------------------------------------------------------------------
 NA = "n/a"
-EXTERNS = {"linear": "GEMM", "matmul": "GEMM", "conv2d": "conv", "embedding": "embedding",
+EXTERNS = {"linear": "GEMM", "matmul": "GEMM", "conv2d": "conv",
            "scaled_dot_product_attention": "sdpa"}
 KIR_OP = re.compile(r"^\s*%\S+ = (\w+)\(")
 KIR_TARGET = re.compile(r'target = "([^"]+)"')
@@ -357,8 +357,6 @@ def slower_reasons(res, info) -> list:
                        "oneDNN")
     if "sdpa" in kinds:
         reasons.append("attention is an extern (eager kernel)")
-    if "embedding" in kinds:
-        reasons.append("embedding is an extern")
     if not reasons:
         reasons.append("no fallback or extern: kiln's generated kernel is the slower code")
     return reasons

@@ -137,6 +137,45 @@ std::vector<SymInt> oneHotSizes(const Node &n, const TensorMeta &in) {
   return out;
 }
 
+void checkIndexDType(const Node &n, const TensorMeta &index, bool allowInt32) {
+  if (index.dtype != DType::Int64 && !(allowInt32 && index.dtype == DType::Int32))
+    ruleFails("{}(): expected {} for index, but got {}", n.keyword(),
+              allowInt32 ? "dtype int32 or int64" : "dtype int64", dtypeShortName(index.dtype));
+}
+
+std::vector<SymInt> gatherSizes(const Node &n, const TensorMeta &in) {
+  const TensorMeta &index = tensorOperand(n, 1);
+  checkIndexDType(n, index, true);
+  int64_t rank = std::max<int64_t>(1, in.rank());
+  if (std::max<int64_t>(1, index.rank()) != rank)
+    ruleFails("gather(): Index tensor must have the same number of dimensions as input tensor "
+              "(index shape {}, input shape {})",
+              printSizes(index.sizes), printSizes(in.sizes));
+  int64_t dim = wrapDim(n.attr("dim")->toInt(), rank, "dim");
+  for (int64_t d = 0; d < index.rank() && in.rank() > 0; ++d) {
+    std::optional<int64_t> a = index.sizes[d].constant(), b = in.sizes[d].constant();
+    if (d != dim && a && b && *a > *b)
+      ruleFails("gather(): Size does not match at dimension {}: expected index {} to be no larger "
+                "than self {} apart from dimension {}",
+                d, printSizes(index.sizes), printSizes(in.sizes), dim);
+  }
+  return index.sizes;
+}
+
+std::vector<SymInt> indexSelectSizes(const Node &n, const TensorMeta &in) {
+  const TensorMeta &index = tensorOperand(n, 1);
+  checkIndexDType(n, index, true);
+  if (index.rank() > 1)
+    ruleFails("index_select(): Index is supposed to be a vector, got a tensor of shape {}",
+              printSizes(index.sizes));
+  int64_t dim = wrapDim(n.attr("dim")->toInt(), std::max<int64_t>(1, in.rank()), "dim");
+  if (in.rank() == 0)
+    return {};
+  std::vector<SymInt> sizes = in.sizes;
+  sizes[dim] = index.rank() == 0 ? SymInt(1) : index.sizes[0];
+  return sizes;
+}
+
 } // namespace
 
 bool isLayoutOp(OpKind op) {
@@ -150,6 +189,8 @@ bool isLayoutOp(OpKind op) {
   case OpKind::Stack:
   case OpKind::Pad:
   case OpKind::OneHot:
+  case OpKind::Gather:
+  case OpKind::IndexSelect:
     return true;
   default:
     return false;
@@ -184,6 +225,10 @@ TensorMeta layoutType(const Node &n, SymAssumptions *assumed) {
     return result(in.dtype, padSizes(n, in));
   case OpKind::OneHot:
     return result(DType::Int64, oneHotSizes(n, in));
+  case OpKind::Gather:
+    return result(in.dtype, gatherSizes(n, in));
+  case OpKind::IndexSelect:
+    return result(in.dtype, indexSelectSizes(n, in));
   default:
     ruleFails("'{}' is not a layout op", n.keyword());
   }

@@ -102,13 +102,6 @@ ExternTable buildTable() {
     return std::vector<Tensor>{ops::scaledDotProductAttention(
         in[0], in[1], in[2], mask, 0.0, flag(attrs, "is_causal"), scale, false)};
   });
-  t.emplace("embedding", [](Inputs in, const ir::Attributes &attrs) {
-    expectInputs("embedding", in, 2, 2);
-    std::optional<int64_t> pad;
-    if (auto it = attrs.find("padding_idx"); it != attrs.end())
-      pad = it->second.toInt();
-    return std::vector<Tensor>{ops::embedding(in[0], in[1], pad)};
-  });
   t.emplace("mm", [](Inputs in, const ir::Attributes &) {
     expectInputs("mm", in, 2, 2);
     return std::vector<Tensor>{ops::mm(in[0], in[1])};

@@ -136,5 +136,6 @@ void registerViews(Registry &r);       // lower_views.cc
 void registerNN(Registry &r);          // lower_nn.cc
 void registerPools(Registry &r);       // lower_pool.cc
 void registerShapeOps(Registry &r);    // lower_shape_ops.cc
+void registerGathers(Registry &r);     // lower_gather.cc
 
 } // namespace kiln::passes::lower

@@ -1,5 +1,5 @@
-// Lowerings of the library calls (matmul, linear, conv2d, scaled_dot_product_attention,
-// embedding) as Extern nodes, of layer_norm as a Welford reduction and two pointwise nodes, and
+// Lowerings of the library calls (matmul, linear, conv2d, scaled_dot_product_attention) as
+// Extern nodes, of layer_norm as a Welford reduction and two pointwise nodes, and
 // of batch_norm (inference) as a per-channel scale and one pointwise node.
 //
 // An extern takes whole buffers, so an operand that is a view is realized first (a copy node that
@@ -106,10 +106,6 @@ void lowerAttention(LowerContext &ctx, const ir::Node &n) {
                       copyAttrs(n, {"is_causal", "scale"})));
 }
 
-void lowerEmbedding(LowerContext &ctx, const ir::Node &n) {
-  ctx.define(n.result(0), external(ctx, n, "embedding", realizeAll(ctx, n, 2)));
-}
-
 /// The rows and the normalized trailing dims of a normalization's input (`normalized_shape`).
 struct NormalizedSplit {
   size_t lead;                      ///< number of row dims
@@ -159,7 +155,7 @@ void lowerRmsNorm(LowerContext &ctx, const ir::Node &n) {
   auto [lead, outer, inner] = splitNormalized(n, x);
   DType result = out.dtype, compute = computeDType(result);
   const ir::Attribute *epsAttr = n.attr("eps");
-  double eps = epsAttr                      ? epsAttr->toDouble()
+  double eps = epsAttr                     ? epsAttr->toDouble()
                : compute == DType::Float64 ? std::numeric_limits<double>::epsilon()
                                            : std::numeric_limits<float>::epsilon();
   LoopProgram &p = ctx.program();
@@ -170,8 +166,8 @@ void lowerRmsNorm(LowerContext &ctx, const ir::Node &n) {
   SymInt count = numel(inner);
   BufferId scale = p.pointwise(outer, [&](Ops &ops, Idx i) {
     Val one = ops.constant(1.0, compute);
-    return one / ops.sqrt(ops.load(sumSq, i) / sizeAs(ops, count, compute) +
-                          ops.constant(eps, compute));
+    return one /
+           ops.sqrt(ops.load(sumSq, i) / sizeAs(ops, count, compute) + ops.constant(eps, compute));
   });
   const ir::Node *node = &n;
   ctx.define(n.result(0), ctx.pointwise(out.sizes, [&](Ops &ops, Idx i) {
@@ -193,8 +189,8 @@ void lowerLoss(LowerContext &ctx, const ir::Node &n) {
   DType result = out.dtype;
   // Integer differences are taken in int64, so uint8 operands do not wrap (eager's l1_loss).
   DType compute = isFloating(result) ? computeDType(result) : DType::Int64;
-  std::vector<SymInt> sizes = ir::broadcastShapes(
-      {n.operand(0)->meta().sizes, n.operand(1)->meta().sizes});
+  std::vector<SymInt> sizes =
+      ir::broadcastShapes({n.operand(0)->meta().sizes, n.operand(1)->meta().sizes});
   const ir::Node *node = &n;
   auto body = [&](Ops &ops, Idx i) {
     Val d = ctx.read(ops, node->operand(0), i, sizes, compute) -
@@ -251,7 +247,6 @@ void registerNN(Registry &r) {
   r.add(OpKind::Linear, lowerLinear);
   r.add(OpKind::Conv2d, lowerConv2d);
   r.add(OpKind::ScaledDotProductAttention, lowerAttention);
-  r.add(OpKind::Embedding, lowerEmbedding);
   r.add(OpKind::LayerNorm, lowerLayerNorm);
   r.add(OpKind::RmsNorm, lowerRmsNorm);
   r.add(OpKind::MseLoss, lowerLoss);

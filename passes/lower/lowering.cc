@@ -21,6 +21,7 @@ const Registry &registry() {
     registerNN(r);
     registerPools(r);
     registerShapeOps(r);
+    registerGathers(r);
     return r;
   }();
   return r;

@@ -14,8 +14,8 @@
 /// stride 0), torch.result_type promotion with explicit casts in bodies (the loop IR never
 /// promotes), float16/bfloat16 computed in float32 and rounded once, reductions that subtract
 /// the max (softmax, log_softmax, logsumexp), Welford statistics (var, layer_norm), and library
-/// calls as Extern nodes (matmul, linear, conv2d, scaled_dot_product_attention, embedding) whose
-/// bias is a pointwise epilogue. The extern contract (op names, operands, attributes) is in
+/// calls as Extern nodes (matmul, linear, conv2d, scaled_dot_product_attention) whose bias is a
+/// pointwise epilogue, gathers (embedding, gather, index_select) as indirect loads. The extern contract (op names, operands, attributes) is in
 /// passes/lower/README.md.
 ///
 /// A lowering may decline (an op without a lowering, an in-place op, a `call`, a dtype it does

@@ -17,6 +17,7 @@
 #include "runtime/ops/conv.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/factory.h"
+#include "runtime/ops/index.h"
 #include "runtime/ops/linalg.h"
 #include "runtime/ops/norm.h"
 #include "runtime/ops/random.h"
@@ -413,25 +414,51 @@ TEST_CASE("linear and conv2d: the bias is a pointwise epilogue", "[lower][nn]") 
   }
 }
 
-TEST_CASE("scaled_dot_product_attention and embedding are externs", "[lower][nn]") {
+TEST_CASE("scaled_dot_product_attention is an extern", "[lower][nn]") {
   std::string kir = graph("%q: f32[2, 3, 5, 8], %k: f32[2, 3, 7, 8], %v: f32[2, 3, 7, 4], "
-                          "%m: b8[5, 7], %idx: i64[s0, 3], %table: f32[10, 4]",
+                          "%m: b8[5, 7]",
                           "  %0 = scaled_dot_product_attention(%q, %k, %v) : f32[2, 3, 5, 4]\n"
                           "  %1 = scaled_dot_product_attention(%q, %k, %v) {is_causal = true, "
                           "scale = 0.5} : f32[2, 3, 5, 4]\n"
-                          "  %2 = scaled_dot_product_attention(%q, %k, %v, %m) : f32[2, 3, 5, 4]\n"
-                          "  %3 = embedding(%idx, %table) : f32[s0, 3, 4]\n",
-                          "%0, %1, %2, %3");
+                          "  %2 = scaled_dot_product_attention(%q, %k, %v, %m) : f32[2, 3, 5, 4]\n",
+                          "%0, %1, %2");
   Tensor q = randn({2, 3, 5, 8}), k = randn({2, 3, 7, 8}), v = randn({2, 3, 7, 4});
   Tensor m = ops::gt(randn({5, 7}), scalar(-0.5));
+  check(kir, {q, k, v, m},
+        {ops::scaledDotProductAttention(q, k, v, Tensor(), 0, false, std::nullopt, false),
+         ops::scaledDotProductAttention(q, k, v, Tensor(), 0, true, 0.5, false),
+         ops::scaledDotProductAttention(q, k, v, m, 0, false, std::nullopt, false)},
+        1e-4);
+}
+
+TEST_CASE("embedding, gather and index_select are indirect loads", "[lower][gather]") {
+  std::string kir =
+      graph("%idx: i64[s0, 3], %table: f32[10, 4], %x: f32[s0, 6], %gi: i32[s0, 2], %si: i64[5]",
+            "  %0 = exp(%table) : f32[10, 4]\n"
+            "  %1 = embedding(%idx, %0) : f32[s0, 3, 4]\n"
+            "  %2 = gather(%x, %gi) {dim = 1} : f32[s0, 2]\n"
+            "  %3 = index_select(%x, %si) {dim = 1} : f32[s0, 5]\n"
+            "  %4 = add(%3, %3) : f32[s0, 5]\n",
+            "%1, %2, %4");
   for (int64_t s0 : {1, 4}) {
-    Tensor idx = randint(0, 10, {s0, 3}, I64), table = randn({10, 4});
-    check(kir, {q, k, v, m, idx, table},
-          {ops::scaledDotProductAttention(q, k, v, Tensor(), 0, false, std::nullopt, false),
-           ops::scaledDotProductAttention(q, k, v, Tensor(), 0, true, 0.5, false),
-           ops::scaledDotProductAttention(q, k, v, m, 0, false, std::nullopt, false),
-           ops::embedding(idx, table)},
-          1e-4);
+    Tensor idx = randint(0, 10, {s0, 3}, I64), table = randn({10, 4}), x = randn({s0, 6});
+    Tensor gi = randint(0, 6, {s0, 2}, DType::Int32), si = randint(0, 6, {5}, I64);
+    Tensor picked = ops::indexSelect(x, 1, si);
+    check(kir, {idx, table, x, gi, si},
+          {ops::embedding(idx, ops::exp(table)), ops::gather(x, 1, gi), ops::add(picked, picked)},
+          1e-6);
+  }
+  // A position outside the gathered dim is an IndexError, as eager raises, never a stray read.
+  LoopProgram p = lower(kir);
+  Tensor badIdx = ops::add(randint(0, 10, {2, 3}, I64), Tensor::wrapScalar(Scalar(int64_t{10})));
+  std::vector<Tensor> in = {badIdx, randn({10, 4}), randn({2, 6}),
+                            randint(0, 6, {2, 2}, DType::Int32), randint(0, 6, {5}, I64)};
+  try {
+    run(p, in);
+    FAIL("an out-of-range index was read");
+  } catch (const Error &e) {
+    CHECK(e.kind() == ErrorKind::Index);
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("for a dimension with size 10"));
   }
 }
 
