@@ -1,5 +1,6 @@
 // Gather-like ops: gather, index_select and take. Each validates its index, then runs the
 // shared gatherKernel over a restrided view of self (see [Note: restrided operands]).
+#include "runtime/device_ops.h"
 #include "runtime/error.h"
 #include "runtime/ops/index.h"
 #include "runtime/ops/index_impl.h"
@@ -25,6 +26,8 @@ Shape zeroStrideAt(const Tensor &self, int64_t dim) {
 } // namespace
 
 Tensor gather(const Tensor &self, int64_t dim, const Tensor &index) {
+  if (onDevice({&self, &index}))
+    return deviceOp("gather", {self, index}, fmt::format("dim = {}", dim));
   checkIndexDType(index, "gather()", true);
   Tensor s = atLeast1d(self), ix = atLeast1d(index);
   KILN_CHECK(ix.dim() == s.dim(),
@@ -47,6 +50,8 @@ Tensor gather(const Tensor &self, int64_t dim, const Tensor &index) {
 }
 
 Tensor indexSelect(const Tensor &self, int64_t dim, const Tensor &index) {
+  if (onDevice({&self, &index}))
+    return deviceOp("index_select", {self, index}, fmt::format("dim = {}", dim));
   checkIndexDType(index, "index_select()", true);
   KILN_CHECK_KIND(Index, index.dim() <= 1,
                   "index_select(): Index is supposed to be a vector, got a tensor of shape {}",

@@ -607,6 +607,15 @@ class _CompiledPart:
             logs.log("perf", f"backend: {self.__name__} runs eagerly for these inputs: {e}")
             self.report.eager_calls += 1
             return self.eager(*args)
+        except IndexError as compiled_error:
+            # A compiled gather met an index out of range. Nothing was written yet (results are
+            # copied into mutated inputs after a run), so eager can run the part to raise its
+            # own error: the op, its dim and the user's line, of the type eager raises.
+            try:
+                self.eager(*args)
+            except Exception as e:  # noqa: BLE001 - eager's error is the one the user expects
+                raise e from None
+            raise compiled_error
 
 
 def _share_storage(args) -> bool:

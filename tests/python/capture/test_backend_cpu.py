@@ -217,6 +217,90 @@ def test_library_calls_with_epilogues():
     run_compiled(lambda ids, emb: F.embedding(ids, emb).sum(-1), ids, rand(20, 6))
 
 
+def test_gathers_fuse_with_producers_and_consumers():
+    """embedding, gather and index_select are loops with indirect loads: no extern, no eager
+    node; the index may be computed in the graph and the gathered rows feed a reduction."""
+    emb, ids = rand(20, 6), kiln.randint(0, 20, (3, 5))
+    backend = run_compiled(lambda ids, emb: (F.embedding(ids, emb.exp()) * 2).sum(-1), ids, emb)
+    (report,) = backend.reports
+    assert report.eager_nodes == 0 and len(report.infos) == 1
+    # exp(emb) is one kernel (a gathered buffer is materialized), the gather, scale and sum one
+    assert report.infos[0]["kernels"] == 2
+    for ids in (ids.int(), kiln.tensor([[0, 19], [19, 0]], dtype=kiln.int32)):
+        run_compiled(lambda ids, emb: F.embedding(ids, emb, padding_idx=3) + 1, ids, emb)
+    x = rand(4, 9)
+    # positions computed from values in the graph, or repeated
+    run_compiled(lambda x: x.gather(1, (x.abs() * 4).long() % 9).softmax(-1), x)
+    run_compiled(lambda x, i: x.index_select(0, i) * x[:3], x, kiln.tensor([3, 0, 3]))
+    run_compiled(lambda x, i: kiln.index_select(x.t(), 1, i).sum(0), x, kiln.tensor([3, 3, 1]))
+    run_compiled(lambda x, i: kiln.gather(x, 0, i), x, kiln.tensor([[3, 0, 1], [2, 2, 2]]))
+
+
+def test_gathers_with_symbolic_sizes():
+    fn = lambda ids, emb: F.embedding(ids, emb).relu().sum(1)  # noqa: E731
+    emb = rand(50, 16)
+    backend = run_compiled(fn, kiln.randint(0, 50, (3, 7)), emb, dynamic=True,
+                           calls=[(kiln.randint(0, 50, (2, 3)), emb),
+                                  (kiln.randint(0, 50, (9, 31)), rand(50, 16, seed=2))])
+    (report,) = backend.reports
+    assert report.eager_nodes == 0 and report.eager_calls == 0 and len(report.infos) == 1
+    g = lambda x, i: x.gather(-1, i) * 2  # noqa: E731
+    backend = run_compiled(g, rand(5, 8), kiln.randint(0, 8, (5, 3)), dynamic=True,
+                           calls=[(rand(11, 13, seed=1), kiln.randint(0, 13, (11, 2)))])
+    assert all(r.eager_nodes == 0 and r.eager_calls == 0 for r in backend.reports)
+
+
+def test_gathers_match_torch():
+    torch = pytest.importorskip("torch")
+    g = np.random.default_rng(0)
+    w = g.standard_normal((30, 8)).astype(np.float32)
+    ids = g.integers(0, 30, (4, 6))
+    x = g.standard_normal((6, 10)).astype(np.float32)
+    gi = g.integers(0, 10, (6, 4))
+    si = g.integers(0, 6, (5,))
+
+    def fn(mod, F, w, ids, x, gi, si):
+        return (F.embedding(ids, w).sum(1), mod.gather(x, 1, gi).exp(),
+                mod.index_select(x, 0, si).amax(-1))
+
+    with kiln.no_grad():
+        ours = kiln.compile(lambda *a: fn(kiln, F, *a), backend=CpuBackend(fallback=False))(
+            *(kiln.from_numpy(a) for a in (w, ids, x, gi, si)))
+    theirs = fn(torch, torch.nn.functional, *(torch.from_numpy(a) for a in (w, ids, x, gi, si)))
+    for a, b in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_gather_out_of_range_raises_eagers_error():
+    """A compiled gather checks every position; out of range, the part reruns eagerly (nothing
+    was written) so the error is eager's: its type, op, dim and the user's line."""
+    emb, x = rand(10, 4), rand(3, 5)
+    cases = [
+        (lambda ids, emb: F.embedding(ids, emb).sum(-1), (kiln.tensor([1, 2]), emb),
+         (kiln.tensor([1, 10]), emb)),
+        (lambda ids, emb: F.embedding(ids, emb) * 2, (kiln.tensor([1, 2]), emb),
+         (kiln.tensor([-1, 0]), emb)),  # embedding does not wrap negative indices
+        (lambda x, i: (x * 2).gather(1, i), (x, kiln.tensor([[0], [1], [2]])),
+         (x, kiln.tensor([[0], [5], [2]]))),
+        (lambda x, i: x.index_select(0, i).exp(), (x, kiln.tensor([2, 0])),
+         (x, kiln.tensor([2, 3]))),
+    ]
+    for fn, good, bad in cases:
+        kiln.compiler.reset()
+        backend = CpuBackend(fallback=False)
+        compiled = kiln.compile(fn, backend=backend)
+        with kiln.no_grad():
+            assert_same(compiled(*good), fn(*good))
+            with pytest.raises(Exception) as eager:
+                fn(*bad)
+            with pytest.raises(type(eager.value)) as ours:
+                compiled(*bad)
+        assert str(ours.value) == str(eager.value)
+        assert "out of" in str(ours.value)
+        (report,) = backend.reports
+        assert report.eager_nodes == 0 and report.eager_calls == 0
+
+
 def test_dynamic_serves_two_sizes_with_one_compile():
     def fn(x, w):
         return F.layer_norm((x @ w).relu(), (w.shape[1],)) * x.shape[0]

@@ -101,6 +101,10 @@ REDUCTIONS = {
     "tril": lambda x: x.tril(1), "triu": lambda x: kiln.triu(x, -1),
     "repeat": lambda x: x.repeat(2, 1, 3), "pad": lambda x: F.pad(x, (1, -2, 2, 0), value=1.5),
     "one_hot": lambda x: F.one_hot(x.abs().long().clamp(max=4), 5),
+    # positions computed in the graph, different per element, along either dim
+    "gather": lambda x: x.gather(-1, (x.abs() * 5).long() % 3),
+    "index_select": lambda x: x.index_select(-1, (x[0].abs() * 5).long() % 3).index_select(
+        0, x[:, 0].abs().long() % 1),
 }  # fmt: skip
 SAMPLES = {**UNARY_FLOAT_MATH, **UNARY_ANY, **BINARY, **REDUCTIONS}
 

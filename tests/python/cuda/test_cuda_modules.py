@@ -120,3 +120,28 @@ def test_compiled_convnet_on_cuda_equals_cpu_eager():
     got = kiln.compile(m)(x.cuda())
     assert got.device == "cuda:0"
     np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_compiled_gathers_on_cuda_equal_cpu_eager():
+    def fn(ids, emb, x, i):
+        return F.embedding(ids, emb).sum(-1), x.gather(1, i) * 2, x.index_select(0, i[:, 0])
+
+    ids, emb = kiln.randint(0, 12, (3, 4)), kiln.randn(12, 8)
+    x, i = kiln.randn(5, 7), kiln.randint(0, 5, (5, 2))
+    want = fn(ids, emb, x, i)
+    got = kiln.compile(fn)(ids.cuda(), emb.cuda(), x.cuda(), i.cuda())
+    for g, w in zip(got, want, strict=True):
+        assert g.device.type == "cuda"
+        np.testing.assert_allclose(g.cpu().numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_compiled_embedding_on_cuda_out_of_range():
+    f = kiln.compile(lambda ids, emb: F.embedding(ids, emb) + 1)
+    emb = kiln.randn(6, 4).cuda()
+    f(kiln.tensor([0, 5]).cuda(), emb)
+    # On the device, eager and compiled code check positions in the kernel alike.
+    msg = "index 6 is out of bounds for a dimension with size 6"
+    with pytest.raises(IndexError, match=msg):
+        f(kiln.tensor([0, 6]).cuda(), emb)
+    with pytest.raises(IndexError, match=msg.replace("6", "2")):
+        kiln.tensor([[1.0], [2.0]]).cuda().gather(0, kiln.tensor([[6]]).cuda() - 4)
