@@ -226,8 +226,8 @@ def test_gathers_fuse_with_producers_and_consumers():
     assert report.eager_nodes == 0 and len(report.infos) == 1
     # exp(emb) is one kernel (a gathered buffer is materialized), the gather, scale and sum one
     assert report.infos[0]["kernels"] == 2
-    for ids in (ids.int(), kiln.tensor([[0, 19], [19, 0]], dtype=kiln.int32)):
-        run_compiled(lambda ids, emb: F.embedding(ids, emb, padding_idx=3) + 1, ids, emb)
+    for ids32 in (ids.int(), kiln.tensor([[0, 19], [19, 0]], dtype=kiln.int32)):
+        run_compiled(lambda ids, emb: F.embedding(ids, emb, padding_idx=3) + 1, ids32, emb)
     x = rand(4, 9)
     # positions computed from values in the graph, or repeated
     run_compiled(lambda x: x.gather(1, (x.abs() * 4).long() % 9).softmax(-1), x)
