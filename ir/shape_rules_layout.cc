@@ -176,6 +176,20 @@ std::vector<SymInt> indexSelectSizes(const Node &n, const TensorMeta &in) {
   return sizes;
 }
 
+std::vector<SymInt> indexSizes(const Node &n, const TensorMeta &in) {
+  const TensorMeta &index = tensorOperand(n, 1);
+  if (index.dtype != DType::Int64 && index.dtype != DType::Int32)
+    ruleFails("index: tensors used as indices must be long or int tensors (got {})",
+              dtypeShortName(index.dtype));
+  if (in.rank() == 0)
+    ruleFails("index: too many indices for tensor of dimension 0");
+  int64_t dim = wrapDim(n.attr("dim")->toInt(), in.rank(), "dim");
+  std::vector<SymInt> sizes(in.sizes.begin(), in.sizes.begin() + dim);
+  sizes.insert(sizes.end(), index.sizes.begin(), index.sizes.end());
+  sizes.insert(sizes.end(), in.sizes.begin() + dim + 1, in.sizes.end());
+  return sizes;
+}
+
 } // namespace
 
 bool isLayoutOp(OpKind op) {
@@ -191,6 +205,7 @@ bool isLayoutOp(OpKind op) {
   case OpKind::OneHot:
   case OpKind::Gather:
   case OpKind::IndexSelect:
+  case OpKind::Index:
     return true;
   default:
     return false;
@@ -229,6 +244,8 @@ TensorMeta layoutType(const Node &n, SymAssumptions *assumed) {
     return result(in.dtype, gatherSizes(n, in));
   case OpKind::IndexSelect:
     return result(in.dtype, indexSelectSizes(n, in));
+  case OpKind::Index:
+    return result(in.dtype, indexSizes(n, in));
   default:
     ruleFails("'{}' is not a layout op", n.keyword());
   }

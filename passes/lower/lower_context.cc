@@ -3,6 +3,7 @@
 #include "passes/lower/lower_context.h"
 
 #include "ir/diagnostic.h"
+#include "ir/loop/index.h"
 #include "ir/printer.h"
 #include "runtime/error.h"
 
@@ -134,6 +135,48 @@ Val LowerContext::load(Ops &ops, const TensorRef &t, Idx idx) {
   for (const IndexExpr &e : t.index)
     at.push_back(e.substitute(s));
   return ops.load(t.buffer, at);
+}
+
+namespace {
+
+/// The affine forms of t's buffer index in its view variables, or nullopt.
+std::optional<std::vector<ir::loop::AffineForm>> affineIndex(const TensorRef &t) {
+  ir::loop::VarRanges ranges(t.sizes);
+  std::vector<ir::loop::AffineForm> forms;
+  for (const IndexExpr &e : t.index) {
+    std::optional<ir::loop::AffineForm> f = ir::loop::affineForm(e, ranges);
+    if (!f)
+      return std::nullopt;
+    forms.push_back(std::move(*f));
+  }
+  return forms;
+}
+
+} // namespace
+
+TensorRef LowerContext::gatherSource(const TensorRef &t) {
+  if (!t.isFill() && affineIndex(t))
+    return t;
+  return TensorRef::of(program_, realize(t));
+}
+
+Val LowerContext::loadAlong(Ops &ops, const TensorRef &t, Idx idx, size_t dim, Val position,
+                            bool wrapNegative) const {
+  std::optional<std::vector<ir::loop::AffineForm>> forms = affineIndex(t);
+  if (!forms)
+    throw Error(ErrorKind::Runtime, "loadAlong: the source was not prepared by gatherSource");
+  const std::vector<SymInt> &strides = program_.buffer(t.buffer).meta.strides;
+  std::vector<IndexExpr> at(idx.begin(), idx.end());
+  at[dim] = 0;
+  Substitution s = bindVars(at);
+  IndexExpr flat = 0, stride = 0;
+  std::string var = ir::loop::loopVarName(dim);
+  for (size_t k = 0; k < t.index.size(); ++k) {
+    flat = flat + t.index[k].substitute(s) * strides[k];
+    if (auto c = (*forms)[k].coeffs.find(var); c != (*forms)[k].coeffs.end())
+      stride = stride + c->second * strides[k];
+  }
+  return ops.loadIndirectFlat(t.buffer, flat, stride, t.sizes[dim], position, wrapNegative);
 }
 
 Val LowerContext::scalarVal(Ops &ops, const ScalarRef &s, DType dtype) {

@@ -98,6 +98,15 @@ public:
   /// A scalar's value in a body, converted to `dtype`.
   static Val scalarVal(Ops &ops, const ScalarRef &s, DType dtype);
 
+  /// `t`, or a realized copy of it when its buffer index is not affine in the view's variables
+  /// (a reshape's floordiv): what loadAlong reads.
+  TensorRef gatherSource(const TensorRef &t);
+  /// Reads `t` (from gatherSource) at `idx` except along `dim`, where the i64 `position` is the
+  /// index, checked against t's size there (an indirect load of t's buffer: a sliced, selected or
+  /// transposed view is read in place).
+  Val loadAlong(Ops &ops, const TensorRef &t, Idx idx, size_t dim, Val position,
+                bool wrapNegative) const;
+
   /// A new pointwise node over `sizes`; returns the identity ref over its buffer.
   TensorRef pointwise(std::vector<SymInt> sizes, const BodyFn &body);
   /// A buffer that holds exactly `t`, contiguous: t's own when it is a whole buffer, else a copy

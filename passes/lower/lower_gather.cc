@@ -1,6 +1,7 @@
-// The gathers: embedding, gather and index_select, each one pointwise node whose body loads the
-// index and then reads the source at it (an indirect load, ir/loop/expr.h), so they fuse with
-// what computes the index and with what consumes the result like any elementwise op.
+// The gathers: embedding, gather, index_select and index (x[idx]), each one pointwise node whose
+// body loads the index and then reads the source at it (an indirect load, ir/loop/expr.h), so
+// they fuse with what computes the index and with what consumes the result like any elementwise
+// op. A source that is a view (a slice, select or transpose) is read in place.
 
 #include "passes/lower/lower_context.h"
 
@@ -18,44 +19,59 @@ Val positionAt(Ops &ops, const TensorRef &index, Idx idx) {
 /// embedding(indices, weight): out[i..., j] = weight[indices[i...], j].
 void lowerEmbedding(LowerContext &ctx, const ir::Node &n) {
   const TensorRef &indices = ctx.tensor(n.operand(0));
-  BufferId weight = ctx.realize(ctx.tensor(n.operand(1)));
+  TensorRef weight = ctx.gatherSource(ctx.tensor(n.operand(1)));
   size_t rank = static_cast<size_t>(indices.rank());
   ctx.define(n.result(0), ctx.pointwise(n.result(0)->meta().sizes, [&](Ops &ops, Idx i) {
     IndexExpr at[2] = {0, i[rank]};
-    return ops.loadIndirect(weight, at, 0, positionAt(ops, indices, i.first(rank)));
+    return ctx.loadAlong(ops, weight, at, 0, positionAt(ops, indices, i.first(rank)), false);
   }));
 }
 
-/// The source of a gather as a buffer of rank >= 1 (a 0-d input counts as 1-d, as in eager).
-BufferId gatherSource(LowerContext &ctx, const TensorRef &input) {
-  return ctx.realize(input.rank() == 0 ? input.view({SymInt(1)}, {}) : input);
+/// The source of a gather with rank >= 1 (a 0-d input counts as 1-d, as in eager).
+TensorRef atLeast1d(LowerContext &ctx, const TensorRef &input) {
+  return ctx.gatherSource(input.rank() == 0 ? input.view({SymInt(1)}, {}) : input);
 }
 
 /// gather(input, index, dim): out[i] = input[i with index[i] along dim], over index's shape.
 void lowerGather(LowerContext &ctx, const ir::Node &n) {
-  const TensorRef &input = ctx.tensor(n.operand(0)), &index = ctx.tensor(n.operand(1));
-  BufferId source = gatherSource(ctx, input);
-  int64_t rank = std::max<int64_t>(1, input.rank());
-  size_t dim = static_cast<size_t>(wrapDim(n.attr("dim")->toInt(), rank));
+  const TensorRef &index = ctx.tensor(n.operand(1));
+  TensorRef source = atLeast1d(ctx, ctx.tensor(n.operand(0)));
+  size_t rank = static_cast<size_t>(source.rank());
+  size_t dim = static_cast<size_t>(wrapDim(n.attr("dim")->toInt(), source.rank()));
   ctx.define(n.result(0), ctx.pointwise(n.result(0)->meta().sizes, [&](Ops &ops, Idx i) {
     std::vector<IndexExpr> at(i.begin(), i.end());
-    at.resize(static_cast<size_t>(rank), 0); // a 0-d index reads element 0 of the rest
-    return ops.loadIndirect(source, at, dim, positionAt(ops, index, i));
+    at.resize(rank, 0); // a 0-d index reads element 0 of the rest
+    return ctx.loadAlong(ops, source, at, dim, positionAt(ops, index, i), false);
   }));
 }
 
 /// index_select(input, index, dim): the entries index[j] of input along dim, in order.
 void lowerIndexSelect(LowerContext &ctx, const ir::Node &n) {
-  const TensorRef &input = ctx.tensor(n.operand(0)), &index = ctx.tensor(n.operand(1));
-  BufferId source = gatherSource(ctx, input);
-  int64_t rank = std::max<int64_t>(1, input.rank());
-  size_t dim = static_cast<size_t>(wrapDim(n.attr("dim")->toInt(), rank));
+  const TensorRef &index = ctx.tensor(n.operand(1));
+  TensorRef source = atLeast1d(ctx, ctx.tensor(n.operand(0)));
+  size_t rank = static_cast<size_t>(source.rank());
+  size_t dim = static_cast<size_t>(wrapDim(n.attr("dim")->toInt(), source.rank()));
   ctx.define(n.result(0), ctx.pointwise(n.result(0)->meta().sizes, [&](Ops &ops, Idx i) {
     std::vector<IndexExpr> at(i.begin(), i.end());
-    at.resize(static_cast<size_t>(rank), 0); // a 0-d input's result is 0-d
+    at.resize(rank, 0); // a 0-d input's result is 0-d
     IndexExpr j = at[dim];
     Val p = positionAt(ops, index, index.rank() == 0 ? Idx() : Idx(&j, 1));
-    return ops.loadIndirect(source, at, dim, p);
+    return ctx.loadAlong(ops, source, at, dim, p, false);
+  }));
+}
+
+/// index(input, index, dim): out[a..., j..., b...] = input[a..., index[j...], b...], negative
+/// entries counting from the end (advanced indexing by one tensor).
+void lowerIndex(LowerContext &ctx, const ir::Node &n) {
+  const TensorRef &index = ctx.tensor(n.operand(1));
+  TensorRef source = ctx.gatherSource(ctx.tensor(n.operand(0)));
+  size_t k = static_cast<size_t>(index.rank());
+  size_t dim = static_cast<size_t>(wrapDim(n.attr("dim")->toInt(), source.rank()));
+  ctx.define(n.result(0), ctx.pointwise(n.result(0)->meta().sizes, [&](Ops &ops, Idx i) {
+    std::vector<IndexExpr> at(i.begin(), i.begin() + dim);
+    at.push_back(0); // the position's dim
+    at.insert(at.end(), i.begin() + dim + k, i.end());
+    return ctx.loadAlong(ops, source, at, dim, positionAt(ops, index, i.subspan(dim, k)), true);
   }));
 }
 
@@ -65,6 +81,7 @@ void registerGathers(Registry &r) {
   r.add(OpKind::Embedding, lowerEmbedding);
   r.add(OpKind::Gather, lowerGather);
   r.add(OpKind::IndexSelect, lowerIndexSelect);
+  r.add(OpKind::Index, lowerIndex);
 }
 
 } // namespace kiln::passes::lower

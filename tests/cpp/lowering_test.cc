@@ -462,6 +462,27 @@ TEST_CASE("embedding, gather and index_select are indirect loads", "[lower][gath
   }
 }
 
+TEST_CASE("advanced indexing by one tensor reads views in place", "[lower][gather]") {
+  // x[1:, ::2][:, idx] over a transposed input, x.t()[idx] and a reshaped (realized) source.
+  std::string kir = graph("%x: f32[s0, 9], %idx: i64[2, 3]",
+                          "  %0 = slice(%x) {start = 1} : f32[s0 - 1, 9] strided [9, 1]\n"
+                          "  %1 = slice(%0) {dim = 1, step = 2} : f32[s0 - 1, 5] strided [9, 2]\n"
+                          "  %2 = index(%1, %idx) {dim = 1} : f32[s0 - 1, 2, 3]\n"
+                          "  %3 = transpose(%x) {dim0 = 0, dim1 = 1} : f32[9, s0] strided [1, 9]\n"
+                          "  %4 = index(%3, %idx) {dim = 0} : f32[2, 3, s0]\n"
+                          "  %5 = reshape(%x) {shape = [3, s0 * 3]} : f32[3, s0 * 3]\n"
+                          "  %6 = index(%5, %idx) {dim = 0} : f32[2, 3, s0 * 3]\n",
+                          "%2, %4, %6");
+  for (int64_t s0 : {3, 6}) {
+    Tensor x = randn({s0, 9});
+    Tensor idx = ops::sub(randint(0, 6, {2, 3}, I64), Tensor::wrapScalar(Scalar(int64_t{3})));
+    Tensor sliced = x.slice(0, 1, std::nullopt, 1).slice(1, std::nullopt, std::nullopt, 2);
+    Tensor none, t = x.t(), r = x.reshape({3, s0 * 3});
+    std::vector<Tensor> at1 = {none, idx}, at0 = {idx};
+    check(kir, {x, idx}, {ops::index(sliced, at1), ops::index(t, at0), ops::index(r, at0)}, 0);
+  }
+}
+
 TEST_CASE("outputs that are inputs, views or repeated get their own buffer", "[lower]") {
   std::string kir = graph("%x: f32[4, 6]",
                           "  %0 = transpose(%x) {dim0 = 0, dim1 = 1} : f32[6, 4] strided [1, 6]\n"

@@ -202,25 +202,34 @@ def _getitem(w, node, a):
     for item in items:
         if type(item) is bool or isinstance(item, (list, tuple)):
             raise Decline("advanced indexing")
-        if isinstance(item, Node) and _is_tensor_node(item):
-            raise Decline(_tensor_index_reason(item))
+    tensor_at, index = _one_tensor_index(items)
     consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
     rank = len(x.type.sizes)
     if consumed > rank or sum(1 for i in items if i is Ellipsis) > 1:
         raise Decline("too many indices")
     out = node.meta.get("example")
     steps, i, j = [], 0, 0  # i: input dims consumed, j: output dims produced
-    for item in items:
+    index_dim = 0  # the output dim the index tensor replaces (before its own dims)
+    for k, item in enumerate(items):
         if item is Ellipsis:
             i, j = i + rank - consumed, j + rank - consumed
             continue
+        if k == tensor_at:
+            index_dim = j
         step = _index_step(w, item, j)
         i += item is not None
         j += item is None or isinstance(item, slice)
         if step is not None:
             steps.append(step)
-    if not hasattr(out, "dim") or out.dim() != j + rank - i:
+    index_rank = index.meta["example"].dim() - 1 if index is not None else 0
+    if not hasattr(out, "dim") or out.dim() != j + rank - i + index_rank:
         raise Decline("an index result of unexpected rank")
+    if index is not None:
+        cur = x
+        for op, attrs in steps:
+            (cur,) = w.emit(op, [cur], attrs, node.meta.get("loc"))
+        w.emit_node(node, "index", [cur, w.tensor(index)], {"dim": index_dim})
+        return
     if not steps:
         w.values[id(node)] = x
         return
@@ -381,7 +390,31 @@ def _tensor_index_reason(item) -> str:
 
     if item.meta["example"].dtype == kiln.bool:
         return "boolean-mask indexing: the result size depends on the mask's values"
-    return "indexing by an int tensor needs a data-dependent load (the loop IR has none yet)"
+    return f"indexing by a {item.meta['example'].dtype} tensor (int64 or int32 indices compile)"
+
+
+def _one_tensor_index(items):
+    """(position, node) of the one int tensor among `items`, replaced there by a full slice (the
+    index node then takes that dim); (None, None) without one. Declines several tensors and
+    masks. Ints index as selects first, in torch's way (unlike NumPy, an int never makes the
+    tensor's dims move to the front)."""
+    tensors = [k for k, i in enumerate(items) if isinstance(i, Node) and _is_tensor_node(i)]
+    if not tensors:
+        return None, None
+    if len(tensors) > 1:
+        raise Decline("indexing by several tensors (one tensor index compiles)")
+    (k,) = tensors
+    index = items[k]
+    if index.meta["example"].dtype not in (_kiln().int64, _kiln().int32):
+        raise Decline(_tensor_index_reason(index))
+    items[k] = slice(None)
+    return k, index
+
+
+def _kiln():
+    import kiln
+
+    return kiln
 
 
 def _getitem_list(w, node, src, items):

@@ -271,6 +271,41 @@ def test_gathers_match_torch():
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_indexing_by_one_int_tensor():
+    """x[idx] with one int64/int32 tensor anywhere among slices, ints, None and Ellipsis is one
+    `index` node (negative entries count from the end), fused with its neighbours."""
+    x, i, i2 = rand(3, 5, 8), kiln.tensor([1, -1, 0]), kiln.tensor([[1, 2], [3, -2]])
+    cases = [
+        (lambda x, i: x[i] * 2, i),
+        (lambda x, i: x[:, i].sum(-1), i),
+        (lambda x, i: x[..., i].exp(), i2),
+        (lambda x, i: x[0, :, i] + 1, i2),  # ints are selects first, as in torch
+        (lambda x, i: x[None, 1:, i, ::2] - x[0, 0, 0], i.int()),
+        (lambda x, i: x[:, i] * 2, kiln.tensor(-2)),  # a 0-d index drops the dim
+    ]
+    for fn, idx in cases:
+        backend = run_compiled(fn, x, idx)
+        (report,) = backend.reports
+        assert report.eager_nodes == 0 and len(report.infos) == 1
+        assert report.infos[0]["kernels"] == 1, fn.__code__.co_firstlineno
+    backend = run_compiled(lambda x, i: x[:, i].relu(), x, i, dynamic=True,
+                           calls=[(rand(4, 9, 2, seed=1), kiln.tensor([8, -9, 3, 3]))])
+    assert all(r.eager_nodes == 0 and r.eager_calls == 0 for r in backend.reports)
+    # nanoGPT's head: a constant list index is a slice
+    backend = run_compiled(lambda x: x[:, [-1], :] * 2, x)
+    assert backend.reports[0].eager_nodes == 0
+
+
+def test_indexing_that_runs_eagerly_says_why():
+    x = rand(3, 5)
+    for fn, idx, why in [(lambda x, i: x[i, i], kiln.tensor([0, 1]), "several tensors"),
+                         (lambda x, m: x[m], x > 0, "boolean-mask")]:
+        backend = run_compiled(fn, x, idx, strict=False)
+        (report,) = backend.reports
+        assert report.eager_nodes == 1
+        assert why in str(report.fallbacks)
+
+
 def test_gather_out_of_range_raises_eagers_error():
     """A compiled gather checks every position; out of range, the part reruns eagerly (nothing
     was written) so the error is eager's: its type, op, dim and the user's line."""
@@ -284,6 +319,7 @@ def test_gather_out_of_range_raises_eagers_error():
          (x, kiln.tensor([[0], [5], [2]]))),
         (lambda x, i: x.index_select(0, i).exp(), (x, kiln.tensor([2, 0])),
          (x, kiln.tensor([2, 3]))),
+        (lambda x, i: x[:, i] + 1, (x, kiln.tensor([-5, 4])), (x, kiln.tensor([0, -6]))),
     ]
     for fn, good, bad in cases:
         kiln.compiler.reset()
