@@ -4,6 +4,7 @@
 #include "ir/shape_rules.h"
 
 #include "ir/shape_rules_layout_impl.h"
+#include "ir/shape_rules_loss_impl.h"
 #include "ir/shape_rules_nn_impl.h"
 #include "ir/verifier_impl.h"
 
@@ -396,6 +397,8 @@ std::optional<ValueType> inferResultType(const Node &n, SymAssumptions *assumed)
   default:
     if (isLayoutOp(n.op()))
       return layoutType(n, assumed);
+    if (isClassLossOp(n.op()))
+      return classLossType(n, assumed);
     break;
   }
   if (n.hasTrait(trait::Elementwise))

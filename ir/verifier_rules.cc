@@ -2,6 +2,7 @@
 // (sym_size, call), plus the shared helpers. What results must be is computed in shape_rules.cc.
 
 #include "ir/shape_rules_layout_impl.h"
+#include "ir/shape_rules_loss_impl.h"
 #include "ir/shape_rules_nn_impl.h"
 #include "ir/verifier_impl.h"
 
@@ -235,6 +236,8 @@ void checkOpRules(const Node &n) {
   default:
     if (isLayoutOp(n.op()))
       return checkLayout(n);
+    if (isClassLossOp(n.op()))
+      return checkClassLoss(n);
     break;
   }
   if (n.hasTrait(trait::Elementwise))

@@ -146,5 +146,6 @@ void registerNN(Registry &r);          // lower_nn.cc
 void registerPools(Registry &r);       // lower_pool.cc
 void registerShapeOps(Registry &r);    // lower_shape_ops.cc
 void registerGathers(Registry &r);     // lower_gather.cc
+void registerClassLosses(Registry &r); // lower_class_loss.cc
 
 } // namespace kiln::passes::lower

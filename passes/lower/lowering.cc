@@ -22,6 +22,7 @@ const Registry &registry() {
     registerPools(r);
     registerShapeOps(r);
     registerGathers(r);
+    registerClassLosses(r);
     return r;
   }();
   return r;

@@ -1,11 +1,16 @@
-// Lowering of the model-zoo ops (arange, contiguous, batch_norm, the 2-d pools) against kiln's
-// eager kernels: lowered, unfused and fused programs through the loop interpreter.
+// Lowering of the model-zoo ops (arange, contiguous, batch_norm, the 2-d pools, the class losses)
+// against kiln's eager kernels: lowered, unfused and fused programs through the loop interpreter.
 
 #include "tests/cpp/lowering_test_util.h"
 
+#include "runtime/error.h"
+#include "runtime/ops/elementwise.h"
 #include "runtime/ops/factory.h"
+#include "runtime/ops/loss.h"
 #include "runtime/ops/norm.h"
 #include "runtime/ops/pool.h"
+#include "runtime/ops/softmax.h"
+#include "runtime/ops/unary_math.h"
 
 using namespace kiln;
 using namespace kiln::lowering_test;
@@ -139,5 +144,50 @@ TEST_CASE("adaptive_avg_pool2d: a global mean is loop code, other sizes an exter
     check(kir, {x, h},
           {ops::adaptiveAvgPool(2, x, {1, 1}), ops::adaptiveAvgPool(2, x, {2, 3}),
            ops::adaptiveAvgPool(2, h, {1, 1}), ops::adaptiveAvgPool(2, x, {1, 1})});
+  }
+}
+
+TEST_CASE("nll_loss and cross_entropy: ignored, weighted, smoothed and probability targets",
+          "[lower][model]") {
+  using ops::Reduction;
+  std::string kir =
+      graph("%x: f32[s0, 6], %t: i64[s0], %w: f32[6], %p: f32[s0, 6], %y: f32[2, 6, 3], %u: u8[2, "
+            "3], %t2: i64[s0]",
+            "  %0 = cross_entropy(%x, %t) : f32[]\n"
+            "  %1 = cross_entropy(%x, %t, %w) {label_smoothing = 0.25, reduction = \"none\"} : "
+            "f32[s0]\n"
+            "  %2 = nll_loss(%x, %t2, %w) {ignore_index = 2, reduction = \"sum\"} : f32[]\n"
+            "  %3 = cross_entropy(%x, %p, %w) {label_smoothing = 0.1} : f32[]\n"
+            "  %4 = cross_entropy(%y, %u) {ignore_index = 0} : f32[]\n",
+            "%0, %1, %2, %3, %4");
+  Tensor none;
+  for (int64_t s0 : {1, 5}) {
+    Tensor x = randn({s0, 6}), w = ops::add(ops::abs(randn({6})), scalar(0.5));
+    Tensor t = randint(0, 6, {s0}, DType::Int64), p = ops::softmax(randn({s0, 6}), 1);
+    t.select(0, 0).fill_(Scalar(int64_t{-100}));
+    Tensor y = randn({2, 6, 3}), u = randint(0, 6, {2, 3}, DType::UInt8);
+    Tensor t2 = ops::remainder(ops::abs(t), Tensor::wrapScalar(Scalar(int64_t{6})));
+    check(kir, {x, t, w, p, y, u, t2},
+          {ops::crossEntropy(x, t, none, Reduction::Mean, -100, 0),
+           ops::crossEntropy(x, t, w, Reduction::None, -100, 0.25),
+           ops::nllLoss(x, t2, w, Reduction::Sum, 2),
+           ops::crossEntropy(x, p, w, Reduction::Mean, -100, 0.1),
+           ops::crossEntropy(y, u, none, Reduction::Mean, 0, 0)},
+          1e-5);
+  }
+}
+
+TEST_CASE("a class index out of range is an IndexError", "[lower][model]") {
+  LoopProgram p =
+      lower(graph("%x: f32[3, 4], %t: i64[3]",
+                  "  %0 = cross_entropy(%x, %t) {reduction = \"none\"} : f32[3]\n", "%0"));
+  Tensor t = randint(0, 4, {3}, DType::Int64);
+  t.select(0, 1).fill_(Scalar(int64_t{4}));
+  try {
+    run(p, {randn({3, 4}), t});
+    FAIL("an out-of-range class was read");
+  } catch (const Error &e) {
+    CHECK(e.kind() == ErrorKind::Index);
+    CHECK(std::string(e.what()) == "index 4 is out of bounds for a dimension with size 4");
   }
 }

@@ -105,6 +105,9 @@ REDUCTIONS = {
     "gather": lambda x: x.gather(-1, (x.abs() * 5).long() % 3),
     "index_select": lambda x: x.index_select(-1, (x[0].abs() * 5).long() % 3).index_select(
         0, x[:, 0].abs().long() % 1),
+    "cross_entropy": lambda x: F.cross_entropy(x, (x[:, 0].abs() * 7).long() % 3,
+                                               label_smoothing=0.1),
+    "nll_loss": lambda x: F.nll_loss(x, (x[:, 1].abs() * 7).long() % 3, reduction="sum"),
 }  # fmt: skip
 SAMPLES = {**UNARY_FLOAT_MATH, **UNARY_ANY, **BINARY, **REDUCTIONS}
 
