@@ -230,7 +230,7 @@ Tensor &Tensor::copy_(const Tensor &src) {
   KILN_CHECK(b == sizes(), "copy_: source of shape {} cannot be broadcast to destination shape {}",
              src.shapeStr(), shapeStr());
   if (src.storage() == storage() && !isSameAs(src)) {
-    copyInto(*this, src.clone()); // overlapping memory: go through a temporary
+    copyInto(*this, src.clone().expand(sizes())); // overlapping memory: through a temporary
   } else {
     copyInto(*this, src.expand(sizes()));
   }

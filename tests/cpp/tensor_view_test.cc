@@ -75,6 +75,12 @@ TEST_CASE("copy_ casts, broadcasts and bumps the version", "[tensor]") {
   CHECK(dst.data<int32_t>()[4] == 0);
   CHECK(dst.data<int32_t>()[5] == 1);
   CHECK_THROWS_AS(dst.copy_(iota({3})), Error);
+  // A source overlapping the destination broadcasts too (x[1, :] = x[1, 0]).
+  Tensor x = iota({2, 3});
+  x.select(0, 1).copy_(x.select(0, 1).select(0, 2));
+  for (int64_t k = 0; k < 3; ++k)
+    CHECK(x.data<float>()[3 + k] == 5);
+  CHECK(x.data<float>()[2] == 2);
 }
 
 TEST_CASE("zero-size and 0-d tensors", "[tensor]") {

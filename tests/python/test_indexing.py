@@ -223,6 +223,15 @@ def test_setitem_tensor(index, shape):
     assert_close(k, t)
 
 
+def test_setitem_from_an_overlapping_view_broadcasts():
+    t, k = make((3, 4), "float32")
+    t[1, :] = t[1, 0]
+    k[1, :] = k[1, 0]
+    t[:, 2:] = t[:, :1]
+    k[:, 2:] = k[:, :1]
+    assert_close(k, t)
+
+
 def test_setitem_masks_lists_and_layouts():
     t, k = make((3, 4), "float32")
     mt, mk = make((3, 4), "bool", seed=2)

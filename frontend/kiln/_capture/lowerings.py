@@ -242,3 +242,40 @@ def _variance(op: str):
 
 for _op in ("var", "std"):
     lowering(_s_var, f"kiln.{_op}", f"kiln.Tensor.{_op}")(_variance(_op))
+
+
+def _s_max_dim(input, dim, keepdim=False): ...
+
+
+def _extreme_along(kind: str):
+    """``max(x, dim)`` / ``min(x, dim)``: the (values, indices) pair as amax and argmax nodes
+    (the first extreme, NaN counting as the largest, as eager); ``max(x, y)`` binds here too
+    and is the elementwise maximum."""
+
+    def lower_extreme(w, node, a):
+        x, dim = w.tensor(a["input"]), a["dim"]
+        if isinstance(dim, kiln.Tensor) or (hasattr(dim, "meta") and isinstance(
+                dim.meta.get("example"), kiln.Tensor)):  # fmt: skip
+            w.emit_node(node, "maximum" if kind == "max" else "minimum",
+                        [x, w.tensor(dim)], {})  # fmt: skip
+            return
+        pair = node.meta.get("example")
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise Decline("an extreme without its indices")
+        d, keep = w.int_(dim), bool(a["keepdim"])
+        loc = node.meta.get("loc")
+        (values,) = w.emit("amax" if kind == "max" else "amin", [x],
+                           {"dim": [d], **({"keepdim": True} if keep else {})}, loc)
+        (indices,) = w.emit("argmax" if kind == "max" else "argmin", [x],
+                            {"dim": d, **({"keepdim": True} if keep else {})}, loc)
+        for val, example in zip((values, indices), pair, strict=True):
+            if not isinstance(example, kiln.Tensor) or val.type.dtype != dtype_short(
+                    example.dtype) or len(val.type.sizes) != example.dim():  # fmt: skip
+                raise Decline("an extreme whose rule disagrees with eager")
+        w.values[id(node)] = (values, indices)
+
+    return lower_extreme
+
+
+for _kind in ("max", "min"):
+    lowering(_s_max_dim, f"kiln.{_kind}", f"kiln.Tensor.{_kind}")(_extreme_along(_kind))

@@ -307,5 +307,24 @@ def test_max_and_min_of_every_element_are_reductions():
     x, y = rand(4, 9), rand(9, seed=1)
     backend = run_compiled(lambda a, b: a.abs().max() + kiln.min(a) + kiln.max(a, b).sum(), x, y)
     assert backend.reports[0].eager_nodes == 0
-    out = kiln.compile(lambda a: a.max(1))(x)  # (values, indices): eager, same result
+    out = kiln.compile(lambda a: a.max(1))(x)  # (values, indices), as a named tuple
     assert kiln.equal(out.values, x.max(1).values) and kiln.equal(out.indices, x.max(1).indices)
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_max_and_min_along_a_dim_give_values_and_indices(dtype):
+    """max(x, dim) / min(x, dim) are an amax and an argmax node fused into one kernel: through
+    [0]/[1], unpacking and .values/.indices, with keepdim; ties give the first position and NaN
+    wins, as in eager."""
+    x = _inputs((4, 9), dtype)
+    if dtype.is_floating_point:
+        x[1, 3], x[2, 0] = float("nan"), float("inf")
+    x[3, :] = x[3, 0]  # a row of ties
+    cases = [lambda x: x.max(-1)[0] * 2 if x.dtype != kiln.bool else x.max(-1)[0],
+             lambda x: x.max(dim=1).indices + 1,
+             lambda x: tuple(kiln.min(x, 0, keepdim=True)),
+             lambda x: (lambda v, i: (v, i * 2))(*x.min(1))]
+    for fn in cases:
+        backend = run_compiled(fn, x)
+        (report,) = backend.reports
+        assert report.eager_nodes == 0 and report.infos[0]["kernels"] == 1
