@@ -69,8 +69,9 @@ DType promotedDType(const Node &n, int first) {
   if (n.op() == OpKind::Clamp) // its bounds promote like the Python numbers they were
     for (const char *bound : {"min", "max"})
       if (const Attribute *a = n.attr(bound))
-        ops.push_back({a->is<double>() ? DType::Float64 : a->is<bool>() ? DType::Bool
-                                                                        : DType::Int64,
+        ops.push_back({a->is<double>() ? DType::Float64
+                       : a->is<bool>() ? DType::Bool
+                                       : DType::Int64,
                        PromotionPriority::Scalar});
   return resultType(ops);
 }
@@ -374,15 +375,16 @@ std::optional<ValueType> inferResultType(const Node &n, SymAssumptions *assumed)
     const Attribute *r = n.attr("reduction");
     DType in = tensorOperand(n, 0).dtype;
     if (r && r->toString() == "none")
-      return contiguous(in, broadcastShapes({tensorOperand(n, 0).sizes,
-                                             tensorOperand(n, 1).sizes},
-                                            assumed));
+      return contiguous(
+          in, broadcastShapes({tensorOperand(n, 0).sizes, tensorOperand(n, 1).sizes}, assumed));
     return contiguous(isFloating(in) ? in : DType::Int64, {}); // an integer sum is int64
   }
   case OpKind::Embedding:
     return contiguous(tensorOperand(n, 1).dtype, embeddingSizes(n));
   case OpKind::Arange:
     return contiguous(arangeDType(n), arangeSizes(n));
+  case OpKind::Full:
+    return contiguous(n.attr("dtype")->toDType(), fullSizes(n));
   case OpKind::Contiguous:
   case OpKind::BatchNorm:
     return contiguous(tensorOperand(n, 0).dtype, tensorOperand(n, 0).sizes);

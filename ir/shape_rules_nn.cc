@@ -12,6 +12,14 @@ DType arangeDType(const Node &n) {
   return a ? a->toDType() : DType::Int64;
 }
 
+std::vector<SymInt> fullSizes(const Node &n) {
+  std::vector<SymInt> sizes = n.attr("size")->toSymInts();
+  for (const SymInt &s : sizes)
+    if (std::optional<int64_t> c = s.constant(); c && *c < 0)
+      ruleFails("full: negative dimension {} in size {}", *c, printSizes(sizes));
+  return sizes;
+}
+
 std::vector<SymInt> arangeSizes(const Node &n) {
   int64_t start = intAttrOr(n, "start", 0), step = intAttrOr(n, "step", 1);
   SymInt end = n.attr("end")->toSymInt();

@@ -12,6 +12,8 @@ namespace kiln::ir::detail {
 /// arange's element count: ceil((end - start) / step), which must not be negative (torch rejects
 /// bounds that disagree with the step's sign). A symbolic `end` needs a positive step.
 std::vector<SymInt> arangeSizes(const Node &n);
+/// The sizes of a full node (its `size` attribute; no negative constants).
+std::vector<SymInt> fullSizes(const Node &n);
 /// arange's dtype: the `dtype` attribute, else i64 (its bounds are ints).
 DType arangeDType(const Node &n);
 
@@ -29,6 +31,7 @@ std::vector<SymInt> poolSizes(const Node &n);
 
 // verifier_rules_nn.cc
 void checkArange(const Node &n);
+void checkFull(const Node &n);
 void checkContiguous(const Node &n);
 void checkBatchNorm(const Node &n);
 void checkPool(const Node &n);

@@ -83,8 +83,7 @@ void checkElementwiseDType(const Node &n) {
   if ((n.op() == OpKind::Neg || n.op() == OpKind::Sub) && promoted == DType::Bool)
     ruleFails("'{}' is not supported on bool operands (torch rejects it too)", n.keyword());
   if (n.hasTrait(trait::Integral) && isFloating(promoted))
-    ruleFails("'{}' takes integer or bool operands, got {}", n.keyword(),
-              dtypeShortName(promoted));
+    ruleFails("'{}' takes integer or bool operands, got {}", n.keyword(), dtypeShortName(promoted));
   if (n.op() == OpKind::Cast)
     return expectResultDType(n, n.attr("dtype")->toDType(), "the 'dtype' attribute");
   if (n.hasTrait(trait::Comparison))
@@ -222,6 +221,8 @@ void checkOpRules(const Node &n) {
     return checkEmbedding(n);
   case OpKind::Arange:
     return checkArange(n);
+  case OpKind::Full:
+    return checkFull(n);
   case OpKind::Contiguous:
     return checkContiguous(n);
   case OpKind::BatchNorm:

@@ -15,6 +15,11 @@ void checkArange(const Node &n) {
   expectSizes(tensorResult(n).sizes, want, "ceil((end - start) / step) elements");
 }
 
+void checkFull(const Node &n) {
+  expectResultDType(n, n.attr("dtype")->toDType(), "the 'dtype' attribute");
+  expectSizes(tensorResult(n).sizes, fullSizes(n), "the 'size' attribute");
+}
+
 void checkContiguous(const Node &n) {
   const TensorMeta &in = tensorOperand(n, 0);
   const TensorMeta &out = tensorResult(n);

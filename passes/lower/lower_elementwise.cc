@@ -164,6 +164,25 @@ void lowerArange(LowerContext &ctx, const ir::Node &n) {
   }));
 }
 
+/// full: a constant body (fusion inlines it into its consumers). The value converts to the
+/// dtype as eager's fill_ does: through f64, truncating toward zero for integers.
+void lowerFull(LowerContext &ctx, const ir::Node &n) {
+  const ir::TensorMeta &out = n.result(0)->meta();
+  const ir::Attribute *value = n.attr("value");
+  ctx.define(n.result(0), ctx.pointwise(out.sizes, [&](Ops &ops, Idx) {
+    if (isFloating(out.dtype) && value->kind() != ir::AttrKind::Bool)
+      return ops.constant(value->toDouble(), out.dtype); // rounded to the dtype once
+    switch (value->kind()) {
+    case ir::AttrKind::Bool:
+      return ops.cast(ops.constant(value->toBool()), out.dtype);
+    case ir::AttrKind::Int:
+      return ops.cast(ops.constant(value->toInt(), DType::Int64), out.dtype);
+    default:
+      return ops.cast(ops.constant(value->toDouble(), DType::Float64), out.dtype);
+    }
+  }));
+}
+
 /// contiguous: the same values; layout is the business of whoever realizes the value (an
 /// extern's operand, a graph output), so the operand's ref is the result.
 void lowerContiguous(LowerContext &ctx, const ir::Node &n) {
@@ -181,6 +200,7 @@ void registerElementwise(Registry &r) {
   r.add(OpKind::Constant, lowerConstant);
   r.add(OpKind::SymSize, lowerSymSize);
   r.add(OpKind::Arange, lowerArange);
+  r.add(OpKind::Full, lowerFull);
   r.add(OpKind::Contiguous, lowerContiguous);
 }
 

@@ -193,7 +193,16 @@ def has_effects(node: Node) -> bool:
     if node.op != "call":
         return False
     name = target_name(node.target).rsplit(".", 1)[-1]
+    if name == "setitem" and _writes_a_tensor(node):
+        return False  # `x[i] = v` mutates x, which functionalization handles
     return name in _RANDOM_OPS or name in _EFFECT_OPS
+
+
+def _writes_a_tensor(node: Node) -> bool:
+    import kiln
+
+    target = node.args[0] if node.args else None
+    return isinstance(target, Node) and isinstance(target.meta.get("example"), kiln.Tensor)
 
 
 _INPLACE_NAMES = "add sub mul truediv floordiv mod pow matmul and or xor lshift rshift".split()

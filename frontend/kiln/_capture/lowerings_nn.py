@@ -71,6 +71,99 @@ def _contiguous(w, node, a):
     w.emit_node(node, "contiguous", [x], {})
 
 
+def _s_clone(input, *, memory_format=None): ...
+
+
+@lowering(_s_clone, "kiln.clone", "kiln.Tensor.clone")
+def _clone(w, node, a):
+    """A copy: a new value in the graph (never the input), which functionalization needs for
+    the in-place writes that usually follow. Only a dense input: eager keeps its strides."""
+    if a["memory_format"] not in (None, getattr(kiln, "contiguous_format", None),
+                                  getattr(kiln, "preserve_format", None)):  # fmt: skip
+        raise Decline("a memory format other than contiguous")
+    x = w.tensor(a["input"])
+    if not x.type.contiguous:
+        raise Decline("a clone of a strided tensor (eager keeps its strides)")
+    w.emit_node(node, "contiguous", [x], {})
+
+
+# --- Factories -----------------------------------------------------------------------------------
+
+
+def _s_full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=False,
+            requires_grad=False, out=None): ...  # fmt: skip
+def _s_filled(*size, dtype=None, layout=None, device=None, pin_memory=False,
+              requires_grad=False, out=None): ...  # fmt: skip
+def _s_full_like(input, fill_value, *, dtype=None, layout=None, device=None, pin_memory=False,
+                 requires_grad=False, memory_format=None): ...  # fmt: skip
+def _s_filled_like(input, *, dtype=None, layout=None, device=None, pin_memory=False,
+                   requires_grad=False, memory_format=None): ...  # fmt: skip
+def _s_new_full(input, size, fill_value, *, dtype=None, layout=None, device=None,
+                pin_memory=False, requires_grad=False): ...  # fmt: skip
+def _s_new_filled(input, *size, dtype=None, layout=None, device=None, pin_memory=False,
+                  requires_grad=False): ...  # fmt: skip
+
+
+def _emit_full(w, node, a, sizes, value) -> None:
+    """A ``full`` node of the example's dtype (eager's choice from the value and defaults);
+    `sizes`: SymInt texts."""
+    _no(a["requires_grad"], a["layout"], a["pin_memory"], a.get("out"))
+    example = node.meta.get("example")
+    if not isinstance(example, kiln.Tensor) or example._device_str != "cpu":
+        raise Decline("a factory on a device")
+    if isinstance(value, kiln.Tensor) or hasattr(value, "meta"):
+        raise Decline("a fill value computed at run time")
+    w.emit_node(node, "full", [], {"size": sizes, "value": value,
+                                   "dtype": dtype_short(example.dtype)})  # fmt: skip
+
+
+def _size_args(size):
+    """`zeros(2, 3)`, `zeros((2, 3))` and `zeros(x.shape)` as one list."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list, kiln.Size)):
+        return list(size[0])
+    return list(size)
+
+
+@lowering(_s_full, "kiln.full")
+def _full(w, node, a):
+    _emit_full(w, node, a, w.syms(list(a["size"])), a["fill_value"])
+
+
+def _filled(value):
+    def lower_filled(w, node, a):
+        _emit_full(w, node, a, w.syms(_size_args(a["size"])), value)
+
+    return lower_filled
+
+
+def _filled_like(value):
+    def lower_filled_like(w, node, a):
+        _no(a["memory_format"])
+        sizes = w.tensor(a["input"]).type.sizes
+        _emit_full(w, node, a, list(sizes), a["fill_value"] if value is None else value)
+
+    return lower_filled_like
+
+
+def _new_filled(value):
+    def lower_new_filled(w, node, a):
+        w.tensor(a["input"])
+        sizes = w.syms(list(a["size"]) if value is None else _size_args(a["size"]))
+        _emit_full(w, node, a, sizes, a["fill_value"] if value is None else value)
+
+    return lower_new_filled
+
+
+lowering(_s_filled, "kiln.zeros")(_filled(0))
+lowering(_s_filled, "kiln.ones")(_filled(1))
+lowering(_s_full_like, "kiln.full_like")(_filled_like(None))
+lowering(_s_filled_like, "kiln.zeros_like")(_filled_like(0))
+lowering(_s_filled_like, "kiln.ones_like")(_filled_like(1))
+lowering(_s_new_full, "kiln.Tensor.new_full")(_new_filled(None))
+lowering(_s_new_filled, "kiln.Tensor.new_zeros")(_new_filled(0))
+lowering(_s_new_filled, "kiln.Tensor.new_ones")(_new_filled(1))
+
+
 # --- Splitting -----------------------------------------------------------------------------------
 
 

@@ -372,6 +372,69 @@ def _sym_size(w, node, a):
     w.emit_node(node, "sym_size", [w.tensor(a["input"])], {"dim": w.int_(a["dim"])})
 
 
+# --- Item assignment -----------------------------------------------------------------------------
+
+
+def _s_setitem(input, index, value): ...
+
+
+@lowering(_s_setitem, "operator.setitem")
+def _setitem(w, node, a):
+    """``x[index] = value`` as ``copy_`` into the view the basic index names (slices, ints,
+    None, Ellipsis), or, for a bool mask over x's leading dims and a number or 0-d value, as
+    masked_fill written back; functionalization then makes the part pure. Indexing by int
+    tensors (a scatter) stays eager."""
+    src, index, value = a["input"], a["index"], a["value"]
+    if not isinstance(src, Node) or not _is_tensor_node(src):
+        raise Decline("item assignment to something other than a tensor")
+    x = w.tensor(src)
+    items = list(index) if type(index) is tuple else [index]
+    loc = node.meta.get("loc")
+    masks = [i for i in items if isinstance(i, Node) and _is_tensor_node(i)]
+    if masks:
+        mask = masks[0]
+        if mask.meta["example"].dtype != _kiln().bool:
+            raise Decline("item assignment through an int tensor index (a scatter)")
+        k = items.index(mask)
+        whole = all(i == slice(None) or i is Ellipsis for i in items[k + 1 :])
+        if len(masks) > 1 or not whole or any(i != slice(None) for i in items[:k]):
+            raise Decline("masked assignment with other indices than full slices")
+        v = w.operand(value)
+        if v.is_tensor and len(v.type.sizes) != 0:
+            raise Decline("masked assignment of a tensor of values")
+        m = w.tensor(mask)
+        trailing = len(x.type.sizes) - k - len(m.type.sizes)  # dims after the ones it covers
+        if trailing < 0:
+            raise Decline("a mask of more dims than the tensor")
+        for _ in range(trailing):
+            (m,) = w.emit("unsqueeze", [m], {"dim": -1}, loc)
+        (filled,) = w.emit("masked_fill", [x, m, v], {}, loc)
+        w.emit("copy_", [x, filled], {}, loc)
+        w.values[id(node)] = None
+        return
+    if any(type(i) is bool or isinstance(i, (list, tuple)) for i in items):
+        raise Decline("advanced item assignment")
+    rank = len(x.type.sizes)
+    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+    if consumed > rank or sum(1 for i in items if i is Ellipsis) > 1:
+        raise Decline("too many indices")
+    if Ellipsis in items:
+        k = items.index(Ellipsis)
+        items = items[:k] + [slice(None)] * (rank - consumed) + items[k + 1 :]
+    items = [i for i in items if i is not None]  # a new dim writes the same elements
+    view = _basic_index(w, node, x, items) if items else x
+    v = w.operand(value)
+    if v.is_tensor and len(v.type.sizes) > len(view.type.sizes):
+        raise Decline("a value of more dims than the view it is assigned to")
+    if not v.is_tensor:  # a number: a full of the view's shape in x's dtype
+        if isinstance(value, Node) or type(value) not in (int, float, bool):
+            raise Decline("assignment of a number computed at run time")
+        (v,) = w.emit("full", [], {"size": list(view.type.sizes), "value": value,
+                                   "dtype": x.type.dtype}, loc)  # fmt: skip
+    w.emit("copy_", [view, v], {}, loc)
+    w.values[id(node)] = None
+
+
 # --- Advanced indexing by a list of ints ---------------------------------------------------------
 
 

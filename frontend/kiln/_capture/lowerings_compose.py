@@ -1,0 +1,117 @@
+"""Calls that are a few graph ops together (lowerings.py explains the mechanism): conv1d as a
+conv2d over a height of one, addmm / baddbmm / addmv as a matmul with its scaled addend,
+outer products as a broadcast multiply, F.normalize as a division by the clamped norm. Each
+node carries the call's source line; the node after the last one must type as eager's result
+(emit_node checks)."""
+
+from __future__ import annotations
+
+from kiln._capture.graph_build import Decline
+from kiln._capture.lowerings import _no, lowering
+
+
+def _s_conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): ...
+
+
+def _one(w, v, name: str) -> int:
+    values = w.ints(v)
+    if len(values) != 1:
+        raise Decline(f"conv1d {name} of {len(values)} values")
+    return values[0]
+
+
+@lowering(_s_conv1d, "kiln.conv1d", "kiln.nn.functional.conv1d")
+def _conv1d(w, node, a):
+    """(N, C, L) as (N, C, 1, L) through conv2d's extern, then the height dropped."""
+    if isinstance(a["padding"], str):
+        raise Decline("padding by name")
+    x, weight = w.tensor(a["input"]), w.tensor(a["weight"])
+    if len(x.type.sizes) != 3 or len(weight.type.sizes) != 3:
+        raise Decline("conv1d of an unbatched input")
+    loc = node.meta.get("loc")
+    (x2,) = w.emit("unsqueeze", [x], {"dim": 2}, loc)
+    (w2,) = w.emit("unsqueeze", [weight], {"dim": 2}, loc)
+    ops = [x2, w2] + ([w.tensor(a["bias"])] if a["bias"] is not None else [])
+    attrs = {}
+    for name, default, height in (("stride", 1, 1), ("padding", 0, 0), ("dilation", 1, 1)):
+        if (v := _one(w, a[name], name)) != default:
+            attrs[name] = [height, v]
+    if (g := w.int_(a["groups"])) != 1:
+        attrs["groups"] = g
+    (y,) = w.emit("conv2d", ops, attrs, loc)
+    w.emit_node(node, "squeeze", [y], {"dim": [2]})
+
+
+def _s_addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None): ...
+def _s_addmv(input, mat, vec, *, beta=1, alpha=1, out=None): ...
+def _s_baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None): ...
+
+
+def _scaled(w, v, factor, loc):
+    if factor == 1:
+        return v
+    (out,) = w.emit("mul", [v, w.constant(factor)], {}, loc)
+    return out
+
+
+def _matmul_plus(first: str, second: str):
+    def lower(w, node, a):
+        """beta * input + alpha * (a @ b); beta = 0 drops input (NaN in it too, as eager)."""
+        _no(a["out"])
+        beta, alpha = a["beta"], a["alpha"]
+        if not all(type(v) in (int, float) for v in (beta, alpha)):
+            raise Decline("beta or alpha computed at run time")
+        loc = node.meta.get("loc")
+        operands = [w.tensor(a[first]), w.tensor(a[second])]
+        if beta == 0 and alpha == 1:
+            w.emit_node(node, "matmul", operands, {})
+            return
+        (prod,) = w.emit("matmul", operands, {}, loc)
+        if beta == 0:
+            w.emit_node(node, "mul", [prod, w.constant(alpha)], {})
+            return
+        prod = _scaled(w, prod, alpha, loc)
+        w.emit_node(node, "add", [_scaled(w, w.tensor(a["input"]), beta, loc), prod], {})
+
+    return lower
+
+
+lowering(_s_addmm, "kiln.addmm", "kiln.Tensor.addmm")(_matmul_plus("mat1", "mat2"))
+lowering(_s_addmv, "kiln.addmv", "kiln.Tensor.addmv")(_matmul_plus("mat", "vec"))
+lowering(_s_baddbmm, "kiln.baddbmm", "kiln.Tensor.baddbmm")(_matmul_plus("batch1", "batch2"))
+
+
+def _s_outer(input, vec2): ...
+
+
+@lowering(_s_outer, "kiln.outer", "kiln.ger", "kiln.Tensor.outer", "kiln.Tensor.ger")
+def _outer(w, node, a):
+    x, y = w.tensor(a["input"]), w.tensor(a["vec2"])
+    if len(x.type.sizes) != 1 or len(y.type.sizes) != 1:
+        raise Decline("outer of tensors that are not vectors")
+    (col,) = w.emit("unsqueeze", [x], {"dim": 1}, node.meta.get("loc"))
+    w.emit_node(node, "mul", [col, y], {})
+
+
+def _s_normalize(input, p=2.0, dim=1, eps=1e-12, out=None): ...
+
+
+@lowering(_s_normalize, "kiln.nn.functional.normalize")
+def _normalize(w, node, a):
+    """x / max(||x||_p over dim, eps), the norm kept as a dim of one."""
+    _no(a["out"])
+    p, eps = a["p"], a["eps"]
+    if type(p) not in (int, float) or type(eps) not in (int, float):
+        raise Decline("p or eps computed at run time")
+    x = w.tensor(a["input"])
+    if not x.type.dtype.startswith(("f", "bf")):
+        raise Decline("normalize of an integer tensor")
+    loc = node.meta.get("loc")
+    attrs = {"dim": [w.int_(a["dim"])], "keepdim": True}
+    if float(p) != 2.0:
+        attrs["p"] = float(p)
+    (norm,) = w.emit("norm", [x], attrs, loc)
+    (clamped,) = w.emit("clamp", [norm], {"min": float(eps)}, loc)
+    w.emit_node(node, "div", [x, clamped], {})
+
+
