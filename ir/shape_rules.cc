@@ -6,6 +6,7 @@
 #include "ir/shape_rules_layout_impl.h"
 #include "ir/shape_rules_loss_impl.h"
 #include "ir/shape_rules_nn_impl.h"
+#include "ir/shape_rules_sort_impl.h"
 #include "ir/verifier_impl.h"
 
 #include <algorithm>
@@ -401,6 +402,8 @@ std::optional<ValueType> inferResultType(const Node &n, SymAssumptions *assumed)
       return layoutType(n, assumed);
     if (isClassLossOp(n.op()))
       return classLossType(n, assumed);
+    if (isScanOrSortOp(n.op()))
+      return scanOrSortType(n);
     break;
   }
   if (n.hasTrait(trait::Elementwise))

@@ -4,6 +4,7 @@
 #include "ir/shape_rules_layout_impl.h"
 #include "ir/shape_rules_loss_impl.h"
 #include "ir/shape_rules_nn_impl.h"
+#include "ir/shape_rules_sort_impl.h"
 #include "ir/verifier_impl.h"
 
 #include <algorithm>
@@ -239,6 +240,8 @@ void checkOpRules(const Node &n) {
       return checkLayout(n);
     if (isClassLossOp(n.op()))
       return checkClassLoss(n);
+    if (isScanOrSortOp(n.op()))
+      return checkScanOrSort(n);
     break;
   }
   if (n.hasTrait(trait::Elementwise))

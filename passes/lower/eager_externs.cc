@@ -8,7 +8,9 @@
 #include "runtime/ops/conv.h"
 #include "runtime/ops/linalg.h"
 #include "runtime/ops/pool.h"
+#include "runtime/ops/scan.h"
 #include "runtime/ops/shape_ops.h"
+#include "runtime/ops/sort.h"
 
 namespace kiln::passes::lower {
 
@@ -65,6 +67,42 @@ void addPools(ExternTable &t) {
   });
 }
 
+int64_t intOr(const ir::Attributes &attrs, const char *name, int64_t fallback) {
+  auto it = attrs.find(name);
+  return it == attrs.end() ? fallback : it->second.toInt();
+}
+
+/// A flag attribute that is true when absent.
+bool flagOrTrue(const ir::Attributes &attrs, const char *name) {
+  auto it = attrs.find(name);
+  return it == attrs.end() || it->second.toBool();
+}
+
+void addScansAndSorts(ExternTable &t) {
+  auto scan = [](const char *op, Tensor (*fn)(const Tensor &, int64_t, std::optional<DType>)) {
+    return [op, fn](Inputs in, const ir::Attributes &attrs) {
+      expectInputs(op, in, 1, 1);
+      std::optional<DType> dtype;
+      if (auto it = attrs.find("dtype"); it != attrs.end())
+        dtype = it->second.toDType();
+      return std::vector<Tensor>{fn(in[0], intOr(attrs, "dim", 0), dtype)};
+    };
+  };
+  t.emplace("cumsum", scan("cumsum", ops::cumsum));
+  t.emplace("cumprod", scan("cumprod", ops::cumprod));
+  t.emplace("argsort", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("argsort", in, 1, 1);
+    return std::vector<Tensor>{ops::argsort(in[0], intOr(attrs, "dim", -1),
+                                            flag(attrs, "descending"), flag(attrs, "stable"))};
+  });
+  t.emplace("topk_indices", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("topk_indices", in, 1, 1);
+    return std::vector<Tensor>{ops::topk(in[0], intOr(attrs, "k", 1), intOr(attrs, "dim", -1),
+                                         flagOrTrue(attrs, "largest"), flagOrTrue(attrs, "sorted"))
+                                   .second};
+  });
+}
+
 ExternTable buildTable() {
   ExternTable t;
   t.emplace("matmul", [](Inputs in, const ir::Attributes &attrs) {
@@ -111,6 +149,7 @@ ExternTable buildTable() {
     return std::vector<Tensor>{ops::bmm(in[0], in[1])};
   });
   addPools(t);
+  addScansAndSorts(t);
   t["attention"] = t.at("scaled_dot_product_attention");
   return t;
 }

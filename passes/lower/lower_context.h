@@ -139,13 +139,14 @@ private:
   LowerFn fns_[ir::kNumOpKinds] = {};
 };
 
-void registerElementwise(Registry &r); // lower_elementwise.cc
-void registerReductions(Registry &r);  // lower_reduce.cc
-void registerViews(Registry &r);       // lower_views.cc
-void registerNN(Registry &r);          // lower_nn.cc
-void registerPools(Registry &r);       // lower_pool.cc
-void registerShapeOps(Registry &r);    // lower_shape_ops.cc
-void registerGathers(Registry &r);     // lower_gather.cc
-void registerClassLosses(Registry &r); // lower_class_loss.cc
+void registerElementwise(Registry &r);   // lower_elementwise.cc
+void registerReductions(Registry &r);    // lower_reduce.cc
+void registerViews(Registry &r);         // lower_views.cc
+void registerNN(Registry &r);            // lower_nn.cc
+void registerPools(Registry &r);         // lower_pool.cc
+void registerShapeOps(Registry &r);      // lower_shape_ops.cc
+void registerGathers(Registry &r);       // lower_gather.cc
+void registerClassLosses(Registry &r);   // lower_class_loss.cc
+void registerScansAndSorts(Registry &r); // lower_sort.cc
 
 } // namespace kiln::passes::lower

@@ -23,6 +23,7 @@ const Registry &registry() {
     registerShapeOps(r);
     registerGathers(r);
     registerClassLosses(r);
+    registerScansAndSorts(r);
     return r;
   }();
   return r;

@@ -3,6 +3,8 @@
 // unbatched (C,) input); every other dim indexes a sample.
 #include "runtime/ops/loss.h"
 
+#include "runtime/device_ops.h"
+
 #include "runtime/ops/elementwise_impl.h"
 #include "runtime/ops/loss_impl.h"
 #include "runtime/ops/softmax_impl.h"
@@ -251,8 +253,28 @@ Tensor probTargetCrossEntropy(const Tensor &input, const Tensor &target, const T
 
 } // namespace
 
+namespace {
+
+const char *reductionName(Reduction r) {
+  return r == Reduction::None ? "none" : r == Reduction::Sum ? "sum" : "mean";
+}
+
+/// A class loss on a device: the graph op, with its weight when given.
+Tensor deviceClassLoss(const char *op, const Tensor &input, const Tensor &target,
+                       const Tensor &weight, std::string attrs) {
+  if (weight.defined())
+    return deviceOp(op, {input, target, weight}, attrs);
+  return deviceOp(op, {input, target}, attrs);
+}
+
+} // namespace
+
 Tensor nllLoss(const Tensor &input, const Tensor &target, const Tensor &weight, Reduction reduction,
                int64_t ignoreIndex) {
+  if (onDevice({&input, &target, &weight}))
+    return deviceClassLoss("nll_loss", input, target, weight,
+                           fmt::format("ignore_index = {}, reduction = \"{}\"", ignoreIndex,
+                                       reductionName(reduction)));
   const char *op = "nll_loss";
   ClassGeom g = indexTargetGeom(op, input, target);
   checkFloatInput(op, input);
@@ -280,6 +302,13 @@ Tensor nllLoss(const Tensor &input, const Tensor &target, const Tensor &weight, 
 
 Tensor crossEntropy(const Tensor &input, const Tensor &target, const Tensor &weight,
                     Reduction reduction, int64_t ignoreIndex, double labelSmoothing) {
+  if (onDevice({&input, &target, &weight})) {
+    std::string attrs =
+        fmt::format("ignore_index = {}, reduction = \"{}\"", ignoreIndex, reductionName(reduction));
+    if (labelSmoothing != 0) // a float literal: the text always has a point or an exponent
+      attrs += fmt::format(", label_smoothing = {:#}", labelSmoothing);
+    return deviceClassLoss("cross_entropy", input, target, weight, attrs);
+  }
   const char *op = "cross_entropy";
   KILN_CHECK(labelSmoothing <= 1.0, "{}: label_smoothing must be between 0.0 and 1.0. Got: {}", op,
              labelSmoothing);

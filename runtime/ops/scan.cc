@@ -1,6 +1,7 @@
 // Scans along a dim: cumsum, cumprod, cummax, cummin, logcumsumexp.
 #include "runtime/ops/scan.h"
 
+#include "runtime/device_ops.h"
 #include "runtime/error.h"
 #include "runtime/ops/reduce_impl.h"
 
@@ -132,10 +133,18 @@ template <typename T> T logAddExp(T x, T y) {
 } // namespace
 
 Tensor cumsum(const Tensor &a, int64_t dim, std::optional<DType> dtype) {
+  if (onDevice({&a}))
+    return deviceOp("cumsum", {a},
+                    joinAttrs({fmt::format("dim = {}", dim),
+                               dtype ? dtypeAttr("dtype", *dtype) : std::string()}));
   return cumulative("cumsum", false, a, dim, dtype);
 }
 
 Tensor cumprod(const Tensor &a, int64_t dim, std::optional<DType> dtype) {
+  if (onDevice({&a}))
+    return deviceOp("cumprod", {a},
+                    joinAttrs({fmt::format("dim = {}", dim),
+                               dtype ? dtypeAttr("dtype", *dtype) : std::string()}));
   return cumulative("cumprod", true, a, dim, dtype);
 }
 

@@ -1,6 +1,8 @@
 // Sorting along a dim: sort, argsort, topk.
 #include "runtime/ops/sort.h"
 
+#include "runtime/device_ops.h"
+
 #include "runtime/ops/sort_impl.h"
 
 #include <algorithm>
@@ -9,7 +11,22 @@ namespace kiln::ops {
 
 using namespace detail;
 
+namespace {
+
+/// On a device: the positions from graph op `op` (argsort, topk_indices), the values a gather.
+std::pair<Tensor, Tensor> deviceSelection(const Tensor &a, const char *op, int64_t dim,
+                                          const std::string &attrs) {
+  Tensor indices = deviceOp(op, {a}, attrs);
+  return {deviceOp("gather", {a, indices}, fmt::format("dim = {}", dim)), indices};
+}
+
+} // namespace
+
 std::pair<Tensor, Tensor> sort(const Tensor &a, int64_t dim, bool descending, bool stable) {
+  if (onDevice({&a}))
+    return deviceSelection(
+        a, "argsort", dim,
+        fmt::format("dim = {}, descending = {}, stable = {}", dim, descending, stable));
   (void)stable; // every sort here is stable, which also satisfies stable=False
   int64_t d = wrapDim(dim, a.dim(), "sort");
   SortLines l = sortLines(a, d);
@@ -39,6 +56,10 @@ Tensor argsort(const Tensor &a, int64_t dim, bool descending, bool stable) {
 }
 
 std::pair<Tensor, Tensor> topk(const Tensor &a, int64_t k, int64_t dim, bool largest, bool sorted) {
+  if (onDevice({&a}))
+    return deviceSelection(
+        a, "topk_indices", dim,
+        fmt::format("k = {}, dim = {}, largest = {}, sorted = {}", k, dim, largest, sorted));
   (void)sorted; // results always come sorted, which torch allows for sorted=False too
   int64_t d = wrapDim(dim, a.dim(), "topk");
   KILN_CHECK(a.dtype() != DType::Bool, "topk: bool tensors are not supported (as in torch)");

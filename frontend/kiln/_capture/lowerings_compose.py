@@ -1,6 +1,7 @@
 """Calls that are a few graph ops together (lowerings.py explains the mechanism): conv1d as a
 conv2d over a height of one, addmm / baddbmm / addmv as a matmul with its scaled addend,
-outer products as a broadcast multiply, F.normalize as a division by the clamped norm. Each
+outer products as a broadcast multiply, F.normalize as a division by the clamped norm, sort and
+topk as the positions (an extern) and a gather of the values at them. Each
 node carries the call's source line; the node after the last one must type as eager's result
 (emit_node checks)."""
 
@@ -115,3 +116,38 @@ def _normalize(w, node, a):
     w.emit_node(node, "div", [x, clamped], {})
 
 
+
+
+def _s_sort(input, dim=-1, descending=False, stable=False, *, out=None): ...
+def _s_topk(input, k, dim=-1, largest=True, sorted=True, *, out=None): ...
+
+
+def _values_and_indices(w, node, x, op: str, attrs: dict) -> None:
+    """(values, indices): the positions from `op` (an extern), the values a gather at them."""
+    pair = node.meta.get("example")
+    if not isinstance(pair, tuple) or len(pair) != 2 or len(x.type.sizes) == 0:
+        raise Decline(f"{op} of a 0-d tensor")
+    loc = node.meta.get("loc")
+    (indices,) = w.emit(op, [x], attrs, loc)
+    (values,) = w.emit("gather", [x, indices], {"dim": attrs.get("dim", -1)}, loc)
+    w.values[id(node)] = (values, indices)
+
+
+@lowering(_s_sort, "kiln.sort", "kiln.Tensor.sort")
+def _sort(w, node, a):
+    _no(a["out"])
+    attrs = {"dim": w.int_(a["dim"])}
+    for flag in ("descending", "stable"):
+        if a[flag]:
+            attrs[flag] = True
+    _values_and_indices(w, node, w.tensor(a["input"]), "argsort", attrs)
+
+
+@lowering(_s_topk, "kiln.topk", "kiln.Tensor.topk")
+def _topk(w, node, a):
+    _no(a["out"])
+    attrs = {"k": w.int_(a["k"]), "dim": w.int_(a["dim"])}
+    for flag in ("largest", "sorted"):
+        if not a[flag]:
+            attrs[flag] = False
+    _values_and_indices(w, node, w.tensor(a["input"]), "topk_indices", attrs)

@@ -65,3 +65,55 @@ def test_conv1d_module_and_the_unsupported_forms():
     backend = run_compiled(lambda x: F.conv1d(x, w, padding="same"), kiln.from_numpy(
         _arr(2, 4, 10)), strict=False, tol=(1e-4, 1e-4))  # fmt: skip
     assert "padding by name" in str(backend.reports[0].fallbacks)
+
+
+SORTS = {
+    "sort": (lambda m, x: tuple(x.sort(-1)), [(3, 7)]),
+    "sort_descending_dim0": (lambda m, x: x.sort(dim=0, descending=True).values * 2, [(5, 4)]),
+    "argsort": (lambda m, x: x.argsort(-1), [(3, 7)]),
+    "topk": (lambda m, x: tuple(x.topk(3)), [(4, 9)]),
+    "topk_smallest": (lambda m, x: x.topk(2, dim=0, largest=False).indices, [(4, 9)]),
+    "cumsum": (lambda m, x: (x.cumsum(-1) * 2, m.cumsum(x > 0, 0)), [(3, 7)]),
+    "cumprod": (lambda m, x: m.cumprod(x, 1, dtype=m.float64), [(3, 7)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SORTS))
+def test_sorts_and_scans_run_inside_the_compiled_part(name):
+    torch = pytest.importorskip("torch")
+    fn, shapes = SORTS[name]
+    arrays = [_arr(*s) for s in shapes]
+    args = [kiln.from_numpy(a) for a in arrays]
+    backend = run_compiled(lambda *a: fn(kiln, *a), *args)
+    (report,) = backend.reports
+    assert report.eager_nodes == 0 and len(report.parts) == 1
+    with kiln.no_grad():
+        ours = kiln.compile(lambda *a: fn(kiln, *a), backend=CpuBackend(fallback=False))(*args)
+    theirs = fn(torch, *(torch.from_numpy(a) for a in arrays))
+    ours, theirs = (ours, theirs) if isinstance(ours, tuple) else ((ours,), (theirs,))
+    for a, b in zip(ours, theirs, strict=True):
+        np.testing.assert_allclose(a.double().numpy(), b.double().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_top_p_sampling_filter_is_one_part():
+    """A nucleus-sampling filter: softmax, sort, cumsum, a mask and a renormalization, with
+    symbolic batch and vocabulary sizes."""
+    def top_p(logits):
+        probs = logits.softmax(-1)
+        sorted_probs, idx = probs.sort(-1, descending=True)
+        cum = sorted_probs.cumsum(-1)
+        kept = sorted_probs.masked_fill(cum - sorted_probs > 0.9, 0.0)
+        return kept / kept.sum(-1, keepdim=True), idx
+
+    x = kiln.from_numpy(_arr(4, 50))
+    backend = run_compiled(top_p, x, dynamic=True, calls=[(kiln.from_numpy(_arr(6, 33)),)])
+    (report,) = backend.reports
+    assert report.eager_nodes == 0 and report.eager_calls == 0 and len(report.parts) == 1
+
+
+def test_topk_of_more_than_the_dim_raises_eagers_error():
+    backend = run_compiled(lambda x: x.topk(2).values, kiln.from_numpy(_arr(3, 4)))
+    assert backend.reports[0].eager_nodes == 0
+    f = kiln.compile(lambda x: x.topk(9).values)
+    with kiln.no_grad(), pytest.raises(RuntimeError, match="out of range"):
+        f(kiln.from_numpy(_arr(3, 4)))

@@ -108,6 +108,8 @@ REDUCTIONS = {
     "cross_entropy": lambda x: F.cross_entropy(x, (x[:, 0].abs() * 7).long() % 3,
                                                label_smoothing=0.1),
     "nll_loss": lambda x: F.nll_loss(x, (x[:, 1].abs() * 7).long() % 3, reduction="sum"),
+    "cumsum": lambda x: x.cumsum(-1) * 2, "cumprod": lambda x: kiln.cumprod(x, 0),
+    "argsort": lambda x: x.argsort(-1, descending=True) + x.argsort(0),
 }  # fmt: skip
 SAMPLES = {**UNARY_FLOAT_MATH, **UNARY_ANY, **BINARY, **REDUCTIONS}
 
@@ -175,7 +177,8 @@ def test_op_layouts(op):
     x = rand(17, 3) * 3
     cases = [(x.t(), rand(3, 1, seed=2) * 3) if binary else (x.t(),)]
     if op not in REDUCTIONS or op in ("sum", "amax", "logsumexp", "softmax", "tril", "triu",
-                                                  "repeat", "pad", "one_hot"):
+                                                  "repeat", "pad", "one_hot", "cumsum",
+                                                  "cumprod", "argsort"):
         cases.append((rand(0, 5), rand(5)) if binary else (rand(0, 5),))
     if op not in REDUCTIONS:
         cases.append((kiln.tensor(0.7), kiln.tensor(-1.3)) if binary else (kiln.tensor(0.7),))

@@ -145,3 +145,18 @@ def test_compiled_embedding_on_cuda_out_of_range():
         f(kiln.tensor([0, 6]).cuda(), emb)
     with pytest.raises(IndexError, match=msg.replace("6", "2")):
         kiln.tensor([[1.0], [2.0]]).cuda().gather(0, kiln.tensor([[6]]).cuda() - 4)
+
+
+def test_compiled_sort_cumsum_and_class_loss_on_cuda_equal_cpu_eager():
+    """Extern nodes (sort, cumsum) run inside the device program; cross_entropy's indirect
+    load of the target class too."""
+    def fn(logits, t):
+        probs, idx = logits.softmax(-1).sort(-1, descending=True)
+        return probs.cumsum(-1), idx, F.cross_entropy(logits, t, label_smoothing=0.1)
+
+    x, t = kiln.randn(4, 10), kiln.randint(0, 10, (4,))
+    want = fn(x, t)
+    got = kiln.compile(fn)(x.cuda(), t.cuda())
+    for g, w in zip(got, want, strict=True):
+        assert g.device.type == "cuda"
+        np.testing.assert_allclose(g.cpu().numpy(), w.numpy(), rtol=1e-5, atol=1e-6)

@@ -187,3 +187,20 @@ def test_errors_name_the_problem():
         c.cumsum(0)  # a CPU kernel never reads device memory
     assert kiln.cuda.get_device_name()
     assert kiln.cuda.get_device_capability()[0] >= 7
+
+
+def test_sorts_scans_gathers_and_class_losses_match_the_cpu():
+    x, t, w = kiln.randn(4, 9), kiln.randint(0, 9, (4,)), kiln.rand(9) + 0.5
+    cases = [
+        lambda x, t, w: x.sort(-1, descending=True),
+        lambda x, t, w: x.topk(3, dim=0, largest=False),
+        lambda x, t, w: (x.argsort(-1), x.cumsum(1), x.cumprod(0)),
+        lambda x, t, w: (x.gather(1, t[:, None]), x.index_select(1, t)),
+        lambda x, t, w: (F.cross_entropy(x, t, w, label_smoothing=0.2),
+                         F.nll_loss(x.log_softmax(-1), t, reduction="none")),
+    ]
+    for fn in cases:
+        want, got = fn(x, t, w), fn(x.cuda(), t.cuda(), w.cuda())
+        for g, e in zip(got, want, strict=True):
+            assert g.device.type == "cuda" and g.dtype == e.dtype
+            np.testing.assert_allclose(g.cpu().numpy(), e.numpy(), rtol=1e-5, atol=1e-6)

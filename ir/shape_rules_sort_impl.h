@@ -1,0 +1,17 @@
+#pragma once
+// Private to the verifier and the shape rules: the result types of the scans and sorts (cumsum,
+// cumprod, argsort, topk_indices), computed and checked in shape_rules_sort.cc.
+
+#include "ir/graph.h"
+#include "ir/shape_rules.h"
+
+namespace kiln::ir::detail {
+
+/// Whether `op` is one of the ops above.
+bool isScanOrSortOp(OpKind op);
+/// The result type of a scan or sort, or a rule failure worded as eager kiln's.
+TensorMeta scanOrSortType(const Node &n);
+/// The verifier's check: the result is what scanOrSortType computes.
+void checkScanOrSort(const Node &n);
+
+} // namespace kiln::ir::detail
