@@ -49,6 +49,7 @@ def _resolve(path: str):
 def _table() -> dict:
     if not _TABLE:
         import kiln._capture.lowerings_compose  # noqa: F401 - registers the compositions
+        import kiln._capture.lowerings_einsum  # noqa: F401 - registers einsum
         import kiln._capture.lowerings_nn  # noqa: F401 - registers the model-zoo ops
         import kiln._capture.lowerings_shape  # noqa: F401 - registers the second half
         from kiln._capture import op_table

@@ -1,7 +1,8 @@
 """Calls that are a few graph ops together (lowerings.py explains the mechanism): conv1d as a
 conv2d over a height of one, addmm / baddbmm / addmv as a matmul with its scaled addend,
 outer products as a broadcast multiply, F.normalize as a division by the clamped norm, sort and
-topk as the positions (an extern) and a gather of the values at them. Each
+topk as the positions (an extern) and a gather of the values at them, group_norm as a grouped
+view normalized over its groups. Each
 node carries the call's source line; the node after the last one must type as eager's result
 (emit_node checks)."""
 
@@ -151,3 +152,48 @@ def _topk(w, node, a):
         if not a[flag]:
             attrs[flag] = False
     _values_and_indices(w, node, w.tensor(a["input"]), "topk_indices", attrs)
+
+
+def _s_group_norm(input, num_groups, weight=None, bias=None, eps=1e-05): ...
+
+
+@lowering(_s_group_norm, "kiln.nn.functional.group_norm")
+def _group_norm(w, node, a):
+    """(N, C, *) viewed as (N, G, C/G, *): mean and biased variance over all but the first two
+    dims, (x - mean) * rsqrt(var + eps), viewed back, then the per-channel affine."""
+    x = w.tensor(a["input"])
+    sizes = list(x.type.sizes)
+    groups, eps = w.int_(a["num_groups"]), a["eps"]
+    if type(eps) not in (int, float):
+        raise Decline("eps computed at run time")
+    if len(sizes) >= 2 and not sizes[1].isdigit() and a["weight"] is not None:
+        sizes[1] = w.tensor(a["weight"]).type.sizes[0]  # a module's channels are its weight's
+    if len(sizes) < 2 or not sizes[1].isdigit() or groups <= 0 or int(sizes[1]) % groups:
+        raise Decline("group_norm whose channels are not a constant multiple of the groups")
+    if not x.type.dtype.startswith(("f", "bf")):
+        raise Decline("group_norm of an integer tensor")
+    loc = node.meta.get("loc")
+    channels = int(sizes[1])
+    grouped = [sizes[0], str(groups), str(channels // groups), *sizes[2:]]
+    (g,) = w.emit("reshape", [x], {"shape": grouped}, loc)
+    dims = list(range(2, len(grouped)))
+    (mean,) = w.emit("mean", [g], {"dim": dims, "keepdim": True}, loc)
+    (var,) = w.emit("var", [g], {"dim": dims, "keepdim": True, "correction": 0}, loc)
+    (centered,) = w.emit("sub", [g, mean], {}, loc)
+    (shifted,) = w.emit("add", [var, w.constant(float(eps))], {}, loc)
+    (scale,) = w.emit("rsqrt", [shifted], {}, loc)
+    (normed,) = w.emit("mul", [centered, scale], {}, loc)
+    affine = [a[k] for k in ("weight", "bias") if a[k] is not None]
+    if not affine:
+        w.emit_node(node, "reshape", [normed], {"shape": sizes})
+        return
+    (y,) = w.emit("reshape", [normed], {"shape": sizes}, loc)
+    per_channel = {"shape": [str(channels)] + ["1"] * (len(sizes) - 2)}
+    steps = [("mul", a["weight"]), ("add", a["bias"])]
+    steps = [(op, v) for op, v in steps if v is not None]
+    for k, (op, v) in enumerate(steps):
+        (p,) = w.emit("reshape", [w.tensor(v)], per_channel, loc)
+        if k == len(steps) - 1:
+            w.emit_node(node, op, [y, p], {})
+            return
+        (y,) = w.emit(op, [y, p], {}, loc)

@@ -31,6 +31,10 @@ CASES = {
     "outer": (lambda m, F, a, b: m.outer(a, b) * 2, [(3,), (4,)]),
     "normalize": (lambda m, F, a: F.normalize(a, dim=-1), [(3, 4)]),
     "normalize_p1": (lambda m, F, a: F.normalize(a, p=1, dim=0, eps=1e-3), [(3, 4)]),
+    "group_norm": (lambda m, F, x: F.group_norm(x, 3), [(2, 6, 5, 5)]),
+    "group_norm_affine": (lambda m, F, x, w, b: F.group_norm(x, 2, w, b, eps=1e-3),
+                          [(2, 6, 5, 5), (6,), (6,)]),
+    "group_norm_3d": (lambda m, F, x, w: F.group_norm(x, 1, w), [(2, 4, 7), (4,)]),
 }
 
 
@@ -117,3 +121,11 @@ def test_topk_of_more_than_the_dim_raises_eagers_error():
     f = kiln.compile(lambda x: x.topk(9).values)
     with kiln.no_grad(), pytest.raises(RuntimeError, match="out of range"):
         f(kiln.from_numpy(_arr(3, 4)))
+
+
+def test_group_norm_module_with_symbolic_sizes():
+    m = kiln.nn.GroupNorm(3, 6).eval()
+    backend = run_compiled(m, kiln.from_numpy(_arr(2, 6, 5, 5)), dynamic=True, tol=(1e-4, 1e-4),
+                           calls=[(kiln.from_numpy(_arr(3, 6, 4, 7)),)])
+    (report,) = backend.reports
+    assert report.eager_nodes == 0 and report.eager_calls == 0
