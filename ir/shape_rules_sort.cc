@@ -1,4 +1,5 @@
-// Shape rules of the scans and sorts (see ops.def), with eager kiln's conditions and words.
+// Shape rules of the ops run by eager's kernels as externs: scans, sorts and scatters (see
+// ops.def), with eager kiln's conditions and words.
 
 #include "ir/shape_rules_sort_impl.h"
 #include "ir/verifier_impl.h"
@@ -15,15 +16,63 @@ int64_t sortDim(const Node &n, const TensorMeta &in) {
   return wrapDim(d ? d->toInt() : -1, std::max<int64_t>(1, in.rank()), "dim");
 }
 
+/// A scatter's result: input's type, after the index and source checks eager makes up front.
+TensorMeta scatterType(const Node &n) {
+  const TensorMeta &in = tensorOperand(n, 0), &index = tensorOperand(n, 1),
+                   &src = tensorOperand(n, 2);
+  std::string_view op = n.keyword();
+  int64_t rank = std::max<int64_t>(1, in.rank());
+  int64_t dim = wrapDim(n.attr("dim")->toInt(), rank, "dim");
+  bool indexPut = n.op() == OpKind::IndexPut;
+  if (index.dtype != DType::Int64 && !(indexPut && index.dtype == DType::Int32))
+    ruleFails("{}(): Expected dtype int64 for index", op);
+  if (n.op() == OpKind::Scatter || n.op() == OpKind::ScatterAdd) {
+    if (std::max<int64_t>(1, index.rank()) != rank || std::max<int64_t>(1, src.rank()) != rank)
+      ruleFails("{}(): Index tensor must have the same number of dimensions as self tensor", op);
+    if (src.dtype != in.dtype)
+      ruleFails("{}(): Expected self.dtype to be equal to src.dtype", op);
+    if (const Attribute *r = n.attr("reduce");
+        r && r->toString() != "add" && r->toString() != "multiply")
+      ruleFails("{}(): reduce argument must be either add or multiply, got {}", op, r->toString());
+  } else if (n.op() == OpKind::IndexAdd) {
+    if (index.rank() > 1)
+      ruleFails("index_add_(): Index is supposed to be a vector");
+    if (src.dtype != in.dtype)
+      ruleFails("index_add_(): self ({}) and source ({}) must have the same scalar type",
+                dtypeShortName(in.dtype), dtypeShortName(src.dtype));
+  }
+  return TensorMeta::contiguous(in.dtype, in.sizes, in.device);
+}
+
 } // namespace
 
 bool isScanOrSortOp(OpKind op) {
-  return op == OpKind::Cumsum || op == OpKind::Cumprod || op == OpKind::Argsort ||
-         op == OpKind::TopkIndices;
+  switch (op) {
+  case OpKind::Cumsum:
+  case OpKind::Cumprod:
+  case OpKind::Argsort:
+  case OpKind::TopkIndices:
+  case OpKind::Scatter:
+  case OpKind::ScatterAdd:
+  case OpKind::IndexAdd:
+  case OpKind::IndexPut:
+    return true;
+  default:
+    return false;
+  }
 }
 
 TensorMeta scanOrSortType(const Node &n) {
   const TensorMeta &in = tensorOperand(n, 0);
+  switch (n.op()) {
+  case OpKind::Scatter:
+  case OpKind::ScatterAdd:
+  case OpKind::IndexAdd:
+  case OpKind::IndexPut:
+    return scatterType(n);
+  default:
+    break;
+  }
   int64_t dim = sortDim(n, in);
   switch (n.op()) {
   case OpKind::Cumsum:

@@ -1,6 +1,7 @@
 #pragma once
-// Private to the verifier and the shape rules: the result types of the scans and sorts (cumsum,
-// cumprod, argsort, topk_indices), computed and checked in shape_rules_sort.cc.
+// Private to the verifier and the shape rules: the result types of the ops eager's kernels run
+// as externs (cumsum, cumprod, argsort, topk_indices, scatter, scatter_add, index_add,
+// index_put), computed and checked in shape_rules_sort.cc.
 
 #include "ir/graph.h"
 #include "ir/shape_rules.h"

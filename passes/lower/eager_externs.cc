@@ -6,6 +6,7 @@
 #include "runtime/error.h"
 #include "runtime/ops/attention.h"
 #include "runtime/ops/conv.h"
+#include "runtime/ops/index.h"
 #include "runtime/ops/linalg.h"
 #include "runtime/ops/pool.h"
 #include "runtime/ops/scan.h"
@@ -103,6 +104,45 @@ void addScansAndSorts(ExternTable &t) {
   });
 }
 
+std::string stringOr(const ir::Attributes &attrs, const char *name) {
+  auto it = attrs.find(name);
+  return it == attrs.end() ? std::string() : it->second.toString();
+}
+
+/// The scatters write into a copy of their input (the graph op is out of place).
+void addScatters(ExternTable &t) {
+  t.emplace("scatter", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("scatter", in, 3, 3);
+    Tensor out = in[0].clone();
+    ops::scatter_(out, intOr(attrs, "dim", 0), in[1], in[2], stringOr(attrs, "reduce"));
+    return std::vector<Tensor>{out};
+  });
+  t.emplace("scatter_add", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("scatter_add", in, 3, 3);
+    Tensor out = in[0].clone();
+    ops::scatterAdd_(out, intOr(attrs, "dim", 0), in[1], in[2]);
+    return std::vector<Tensor>{out};
+  });
+  t.emplace("index_add", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("index_add", in, 3, 3);
+    Tensor out = in[0].clone();
+    auto alpha = attrs.find("alpha");
+    Scalar a = alpha == attrs.end()                          ? Scalar(int64_t{1})
+               : alpha->second.kind() == ir::AttrKind::Float ? Scalar(alpha->second.toDouble())
+                                                             : Scalar(alpha->second.toInt());
+    ops::indexAdd_(out, intOr(attrs, "dim", 0), in[1], in[2], a);
+    return std::vector<Tensor>{out};
+  });
+  t.emplace("index_put", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("index_put", in, 3, 3);
+    int64_t dim = intOr(attrs, "dim", 0);
+    dim = dim < 0 ? dim + std::max<int64_t>(1, in[0].dim()) : dim;
+    std::vector<Tensor> indices(static_cast<size_t>(dim) + 1); // undefined: the whole dim
+    indices.back() = in[1];
+    return std::vector<Tensor>{ops::indexPut(in[0], indices, in[2], flag(attrs, "accumulate"))};
+  });
+}
+
 ExternTable buildTable() {
   ExternTable t;
   t.emplace("matmul", [](Inputs in, const ir::Attributes &attrs) {
@@ -150,6 +190,7 @@ ExternTable buildTable() {
   });
   addPools(t);
   addScansAndSorts(t);
+  addScatters(t);
   t["attention"] = t.at("scaled_dot_product_attention");
   return t;
 }

@@ -1,6 +1,6 @@
-// The scans and sorts (cumsum, cumprod, argsort, topk_indices) as extern nodes: eager's kernels
-// run them inside the compiled program (passes/lower/README.md lists the contract), so a
-// model's sampling or masking code around them stays one compiled part.
+// The scans, sorts and scatters (cumsum, cumprod, argsort, topk_indices, scatter, scatter_add,
+// index_add, index_put) as extern nodes: eager's kernels run them inside the compiled program
+// (passes/lower/README.md lists the contract), so the code around them stays one compiled part.
 
 #include "passes/lower/lower_context.h"
 
@@ -13,16 +13,19 @@ using ir::OpKind;
 void lowerScanOrSort(LowerContext &ctx, const ir::Node &n) {
   const ir::TensorMeta &m = n.result(0)->meta();
   LoopProgram &p = ctx.program();
-  BufferId x = ctx.realize(ctx.tensor(n.operand(0)));
+  std::vector<BufferId> operands;
+  for (size_t k = 0; k < n.numOperands(); ++k)
+    operands.push_back(ctx.realize(ctx.tensor(n.operand(k))));
   ir::TensorMeta out = ir::TensorMeta::contiguous(m.dtype, m.sizes, m.device);
   ctx.define(n.result(0),
-             TensorRef::of(p, p.external(std::string(n.keyword()), {x}, {out}, n.attrs())[0]));
+             TensorRef::of(p, p.external(std::string(n.keyword()), operands, {out}, n.attrs())[0]));
 }
 
 } // namespace
 
 void registerScansAndSorts(Registry &r) {
-  for (OpKind op : {OpKind::Cumsum, OpKind::Cumprod, OpKind::Argsort, OpKind::TopkIndices})
+  for (OpKind op : {OpKind::Cumsum, OpKind::Cumprod, OpKind::Argsort, OpKind::TopkIndices,
+                    OpKind::Scatter, OpKind::ScatterAdd, OpKind::IndexAdd, OpKind::IndexPut})
     r.add(op, lowerScanOrSort);
 }
 

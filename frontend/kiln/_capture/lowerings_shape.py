@@ -3,7 +3,7 @@ second half of the table in lowerings.py)."""
 
 from __future__ import annotations
 
-from kiln._capture.graph import Node
+from kiln._capture.graph import Node, target_name
 from kiln._capture.graph_build import Decline
 from kiln._capture.lowerings import _no, lowering
 
@@ -394,7 +394,7 @@ def _setitem(w, node, a):
     if masks:
         mask = masks[0]
         if mask.meta["example"].dtype != _kiln().bool:
-            raise Decline("item assignment through an int tensor index (a scatter)")
+            return _setitem_by_tensor(w, node, x, items, value)
         k = items.index(mask)
         whole = all(i == slice(None) or i is Ellipsis for i in items[k + 1 :])
         if len(masks) > 1 or not whole or any(i != slice(None) for i in items[:k]):
@@ -433,6 +433,59 @@ def _setitem(w, node, a):
                                    "dtype": x.type.dtype}, loc)  # fmt: skip
     w.emit("copy_", [view, v], {}, loc)
     w.values[id(node)] = None
+
+
+def _setitem_by_tensor(w, node, x, items, value):
+    """``x[..., idx, ...] = v`` with one int tensor: ``index_put`` on the view the other (basic)
+    items name, written back through it."""
+    if any(type(i) is bool or isinstance(i, (list, tuple)) for i in items):
+        raise Decline("advanced item assignment")
+    tensor_at, index = _one_tensor_index(items)
+    rank = len(x.type.sizes)
+    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+    if consumed > rank or sum(1 for i in items if i is Ellipsis) > 1 or None in items:
+        raise Decline("item assignment with too many indices or new dims")
+    if Ellipsis in items:
+        k = items.index(Ellipsis)
+        tensor_at += (rank - consumed - 1) if tensor_at > k else 0
+        items = items[:k] + [slice(None)] * (rank - consumed) + items[k + 1 :]
+    dim = sum(1 for i in items[:tensor_at] if isinstance(i, slice))  # the view's dim of idx
+    loc = node.meta.get("loc")
+    view = _basic_index(w, node, x, items)
+    v = w.operand(value)
+    if not v.is_tensor:
+        if isinstance(value, Node) or type(value) not in (int, float, bool):
+            raise Decline("assignment of a number computed at run time")
+        (v,) = w.emit("full", [], {"size": [], "value": value, "dtype": x.type.dtype}, loc)
+    (updated,) = w.emit("index_put", [view, w.tensor(index), v], {"dim": dim}, loc)
+    w.emit("copy_", [view, updated], {}, loc)
+    w.values[id(node)] = None
+
+
+def _s_index_put(input, indices, values, accumulate=False): ...
+
+
+@lowering(_s_index_put, "kiln.Tensor.index_put", "kiln.Tensor.index_put_", "kiln.index_put",
+          "kiln.index_put_")  # fmt: skip
+def _index_put(w, node, a):
+    """``index_put((idx,), values, accumulate)``: one int tensor indexing dim 0."""
+    indices = a["indices"]
+    if not isinstance(indices, (tuple, list)) or len(indices) != 1 or not (
+            isinstance(indices[0], Node) and _is_tensor_node(indices[0])):  # fmt: skip
+        raise Decline("index_put with other than one index tensor")
+    index = indices[0]
+    if index.meta["example"].dtype not in (_kiln().int64, _kiln().int32):
+        raise Decline(_tensor_index_reason(index))
+    x = w.tensor(a["input"])
+    attrs = {"dim": 0}
+    if a["accumulate"]:
+        attrs["accumulate"] = True
+    ops = [x, w.tensor(index), w.tensor(a["values"])]
+    if target_name(node.target).endswith("_"):
+        (updated,) = w.emit("index_put", ops, attrs, node.meta.get("loc"))
+        w.emit_node(node, "copy_", [x, updated], {})
+        return
+    w.emit_node(node, "index_put", ops, attrs)
 
 
 # --- Advanced indexing by a list of ints ---------------------------------------------------------

@@ -110,6 +110,9 @@ REDUCTIONS = {
     "nll_loss": lambda x: F.nll_loss(x, (x[:, 1].abs() * 7).long() % 3, reduction="sum"),
     "cumsum": lambda x: x.cumsum(-1) * 2, "cumprod": lambda x: kiln.cumprod(x, 0),
     "argsort": lambda x: x.argsort(-1, descending=True) + x.argsort(0),
+    "scatter_add": lambda x: x.scatter_add(1, (x.abs() * 5).long() % 3, x),
+    "scatter": lambda x: x.scatter(1, (x.abs() * 5).long() % 3, x * 2),
+    "index_add": lambda x: x.index_add(1, (x[0].abs() * 5).long() % 3, x, alpha=2),
 }  # fmt: skip
 SAMPLES = {**UNARY_FLOAT_MATH, **UNARY_ANY, **BINARY, **REDUCTIONS}
 

@@ -1,4 +1,4 @@
-"""Item assignment (``x[index] = value``), ``clone`` and the factories (zeros, ones, full and
+"""Item assignment (``x[index] = value``, index_put), ``clone`` and the factories (zeros, ones, full and
 their _like / new_ forms) compiled: no eager node, results and written-back inputs equal to
 eager's."""
 
@@ -58,15 +58,33 @@ def test_masked_assignment():
     _compiles(causal, rand(2, 5, 5))
 
 
-def test_scatter_assignment_stays_eager_with_its_reason():
-    def fn(x, i):
+def test_assignment_through_an_int_tensor_is_an_index_put():
+    def fn(x, i, v):
         y = x.clone()
         y[i] = 1.0
+        y[:, i] = v
+        y[..., i, :] += 1  # read, add, write back: no accumulation, as eager
+        return y
+
+    _compiles(fn, rand(4, 4, 5), kiln.tensor([0, -1]), rand(4, 2, 5))
+
+    def on_input(x, i):
+        x[0, ..., i] = 0
+        x.index_put_((i,), x[1:3] * 2, accumulate=True)
+        return x.sum()
+
+    _compiles(on_input, rand(4, 4, 5), kiln.tensor([1, 1]))
+
+
+def test_assignment_through_two_tensors_stays_eager_with_its_reason():
+    def fn(x, i):
+        y = x.clone()
+        y[i, i] = 1.0
         return y
 
     backend = run_compiled(fn, rand(3, 4), kiln.tensor([0, 2]), strict=False)
     (report,) = backend.reports
-    assert report.eager_nodes == 1 and "scatter" in str(report.fallbacks)
+    assert report.eager_nodes == 1 and "several tensors" in str(report.fallbacks)
 
 
 @pytest.mark.parametrize("dynamic", [False, True])
