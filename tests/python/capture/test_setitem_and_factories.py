@@ -1,6 +1,6 @@
-"""Item assignment (``x[index] = value``, index_put), ``clone`` and the factories (zeros, ones, full and
-their _like / new_ forms) compiled: no eager node, results and written-back inputs equal to
-eager's."""
+"""Item assignment (``x[index] = value``, index_put), ``clone`` and the factories (zeros,
+ones, full and their _like / new_ forms) compiled: no eager node, results and written-back
+inputs equal to eager's."""
 
 from __future__ import annotations
 
