@@ -1,5 +1,5 @@
-// Shape rules of the ops run by eager's kernels as externs: scans, sorts and scatters (see
-// ops.def), with eager kiln's conditions and words.
+// Shape rules of the ops run by eager's kernels as externs: scans, sorts, scatters and upsamples
+// (see ops.def), with eager kiln's conditions and words.
 
 #include "ir/shape_rules_sort_impl.h"
 #include "ir/verifier_impl.h"
@@ -44,10 +44,29 @@ TensorMeta scatterType(const Node &n) {
   return TensorMeta::contiguous(in.dtype, in.sizes, in.device);
 }
 
+/// An upsample's result: [N, C, *output_size] of the input's dtype.
+TensorMeta upsampleType(const Node &n) {
+  const TensorMeta &in = tensorOperand(n, 0);
+  std::vector<int64_t> out = n.attr("output_size")->toInts();
+  if (in.rank() < 3 || in.rank() > 5 || static_cast<int64_t>(out.size()) != in.rank() - 2)
+    ruleFails("{}: expected a 3-d to 5-d input with one output size per spatial dim (got input "
+              "{} and output_size of {})",
+              n.keyword(), printSizes(in.sizes), out.size());
+  std::vector<SymInt> sizes(in.sizes.begin(), in.sizes.begin() + 2);
+  for (int64_t s : out) {
+    if (s <= 0)
+      ruleFails("{}: output sizes should be greater than 0, but got {}", n.keyword(), s);
+    sizes.emplace_back(s);
+  }
+  return TensorMeta::contiguous(in.dtype, sizes, in.device);
+}
+
 } // namespace
 
 bool isScanOrSortOp(OpKind op) {
   switch (op) {
+  case OpKind::UpsampleNearest:
+  case OpKind::UpsampleLinear:
   case OpKind::Cumsum:
   case OpKind::Cumprod:
   case OpKind::Argsort:
@@ -70,6 +89,9 @@ TensorMeta scanOrSortType(const Node &n) {
   case OpKind::IndexAdd:
   case OpKind::IndexPut:
     return scatterType(n);
+  case OpKind::UpsampleNearest:
+  case OpKind::UpsampleLinear:
+    return upsampleType(n);
   default:
     break;
   }

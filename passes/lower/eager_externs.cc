@@ -7,6 +7,7 @@
 #include "runtime/ops/attention.h"
 #include "runtime/ops/conv.h"
 #include "runtime/ops/index.h"
+#include "runtime/ops/interpolate.h"
 #include "runtime/ops/linalg.h"
 #include "runtime/ops/pool.h"
 #include "runtime/ops/scan.h"
@@ -143,6 +144,19 @@ void addScatters(ExternTable &t) {
   });
 }
 
+void addUpsamples(ExternTable &t) {
+  t.emplace("upsample_nearest", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("upsample_nearest", in, 1, 1);
+    return std::vector<Tensor>{
+        ops::upsampleNearest(in[0], ints(attrs, "output_size", {}), {}, flag(attrs, "exact"))};
+  });
+  t.emplace("upsample_linear", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("upsample_linear", in, 1, 1);
+    return std::vector<Tensor>{ops::upsampleLinear(in[0], ints(attrs, "output_size", {}),
+                                                   flag(attrs, "align_corners"), {})};
+  });
+}
+
 ExternTable buildTable() {
   ExternTable t;
   t.emplace("matmul", [](Inputs in, const ir::Attributes &attrs) {
@@ -191,6 +205,7 @@ ExternTable buildTable() {
   addPools(t);
   addScansAndSorts(t);
   addScatters(t);
+  addUpsamples(t);
   t["attention"] = t.at("scaled_dot_product_attention");
   return t;
 }

@@ -1,6 +1,7 @@
-// The scans, sorts and scatters (cumsum, cumprod, argsort, topk_indices, scatter, scatter_add,
-// index_add, index_put) as extern nodes: eager's kernels run them inside the compiled program
-// (passes/lower/README.md lists the contract), so the code around them stays one compiled part.
+// The scans, sorts, scatters and upsamples (cumsum, cumprod, argsort, topk_indices, scatter,
+// scatter_add, index_add, index_put, upsample_nearest, upsample_linear) as extern nodes: eager's
+// kernels run them inside the compiled program (passes/lower/README.md lists the contract), so the
+// code around them stays one compiled part.
 
 #include "passes/lower/lower_context.h"
 
@@ -25,7 +26,8 @@ void lowerScanOrSort(LowerContext &ctx, const ir::Node &n) {
 
 void registerScansAndSorts(Registry &r) {
   for (OpKind op : {OpKind::Cumsum, OpKind::Cumprod, OpKind::Argsort, OpKind::TopkIndices,
-                    OpKind::Scatter, OpKind::ScatterAdd, OpKind::IndexAdd, OpKind::IndexPut})
+                    OpKind::Scatter, OpKind::ScatterAdd, OpKind::IndexAdd, OpKind::IndexPut,
+                    OpKind::UpsampleNearest, OpKind::UpsampleLinear})
     r.add(op, lowerScanOrSort);
 }
 

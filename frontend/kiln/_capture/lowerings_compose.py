@@ -2,12 +2,14 @@
 conv2d over a height of one, addmm / baddbmm / addmv as a matmul with its scaled addend,
 outer products as a broadcast multiply, F.normalize as a division by the clamped norm, sort and
 topk as the positions (an extern) and a gather of the values at them, group_norm as a grouped
-view normalized over its groups. Each
+view normalized over its groups, interpolate as an upsample extern. Each
 node carries the call's source line; the node after the last one must type as eager's result
 (emit_node checks)."""
 
 from __future__ import annotations
 
+import kiln
+from kiln._capture.graph import Node
 from kiln._capture.graph_build import Decline
 from kiln._capture.lowerings import _no, lowering
 
@@ -197,3 +199,39 @@ def _group_norm(w, node, a):
             w.emit_node(node, op, [y, p], {})
             return
         (y,) = w.emit(op, [y, p], {}, loc)
+
+
+def _s_interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                   recompute_scale_factor=None, antialias=False): ...  # fmt: skip
+
+
+@lowering(_s_interpolate, "kiln.nn.functional.interpolate", "kiln.nn.functional.upsample")
+def _interpolate(w, node, a):
+    """nearest, nearest-exact and the linear modes as an upsample extern of the output sizes
+    eager computed. A scale_factor is dropped only when it is exactly output / input (then
+    eager's source coordinates are the same); other scale factors stay eager."""
+    mode, antialias = a["mode"], a["antialias"]
+    if antialias or mode not in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear"):
+        raise Decline(f"interpolate mode {mode!r}")
+    example = node.meta.get("example")
+    x = w.tensor(a["input"])
+    if not isinstance(example, kiln.Tensor) or not 3 <= len(x.type.sizes) <= 5:
+        raise Decline("interpolate of a tensor that is not 3-d to 5-d")
+    if not all(s.isdigit() for s in x.type.sizes[2:]) or any(
+            isinstance(v, Node) for v in (a["size"] if isinstance(a["size"], (tuple, list))
+                                          else [a["size"]])):  # fmt: skip
+        raise Decline("interpolate of symbolic spatial sizes")  # output sizes are constants
+    out = [int(s) for s in example.shape[2:]]
+    scale = a["scale_factor"]
+    if scale is not None and not a["recompute_scale_factor"]:
+        ins = [int(s) for s in a["input"].meta["example"].shape[2:]]
+        scales = list(scale) if isinstance(scale, (tuple, list)) else [scale] * len(ins)
+        if any(type(s) not in (int, float) or i * s != o for i, s, o in zip(ins, scales, out,
+                                                                             strict=True)):
+            raise Decline("a scale_factor that is not exactly output / input")
+    if mode.startswith("nearest"):
+        attrs = {"output_size": out, **({"exact": True} if mode == "nearest-exact" else {})}
+        w.emit_node(node, "upsample_nearest", [x], attrs)
+        return
+    attrs = {"output_size": out, **({"align_corners": True} if a["align_corners"] else {})}
+    w.emit_node(node, "upsample_linear", [x], attrs)

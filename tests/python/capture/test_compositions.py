@@ -129,3 +129,45 @@ def test_group_norm_module_with_symbolic_sizes():
                            calls=[(kiln.from_numpy(_arr(3, 6, 4, 7)),)])
     (report,) = backend.reports
     assert report.eager_nodes == 0 and report.eager_calls == 0
+
+
+UPSAMPLES = {
+    "nearest_x2": (lambda F, x: F.interpolate(x, scale_factor=2) + 1, (2, 3, 4, 5)),
+    "nearest_size": (lambda F, x: F.interpolate(x, size=(7, 9)) * 2, (2, 3, 4, 5)),
+    "nearest_exact": (lambda F, x: F.interpolate(x, size=(7, 9), mode="nearest-exact"),
+                      (2, 3, 4, 5)),
+    "bilinear": (lambda F, x: F.interpolate(x, size=(7, 9), mode="bilinear") + 1, (2, 3, 4, 5)),
+    "bilinear_corners": (lambda F, x: F.interpolate(x, scale_factor=2, mode="bilinear",
+                                                    align_corners=True), (2, 3, 4, 5)),
+    "linear_1d": (lambda F, x: F.interpolate(x, scale_factor=1.5, mode="linear"), (2, 3, 4)),
+    "trilinear": (lambda F, x: F.interpolate(x, scale_factor=2, mode="trilinear"),
+                  (1, 2, 3, 4, 5)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UPSAMPLES))
+def test_interpolate_is_one_part(name):
+    torch = pytest.importorskip("torch")
+    fn, shape = UPSAMPLES[name]
+    a = _arr(*shape)
+    backend = run_compiled(lambda x: fn(F, x), kiln.from_numpy(a))
+    (report,) = backend.reports
+    assert report.eager_nodes == 0 and len(report.parts) == 1
+    with kiln.no_grad():
+        ours = kiln.compile(lambda x: fn(F, x))(kiln.from_numpy(a))
+    np.testing.assert_allclose(ours.numpy(), fn(torch.nn.functional, torch.from_numpy(a)).numpy(),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_interpolate_forms_that_stay_eager_say_why():
+    x = kiln.from_numpy(_arr(2, 3, 4, 5))
+    for fn, kw, why in [
+        (lambda x: F.interpolate(x, scale_factor=1.3), {}, "not exactly output / input"),
+        (lambda x: F.interpolate(x, scale_factor=2), {"dynamic": True}, "symbolic spatial"),
+        (lambda x: F.interpolate(x, size=(5, 5), mode="area"), {}, "mode 'area'"),
+    ]:
+        backend = run_compiled(fn, x, strict=False, **kw)
+        assert why in str(backend.reports[0].fallbacks)
+    m = kiln.nn.Upsample(scale_factor=2, mode="nearest")
+    backend = run_compiled(m, x)
+    assert backend.reports[0].eager_nodes == 0
