@@ -30,7 +30,9 @@ _SIMPLE_BUILTINS = {
 # call_kiln through `inline`, which refuses what changes global state), and the modules' forwards
 # and helpers (shape checks returning bools, mask canonicalization...): those are not tensor ops
 # and are inlined like user code, so their tensor ops are recorded one by one.
-_INLINED_KILN_MODULES = ("kiln._capture", "kiln.nn.modules")
+# The composite ops too: written in kiln ops, they are captured part by part.
+_INLINED_KILN_MODULES = ("kiln._capture", "kiln.nn.modules", "kiln._ops_composite",
+                         "kiln.nn._functional_composite")  # fmt: skip
 
 
 def _unflatten_signature(input, dim, sizes): ...
@@ -326,6 +328,9 @@ class CallMixin(AccessMixin):
             if parts is not None:
                 return parts
         method = getattr(_TENSOR, name)
+        if isinstance(method, types.FunctionType) and (method.__module__ or "").startswith(
+                _INLINED_KILN_MODULES):  # fmt: skip
+            return self.inline(V.FunctionVar(method), [t] + list(args), kwargs)  # a composite
         return ops.record(self.ctx, method, [t] + list(args), kwargs, name)
 
     def view_parts(self, name: str, args: list, kwargs: dict) -> V.VT | None:
@@ -507,7 +512,7 @@ class CallMixin(AccessMixin):
             module = f.__module__ or ""
             # kiln's own functions (the capture API included: kiln.compile() inside compiled
             # code is refused by call_kiln) are ops, except the modules' Python code.
-            if module.split(".")[0] == "kiln" and not module.startswith("kiln.nn.modules") and (
+            if module.split(".")[0] == "kiln" and not module.startswith(_INLINED_KILN_MODULES) and (
                 not _has_callables(args, kwargs)
             ):
                 return self.call_kiln(f, args, kwargs)
