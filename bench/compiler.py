@@ -1,7 +1,8 @@
 """kiln's optimizing CPU compiler beside kiln eager, torch eager and torch.compile, in one run.
 
 For each workload of bench/compiler_workloads.py (6-op pointwise chain, softmax, layer_norm,
-GELU-MLP, attention, GPT-2-small decoder block, conv-bn-relu, `x.sum(-1).mean()`) at sizes
+GELU-MLP, attention, GPT-2-small decoder block, conv-bn-relu, `x.sum(-1).mean()`, GPT-2's token +
+position embedding and its cross-entropy loss) at sizes
 labelled by working set (L2 / L3 / DRAM, from this machine's cache sizes): ms per call of kiln
 eager, `kiln.compile` (default backend; `backend="eager"` stands in while
 `kiln._capture.backend_cpu` is missing), torch eager and `torch.compile` (inductor), medians of

@@ -247,8 +247,25 @@ def classes(fw: Fw) -> types.SimpleNamespace:
         def forward(self, x):
             return F.relu(self.bn(self.conv(x)))
 
+    class TokenEmbedding(nn.Module):
+        """GPT-2's input layer: token embedding (a gather) plus position embedding."""
+
+        def __init__(self, vocab, ctx, d):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(ctx, d)
+
+        def forward(self, ids):
+            return self.wte(ids) + self.wpe.weight[: ids.shape[-1]]
+
+    class LossHead(nn.Module):
+        """The language-model loss: cross entropy of logits against next-token targets."""
+
+        def forward(self, logits, targets):
+            return F.cross_entropy(logits, targets)
+
     ns = types.SimpleNamespace(LayerNorm=LayerNorm, Mlp=Mlp, Attention=Attention,
-                               DecoderBlock=DecoderBlock, ConvBnRelu=ConvBnRelu)
+                               DecoderBlock=DecoderBlock, ConvBnRelu=ConvBnRelu,
+                               TokenEmbedding=TokenEmbedding, LossHead=LossHead)
     _CLASSES[fw.name] = ns
     return ns
 
@@ -348,15 +365,36 @@ def compute_cases(d: int, heads: int, mlp_tokens: list, attn_tokens: list, gpt_t
     return cases
 
 
+def tokens(seed: int, high: int, *shape) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, high, shape, dtype=np.int64)
+
+
+def gather_cases(vocab: int, d: int, batch_tokens: tuple, loss_tokens: int) -> list:
+    """The gathers of a GPT: the embedding layer (token ids -> rows of a vocab x d table, plus
+    positions) and the cross-entropy loss of `loss_tokens` tokens over `vocab` classes; the
+    working set counts the rows and logits read (the table only as far as it is read)."""
+    b, t = batch_tokens
+    n = b * t
+    return [
+        _module_case("token + position embedding", f"{b}x{t} ids, d={d}",
+                     (n * 2 + 2 * n * d + t * d) * F32, True,
+                     lambda c: c.TokenEmbedding(vocab, t, d), lambda: (tokens(11, vocab, b, t),)),
+        _module_case("cross-entropy loss", f"{loss_tokens} x {vocab} logits",
+                     (loss_tokens * vocab + 3 * loss_tokens) * F32, True, lambda c: c.LossHead(),
+                     lambda: (randn(12, loss_tokens, vocab), tokens(13, vocab, loss_tokens))),
+    ]
+
+
 def all_cases(quick: bool, caches: dict) -> list:
     """Every case of one run, labelled by working set. `quick`: one small size per workload."""
     if quick:
         small = {"L2": min(caches["L2"] // 4, 256 << 10)}
         cases = memory_bound_cases(small) + compute_cases(
-            128, 4, [32], [32], [32], [(1, 16, 16)])
+            128, 4, [32], [32], [32], [(1, 16, 16)]) + gather_cases(512, 128, (2, 32), 64)
     else:
         cases = memory_bound_cases(targets(caches)) + compute_cases(
-            768, 12, [128, 1024], [128, 512], [128, 256], [(1, 64, 56), (8, 64, 56)])
+            768, 12, [128, 1024], [128, 512], [128, 256], [(1, 64, 56), (8, 64, 56)]
+        ) + gather_cases(50257, 768, (8, 512), 1024)
     for case in cases:
         case.level = level_of(case.ws_bytes, caches)
     return cases
