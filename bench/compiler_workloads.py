@@ -380,7 +380,8 @@ def gather_cases(vocab: int, d: int, batch_tokens: tuple, loss_tokens: int) -> l
                      (n * 2 + 2 * n * d + t * d) * F32, True,
                      lambda c: c.TokenEmbedding(vocab, t, d), lambda: (tokens(11, vocab, b, t),)),
         _module_case("cross-entropy loss", f"{loss_tokens} x {vocab} logits",
-                     (loss_tokens * vocab + 3 * loss_tokens) * F32, True, lambda c: c.LossHead(),
+                     (loss_tokens * vocab + 2 * loss_tokens + 1) * F32, True,
+                     lambda c: c.LossHead(),
                      lambda: (randn(12, loss_tokens, vocab), tokens(13, vocab, loss_tokens))),
     ]
 
