@@ -202,7 +202,7 @@ def _getitem(w, node, a):
     for item in items:
         if type(item) is bool or isinstance(item, (list, tuple)):
             raise Decline("advanced indexing")
-    tensor_at, index = _one_tensor_index(items)
+    tensor_at, indices = _tensor_indices(items)
     consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
     rank = len(x.type.sizes)
     if consumed > rank or sum(1 for i in items if i is Ellipsis) > 1:
@@ -221,14 +221,20 @@ def _getitem(w, node, a):
         j += item is None or isinstance(item, slice)
         if step is not None:
             steps.append(step)
-    index_rank = index.meta["example"].dim() - 1 if index is not None else 0
+    index_rank = max((n.meta["example"].dim() for n in indices), default=0) - len(indices)
     if not hasattr(out, "dim") or out.dim() != j + rank - i + index_rank:
         raise Decline("an index result of unexpected rank")
-    if index is not None:
+    if indices:
+        loc = node.meta.get("loc")
         cur = x
         for op, attrs in steps:
-            (cur,) = w.emit(op, [cur], attrs, node.meta.get("loc"))
-        w.emit_node(node, "index", [cur, w.tensor(index)], {"dim": index_dim})
+            (cur,) = w.emit(op, [cur], attrs, loc)
+        if len(indices) == 1:
+            w.emit_node(node, "index", [cur, w.tensor(indices[0])], {"dim": index_dim})
+            return
+        position = _flat_position(w, cur, index_dim, indices, loc)
+        flat = _merged(w, cur, index_dim, len(indices), loc)
+        w.emit_node(node, "index", [flat, position], {"dim": index_dim})
         return
     if not steps:
         w.values[id(node)] = x
@@ -509,22 +515,84 @@ def _tensor_index_reason(item) -> str:
     return f"indexing by a {item.meta['example'].dtype} tensor (int64 or int32 indices compile)"
 
 
-def _one_tensor_index(items):
-    """(position, node) of the one int tensor among `items`, replaced there by a full slice (the
-    index node then takes that dim); (None, None) without one. Declines several tensors and
-    masks. Ints index as selects first, in torch's way (unlike NumPy, an int never makes the
-    tensor's dims move to the front)."""
+def _tensor_indices(items):
+    """(position, nodes) of the int tensors among `items`, each replaced by a full slice (the
+    index node then takes their dims); (None, []) without one. They must be adjacent (torch
+    moves the result's dims first otherwise, which stays eager); masks decline. Ints index as
+    selects first, in torch's way: unlike NumPy's, they never join the tensors."""
     tensors = [k for k, i in enumerate(items) if isinstance(i, Node) and _is_tensor_node(i)]
     if not tensors:
-        return None, None
-    if len(tensors) > 1:
-        raise Decline("indexing by several tensors (one tensor index compiles)")
-    (k,) = tensors
-    index = items[k]
-    if index.meta["example"].dtype not in (_kiln().int64, _kiln().int32):
-        raise Decline(_tensor_index_reason(index))
-    items[k] = slice(None)
-    return k, index
+        return None, []
+    if tensors != list(range(tensors[0], tensors[0] + len(tensors))):
+        raise Decline("indexing by tensors separated by other indices")
+    nodes = [items[k] for k in tensors]
+    for index in nodes:
+        if index.meta["example"].dtype not in (_kiln().int64, _kiln().int32):
+            raise Decline(_tensor_index_reason(index))
+    for k in tensors:
+        items[k] = slice(None)
+    return tensors[0], nodes
+
+
+def _one_tensor_index(items):
+    """_tensor_indices for item assignment, which takes one tensor."""
+    k, nodes = _tensor_indices(items)
+    if len(nodes) > 1:
+        raise Decline("item assignment through several tensors")
+    return k, (nodes[0] if nodes else None)
+
+
+_OUT_OF_RANGE = 1 << 62  # a flat position every indexed tensor is smaller than
+
+
+def _flat_position(w, view, dim: int, nodes, loc):
+    """The position, in `view` with dims dim..dim+len(nodes)-1 merged, that the index tensors
+    name together (broadcast): sum of each wrapped index times the sizes after it. A tensor
+    entry outside its own dim makes the position out of range, so the load raises and eager
+    reports the entry (a merged dim alone would let it read a neighbouring row)."""
+    sizes = []
+    for k in range(len(nodes)):
+        text = view.type.sizes[dim + k]
+        if text.isdigit():
+            sizes.append(w.constant(int(text)))
+        else:
+            (s,) = w.emit("sym_size", [view], {"dim": dim + k}, loc)
+            sizes.append(s)
+    position = valid = None
+    for node, size in zip(nodes, sizes, strict=True):
+        i = w.tensor(node)
+        if i.type.dtype != "i64":
+            (i,) = w.emit("cast", [i], {"dtype": "i64"}, loc)
+        (shifted,) = w.emit("add", [i, size], {}, loc)
+        (negative,) = w.emit("lt", [i, w.constant(0)], {}, loc)
+        (wrapped,) = w.emit("where", [negative, shifted, i], {}, loc)
+        (above,) = w.emit("ge", [shifted, w.constant(0)], {}, loc)
+        (below,) = w.emit("lt", [i, size], {}, loc)
+        (ok,) = w.emit("logical_and", [above, below], {}, loc)
+        if position is None:
+            position, valid = wrapped, ok
+            continue
+        (scaled,) = w.emit("mul", [position, size], {}, loc)
+        (position,) = w.emit("add", [scaled, wrapped], {}, loc)
+        (valid,) = w.emit("logical_and", [valid, ok], {}, loc)
+    (flat,) = w.emit("where", [valid, position, w.constant(_OUT_OF_RANGE)], {}, loc)
+    return flat
+
+
+def _merged(w, view, dim: int, count: int, loc):
+    """`view` with dims dim..dim+count-1 as one."""
+    sizes = list(view.type.sizes)
+    part = sizes[dim : dim + count]
+    if all(s.isdigit() for s in part):
+        size = 1
+        for s in part:
+            size *= int(s)
+        merged = str(size)
+    else:
+        merged = "*".join(f"({s})" for s in part)
+    (out,) = w.emit("reshape", [view], {"shape": sizes[:dim] + [merged] + sizes[dim + count :]},
+                    loc)  # fmt: skip
+    return out
 
 
 def _kiln():

@@ -115,7 +115,8 @@ def test_data_dependent_indexing_stays_eager():
     fallbacks = _fallback_reasons(lambda t: t[t > 0] * 2, x)
     assert [target for _, target, _ in fallbacks] == ["operator.getitem"]
     assert _fallback_reasons(lambda t, i: t[i] * 2, x, kiln.tensor([0, 3])) == []  # a gather
-    fallbacks = _fallback_reasons(lambda t, i: t[i, i] * 2, x, kiln.tensor([0, 3]))
+    assert _fallback_reasons(lambda t, i: t[i, i] * 2, x, kiln.tensor([0, 3])) == []
+    fallbacks = _fallback_reasons(lambda t, i: t[i, :, i] * 2, rand(4, 5, 3), kiln.tensor([0, 2]))
     assert [target for _, target, _ in fallbacks] == ["operator.getitem"]
     fallbacks = _fallback_reasons(lambda t: F.one_hot(t.long().abs()), x)
     assert len(fallbacks) == 1  # no num_classes: the size depends on the values
