@@ -4,6 +4,7 @@
 // restrided gather or scatter (see [Note: restrided operands]).
 #include "runtime/ops/index.h"
 #include "runtime/copy.h"
+#include "runtime/device_ops.h"
 #include "runtime/error.h"
 #include "runtime/loops.h"
 #include "runtime/ops/elementwise.h"
@@ -185,7 +186,29 @@ IndexPlan planIndex(const Tensor &self, std::span<const Tensor> indices) {
 
 } // namespace
 
+namespace {
+
+/// On a device: the dim of the one int index tensor (the entries before it undefined, i.e.
+/// whole dims), which the graph ops index / index_put take; nullopt for any other form.
+std::optional<int64_t> oneIndexDim(std::span<const Tensor> indices) {
+  if (indices.empty() || !indices.back().defined())
+    return std::nullopt;
+  for (size_t k = 0; k + 1 < indices.size(); ++k)
+    if (indices[k].defined())
+      return std::nullopt;
+  DType t = indices.back().dtype();
+  if (t != DType::Int64 && t != DType::Int32)
+    return std::nullopt;
+  return static_cast<int64_t>(indices.size()) - 1;
+}
+
+} // namespace
+
 Tensor index(const Tensor &self, std::span<const Tensor> indices) {
+  if (onDevice({&self})) {
+    if (std::optional<int64_t> dim = oneIndexDim(indices))
+      return deviceOp("index", {self, indices.back()}, fmt::format("dim = {}", *dim));
+  }
   IndexPlan plan = planIndex(self, indices);
   if (!plan.offsets.defined())
     return numelOf(plan.resultShape) == 0 ? Tensor::empty(plan.resultShape, self.dtype())
@@ -201,6 +224,14 @@ Tensor &indexPut_(Tensor &self, std::span<const Tensor> indices, const Tensor &v
              "index_put_: Index put requires the source and destination dtypes match, got {} for "
              "the destination and {} for the source",
              dtypeName(self.dtype()), dtypeName(values.dtype()));
+  if (onDevice({&self})) {
+    if (std::optional<int64_t> dim = oneIndexDim(indices)) {
+      Tensor updated = deviceOp("index_put", {self, indices.back(), values},
+                                fmt::format("dim = {}, accumulate = {}", *dim, accumulate));
+      self.copy_(updated);
+      return self;
+    }
+  }
   if (accumulate && isReducedFloat(self.dtype())) {
     Tensor wide = self.to(DType::Float32, true);
     indexPut_(wide, indices, values.to(DType::Float32), true);

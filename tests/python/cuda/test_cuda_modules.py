@@ -160,3 +160,18 @@ def test_compiled_sort_cumsum_and_class_loss_on_cuda_equal_cpu_eager():
     for g, w in zip(got, want, strict=True):
         assert g.device.type == "cuda"
         np.testing.assert_allclose(g.cpu().numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_compiled_indexing_on_cuda_equals_cpu_eager():
+    def fn(x, i, t):
+        y = x[:, i] * 2
+        y[0] = 0.0
+        y[:, t[:2]] = 1.0
+        return y, x[t] + 1
+
+    x, i, t = kiln.randn(4, 6), kiln.tensor([5, 0, -1]), kiln.tensor([0, 2, 2, 3])
+    want = fn(x, i, t)
+    got = kiln.compile(fn)(x.cuda(), i.cuda(), t.cuda())
+    for g, w in zip(got, want, strict=True):
+        assert g.device.type == "cuda"
+        np.testing.assert_allclose(g.cpu().numpy(), w.numpy(), rtol=1e-6)

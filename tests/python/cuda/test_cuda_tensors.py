@@ -204,3 +204,21 @@ def test_sorts_scans_gathers_and_class_losses_match_the_cpu():
         for g, e in zip(got, want, strict=True):
             assert g.device.type == "cuda" and g.dtype == e.dtype
             np.testing.assert_allclose(g.cpu().numpy(), e.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_indexing_and_item_assignment_by_one_tensor_match_the_cpu():
+    x, i = kiln.randn(4, 5), kiln.tensor([0, -1, 2])
+    xc, ic = x.cuda(), i.cuda()
+    for fn in (lambda x, i: x[i], lambda x, i: x[:, i], lambda x, i: x[1, i]):
+        got = fn(xc, ic)
+        assert got.device.type == "cuda"
+        np.testing.assert_allclose(got.cpu().numpy(), fn(x, i).numpy())
+    y, yc = x.clone(), xc.clone()
+    for target in (y, yc):
+        idx = i if target is y else ic
+        target[idx] = 2.0
+        target[:, idx[:2]] = kiln.ones(4, 2, device=target.device)
+        target.index_put_((idx,), kiln.ones(3, 5, device=target.device), accumulate=True)
+    np.testing.assert_allclose(yc.cpu().numpy(), y.numpy())
+    with pytest.raises(IndexError, match="index 7 is out of bounds for a dimension with size 4"):
+        xc[kiln.tensor([7]).cuda()]
