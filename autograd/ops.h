@@ -234,6 +234,11 @@ Tensor diag(const Tensor &self, int64_t diagonal = 0);
 Tensor diagEmbed(const Tensor &self, int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1);
 Tensor index(const Tensor &self, std::span<const Tensor> indices);
 Tensor gather(const Tensor &self, int64_t dim, const Tensor &index);
+// The out-of-place scatters (ops_scatter.cc); the in-place forms are not differentiable.
+Tensor scatter(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src);
+Tensor scatterAdd(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src);
+Tensor indexAdd(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source,
+                const Scalar &alpha);
 Tensor indexSelect(const Tensor &self, int64_t dim, const Tensor &index);
 Tensor tril(const Tensor &self, int64_t diagonal = 0);
 Tensor triu(const Tensor &self, int64_t diagonal = 0);

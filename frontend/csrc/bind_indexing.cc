@@ -292,6 +292,17 @@ Tensor &scatterAny(Tensor &self, int64_t dim, const Tensor &index, py::handle sr
   return ops::scatterValue_(self, dim, index, toScalar(v, "scatter"), r);
 }
 
+/// Out-of-place scatter: differentiable with a source tensor and no reduction.
+Tensor scatterOutOfPlace(const Tensor &self, int64_t dim, const Tensor &index, py::handle src,
+                         py::handle value, py::handle reduce) {
+  if (value.is_none() && reduce.is_none() && py::isinstance<Tensor>(src))
+    return ops::scatter(self, dim, index, src.cast<const Tensor &>());
+  const Tensor *s = py::isinstance<Tensor>(src) ? &src.cast<const Tensor &>() : nullptr;
+  requireUntracked("scatter with a value or a reduction", {&self, s});
+  Tensor out = self.clone();
+  return scatterAny(out, dim, index, src, value, reduce);
+}
+
 /// index_put's indices: a tuple/list of tensors or None (None keeps that dim whole).
 std::vector<Tensor> toIndexList(py::handle indices) {
   KILN_CHECK_KIND(Type, PySequence_Check(indices.ptr()) && !py::isinstance<Tensor>(indices),
@@ -379,33 +390,34 @@ void bindScatterOps(py::module_ &m, py::class_<Tensor> &t) {
   m.def(
       "scatter",
       [](const Tensor &self, int64_t dim, const Tensor &index, py::object src, py::object value,
-         py::object reduce) {
-        Tensor out = self.clone();
-        return scatterAny(out, dim, index, src, value, reduce);
-      },
+         py::object reduce) { return scatterOutOfPlace(self, dim, index, src, value, reduce); },
       py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src") = py::none(),
       py::kw_only(), py::arg("value") = py::none(), py::arg("reduce") = py::none());
   t.def(
       "scatter",
       [](const Tensor &self, int64_t dim, const Tensor &index, py::object src, py::object value,
-         py::object reduce) {
-        Tensor out = self.clone();
-        return scatterAny(out, dim, index, src, value, reduce);
-      },
+         py::object reduce) { return scatterOutOfPlace(self, dim, index, src, value, reduce); },
       py::arg("dim"), py::arg("index"), py::arg("src") = py::none(), py::kw_only(),
       py::arg("value") = py::none(), py::arg("reduce") = py::none());
   t.def(
       "scatter_",
       [](py::object self, int64_t dim, const Tensor &index, py::object src, py::object value,
          py::object reduce) {
-        scatterAny(self.cast<Tensor &>(), dim, index, src, value, reduce);
+        Tensor &x = self.cast<Tensor &>();
+        const Tensor *s = py::isinstance<Tensor>(src) ? &src.cast<const Tensor &>() : nullptr;
+        if (s && value.is_none() && reduce.is_none() && autograd::anyRequiresGrad({&x, s})) {
+          autograd::applyInplace("scatter_", x,
+                                 ops::scatter(autograd::inplaceOperand(x, {s}), dim, index, *s));
+          return self;
+        }
+        requireUntracked("scatter_ with a value or a reduction", {&x, s});
+        scatterAny(x, dim, index, src, value, reduce);
         return self;
       },
       py::arg("dim"), py::arg("index"), py::arg("src") = py::none(), py::kw_only(),
       py::arg("value") = py::none(), py::arg("reduce") = py::none());
   auto scatterAdd = [](const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
-    Tensor out = self.clone();
-    return ops::scatterAdd_(out, dim, index, src);
+    return ops::scatterAdd(self, dim, index, src);
   };
   m.def("scatter_add", scatterAdd, py::arg("input"), py::arg("dim"), py::arg("index"),
         py::arg("src"));
@@ -413,7 +425,13 @@ void bindScatterOps(py::module_ &m, py::class_<Tensor> &t) {
   t.def(
       "scatter_add_",
       [](py::object self, int64_t dim, const Tensor &index, const Tensor &src) {
-        ops::scatterAdd_(self.cast<Tensor &>(), dim, index, src);
+        Tensor &x = self.cast<Tensor &>();
+        if (autograd::anyRequiresGrad({&x, &src}))
+          autograd::applyInplace(
+              "scatter_add_", x,
+              ops::scatterAdd(autograd::inplaceOperand(x, {&src}), dim, index, src));
+        else
+          ops::scatterAdd_(x, dim, index, src);
         return self;
       },
       py::arg("dim"), py::arg("index"), py::arg("src"));
@@ -422,6 +440,7 @@ void bindScatterOps(py::module_ &m, py::class_<Tensor> &t) {
 void bindReducingScatterOps(py::module_ &m, py::class_<Tensor> &t) {
   auto scatterReduce = [](const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
                           const std::string &reduce, bool includeSelf) {
+    requireUntracked("scatter_reduce", {&self, &src});
     Tensor out = self.clone();
     return ops::scatterReduce_(out, dim, index, src, reduce, includeSelf);
   };
@@ -433,6 +452,7 @@ void bindReducingScatterOps(py::module_ &m, py::class_<Tensor> &t) {
       "scatter_reduce_",
       [](py::object self, int64_t dim, const Tensor &index, const Tensor &src,
          const std::string &reduce, bool includeSelf) {
+        requireUntracked("scatter_reduce_", {&self.cast<Tensor &>(), &src});
         ops::scatterReduce_(self.cast<Tensor &>(), dim, index, src, reduce, includeSelf);
         return self;
       },
@@ -440,8 +460,7 @@ void bindReducingScatterOps(py::module_ &m, py::class_<Tensor> &t) {
       py::arg("include_self") = true);
   auto indexAdd = [](const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source,
                      py::handle alpha) {
-    Tensor out = self.clone();
-    return ops::indexAdd_(out, dim, index, source, toScalar(alpha, "index_add"));
+    return ops::indexAdd(self, dim, index, source, toScalar(alpha, "index_add"));
   };
   m.def("index_add", indexAdd, py::arg("input"), py::arg("dim"), py::arg("index"),
         py::arg("source"), py::kw_only(), py::arg("alpha") = 1);
@@ -451,7 +470,14 @@ void bindReducingScatterOps(py::module_ &m, py::class_<Tensor> &t) {
       "index_add_",
       [](py::object self, int64_t dim, const Tensor &index, const Tensor &source,
          py::handle alpha) {
-        ops::indexAdd_(self.cast<Tensor &>(), dim, index, source, toScalar(alpha, "index_add_"));
+        Tensor &x = self.cast<Tensor &>();
+        Scalar a = toScalar(alpha, "index_add_");
+        if (autograd::anyRequiresGrad({&x, &source}))
+          autograd::applyInplace(
+              "index_add_", x,
+              ops::indexAdd(autograd::inplaceOperand(x, {&source}), dim, index, source, a));
+        else
+          ops::indexAdd_(x, dim, index, source, a);
         return self;
       },
       py::arg("dim"), py::arg("index"), py::arg("source"), py::kw_only(), py::arg("alpha") = 1);

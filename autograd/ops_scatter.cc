@@ -1,0 +1,69 @@
+// Differentiable scatters (out of place): scatter with a source, scatter_add and index_add.
+// Their gradients are the incoming gradient for the input (with the overwritten positions zeroed
+// for scatter) and a gather of it at the scattered positions for the source.
+#include "autograd/ops.h"
+#include "autograd/record.h"
+#include "runtime/ops/factory.h"
+
+namespace kiln::autograd::ops {
+namespace {
+using B = EagerBuilder;
+} // namespace
+
+Tensor scatter(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
+  Tensor out = self.clone();
+  kiln::ops::scatter_(out, dim, index, src);
+  record("ScatterBackward0", {&self, nullptr, &src}, out, [&](const NodePtr &) {
+    return [si = SavedTensor(index), dim](B &, const Node &n, Grads &g) {
+      Tensor idx = si.unpack(n);
+      Grads r(3);
+      if (n.needsInputGrad(0)) { // what the scatter overwrote gets no gradient
+        r[0] = g[0].clone();
+        kiln::ops::scatterValue_(r[0], dim, idx, Scalar(0.0));
+      }
+      if (n.needsInputGrad(2))
+        r[2] = ops::gather(g[0], dim, idx);
+      return r;
+    };
+  });
+  return out;
+}
+
+Tensor scatterAdd(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
+  Tensor out = self.clone();
+  kiln::ops::scatterAdd_(out, dim, index, src);
+  record("ScatterAddBackward0", {&self, nullptr, &src}, out, [&](const NodePtr &) {
+    return [si = SavedTensor(index), dim](B &, const Node &n, Grads &g) {
+      Grads r(3);
+      if (n.needsInputGrad(0))
+        r[0] = g[0];
+      if (n.needsInputGrad(2))
+        r[2] = ops::gather(g[0], dim, si.unpack(n));
+      return r;
+    };
+  });
+  return out;
+}
+
+Tensor indexAdd(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source,
+                const Scalar &alpha) {
+  Tensor out = self.clone();
+  kiln::ops::indexAdd_(out, dim, index, source, alpha);
+  record("IndexAddBackward0", {&self, nullptr, &source}, out, [&](const NodePtr &) {
+    return [si = SavedTensor(index), dim, alpha, shape = source.sizes()](B &, const Node &n,
+                                                                         Grads &g) {
+      Grads r(3);
+      if (n.needsInputGrad(0))
+        r[0] = g[0];
+      if (n.needsInputGrad(2)) {
+        int64_t d = dim < 0 ? dim + std::max<int64_t>(g[0].dim(), 1) : dim;
+        Tensor picked = ops::indexSelect(g[0], d, si.unpack(n).reshape({-1}));
+        r[2] = ops::mul(picked, Tensor::wrapScalar(alpha)).reshape(shape);
+      }
+      return r;
+    };
+  });
+  return out;
+}
+
+} // namespace kiln::autograd::ops
