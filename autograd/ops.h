@@ -16,6 +16,7 @@
 #include "runtime/ops/conv.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/index.h"
+#include "runtime/ops/interpolate.h"
 #include "runtime/ops/linalg.h"
 #include "runtime/ops/loss.h"
 #include "runtime/ops/norm.h"
@@ -239,6 +240,11 @@ Tensor scatter(const Tensor &self, int64_t dim, const Tensor &index, const Tenso
 Tensor scatterAdd(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src);
 Tensor indexAdd(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source,
                 const Scalar &alpha);
+// The upsamples (ops_scatter.cc): their backward adds each output gradient to what it read.
+Tensor upsampleNearest(const Tensor &input, IntList outputSize,
+                       const kiln::ops::UpsampleScales &scales, bool exact);
+Tensor upsampleLinear(const Tensor &input, IntList outputSize, bool alignCorners,
+                      const kiln::ops::UpsampleScales &scales);
 Tensor indexSelect(const Tensor &self, int64_t dim, const Tensor &index);
 Tensor tril(const Tensor &self, int64_t diagonal = 0);
 Tensor triu(const Tensor &self, int64_t diagonal = 0);

@@ -1,9 +1,11 @@
 // Differentiable scatters (out of place): scatter with a source, scatter_add and index_add.
 // Their gradients are the incoming gradient for the input (with the overwritten positions zeroed
-// for scatter) and a gather of it at the scattered positions for the source.
+// for scatter) and a gather of it at the scattered positions for the source. Also the upsamples,
+// whose backward scatters each output gradient back to the inputs it read.
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "runtime/ops/factory.h"
+#include "runtime/ops/interpolate.h"
 
 namespace kiln::autograd::ops {
 namespace {
@@ -61,6 +63,28 @@ Tensor indexAdd(const Tensor &self, int64_t dim, const Tensor &index, const Tens
         r[2] = ops::mul(picked, Tensor::wrapScalar(alpha)).reshape(shape);
       }
       return r;
+    };
+  });
+  return out;
+}
+
+Tensor upsampleNearest(const Tensor &input, IntList outputSize,
+                       const kiln::ops::UpsampleScales &scales, bool exact) {
+  Tensor out = kiln::ops::upsampleNearest(input, outputSize, scales, exact);
+  record("UpsampleNearestBackward0", {&input}, out, [&](const NodePtr &) {
+    return [sizes = input.sizes(), scales, exact](B &, const Node &, Grads &g) {
+      return Grads{kiln::ops::upsampleNearestBackward(g[0], sizes, scales, exact)};
+    };
+  });
+  return out;
+}
+
+Tensor upsampleLinear(const Tensor &input, IntList outputSize, bool alignCorners,
+                      const kiln::ops::UpsampleScales &scales) {
+  Tensor out = kiln::ops::upsampleLinear(input, outputSize, alignCorners, scales);
+  record("UpsampleLinearBackward0", {&input}, out, [&](const NodePtr &) {
+    return [sizes = input.sizes(), alignCorners, scales](B &, const Node &, Grads &g) {
+      return Grads{kiln::ops::upsampleLinearBackward(g[0], sizes, alignCorners, scales)};
     };
   });
   return out;

@@ -3,6 +3,9 @@
 #include "runtime/ops/interpolate.h"
 
 #include "runtime/error.h"
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/factory.h"
+#include "runtime/ops/index.h"
 #include "runtime/ops/linalg_impl.h"
 #include "runtime/thread_pool.h"
 
@@ -242,7 +245,94 @@ const char *linearName(int64_t nd) {
   return names[std::clamp<int64_t>(nd, 1, 3) - 1];
 }
 
+/// The nearest source index of every output index of spatial axis `a` (as the forward uses).
+std::vector<int64_t> nearestAxis(const UpsamplePlan &p, int a, const UpsampleScales &scales,
+                                 bool exact, DType dt) {
+  int64_t d = a - (3 - p.nd);
+  auto scale = d >= 0 ? scaleOf(scales, d) : std::nullopt;
+  if (p.nd == 2)
+    return nearestIndices2d(p.in[a], p.out[a], scale, exact);
+  if (dt == DType::Float64)
+    return nearestIndices<double>(p.in[a], p.out[a], scale, exact);
+  return nearestIndices<float>(p.in[a], p.out[a], scale, exact);
+}
+
+Tensor indexTensor(const std::vector<int64_t> &v) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::Int64);
+  std::copy(v.begin(), v.end(), t.data<int64_t>());
+  return t;
+}
+
+/// `g` with dim `dim` (its size out) folded back to size `in`: each slice added at idx[o], times
+/// weight[o] when given (the transpose of one axis's interpolation).
+Tensor foldAxis(const Tensor &g, int64_t dim, int64_t in, const std::vector<int64_t> &idx,
+                const Tensor &weight) {
+  Shape sizes = g.sizes();
+  sizes[dim] = in;
+  Tensor out = zeros(sizes, g.dtype());
+  Tensor src = g;
+  if (weight.defined()) {
+    Shape view(g.dim(), 1);
+    view[dim] = weight.numel();
+    src = mul(g, weight.to(g.dtype()).view(view));
+  }
+  indexAdd_(out, dim, indexTensor(idx), src.contiguous());
+  return out;
+}
+
+/// The grad of an upsample's input: its output grad folded back axis by axis (both modes are
+/// separable), in the compute dtype.
+template <typename Fold>
+Tensor foldAxes(const char *op, const Tensor &grad, IntList inputSize, Fold fold) {
+  KILN_CHECK(grad.dim() == static_cast<int64_t>(inputSize.size()) && grad.dim() >= 3,
+             "{} backward: a gradient of rank {} for an input of rank {}", op, grad.dim(),
+             inputSize.size());
+  int64_t nd = grad.dim() - 2;
+  Tensor g = grad.to(computeDType(grad.dtype()));
+  for (int64_t k = 0; k < nd; ++k) {
+    int a = static_cast<int>(3 - nd + k);
+    g = fold(g, k + 2, a);
+  }
+  return g.to(grad.dtype());
+}
+
+UpsamplePlan backwardPlan(const char *op, const Tensor &grad, IntList inputSize) {
+  Tensor like = Tensor::empty(Shape(inputSize.begin(), inputSize.end()), grad.dtype());
+  Shape outSize(grad.sizes().begin() + 2, grad.sizes().end());
+  return planUpsample(op, like, outSize, {});
+}
+
 } // namespace
+
+Tensor upsampleNearestBackward(const Tensor &grad, IntList inputSize, const UpsampleScales &scales,
+                               bool exact) {
+  const char *op = nearestName(grad.dim() - 2, exact);
+  UpsamplePlan p = backwardPlan(op, grad, inputSize);
+  return foldAxes(op, grad, inputSize, [&](const Tensor &g, int64_t dim, int a) {
+    return foldAxis(g, dim, p.in[a], nearestAxis(p, a, scales, exact, grad.dtype()), Tensor());
+  });
+}
+
+Tensor upsampleLinearBackward(const Tensor &grad, IntList inputSize, bool alignCorners,
+                              const UpsampleScales &scales) {
+  const char *op = linearName(grad.dim() - 2);
+  UpsamplePlan p = backwardPlan(op, grad, inputSize);
+  return foldAxes(op, grad, inputSize, [&](const Tensor &g, int64_t dim, int a) {
+    int64_t d = a - (3 - p.nd);
+    auto scale = d >= 0 ? scaleOf(scales, d) : std::nullopt;
+    auto fold = [&](const auto &taps) {
+      using O = typename std::decay_t<decltype(taps.w0)>::value_type;
+      Tensor w0 = Tensor::empty({p.out[a]}, sizeof(O) == 8 ? DType::Float64 : DType::Float32);
+      Tensor w1 = Tensor::empty({p.out[a]}, w0.dtype());
+      std::copy(taps.w0.begin(), taps.w0.end(), w0.data<O>());
+      std::copy(taps.w1.begin(), taps.w1.end(), w1.data<O>());
+      return add(foldAxis(g, dim, p.in[a], taps.i0, w0), foldAxis(g, dim, p.in[a], taps.i1, w1));
+    };
+    if (grad.dtype() == DType::Float64)
+      return fold(linearTaps<double>(p.in[a], p.out[a], alignCorners, scale, grad.dtype()));
+    return fold(linearTaps<float>(p.in[a], p.out[a], alignCorners, scale, grad.dtype()));
+  });
+}
 
 Tensor upsampleNearest(const Tensor &input, IntList outputSize, const UpsampleScales &scales,
                        bool exact) {

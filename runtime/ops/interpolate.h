@@ -24,4 +24,11 @@ Tensor upsampleNearest(const Tensor &input, IntList outputSize, const UpsampleSc
 Tensor upsampleLinear(const Tensor &input, IntList outputSize, bool alignCorners,
                       const UpsampleScales &scales);
 
+/// The gradients of the input of upsampleNearest / upsampleLinear (of sizes `inputSize`) from
+/// the output's `grad`: each output gradient added back to the inputs it read, with its weights.
+Tensor upsampleNearestBackward(const Tensor &grad, IntList inputSize, const UpsampleScales &scales,
+                               bool exact);
+Tensor upsampleLinearBackward(const Tensor &grad, IntList inputSize, bool alignCorners,
+                              const UpsampleScales &scales);
+
 } // namespace kiln::ops
