@@ -209,6 +209,11 @@ std::pair<Tensor, Tensor> topk(const Tensor &a, int64_t k, int64_t dim = -1, boo
 Tensor cumsum(const Tensor &a, int64_t dim, std::optional<DType> dtype = {});
 std::pair<Tensor, Tensor> cummax(const Tensor &a, int64_t dim);
 std::pair<Tensor, Tensor> cummin(const Tensor &a, int64_t dim);
+std::pair<Tensor, Tensor> kthvalue(const Tensor &a, int64_t k, int64_t dim = -1,
+                                   bool keepdim = false);
+std::pair<Tensor, Tensor> medianDim(const Tensor &a, int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> nanmedianDim(const Tensor &a, int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> mode(const Tensor &a, int64_t dim = -1, bool keepdim = false);
 Tensor prod(const Tensor &a, std::optional<int64_t> dim = {}, bool keepdim = false,
             std::optional<DType> dtype = {});
 Tensor vectorNorm(const Tensor &a, double ord = 2.0, const DimList &dims = {}, bool keepdim = false,

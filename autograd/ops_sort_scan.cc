@@ -58,6 +58,44 @@ std::pair<Tensor, Tensor> cummin(const Tensor &a, int64_t dim) {
   return selection("CumminBackward0", a, dim, kiln::ops::cummin(a, dim));
 }
 
+namespace {
+
+/// A selection that reduces dim (kthvalue, median, mode): without keepdim the value and index
+/// get the dim back (as one) before the gradient is scattered to where each value came from.
+std::pair<Tensor, Tensor> reducingSelection(const char *name, const Tensor &a, int64_t dim,
+                                            bool keepdim, std::pair<Tensor, Tensor> result) {
+  record(name, {&a}, result.first, [&](const NodePtr &) {
+    int64_t d = wrapDim(dim, std::max<int64_t>(a.dim(), 1), name);
+    return [idx = result.second, sizes = a.sizes(), d,
+            keep = keepdim || a.dim() == 0](B &b, const Node &, Grads &g) {
+      Tensor i = keep ? idx : idx.unsqueeze(d), grad = keep ? g[0] : b.unsqueeze(g[0], d);
+      return Grads{b.scatterAdd(sizes, d, i, grad)};
+    };
+  });
+  return result;
+}
+
+} // namespace
+
+std::pair<Tensor, Tensor> kthvalue(const Tensor &a, int64_t k, int64_t dim, bool keepdim) {
+  return reducingSelection("KthvalueBackward0", a, dim, keepdim,
+                           kiln::ops::kthvalue(a, k, dim, keepdim));
+}
+
+std::pair<Tensor, Tensor> medianDim(const Tensor &a, int64_t dim, bool keepdim) {
+  return reducingSelection("MedianBackward1", a, dim, keepdim,
+                           kiln::ops::medianDim(a, dim, keepdim));
+}
+
+std::pair<Tensor, Tensor> nanmedianDim(const Tensor &a, int64_t dim, bool keepdim) {
+  return reducingSelection("NanmedianBackward1", a, dim, keepdim,
+                           kiln::ops::nanmedianDim(a, dim, keepdim));
+}
+
+std::pair<Tensor, Tensor> mode(const Tensor &a, int64_t dim, bool keepdim) {
+  return reducingSelection("ModeBackward0", a, dim, keepdim, kiln::ops::mode(a, dim, keepdim));
+}
+
 Tensor cumsum(const Tensor &a, int64_t dim, std::optional<DType> dtype) {
   Tensor out = kiln::ops::cumsum(a, dim, dtype);
   record("CumsumBackward0", {&a}, out, [&](const NodePtr &) {

@@ -91,12 +91,30 @@ def instance_norm(
     momentum=0.1,
     eps=1e-5,
 ):
-    """Instance normalization: per-(sample, channel) statistics of an (N, C, *) input."""
+    """Instance normalization: per-(sample, channel) statistics of an (N, C, *) input. With
+    autograd on, the normalization is written in differentiable ops (the kernel updates the
+    running statistics, as it does without autograd)."""
     if use_input_stats:
         _verify_spatial_size(list(input.shape))
-    return _C.instance_norm(
-        input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, False
-    )
+    tracked = [t for t in (input, weight, bias) if t is not None and t.requires_grad]
+    if not (use_input_stats and tracked and _grad_enabled()):
+        return _C.instance_norm(
+            input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, False
+        )
+    if running_mean is not None or running_var is not None:
+        with _no_grad():
+            _C.instance_norm(input.detach(), None, None, running_mean, running_var, True,
+                             momentum, eps, False)  # fmt: skip
+    dims = tuple(range(2, input.dim()))
+    mean = input.mean(dims, keepdim=True)
+    var = input.var(dims, keepdim=True, correction=0)
+    out = (input - mean) * (var + eps).rsqrt()
+    per_channel = (1, input.shape[1]) + (1,) * (input.dim() - 2)
+    if weight is not None:
+        out = out * weight.reshape(per_channel)
+    if bias is not None:
+        out = out + bias.reshape(per_channel)
+    return out
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
@@ -125,3 +143,15 @@ def scaled_dot_product_attention(
     return _C._scaled_dot_product_attention(
         query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
     )
+
+
+def _grad_enabled():
+    import kiln
+
+    return kiln.is_grad_enabled()
+
+
+def _no_grad():
+    import kiln
+
+    return kiln.no_grad()

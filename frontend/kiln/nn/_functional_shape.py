@@ -7,8 +7,57 @@ __all__ = ["embedding", "one_hot", "pad"]
 
 def pad(input, pad, mode="constant", value=None):  # noqa: A002 - torch's argument names
     """torch.nn.functional.pad: `pad` lists (left, right) amounts from the last dim backwards;
-    mode is 'constant' (negative amounts crop), 'reflect', 'replicate' or 'circular'."""
-    return _C.pad(input, list(pad), mode, value)
+    mode is 'constant' (negative amounts crop), 'reflect', 'replicate' or 'circular'. With
+    autograd on, the non-constant modes are written as slices, flips and a cat (their
+    derivative); the kernel checks the arguments either way."""
+    out = _C.pad(input, list(pad), mode, value) if not _tracked(input) or mode == "constant" else (
+        None)  # fmt: skip
+    if out is not None:
+        return out
+    with _no_grad():
+        _C.pad(input.detach(), list(pad), mode, value)  # eager's argument checks and errors
+    x = input
+    for k in range(len(pad) // 2):
+        x = _pad_dim(x, x.dim() - 1 - k, pad[2 * k], pad[2 * k + 1], mode)
+    return x
+
+
+def _pad_dim(x, dim, left, right, mode):
+    """One dim of a reflect / replicate / circular pad (a negative amount crops)."""
+    n = x.shape[dim]
+    if left < 0:
+        x, n, left = x.narrow(dim, -left, n + left), n + left, 0
+    if right < 0:
+        x, n, right = x.narrow(dim, 0, n + right), n + right, 0
+    parts = []
+    if left:
+        parts.append(x.narrow(dim, 1, left).flip(dim) if mode == "reflect"
+                     else x.narrow(dim, 0, 1).expand(*_sized(x, dim, left)) if mode == "replicate"
+                     else x.narrow(dim, n - left, left))  # fmt: skip
+    parts.append(x)
+    if right:
+        parts.append(x.narrow(dim, n - 1 - right, right).flip(dim) if mode == "reflect"
+                     else x.narrow(dim, n - 1, 1).expand(*_sized(x, dim, right))
+                     if mode == "replicate" else x.narrow(dim, 0, right))  # fmt: skip
+    return _C.cat(parts, dim) if len(parts) > 1 else x
+
+
+def _sized(x, dim, size):
+    shape = list(x.shape)
+    shape[dim] = size
+    return shape
+
+
+def _tracked(t) -> bool:
+    import kiln
+
+    return kiln.is_grad_enabled() and t.requires_grad
+
+
+def _no_grad():
+    import kiln
+
+    return kiln.no_grad()
 
 
 def one_hot(tensor, num_classes=-1):

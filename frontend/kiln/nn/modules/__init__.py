@@ -3,6 +3,7 @@
 from kiln.nn.modules.activation import *  # noqa: F403
 from kiln.nn.modules.attention import *  # noqa: F403
 from kiln.nn.modules.batchnorm import *  # noqa: F403
+from kiln.nn.modules.composite import *  # noqa: F403
 from kiln.nn.modules.container import *  # noqa: F403
 from kiln.nn.modules.conv import *  # noqa: F403
 from kiln.nn.modules.dropout import *  # noqa: F403
