@@ -245,6 +245,11 @@ Tensor scatter(const Tensor &self, int64_t dim, const Tensor &index, const Tenso
 Tensor scatterAdd(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src);
 Tensor indexAdd(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source,
                 const Scalar &alpha);
+// im2col and col2im (ops_conv_pool.cc): each is the other's derivative.
+Tensor unfold(const Tensor &input, IntList kernelSize, IntList dilation, IntList padding,
+              IntList stride);
+Tensor fold(const Tensor &input, IntList outputSize, IntList kernelSize, IntList dilation,
+            IntList padding, IntList stride);
 // The upsamples (ops_scatter.cc): their backward adds each output gradient to what it read.
 Tensor upsampleNearest(const Tensor &input, IntList outputSize,
                        const kiln::ops::UpsampleScales &scales, bool exact);

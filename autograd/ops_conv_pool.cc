@@ -294,4 +294,31 @@ Tensor batchNorm(const Tensor &input, const Tensor &weight, const Tensor &bias,
   return out;
 }
 
+Tensor unfold(const Tensor &input, IntList kernelSize, IntList dilation, IntList padding,
+              IntList stride) {
+  Tensor out = kiln::ops::unfold(input, kernelSize, dilation, padding, stride);
+  record("Im2ColBackward0", {&input}, out, [&](const NodePtr &) {
+    Shape spatial(input.sizes().end() - 2, input.sizes().end());
+    return [spatial, k = Shape(kernelSize.begin(), kernelSize.end()),
+            d = Shape(dilation.begin(), dilation.end()), p = Shape(padding.begin(), padding.end()),
+            s = Shape(stride.begin(), stride.end())](B &, const Node &, Grads &g) {
+      return Grads{ops::fold(g[0], spatial, k, d, p, s)}; // fold is unfold's adjoint
+    };
+  });
+  return out;
+}
+
+Tensor fold(const Tensor &input, IntList outputSize, IntList kernelSize, IntList dilation,
+            IntList padding, IntList stride) {
+  Tensor out = kiln::ops::fold(input, outputSize, kernelSize, dilation, padding, stride);
+  record("Col2ImBackward0", {&input}, out, [&](const NodePtr &) {
+    return [k = Shape(kernelSize.begin(), kernelSize.end()),
+            d = Shape(dilation.begin(), dilation.end()), p = Shape(padding.begin(), padding.end()),
+            s = Shape(stride.begin(), stride.end())](B &, const Node &, Grads &g) {
+      return Grads{ops::unfold(g[0], k, d, p, s)};
+    };
+  });
+  return out;
+}
+
 } // namespace kiln::autograd::ops

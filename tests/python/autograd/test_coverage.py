@@ -96,7 +96,6 @@ FUNCTIONS_NOT_YET = {
     "kiln.logcumsumexp",
     "kiln.median",  # without a dim: the median of every element
     "kiln.nanmedian",
-    "F.unfold",
 }
 NOT_OPS = {
     "manual_seed",
