@@ -207,6 +207,8 @@ std::pair<Tensor, Tensor> sort(const Tensor &a, int64_t dim = -1, bool descendin
 std::pair<Tensor, Tensor> topk(const Tensor &a, int64_t k, int64_t dim = -1, bool largest = true,
                                bool sorted = true);
 Tensor cumsum(const Tensor &a, int64_t dim, std::optional<DType> dtype = {});
+Tensor cumprod(const Tensor &a, int64_t dim, std::optional<DType> dtype = {});
+Tensor logcumsumexp(const Tensor &a, int64_t dim);
 std::pair<Tensor, Tensor> cummax(const Tensor &a, int64_t dim);
 std::pair<Tensor, Tensor> cummin(const Tensor &a, int64_t dim);
 std::pair<Tensor, Tensor> kthvalue(const Tensor &a, int64_t k, int64_t dim = -1,

@@ -26,8 +26,6 @@ NON_DIFFERENTIABLE = {
 }
 # Differentiable in torch, no derivative rule in kiln yet.
 NOT_YET = {
-    "cumprod",
-    "logcumsumexp",
     "median",  # without a dim: the median of every element
     "nanmedian",
 }
@@ -92,8 +90,6 @@ FUNCTIONS_NON_DIFFERENTIABLE = {
     "kiln.zeros_like",
 }
 FUNCTIONS_NOT_YET = {
-    "kiln.cumprod",
-    "kiln.logcumsumexp",
     "kiln.median",  # without a dim: the median of every element
     "kiln.nanmedian",
 }
