@@ -213,6 +213,8 @@ std::pair<Tensor, Tensor> cummax(const Tensor &a, int64_t dim);
 std::pair<Tensor, Tensor> cummin(const Tensor &a, int64_t dim);
 std::pair<Tensor, Tensor> kthvalue(const Tensor &a, int64_t k, int64_t dim = -1,
                                    bool keepdim = false);
+Tensor median(const Tensor &a);
+Tensor nanmedian(const Tensor &a);
 std::pair<Tensor, Tensor> medianDim(const Tensor &a, int64_t dim, bool keepdim = false);
 std::pair<Tensor, Tensor> nanmedianDim(const Tensor &a, int64_t dim, bool keepdim = false);
 std::pair<Tensor, Tensor> mode(const Tensor &a, int64_t dim = -1, bool keepdim = false);

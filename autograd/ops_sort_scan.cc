@@ -92,6 +92,30 @@ std::pair<Tensor, Tensor> nanmedianDim(const Tensor &a, int64_t dim, bool keepdi
                            kiln::ops::nanmedianDim(a, dim, keepdim));
 }
 
+namespace {
+
+/// median / nanmedian of every element: the gradient goes to the element selected (the lower
+/// median, or the first NaN), found as the median of the flattened tensor along its one dim.
+Tensor wholeMedian(const char *name, const Tensor &a, bool nan) {
+  Tensor out = nan ? kiln::ops::nanmedian(a) : kiln::ops::median(a);
+  record(name, {&a}, out, [&](const NodePtr &) {
+    Tensor flat = a.reshape({-1});
+    Tensor idx =
+        (nan ? kiln::ops::nanmedianDim(flat, 0, true) : kiln::ops::medianDim(flat, 0, true)).second;
+    return [idx, sizes = a.sizes(), n = flat.numel()](B &b, const Node &, Grads &g) {
+      Tensor grad = b.scatterAdd({n}, 0, idx, b.reshape(g[0], {1}));
+      return Grads{b.reshape(grad, sizes)};
+    };
+  });
+  return out;
+}
+
+} // namespace
+
+Tensor median(const Tensor &a) { return wholeMedian("MedianBackward0", a, false); }
+
+Tensor nanmedian(const Tensor &a) { return wholeMedian("NanmedianBackward0", a, true); }
+
 std::pair<Tensor, Tensor> mode(const Tensor &a, int64_t dim, bool keepdim) {
   return reducingSelection("ModeBackward0", a, dim, keepdim, kiln::ops::mode(a, dim, keepdim));
 }

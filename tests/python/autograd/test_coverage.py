@@ -25,10 +25,7 @@ NON_DIFFERENTIABLE = {
     "floor_divide",
 }
 # Differentiable in torch, no derivative rule in kiln yet.
-NOT_YET = {
-    "median",  # without a dim: the median of every element
-    "nanmedian",
-}
+NOT_YET: set = set()  # every method that should differentiate does
 SKIP = {"backward", "register_hook", "retain_grad"}  # the autograd API itself
 
 
@@ -89,10 +86,7 @@ FUNCTIONS_NON_DIFFERENTIABLE = {
     "kiln.unique_consecutive",
     "kiln.zeros_like",
 }
-FUNCTIONS_NOT_YET = {
-    "kiln.median",  # without a dim: the median of every element
-    "kiln.nanmedian",
-}
+FUNCTIONS_NOT_YET: set = set()
 NOT_OPS = {
     "manual_seed",
     "seed",

@@ -30,3 +30,16 @@ def test_selection_gradients_match_torch(name):
     (ours * kiln.from_numpy(w)).sum().backward()
     (theirs * torch.from_numpy(w)).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["median", "nanmedian"])
+def test_whole_tensor_median_gradient_goes_to_the_selected_element(name):
+    a = (G.standard_normal((3, 4)) * 3).astype(np.float32)
+    if name == "nanmedian":
+        a[1, 2] = np.nan
+    x, t = kiln.from_numpy(a.copy()).requires_grad_(), torch.from_numpy(a.copy()).requires_grad_()
+    ours, theirs = getattr(x, name)(), getattr(t, name)()
+    np.testing.assert_allclose(ours.item(), theirs.item())
+    (ours * 3).backward()
+    (theirs * 3).backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy())
