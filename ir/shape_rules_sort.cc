@@ -71,6 +71,8 @@ bool isScanOrSortOp(OpKind op) {
   case OpKind::Cumprod:
   case OpKind::Argsort:
   case OpKind::TopkIndices:
+  case OpKind::Logcumsumexp:
+  case OpKind::SelectionIndices:
   case OpKind::Scatter:
   case OpKind::ScatterAdd:
   case OpKind::IndexAdd:
@@ -105,6 +107,26 @@ TensorMeta scanOrSortType(const Node &n) {
   }
   case OpKind::Argsort:
     return TensorMeta::contiguous(DType::Int64, in.sizes, in.device);
+  case OpKind::Logcumsumexp:
+    if (!isFloating(in.dtype))
+      ruleFails("logcumsumexp: not implemented for {}", dtypeShortName(in.dtype));
+    return TensorMeta::contiguous(in.dtype, in.sizes, in.device);
+  case OpKind::SelectionIndices: {
+    std::string kind = n.attr("kind")->toString();
+    if (kind == "cummax" || kind == "cummin")
+      return TensorMeta::contiguous(DType::Int64, in.sizes, in.device);
+    if (kind != "kthvalue" && kind != "median" && kind != "nanmedian" && kind != "mode")
+      ruleFails("selection_indices: unknown kind \"{}\"", kind);
+    const Attribute *keep = n.attr("keepdim");
+    std::vector<SymInt> sizes = in.sizes;
+    if (in.rank() > 0) {
+      if (keep && keep->toBool())
+        sizes[dim] = 1;
+      else
+        sizes.erase(sizes.begin() + dim);
+    }
+    return TensorMeta::contiguous(DType::Int64, sizes, in.device);
+  }
   default: {
     int64_t k = n.attr("k")->toInt();
     SymInt size = in.rank() == 0 ? SymInt(1) : in.sizes[dim];

@@ -74,6 +74,11 @@ int64_t intOr(const ir::Attributes &attrs, const char *name, int64_t fallback) {
   return it == attrs.end() ? fallback : it->second.toInt();
 }
 
+std::string stringOr(const ir::Attributes &attrs, const char *name) {
+  auto it = attrs.find(name);
+  return it == attrs.end() ? std::string() : it->second.toString();
+}
+
 /// A flag attribute that is true when absent.
 bool flagOrTrue(const ir::Attributes &attrs, const char *name) {
   auto it = attrs.find(name);
@@ -97,17 +102,34 @@ void addScansAndSorts(ExternTable &t) {
     return std::vector<Tensor>{ops::argsort(in[0], intOr(attrs, "dim", -1),
                                             flag(attrs, "descending"), flag(attrs, "stable"))};
   });
+  t.emplace("logcumsumexp", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("logcumsumexp", in, 1, 1);
+    return std::vector<Tensor>{ops::logcumsumexp(in[0], intOr(attrs, "dim", 0))};
+  });
+  t.emplace("selection_indices", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("selection_indices", in, 1, 1);
+    std::string kind = stringOr(attrs, "kind");
+    int64_t dim = intOr(attrs, "dim", 0);
+    bool keep = flag(attrs, "keepdim");
+    if (kind == "cummax")
+      return std::vector<Tensor>{ops::cummax(in[0], dim).second};
+    if (kind == "cummin")
+      return std::vector<Tensor>{ops::cummin(in[0], dim).second};
+    if (kind == "kthvalue")
+      return std::vector<Tensor>{ops::kthvalue(in[0], intOr(attrs, "k", 1), dim, keep).second};
+    if (kind == "median")
+      return std::vector<Tensor>{ops::medianDim(in[0], dim, keep).second};
+    if (kind == "nanmedian")
+      return std::vector<Tensor>{ops::nanmedianDim(in[0], dim, keep).second};
+    KILN_CHECK_KIND(Value, kind == "mode", "extern selection_indices: unknown kind {}", kind);
+    return std::vector<Tensor>{ops::mode(in[0], dim, keep).second};
+  });
   t.emplace("topk_indices", [](Inputs in, const ir::Attributes &attrs) {
     expectInputs("topk_indices", in, 1, 1);
     return std::vector<Tensor>{ops::topk(in[0], intOr(attrs, "k", 1), intOr(attrs, "dim", -1),
                                          flagOrTrue(attrs, "largest"), flagOrTrue(attrs, "sorted"))
                                    .second};
   });
-}
-
-std::string stringOr(const ir::Attributes &attrs, const char *name) {
-  auto it = attrs.find(name);
-  return it == attrs.end() ? std::string() : it->second.toString();
 }
 
 /// The scatters write into a copy of their input (the graph op is out of place).

@@ -25,9 +25,10 @@ void lowerScanOrSort(LowerContext &ctx, const ir::Node &n) {
 } // namespace
 
 void registerScansAndSorts(Registry &r) {
-  for (OpKind op : {OpKind::Cumsum, OpKind::Cumprod, OpKind::Argsort, OpKind::TopkIndices,
-                    OpKind::Scatter, OpKind::ScatterAdd, OpKind::IndexAdd, OpKind::IndexPut,
-                    OpKind::UpsampleNearest, OpKind::UpsampleLinear})
+  for (OpKind op :
+       {OpKind::Cumsum, OpKind::Cumprod, OpKind::Argsort, OpKind::TopkIndices, OpKind::Logcumsumexp,
+        OpKind::SelectionIndices, OpKind::Scatter, OpKind::ScatterAdd, OpKind::IndexAdd,
+        OpKind::IndexPut, OpKind::UpsampleNearest, OpKind::UpsampleLinear})
     r.add(op, lowerScanOrSort);
 }
 

@@ -1,12 +1,15 @@
 """Calls that are a few graph ops together (lowerings.py explains the mechanism): conv1d as a
 conv2d over a height of one, addmm / baddbmm / addmv as a matmul with its scaled addend,
 outer products as a broadcast multiply, F.normalize as a division by the clamped norm, sort and
-topk as the positions (an extern) and a gather of the values at them, group_norm as a grouped
+topk, cummax / cummin, kthvalue, median and mode as the positions (an extern) and a gather of
+the values at them, group_norm as a grouped
 view normalized over its groups, interpolate as an upsample extern. Each
 node carries the call's source line; the node after the last one must type as eager's result
 (emit_node checks)."""
 
 from __future__ import annotations
+
+import math
 
 import kiln
 from kiln._capture.graph import Node
@@ -235,3 +238,75 @@ def _interpolate(w, node, a):
         return
     attrs = {"output_size": out, **({"align_corners": True} if a["align_corners"] else {})}
     w.emit_node(node, "upsample_linear", [x], attrs)
+
+
+def _s_cum_extreme(input, dim): ...
+def _s_kthvalue(input, k, dim=-1, keepdim=False): ...
+def _s_median_dim(input, dim, keepdim=False): ...
+def _s_mode(input, dim=-1, keepdim=False): ...
+
+
+def _selected(kind: str, reduces: bool):
+    """(values, indices) of a selection along dim: the positions from `selection_indices` (an
+    extern), the values a gather there (the dim restored for the gather when it is reduced)."""
+
+    def lower(w, node, a):
+        pair = node.meta.get("example")
+        x = w.tensor(a["input"])
+        if not isinstance(pair, tuple) or len(pair) != 2 or len(x.type.sizes) == 0:
+            raise Decline(f"{kind} of a 0-d tensor")
+        dim = w.int_(a["dim"]) % len(x.type.sizes)
+        keep = bool(a.get("keepdim", False))
+        attrs = {"kind": kind, "dim": dim}
+        if "k" in a:
+            attrs["k"] = w.int_(a["k"])
+        if keep:
+            attrs["keepdim"] = True
+        loc = node.meta.get("loc")
+        (indices,) = w.emit("selection_indices", [x], attrs, loc)
+        at = indices
+        if reduces and not keep:
+            (at,) = w.emit("unsqueeze", [indices], {"dim": dim}, loc)
+        (values,) = w.emit("gather", [x, at], {"dim": dim}, loc)
+        if reduces and not keep:
+            (values,) = w.emit("squeeze", [values], {"dim": [dim]}, loc)
+        w.values[id(node)] = (values, indices)
+
+    return lower
+
+
+for _kind in ("cummax", "cummin"):
+    lowering(_s_cum_extreme, f"kiln.{_kind}", f"kiln.Tensor.{_kind}")(_selected(_kind, False))
+lowering(_s_kthvalue, "kiln.kthvalue", "kiln.Tensor.kthvalue")(_selected("kthvalue", True))
+lowering(_s_mode, "kiln.mode", "kiln.Tensor.mode")(_selected("mode", True))
+for _kind in ("median", "nanmedian"):
+    lowering(_s_median_dim, f"kiln.{_kind}", f"kiln.Tensor.{_kind}")(_selected(_kind, True))
+
+
+def _s_median_all(input): ...
+
+
+def _median_all(kind: str):
+    """median() / nanmedian() of every element: the selection along the flattened tensor."""
+
+    def lower(w, node, a):
+        x = w.tensor(a["input"])
+        sizes = list(x.type.sizes)
+        loc = node.meta.get("loc")
+        flat = x
+        if len(sizes) != 1:
+            if all(s.isdigit() for s in sizes):
+                numel = str(math.prod(int(s) for s in sizes))
+            else:
+                numel = "*".join(f"({s})" for s in sizes)
+            (flat,) = w.emit("reshape", [x], {"shape": [numel]}, loc)
+        (at,) = w.emit("selection_indices", [flat], {"kind": kind, "dim": 0, "keepdim": True},
+                       loc)  # fmt: skip
+        (value,) = w.emit("gather", [flat, at], {"dim": 0}, loc)
+        w.emit_node(node, "reshape", [value], {"shape": []})
+
+    return lower
+
+
+for _kind in ("median", "nanmedian"):
+    lowering(_s_median_all, f"kiln.{_kind}", f"kiln.Tensor.{_kind}")(_median_all(_kind))

@@ -79,6 +79,15 @@ SORTS = {
     "topk_smallest": (lambda m, x: x.topk(2, dim=0, largest=False).indices, [(4, 9)]),
     "cumsum": (lambda m, x: (x.cumsum(-1) * 2, m.cumsum(x > 0, 0)), [(3, 7)]),
     "cumprod": (lambda m, x: m.cumprod(x, 1, dtype=m.float64), [(3, 7)]),
+    "logcumsumexp": (lambda m, x: x.logcumsumexp(0) * 2, [(3, 7)]),
+    "cummax": (lambda m, x: tuple(x.cummax(1)), [(3, 7)]),
+    "cummin": (lambda m, x: m.cummin(x, 0).values + 1, [(3, 7)]),
+    "kthvalue": (lambda m, x: tuple(x.kthvalue(3, 1)), [(3, 7)]),
+    "kthvalue_keepdim": (lambda m, x: tuple(m.kthvalue(x, 2, 0, keepdim=True)), [(3, 7)]),
+    "median_dim": (lambda m, x: tuple(x.median(1)), [(3, 7)]),
+    "median_all": (lambda m, x: x.median() * 2, [(3, 7)]),
+    "nanmedian_dim": (lambda m, x: x.nanmedian(0).values, [(3, 7)]),
+    "mode": (lambda m, x: x.round().mode(1).values, [(3, 7)]),
 }
 
 

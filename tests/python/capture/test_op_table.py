@@ -113,6 +113,7 @@ REDUCTIONS = {
     "scatter_add": lambda x: x.scatter_add(1, (x.abs() * 5).long() % 3, x),
     "scatter": lambda x: x.scatter(1, (x.abs() * 5).long() % 3, x * 2),
     "index_add": lambda x: x.index_add(1, (x[0].abs() * 5).long() % 3, x, alpha=2),
+    "logcumsumexp": lambda x: x.logcumsumexp(-1),
 }  # fmt: skip
 SAMPLES = {**UNARY_FLOAT_MATH, **UNARY_ANY, **BINARY, **REDUCTIONS}
 
