@@ -44,6 +44,49 @@ TensorMeta scatterType(const Node &n) {
   return TensorMeta::contiguous(in.dtype, in.sizes, in.device);
 }
 
+/// im2col / col2im sizes (eager's rules; a rank the op refuses is a rule failure).
+TensorMeta foldType(const Node &n) {
+  const TensorMeta &in = tensorOperand(n, 0);
+  auto two = [&](const char *name) {
+    std::vector<int64_t> v = n.attr(name)->toInts();
+    if (v.size() != 2)
+      ruleFails("{}: {} must hold two values, got {}", n.keyword(), name, v.size());
+    return v;
+  };
+  std::vector<int64_t> k = two("kernel_size"), d = two("dilation"), p = two("padding"),
+                       s = two("stride");
+  bool unfold = n.op() == OpKind::Unfold;
+  if (in.rank() != (unfold ? 4 : 3))
+    ruleFails("{}: expected a {}-d input, got {}", n.keyword(), unfold ? 4 : 3, in.rank());
+  std::optional<int64_t> c = in.sizes[1].constant();
+  std::vector<SymInt> sizes{in.sizes[0]};
+  std::vector<int64_t> spatial = unfold ? std::vector<int64_t>{} : two("output_size");
+  int64_t blocks = 1;
+  for (int a = 0; a < 2; ++a) {
+    std::optional<int64_t> extent =
+        unfold ? in.sizes[2 + a].constant() : std::optional<int64_t>(spatial[a]);
+    if (!extent)
+      ruleFails("{}: symbolic spatial sizes", n.keyword());
+    int64_t count = (*extent + 2 * p[a] - d[a] * (k[a] - 1) - 1) / s[a] + 1;
+    if (count <= 0)
+      ruleFails("{}: the blocks do not fit the input", n.keyword());
+    blocks *= count;
+  }
+  if (unfold) {
+    sizes.push_back(c ? SymInt(*c * k[0] * k[1]) : in.sizes[1] * SymInt(k[0] * k[1]));
+    sizes.emplace_back(blocks);
+  } else {
+    if (!c || *c % (k[0] * k[1]))
+      ruleFails("fold: the channels are not a constant multiple of the kernel size");
+    if (std::optional<int64_t> l = in.sizes[2].constant(); !l || *l != blocks)
+      ruleFails("fold: expected {} blocks, got {}", blocks, in.sizes[2].str());
+    sizes.emplace_back(*c / (k[0] * k[1]));
+    sizes.emplace_back(spatial[0]);
+    sizes.emplace_back(spatial[1]);
+  }
+  return TensorMeta::contiguous(in.dtype, sizes, in.device);
+}
+
 /// An upsample's result: [N, C, *output_size] of the input's dtype.
 TensorMeta upsampleType(const Node &n) {
   const TensorMeta &in = tensorOperand(n, 0);
@@ -73,6 +116,8 @@ bool isScanOrSortOp(OpKind op) {
   case OpKind::TopkIndices:
   case OpKind::Logcumsumexp:
   case OpKind::SelectionIndices:
+  case OpKind::Unfold:
+  case OpKind::Fold:
   case OpKind::Scatter:
   case OpKind::ScatterAdd:
   case OpKind::IndexAdd:
@@ -94,6 +139,9 @@ TensorMeta scanOrSortType(const Node &n) {
   case OpKind::UpsampleNearest:
   case OpKind::UpsampleLinear:
     return upsampleType(n);
+  case OpKind::Unfold:
+  case OpKind::Fold:
+    return foldType(n);
   default:
     break;
   }

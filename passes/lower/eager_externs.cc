@@ -167,6 +167,18 @@ void addScatters(ExternTable &t) {
 }
 
 void addUpsamples(ExternTable &t) {
+  t.emplace("unfold", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("unfold", in, 1, 1);
+    return std::vector<Tensor>{
+        ops::unfold(in[0], ints(attrs, "kernel_size", {}), ints(attrs, "dilation", {1}),
+                    ints(attrs, "padding", {0}), ints(attrs, "stride", {1}))};
+  });
+  t.emplace("fold", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("fold", in, 1, 1);
+    return std::vector<Tensor>{ops::fold(
+        in[0], ints(attrs, "output_size", {}), ints(attrs, "kernel_size", {}),
+        ints(attrs, "dilation", {1}), ints(attrs, "padding", {0}), ints(attrs, "stride", {1}))};
+  });
   t.emplace("upsample_nearest", [](Inputs in, const ir::Attributes &attrs) {
     expectInputs("upsample_nearest", in, 1, 1);
     return std::vector<Tensor>{

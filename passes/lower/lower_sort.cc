@@ -25,10 +25,10 @@ void lowerScanOrSort(LowerContext &ctx, const ir::Node &n) {
 } // namespace
 
 void registerScansAndSorts(Registry &r) {
-  for (OpKind op :
-       {OpKind::Cumsum, OpKind::Cumprod, OpKind::Argsort, OpKind::TopkIndices, OpKind::Logcumsumexp,
-        OpKind::SelectionIndices, OpKind::Scatter, OpKind::ScatterAdd, OpKind::IndexAdd,
-        OpKind::IndexPut, OpKind::UpsampleNearest, OpKind::UpsampleLinear})
+  for (OpKind op : {OpKind::Cumsum, OpKind::Cumprod, OpKind::Argsort, OpKind::TopkIndices,
+                    OpKind::Logcumsumexp, OpKind::SelectionIndices, OpKind::Scatter,
+                    OpKind::ScatterAdd, OpKind::IndexAdd, OpKind::IndexPut, OpKind::UpsampleNearest,
+                    OpKind::UpsampleLinear, OpKind::Unfold, OpKind::Fold})
     r.add(op, lowerScanOrSort);
 }
 

@@ -3,7 +3,8 @@ conv2d over a height of one, addmm / baddbmm / addmv as a matmul with its scaled
 outer products as a broadcast multiply, F.normalize as a division by the clamped norm, sort and
 topk, cummax / cummin, kthvalue, median and mode as the positions (an extern) and a gather of
 the values at them, group_norm as a grouped
-view normalized over its groups, interpolate as an upsample extern. Each
+view normalized over its groups, interpolate as an upsample extern, F.unfold / F.fold as the
+im2col / col2im externs. Each
 node carries the call's source line; the node after the last one must type as eager's result
 (emit_node checks)."""
 
@@ -310,3 +311,25 @@ def _median_all(kind: str):
 
 for _kind in ("median", "nanmedian"):
     lowering(_s_median_all, f"kiln.{_kind}", f"kiln.Tensor.{_kind}")(_median_all(_kind))
+
+
+def _s_unfold(input, kernel_size, dilation=1, padding=0, stride=1): ...
+def _s_fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1): ...
+
+
+def _two(w, v) -> list[int]:
+    values = w.ints(v)
+    return values * 2 if len(values) == 1 else values
+
+
+@lowering(_s_unfold, "kiln.nn.functional.unfold")
+def _unfold(w, node, a):
+    attrs = {k: _two(w, a[k]) for k in ("kernel_size", "dilation", "padding", "stride")}
+    w.emit_node(node, "unfold", [w.tensor(a["input"])], attrs)
+
+
+@lowering(_s_fold, "kiln.nn.functional.fold")
+def _fold(w, node, a):
+    attrs = {k: _two(w, a[k]) for k in ("output_size", "kernel_size", "dilation", "padding",
+                                        "stride")}  # fmt: skip
+    w.emit_node(node, "fold", [w.tensor(a["input"])], attrs)

@@ -88,6 +88,11 @@ SORTS = {
     "median_all": (lambda m, x: x.median() * 2, [(3, 7)]),
     "nanmedian_dim": (lambda m, x: x.nanmedian(0).values, [(3, 7)]),
     "mode": (lambda m, x: x.round().mode(1).values, [(3, 7)]),
+    "unfold": (lambda m, x: m.nn.functional.unfold(x.reshape(1, 3, 7, 1).expand(2, 3, 7, 4),
+                                                   (3, 2), padding=1, stride=(2, 1)) * 2,
+               [(3, 7)]),
+    "fold": (lambda m, x: m.nn.functional.fold(x.reshape(1, 3, 7).repeat(2, 4, 1)[:, :, :6],
+                                               (3, 4), 2) + 1, [(3, 7)]),
 }
 
 
