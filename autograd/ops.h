@@ -249,6 +249,10 @@ Tensor scatter(const Tensor &self, int64_t dim, const Tensor &index, const Tenso
 Tensor scatterAdd(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src);
 Tensor indexAdd(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source,
                 const Scalar &alpha);
+// conv_transpose1d / 2d (ops_conv_pool.cc): the adjoint of the convolution.
+Tensor convTranspose(int64_t spatialDims, const Tensor &input, const Tensor &weight,
+                     const std::optional<Tensor> &bias,
+                     const kiln::ops::ConvTransposeOptions &opts);
 // im2col and col2im (ops_conv_pool.cc): each is the other's derivative.
 Tensor unfold(const Tensor &input, IntList kernelSize, IntList dilation, IntList padding,
               IntList stride);

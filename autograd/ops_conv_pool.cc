@@ -126,6 +126,56 @@ Tensor convolution(int64_t spatialDims, const Tensor &input, const Tensor &weigh
   return out;
 }
 
+Tensor convTranspose(int64_t spatialDims, const Tensor &input, const Tensor &weight,
+                     const std::optional<Tensor> &bias, const ConvTransposeOptions &opts) {
+  Tensor out = kiln::ops::convTranspose(spatialDims, input, weight, bias, opts);
+  const Tensor *pb = bias ? &*bias : nullptr;
+  if (!anyRequiresGrad({&input, &weight, pb}))
+    return out;
+  KILN_CHECK_KIND(NotImplemented, spatialDims <= 2,
+                  "conv_transpose3d: the derivative is not implemented yet");
+  auto each = [&](const Shape &v) { return v.size() == 1 ? Shape(spatialDims, v[0]) : v; };
+  Shape stride = each(opts.stride), padding = each(opts.padding), dilation = each(opts.dilation);
+  // conv_transpose(x, w) is the input gradient of conv(., w) at grad_output x, so its input
+  // gradient is that convolution and its weight gradient the convolution's, roles swapped.
+  record("ConvolutionBackward1", {&input, &weight, pb}, out, [&](const NodePtr &self) {
+    bool needX = self->needsInputGrad(0), needW = self->needsInputGrad(1);
+    return [sx = SavedTensor(needW ? input : Tensor()), sw = SavedTensor(needX ? weight : Tensor()),
+            xs = input.sizes(), ws = weight.sizes(), nd = spatialDims, stride, padding, dilation,
+            groups = opts.groups](B &, const Node &n, Grads &g) {
+      Grads r(3);
+      const bool batched = static_cast<int64_t>(xs.size()) == nd + 2;
+      Tensor gout = batched ? g[0] : g[0].unsqueeze(0);
+      if (n.needsInputGrad(0)) {
+        Tensor gx = autograd::ops::convolution(nd, gout, sw.unpack(n), std::nullopt,
+                                               ConvOptions{stride, padding, dilation, groups, ""});
+        r[0] = batched ? gx : gx.squeeze(Shape{0});
+      }
+      if (n.needsInputGrad(1)) {
+        Tensor x = sx.unpack(n);
+        if (!batched)
+          x = x.unsqueeze(0);
+        if (nd == 1) {
+          Shape ws2{ws[0], ws[1], 1, ws[2]};
+          r[1] = convWeightGrad2d(gout.unsqueeze(2), x.unsqueeze(2), ws2, {1, stride[0]},
+                                  {0, padding[0]}, {1, dilation[0]}, groups)
+                     .reshape(ws);
+        } else {
+          r[1] = convWeightGrad2d(gout, x, ws, stride, padding, dilation, groups);
+        }
+      }
+      if (n.needsInputGrad(2)) {
+        Shape dims{0};
+        for (int64_t d = 2; d < gout.dim(); ++d)
+          dims.push_back(d);
+        r[2] = kiln::ops::sum(gout, DimList(dims));
+      }
+      return r;
+    };
+  });
+  return out;
+}
+
 Tensor pad(const Tensor &self, IntList widths, const std::string &mode,
            std::optional<double> value) {
   Tensor out = kiln::ops::pad(self, widths, mode, value);

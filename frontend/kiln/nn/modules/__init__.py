@@ -6,6 +6,7 @@ from kiln.nn.modules.batchnorm import *  # noqa: F403
 from kiln.nn.modules.composite import *  # noqa: F403
 from kiln.nn.modules.container import *  # noqa: F403
 from kiln.nn.modules.conv import *  # noqa: F403
+from kiln.nn.modules.conv_transpose import *  # noqa: F403
 from kiln.nn.modules.dropout import *  # noqa: F403
 from kiln.nn.modules.flatten import *  # noqa: F403
 from kiln.nn.modules.linear import *  # noqa: F403

