@@ -87,6 +87,33 @@ TensorMeta foldType(const Node &n) {
   return TensorMeta::contiguous(in.dtype, sizes, in.device);
 }
 
+/// conv_transpose2d's result: (N, C_out, H', W') of the input's dtype.
+TensorMeta convTransposeType(const Node &n) {
+  const TensorMeta &in = tensorOperand(n, 0), &w = tensorOperand(n, 1);
+  if (in.rank() != 4 || w.rank() != 4)
+    ruleFails("conv_transpose2d: expected a 4-d input and weight, got {} and {}", in.rank(),
+              w.rank());
+  if (w.dtype != in.dtype)
+    ruleFails("conv_transpose2d: weight of dtype {} for an input of {}", dtypeShortName(w.dtype),
+              dtypeShortName(in.dtype));
+  const Attribute *g = n.attr("groups");
+  int64_t groups = g ? g->toInt() : 1;
+  std::optional<int64_t> cin = in.sizes[1].constant(), wc = w.sizes[0].constant();
+  if (cin && wc && *cin != *wc)
+    ruleFails("conv_transpose2d: input of {} channels for a weight of {}", *cin, *wc);
+  std::vector<SymInt> sizes{in.sizes[0], w.sizes[1] * SymInt(groups)};
+  for (int a = 0; a < 2; ++a) {
+    std::optional<int64_t> k = w.sizes[2 + a].constant();
+    if (!k)
+      ruleFails("conv_transpose2d: a symbolic kernel size");
+    auto at = [&](const char *name) { return n.attr(name)->toInts().at(a); };
+    sizes.push_back(
+        (in.sizes[2 + a] - SymInt(1)) * SymInt(at("stride")) +
+        SymInt(at("dilation") * (*k - 1) + at("output_padding") + 1 - 2 * at("padding")));
+  }
+  return TensorMeta::contiguous(in.dtype, sizes, in.device);
+}
+
 /// An upsample's result: [N, C, *output_size] of the input's dtype.
 TensorMeta upsampleType(const Node &n) {
   const TensorMeta &in = tensorOperand(n, 0);
@@ -118,6 +145,7 @@ bool isScanOrSortOp(OpKind op) {
   case OpKind::SelectionIndices:
   case OpKind::Unfold:
   case OpKind::Fold:
+  case OpKind::ConvTranspose2d:
   case OpKind::Scatter:
   case OpKind::ScatterAdd:
   case OpKind::IndexAdd:
@@ -142,6 +170,8 @@ TensorMeta scanOrSortType(const Node &n) {
   case OpKind::Unfold:
   case OpKind::Fold:
     return foldType(n);
+  case OpKind::ConvTranspose2d:
+    return convTransposeType(n);
   default:
     break;
   }

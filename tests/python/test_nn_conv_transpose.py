@@ -49,3 +49,21 @@ def test_3d_backward_refuses():
     m = kiln.nn.ConvTranspose3d(2, 2, 2)
     with pytest.raises(NotImplementedError, match="conv_transpose3d"):
         m(kiln.randn(1, 2, 3, 3, 3))
+
+
+def test_a_decoder_compiles_into_one_part():
+    from kiln._capture.backend_cpu import CpuBackend
+
+    m = kiln.nn.Sequential(kiln.nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1),
+                           kiln.nn.ReLU(), kiln.nn.Conv2d(3, 2, 3, padding=1)).eval()
+    for dynamic, shapes in ((None, [(2, 4, 5, 5)]), (True, [(2, 4, 5, 5), (3, 4, 6, 7)])):
+        kiln.compiler.reset()
+        backend = CpuBackend(fallback=False)
+        compiled = kiln.compile(m, backend=backend, dynamic=dynamic)
+        with kiln.no_grad():
+            for s in shapes:
+                x = kiln.randn(*s)
+                np.testing.assert_allclose(compiled(x).numpy(), m(x).numpy(), rtol=1e-4,
+                                           atol=1e-5)
+        assert all(r.eager_nodes == 0 and r.eager_calls == 0 and len(r.parts) == 1
+                   for r in backend.reports)

@@ -333,3 +333,21 @@ def _fold(w, node, a):
     attrs = {k: _two(w, a[k]) for k in ("output_size", "kernel_size", "dilation", "padding",
                                         "stride")}  # fmt: skip
     w.emit_node(node, "fold", [w.tensor(a["input"])], attrs)
+
+
+def _s_conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                        groups=1, dilation=1): ...  # fmt: skip
+
+
+@lowering(_s_conv_transpose2d, "kiln.conv_transpose2d", "kiln.nn.functional.conv_transpose2d")
+def _conv_transpose2d(w, node, a):
+    """A conv_transpose2d extern of a batched input (eager's kernel, bias included)."""
+    ops = [w.tensor(a["input"]), w.tensor(a["weight"])]
+    if len(ops[0].type.sizes) != 4:
+        raise Decline("conv_transpose2d of an unbatched input")
+    if a["bias"] is not None:
+        ops.append(w.tensor(a["bias"]))
+    attrs = {k: _two(w, a[k]) for k in ("stride", "padding", "output_padding", "dilation")}
+    if (g := w.int_(a["groups"])) != 1:
+        attrs["groups"] = g
+    w.emit_node(node, "conv_transpose2d", ops, attrs)
