@@ -40,6 +40,26 @@ Tensor convWeightGrad2d(const Tensor &x, const Tensor &g, const Shape &wsizes, c
   Tensor w = kiln::ops::sum(kiln::ops::matmul(gg, c.transpose(-1, -2)), DimList(Shape{0}));
   return w.reshape(wsizes);
 }
+
+/// convWeightGrad2d for 1 or 2 spatial dims (1-D as 2-D over a height of one).
+Tensor convWeightGrad(int64_t nd, const Tensor &x, const Tensor &g, const Shape &wsizes,
+                      const Shape &stride, const Shape &padding, const Shape &dilation,
+                      int64_t groups) {
+  if (nd == 2)
+    return convWeightGrad2d(x, g, wsizes, stride, padding, dilation, groups);
+  Shape ws2{wsizes[0], wsizes[1], 1, wsizes[2]};
+  return convWeightGrad2d(x.unsqueeze(2), g.unsqueeze(2), ws2, {1, stride[0]}, {0, padding[0]},
+                          {1, dilation[0]}, groups)
+      .reshape(wsizes);
+}
+
+/// A convolution's bias gradient: g summed over the batch and the spatial dims.
+Tensor convBiasGrad(const Tensor &g) {
+  Shape dims{0};
+  for (int64_t d = 2; d < g.dim(); ++d)
+    dims.push_back(d);
+  return kiln::ops::sum(g, DimList(dims));
+}
 } // namespace
 
 Tensor convolution(int64_t spatialDims, const Tensor &input, const Tensor &weight,
@@ -103,23 +123,11 @@ Tensor convolution(int64_t spatialDims, const Tensor &input, const Tensor &weigh
       }
       if (n.needsInputGrad(1)) {
         Tensor x = sx.unpack(n);
-        if (!batched)
-          x = x.unsqueeze(0);
-        if (nd == 1) { // as a 2-D convolution over a height of 1
-          Shape ws2{ws[0], ws[1], 1, ws[2]};
-          r[1] = convWeightGrad2d(x.unsqueeze(2), gout.unsqueeze(2), ws2, {1, stride[0]},
-                                  {0, padding[0]}, {1, dilation[0]}, groups)
-                     .reshape(ws);
-        } else {
-          r[1] = convWeightGrad2d(x, gout, ws, stride, padding, dilation, groups);
-        }
+        r[1] = convWeightGrad(nd, batched ? x : x.unsqueeze(0), gout, ws, stride, padding, dilation,
+                              groups);
       }
-      if (n.needsInputGrad(2)) {
-        Shape dims{0};
-        for (int64_t d = 2; d < gout.dim(); ++d)
-          dims.push_back(d);
-        r[2] = kiln::ops::sum(gout, DimList(dims));
-      }
+      if (n.needsInputGrad(2))
+        r[2] = convBiasGrad(gout);
       return r;
     };
   });
@@ -151,25 +159,13 @@ Tensor convTranspose(int64_t spatialDims, const Tensor &input, const Tensor &wei
                                                ConvOptions{stride, padding, dilation, groups, ""});
         r[0] = batched ? gx : gx.squeeze(Shape{0});
       }
-      if (n.needsInputGrad(1)) {
+      if (n.needsInputGrad(1)) { // the convolution's weight gradient, roles swapped
         Tensor x = sx.unpack(n);
-        if (!batched)
-          x = x.unsqueeze(0);
-        if (nd == 1) {
-          Shape ws2{ws[0], ws[1], 1, ws[2]};
-          r[1] = convWeightGrad2d(gout.unsqueeze(2), x.unsqueeze(2), ws2, {1, stride[0]},
-                                  {0, padding[0]}, {1, dilation[0]}, groups)
-                     .reshape(ws);
-        } else {
-          r[1] = convWeightGrad2d(gout, x, ws, stride, padding, dilation, groups);
-        }
+        r[1] = convWeightGrad(nd, gout, batched ? x : x.unsqueeze(0), ws, stride, padding, dilation,
+                              groups);
       }
-      if (n.needsInputGrad(2)) {
-        Shape dims{0};
-        for (int64_t d = 2; d < gout.dim(); ++d)
-          dims.push_back(d);
-        r[2] = kiln::ops::sum(gout, DimList(dims));
-      }
+      if (n.needsInputGrad(2))
+        r[2] = convBiasGrad(gout);
       return r;
     };
   });

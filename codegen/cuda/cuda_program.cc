@@ -77,6 +77,8 @@ struct CudaProgram::State {
   /// Per buffer: the last node that reads or writes it (-1: none; outputs: past the last node).
   std::vector<int> lastUse;
   passes::lower::ExternTable externs = passes::lower::eagerExterns();
+  /// Whether a kernel takes the index-error record (it has indirect loads).
+  bool checksIndices = false;
 
   std::vector<BufferId> uses(size_t k) const;
   SymbolValues bind(std::span<const Tensor> inputs, const SymbolValues &given,
@@ -105,6 +107,9 @@ CudaProgram::CudaProgram(LoopProgram program, CudaModule module, std::shared_ptr
                    !s.module.nodes[n].kernels.empty(),
                "cuda program: the module's kernels of node {} do not match the program", node);
     s.kernelsOfNode[node] = static_cast<int>(n);
+    for (const CudaKernel &kernel : s.module.nodes[n].kernels)
+      for (const KernelArg &a : kernel.args)
+        s.checksIndices = s.checksIndices || a.kind == KernelArg::Kind::IndexError;
   }
   for (size_t k = 0; k < s.program.nodes().size(); ++k)
     KILN_CHECK(s.program.nodes()[k].kind == LoopNodeKind::Extern || s.kernelsOfNode[k] >= 0,
@@ -274,11 +279,7 @@ void CudaProgram::State::runNodes(const SymbolValues &values, DeviceBuffers &buf
   std::span<const LoopNode> nodes = program.nodes();
   // Kernels with indirect loads record an out-of-range position in one zeroed device record,
   // read back (a synchronization) once the program has run.
-  bool checks = std::any_of(nodes.begin(), nodes.end(), [](const LoopNode &n) {
-    return n.body && std::any_of(n.body->exprs().begin(), n.body->exprs().end(), [](auto *e) {
-             return e->kind == ir::loop::ExprKind::IndirectLoad;
-           });
-  });
+  bool checks = checksIndices;
   int64_t record[3] = {0, 0, 0};
   struct Record {
     CudaDevice &device;

@@ -32,32 +32,33 @@ TensorRef atLeast1d(LowerContext &ctx, const TensorRef &input) {
   return ctx.gatherSource(input.rank() == 0 ? input.view({SymInt(1)}, {}) : input);
 }
 
-/// gather(input, index, dim): out[i] = input[i with index[i] along dim], over index's shape.
-void lowerGather(LowerContext &ctx, const ir::Node &n) {
-  const TensorRef &index = ctx.tensor(n.operand(1));
+/// A gather of operand 0 along the `dim` attribute over the result's points, the position at
+/// each point given by `positionOf(ops, point)`.
+template <class PositionOf>
+void lowerAlongDim(LowerContext &ctx, const ir::Node &n, PositionOf positionOf) {
   TensorRef source = atLeast1d(ctx, ctx.tensor(n.operand(0)));
   size_t rank = static_cast<size_t>(source.rank());
   size_t dim = static_cast<size_t>(wrapDim(n.attr("dim")->toInt(), source.rank()));
   ctx.define(n.result(0), ctx.pointwise(n.result(0)->meta().sizes, [&](Ops &ops, Idx i) {
     std::vector<IndexExpr> at(i.begin(), i.end());
-    at.resize(rank, 0); // a 0-d index reads element 0 of the rest
-    return ctx.loadAlong(ops, source, at, dim, positionAt(ops, index, i), false);
+    at.resize(rank, 0); // a 0-d index (gather) or input (index_select) reads element 0
+    return ctx.loadAlong(ops, source, at, dim, positionOf(ops, i, at[dim]), false);
   }));
+}
+
+/// gather(input, index, dim): out[i] = input[i with index[i] along dim], over index's shape.
+void lowerGather(LowerContext &ctx, const ir::Node &n) {
+  const TensorRef &index = ctx.tensor(n.operand(1));
+  lowerAlongDim(ctx, n,
+                [&](Ops &ops, Idx i, const IndexExpr &) { return positionAt(ops, index, i); });
 }
 
 /// index_select(input, index, dim): the entries index[j] of input along dim, in order.
 void lowerIndexSelect(LowerContext &ctx, const ir::Node &n) {
   const TensorRef &index = ctx.tensor(n.operand(1));
-  TensorRef source = atLeast1d(ctx, ctx.tensor(n.operand(0)));
-  size_t rank = static_cast<size_t>(source.rank());
-  size_t dim = static_cast<size_t>(wrapDim(n.attr("dim")->toInt(), source.rank()));
-  ctx.define(n.result(0), ctx.pointwise(n.result(0)->meta().sizes, [&](Ops &ops, Idx i) {
-    std::vector<IndexExpr> at(i.begin(), i.end());
-    at.resize(rank, 0); // a 0-d input's result is 0-d
-    IndexExpr j = at[dim];
-    Val p = positionAt(ops, index, index.rank() == 0 ? Idx() : Idx(&j, 1));
-    return ctx.loadAlong(ops, source, at, dim, p, false);
-  }));
+  lowerAlongDim(ctx, n, [&](Ops &ops, Idx, const IndexExpr &j) {
+    return positionAt(ops, index, index.rank() == 0 ? Idx() : Idx(&j, 1));
+  });
 }
 
 /// index(input, index, dim): out[a..., j..., b...] = input[a..., index[j...], b...], negative

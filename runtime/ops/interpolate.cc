@@ -297,7 +297,8 @@ Tensor foldAxes(const char *op, const Tensor &grad, IntList inputSize, Fold fold
 }
 
 UpsamplePlan backwardPlan(const char *op, const Tensor &grad, IntList inputSize) {
-  Tensor like = Tensor::empty(Shape(inputSize.begin(), inputSize.end()), grad.dtype());
+  // A stride-0 view of the input's sizes: planning reads sizes only, so nothing is allocated.
+  Tensor like = Tensor::empty({}, grad.dtype()).expand(Shape(inputSize.begin(), inputSize.end()));
   Shape outSize(grad.sizes().begin() + 2, grad.sizes().end());
   return planUpsample(op, like, outSize, {});
 }

@@ -3,6 +3,7 @@ second half of the table in lowerings.py)."""
 
 from __future__ import annotations
 
+import kiln
 from kiln._capture.graph import Node, target_name
 from kiln._capture.graph_build import Decline
 from kiln._capture.lowerings import _no, lowering
@@ -399,7 +400,7 @@ def _setitem(w, node, a):
     masks = [i for i in items if isinstance(i, Node) and _is_tensor_node(i)]
     if masks:
         mask = masks[0]
-        if mask.meta["example"].dtype != _kiln().bool:
+        if mask.meta["example"].dtype != kiln.bool:
             return _setitem_by_tensor(w, node, x, items, value)
         k = items.index(mask)
         whole = all(i == slice(None) or i is Ellipsis for i in items[k + 1 :])
@@ -429,16 +430,22 @@ def _setitem(w, node, a):
         items = items[:k] + [slice(None)] * (rank - consumed) + items[k + 1 :]
     items = [i for i in items if i is not None]  # a new dim writes the same elements
     view = _basic_index(w, node, x, items) if items else x
-    v = w.operand(value)
-    if v.is_tensor and len(v.type.sizes) > len(view.type.sizes):
+    v = _assigned_value(w, value, view.type.sizes, x.type.dtype, loc)
+    if len(v.type.sizes) > len(view.type.sizes):
         raise Decline("a value of more dims than the view it is assigned to")
-    if not v.is_tensor:  # a number: a full of the view's shape in x's dtype
-        if isinstance(value, Node) or type(value) not in (int, float, bool):
-            raise Decline("assignment of a number computed at run time")
-        (v,) = w.emit("full", [], {"size": list(view.type.sizes), "value": value,
-                                   "dtype": x.type.dtype}, loc)  # fmt: skip
     w.emit("copy_", [view, v], {}, loc)
     w.values[id(node)] = None
+
+
+def _assigned_value(w, value, sizes, dtype, loc):
+    """The tensor an item assignment writes: `value`, or a number as a `full` of `sizes`."""
+    v = w.operand(value)
+    if v.is_tensor:
+        return v
+    if isinstance(value, Node) or type(value) not in (int, float, bool):
+        raise Decline("assignment of a number computed at run time")
+    (v,) = w.emit("full", [], {"size": list(sizes), "value": value, "dtype": dtype}, loc)
+    return v
 
 
 def _setitem_by_tensor(w, node, x, items, value):
@@ -458,11 +465,7 @@ def _setitem_by_tensor(w, node, x, items, value):
     dim = sum(1 for i in items[:tensor_at] if isinstance(i, slice))  # the view's dim of idx
     loc = node.meta.get("loc")
     view = _basic_index(w, node, x, items)
-    v = w.operand(value)
-    if not v.is_tensor:
-        if isinstance(value, Node) or type(value) not in (int, float, bool):
-            raise Decline("assignment of a number computed at run time")
-        (v,) = w.emit("full", [], {"size": [], "value": value, "dtype": x.type.dtype}, loc)
+    v = _assigned_value(w, value, [], x.type.dtype, loc)
     (updated,) = w.emit("index_put", [view, w.tensor(index), v], {"dim": dim}, loc)
     w.emit("copy_", [view, updated], {}, loc)
     w.values[id(node)] = None
@@ -480,7 +483,7 @@ def _index_put(w, node, a):
             isinstance(indices[0], Node) and _is_tensor_node(indices[0])):  # fmt: skip
         raise Decline("index_put with other than one index tensor")
     index = indices[0]
-    if index.meta["example"].dtype not in (_kiln().int64, _kiln().int32):
+    if index.meta["example"].dtype not in (kiln.int64, kiln.int32):
         raise Decline(_tensor_index_reason(index))
     x = w.tensor(a["input"])
     attrs = {"dim": 0}
@@ -502,14 +505,10 @@ def _is_int_list(item) -> bool:
 
 
 def _is_tensor_node(item) -> bool:
-    import kiln
-
     return isinstance(item.meta.get("example"), kiln.Tensor)
 
 
 def _tensor_index_reason(item) -> str:
-    import kiln
-
     if item.meta["example"].dtype == kiln.bool:
         return "boolean-mask indexing: the result size depends on the mask's values"
     return f"indexing by a {item.meta['example'].dtype} tensor (int64 or int32 indices compile)"
@@ -527,7 +526,7 @@ def _tensor_indices(items):
         raise Decline("indexing by tensors separated by other indices")
     nodes = [items[k] for k in tensors]
     for index in nodes:
-        if index.meta["example"].dtype not in (_kiln().int64, _kiln().int32):
+        if index.meta["example"].dtype not in (kiln.int64, kiln.int32):
             raise Decline(_tensor_index_reason(index))
     for k in tensors:
         items[k] = slice(None)
@@ -593,12 +592,6 @@ def _merged(w, view, dim: int, count: int, loc):
     (out,) = w.emit("reshape", [view], {"shape": sizes[:dim] + [merged] + sizes[dim + count :]},
                     loc)  # fmt: skip
     return out
-
-
-def _kiln():
-    import kiln
-
-    return kiln
 
 
 def _getitem_list(w, node, src, items):

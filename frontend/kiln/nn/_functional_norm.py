@@ -6,6 +6,7 @@ torch.nn.functional and the input checks torch performs in Python. scaled_dot_pr
 own in kiln.nn.functional's layout.
 """
 
+import kiln
 from kiln import _C
 
 __all__ = [
@@ -97,12 +98,12 @@ def instance_norm(
     if use_input_stats:
         _verify_spatial_size(list(input.shape))
     tracked = [t for t in (input, weight, bias) if t is not None and t.requires_grad]
-    if not (use_input_stats and tracked and _grad_enabled()):
+    if not (use_input_stats and tracked and kiln.is_grad_enabled()):
         return _C.instance_norm(
             input, weight, bias, running_mean, running_var, use_input_stats, momentum, eps, False
         )
     if running_mean is not None or running_var is not None:
-        with _no_grad():
+        with kiln.no_grad():
             _C.instance_norm(input.detach(), None, None, running_mean, running_var, True,
                              momentum, eps, False)  # fmt: skip
     dims = tuple(range(2, input.dim()))
@@ -143,15 +144,3 @@ def scaled_dot_product_attention(
     return _C._scaled_dot_product_attention(
         query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
     )
-
-
-def _grad_enabled():
-    import kiln
-
-    return kiln.is_grad_enabled()
-
-
-def _no_grad():
-    import kiln
-
-    return kiln.no_grad()

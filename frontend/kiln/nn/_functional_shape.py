@@ -1,5 +1,6 @@
 """Functional forms (kiln.nn.functional) of the shape ops: pad, one_hot and embedding."""
 
+import kiln
 from kiln import _C
 
 __all__ = ["embedding", "one_hot", "pad"]
@@ -10,11 +11,9 @@ def pad(input, pad, mode="constant", value=None):  # noqa: A002 - torch's argume
     mode is 'constant' (negative amounts crop), 'reflect', 'replicate' or 'circular'. With
     autograd on, the non-constant modes are written as slices, flips and a cat (their
     derivative); the kernel checks the arguments either way."""
-    out = _C.pad(input, list(pad), mode, value) if not _tracked(input) or mode == "constant" else (
-        None)  # fmt: skip
-    if out is not None:
-        return out
-    with _no_grad():
+    if mode == "constant" or not (kiln.is_grad_enabled() and input.requires_grad):
+        return _C.pad(input, list(pad), mode, value)
+    with kiln.no_grad():
         _C.pad(input.detach(), list(pad), mode, value)  # eager's argument checks and errors
     x = input
     for k in range(len(pad) // 2):
@@ -29,17 +28,20 @@ def _pad_dim(x, dim, left, right, mode):
         x, n, left = x.narrow(dim, -left, n + left), n + left, 0
     if right < 0:
         x, n, right = x.narrow(dim, 0, n + right), n + right, 0
-    parts = []
-    if left:
-        parts.append(x.narrow(dim, 1, left).flip(dim) if mode == "reflect"
-                     else x.narrow(dim, 0, 1).expand(*_sized(x, dim, left)) if mode == "replicate"
-                     else x.narrow(dim, n - left, left))  # fmt: skip
-    parts.append(x)
-    if right:
-        parts.append(x.narrow(dim, n - 1 - right, right).flip(dim) if mode == "reflect"
-                     else x.narrow(dim, n - 1, 1).expand(*_sized(x, dim, right))
-                     if mode == "replicate" else x.narrow(dim, 0, right))  # fmt: skip
+    parts = [_edge(x, dim, n, left, mode, True), x, _edge(x, dim, n, right, mode, False)]
+    parts = [p for p in parts if p is not None]
     return _C.cat(parts, dim) if len(parts) > 1 else x
+
+
+def _edge(x, dim, n, amount, mode, before):
+    """The `amount` elements a pad adds before (or after) x along dim, or None for none."""
+    if not amount:
+        return None
+    if mode == "reflect":
+        return x.narrow(dim, 1 if before else n - 1 - amount, amount).flip(dim)
+    if mode == "replicate":
+        return x.narrow(dim, 0 if before else n - 1, 1).expand(*_sized(x, dim, amount))
+    return x.narrow(dim, n - amount if before else 0, amount)  # circular
 
 
 def _sized(x, dim, size):
@@ -47,17 +49,6 @@ def _sized(x, dim, size):
     shape[dim] = size
     return shape
 
-
-def _tracked(t) -> bool:
-    import kiln
-
-    return kiln.is_grad_enabled() and t.requires_grad
-
-
-def _no_grad():
-    import kiln
-
-    return kiln.no_grad()
 
 
 def one_hot(tensor, num_classes=-1):

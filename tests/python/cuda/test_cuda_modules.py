@@ -7,6 +7,7 @@ import pytest
 import kiln
 import kiln.nn as nn
 import kiln.nn.functional as F
+from kiln._capture.backend_cpu import CpuBackend
 
 
 class Block(nn.Module):
@@ -129,14 +130,16 @@ def test_compiled_gathers_on_cuda_equal_cpu_eager():
     ids, emb = kiln.randint(0, 12, (3, 4)), kiln.randn(12, 8)
     x, i = kiln.randn(5, 7), kiln.randint(0, 5, (5, 2))
     want = fn(ids, emb, x, i)
-    got = kiln.compile(fn)(ids.cuda(), emb.cuda(), x.cuda(), i.cuda())
+    backend = CpuBackend(fallback=False)  # strict: a decline fails the test
+    got = kiln.compile(fn, backend=backend)(ids.cuda(), emb.cuda(), x.cuda(), i.cuda())
+    assert all(r.eager_nodes == 0 and r.eager_calls == 0 for r in backend.reports)
     for g, w in zip(got, want, strict=True):
         assert g.device.type == "cuda"
         np.testing.assert_allclose(g.cpu().numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_compiled_embedding_on_cuda_out_of_range():
-    f = kiln.compile(lambda ids, emb: F.embedding(ids, emb) + 1)
+    f = kiln.compile(lambda ids, emb: F.embedding(ids, emb) + 1, backend=CpuBackend(fallback=False))
     emb = kiln.randn(6, 4).cuda()
     f(kiln.tensor([0, 5]).cuda(), emb)
     # On the device, eager and compiled code check positions in the kernel alike.
@@ -156,7 +159,9 @@ def test_compiled_sort_cumsum_and_class_loss_on_cuda_equal_cpu_eager():
 
     x, t = kiln.randn(4, 10), kiln.randint(0, 10, (4,))
     want = fn(x, t)
-    got = kiln.compile(fn)(x.cuda(), t.cuda())
+    backend = CpuBackend(fallback=False)  # strict: a decline fails the test
+    got = kiln.compile(fn, backend=backend)(x.cuda(), t.cuda())
+    assert all(r.eager_nodes == 0 and r.eager_calls == 0 for r in backend.reports)
     for g, w in zip(got, want, strict=True):
         assert g.device.type == "cuda"
         np.testing.assert_allclose(g.cpu().numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
@@ -171,7 +176,9 @@ def test_compiled_indexing_on_cuda_equals_cpu_eager():
 
     x, i, t = kiln.randn(4, 6), kiln.tensor([5, 0, -1]), kiln.tensor([0, 2, 2, 3])
     want = fn(x, i, t)
-    got = kiln.compile(fn)(x.cuda(), i.cuda(), t.cuda())
+    backend = CpuBackend(fallback=False)  # strict: a decline fails the test
+    got = kiln.compile(fn, backend=backend)(x.cuda(), i.cuda(), t.cuda())
+    assert all(r.eager_nodes == 0 and r.eager_calls == 0 for r in backend.reports)
     for g, w in zip(got, want, strict=True):
         assert g.device.type == "cuda"
         np.testing.assert_allclose(g.cpu().numpy(), w.numpy(), rtol=1e-6)

@@ -7,6 +7,7 @@ import kiln
 from kiln.nn import functional as F
 from kiln.nn import init
 from kiln.nn.modules._utils import _pair, _single, _triple
+from kiln.nn.modules.conv import _ConvNd
 from kiln.nn.modules.module import Module
 from kiln.nn.parameter import Parameter
 
@@ -64,20 +65,7 @@ class _ConvTransposeNd(Module):
         return conv(input, self.weight, self.bias, self.stride, self.padding,
                     self._output_padding(input, output_size), self.groups, self.dilation)
 
-    def extra_repr(self) -> str:
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-             f"stride={self.stride}")  # fmt: skip
-        if self.padding != (0,) * len(self.padding):
-            s += f", padding={self.padding}"
-        if self.output_padding != (0,) * len(self.output_padding):
-            s += f", output_padding={self.output_padding}"
-        if self.dilation != (1,) * len(self.dilation):
-            s += f", dilation={self.dilation}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        if self.bias is None:
-            s += ", bias=False"
-        return s
+    extra_repr = _ConvNd.extra_repr  # the same fields, output_padding included
 
 
 class ConvTranspose1d(_ConvTransposeNd):
