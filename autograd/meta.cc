@@ -20,6 +20,8 @@ Edge gradEdge(const Tensor &t) {
   if (!t.defined() || !t.requiresGrad())
     return {};
   AutogradMeta &m = meta(t);
+  if (m.viewBase.defined() && m.baseHistory != gradFn(m.viewBase))
+    refreshViewHistory(t);
   if (m.gradFn)
     return {m.gradFn, m.outputNr};
   std::shared_ptr<Node> acc = m.accumulator.lock();
@@ -67,10 +69,10 @@ void checkInplace(const Tensor &t, const char *op) {
     fail(ErrorKind::Runtime,
          "a leaf Variable that requires grad is being used in an in-place operation ({}).", op);
   AutogradMeta *m = metaOrNull(t);
-  if (m && m->viewBase.defined() && m->viewBase.requiresGrad())
-    fail(ErrorKind::NotImplemented,
-         "{}: an in-place operation on a view of a tensor that requires grad is not supported "
-         "yet; apply it out of place (y = op(x)) or on the base tensor",
+  if (m && m->viewBase.defined() && m->viewBase.requiresGrad() && isLeaf(m->viewBase))
+    fail(ErrorKind::Runtime,
+         "a view of a leaf Variable that requires grad is being used in an in-place operation "
+         "({}).",
          op);
 }
 

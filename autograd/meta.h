@@ -6,7 +6,7 @@
 /// one AccumulateGrad node (held weakly, so it lives as long as some graph uses it). A tensor made
 /// by a recorded op has `requiresGrad` set and `gradFn`/`outputNr` naming the node output that
 /// produced it. A view made by a recorded view op also remembers its base: an in-place op through
-/// such a view would have to rewrite the base's history, which is refused for now.
+/// such a view rewrites the base's history (copy_slices.cc).
 
 #include "autograd/node.h"
 #include "runtime/tensor.h"
@@ -26,8 +26,10 @@ struct AutogradMeta {
   std::weak_ptr<autograd::Node> accumulator;
   /// Hooks of a leaf, run on each gradient before it accumulates.
   std::vector<autograd::GradHook> hooks;
-  /// The base of a view recorded by a differentiable view op.
+  /// The base of a view recorded by a differentiable view op, and the base's history the view
+  /// was cut from (an in-place write through another view rewrites it: see copy_slices.cc).
   Tensor viewBase;
+  const autograd::Node *baseHistory = nullptr;
 };
 
 } // namespace kiln
@@ -61,7 +63,15 @@ bool anyRequiresGrad(std::initializer_list<const Tensor *> ts);
 bool anyRequiresGrad(std::span<const Tensor> ts);
 
 /// Refuses an in-place write into t that autograd could not follow, in torch's words: a leaf
-/// that requires grad (while grad mode is on), or a view of a tensor with history.
+/// that requires grad (while grad mode is on), or a view of one.
 void checkInplace(const Tensor &t, const char *op);
+
+/// A recorded view of base's memory (`view` shares base's storage): the region of base's history.
+Tensor viewOf(const Tensor &base, const Tensor &view);
+/// Writes `result` (with its history) into `view`, a view of base's memory, and rewrites the
+/// history of base's root as torch's CopySlices does.
+void writeThroughView(const char *op, const Tensor &base, Tensor &view, const Tensor &result);
+/// Re-cuts a view's history from its base's current one (after a write through another view).
+void refreshViewHistory(const Tensor &view);
 
 } // namespace kiln::autograd

@@ -244,11 +244,13 @@ Tensor diag(const Tensor &self, int64_t diagonal = 0);
 Tensor diagEmbed(const Tensor &self, int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1);
 Tensor index(const Tensor &self, std::span<const Tensor> indices);
 Tensor gather(const Tensor &self, int64_t dim, const Tensor &index);
-// The out-of-place scatters (ops_scatter.cc); the in-place forms are not differentiable.
+// The out-of-place scatters (ops_scatter.cc); the bindings' in-place forms apply them in place.
 Tensor scatter(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src);
 Tensor scatterAdd(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src);
 Tensor indexAdd(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source,
                 const Scalar &alpha);
+Tensor indexPut(const Tensor &self, std::span<const Tensor> indices, const Tensor &values,
+                bool accumulate = false);
 // conv_transpose1d / 2d (ops_conv_pool.cc): the adjoint of the convolution.
 Tensor convTranspose(int64_t spatialDims, const Tensor &input, const Tensor &weight,
                      const std::optional<Tensor> &bias,

@@ -1,7 +1,9 @@
-// Differentiable scatters (out of place): scatter with a source, scatter_add and index_add.
+// Differentiable scatters (out of place): scatter with a source, scatter_add, index_add and
+// index_put.
 // Their gradients are the incoming gradient for the input (with the overwritten positions zeroed
 // for scatter) and a gather of it at the scattered positions for the source. Also the upsamples,
 // whose backward scatters each output gradient back to the inputs it read.
+#include "autograd/derivatives.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "runtime/ops/factory.h"
@@ -41,6 +43,26 @@ Tensor scatterAdd(const Tensor &self, int64_t dim, const Tensor &index, const Te
         r[0] = g[0];
       if (n.needsInputGrad(2))
         r[2] = ops::gather(g[0], dim, si.unpack(n));
+      return r;
+    };
+  });
+  return out;
+}
+
+Tensor indexPut(const Tensor &self, std::span<const Tensor> indices, const Tensor &values,
+                bool accumulate) {
+  Tensor out = kiln::ops::indexPut(self, indices, values, accumulate);
+  record("IndexPutBackward0", {&self, &values}, out, [&](const NodePtr &) {
+    return [idx = std::vector<Tensor>(indices.begin(), indices.end()), accumulate,
+            v = rules::infoOf<B>(values)](B &b, const Node &n, Grads &g) {
+      Grads r(2);
+      if (n.needsInputGrad(0)) {
+        r[0] = g[0];
+        if (!accumulate) // what the write replaced gets no gradient
+          r[0] = kiln::ops::indexPut(g[0], idx, Tensor::scalarTensor(Scalar(0.0), g[0].dtype()));
+      }
+      if (n.needsInputGrad(1))
+        r[1] = b.reduceTo(ops::index(g[0], idx), v.sizes, v.dtype);
       return r;
     };
   });

@@ -1,8 +1,8 @@
 // Tensor's view methods and copies with autograd history, and the in-place protocol.
 //
 // A view's rule maps the gradient of the view back onto its base's geometry. A recorded view
-// remembers its base (AutogradMeta::viewBase), so that an in-place write through it, which would
-// have to rewrite the base's history, is refused (checkInplace).
+// remembers its base (AutogradMeta::viewBase), so that an in-place write through it rewrites the
+// base's history (copy_slices.cc).
 #include "autograd/derivatives.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
@@ -20,7 +20,9 @@ Tensor recordView(const char *name, const Tensor &self, Tensor out, Rule rule) {
   if (!record(name, {&self}, out, [&](const NodePtr &) { return rule; }))
     return out;
   AutogradMeta *base = metaOrNull(self);
-  meta(out).viewBase = base && base->viewBase.defined() ? base->viewBase : self;
+  AutogradMeta &m = meta(out);
+  m.viewBase = base && base->viewBase.defined() ? base->viewBase : self;
+  m.baseHistory = gradFn(m.viewBase);
   return out;
 }
 
@@ -186,6 +188,10 @@ Tensor &applyInplace(const char *op, Tensor &self, const Tensor &result) {
   const bool tracked = isGradEnabled() && (result.requiresGrad() || self.requiresGrad());
   if (tracked)
     checkInplace(self, op);
+  if (AutogradMeta *m = metaOrNull(self); tracked && m && m->viewBase.defined()) {
+    writeThroughView(op, m->viewBase, self, result);
+    return self;
+  }
   kiln::ops::inplace(op, self, result);
   if (!tracked)
     return self;

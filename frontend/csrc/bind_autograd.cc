@@ -141,6 +141,8 @@ void bindTensorAutograd(py::class_<Tensor> &t) {
       });
   t.def_property_readonly("grad_fn", [](const Tensor &self) -> py::object {
     AutogradMeta *m = autograd::metaOrNull(self);
+    if (m && m->viewBase.defined() && m->baseHistory != autograd::gradFn(m->viewBase))
+      autograd::refreshViewHistory(self); // a write through another view changed the base
     return m && m->gradFn ? py::cast(m->gradFn) : py::none();
   });
   t.def_property_readonly("output_nr", [](const Tensor &self) {

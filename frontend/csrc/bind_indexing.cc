@@ -230,7 +230,7 @@ Tensor getItem(const Tensor &self, py::handle index) {
 /// adds back whatever the target needs.
 Tensor stripLeadingOnes(Tensor v) {
   while (v.dim() > 0 && v.size(0) == 1)
-    v = v.select(0, 0);
+    v = autograd::select(v, 0, 0);
   return v;
 }
 
@@ -251,21 +251,13 @@ void requireUntracked(const char *op, std::initializer_list<const Tensor *> ts) 
                   op);
 }
 
-void setItem(Tensor &self, py::handle index, py::handle value) {
-  requireUntracked("x[index] = value", {&self});
-  Parsed p = IndexParser(self).run(index);
-  Tensor view = p.view;
+/// The value of `x[index] = value` as a tensor of the target's dtype (a number is checked to fit).
+Tensor assignedValue(const Tensor &target, py::handle value) {
   if (isNumber(value)) {
     Scalar s = toScalar(value, "__setitem__");
     // As torch: t[k] = -2.5 on uint8 is an overflow error, not a wrap (float16 takes inf).
-    ops::checkFits(s, self.dtype(), "__setitem__", false);
-    if (!p.hasAdvanced)
-      view.fill_(s);
-    else if (isFullMask(p))
-      ops::maskedFill_(view, p.advanced[0], Tensor::scalarTensor(s, view.dtype()));
-    else
-      ops::indexPut_(view, p.advanced, Tensor::scalarTensor(s, view.dtype()));
-    return;
+    ops::checkFits(s, target.dtype(), "__setitem__", false);
+    return Tensor::scalarTensor(s, target.dtype());
   }
   Tensor v;
   if (py::isinstance<Tensor>(value))
@@ -274,12 +266,38 @@ void setItem(Tensor &self, py::handle index, py::handle value) {
     v = fromArrayLike(value);
   else
     fail(ErrorKind::Type, "__setitem__: can't assign a {} to a kiln.Tensor", typeName(value));
-  requireUntracked("x[index] = value", {&v});
-  if (!p.hasAdvanced) {
-    view.copy_(stripLeadingOnes(v));
+  return autograd::to(stripLeadingOnes(v), target.dtype());
+}
+
+/// The new value of the indexed part, out of place and differentiable.
+Tensor assignedPart(const Parsed &p, const Tensor &v) {
+  if (!p.hasAdvanced)
+    return autograd::expand(v, p.view.sizes());
+  if (v.dim() == 0 && isFullMask(p))
+    return ops::maskedFill(p.view, p.advanced[0], v);
+  return ops::indexPut(p.view, p.advanced, v);
+}
+
+void setItem(Tensor &self, py::handle index, py::handle value) {
+  Parsed p = IndexParser(self).run(index);
+  Tensor view = p.view;
+  Tensor v = assignedValue(view, value);
+  if (autograd::anyRequiresGrad({&self, &v})) {
+    // Differentiable: the part's new value is computed out of place and written through the view,
+    // which rewrites self's history (copy_slices.cc).
+    Tensor part = assignedPart(p, v);
+    if (view.isSameAs(self))
+      autograd::applyInplace("x[index] = value", self, part);
+    else
+      autograd::writeThroughView("x[index] = value", self, view, part);
     return;
   }
-  ops::indexPut_(view, p.advanced, stripLeadingOnes(v.to(view.dtype())));
+  if (!p.hasAdvanced)
+    view.copy_(v);
+  else if (v.dim() == 0 && isFullMask(p))
+    ops::maskedFill_(view, p.advanced[0], v);
+  else
+    ops::indexPut_(view, p.advanced, v);
 }
 
 Tensor &scatterAny(Tensor &self, int64_t dim, const Tensor &index, py::handle src, py::handle value,
@@ -379,8 +397,12 @@ void bindGatherOps(py::module_ &m, py::class_<Tensor> &t) {
       [](py::object self, py::handle indices, py::handle values, bool acc) {
         Tensor &s = self.cast<Tensor &>();
         Tensor v = toValues(s, values);
-        requireUntracked("index_put_", {&s, &v});
-        ops::indexPut_(s, toIndexList(indices), v, acc);
+        std::vector<Tensor> idx = toIndexList(indices);
+        if (autograd::anyRequiresGrad({&s, &v}))
+          autograd::applyInplace("index_put_", s,
+                                 ops::indexPut(autograd::inplaceOperand(s, {&v}), idx, v, acc));
+        else
+          ops::indexPut_(s, idx, v, acc);
         return self;
       },
       py::arg("indices"), py::arg("values"), py::arg("accumulate") = false);
