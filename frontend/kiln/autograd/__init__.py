@@ -3,7 +3,8 @@
 Ops record a graph of ``grad_fn`` nodes while grad mode is on and an input requires grad; the C++
 engine (``autograd/engine.cc``) walks it backwards with each op's derivative rule
 (``autograd/derivatives.h``). This module is the Python surface: ``backward``, ``grad``,
-``Function`` for custom rules, ``gradcheck``/``gradgradcheck``, and the grad-mode context managers.
+``Function`` for custom rules, ``gradcheck``/``gradgradcheck``, the grad-mode context managers and
+``forward_ad`` (dual tensors).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from kiln._grad_mode import (
     no_grad,
     set_grad_enabled,
 )
+from kiln.autograd import forward_ad
 from kiln.autograd.function import Function, FunctionCtx
 from kiln.autograd.gradcheck import gradcheck, gradgradcheck
 
@@ -25,6 +27,7 @@ __all__ = [
     "FunctionCtx",
     "backward",
     "enable_grad",
+    "forward_ad",
     "grad",
     "gradcheck",
     "gradgradcheck",

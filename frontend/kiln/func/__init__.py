@@ -1,10 +1,8 @@
 """kiln.func: torch.func's function transforms over the autograd engine.
 
 ``functional_call`` runs a module with other tensors in place of its parameters and buffers;
-``grad`` and ``vjp`` are reverse mode; ``jvp`` is forward mode derived from the reverse rules by
-the double-vjp identity (the vjp is linear in its cotangent, so differentiating it once more
-with respect to the cotangent gives J v exactly), which needs ops whose backward is itself
-recorded — the elementwise, reduction, matmul and view rules; others raise.
+``grad`` and ``vjp`` are reverse mode; ``jvp`` is forward mode, derived from the reverse rules as
+``kiln.autograd.forward_ad`` derives it (the double-vjp identity).
 """
 
 from __future__ import annotations
@@ -12,6 +10,7 @@ from __future__ import annotations
 import contextlib
 
 import kiln
+from kiln.autograd import forward_ad
 from kiln.nn.modules.module import _bump_version
 
 __all__ = ["functional_call", "grad", "grad_and_value", "jvp", "vjp"]
@@ -136,25 +135,8 @@ def jvp(func, primals, tangents, *, has_aux=False):
         out = func(*xs)
         out, aux = out if has_aux else (out, None)
         outs = (out,) if isinstance(out, kiln.Tensor) else tuple(out)
-        # u is a dummy cotangent: vjp(u) is linear in u, and its derivative along the tangents
-        # w.r.t. u is J t.
-        us = [kiln.zeros_like(o).requires_grad_() for o in outs]
-        vjps = kiln.autograd.grad(outs, xs, us, create_graph=True, allow_unused=True)
-        pairs = [(v, t) for v, t in zip(vjps, tangents, strict=True) if v is not None]
-        if any(not v.requires_grad for v, _ in pairs):
-            raise NotImplementedError(
-                "jvp: func uses an op whose derivative is not itself differentiable yet (its "
-                "backward is not recorded), so the forward-mode product cannot be derived"
-            )
-        if not pairs:
-            jvps = tuple(kiln.zeros_like(o) for o in outs)
-        else:
-            jvps = kiln.autograd.grad(
-                [v for v, _ in pairs], us, [t for _, t in pairs], allow_unused=True
-            )
-            jvps = tuple(
-                kiln.zeros_like(o) if j is None else j for j, o in zip(jvps, outs, strict=True)
-            )
+    jvps = forward_ad.jvp_of(outs, xs, [t.to(x.dtype) for t, x in zip(tangents, xs, strict=True)])
+    jvps = tuple(kiln.zeros_like(o) if j is None else j for j, o in zip(jvps, outs, strict=True))
     value = out.detach() if isinstance(out, kiln.Tensor) else tuple(o.detach() for o in outs)
     tangent_out = jvps[0] if isinstance(out, kiln.Tensor) else jvps
     return (value, tangent_out, aux) if has_aux else (value, tangent_out)

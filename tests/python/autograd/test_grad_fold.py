@@ -31,5 +31,6 @@ def test_unfold_and_fold_gradients_match_torch(shape, kw):
     _check(lambda x: KF.unfold(x, **kw), lambda t: torch.nn.functional.unfold(t, **kw), a)
     cols = torch.nn.functional.unfold(torch.from_numpy(a), **kw).numpy()
     size = shape[-2:]
-    _check(lambda x: KF.fold(x, size, **kw), lambda t: torch.nn.functional.fold(t, size, **kw),
-           cols)
+    _check(
+        lambda x: KF.fold(x, size, **kw), lambda t: torch.nn.functional.fold(t, size, **kw), cols
+    )

@@ -480,8 +480,9 @@ RUNNING_AND_NAN_REDUCTIONS = {
     "cummin_dim0": lambda m, x: x.cummin(0)[0] * 2,
     "cummax_ties": lambda m, x: m.cummax(m.cat([x, x.flip(1)], 1), 1).values,
     "aminmax_all": lambda m, x: m.stack(list(m.aminmax(x))),
-    "aminmax_dim": lambda m, x: m.aminmax(x, dim=1).max * 2
-    + x.aminmax(dim=0, keepdim=True)[0].sum(),
+    "aminmax_dim": lambda m, x: (
+        m.aminmax(x, dim=1).max * 2 + x.aminmax(dim=0, keepdim=True)[0].sum()
+    ),
     "nanmean_all": lambda m, x: _with_nans(m, x).nanmean(),
     "nanmean_dim": lambda m, x: m.nanmean(_with_nans(m, x), dim=1),
     "nanmean_keepdim": lambda m, x: _with_nans(m, x).nanmean((0, 1), keepdim=True),

@@ -32,8 +32,9 @@ def test_out_of_place():
     x = G.standard_normal((3, 4)).astype(np.float32)
     s = G.standard_normal((3, 2)).astype(np.float32)
     _grads(lambda m, x, s: x.scatter_add(1, m.from_numpy(IDX), s), x, s)
-    _grads(lambda m, x, s: m.scatter(x, 1, m.from_numpy(np.array([[0, 3], [1, 2], [2, 0]])), s),
-           x, s)
+    _grads(
+        lambda m, x, s: m.scatter(x, 1, m.from_numpy(np.array([[0, 3], [1, 2], [2, 0]])), s), x, s
+    )
     src = G.standard_normal((5, 4)).astype(np.float32)
     _grads(lambda m, x, s: x.index_add(0, m.from_numpy(ROWS), s, alpha=2), x, src)
 
