@@ -14,5 +14,6 @@ from kiln.nn.modules.loss import *  # noqa: F403
 from kiln.nn.modules.module import *  # noqa: F403
 from kiln.nn.modules.normalization import *  # noqa: F403
 from kiln.nn.modules.pooling import *  # noqa: F403
+from kiln.nn.modules.rnn import *  # noqa: F403
 from kiln.nn.modules.sparse import *  # noqa: F403
 from kiln.nn.modules.upsampling import *  # noqa: F403
