@@ -41,10 +41,34 @@ Tensor convWeightGrad2d(const Tensor &x, const Tensor &g, const Shape &wsizes, c
   return w.reshape(wsizes);
 }
 
-/// convWeightGrad2d for 1 or 2 spatial dims (1-D as 2-D over a height of one).
+/// The weight gradient of a convolution of any rank as a convolution itself: with the batch and
+/// channel dims of x and g swapped, g is the kernel, sliding over x with stride and dilation
+/// swapped (dW[o, c, k] = sum over n, p of g[n, o, p] x[n, c, p * stride + k * dilation - pad]).
+/// For 3-D, where there is no im2col.
+Tensor convWeightGradByConv(int64_t nd, const Tensor &x, const Tensor &g, const Shape &wsizes,
+                            const Shape &stride, const Shape &padding, const Shape &dilation,
+                            int64_t groups) {
+  const int64_t cg = x.size(1) / groups, og = g.size(1) / groups;
+  std::vector<Tensor> parts;
+  for (int64_t gi = 0; gi < groups; ++gi) {
+    Tensor xs = x.narrow(1, gi * cg, cg).transpose(0, 1).contiguous();
+    Tensor gs = g.narrow(1, gi * og, og).transpose(0, 1).contiguous();
+    Tensor w = kiln::ops::convolution(nd, xs, gs, std::nullopt,
+                                      ConvOptions{dilation, padding, stride, 1, ""});
+    for (int64_t d = 0; d < nd; ++d) // the sums past the kernel's extent are not weights
+      w = w.narrow(d + 2, 0, wsizes[d + 2]);
+    parts.push_back(w.transpose(0, 1));
+  }
+  return groups == 1 ? parts[0].contiguous() : kiln::ops::cat(parts, 0);
+}
+
+/// convWeightGrad2d for 1 or 2 spatial dims (1-D as 2-D over a height of one), the convolution
+/// form for 3.
 Tensor convWeightGrad(int64_t nd, const Tensor &x, const Tensor &g, const Shape &wsizes,
                       const Shape &stride, const Shape &padding, const Shape &dilation,
                       int64_t groups) {
+  if (nd == 3)
+    return convWeightGradByConv(nd, x, g, wsizes, stride, padding, dilation, groups);
   if (nd == 2)
     return convWeightGrad2d(x, g, wsizes, stride, padding, dilation, groups);
   Shape ws2{wsizes[0], wsizes[1], 1, wsizes[2]};
@@ -60,6 +84,43 @@ Tensor convBiasGrad(const Tensor &g) {
     dims.push_back(d);
   return kiln::ops::sum(g, DimList(dims));
 }
+
+/// 3-D average pooling's input gradient: each output's share (its gradient over its window's
+/// divisor) spread over its window, which is a transposed convolution with a kernel of ones, one
+/// channel at a time.
+Tensor avgPool3dBackward(const Shape &xs, const Tensor &g, const PoolOptions &opts,
+                         bool countIncludePad, std::optional<int64_t> divisorOverride) {
+  const int64_t nd = 3;
+  Shape k = expandTo(opts.kernelSize, nd, 1), s = expandTo(opts.stride, nd, 0),
+        p = expandTo(opts.padding, nd, 0);
+  for (int64_t d = 0; d < nd; ++d)
+    if (s[d] == 0)
+      s[d] = k[d];
+  Shape spatial(xs.end() - nd, xs.end()), outSpatial(g.sizes().end() - nd, g.sizes().end());
+  Shape planes{-1, 1};
+  planes.insert(planes.end(), outSpatial.begin(), outSpatial.end());
+  Tensor share = g.reshape(planes);
+  const double volume = static_cast<double>(k[0] * k[1] * k[2]);
+  if (divisorOverride) {
+    share = kiln::ops::div(share, number(static_cast<double>(*divisorOverride)));
+  } else if (countIncludePad) {
+    share = kiln::ops::div(share, number(volume));
+  } else { // the in-bounds count of each window: the pooled mean of ones times the volume
+    Shape one{1, 1};
+    one.insert(one.end(), spatial.begin(), spatial.end());
+    PoolOptions o = opts;
+    o.stride = s;
+    Tensor mean = kiln::ops::avgPool(nd, kiln::ops::ones(one, g.dtype()), o, true, std::nullopt);
+    share = kiln::ops::div(share, kiln::ops::mul(mean, number(volume)));
+  }
+  Shape kernel{1, 1}, outPad(nd);
+  kernel.insert(kernel.end(), k.begin(), k.end());
+  for (int64_t d = 0; d < nd; ++d)
+    outPad[d] = spatial[d] - ((outSpatial[d] - 1) * s[d] - 2 * p[d] + k[d]);
+  Tensor gx = kiln::ops::convTranspose(nd, share, kiln::ops::ones(kernel, g.dtype()), std::nullopt,
+                                       ConvTransposeOptions{s, p, outPad, {1}, 1});
+  return gx.reshape(xs);
+}
 } // namespace
 
 Tensor convolution(int64_t spatialDims, const Tensor &input, const Tensor &weight,
@@ -67,8 +128,6 @@ Tensor convolution(int64_t spatialDims, const Tensor &input, const Tensor &weigh
   const Tensor *pb = bias ? &*bias : nullptr;
   if (!anyRequiresGrad({&input, &weight, pb}))
     return kiln::ops::convolution(spatialDims, input, weight, bias, opts);
-  KILN_CHECK_KIND(NotImplemented, spatialDims <= 2,
-                  "conv3d: the derivative of 3-D convolution is not implemented yet");
   const int64_t nd = spatialDims;
   Shape stride = expandTo(opts.stride, nd, 1), dilation = expandTo(opts.dilation, nd, 1);
   Shape padding = expandTo(opts.padding, nd, 0);
@@ -140,8 +199,6 @@ Tensor convTranspose(int64_t spatialDims, const Tensor &input, const Tensor &wei
   const Tensor *pb = bias ? &*bias : nullptr;
   if (!anyRequiresGrad({&input, &weight, pb}))
     return out;
-  KILN_CHECK_KIND(NotImplemented, spatialDims <= 2,
-                  "conv_transpose3d: the derivative is not implemented yet");
   auto each = [&](const Shape &v) { return v.size() == 1 ? Shape(spatialDims, v[0]) : v; };
   Shape stride = each(opts.stride), padding = each(opts.padding), dilation = each(opts.dilation);
   // conv_transpose(x, w) is the input gradient of conv(., w) at grad_output x, so its input
@@ -217,9 +274,17 @@ Tensor avgPool(int64_t nd, const Tensor &input, const PoolOptions &opts, bool co
   Tensor out = kiln::ops::avgPool(nd, input, opts, countIncludePad, divisorOverride);
   if (!anyRequiresGrad({&input}))
     return out;
-  KILN_CHECK_KIND(NotImplemented, nd <= 2 && !opts.ceilMode,
-                  "avg_pool: the derivative of {}avg_pool{}d is not implemented yet",
-                  opts.ceilMode ? "ceil_mode " : "", nd);
+  KILN_CHECK_KIND(NotImplemented, !opts.ceilMode,
+                  "avg_pool: the derivative of ceil_mode avg_pool{}d is not implemented yet", nd);
+  if (nd == 3) {
+    record("AvgPool3DBackward0", {&input}, out, [&](const NodePtr &) {
+      return [xs = input.sizes(), opts, countIncludePad, divisorOverride](B &, const Node &,
+                                                                          Grads &g) {
+        return Grads{avgPool3dBackward(xs, g[0], opts, countIncludePad, divisorOverride)};
+      };
+    });
+    return out;
+  }
   record("AvgPool2DBackward0", {&input}, out, [&](const NodePtr &) {
     return [xs = input.sizes(), nd, opts, countIncludePad, divisorOverride](B &, const Node &,
                                                                             Grads &g) {
@@ -266,9 +331,8 @@ Tensor adaptiveAvgPool(int64_t nd, const Tensor &input, const AdaptiveSize &outp
   Tensor out = kiln::ops::adaptiveAvgPool(nd, input, outputSize);
   if (!anyRequiresGrad({&input}))
     return out;
-  KILN_CHECK_KIND(NotImplemented, nd <= 2,
-                  "adaptive_avg_pool3d: the derivative is not implemented yet");
-  // Adaptive average pooling is y = A_h x A_w^T with fixed averaging matrices.
+  // Adaptive average pooling is a product with a fixed averaging matrix along each spatial dim
+  // (y = A_h x A_w^T in 2-D).
   auto averaging = [&](int64_t in, int64_t outSize) {
     Tensor a = kiln::ops::zeros({outSize, in}, input.dtype());
     for (int64_t i = 0; i < outSize; ++i) {
@@ -282,8 +346,12 @@ Tensor adaptiveAvgPool(int64_t nd, const Tensor &input, const AdaptiveSize &outp
     mats.push_back(averaging(input.size(input.dim() - nd + d), out.size(out.dim() - nd + d)));
   record("AdaptiveAvgPool2DBackward0", {&input}, out, [&](const NodePtr &) {
     return [mats, nd](B &b, const Node &, Grads &g) {
-      Tensor gx = nd == 2 ? b.matmul(b.matmul(b.transpose(mats[0], 0, 1), g[0]), mats[1])
-                          : b.matmul(g[0], mats[0]);
+      Tensor gx = g[0];
+      const int64_t rank = static_cast<int64_t>(b.sizes(gx).size());
+      for (int64_t d = 0; d < nd; ++d) { // (..., out) @ (out, in) along each spatial dim
+        const int64_t dim = rank - nd + d;
+        gx = b.transpose(b.matmul(b.transpose(gx, dim, -1), mats[d]), dim, -1);
+      }
       return Grads{gx};
     };
   });

@@ -45,10 +45,15 @@ def test_output_size_picks_the_output_padding():
         m(x, output_size=(9, 9))
 
 
-def test_3d_backward_refuses():
-    m = kiln.nn.ConvTranspose3d(2, 2, 2)
-    with pytest.raises(NotImplementedError, match="conv_transpose3d"):
-        m(kiln.randn(1, 2, 3, 3, 3))
+def test_3d_module_trains_like_torch():
+    t = torch.nn.ConvTranspose3d(2, 3, 2, stride=2).double()
+    m = kiln.nn.ConvTranspose3d(2, 3, 2, stride=2, dtype=kiln.float64)
+    m.load_state_dict({n: kiln.tensor(v.detach().numpy()) for n, v in t.state_dict().items()})
+    x = np.random.default_rng(1).standard_normal((1, 2, 3, 3, 3))
+    (m(kiln.tensor(x)) ** 2).sum().backward()
+    (t(torch.tensor(x)) ** 2).sum().backward()
+    for (name, a), (_, b) in zip(m.named_parameters(), t.named_parameters(), strict=True):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-9, err_msg=name)
 
 
 def test_a_decoder_compiles_into_one_part():
