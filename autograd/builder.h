@@ -91,7 +91,7 @@ struct EagerBuilder {
                        int64_t step);
   Tensor slice(const Tensor &a, int64_t dim, int64_t start, int64_t end, int64_t step);
   Tensor select(const Tensor &a, int64_t dim, int64_t index);
-  /// Scatter-adds of index gradients (not recorded: their second derivative is not supported).
+  /// Scatter-adds of index gradients, recorded (their derivative is the gather again).
   Tensor indexPutAccumulate(const Sizes &sizes, DType dtype, const std::vector<Tensor> &indices,
                             const Tensor &values);
   Tensor scatterAdd(const Sizes &sizes, int64_t dim, const Tensor &index, const Tensor &src);

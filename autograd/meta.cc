@@ -96,7 +96,7 @@ bool recordUnsupportedOnDevice(const char *op, std::initializer_list<const Tenso
 void recordIndexedPool(const char *name, const Tensor &input, Tensor &output, const Tensor &indices,
                        int64_t spatialDims) {
   record(name, {&input}, output, [&](const NodePtr &) {
-    return [idx = indices, xs = input.sizes(), nd = spatialDims](EagerBuilder &, const Node &,
+    return [idx = indices, xs = input.sizes(), nd = spatialDims](EagerBuilder &b, const Node &,
                                                                  Grads &g) {
       Shape flat(xs.begin(), xs.end() - nd), gflat = flat;
       int64_t plane = 1;
@@ -104,9 +104,10 @@ void recordIndexedPool(const char *name, const Tensor &input, Tensor &output, co
         plane *= xs[d];
       flat.push_back(plane);
       gflat.push_back(-1);
-      Tensor gx = kiln::ops::zeros(flat, g[0].dtype());
-      kiln::ops::scatterAdd_(gx, -1, idx.reshape(gflat), g[0].contiguous().reshape(gflat));
-      return Grads{gx.reshape(xs)};
+      // A recorded scatter: its own derivative (the gather) makes max pooling twice
+      // differentiable.
+      Tensor gx = b.scatterAdd(flat, -1, idx.reshape(gflat), b.reshape(g[0], gflat));
+      return Grads{b.reshape(gx, xs)};
     };
   });
 }

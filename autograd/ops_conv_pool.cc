@@ -1,7 +1,10 @@
 // Differentiable convolution, pooling, batch norm and constant padding.
 //
-// Their rules run the eager kernels directly (conv_transpose, unfold, fold, scatter): the first
-// derivative is exact; a second derivative through them is not recorded.
+// Their rules are written over differentiable ops (the convolution's input gradient is a
+// transposed convolution and the transposed one's a convolution, unfold and fold are each other's
+// derivative), so a backward run with create_graph=True records them: double backward and
+// forward-mode AD work through convolutions and pooling. With grad mode off those ops run their
+// kernels directly.
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "runtime/error.h"
@@ -30,65 +33,66 @@ Shape allButChannel(int64_t rank) {
 
 /// weight [O, C/g, kh, kw] of a 2-D convolution from g [N, O, oh, ow] and x [N, C, H, W]: im2col
 /// columns times the gradient, batched over groups and summed over the batch.
-Tensor convWeightGrad2d(const Tensor &x, const Tensor &g, const Shape &wsizes, const Shape &stride,
-                        const Shape &padding, const Shape &dilation, int64_t groups) {
+Tensor convWeightGrad2d(B &b, const Tensor &x, const Tensor &g, const Shape &wsizes,
+                        const Shape &stride, const Shape &padding, const Shape &dilation,
+                        int64_t groups) {
   const int64_t n = x.size(0), o = wsizes[0];
-  Tensor cols = kiln::ops::unfold(x, {wsizes[2], wsizes[3]}, dilation, padding, stride);
+  Tensor cols = ops::unfold(x, {wsizes[2], wsizes[3]}, dilation, padding, stride);
   const int64_t l = cols.size(2), ck = cols.size(1) / groups;
-  Tensor c = cols.reshape({n, groups, ck, l});
-  Tensor gg = g.reshape({n, groups, o / groups, l});
-  Tensor w = kiln::ops::sum(kiln::ops::matmul(gg, c.transpose(-1, -2)), DimList(Shape{0}));
-  return w.reshape(wsizes);
+  Tensor c = b.reshape(cols, {n, groups, ck, l});
+  Tensor gg = b.reshape(g, {n, groups, o / groups, l});
+  Tensor w = b.sum(b.matmul(gg, b.transpose(c, -1, -2)), DimList(Shape{0}), false);
+  return b.reshape(w, wsizes);
 }
 
 /// The weight gradient of a convolution of any rank as a convolution itself: with the batch and
 /// channel dims of x and g swapped, g is the kernel, sliding over x with stride and dilation
 /// swapped (dW[o, c, k] = sum over n, p of g[n, o, p] x[n, c, p * stride + k * dilation - pad]).
 /// For 3-D, where there is no im2col.
-Tensor convWeightGradByConv(int64_t nd, const Tensor &x, const Tensor &g, const Shape &wsizes,
+Tensor convWeightGradByConv(B &b, int64_t nd, const Tensor &x, const Tensor &g, const Shape &wsizes,
                             const Shape &stride, const Shape &padding, const Shape &dilation,
                             int64_t groups) {
   const int64_t cg = x.size(1) / groups, og = g.size(1) / groups;
   std::vector<Tensor> parts;
   for (int64_t gi = 0; gi < groups; ++gi) {
-    Tensor xs = x.narrow(1, gi * cg, cg).transpose(0, 1).contiguous();
-    Tensor gs = g.narrow(1, gi * og, og).transpose(0, 1).contiguous();
-    Tensor w = kiln::ops::convolution(nd, xs, gs, std::nullopt,
-                                      ConvOptions{dilation, padding, stride, 1, ""});
+    Tensor xs = contiguous(b.transpose(b.slice(x, 1, gi * cg, (gi + 1) * cg, 1), 0, 1));
+    Tensor gs = contiguous(b.transpose(b.slice(g, 1, gi * og, (gi + 1) * og, 1), 0, 1));
+    Tensor w =
+        ops::convolution(nd, xs, gs, std::nullopt, ConvOptions{dilation, padding, stride, 1, ""});
     for (int64_t d = 0; d < nd; ++d) // the sums past the kernel's extent are not weights
-      w = w.narrow(d + 2, 0, wsizes[d + 2]);
-    parts.push_back(w.transpose(0, 1));
+      w = b.slice(w, d + 2, 0, wsizes[d + 2], 1);
+    parts.push_back(b.transpose(w, 0, 1));
   }
-  return groups == 1 ? parts[0].contiguous() : kiln::ops::cat(parts, 0);
+  return groups == 1 ? contiguous(parts[0]) : b.cat(parts, 0);
 }
 
 /// convWeightGrad2d for 1 or 2 spatial dims (1-D as 2-D over a height of one), the convolution
 /// form for 3.
-Tensor convWeightGrad(int64_t nd, const Tensor &x, const Tensor &g, const Shape &wsizes,
+Tensor convWeightGrad(B &b, int64_t nd, const Tensor &x, const Tensor &g, const Shape &wsizes,
                       const Shape &stride, const Shape &padding, const Shape &dilation,
                       int64_t groups) {
   if (nd == 3)
-    return convWeightGradByConv(nd, x, g, wsizes, stride, padding, dilation, groups);
+    return convWeightGradByConv(b, nd, x, g, wsizes, stride, padding, dilation, groups);
   if (nd == 2)
-    return convWeightGrad2d(x, g, wsizes, stride, padding, dilation, groups);
+    return convWeightGrad2d(b, x, g, wsizes, stride, padding, dilation, groups);
   Shape ws2{wsizes[0], wsizes[1], 1, wsizes[2]};
-  return convWeightGrad2d(x.unsqueeze(2), g.unsqueeze(2), ws2, {1, stride[0]}, {0, padding[0]},
-                          {1, dilation[0]}, groups)
-      .reshape(wsizes);
+  Tensor w = convWeightGrad2d(b, b.unsqueeze(x, 2), b.unsqueeze(g, 2), ws2, {1, stride[0]},
+                              {0, padding[0]}, {1, dilation[0]}, groups);
+  return b.reshape(w, wsizes);
 }
 
 /// A convolution's bias gradient: g summed over the batch and the spatial dims.
-Tensor convBiasGrad(const Tensor &g) {
+Tensor convBiasGrad(B &b, const Tensor &g) {
   Shape dims{0};
   for (int64_t d = 2; d < g.dim(); ++d)
     dims.push_back(d);
-  return kiln::ops::sum(g, DimList(dims));
+  return b.sum(g, DimList(dims), false);
 }
 
 /// 3-D average pooling's input gradient: each output's share (its gradient over its window's
 /// divisor) spread over its window, which is a transposed convolution with a kernel of ones, one
 /// channel at a time.
-Tensor avgPool3dBackward(const Shape &xs, const Tensor &g, const PoolOptions &opts,
+Tensor avgPool3dBackward(B &b, const Shape &xs, const Tensor &g, const PoolOptions &opts,
                          bool countIncludePad, std::optional<int64_t> divisorOverride) {
   const int64_t nd = 3;
   Shape k = expandTo(opts.kernelSize, nd, 1), s = expandTo(opts.stride, nd, 0),
@@ -99,27 +103,27 @@ Tensor avgPool3dBackward(const Shape &xs, const Tensor &g, const PoolOptions &op
   Shape spatial(xs.end() - nd, xs.end()), outSpatial(g.sizes().end() - nd, g.sizes().end());
   Shape planes{-1, 1};
   planes.insert(planes.end(), outSpatial.begin(), outSpatial.end());
-  Tensor share = g.reshape(planes);
+  Tensor share = b.reshape(g, planes);
   const double volume = static_cast<double>(k[0] * k[1] * k[2]);
   if (divisorOverride) {
-    share = kiln::ops::div(share, number(static_cast<double>(*divisorOverride)));
+    share = b.scale(share, 1.0 / static_cast<double>(*divisorOverride));
   } else if (countIncludePad) {
-    share = kiln::ops::div(share, number(volume));
+    share = b.scale(share, 1.0 / volume);
   } else { // the in-bounds count of each window: the pooled mean of ones times the volume
     Shape one{1, 1};
     one.insert(one.end(), spatial.begin(), spatial.end());
     PoolOptions o = opts;
     o.stride = s;
     Tensor mean = kiln::ops::avgPool(nd, kiln::ops::ones(one, g.dtype()), o, true, std::nullopt);
-    share = kiln::ops::div(share, kiln::ops::mul(mean, number(volume)));
+    share = b.div(share, kiln::ops::mul(mean, number(volume)));
   }
   Shape kernel{1, 1}, outPad(nd);
   kernel.insert(kernel.end(), k.begin(), k.end());
   for (int64_t d = 0; d < nd; ++d)
     outPad[d] = spatial[d] - ((outSpatial[d] - 1) * s[d] - 2 * p[d] + k[d]);
-  Tensor gx = kiln::ops::convTranspose(nd, share, kiln::ops::ones(kernel, g.dtype()), std::nullopt,
-                                       ConvTransposeOptions{s, p, outPad, {1}, 1});
-  return gx.reshape(xs);
+  Tensor gx = ops::convTranspose(nd, share, kiln::ops::ones(kernel, g.dtype()), std::nullopt,
+                                 ConvTransposeOptions{s, p, outPad, {1}, 1});
+  return b.reshape(gx, xs);
 }
 } // namespace
 
@@ -161,12 +165,12 @@ Tensor convolution(int64_t spatialDims, const Tensor &input, const Tensor &weigh
     bool needX = self->needsInputGrad(0), needW = self->needsInputGrad(1);
     return [sx = SavedTensor(needW ? input : Tensor()), sw = SavedTensor(needX ? weight : Tensor()),
             xs = input.sizes(), ws = weight.sizes(), nd, stride, padding, dilation,
-            groups = opts.groups](B &, const Node &n, Grads &g) {
+            groups = opts.groups](B &b, const Node &n, Grads &g) {
       Grads r(3);
       Tensor gout = g[0];
       const bool batched = static_cast<int64_t>(xs.size()) == nd + 2;
       if (!batched)
-        gout = gout.unsqueeze(0);
+        gout = b.unsqueeze(gout, 0);
       if (n.needsInputGrad(0)) {
         Tensor w = sw.unpack(n);
         Shape outPad(nd);
@@ -177,16 +181,16 @@ Tensor convolution(int64_t spatialDims, const Tensor &input, const Tensor &weigh
           outPad[d] = in - made;
         }
         ConvTransposeOptions t{stride, padding, outPad, dilation, groups};
-        Tensor gx = kiln::ops::convTranspose(nd, gout, w, std::nullopt, t);
-        r[0] = batched ? gx : gx.squeeze(Shape{0});
+        Tensor gx = ops::convTranspose(nd, gout, w, std::nullopt, t);
+        r[0] = batched ? gx : b.squeezeDim(gx, 0);
       }
       if (n.needsInputGrad(1)) {
         Tensor x = sx.unpack(n);
-        r[1] = convWeightGrad(nd, batched ? x : x.unsqueeze(0), gout, ws, stride, padding, dilation,
-                              groups);
+        r[1] = convWeightGrad(b, nd, batched ? x : b.unsqueeze(x, 0), gout, ws, stride, padding,
+                              dilation, groups);
       }
       if (n.needsInputGrad(2))
-        r[2] = convBiasGrad(gout);
+        r[2] = convBiasGrad(b, gout);
       return r;
     };
   });
@@ -207,22 +211,22 @@ Tensor convTranspose(int64_t spatialDims, const Tensor &input, const Tensor &wei
     bool needX = self->needsInputGrad(0), needW = self->needsInputGrad(1);
     return [sx = SavedTensor(needW ? input : Tensor()), sw = SavedTensor(needX ? weight : Tensor()),
             xs = input.sizes(), ws = weight.sizes(), nd = spatialDims, stride, padding, dilation,
-            groups = opts.groups](B &, const Node &n, Grads &g) {
+            groups = opts.groups](B &b, const Node &n, Grads &g) {
       Grads r(3);
       const bool batched = static_cast<int64_t>(xs.size()) == nd + 2;
-      Tensor gout = batched ? g[0] : g[0].unsqueeze(0);
+      Tensor gout = batched ? g[0] : b.unsqueeze(g[0], 0);
       if (n.needsInputGrad(0)) {
         Tensor gx = autograd::ops::convolution(nd, gout, sw.unpack(n), std::nullopt,
                                                ConvOptions{stride, padding, dilation, groups, ""});
-        r[0] = batched ? gx : gx.squeeze(Shape{0});
+        r[0] = batched ? gx : b.squeezeDim(gx, 0);
       }
       if (n.needsInputGrad(1)) { // the convolution's weight gradient, roles swapped
         Tensor x = sx.unpack(n);
-        r[1] = convWeightGrad(nd, gout, batched ? x : x.unsqueeze(0), ws, stride, padding, dilation,
-                              groups);
+        r[1] = convWeightGrad(b, nd, gout, batched ? x : b.unsqueeze(x, 0), ws, stride, padding,
+                              dilation, groups);
       }
       if (n.needsInputGrad(2))
-        r[2] = convBiasGrad(gout);
+        r[2] = convBiasGrad(b, gout);
       return r;
     };
   });
@@ -278,15 +282,15 @@ Tensor avgPool(int64_t nd, const Tensor &input, const PoolOptions &opts, bool co
                   "avg_pool: the derivative of ceil_mode avg_pool{}d is not implemented yet", nd);
   if (nd == 3) {
     record("AvgPool3DBackward0", {&input}, out, [&](const NodePtr &) {
-      return [xs = input.sizes(), opts, countIncludePad, divisorOverride](B &, const Node &,
+      return [xs = input.sizes(), opts, countIncludePad, divisorOverride](B &b, const Node &,
                                                                           Grads &g) {
-        return Grads{avgPool3dBackward(xs, g[0], opts, countIncludePad, divisorOverride)};
+        return Grads{avgPool3dBackward(b, xs, g[0], opts, countIncludePad, divisorOverride)};
       };
     });
     return out;
   }
   record("AvgPool2DBackward0", {&input}, out, [&](const NodePtr &) {
-    return [xs = input.sizes(), nd, opts, countIncludePad, divisorOverride](B &, const Node &,
+    return [xs = input.sizes(), nd, opts, countIncludePad, divisorOverride](B &b, const Node &,
                                                                             Grads &g) {
       // As 2-D pooling of a batched input: (N, C, H, W), H = 1 for 1-D pooling.
       const bool batched = static_cast<int64_t>(xs.size()) == nd + 2;
@@ -302,7 +306,7 @@ Tensor avgPool(int64_t nd, const Tensor &input, const PoolOptions &opts, bool co
       }
       const int64_t c = batched ? xs[1] : xs[0], h = nd == 1 ? 1 : xs[xs.size() - 2], w = xs.back(),
                     nb = batched ? xs[0] : 1;
-      Tensor gout = g[0].reshape({nb, c, -1});
+      Tensor gout = b.reshape(g[0], {nb, c, -1});
       // Per output window: its divisor. Valid elements come from unfolding ones (unfold pads
       // with zeros).
       Tensor ones = kiln::ops::ones({1, 1, h, w}, g[0].dtype());
@@ -316,12 +320,12 @@ Tensor avgPool(int64_t nd, const Tensor &input, const PoolOptions &opts, bool co
             kiln::ops::full(valid.sizes(), Scalar(static_cast<double>(k[0] * k[1])), g[0].dtype());
       else
         divisor = valid;
-      Tensor share = kiln::ops::div(gout, divisor.reshape({1, 1, -1}));
-      Tensor cols = share.unsqueeze(2)
-                        .expand({nb, c, k[0] * k[1], share.size(2)})
-                        .reshape({nb, c * k[0] * k[1], share.size(2)});
-      Tensor gx = kiln::ops::fold(cols, {h, w}, k, {1, 1}, p, s);
-      return Grads{gx.reshape(xs)};
+      Tensor share = b.div(gout, divisor.reshape({1, 1, -1}));
+      const int64_t l = share.size(2);
+      Tensor cols = b.reshape(b.expand(b.unsqueeze(share, 2), {nb, c, k[0] * k[1], l}),
+                              {nb, c * k[0] * k[1], l});
+      Tensor gx = ops::fold(cols, {h, w}, k, {1, 1}, p, s);
+      return Grads{b.reshape(gx, xs)};
     };
   });
   return out;

@@ -59,10 +59,10 @@ def test_vjp_and_jvp():
 
 
 def test_jvp_refuses_ops_without_a_recorded_backward():
-    x = kiln.randn(1, 2, 5, 5, dtype=kiln.float64)
-    w = kiln.randn(3, 2, 3, 3, dtype=kiln.float64)
+    x = kiln.randn(3, 4, dtype=kiln.float64)
+    idx, src = kiln.tensor([[0, 1, 2, 0]]), kiln.randn(1, 4, dtype=kiln.float64)
     with pytest.raises(NotImplementedError, match="not itself differentiable"):
-        kfunc.jvp(lambda a: kiln.nn.functional.conv2d(a, w), (x,), (kiln.ones_like(x),))
+        kfunc.jvp(lambda a: kiln.scatter(a, 0, idx, src), (x,), (kiln.ones_like(x),))
 
 
 def test_functional_call_matches_torch_and_restores_the_module():
