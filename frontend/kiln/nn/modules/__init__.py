@@ -16,4 +16,5 @@ from kiln.nn.modules.normalization import *  # noqa: F403
 from kiln.nn.modules.pooling import *  # noqa: F403
 from kiln.nn.modules.rnn import *  # noqa: F403
 from kiln.nn.modules.sparse import *  # noqa: F403
+from kiln.nn.modules.transformer import *  # noqa: F403
 from kiln.nn.modules.upsampling import *  # noqa: F403
