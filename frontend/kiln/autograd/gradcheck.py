@@ -22,24 +22,40 @@ def _tuple(x):
 
 
 def _differentiable_outputs(func, inputs):
-    return [o for o in _tuple(func(*inputs)) if isinstance(o, _C.Tensor) and o.requires_grad]
+    """The outputs that require grad, and their positions among func's outputs."""
+    outs = _tuple(func(*inputs))
+    keep = [k for k, o in enumerate(outs) if isinstance(o, _C.Tensor) and o.requires_grad]
+    return [outs[k] for k in keep], keep
 
 
-def _numerical_jacobian(func, inputs, index, eps):
-    """d outputs / d inputs[index] by central differences: one column per input element."""
+def _unravel(j, shape):
+    at = []
+    for size in reversed(shape):
+        at.append(j % size)
+        j //= size
+    return tuple(reversed(at))
+
+
+def _numerical_jacobian(func, inputs, index, eps, keep):
+    """d outputs[keep] / d inputs[index] by central differences: one column per input element."""
     import kiln
 
     x = inputs[index]
+
+    def values():
+        outs = _tuple(func(*inputs))
+        return [outs[k].detach().clone() for k in keep]
+
     with no_grad():
-        flat = x.view(-1)
         columns = []
-        for j in range(flat.numel()):
-            orig = flat[j].item()
-            flat[j] = orig + eps
-            plus = [o.detach().clone() for o in _tuple(func(*inputs)) if isinstance(o, _C.Tensor)]
-            flat[j] = orig - eps
-            minus = [o.detach().clone() for o in _tuple(func(*inputs)) if isinstance(o, _C.Tensor)]
-            flat[j] = orig
+        for j in range(x.numel()):
+            at = _unravel(j, tuple(x.shape))  # element by element: x may be non-contiguous
+            orig = x[at].item()
+            x[at] = orig + eps
+            plus = values()
+            x[at] = orig - eps
+            minus = values()
+            x[at] = orig
             columns.append(
                 [((p - m) / (2 * eps)).reshape(-1) for p, m in zip(plus, minus, strict=True)]
             )
@@ -84,7 +100,7 @@ def gradcheck(
 ):
     """True when the analytical Jacobians of ``func`` at ``inputs`` match finite differences."""
     inputs = _tuple(inputs)
-    outputs = _differentiable_outputs(func, inputs)
+    outputs, keep = _differentiable_outputs(func, inputs)
     checked = [i for i, x in enumerate(inputs) if isinstance(x, _C.Tensor) and x.requires_grad]
     # Every backward first: the finite differences write into the inputs, which the recorded
     # graph saved.
@@ -100,7 +116,7 @@ def gradcheck(
                 stacklevel=2,
             )
         analytical = analytical_all[i]
-        numerical = _numerical_jacobian(func, inputs, i, eps)
+        numerical = _numerical_jacobian(func, inputs, i, eps, keep)
         for k, (a, n) in enumerate(zip(analytical, numerical, strict=False)):
             if n is None:
                 continue
@@ -138,7 +154,7 @@ def gradgradcheck(
     import kiln
 
     inputs = _tuple(inputs)
-    outputs = _differentiable_outputs(func, inputs)
+    outputs, _ = _differentiable_outputs(func, inputs)
     if grad_outputs is None:
         gen = kiln.Generator().manual_seed(0)
         grad_outputs = tuple(
@@ -150,7 +166,7 @@ def gradgradcheck(
     def first_derivative(*args):
         ins, gos = args[:n_in], args[n_in:]
         with enable_grad():  # the finite differences call this under no_grad
-            outs = _differentiable_outputs(func, ins)
+            outs, _ = _differentiable_outputs(func, ins)
             diff = [x for x in ins if isinstance(x, _C.Tensor) and x.requires_grad]
             grads = _C._autograd.grad(outs, diff, list(gos), True, True, True)
         return tuple(g for g in grads if g is not None)
