@@ -12,6 +12,9 @@
 namespace kiln::autograd::ops {
 namespace {
 using B = EagerBuilder;
+
+/// The spatial sizes of an (N, C, *spatial) tensor.
+Shape spatialOf(const Tensor &t) { return Shape(t.sizes().begin() + 2, t.sizes().end()); }
 } // namespace
 
 Tensor scatter(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
@@ -21,9 +24,10 @@ Tensor scatter(const Tensor &self, int64_t dim, const Tensor &index, const Tenso
     return [si = SavedTensor(index), dim](B &, const Node &n, Grads &g) {
       Tensor idx = si.unpack(n);
       Grads r(3);
-      if (n.needsInputGrad(0)) { // what the scatter overwrote gets no gradient
-        r[0] = g[0].clone();
-        kiln::ops::scatterValue_(r[0], dim, idx, Scalar(0.0));
+      if (n.needsInputGrad(0)) { // what the scatter overwrote gets no gradient (recorded)
+        Tensor zero = Tensor::empty(idx.sizes(), g[0].dtype(), g[0].device());
+        zero.fill_(Scalar(0.0));
+        r[0] = ops::scatter(g[0], dim, idx, zero);
       }
       if (n.needsInputGrad(2))
         r[2] = ops::gather(g[0], dim, idx);
@@ -59,7 +63,7 @@ Tensor indexPut(const Tensor &self, std::span<const Tensor> indices, const Tenso
       if (n.needsInputGrad(0)) {
         r[0] = g[0];
         if (!accumulate) // what the write replaced gets no gradient
-          r[0] = kiln::ops::indexPut(g[0], idx, Tensor::scalarTensor(Scalar(0.0), g[0].dtype()));
+          r[0] = ops::indexPut(g[0], idx, Tensor::scalarTensor(Scalar(0.0), g[0].dtype()));
       }
       if (n.needsInputGrad(1))
         r[1] = b.reduceTo(ops::index(g[0], idx), v.sizes, v.dtype);
@@ -95,7 +99,14 @@ Tensor upsampleNearest(const Tensor &input, IntList outputSize,
   Tensor out = kiln::ops::upsampleNearest(input, outputSize, scales, exact);
   record("UpsampleNearestBackward0", {&input}, out, [&](const NodePtr &) {
     return [sizes = input.sizes(), scales, exact](B &, const Node &, Grads &g) {
-      return Grads{kiln::ops::upsampleNearestBackward(g[0], sizes, scales, exact)};
+      Tensor gx = kiln::ops::upsampleNearestBackward(g[0], sizes, scales, exact);
+      // The fold is linear in g; its own derivative is the upsample again (for create_graph).
+      record("UpsampleNearestBackwardBackward0", {&g[0]}, gx, [&](const NodePtr &) {
+        return [out = spatialOf(g[0]), scales, exact](B &, const Node &, Grads &gg) {
+          return Grads{upsampleNearest(gg[0], out, scales, exact)};
+        };
+      });
+      return Grads{gx};
     };
   });
   return out;
@@ -106,7 +117,13 @@ Tensor upsampleLinear(const Tensor &input, IntList outputSize, bool alignCorners
   Tensor out = kiln::ops::upsampleLinear(input, outputSize, alignCorners, scales);
   record("UpsampleLinearBackward0", {&input}, out, [&](const NodePtr &) {
     return [sizes = input.sizes(), alignCorners, scales](B &, const Node &, Grads &g) {
-      return Grads{kiln::ops::upsampleLinearBackward(g[0], sizes, alignCorners, scales)};
+      Tensor gx = kiln::ops::upsampleLinearBackward(g[0], sizes, alignCorners, scales);
+      record("UpsampleLinearBackwardBackward0", {&g[0]}, gx, [&](const NodePtr &) {
+        return [out = spatialOf(g[0]), alignCorners, scales](B &, const Node &, Grads &gg) {
+          return Grads{upsampleLinear(gg[0], out, alignCorners, scales)};
+        };
+      });
+      return Grads{gx};
     };
   });
   return out;

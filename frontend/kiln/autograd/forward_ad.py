@@ -10,8 +10,8 @@ linear in its cotangent u, so differentiating vjp(u) once more with respect to u
 tangents, gives J t (the double-vjp identity). A dual is therefore a tensor that records the
 reverse graph; ``unpack_dual`` runs the two products over it. This needs ops whose backward is
 itself recorded: the elementwise, reduction, matmul, view, shape, softmax, normalization,
-convolution, pooling and gather rules are; an op whose backward still runs an unrecorded kernel
-(scatter's input gradient, a write through a view) raises rather than give a wrong tangent.
+convolution, pooling, interpolation, gather and scatter rules are; an op whose backward still
+runs an unrecorded kernel (a write through a view) raises rather than give a wrong tangent.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Double backward and forward-mode AD through convolutions and pooling: gradgradcheck in
-float64, a gradient penalty (WGAN-GP style) and a CNN's jvp against torch."""
+"""Double backward and forward-mode AD through convolutions, pooling, interpolation and the
+scatters: gradgradcheck in float64, a gradient penalty (WGAN-GP style) and a CNN's jvp against
+torch."""
 
 import numpy as np
 import pytest
@@ -26,9 +27,13 @@ def _leaf(*shape):
         (lambda x: KF.avg_pool2d(x, 3, stride=2, padding=1), [(2, 2, 5, 6)]),
         (lambda x: KF.avg_pool3d(x, 2, count_include_pad=False, padding=1), [(1, 2, 3, 4, 3)]),
         (lambda x: KF.adaptive_avg_pool2d(x, (2, 3)), [(1, 2, 5, 7)]),
+        (lambda x: KF.interpolate(x, scale_factor=2), [(1, 2, 3, 2)]),
+        (lambda x: KF.interpolate(x, (4, 5), mode="bilinear"), [(1, 1, 3, 3)]),
+        (lambda x, s: kiln.scatter(x, 1, kiln.tensor([[0], [2]]), s), [(2, 3), (2, 1)]),
+        (lambda x, v: kiln.index_put(x, (kiln.tensor([1]),), v), [(3, 2), (2,)]),
     ],
     ids=["conv1d", "conv2d", "conv3d", "conv_transpose2d", "max_pool2d", "avg_pool2d",
-         "avg_pool3d", "adaptive_avg_pool2d"],
+         "avg_pool3d", "adaptive_avg_pool2d", "nearest", "bilinear", "scatter", "index_put"],
 )  # fmt: skip
 def test_gradgradcheck(fn, shapes):
     inputs = tuple(_leaf(*s) for s in shapes)
