@@ -45,14 +45,21 @@ Tensor layerNorm(const Tensor &input, IntList normalizedShape, const Tensor &wei
     std::optional<rules::InputInfo<B>> bi;
     if (bias.defined())
       bi = infoOf<B>(bias);
-    return
-        [sx = SavedTensor(input), sw = SavedTensor(weight), bi,
-         nd = static_cast<int64_t>(normalizedShape.size()), eps](B &bd, const Node &n, Grads &g) {
-          std::optional<Tensor> w;
-          if (sw.defined())
-            w = sw.unpack(n);
-          return rules::layerNorm(bd, g[0], sx.unpack(n), w, bi, nd, eps, Needs::of(n));
-        };
+    return [sx = SavedTensor(input), sw = SavedTensor(weight), bi,
+            shape = Shape(normalizedShape.begin(), normalizedShape.end()),
+            eps](B &bd, const Node &n, Grads &g) {
+      std::optional<Tensor> w;
+      if (sw.defined())
+        w = sw.unpack(n);
+      Tensor x = sx.unpack(n);
+      Needs need = Needs::of(n);
+      if (!isGradEnabled() && x.isCpu() && g[0].isCpu()) { // one fused pass per row
+        auto r = kiln::ops::layerNormBackward(g[0], x, shape, w ? *w : Tensor(), eps, need[0],
+                                              need[1] && w, need[2] && bi);
+        return Grads{r.input, r.weight, r.bias};
+      }
+      return rules::layerNorm(bd, g[0], x, w, bi, static_cast<int64_t>(shape.size()), eps, need);
+    };
   });
   return out;
 }

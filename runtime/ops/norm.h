@@ -18,6 +18,15 @@ namespace kiln::ops {
 Tensor layerNorm(const Tensor &input, IntList normalizedShape, const Tensor &weight,
                  const Tensor &bias, double eps);
 
+/// layer_norm's gradients in one pass per row (mean and rstd recomputed): for the input, the
+/// weight and the bias, each only when asked for (undefined otherwise). CPU only.
+struct LayerNormGrads {
+  Tensor input, weight, bias;
+};
+LayerNormGrads layerNormBackward(const Tensor &grad, const Tensor &input, IntList normalizedShape,
+                                 const Tensor &weight, double eps, bool needInput, bool needWeight,
+                                 bool needBias);
+
 /// x / sqrt(mean(x^2) + eps) * weight over the trailing normalizedShape dims. eps defaults to
 /// the machine epsilon of the compute type (torch 2.4+ semantics).
 Tensor rmsNorm(const Tensor &input, IntList normalizedShape, const Tensor &weight,

@@ -8,6 +8,9 @@
 #include "runtime/ops/norm_impl.h"
 
 #include <limits>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 namespace kiln::ops {
 
@@ -117,6 +120,95 @@ void rmsNormKernel(const Tensor &x, const Tensor &y, int64_t n, const Tensor &we
   });
 }
 
+/// Sums of a[i] and a[i] * b[i] in double with 8 independent lanes (vectorizable).
+template <typename A> std::pair<double, double> sumAndDot(const A *a, const A *b, int64_t n) {
+  double s[8] = {}, d[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) {
+      s[k] += a[i + k];
+      d[k] += static_cast<double>(a[i + k]) * b[i + k];
+    }
+  double ss = 0, dd = 0;
+  for (; i < n; ++i) {
+    ss += a[i];
+    dd += static_cast<double>(a[i]) * b[i];
+  }
+  for (int k = 0; k < 8; ++k) {
+    ss += s[k];
+    dd += d[k];
+  }
+  return {ss, dd};
+}
+
+/// One row's share of layer_norm's backward: dx = rstd * (g w - mean(g w) - xhat mean(g w xhat)),
+/// and g xhat, g added into this chunk's dw, db. `xhat` and `gw` are scratch rows.
+template <bool HasW, typename T, typename A = NormAcc<T>>
+void layerNormBackwardRow(const T *x, const T *g, T *dx, int64_t n, double eps, const A *w,
+                          double *dw, double *db, A *xhat, A *gw) {
+  double mean = sumWide(x, n) / static_cast<double>(n);
+  A r = static_cast<A>(1.0 / std::sqrt(sumSqDevWide(x, n, mean) / static_cast<double>(n) + eps));
+  A m = static_cast<A>(mean);
+  for (int64_t i = 0; i < n; ++i) {
+    xhat[i] = (static_cast<A>(x[i]) - m) * r;
+    if constexpr (HasW)
+      gw[i] = static_cast<A>(g[i]) * w[i];
+    else
+      gw[i] = static_cast<A>(g[i]);
+  }
+  if (dx) {
+    auto [s1, s2] = sumAndDot(gw, xhat, n);
+    A m1 = static_cast<A>(s1 / static_cast<double>(n));
+    A m2 = static_cast<A>(s2 / static_cast<double>(n));
+    for (int64_t i = 0; i < n; ++i)
+      dx[i] = static_cast<T>(r * (gw[i] - m1 - xhat[i] * m2));
+  }
+  if (dw)
+    for (int64_t i = 0; i < n; ++i)
+      dw[i] += static_cast<double>(static_cast<A>(g[i]) * xhat[i]);
+  if (db)
+    for (int64_t i = 0; i < n; ++i)
+      db[i] += static_cast<double>(g[i]);
+}
+
+template <typename T>
+void layerNormBackwardKernel(const Tensor &g, const Tensor &x, int64_t n, const Tensor &weight,
+                             double eps, Tensor *dx, std::vector<double> *dw,
+                             std::vector<double> *db) {
+  using A = NormAcc<T>;
+  const int64_t rows = x.numel() / n;
+  const T *xd = x.data<T>(), *gd = g.data<T>();
+  T *dxd = dx ? dx->data<T>() : nullptr;
+  const A *w = paramData<A>(weight);
+  std::mutex merge;
+  parallelFor(0, rows, rowGrain(n), [&](int64_t r0, int64_t r1) {
+    // Each chunk sums its rows' parameter gradients, then adds them in once.
+    std::vector<double> cw(dw ? n : 0), cb(db ? n : 0);
+    std::vector<A> xhat(n), gw(n);
+    for (int64_t r = r0; r < r1; ++r) {
+      T *dxr = dxd ? dxd + r * n : nullptr;
+      double *pw = dw ? cw.data() : nullptr, *pb = db ? cb.data() : nullptr;
+      if (w)
+        layerNormBackwardRow<true, T>(xd + r * n, gd + r * n, dxr, n, eps, w, pw, pb, xhat.data(),
+                                      gw.data());
+      else
+        layerNormBackwardRow<false, T>(xd + r * n, gd + r * n, dxr, n, eps, w, pw, pb, xhat.data(),
+                                       gw.data());
+    }
+    std::lock_guard<std::mutex> lock(merge);
+    for (int64_t i = 0; dw && i < n; ++i)
+      (*dw)[i] += cw[i];
+    for (int64_t i = 0; db && i < n; ++i)
+      (*db)[i] += cb[i];
+  });
+}
+
+Tensor fromDoubles(const std::vector<double> &v, IntList sizes, DType dtype) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::Float64);
+  std::copy(v.begin(), v.end(), t.data<double>());
+  return t.to(dtype).view(sizes);
+}
+
 } // namespace
 
 Tensor layerNorm(const Tensor &input, IntList normalizedShape, const Tensor &weight,
@@ -162,6 +254,34 @@ Tensor rmsNorm(const Tensor &input, IntList normalizedShape, const Tensor &weigh
     double e = eps.value_or(std::numeric_limits<A>::epsilon());
     rmsNormKernel<T>(input.contiguous(), out, n, paramAs(weight, dtypeOf<A>()), e);
   });
+  return out;
+}
+
+LayerNormGrads layerNormBackward(const Tensor &grad, const Tensor &input, IntList normalizedShape,
+                                 const Tensor &weight, double eps, bool needInput, bool needWeight,
+                                 bool needBias) {
+  const char *op = "layer_norm_backward";
+  KILN_CHECK_KIND(NotImplemented, input.isCpu() && grad.isCpu(),
+                  "{}: the fused kernel runs on CPU tensors", op);
+  int64_t n = checkTrailing(op, input, normalizedShape);
+  KILN_CHECK(grad.sizes() == input.sizes(), "{}: grad of shape {} for an input of shape {}", op,
+             grad.shapeStr(), input.shapeStr());
+  LayerNormGrads out;
+  std::vector<double> dw(needWeight && weight.defined() ? n : 0), db(needBias ? n : 0);
+  if (needInput)
+    out.input = Tensor::empty(input.sizes(), input.dtype());
+  dispatchNormFloat(op, input.dtype(), [&]<typename T>() {
+    if (input.numel() == 0)
+      return;
+    layerNormBackwardKernel<T>(grad.to(input.dtype()).contiguous(), input.contiguous(), n,
+                               paramAs(weight, dtypeOf<NormAcc<T>>()), eps,
+                               needInput ? &out.input : nullptr, dw.empty() ? nullptr : &dw,
+                               db.empty() ? nullptr : &db);
+  });
+  if (!dw.empty())
+    out.weight = fromDoubles(dw, normalizedShape, weight.dtype());
+  if (!db.empty())
+    out.bias = fromDoubles(db, normalizedShape, input.dtype());
   return out;
 }
 

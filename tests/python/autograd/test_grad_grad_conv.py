@@ -31,9 +31,12 @@ def _leaf(*shape):
         (lambda x: KF.interpolate(x, (4, 5), mode="bilinear"), [(1, 1, 3, 3)]),
         (lambda x, s: kiln.scatter(x, 1, kiln.tensor([[0], [2]]), s), [(2, 3), (2, 1)]),
         (lambda x, v: kiln.index_put(x, (kiln.tensor([1]),), v), [(3, 2), (2,)]),
+        # The eager backward is one fused kernel; under create_graph the rule runs instead.
+        (lambda x, w, b: KF.layer_norm(x, (4,), w, b), [(3, 4), (4,), (4,)]),
     ],
     ids=["conv1d", "conv2d", "conv3d", "conv_transpose2d", "max_pool2d", "avg_pool2d",
-         "avg_pool3d", "adaptive_avg_pool2d", "nearest", "bilinear", "scatter", "index_put"],
+         "avg_pool3d", "adaptive_avg_pool2d", "nearest", "bilinear", "scatter", "index_put",
+         "layer_norm"],
 )  # fmt: skip
 def test_gradgradcheck(fn, shapes):
     inputs = tuple(_leaf(*s) for s in shapes)
