@@ -123,6 +123,7 @@ void writeThroughView(const char *op, const Tensor &base, Tensor &view, const Te
          "a view of a leaf Variable that requires grad is being used in an in-place operation "
          "({}).",
          op);
+  checkInplace(base, op); // the outputs of a multiple-view op (split) refuse, as in torch
   Region r = regionOf(op, root, view);
   kiln::ops::inplace(op, view, result);
   // The new value of the base: its old history outside the region, result's inside.

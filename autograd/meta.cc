@@ -69,6 +69,16 @@ void checkInplace(const Tensor &t, const char *op) {
     fail(ErrorKind::Runtime,
          "a leaf Variable that requires grad is being used in an in-place operation ({}).", op);
   AutogradMeta *m = metaOrNull(t);
+  if (m && m->multiOutputView && m->viewBase.defined() && m->viewBase.requiresGrad()) {
+    std::string fn = m->gradFn ? m->gradFn->name() : "a split";
+    if (auto at = fn.find("Backward"); at != std::string::npos)
+      fn = fn.substr(0, at);
+    fail(ErrorKind::Runtime,
+         "Output {} of {} is a view and is being modified inplace. This view is the output of a "
+         "function that returns multiple views. Such functions do not allow the output views to "
+         "be modified inplace. You should replace the inplace operation by an out-of-place one.",
+         m->outputNr, fn);
+  }
   if (m && m->viewBase.defined() && m->viewBase.requiresGrad() && isLeaf(m->viewBase))
     fail(ErrorKind::Runtime,
          "a view of a leaf Variable that requires grad is being used in an in-place operation "

@@ -30,6 +30,9 @@ struct AutogradMeta {
   /// was cut from (an in-place write through another view rewrites it: see copy_slices.cc).
   Tensor viewBase;
   const autograd::Node *baseHistory = nullptr;
+  /// A view made by an op with several view outputs (split, chunk), or a view of one: torch
+  /// refuses in-place writes into it.
+  bool multiOutputView = false;
 };
 
 } // namespace kiln

@@ -15,13 +15,40 @@ std::vector<const Tensor *> pointers(std::span<const Tensor> ts) {
   return ps;
 }
 
-/// The parts of `self` along dim as differentiable slices, one per size.
+/// The parts of `self` along dim, views recorded by one node whose backward concatenates their
+/// gradients (zeros for a part that got none): one pass, not a zero-filled copy of self per part.
 std::vector<Tensor> splitSizes(const Tensor &self, const Shape &sizes, int64_t dim) {
   std::vector<Tensor> parts;
   int64_t start = 0;
   for (int64_t s : sizes) {
-    parts.push_back(autograd::slice(self, dim, start, start + s));
+    parts.push_back(self.slice(dim, start, start + s));
     start += s;
+  }
+  const Tensor *inputs[] = {&self};
+  bool recorded = record("SplitBackward0", inputs, parts, [&](const NodePtr &) {
+    return [sizes, dim, xs = self.sizes(), dt = self.dtype()](B &b, const Node &, Grads &g) {
+      std::vector<Tensor> pieces;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        if (i < g.size() && g[i].defined()) {
+          pieces.push_back(g[i]);
+          continue;
+        }
+        Shape piece = xs;
+        piece[dim] = sizes[i];
+        pieces.push_back(b.zeros(piece, dt));
+      }
+      return Grads{pieces.size() == 1 ? pieces[0] : b.cat(pieces, dim)};
+    };
+  });
+  if (recorded) { // the parts are views of self's base (an in-place write rewrites it)
+    AutogradMeta *m = metaOrNull(self);
+    Tensor root = m && m->viewBase.defined() ? m->viewBase : self;
+    for (Tensor &p : parts) {
+      AutogradMeta &pm = meta(p);
+      pm.viewBase = root;
+      pm.baseHistory = gradFn(root);
+      pm.multiOutputView = true;
+    }
   }
   return parts;
 }

@@ -23,6 +23,7 @@ Tensor recordView(const char *name, const Tensor &self, Tensor out, Rule rule) {
   AutogradMeta &m = meta(out);
   m.viewBase = base && base->viewBase.defined() ? base->viewBase : self;
   m.baseHistory = gradFn(m.viewBase);
+  m.multiOutputView = base && base->multiOutputView;
   return out;
 }
 

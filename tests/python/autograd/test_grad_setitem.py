@@ -180,3 +180,19 @@ def test_write_into_a_view_of_a_sliced_base_refuses():
     base = kiln.zeros(4, 6)[:, ::2]  # not dense: its gradient region can't be cut
     with pytest.raises(NotImplementedError, match="is not dense"):
         base[0, :2] = w
+
+
+def test_split_pieces_have_one_backward_and_refuse_writes_as_torch():
+    def program(lib, x, w):
+        y = x * 1
+        a, b, c = y.split([2, 2, 1], dim=1)
+        unused, used = x.chunk(2, 0)
+        return (a.exp() * 2).sum() + (c**2).sum() + used.sum() + (b * w[:2]).sum()
+
+    _check(program)
+    a, b = (kiln.ones(4, requires_grad=True) * 1).split(2)
+    assert a.grad_fn.name() == "SplitBackward0"
+    with pytest.raises(RuntimeError, match="Output 1 of Split is a view and is being modified"):
+        b.mul_(2)
+    with pytest.raises(RuntimeError, match="output of a function that returns multiple views"):
+        a[0] = 1.0
