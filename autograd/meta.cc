@@ -6,6 +6,7 @@
 #include "runtime/error.h"
 #include "runtime/ops/factory.h"
 #include "runtime/ops/index.h"
+#include "runtime/ops/pool.h"
 
 namespace kiln::autograd {
 
@@ -108,6 +109,8 @@ void recordIndexedPool(const char *name, const Tensor &input, Tensor &output, co
   record(name, {&input}, output, [&](const NodePtr &) {
     return [idx = indices, xs = input.sizes(), nd = spatialDims](EagerBuilder &b, const Node &,
                                                                  Grads &g) {
+      if (!isGradEnabled() && g[0].isCpu()) // one pass, no index tensors reshaped
+        return Grads{kiln::ops::maxPoolBackward(g[0], idx, xs, nd)};
       Shape flat(xs.begin(), xs.end() - nd), gflat = flat;
       int64_t plane = 1;
       for (size_t d = xs.size() - nd; d < xs.size(); ++d)

@@ -373,6 +373,12 @@ Tensor batchNorm(const Tensor &input, const Tensor &weight, const Tensor &bias,
             rm = batchStats ? Tensor() : runningMean.clone(),
             rv = batchStats ? Tensor() : runningVar.clone(), eps](B &b, const Node &n, Grads &g) {
       Tensor x = sx.unpack(n);
+      if (!isGradEnabled() && x.isCpu() && g[0].isCpu()) { // one fused pass per channel
+        Tensor w = sw.defined() ? sw.unpack(n) : Tensor();
+        auto r = kiln::ops::batchNormBackward(g[0], x, w, rm, rv, eps, n.needsInputGrad(0),
+                                              n.needsInputGrad(1), n.needsInputGrad(2));
+        return Grads{r.input, r.weight, r.bias};
+      }
       const int64_t rank = x.dim(), c = x.size(1);
       Shape dims = allButChannel(rank), chan(rank, 1);
       chan[1] = c;

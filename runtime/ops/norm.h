@@ -43,6 +43,16 @@ Tensor batchNorm(const Tensor &input, const Tensor &weight, const Tensor &bias,
                  const Tensor &runningMean, const Tensor &runningVar, bool training,
                  double momentum, double eps);
 
+/// batch_norm's gradients per channel in one pass over the data after the statistics: with the
+/// batch's statistics (training, or no running stats: pass undefined running tensors) or with the
+/// running ones (evaluation, where they are constants). Each only when asked for. CPU only.
+struct BatchNormGrads {
+  Tensor input, weight, bias;
+};
+BatchNormGrads batchNormBackward(const Tensor &grad, const Tensor &input, const Tensor &weight,
+                                 const Tensor &runningMean, const Tensor &runningVar, double eps,
+                                 bool needInput, bool needWeight, bool needBias);
+
 /// input (N, C, *): per-(sample, channel) normalization when useInputStats (running stats, if
 /// given, are updated with the batch average of the per-sample stats); otherwise the running
 /// stats normalize, as in batchNorm's evaluation mode.

@@ -5,6 +5,9 @@
 
 #include "runtime/ops/norm_impl.h"
 
+#include <optional>
+#include <vector>
+
 namespace kiln::ops {
 
 using namespace detail;
@@ -112,6 +115,76 @@ void batchNormKernel(const Tensor &x, const Tensor &y, ChannelGeom g, const Tens
   channelAffine(x.data<T>(), y.data<T>(), g, aff);
 }
 
+/// Sums over one contiguous run of a channel: of g, and of g * (x - mean), in double lanes.
+template <typename T>
+void gradSums(const T *g, const T *x, int64_t len, double mean, double &sg, double &sgx) {
+  double a[8] = {}, b[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= len; i += 8)
+    for (int k = 0; k < 8; ++k) {
+      double gv = widen(g[i + k]);
+      a[k] += gv;
+      b[k] += gv * (widen(x[i + k]) - mean);
+    }
+  for (; i < len; ++i) {
+    double gv = widen(g[i]);
+    sg += gv;
+    sgx += gv * (widen(x[i]) - mean);
+  }
+  for (int k = 0; k < 8; ++k) {
+    sg += a[k];
+    sgx += b[k];
+  }
+}
+
+/// batch_norm's gradients per channel (parallel over channels): the statistics, then the sums
+/// of g and g * (x - mean), then dx in one more pass.
+template <typename T>
+void batchNormBackwardKernel(const T *g, const T *x, ChannelGeom geo, const std::vector<double> &w,
+                             const std::vector<double> *runMean, const std::vector<double> *runVar,
+                             double eps, T *dx, std::vector<double> &dw, std::vector<double> &db) {
+  using A = NormAcc<T>;
+  const double count = static_cast<double>(geo.n * geo.hw);
+  parallelFor(0, geo.c, rowGrain(geo.n * geo.hw), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      auto run = [&](int64_t n) { return (n * geo.c + c) * geo.hw; };
+      double mean, var;
+      if (runMean) {
+        mean = (*runMean)[c];
+        var = (*runVar)[c];
+      } else {
+        double s = 0, q = 0;
+        for (int64_t n = 0; n < geo.n; ++n)
+          s += sumWide(x + run(n), geo.hw);
+        mean = s / count;
+        for (int64_t n = 0; n < geo.n; ++n)
+          q += sumSqDevWide(x + run(n), geo.hw, mean);
+        var = q / count;
+      }
+      const double rstd = 1.0 / std::sqrt(var + eps);
+      double sg = 0, sgx = 0;
+      for (int64_t n = 0; n < geo.n; ++n)
+        gradSums(g + run(n), x + run(n), geo.hw, mean, sg, sgx);
+      dw[c] = sgx * rstd;
+      db[c] = sg;
+      if (!dx)
+        continue;
+      // Batch statistics: dx = w rstd (g - mean(g) - (x - mean) rstd^2 mean(g (x - mean))).
+      const A scale = static_cast<A>(w[c] * rstd);
+      const A mg = runMean ? A(0) : static_cast<A>(sg / count);
+      const A k = runMean ? A(0) : static_cast<A>(rstd * rstd * sgx / count);
+      const A m = static_cast<A>(mean);
+      for (int64_t n = 0; n < geo.n; ++n) {
+        const T *gr = g + run(n), *xr = x + run(n);
+        T *dr = dx + run(n);
+        for (int64_t i = 0; i < geo.hw; ++i)
+          dr[i] = static_cast<T>(scale *
+                                 (static_cast<A>(gr[i]) - mg - (static_cast<A>(xr[i]) - m) * k));
+      }
+    }
+  });
+}
+
 } // namespace
 
 Tensor batchNorm(const Tensor &input, const Tensor &weight, const Tensor &bias,
@@ -156,6 +229,45 @@ Tensor batchNorm(const Tensor &input, const Tensor &weight, const Tensor &bias,
     batchNormKernel<T>(input.contiguous(), out, g, weight, bias, runningMean, runningVar, training,
                        momentum, eps);
   });
+  return out;
+}
+
+BatchNormGrads batchNormBackward(const Tensor &grad, const Tensor &input, const Tensor &weight,
+                                 const Tensor &runningMean, const Tensor &runningVar, double eps,
+                                 bool needInput, bool needWeight, bool needBias) {
+  const char *op = "batch_norm_backward";
+  KILN_CHECK_KIND(NotImplemented, input.isCpu() && grad.isCpu(),
+                  "{}: the fused kernel runs on CPU tensors", op);
+  KILN_CHECK(grad.sizes() == input.sizes(), "{}: grad of shape {} for an input of shape {}", op,
+             grad.shapeStr(), input.shapeStr());
+  ChannelGeom geo = channelGeom(op, input);
+  std::vector<double> w = weight.defined() ? toDoubles(weight) : std::vector<double>(geo.c, 1.0);
+  std::vector<double> dw(geo.c), db(geo.c);
+  std::optional<std::vector<double>> rm, rv;
+  if (runningMean.defined()) {
+    rm = toDoubles(runningMean);
+    rv = toDoubles(runningVar);
+  }
+  BatchNormGrads out;
+  if (needInput)
+    out.input = Tensor::empty(input.sizes(), input.dtype());
+  dispatchNormFloat(op, input.dtype(), [&]<typename T>() {
+    if (input.numel() == 0)
+      return;
+    Tensor x = input.contiguous(), g = grad.to(input.dtype()).contiguous();
+    batchNormBackwardKernel<T>(g.data<T>(), x.data<T>(), geo, w, rm ? &*rm : nullptr,
+                               rv ? &*rv : nullptr, eps, needInput ? out.input.data<T>() : nullptr,
+                               dw, db);
+  });
+  auto toTensor = [&](const std::vector<double> &v, DType dtype) {
+    Tensor t = Tensor::empty({geo.c}, DType::Float64);
+    std::copy(v.begin(), v.end(), t.data<double>());
+    return t.to(dtype);
+  };
+  if (needWeight && weight.defined())
+    out.weight = toTensor(dw, weight.dtype());
+  if (needBias)
+    out.bias = toTensor(db, input.dtype());
   return out;
 }
 

@@ -265,4 +265,46 @@ std::pair<Tensor, Tensor> adaptiveMaxPool(int64_t nd, const Tensor &input,
   });
 }
 
+namespace {
+template <typename T>
+void maxPoolBackwardKernel(const T *g, const int64_t *ix, T *out, int64_t planes, int64_t plane,
+                           int64_t outPlane) {
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(outPlane, 1));
+  parallelFor(0, planes, grain, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      T *dst = out + p * plane;
+      for (int64_t j = p * outPlane; j < (p + 1) * outPlane; ++j)
+        dst[ix[j]] += g[j];
+    }
+  });
+}
+} // namespace
+
+Tensor maxPoolBackward(const Tensor &grad, const Tensor &indices, IntList inputSizes,
+                       int64_t spatialDims) {
+  const char *op = "max_pool_backward";
+  KILN_CHECK(grad.sizes() == indices.sizes() && indices.dtype() == DType::Int64,
+             "{}: expected int64 indices of the gradient's shape {}, got {} {}", op,
+             grad.shapeStr(), dtypeName(indices.dtype()), indices.shapeStr());
+  if (grad.dtype() != DType::Float32 && grad.dtype() != DType::Float64) // half: in float
+    return maxPoolBackward(grad.to(DType::Float32), indices, inputSizes, spatialDims)
+        .to(grad.dtype());
+  const int64_t rank = static_cast<int64_t>(inputSizes.size());
+  int64_t planes = 1, plane = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    (d < rank - spatialDims ? planes : plane) *= inputSizes[d];
+  const int64_t outPlane = planes == 0 ? 0 : grad.numel() / planes;
+  Tensor out = Tensor::empty(inputSizes, grad.dtype());
+  out.fill_(Scalar(0.0));
+  // The indices come from maxPool: each lies inside its plane.
+  Tensor g = grad.contiguous(), idx = indices.contiguous();
+  if (grad.dtype() == DType::Float32)
+    maxPoolBackwardKernel(g.data<float>(), idx.data<int64_t>(), out.data<float>(), planes, plane,
+                          outPlane);
+  else
+    maxPoolBackwardKernel(g.data<double>(), idx.data<int64_t>(), out.data<double>(), planes, plane,
+                          outPlane);
+  return out;
+}
+
 } // namespace kiln::ops

@@ -27,6 +27,12 @@ struct PoolOptions {
 std::pair<Tensor, Tensor> maxPool(int64_t nd, const Tensor &input, const PoolOptions &opts,
                                   bool withIndices);
 
+/// The input gradient of a max pooling from its output gradient and the indices it returned:
+/// each output's gradient added at its max's position in the flattened input plane. Planes are
+/// the leading dims (all but the last `spatialDims` of inputSizes). CPU, float types.
+Tensor maxPoolBackward(const Tensor &grad, const Tensor &indices, IntList inputSizes,
+                       int64_t spatialDims);
+
 /// F.avg_poolNd with count_include_pad and an optional divisor_override.
 Tensor avgPool(int64_t nd, const Tensor &input, const PoolOptions &opts, bool countIncludePad,
                std::optional<int64_t> divisorOverride);
