@@ -1,5 +1,6 @@
 // The `kiln._C` extension module: tensor bindings and eager ops.
 #include "frontend/csrc/bindings.h"
+#include "runtime/blas.h"
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
 
@@ -33,6 +34,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("get_num_threads", &kiln::numThreads);
   m.def("set_num_threads", &kiln::setNumThreads, py::arg("n"));
+  m.def("_blas", &kiln::blas::name); // "mkl" or "openblas": what float GEMMs run on
   using namespace kiln::frontend;
   bindDTypes(m);
   bindTensor(m);

@@ -6,7 +6,7 @@
 
 from kiln import _blas_env
 
-_blas_env.configure()  # must run before _C loads libopenblas
+_blas_env.configure()  # must run before _C loads the BLAS
 
 from kiln import _C  # noqa: E402
 from kiln._tensor import Size, Tensor, device, dtype  # noqa: E402,F401

@@ -1,4 +1,11 @@
-"""Chooses OpenBLAS's kernel family before the extension (and so libopenblas) is loaded.
+"""Chooses and configures kiln's BLAS before the extension (and so the BLAS) is loaded.
+
+kiln's float GEMMs run on Intel MKL when the `mkl` package is installed (the set-up installs it;
+`runtime/blas.h` says why), else on the OpenBLAS kiln links. The C++ side loads MKL from the
+path in KILN_MKL_LIB, which is set here to the environment's libmkl_rt unless the user set it or
+chose OpenBLAS with KILN_BLAS=openblas. MKL's OpenMP threads would otherwise spin for 200 ms
+after each call, taking the cores from kiln's own pool: KMP_BLOCKTIME is shortened to 1 ms
+unless the user has set it.
 
 Debian's OpenBLAS 0.3.21 does not recognize recent Xeons and falls back to its generic
 "Prescott" SSE kernels, which are ~7x slower than the AVX-512 ones on the same machine (512x512
@@ -6,7 +13,9 @@ sgemm, one thread: 22 ms vs 3.2 ms). OpenBLAS reads OPENBLAS_CORETYPE once, when
 so kiln sets it here from the CPU's flags — only when the user has not set it.
 """
 
+import glob
 import os
+import sys
 
 
 def _cpu_flags() -> set[str]:
@@ -20,7 +29,22 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
+def _mkl_library() -> str | None:
+    """libmkl_rt from the `mkl` package of this environment (pip puts it in <prefix>/lib)."""
+    for prefix in dict.fromkeys((sys.prefix, sys.base_prefix)):
+        found = sorted(glob.glob(os.path.join(prefix, "lib", "libmkl_rt.so*")))
+        if found:
+            return found[0]
+    return None
+
+
 def configure() -> None:
+    if os.environ.get("KILN_BLAS", "").lower() == "openblas":
+        os.environ.pop("KILN_MKL_LIB", None)
+    elif "KILN_MKL_LIB" not in os.environ and (lib := _mkl_library()):
+        os.environ["KILN_MKL_LIB"] = lib
+    if "KILN_MKL_LIB" in os.environ:
+        os.environ.setdefault("KMP_BLOCKTIME", "1")
     if "OPENBLAS_CORETYPE" in os.environ:
         return
     flags = _cpu_flags()

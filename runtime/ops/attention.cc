@@ -1,6 +1,7 @@
 // scaled_dot_product_attention: a fused CPU kernel over (batch, block of query rows) tasks. The
 // scores of one block (rows x S) live in a per-thread buffer: GEMM, masked softmax in place, GEMM.
 #include "runtime/ops/attention.h"
+#include "runtime/blas.h"
 #include "runtime/device_ops.h"
 
 #include "runtime/error.h"
@@ -9,7 +10,6 @@
 #include "runtime/ops/softmax_impl.h"
 #include "runtime/thread_pool.h"
 
-#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
@@ -37,11 +37,10 @@ void gemm(bool transB, int64_t m, int64_t n, int64_t k, T alpha, const T *a, int
       std::fill(c + i * ldc, c + i * ldc + n, T(0));
     return;
   }
-  auto tb = transB ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, double>)
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, alpha, a, lda, b, ldb, 0.0, c, ldc);
+    blas::dgemm(false, transB, m, n, k, alpha, a, lda, b, ldb, 0.0, c, ldc);
   else
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc);
+    blas::sgemm(false, transB, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc);
 }
 
 /// Element offsets of every flat batch index (row-major over `batch`) into `t`, whose leading

@@ -1,10 +1,9 @@
-// GEMM kernels: OpenBLAS for float/double, a blocked loop for integers, and the batched tensor
-// GEMM every matrix product in kiln goes through.
+// GEMM kernels: MKL or OpenBLAS for float/double (runtime/blas.h), a blocked loop for integers,
+// and the batched tensor GEMM every matrix product in kiln goes through.
+#include "runtime/blas.h"
 #include "runtime/copy.h"
 #include "runtime/ops/linalg_impl.h"
 #include "runtime/thread_pool.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <atomic>
@@ -60,9 +59,9 @@ namespace {
 std::mutex gBlasMutex;
 int gBlasDepth = 0;
 int gBlasSaved = 1;
-std::atomic<int> gBlasSynced{0}; ///< the thread count last given to OpenBLAS (0: never)
+std::atomic<int> gBlasSynced{0}; ///< the thread count last given to the BLAS (0: never)
 
-/// Makes OpenBLAS use kiln's thread count (kiln.set_num_threads), so one knob bounds every
+/// Makes the BLAS use kiln's thread count (kiln.set_num_threads), so one knob bounds every
 /// thread an op uses; checked before each BLAS call, which costs one atomic load when unchanged.
 void syncBlasThreads() {
   int want = numThreads();
@@ -70,7 +69,7 @@ void syncBlasThreads() {
     return;
   std::lock_guard<std::mutex> lock(gBlasMutex);
   if (gBlasDepth == 0)
-    openblas_set_num_threads(want);
+    blas::setThreads(want);
   else
     gBlasSaved = want; // a serial scope restores this when it ends
   gBlasSynced.store(want, std::memory_order_relaxed);
@@ -89,13 +88,11 @@ void blasGemm(int64_t m, int64_t n, int64_t k, T alpha, MatRef<T> a, MatRef<T> b
   auto la = blasLayout(m, k, a.rowStride, a.colStride);
   auto lb = blasLayout(k, n, b.rowStride, b.colStride);
   KILN_CHECK(la && lb, "gemm: operand strides are not BLAS-compatible (internal error)");
-  auto ta = la->trans ? CblasTrans : CblasNoTrans;
-  auto tb = lb->trans ? CblasTrans : CblasNoTrans;
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a.data, la->ld, b.data, lb->ld, beta, c,
+    blas::sgemm(la->trans, lb->trans, m, n, k, alpha, a.data, la->ld, b.data, lb->ld, beta, c,
                 ldc);
   else
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a.data, la->ld, b.data, lb->ld, beta, c,
+    blas::dgemm(la->trans, lb->trans, m, n, k, alpha, a.data, la->ld, b.data, lb->ld, beta, c,
                 ldc);
 }
 
@@ -189,16 +186,16 @@ template void gemm<int64_t>(int64_t, int64_t, int64_t, int64_t, MatRef<int64_t>,
 BlasSerialScope::BlasSerialScope() {
   std::lock_guard<std::mutex> lock(gBlasMutex);
   if (gBlasDepth++ == 0) {
-    gBlasSaved = openblas_get_num_threads();
+    gBlasSaved = blas::threads();
     if (gBlasSaved > 1)
-      openblas_set_num_threads(1);
+      blas::setThreads(1);
   }
 }
 
 BlasSerialScope::~BlasSerialScope() {
   std::lock_guard<std::mutex> lock(gBlasMutex);
   if (--gBlasDepth == 0 && gBlasSaved > 1)
-    openblas_set_num_threads(gBlasSaved);
+    blas::setThreads(gBlasSaved);
 }
 
 void checkGemmDTypes(const char *op, const Tensor &a, const Tensor &b, const char *what) {

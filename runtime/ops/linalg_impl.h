@@ -38,13 +38,13 @@ template <typename T> struct MatRef {
 };
 
 /// c[m, n] (row-major, leading dim ldc) = alpha * a[m, k] @ b[k, n] + beta * c.
-/// T is float or double (OpenBLAS; a and b must satisfy blasLayout) or an integer type (a
+/// T is float or double (runtime/blas.h; a and b must satisfy blasLayout) or an integer type (a
 /// blocked loop with any strides; arithmetic wraps like torch's). beta == 0 ignores c's contents.
 template <typename T>
 void gemm(int64_t m, int64_t n, int64_t k, T alpha, MatRef<T> a, MatRef<T> b, T beta, T *c,
           int64_t ldc);
 
-/// Keeps OpenBLAS single-threaded while kiln's pool runs independent GEMMs in parallel, so the
+/// Keeps the BLAS single-threaded while kiln's pool runs independent GEMMs in parallel, so the
 /// two thread pools do not oversubscribe the cores. Nests; restores the setting on exit.
 class BlasSerialScope {
 public:
@@ -54,12 +54,12 @@ public:
   BlasSerialScope &operator=(const BlasSerialScope &) = delete;
 };
 
-/// A GEMM this large (multiply-adds) is left to OpenBLAS's own threads.
+/// A GEMM this large (multiply-adds) is left to the BLAS's own threads.
 constexpr int64_t kLargeGemmWork = int64_t{1} << 24;
 
 /// Runs fn(i) for i in [0, count): independent GEMMs of `workEach` multiply-adds each. Small
-/// GEMMs run in parallel over kiln's pool (OpenBLAS kept serial); large ones run one after
-/// another, each using OpenBLAS's threads.
+/// GEMMs run in parallel over kiln's pool (the BLAS kept serial); large ones run one after
+/// another, each using the BLAS's threads.
 template <typename Fn> void forEachGemm(int64_t count, int64_t workEach, Fn &&fn) {
   int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, workEach));
   if (count < 2 * grain || workEach >= kLargeGemmWork || numThreads() == 1 || inParallelRegion()) {

@@ -37,3 +37,29 @@ def test_unknown_cpu_leaves_openblas_alone(monkeypatch):
     monkeypatch.setattr(blas_env, "_cpu_flags", lambda: {"sse2"})
     blas_env.configure()
     assert "OPENBLAS_CORETYPE" not in os.environ
+
+
+def test_mkl_is_found_in_the_environment_prefix(monkeypatch, tmp_path):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "libmkl_rt.so.2").write_bytes(b"")
+    monkeypatch.setattr(blas_env.sys, "prefix", str(tmp_path))
+    monkeypatch.setattr(blas_env.sys, "base_prefix", str(tmp_path))
+    for var in ("KILN_MKL_LIB", "KILN_BLAS", "KMP_BLOCKTIME"):
+        monkeypatch.delenv(var, raising=False)
+    blas_env.configure()
+    assert os.environ["KILN_MKL_LIB"] == str(tmp_path / "lib" / "libmkl_rt.so.2")
+    assert os.environ["KMP_BLOCKTIME"] == "1"  # MKL's threads sleep instead of spinning
+
+
+def test_openblas_can_be_chosen_and_a_user_mkl_path_wins(monkeypatch, tmp_path):
+    monkeypatch.setattr(blas_env.sys, "prefix", str(tmp_path))
+    monkeypatch.setenv("KILN_BLAS", "openblas")
+    monkeypatch.setenv("KILN_MKL_LIB", "/opt/mkl/libmkl_rt.so.2")
+    blas_env.configure()
+    assert "KILN_MKL_LIB" not in os.environ
+    monkeypatch.delenv("KILN_BLAS")
+    monkeypatch.setenv("KILN_MKL_LIB", "/opt/mkl/libmkl_rt.so.2")
+    monkeypatch.setenv("KMP_BLOCKTIME", "200")
+    blas_env.configure()
+    assert os.environ["KILN_MKL_LIB"] == "/opt/mkl/libmkl_rt.so.2"
+    assert os.environ["KMP_BLOCKTIME"] == "200"

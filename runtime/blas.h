@@ -1,0 +1,29 @@
+#pragma once
+/// The BLAS behind kiln's float and double GEMMs: Intel MKL when it can be loaded, else the
+/// OpenBLAS kiln links against.
+///
+/// MKL is measured faster on these machines for the shapes models use (a 512x128 @ 128x384
+/// sgemm: 296 us vs OpenBLAS's 353 us at 1 thread, 156 vs 223 us at 2; bench/README.md), and it
+/// is what torch's CPU GEMMs use. It is loaded with dlopen from the library KILN_MKL_LIB names
+/// (the Python front sets it to the venv's libmkl_rt when the `mkl` package is installed, unless
+/// KILN_BLAS=openblas), so one build runs with or without it; a process without Python (a kilnc
+/// library) uses OpenBLAS unless the variable is set.
+
+#include <cstdint>
+
+namespace kiln::blas {
+
+/// c = alpha * op(a) @ op(b) + beta * c, row-major; op transposes when ta / tb.
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+           int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a,
+           int64_t lda, const double *b, int64_t ldb, double beta, double *c, int64_t ldc);
+
+/// The thread count the library uses for one call (its own threads, not kiln's pool).
+int threads();
+void setThreads(int n);
+
+/// "mkl" or "openblas": the library in use (loaded on first use).
+const char *name();
+
+} // namespace kiln::blas
