@@ -3,8 +3,8 @@
 /// OpenBLAS kiln links against.
 ///
 /// MKL is measured faster on these machines for the shapes models use (a 512x128 @ 128x384
-/// sgemm: 296 us vs OpenBLAS's 353 us at 1 thread, 156 vs 223 us at 2; bench/README.md), and it
-/// is what torch's CPU GEMMs use. It is loaded with dlopen from the library KILN_MKL_LIB names
+/// sgemm: 292 us vs OpenBLAS's 352 us at 1 thread, 151 vs 234 us at 2; `bench/blas.py`, table
+/// in bench/README.md), and it is what torch's CPU GEMMs use. It is loaded with dlopen from the library KILN_MKL_LIB names
 /// (the Python front sets it to the venv's libmkl_rt when the `mkl` package is installed, unless
 /// KILN_BLAS=openblas), so one build runs with or without it; a process without Python (a kilnc
 /// library) uses OpenBLAS unless the variable is set.
