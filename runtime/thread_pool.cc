@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -48,6 +49,25 @@ struct Job {
   }
 };
 
+/// Spins for up to `budget` waiting for `ready`; true when it became so. Back-to-back kernels
+/// (a backward is hundreds of them) then hand work over without a futex wake-up, which costs
+/// tens of microseconds on a loaded machine; the short budget keeps idle workers from taking
+/// the cores a BLAS call is using for long.
+template <typename Pred> bool spinUntil(Pred ready, std::chrono::microseconds budget) {
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 1;; ++i) {
+    if (ready())
+      return true;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+    if (i % 64 == 0 && std::chrono::steady_clock::now() - start > budget)
+      return false;
+  }
+}
+
+constexpr std::chrono::microseconds kSpinBudget{50};
+
 class ThreadPool {
 public:
   explicit ThreadPool(int n) : size_(n) {
@@ -70,14 +90,17 @@ public:
     {
       std::lock_guard<std::mutex> lock(mutex_);
       job_ = &job;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);
     }
-    wake_.notify_all();
+    wake_.notify_all(); // no system call when every worker is spinning
     tInParallel = true;
     job.work();
     tInParallel = false;
+    auto finished = [&] { return active_ == 0 && job.done.load() == job.numChunks; };
+    spinUntil([&] { return job.done.load() == job.numChunks; }, kSpinBudget);
+    // The final check is under the lock a worker takes to join the job, so none can join after.
     std::unique_lock<std::mutex> lock(mutex_);
-    finished_.wait(lock, [&] { return active_ == 0 && job.done.load() == job.numChunks; });
+    finished_.wait(lock, finished);
     job_ = nullptr;
   }
 
@@ -86,13 +109,15 @@ private:
     uint64_t seen = 0;
     tInParallel = true;
     for (;;) {
+      spinUntil([&] { return generation_.load(std::memory_order_acquire) != seen || stop_; },
+                kSpinBudget);
       Job *job;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stop_ || (job_ && generation_ != seen); });
+        wake_.wait(lock, [&] { return stop_ || (job_ && generation_.load() != seen); });
         if (stop_)
           return;
-        seen = generation_;
+        seen = generation_.load();
         job = job_;
         ++active_;
       }
@@ -110,9 +135,9 @@ private:
   std::mutex mutex_, runMutex_;
   std::condition_variable wake_, finished_;
   Job *job_ = nullptr;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};
   int active_ = 0;
-  bool stop_ = false;
+  std::atomic<bool> stop_{false};
 };
 
 std::mutex gPoolMutex;
