@@ -5,8 +5,9 @@
 /// fastExp(float) is a Cephes-style exp (Cody-Waite range reduction, degree-6 polynomial,
 /// exponent assembled in the bits), within a few ulp over float's whole range. fastTanh uses
 /// Cephes' odd polynomial near 0 (keeps relative accuracy for tiny x) and 1 - 2/(e^2x + 1)
-/// elsewhere. fastErf is Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7), the formula PyTorch's
-/// vectorized CPU erf uses too. Double overloads call libm: float64 keeps full accuracy.
+/// elsewhere. fastErf is Cephes' odd polynomial below 1 and Abramowitz-Stegun 7.1.26 above
+/// (|error| < 1.5e-7, the formula PyTorch's vectorized CPU erf uses there). Double overloads call
+/// libm: float64 keeps full accuracy.
 
 #include <bit>
 #include <cmath>
@@ -75,9 +76,23 @@ inline double fastTanh(double x) { return std::tanh(x); }
   float ax = std::fabs(x);
   float t = 1.0f / (1.0f + p * ax);
   float poly = ((((a5 * t + a4) * t + a3) * t + a2) * t + a1) * t;
-  float r = 1.0f - poly * fastExp(-ax * ax);
+  float r = std::copysign(1.0f - poly * fastExp(-ax * ax), x);
+  // Below 1 the 1 - poly e^-x^2 form cancels (erf(1e-5) would be off by 1%): Cephes' odd
+  // polynomial keeps the relative error near float's there.
+  float z = x * x;
+  float small =
+      x *
+      ((((((7.853861353153693e-5f * z - 8.010193625184903e-4f) * z + 5.188327685732524e-3f) * z -
+          2.685381193529856e-2f) *
+             z +
+         1.128358514861418e-1f) *
+            z -
+        3.761262582423300e-1f) *
+           z +
+       1.128379165726710f);
+  int32_t useSmall = -static_cast<int32_t>(ax < 1.0f);
   int32_t nan = -static_cast<int32_t>(x != x);
-  return selectBits(nan, x, std::copysign(r, x));
+  return selectBits(nan, x, selectBits(useSmall, small, r));
 }
 inline double fastErf(double x) { return std::erf(x); }
 
