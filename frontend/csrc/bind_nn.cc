@@ -4,10 +4,11 @@
 // kiln/nn/_functional_*.py, which owns the Python-level argument handling.
 #include "frontend/csrc/bindings.h"
 #include "frontend/csrc/py_convert.h"
-#include "runtime/ops/optim.h"
+#include "runtime/error.h"
 #include "runtime/ops/attention.h"
 #include "runtime/ops/loss.h"
 #include "runtime/ops/norm.h"
+#include "runtime/ops/optim.h"
 
 #include <pybind11/stl.h>
 
@@ -164,18 +165,29 @@ void bindLosses(py::module_ &m) {
 } // namespace
 
 void bindNN(py::module_ &m) {
+  // Adam/AdamW's foreach / fused=True update over a whole parameter group in one call: each
+  // parameter's step counter (a 0-d tensor) is incremented here too.
   m.def(
-      "_adam_step_",
-      [](Tensor &param, const Tensor &grad, Tensor &expAvg, Tensor &expAvgSq,
-         std::optional<Tensor> maxExpAvgSq, double step, double lr, double beta1, double beta2,
-         double eps, double weightDecay, bool decoupled, bool amsgrad, bool maximize) {
+      "_adam_multi_step_",
+      [](std::vector<Tensor> params, const std::vector<Tensor> &grads, std::vector<Tensor> expAvgs,
+         std::vector<Tensor> expAvgSqs, std::optional<std::vector<Tensor>> maxExpAvgSqs,
+         std::vector<Tensor> steps, double lr, double beta1, double beta2, double eps,
+         double weightDecay, bool decoupled, bool amsgrad, bool maximize) {
+        const size_t n = params.size();
+        KILN_CHECK(grads.size() == n && expAvgs.size() == n && expAvgSqs.size() == n &&
+                       steps.size() == n && (!maxExpAvgSqs || maxExpAvgSqs->size() == n),
+                   "adam step: the parameter, gradient and state lists differ in length");
         ops::AdamOptions o{lr, beta1, beta2, eps, weightDecay, decoupled, amsgrad, maximize};
-        Tensor vmax = maxExpAvgSq ? *maxExpAvgSq : Tensor();
         py::gil_scoped_release release;
-        kiln::ops::adamStep_(param, grad, expAvg, expAvgSq, vmax, step, o);
+        for (size_t i = 0; i < n; ++i) {
+          double step = steps[i].item().toDouble() + 1;
+          steps[i].fill_(Scalar(step));
+          Tensor vmax = maxExpAvgSqs ? (*maxExpAvgSqs)[i] : Tensor();
+          kiln::ops::adamStep_(params[i], grads[i], expAvgs[i], expAvgSqs[i], vmax, step, o);
+        }
       },
-      py::arg("param"), py::arg("grad"), py::arg("exp_avg"), py::arg("exp_avg_sq"),
-      py::arg("max_exp_avg_sq"), py::arg("step"), py::arg("lr"), py::arg("beta1"),
+      py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"),
+      py::arg("max_exp_avg_sqs"), py::arg("steps"), py::arg("lr"), py::arg("beta1"),
       py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"), py::arg("decoupled"),
       py::arg("amsgrad"), py::arg("maximize"));
   bindNorms(m);

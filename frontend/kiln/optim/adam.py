@@ -10,11 +10,12 @@ is torch's single-tensor implementation op for op, so float32 results round as t
 
 ``foreach``, ``fused``, ``capturable`` and ``differentiable`` are accepted (model code such as
 nanoGPT probes the signature for ``fused`` and passes it); every combination computes the
-update above, with ``foreach=True`` or ``fused=True`` in one C++ pass over each parameter
-(``kiln._C._adam_step_``: rounding within an ulp of torch's fused kernel, not bit-identical to
-the single-tensor one). They are stored in the param groups as torch stores them, and
-``fused`` keeps ``state['step']`` in float32 as torch does. (torch refuses ``capturable=True``
-for CPU tensors; kiln has no graph capture to guard, so it runs the same update.)
+update above, with ``foreach=True`` or ``fused=True`` in one C++ call per parameter group
+(``kiln._C._adam_multi_step_``, one vectorized pass over each parameter: rounding within an ulp
+of torch's fused kernel, not bit-identical to the single-tensor one). They are stored in the
+param groups as torch stores them, and ``fused`` keeps ``state['step']`` in float32 as torch
+does. (torch refuses ``capturable=True`` for CPU tensors; kiln has no graph capture to guard, so
+it runs the same update.)
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ class Adam(Optimizer):
     @_use_grad_for_differentiable
     def step(self, closure=None):
         """Performs one Adam update of every parameter that has a gradient."""
-        return self._step_each(closure, _adam_update)
+        return self._step_each(closure, _adam_update, _group_update)
 
 
 class AdamW(Adam):
@@ -184,47 +185,54 @@ class AdamW(Adam):
             group["decoupled_weight_decay"] = True
 
 
-def _fused_update(param, grad, state, group) -> bool:
-    """The foreach/fused step in one C++ pass over the parameter (kiln._C._adam_step_), when the
-    tensors allow it; returns whether it ran."""
+def _fusable(group) -> bool:
+    """Whether the group's foreach/fused step can run in C++ (numbers, not tensors, as options)."""
     if not (group["foreach"] or group["fused"]) or group["differentiable"]:
         return False
-    lr = group["lr"]
+    return not isinstance(group["lr"], kiln.Tensor) and not any(
+        isinstance(b, kiln.Tensor) for b in group["betas"]
+    )
+
+
+def _fusable_tensors(param, grad, state, group) -> bool:
     tensors = [param, grad, state["exp_avg"], state["exp_avg_sq"]]
     if group["amsgrad"]:
         tensors.append(state["max_exp_avg_sq"])
-    if isinstance(lr, kiln.Tensor) or any(isinstance(b, kiln.Tensor) for b in group["betas"]):
-        return False
-    if param.dtype not in (kiln.float32, kiln.float64) or any(
-        t.device.type != "cpu" or not t.is_contiguous() or t.dtype != param.dtype for t in tensors
-    ):
-        return False
-    step_t = state["step"]
-    step_t.add_(1)
-    beta1, beta2 = group["betas"]
-    kiln._C._adam_step_(
-        param,
-        grad,
-        state["exp_avg"],
-        state["exp_avg_sq"],
-        state["max_exp_avg_sq"] if group["amsgrad"] else None,
-        float(step_t.item()),
-        float(lr),
-        float(beta1),
-        float(beta2),
-        float(group["eps"]),
-        float(group["weight_decay"]),
-        bool(group["decoupled_weight_decay"]),
-        bool(group["amsgrad"]),
-        bool(group["maximize"]),
+    return param.dtype in (kiln.float32, kiln.float64) and all(
+        t.device.type == "cpu" and t.is_contiguous() and t.dtype == param.dtype for t in tensors
     )
-    return True
+
+
+def _group_update(pairs, group):
+    """The foreach/fused step of every eligible parameter of the group in one C++ call
+    (kiln._C._adam_multi_step_); returns the pairs left to the single-tensor update."""
+    if not _fusable(group):
+        return pairs
+    fused = [(p, s) for p, s in pairs if _fusable_tensors(p, p.grad, s, group)]
+    if fused:
+        beta1, beta2 = group["betas"]
+        kiln._C._adam_multi_step_(
+            [p for p, _ in fused],
+            [p.grad for p, _ in fused],
+            [s["exp_avg"] for _, s in fused],
+            [s["exp_avg_sq"] for _, s in fused],
+            [s["max_exp_avg_sq"] for _, s in fused] if group["amsgrad"] else None,
+            [s["step"] for _, s in fused],
+            float(group["lr"]),
+            float(beta1),
+            float(beta2),
+            float(group["eps"]),
+            float(group["weight_decay"]),
+            bool(group["decoupled_weight_decay"]),
+            bool(group["amsgrad"]),
+            bool(group["maximize"]),
+        )
+    taken = {id(p) for p, _ in fused}
+    return [(p, s) for p, s in pairs if id(p) not in taken]
 
 
 def _adam_update(param, grad, state, group):
     """One parameter's Adam/AdamW step, in torch's single-tensor order of operations."""
-    if _fused_update(param, grad, state, group):
-        return
     lr = _to_scalar(group["lr"])  # a tensor lr stays one: torch computes step_size in its dtype
     beta1, beta2 = (_get_value(_to_scalar(b)) for b in group["betas"])
     weight_decay, eps = group["weight_decay"], group["eps"]

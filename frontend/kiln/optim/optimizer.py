@@ -304,17 +304,21 @@ class Optimizer:
         param_groups = [update_group(g, ng) for g, ng in zip(groups, saved_groups, strict=True)]
         self.__setstate__({"state": state, "param_groups": param_groups})
 
-    def _step_each(self, closure, update):
+    def _step_each(self, closure, update, group_update=None):
         """The body of ``step``: runs the closure (grad enabled) for its loss, then
-        ``update(param, grad, state, group)`` for every parameter that has a gradient."""
+        ``update(param, grad, state, group)`` for every parameter that has a gradient.
+        ``group_update(pairs, group)``, when given, first takes the group's (param, state)
+        pairs it can update in one call and returns the others."""
         loss = None
         if closure is not None:
             with kiln.enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    update(p, p.grad, self._init_state(p, group), group)
+            pairs = [(p, self._init_state(p, group)) for p in group["params"] if p.grad is not None]
+            if group_update is not None:
+                pairs = group_update(pairs, group)
+            for p, state in pairs:
+                update(p, p.grad, state, group)
         return loss
 
     def zero_grad(self, set_to_none: bool = True) -> None:

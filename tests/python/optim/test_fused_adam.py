@@ -1,5 +1,5 @@
-"""AdamW/Adam with foreach=True or fused=True run one C++ pass per parameter
-(kiln._C._adam_step_) and follow torch's fused AdamW within an ulp-scale tolerance."""
+"""AdamW/Adam with foreach=True or fused=True run one C++ call per parameter group
+(kiln._C._adam_multi_step_) and follow torch's fused AdamW within an ulp-scale tolerance."""
 
 import numpy as np
 import pytest
@@ -15,8 +15,10 @@ import kiln  # noqa: E402
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_fused_step_matches_torch_fused(monkeypatch, cls, options, dtype):
     calls = []
-    real = kiln._C._adam_step_
-    monkeypatch.setattr(kiln._C, "_adam_step_", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = kiln._C._adam_multi_step_
+    monkeypatch.setattr(
+        kiln._C, "_adam_multi_step_", lambda *a, **k: calls.append(len(a[0])) or real(*a, **k)
+    )
     rng = np.random.default_rng(0)
     shapes = [(5, 3), (7,), (2, 2, 2)]
     init = [rng.standard_normal(s) for s in shapes]
@@ -32,7 +34,7 @@ def test_fused_step_matches_torch_fused(monkeypatch, cls, options, dtype):
             p.grad = torch.tensor(g, dtype=p.dtype)
         kopt.step()
         topt.step()
-    assert len(calls) == 10 * len(shapes)
+    assert calls == [len(shapes)] * 10  # one call per step for the whole group
     tol = 1e-5 if dtype == "float32" else 1e-12
     for a, b in zip(kp, tp, strict=True):
         np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=tol, atol=tol)
@@ -44,20 +46,31 @@ def test_fused_step_matches_torch_fused(monkeypatch, cls, options, dtype):
 
 def test_fused_step_refuses_mismatched_state():
     p = kiln.nn.Parameter(kiln.ones(3))
+    step = kiln.zeros((), dtype=kiln.float32)
+    args = (1e-3, 0.9, 0.999, 1e-8, 0.0, True, False, False)
     with pytest.raises(RuntimeError, match="exp_avg must be a contiguous CPU tensor"):
-        kiln._C._adam_step_(
-            p,
-            kiln.ones(3),
-            kiln.ones(4),
-            kiln.ones(3),
-            None,
-            1.0,
-            1e-3,
-            0.9,
-            0.999,
-            1e-8,
-            0.0,
-            True,
-            False,
-            False,
-        )
+        kiln._C._adam_multi_step_([p], [kiln.ones(3)], [kiln.ones(4)], [kiln.ones(3)], None,
+                                  [step], *args)  # fmt: skip
+    with pytest.raises(RuntimeError, match="lists differ in length"):
+        kiln._C._adam_multi_step_([p], [], [kiln.ones(3)], [kiln.ones(3)], None, [step], *args)
+
+
+def test_ineligible_parameters_take_the_single_tensor_update():
+    # A non-contiguous parameter cannot run in the C++ pass: it takes torch's single-tensor
+    # formula, the others the fused one, in the same step.
+    rng = np.random.default_rng(1)
+    base = [rng.standard_normal((4, 3)), rng.standard_normal(5)]
+    kp = [kiln.nn.Parameter(kiln.tensor(base[0]).t()), kiln.nn.Parameter(kiln.tensor(base[1]))]
+    tp = [torch.nn.Parameter(torch.tensor(base[0]).t()), torch.nn.Parameter(torch.tensor(base[1]))]
+    kopt = kiln.optim.AdamW(kp, lr=1e-2, foreach=True)
+    topt = torch.optim.AdamW(tp, lr=1e-2, foreach=False)
+    for _ in range(5):
+        for k, t in zip(kp, tp, strict=True):
+            g = rng.standard_normal(tuple(t.shape))
+            k.grad = kiln.tensor(g)
+            t.grad = torch.tensor(g)
+        kopt.step()
+        topt.step()
+    for k, t in zip(kp, tp, strict=True):
+        np.testing.assert_allclose(k.detach().numpy(), t.detach().numpy(), rtol=1e-12)
+    assert kopt.state[kp[0]]["step"].item() == kopt.state[kp[1]]["step"].item() == 5
