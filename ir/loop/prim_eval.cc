@@ -4,6 +4,7 @@
 #include "ir/loop/prim_eval.h"
 
 #include "runtime/error.h"
+#include "runtime/fast_math.h"
 #include "runtime/half.h"
 
 #include <cmath>
@@ -32,6 +33,18 @@ template <typename T> T modFloat(T a, T b) {
   return (r != 0 && (r < 0) != (b < 0)) ? r + b : r;
 }
 
+/// The math functions of the prims: std's, except where the eager float32 kernels use the
+/// vectorizable ones of runtime/fast_math.h (folding and the interpreter give their results).
+namespace primmath {
+using namespace std; // NOLINT: the math functions without an override
+inline float exp(float x) { return ::kiln::ops::detail::fastExp(x); }
+inline double exp(double x) { return std::exp(x); }
+inline float erf(float x) { return ::kiln::ops::detail::fastErf(x); }
+inline double erf(double x) { return std::erf(x); }
+inline float tanh(float x) { return std::copysign(::kiln::ops::detail::fastTanh(x), x); }
+inline double tanh(double x) { return std::tanh(x); }
+} // namespace primmath
+
 /// A floating prim in compute type T (float or double), with the kernels' expressions.
 template <typename T> T evalFloat(ExprKind kind, T a, T b) {
   switch (kind) {
@@ -42,10 +55,10 @@ template <typename T> T evalFloat(ExprKind kind, T a, T b) {
   case ExprKind::Rsqrt:
     return T(1) / std::sqrt(a);
   case ExprKind::Sigmoid:
-    return T(1) / (T(1) + std::exp(-a));
-#define KILN_MATH_CALL_1(C) std::C(a)
-#define KILN_MATH_CALL_2(C) std::C(a, b)
-#define KILN_LOOP_MATH(E, M, K, N, MLIR, C, COST)                                                 \
+    return T(1) / (T(1) + primmath::exp(-a));
+#define KILN_MATH_CALL_1(C) primmath::C(a)
+#define KILN_MATH_CALL_2(C) primmath::C(a, b)
+#define KILN_LOOP_MATH(E, M, K, N, MLIR, C, COST)                                                  \
   case ExprKind::E:                                                                                \
     return KILN_MATH_CALL_##N(C);
 #include "ir/loop/loop.def"

@@ -4,7 +4,7 @@
 #include "runtime/device_ops.h"
 
 #include "runtime/ops/elementwise_impl.h"
-#include "runtime/ops/fast_math_impl.h"
+#include "runtime/fast_math.h"
 
 namespace kiln::ops {
 

@@ -1,8 +1,8 @@
 #pragma once
 /// Vectorizable building blocks of softmax, log_softmax and logsumexp (private to runtime/ops);
-/// the exp they use is fastExp from fast_math_impl.h.
+/// the exp they use is fastExp from runtime/fast_math.h.
 
-#include "runtime/ops/fast_math_impl.h"
+#include "runtime/fast_math.h"
 
 #include <bit>
 #include <cmath>

@@ -3,7 +3,7 @@
 #include "runtime/device_ops.h"
 
 #include "runtime/ops/elementwise_impl.h"
-#include "runtime/ops/fast_math_impl.h"
+#include "runtime/fast_math.h"
 
 namespace kiln::ops {
 
@@ -17,7 +17,7 @@ using namespace detail;
     return floatUnaryKernel(a, floatResult(a.dtype()), []<typename T>(T x) -> T { return EXPR; }); \
   }
 
-// exp, sigmoid and erf on the vectorizable fast math too (fast_math_impl.h: a few ulp; erf's
+// exp, sigmoid and erf on the vectorizable fast math too (runtime/fast_math.h: a few ulp; erf's
 // formula is the one torch's vectorized CPU erf uses).
 KILN_FLOAT_UNARY(exp, fastExp(x))
 KILN_FLOAT_UNARY(exp2, std::exp2(x))

@@ -378,7 +378,8 @@ def test_out_argument():
     assert r is out and out.dtype == kiln.float64
     assert_close(out, (ta + tb).double())
     r = kiln.exp(ka, out=out)
-    assert_close(out, ta.exp().double())
+    # computed in float32 (within an ulp of torch's float32 exp), then written into float64
+    assert_close(out, ta.exp().double(), rtol=2e-7, atol=0)
     with pytest.raises(RuntimeError, match="out= tensor has shape"):
         kiln.mul(ka, kb, out=kb)
     iout = kiln.from_numpy(__import__("numpy").zeros((3, 4), "int32"))
