@@ -3,8 +3,8 @@
 #include "runtime/ops/activation.h"
 #include "runtime/device_ops.h"
 
-#include "runtime/ops/elementwise_impl.h"
 #include "runtime/fast_math.h"
+#include "runtime/ops/elementwise_impl.h"
 
 namespace kiln::ops {
 
@@ -98,7 +98,7 @@ Tensor gelu(const Tensor &a, const std::string &approximate) {
       return T(0.5) * x * (T(1) + fastTanh(k * (x + T(0.044715) * x * x * x)));
     });
   return floatActivation("gelu", a, []<typename T>(T x) -> T {
-    return T(0.5) * x * (T(1) + fastErf(x * static_cast<T>(0.7071067811865476)));
+    return T(0.5) * x * (T(1) + fastErfAbsolute(x * static_cast<T>(0.7071067811865476)));
   });
 }
 
@@ -114,7 +114,7 @@ Tensor geluBackward(const Tensor &grad, const Tensor &x, const std::string &appr
       return g * (T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * inner);
     });
   return floatBinaryKernel("gelu_backward", grad, x, dt, []<typename T>(T g, T v) -> T {
-    T cdf = T(0.5) * (T(1) + fastErf(v * static_cast<T>(0.7071067811865476)));
+    T cdf = T(0.5) * (T(1) + fastErfAbsolute(v * static_cast<T>(0.7071067811865476)));
     T pdf = fastExp(T(-0.5) * v * v) * static_cast<T>(0.3989422804014327);
     return g * (cdf + v * pdf);
   });
