@@ -5,8 +5,9 @@
    weights and batch in both frameworks; one forward (not timed), then `loss.backward()` timed.
 2. Autograd recording overhead: a 1-element `a + b` with `a.requires_grad`, minus the same add
    without; and the GPT forward with grad mode on vs off.
-3. An AdamW step over the GPT's parameters: kiln's single-tensor update beside torch's, and
-   kiln's `fused=True` (one C++ pass per parameter) beside torch's `foreach` and `fused`.
+3. An AdamW step over the GPT's parameters: kiln's single-tensor update (`foreach=False`)
+   beside torch's, and kiln's `fused=True` (one C++ call per parameter group, also kiln's
+   default) beside torch's `foreach` and `fused`.
 
 Rounds are interleaved (kiln, torch, kiln, ...) and medians are reported. The markdown table is
 printed and written atomically to bench/results/train.md (`--quick`: small shapes and few
@@ -131,7 +132,7 @@ def bench_adamw(work: Workload, rounds: int) -> dict:
     """Seconds per AdamW step over the GPT's parameters with gradients present."""
     out = {}
     variants = [
-        ("kiln", kiln, {}),
+        ("kiln", kiln, {"foreach": False}),  # the single-tensor update (kiln's default is fused)
         ("kiln fused", kiln, {"fused": True}),
         ("torch", torch, {"foreach": False}),
         ("torch foreach", torch, {"foreach": True}),

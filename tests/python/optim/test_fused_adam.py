@@ -74,3 +74,19 @@ def test_ineligible_parameters_take_the_single_tensor_update():
     for k, t in zip(kp, tp, strict=True):
         np.testing.assert_allclose(k.detach().numpy(), t.detach().numpy(), rtol=1e-12)
     assert kopt.state[kp[0]]["step"].item() == kopt.state[kp[1]]["step"].item() == 5
+
+
+@pytest.mark.parametrize("foreach,expected_calls", [(None, 3), (True, 3), (False, 0)])
+def test_default_runs_in_cpp_and_foreach_false_op_by_op(monkeypatch, foreach, expected_calls):
+    calls = []
+    real = kiln._C._adam_multi_step_
+    monkeypatch.setattr(
+        kiln._C, "_adam_multi_step_", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    p = kiln.nn.Parameter(kiln.ones(4))
+    opt = kiln.optim.AdamW([p], lr=0.1, foreach=foreach)
+    for _ in range(3):
+        p.grad = kiln.ones(4)
+        opt.step()
+    assert len(calls) == expected_calls
+    assert opt.state[p]["step"].item() == 3
