@@ -14,14 +14,20 @@ namespace {
 // MKL's LP64 CBLAS (its enums have OpenBLAS's values: row-major 101, no-trans 111, trans 112).
 using MklSgemm = void (*)(int, int, int, int, int, int, float, const float *, int, const float *,
                           int, float, float *, int);
-using MklDgemm = void (*)(int, int, int, int, int, int, double, const double *, int,
-                          const double *, int, double, double *, int);
+using MklDgemm = void (*)(int, int, int, int, int, int, double, const double *, int, const double *,
+                          int, double, double *, int);
+using MklSgemmBatch = void (*)(int, int, int, int, int, int, float, const float *, int, int,
+                               const float *, int, int, float, float *, int, int, int);
+using MklDgemmBatch = void (*)(int, int, int, int, int, int, double, const double *, int, int,
+                               const double *, int, int, double, double *, int, int, int);
 using MklSetThreads = void (*)(int);
 using MklGetThreads = int (*)();
 
 struct Mkl {
   MklSgemm sgemm = nullptr;
   MklDgemm dgemm = nullptr;
+  MklSgemmBatch sgemmBatch = nullptr; // optional: older MKLs lack the strided batch call
+  MklDgemmBatch dgemmBatch = nullptr;
   MklSetThreads setThreads = nullptr;
   MklGetThreads getThreads = nullptr;
 };
@@ -37,6 +43,8 @@ const Mkl *loadMkl() {
   if (lib) {
     m.sgemm = reinterpret_cast<MklSgemm>(dlsym(lib, "cblas_sgemm"));
     m.dgemm = reinterpret_cast<MklDgemm>(dlsym(lib, "cblas_dgemm"));
+    m.sgemmBatch = reinterpret_cast<MklSgemmBatch>(dlsym(lib, "cblas_sgemm_batch_strided"));
+    m.dgemmBatch = reinterpret_cast<MklDgemmBatch>(dlsym(lib, "cblas_dgemm_batch_strided"));
     m.setThreads = reinterpret_cast<MklSetThreads>(dlsym(lib, "MKL_Set_Num_Threads"));
     m.getThreads = reinterpret_cast<MklGetThreads>(dlsym(lib, "MKL_Get_Max_Threads"));
   }
@@ -89,6 +97,39 @@ void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, cons
   }
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+namespace {
+template <typename T, typename Fn>
+bool batchStrided(Fn fn, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T *a,
+                  int64_t lda, int64_t sa, const T *b, int64_t ldb, int64_t sb, T beta, T *c,
+                  int64_t ldc, int64_t sc, int64_t count) {
+  if (!fn || !fitsInt(m, n, k, lda, ldb, ldc) || !fitsInt(sa, sb, sc, count, 0, 0) || sa < 0 ||
+      sb < 0)
+    return false;
+  auto i = [](int64_t v) { return static_cast<int>(v); };
+  fn(kRowMajor, transOf(ta), transOf(tb), i(m), i(n), i(k), alpha, a, i(lda), i(sa), b, i(ldb),
+     i(sb), beta, c, i(ldc), i(sc), i(count));
+  return true;
+}
+} // namespace
+
+bool sgemmBatchStrided(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float *a, int64_t lda, int64_t strideA, const float *b, int64_t ldb,
+                       int64_t strideB, float beta, float *c, int64_t ldc, int64_t strideC,
+                       int64_t count) {
+  const Mkl *l = mkl();
+  return l && batchStrided(l->sgemmBatch, ta, tb, m, n, k, alpha, a, lda, strideA, b, ldb, strideB,
+                           beta, c, ldc, strideC, count);
+}
+
+bool dgemmBatchStrided(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                       const double *a, int64_t lda, int64_t strideA, const double *b, int64_t ldb,
+                       int64_t strideB, double beta, double *c, int64_t ldc, int64_t strideC,
+                       int64_t count) {
+  const Mkl *l = mkl();
+  return l && batchStrided(l->dgemmBatch, ta, tb, m, n, k, alpha, a, lda, strideA, b, ldb, strideB,
+                           beta, c, ldc, strideC, count);
 }
 
 int threads() {

@@ -4,10 +4,10 @@
 ///
 /// MKL is measured faster on these machines for the shapes models use (a 512x128 @ 128x384
 /// sgemm: 292 us vs OpenBLAS's 352 us at 1 thread, 151 vs 234 us at 2; `bench/blas.py`, table
-/// in bench/README.md), and it is what torch's CPU GEMMs use. It is loaded with dlopen from the library KILN_MKL_LIB names
-/// (the Python front sets it to the venv's libmkl_rt when the `mkl` package is installed, unless
-/// KILN_BLAS=openblas), so one build runs with or without it; a process without Python (a kilnc
-/// library) uses OpenBLAS unless the variable is set.
+/// in bench/README.md), and it is what torch's CPU GEMMs use. It is loaded with dlopen from the
+/// library KILN_MKL_LIB names (the Python front sets it to the venv's libmkl_rt when the `mkl`
+/// package is installed, unless KILN_BLAS=openblas), so one build runs with or without it; a
+/// process without Python (a kilnc library) uses OpenBLAS unless the variable is set.
 
 #include <cstdint>
 
@@ -18,6 +18,18 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
            int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a,
            int64_t lda, const double *b, int64_t ldb, double beta, double *c, int64_t ldc);
+
+/// `count` GEMMs whose operands and results lie at fixed strides (elements) from one another,
+/// in one call that the library parallelizes itself. Returns false, doing nothing, when the
+/// library has no such call (OpenBLAS): the caller loops then.
+bool sgemmBatchStrided(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float *a, int64_t lda, int64_t strideA, const float *b, int64_t ldb,
+                       int64_t strideB, float beta, float *c, int64_t ldc, int64_t strideC,
+                       int64_t count);
+bool dgemmBatchStrided(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                       const double *a, int64_t lda, int64_t strideA, const double *b, int64_t ldb,
+                       int64_t strideB, double beta, double *c, int64_t ldc, int64_t strideC,
+                       int64_t count);
 
 /// The thread count the library uses for one call (its own threads, not kiln's pool).
 int threads();

@@ -89,11 +89,9 @@ void blasGemm(int64_t m, int64_t n, int64_t k, T alpha, MatRef<T> a, MatRef<T> b
   auto lb = blasLayout(k, n, b.rowStride, b.colStride);
   KILN_CHECK(la && lb, "gemm: operand strides are not BLAS-compatible (internal error)");
   if constexpr (std::is_same_v<T, float>)
-    blas::sgemm(la->trans, lb->trans, m, n, k, alpha, a.data, la->ld, b.data, lb->ld, beta, c,
-                ldc);
+    blas::sgemm(la->trans, lb->trans, m, n, k, alpha, a.data, la->ld, b.data, lb->ld, beta, c, ldc);
   else
-    blas::dgemm(la->trans, lb->trans, m, n, k, alpha, a.data, la->ld, b.data, lb->ld, beta, c,
-                ldc);
+    blas::dgemm(la->trans, lb->trans, m, n, k, alpha, a.data, la->ld, b.data, lb->ld, beta, c, ldc);
 }
 
 // Tiles of the integer GEMM: a kRowBlock x kColBlock accumulator tile stays in L1/L2 while the
@@ -240,6 +238,40 @@ Tensor gemmOperand(const Tensor &t, DType compute) {
   return c;
 }
 
+/// The batch as one strided-batch BLAS call, which the library spreads over its own threads
+/// (kiln's pool would run the small GEMMs with the BLAS serial, paying a thread-count switch per
+/// batch); false when the library has no such call or the offsets are not evenly spaced.
+template <typename T>
+bool stridedBatch(const std::vector<int64_t> &offA, const std::vector<int64_t> &offB, int64_t m,
+                  int64_t n, int64_t k, T alpha, MatRef<T> a, MatRef<T> b, T beta, T *c) {
+  const int64_t count = static_cast<int64_t>(offA.size());
+  if (count < 2 || m == 0 || n == 0 || k == 0 || inParallelRegion())
+    return false;
+  auto evenly = [](const std::vector<int64_t> &off) {
+    for (size_t i = 1; i < off.size(); ++i)
+      if (off[i] - off[i - 1] != off[1] - off[0])
+        return false;
+    return true;
+  };
+  if (!evenly(offA) || !evenly(offB))
+    return false;
+  auto la = blasLayout(m, k, a.rowStride, a.colStride);
+  auto lb = blasLayout(k, n, b.rowStride, b.colStride);
+  if (!la || !lb)
+    return false;
+  // The library requires each matrix to end before the next begins (no broadcast batch).
+  const int64_t sa = offA[1] - offA[0], sb = offB[1] - offB[0], ldc = std::max<int64_t>(1, n);
+  if (sa < la->ld * (la->trans ? k : m) || sb < lb->ld * (lb->trans ? n : k))
+    return false;
+  syncBlasThreads();
+  if constexpr (std::is_same_v<T, float>)
+    return blas::sgemmBatchStrided(la->trans, lb->trans, m, n, k, alpha, a.data + offA[0], la->ld,
+                                   sa, b.data + offB[0], lb->ld, sb, beta, c, ldc, m * n, count);
+  else
+    return blas::dgemmBatchStrided(la->trans, lb->trans, m, n, k, alpha, a.data + offA[0], la->ld,
+                                   sa, b.data + offB[0], lb->ld, sb, beta, c, ldc, m * n, count);
+}
+
 } // namespace
 
 Tensor batchedGemm(const Tensor &a, const Tensor &b, const Tensor *self, const Scalar &alpha,
@@ -265,6 +297,10 @@ Tensor batchedGemm(const Tensor &a, const Tensor &b, const Tensor *self, const S
       T al = alpha.to<T>(), be = useSelf ? beta.to<T>() : T(0);
       const T *pa = ac.data<T>(), *pb = bc.data<T>();
       T *pc = out.data<T>();
+      if constexpr (std::is_floating_point_v<T>)
+        if (stridedBatch<T>(offA, offB, m, n, k, al, {pa, ac.stride(-2), ac.stride(-1)},
+                            {pb, bc.stride(-2), bc.stride(-1)}, be, pc))
+          return;
       forEachGemm(numelOf(batch), m * n * k, [&](int64_t i) {
         MatRef<T> ma{pa + offA[i], ac.stride(-2), ac.stride(-1)};
         MatRef<T> mb{pb + offB[i], bc.stride(-2), bc.stride(-1)};

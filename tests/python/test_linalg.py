@@ -1,6 +1,7 @@
 """Matrix products (matmul/mm/bmm/mv/dot/outer/addmm/addmv/baddbmm, F.linear, F.bilinear)
 compared with torch on the same inputs."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -332,3 +333,29 @@ def test_inplace_add_products(dtype):
     assert_close(kc.baddbmm_(kb1, kb2, alpha=2), tc.baddbmm_(tb1, tb2, alpha=2))
     with pytest.raises(RuntimeError):
         pair((5,), dtype)[1].addmm_(km, kn)  # the result does not fit in self's shape
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_batched_matmul_layouts_match_torch(dtype):
+    # Evenly spaced batches run as one strided-batch BLAS call (when the BLAS has one); sliced,
+    # broadcast and transposed batches must give the same products as torch either way.
+    rng = np.random.default_rng(4)
+    base_a = rng.standard_normal((4, 5, 6, 3)).astype(dtype)
+    base_b = rng.standard_normal((4, 5, 3, 7)).astype(dtype)
+    ka, kb = kiln.tensor(base_a), kiln.tensor(base_b)
+    ta, tb = torch.tensor(base_a), torch.tensor(base_b)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    pairs = [
+        (lambda x, y: x @ y),  # evenly spaced
+        (lambda x, y: x[:, 1:4] @ y[:, 1:4]),  # two batch dims, one sliced: uneven offsets
+        (lambda x, y: x[:, :1] @ y),  # broadcast batch
+        (lambda x, y: x.transpose(-1, -2).contiguous().transpose(-1, -2) @ y),  # transposed
+        (lambda x, y: x[::2] @ y[::2]),  # every other matrix
+        (lambda x, y: torch_or_kiln(x).baddbmm(x[0, :2] @ y[0, :2], x[1, :2], y[1, :2], beta=0.5)),
+    ]
+    for f in pairs:
+        np.testing.assert_allclose(f(ka, kb).numpy(), f(ta, tb).numpy(), rtol=tol, atol=tol)
+
+
+def torch_or_kiln(t):
+    return kiln if isinstance(t, kiln.Tensor) else torch
