@@ -99,18 +99,6 @@ Tensor rootOf(const Tensor &t) {
 }
 } // namespace
 
-Tensor viewOf(const Tensor &base, const Tensor &view) {
-  if (!anyRequiresGrad({&base}))
-    return view;
-  Tensor root = rootOf(base);
-  Tensor out = view.alias();
-  recordRegion(root, out, regionOf("view", root, out));
-  AutogradMeta &m = meta(out);
-  m.viewBase = root;
-  m.baseHistory = gradFn(root);
-  return out;
-}
-
 void writeThroughView(const char *op, const Tensor &base, Tensor &view, const Tensor &result) {
   Tensor root = rootOf(base);
   const bool tracked = isGradEnabled() && (result.requiresGrad() || root.requiresGrad());
@@ -144,9 +132,7 @@ void writeThroughView(const char *op, const Tensor &base, Tensor &view, const Te
   setHistory(root, meta(fresh).gradFn, 0);
   if (!view.isSameAs(root)) {
     recordRegion(root, view, r);
-    AutogradMeta &m = meta(view);
-    m.viewBase = root;
-    m.baseHistory = gradFn(root);
+    markView(view, root);
   }
 }
 

@@ -21,7 +21,7 @@ Edge gradEdge(const Tensor &t) {
   if (!t.defined() || !t.requiresGrad())
     return {};
   AutogradMeta &m = meta(t);
-  if (m.viewBase.defined() && m.baseHistory != gradFn(m.viewBase))
+  if (viewHistoryStale(m))
     refreshViewHistory(t);
   if (m.gradFn)
     return {m.gradFn, m.outputNr};
@@ -31,6 +31,14 @@ Edge gradEdge(const Tensor &t) {
     m.accumulator = acc;
   }
   return {acc, 0};
+}
+
+void markView(const Tensor &view, const Tensor &self, bool multiOutput) {
+  AutogradMeta *base = metaOrNull(self);
+  AutogradMeta &m = meta(view);
+  m.viewBase = base && base->viewBase.defined() ? base->viewBase : self;
+  m.baseHistory = gradFn(m.viewBase);
+  m.multiOutputView = multiOutput || (base && base->multiOutputView);
 }
 
 void setHistory(const Tensor &t, const std::shared_ptr<Node> &node, uint32_t outputNr) {

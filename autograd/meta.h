@@ -69,8 +69,15 @@ bool anyRequiresGrad(std::span<const Tensor> ts);
 /// that requires grad (while grad mode is on), or a view of one.
 void checkInplace(const Tensor &t, const char *op);
 
-/// A recorded view of base's memory (`view` shares base's storage): the region of base's history.
-Tensor viewOf(const Tensor &base, const Tensor &view);
+/// Marks `view`, recorded from `self`, as a view of self's root base (self's own base when self is
+/// a view, else self), remembering the root's current history; `multiOutput` for split/chunk's
+/// pieces (and views of them, which inherit it).
+void markView(const Tensor &view, const Tensor &self, bool multiOutput = false);
+/// Whether a recorded view's base has had its history rewritten since the view was cut from it.
+inline bool viewHistoryStale(const AutogradMeta &m) {
+  return m.viewBase.defined() && m.baseHistory != gradFn(m.viewBase);
+}
+
 /// Writes `result` (with its history) into `view`, a view of base's memory, and rewrites the
 /// history of base's root as torch's CopySlices does.
 void writeThroughView(const char *op, const Tensor &base, Tensor &view, const Tensor &result);

@@ -40,16 +40,9 @@ std::vector<Tensor> splitSizes(const Tensor &self, const Shape &sizes, int64_t d
       return Grads{pieces.size() == 1 ? pieces[0] : b.cat(pieces, dim)};
     };
   });
-  if (recorded) { // the parts are views of self's base (an in-place write rewrites it)
-    AutogradMeta *m = metaOrNull(self);
-    Tensor root = m && m->viewBase.defined() ? m->viewBase : self;
-    for (Tensor &p : parts) {
-      AutogradMeta &pm = meta(p);
-      pm.viewBase = root;
-      pm.baseHistory = gradFn(root);
-      pm.multiOutputView = true;
-    }
-  }
+  if (recorded) // the parts are views of self's base (an in-place write rewrites it)
+    for (Tensor &p : parts)
+      markView(p, self, true);
   return parts;
 }
 
@@ -235,10 +228,8 @@ Tensor diagonal(const Tensor &self, int64_t offset, int64_t dim1, int64_t dim2) 
           return Grads{diagonalBack(bd, g[0], sizes, dt, offset, d1, d2)};
         };
   });
-  if (!recorded)
-    return out;
-  AutogradMeta *base = metaOrNull(self);
-  meta(out).viewBase = base && base->viewBase.defined() ? base->viewBase : self;
+  if (recorded)
+    markView(out, self);
   return out;
 }
 

@@ -17,13 +17,8 @@ using B = EagerBuilder;
 /// Records view `out` of self with `rule` (a rule lambda) and marks it a view of self's base.
 template <class Rule>
 Tensor recordView(const char *name, const Tensor &self, Tensor out, Rule rule) {
-  if (!record(name, {&self}, out, [&](const NodePtr &) { return rule; }))
-    return out;
-  AutogradMeta *base = metaOrNull(self);
-  AutogradMeta &m = meta(out);
-  m.viewBase = base && base->viewBase.defined() ? base->viewBase : self;
-  m.baseHistory = gradFn(m.viewBase);
-  m.multiOutputView = base && base->multiOutputView;
+  if (record(name, {&self}, out, [&](const NodePtr &) { return rule; }))
+    markView(out, self);
   return out;
 }
 

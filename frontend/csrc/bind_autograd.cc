@@ -141,7 +141,7 @@ void bindTensorAutograd(py::class_<Tensor> &t) {
       });
   t.def_property_readonly("grad_fn", [](const Tensor &self) -> py::object {
     AutogradMeta *m = autograd::metaOrNull(self);
-    if (m && m->viewBase.defined() && m->baseHistory != autograd::gradFn(m->viewBase))
+    if (m && autograd::viewHistoryStale(*m))
       autograd::refreshViewHistory(self); // a write through another view changed the base
     return m && m->gradFn ? py::cast(m->gradFn) : py::none();
   });

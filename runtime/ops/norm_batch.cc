@@ -259,15 +259,10 @@ BatchNormGrads batchNormBackward(const Tensor &grad, const Tensor &input, const 
                                rv ? &*rv : nullptr, eps, needInput ? out.input.data<T>() : nullptr,
                                dw, db);
   });
-  auto toTensor = [&](const std::vector<double> &v, DType dtype) {
-    Tensor t = Tensor::empty({geo.c}, DType::Float64);
-    std::copy(v.begin(), v.end(), t.data<double>());
-    return t.to(dtype);
-  };
   if (needWeight && weight.defined())
-    out.weight = toTensor(dw, weight.dtype());
+    out.weight = fromDoubles(dw, {geo.c}, weight.dtype());
   if (needBias)
-    out.bias = toTensor(db, input.dtype());
+    out.bias = fromDoubles(db, {geo.c}, input.dtype());
   return out;
 }
 

@@ -101,6 +101,13 @@ void affineRun(const T *x, T *y, int64_t n, NormAcc<T> center, NormAcc<T> scale,
     y[i] = static_cast<T>((static_cast<A>(x[i]) - center) * scale + shift);
 }
 
+/// Per-parameter sums (a gradient accumulated in double) as a tensor of `sizes` and `dtype`.
+inline Tensor fromDoubles(const std::vector<double> &v, IntList sizes, DType dtype) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::Float64);
+  std::copy(v.begin(), v.end(), t.data<double>());
+  return t.to(dtype).view(sizes);
+}
+
 /// An optional parameter as a contiguous tensor of the compute type A (undefined stays
 /// undefined); parameters are small (one value per channel or per normalized element).
 inline Tensor paramAs(const Tensor &p, DType acc) {

@@ -203,12 +203,6 @@ void layerNormBackwardKernel(const Tensor &g, const Tensor &x, int64_t n, const 
   });
 }
 
-Tensor fromDoubles(const std::vector<double> &v, IntList sizes, DType dtype) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::Float64);
-  std::copy(v.begin(), v.end(), t.data<double>());
-  return t.to(dtype).view(sizes);
-}
-
 } // namespace
 
 Tensor layerNorm(const Tensor &input, IntList normalizedShape, const Tensor &weight,

@@ -52,6 +52,9 @@ def _get_clones(module, n):
 
 
 def _get_activation_fn(activation):
+    """A callable activation as given, or the one a string names."""
+    if not isinstance(activation, str):
+        return activation
     if activation == "relu":
         return F.relu
     if activation == "gelu":
@@ -59,7 +62,19 @@ def _get_activation_fn(activation):
     raise RuntimeError(f"activation should be relu/gelu, not {activation}")
 
 
-class TransformerEncoderLayer(Module):
+class _LayerBlocks(Module):
+    """The self-attention and feed-forward blocks both layer kinds share (torch's names:
+    self_attn, linear1, dropout, linear2, dropout1, activation)."""
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal=False):
+        kw = {"attn_mask": attn_mask, "key_padding_mask": key_padding_mask, "is_causal": is_causal}
+        return self.dropout1(self.self_attn(x, x, x, need_weights=False, **kw)[0])
+
+    def _feed_forward(self, x, out_dropout):
+        return out_dropout(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerEncoderLayer(_LayerBlocks):
     """Self-attention then a feed-forward block, each wrapped in dropout + residual + LayerNorm
     (``norm_first=True`` normalizes each block's input instead of the sum)."""
 
@@ -90,8 +105,7 @@ class TransformerEncoderLayer(Module):
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **fk)
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
-        if isinstance(activation, str):
-            activation = _get_activation_fn(activation)
+        activation = _get_activation_fn(activation)
         # Kept for code that inspects it as torch's fast-path checks do (1 relu, 2 gelu, 0 other).
         if activation is F.relu or isinstance(activation, ReLU):
             self.activation_relu_or_gelu = 1
@@ -114,16 +128,11 @@ class TransformerEncoderLayer(Module):
             x = self.norm2(x + self._ff_block(x))
         return x
 
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal=False):
-        kw = {"attn_mask": attn_mask, "key_padding_mask": key_padding_mask, "is_causal": is_causal}
-        return self.dropout1(self.self_attn(x, x, x, need_weights=False, **kw)[0])
-
     def _ff_block(self, x):
-        x = self.linear2(self.dropout(self.activation(self.linear1(x))))
-        return self.dropout2(x)
+        return self._feed_forward(x, self.dropout2)
 
 
-class TransformerDecoderLayer(Module):
+class TransformerDecoderLayer(_LayerBlocks):
     """Self-attention, cross-attention over ``memory``, then a feed-forward block; each with
     dropout + residual + LayerNorm (pre-norm with ``norm_first=True``)."""
 
@@ -159,9 +168,7 @@ class TransformerDecoderLayer(Module):
         self.dropout1 = Dropout(dropout)
         self.dropout2 = Dropout(dropout)
         self.dropout3 = Dropout(dropout)
-        if isinstance(activation, str):
-            activation = _get_activation_fn(activation)
-        self.activation = activation
+        self.activation = _get_activation_fn(activation)
 
     def forward(
         self,
@@ -189,17 +196,12 @@ class TransformerDecoderLayer(Module):
             x = self.norm3(x + self._ff_block(x))
         return x
 
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal=False):
-        kw = {"attn_mask": attn_mask, "key_padding_mask": key_padding_mask, "is_causal": is_causal}
-        return self.dropout1(self.self_attn(x, x, x, need_weights=False, **kw)[0])
-
     def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal=False):
         kw = {"attn_mask": attn_mask, "key_padding_mask": key_padding_mask, "is_causal": is_causal}
         return self.dropout2(self.multihead_attn(x, mem, mem, need_weights=False, **kw)[0])
 
     def _ff_block(self, x):
-        x = self.linear2(self.dropout(self.activation(self.linear1(x))))
-        return self.dropout3(x)
+        return self._feed_forward(x, self.dropout3)
 
 
 class TransformerEncoder(Module):
