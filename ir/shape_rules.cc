@@ -6,6 +6,7 @@
 #include "ir/shape_rules_layout_impl.h"
 #include "ir/shape_rules_loss_impl.h"
 #include "ir/shape_rules_nn_impl.h"
+#include "ir/shape_rules_random_impl.h"
 #include "ir/shape_rules_sort_impl.h"
 #include "ir/verifier_impl.h"
 
@@ -404,6 +405,8 @@ std::optional<ValueType> inferResultType(const Node &n, SymAssumptions *assumed)
       return classLossType(n, assumed);
     if (isScanOrSortOp(n.op()))
       return scanOrSortType(n);
+    if (isRandomOp(n.op()))
+      return randomType(n);
     break;
   }
   if (n.hasTrait(trait::Elementwise))

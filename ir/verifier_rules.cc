@@ -4,6 +4,7 @@
 #include "ir/shape_rules_layout_impl.h"
 #include "ir/shape_rules_loss_impl.h"
 #include "ir/shape_rules_nn_impl.h"
+#include "ir/shape_rules_random_impl.h"
 #include "ir/shape_rules_sort_impl.h"
 #include "ir/verifier_impl.h"
 
@@ -242,6 +243,8 @@ void checkOpRules(const Node &n) {
       return checkClassLoss(n);
     if (isScanOrSortOp(n.op()))
       return checkScanOrSort(n);
+    if (isRandomOp(n.op()))
+      return checkRandom(n);
     break;
   }
   if (n.hasTrait(trait::Elementwise))

@@ -286,6 +286,38 @@ Value emitMath(Builder &b, ExprKind kind, std::string_view op, std::span<const V
   return args.size() == 1 ? b.unary(op, args[0]) : b.binary(op, args[0], args[1]);
 }
 
+/// The `philox` prim on i64 lanes holding 32-bit words: the ten Philox4x32-10 rounds of
+/// runtime/philox.h, each 32x32-bit product taken whole in 64 bits (LLVM sees the zero high
+/// halves and multiplies with vpmuludq), then the selected word.
+Value emitPhilox(Builder &b, std::span<const Value> args) {
+  int lanes = std::max({args[0].lanes, args[1].lanes, args[2].lanes});
+  auto shr = [&](const Value &v, int k) {
+    return b.binary("arith.shrui", v, b.intConst(k, "i64"));
+  };
+  Value mask = b.intConst(0xffffffffll, "i64");
+  auto low = [&](const Value &v) { return b.binary("arith.andi", v, mask); };
+  auto xor3 = [&](const Value &x, const Value &y, const Value &z) {
+    return b.binary("arith.xori", b.binary("arith.xori", x, y), z);
+  };
+  Value key = args[0], counter = b.broadcast(args[1], lanes), select = args[2];
+  Value k0 = low(key), k1 = shr(key, 32);
+  std::array<Value, 4> c = {low(counter), shr(counter, 32), b.broadcast(shr(select, 2), lanes),
+                            b.broadcast(b.intConst(0, "i64"), lanes)};
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 = low(b.binary("arith.addi", k0, b.intConst(0x9E3779B9ll, "i64")));
+      k1 = low(b.binary("arith.addi", k1, b.intConst(0xBB67AE85ll, "i64")));
+    }
+    Value p0 = b.binary("arith.muli", c[0], b.intConst(0xD2511F53ll, "i64"));
+    Value p1 = b.binary("arith.muli", c[2], b.intConst(0xCD9E8D57ll, "i64"));
+    c = {xor3(shr(p1, 32), c[1], b.broadcast(k0, lanes)), low(p1),
+         xor3(shr(p0, 32), c[3], b.broadcast(k1, lanes)), low(p0)};
+  }
+  Value which = b.broadcast(b.binary("arith.andi", select, b.intConst(3, "i64")), lanes);
+  auto is = [&](int k) { return b.compare("arith.cmpi", "eq", which, b.intConst(k, "i64")); };
+  return b.select(is(0), c[0], b.select(is(1), c[1], b.select(is(2), c[2], c[3])));
+}
+
 const char *comparePredicate(ExprKind kind, bool isFloat, bool isUnsigned) {
   switch (kind) {
   case ExprKind::Eq:
@@ -370,6 +402,8 @@ Value emitPrim(Builder &b, ExprKind kind, DType operandType, std::span<const Val
     return b.binary("arith.xori", args[0], args[1]);
   case ExprKind::Where:
     return b.select(args[0], args[1], args[2]);
+  case ExprKind::Philox:
+    return emitPhilox(b, args);
   default:
     fail(ErrorKind::Runtime, "cpu emitter: {} is not a prim", exprKeyword(kind));
   }

@@ -194,7 +194,8 @@ void CudaProgram::State::runExtern(const LoopNode &node, const SymbolValues &val
     device->copyToHost(host.rawData(), ensure(id, values, buffers), l.bytes(b.meta.dtype));
     inputs.push_back(host);
   }
-  std::vector<Tensor> results = it->second(inputs, node.attributes);
+  std::vector<Tensor> results =
+      it->second(inputs, ir::loop::bindAttributes(node.attributes, values));
   KILN_CHECK_KIND(Value, results.size() == node.outputs.size(),
                   "cuda program: extern \"{}\" returned {} tensors for {} buffers", node.externOp,
                   results.size(), node.outputs.size());

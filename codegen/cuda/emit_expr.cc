@@ -100,6 +100,8 @@ std::string primText(ExprKind kind, DType t, const std::vector<std::string> &a) 
     return bits("!=", "^");
   case ExprKind::Where:
     return fmt::format("{} ? {} : {}", a[0], a[1], a[2]);
+  case ExprKind::Philox:
+    return fmt::format("kiln::philox({}, {}, {})", a[0], a[1], a[2]);
   default:
     fail(ErrorKind::Runtime, "cuda emitter: {} is not a prim", exprKeyword(kind));
   }

@@ -135,6 +135,28 @@ __device__ __forceinline__ long long checked_position(long long p, long long ext
   return 0;
 }
 __device__ __forceinline__ long long imin(long long a, long long b) { return b < a ? b : a; }
+/// The `philox` prim: word (select & 3) of the Philox4x32-10 block at `counter` (sub-block
+/// select >> 2) under `key`, as runtime/philox.h computes it on the host.
+__device__ __forceinline__ long long philox(long long key, long long counter, long long select) {
+  unsigned long long c = (unsigned long long)counter, k = (unsigned long long)key;
+  unsigned int c0 = (unsigned int)c, c1 = (unsigned int)(c >> 32);
+  unsigned int c2 = (unsigned int)((unsigned long long)select >> 2), c3 = 0u;
+  unsigned int k0 = (unsigned int)k, k1 = (unsigned int)(k >> 32);
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    unsigned int h0 = __umulhi(0xD2511F53u, c0), l0 = 0xD2511F53u * c0;
+    unsigned int h1 = __umulhi(0xCD9E8D57u, c2), l1 = 0xCD9E8D57u * c2;
+    c0 = h1 ^ c1 ^ k0;
+    c1 = l1;
+    c2 = h0 ^ c3 ^ k1;
+    c3 = l0;
+  }
+  int w = (int)(select & 3);
+  return (long long)(w == 0 ? c0 : w == 1 ? c1 : w == 2 ? c2 : c3);
+}
 
 // ---- floats: torch's floor division and Python modulo; max/min propagate NaN ----------------
 __device__ __forceinline__ float fmod_(float a, float b) { return fmodf(a, b); }

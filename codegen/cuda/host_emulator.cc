@@ -76,6 +76,9 @@ inline unsigned __float_as_uint(float v) { return kiln_host_bits<unsigned>(v); }
 inline double __longlong_as_double(long long v) { return kiln_host_bits<double>(v); }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+inline unsigned __umulhi(unsigned a, unsigned b) {
+  return static_cast<unsigned>((static_cast<unsigned long long>(a) * b) >> 32);
+}
 
 /// float16 bits <-> float, round to nearest even (F. Giesen's float_to_half_fast3_rtne).
 inline float kiln_host_h2f(unsigned short h) {

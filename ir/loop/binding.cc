@@ -85,4 +85,19 @@ SymbolValues bindInputs(const LoopProgram &program, std::span<const Tensor> inpu
   return values;
 }
 
+ir::Attributes bindAttributes(const ir::Attributes &attrs, const SymbolValues &values) {
+  ir::Attributes bound = attrs;
+  for (auto &[name, a] : bound) {
+    if (a.is<SymInt>()) {
+      a = a.toSymInt().evaluate(values);
+    } else if (a.is<std::vector<SymInt>>()) {
+      std::vector<int64_t> v;
+      for (const SymInt &s : a.toSymInts())
+        v.push_back(s.evaluate(values));
+      a = v;
+    }
+  }
+  return bound;
+}
+
 } // namespace kiln::ir::loop

@@ -34,6 +34,10 @@ BufferLayout layoutOf(const Buffer &b, const SymbolValues &values, std::string_v
 /// A fresh tensor with `b`'s layout under `values` (uninitialized).
 Tensor allocateBuffer(const Buffer &b, const SymbolValues &values, std::string_view who);
 
+/// `attrs` with every SymInt and SymInt list evaluated under `values` (what an extern's
+/// implementation sees: a count or size of the call's shapes as plain integers).
+ir::Attributes bindAttributes(const ir::Attributes &attrs, const SymbolValues &values);
+
 struct InputBinding {
   std::string_view who;            ///< "compiled program", "loop interpreter", ...
   std::string_view symbolHint;     ///< how to give a symbol a value ("pass it or an input")

@@ -55,6 +55,7 @@ bool isTranscendental(ExprKind kind) {
   case ExprKind::Rsqrt:
   case ExprKind::Sigmoid:
   case ExprKind::Pow:
+  case ExprKind::Philox:
     return true;
   default:
     return false;

@@ -45,7 +45,7 @@ enum class ExprKind : uint8_t {
 };
 
 /// How a prim's operand dtypes are checked and its result dtype inferred (see loop.def).
-enum class TypeRule : uint8_t { None, Numeric, Float, Ordered, Compare, Bits, Select };
+enum class TypeRule : uint8_t { None, Numeric, Float, Ordered, Compare, Bits, Select, Int64 };
 
 /// The text keyword (`add`, `load`, ...).
 std::string_view exprKeyword(ExprKind kind);

@@ -253,6 +253,10 @@ Val Ops::prim(ExprKind kind, std::initializer_list<Val> operands) {
     if (!isIntegral(t, true))
       failType(kind, ops, "needs an integer or b8 dtype");
     break;
+  case TypeRule::Int64:
+    if (t != DType::Int64)
+      failType(kind, ops, "needs i64 operands");
+    break;
   default:
     break;
   }

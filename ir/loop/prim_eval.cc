@@ -6,6 +6,7 @@
 #include "runtime/error.h"
 #include "runtime/fast_math.h"
 #include "runtime/half.h"
+#include "runtime/philox.h"
 
 #include <cmath>
 #include <limits>
@@ -246,6 +247,8 @@ std::string primUndefined(ExprKind kind, DType operandType, std::span<const Elem
 Elem evalPrim(ExprKind kind, DType operandType, DType resultType, std::span<const Elem> args) {
   if (kind == ExprKind::Where)
     return args[0].i ? args[1] : args[2];
+  if (kind == ExprKind::Philox)
+    return {0, philoxWord(args[0].i, args[1].i, args[2].i)};
   if (std::string why = primUndefined(kind, operandType, args); !why.empty())
     fail(ErrorKind::Value, "{}", why);
   Elem a = args[0], b = args.size() > 1 ? args[1] : Elem{};

@@ -4,6 +4,7 @@
 
 #include "ir/loop/interpreter.h"
 #include "runtime/error.h"
+#include "runtime/generator.h"
 #include "runtime/ops/attention.h"
 #include "runtime/ops/conv.h"
 #include "runtime/ops/index.h"
@@ -101,6 +102,17 @@ void addScansAndSorts(ExternTable &t) {
     expectInputs("argsort", in, 1, 1);
     return std::vector<Tensor>{ops::argsort(in[0], intOr(attrs, "dim", -1),
                                             flag(attrs, "descending"), flag(attrs, "stable"))};
+  });
+  // Reserves the counters a compiled dropout or rand draws (from the default generator, as the
+  // eager op would at this point of the program) and hands the kernel (seed, offset).
+  t.emplace("philox_state", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("philox_state", in, 0, 0);
+    PhiloxStream s =
+        Generator::defaultGenerator()->reserve(static_cast<uint64_t>(attrs.at("count").toInt()));
+    Tensor state = Tensor::empty({2}, DType::Int64);
+    state.data<int64_t>()[0] = static_cast<int64_t>(s.seed);
+    state.data<int64_t>()[1] = static_cast<int64_t>(s.offset);
+    return std::vector<Tensor>{state};
   });
   t.emplace("logcumsumexp", [](Inputs in, const ir::Attributes &attrs) {
     expectInputs("logcumsumexp", in, 1, 1);

@@ -148,5 +148,6 @@ void registerShapeOps(Registry &r);      // lower_shape_ops.cc
 void registerGathers(Registry &r);       // lower_gather.cc
 void registerClassLosses(Registry &r);   // lower_class_loss.cc
 void registerScansAndSorts(Registry &r); // lower_sort.cc
+void registerRandom(Registry &r);        // lower_random.cc
 
 } // namespace kiln::passes::lower

@@ -24,6 +24,7 @@ const Registry &registry() {
     registerGathers(r);
     registerClassLosses(r);
     registerScansAndSorts(r);
+    registerRandom(r);
     return r;
   }();
   return r;

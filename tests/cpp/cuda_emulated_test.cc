@@ -256,8 +256,9 @@ TEST_CASE("emulated: every prim of loop.def on special values", "[cuda][emulated
         if (row.rule == TypeRule::Select)
           args.push_back(ops.load(in[DType::Bool][0], {i[0]}));
         args.push_back(ops.load(in[t][0], {i[0]}));
-        if (row.arity - (row.rule == TypeRule::Select) == 2)
-          args.push_back(ops.load(in[t][row.kind == ExprKind::Pow ? 2 : 1], {i[0]}));
+        // Further operands: a divisor, an integer exponent (pow), philox's word select in [0, 4].
+        for (int k = 1; k < row.arity - (row.rule == TypeRule::Select); ++k)
+          args.push_back(ops.load(in[t][row.kind == ExprKind::Pow ? 2 : k], {i[0]}));
         return row.apply(ops, args);
       }));
     }

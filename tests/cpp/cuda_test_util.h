@@ -20,8 +20,8 @@ using namespace kiln::ir;
 using namespace kiln::ir::loop;
 
 inline const DType kAllDTypes[] = {DType::Bool,    DType::UInt8,  DType::Int8,    DType::Int16,
-                            DType::Int32,   DType::Int64,  DType::Float16, DType::BFloat16,
-                            DType::Float32, DType::Float64};
+                                   DType::Int32,   DType::Int64,  DType::Float16, DType::BFloat16,
+                                   DType::Float32, DType::Float64};
 
 // ---- programs ---------------------------------------------------------------------------
 
@@ -34,6 +34,8 @@ inline bool admits(TypeRule rule, DType t) {
     return isFloating(t);
   case TypeRule::Bits:
     return !isFloating(t);
+  case TypeRule::Int64:
+    return t == DType::Int64;
   default:
     return true;
   }
@@ -92,7 +94,8 @@ inline const char *const kSoftmax = R"(graph @softmax(%x: f32[s0, 128]) {
 }
 )";
 
-inline const char *const kLayerNorm = R"(graph @layer_norm(%x: f32[s0, 64], %w: f32[64], %b: f32[64]) {
+inline const char *const kLayerNorm =
+    R"(graph @layer_norm(%x: f32[s0, 64], %w: f32[64], %b: f32[64]) {
   %0 = layer_norm(%x, %w, %b) {normalized_shape = [64]} : f32[s0, 64]
   return %0
 }
@@ -110,7 +113,8 @@ inline const char *const kRmsNorm = R"(graph @rms_norm(%x: f32[s0, 64], %w: f32[
 }
 )";
 
-inline const char *const kGeluMlp = R"(graph @gelu_mlp(%x: f32[s0, 32], %w1: f32[128, 32], %b1: f32[128],
+inline const char *const kGeluMlp =
+    R"(graph @gelu_mlp(%x: f32[s0, 32], %w1: f32[128, 32], %b1: f32[128],
                  %w2: f32[32, 128], %b2: f32[32]) {
   %0 = linear(%x, %w1, %b1) : f32[s0, 128]
   %1 = gelu(%0) {approximate = "tanh"} : f32[s0, 128]
@@ -119,7 +123,8 @@ inline const char *const kGeluMlp = R"(graph @gelu_mlp(%x: f32[s0, 32], %w1: f32
 }
 )";
 
-inline const char *const kAttention = R"(graph @attention(%q: f32[2, 4, s0, 16], %k: f32[2, 4, s0, 16],
+inline const char *const kAttention =
+    R"(graph @attention(%q: f32[2, 4, s0, 16], %k: f32[2, 4, s0, 16],
                   %v: f32[2, 4, s0, 16]) {
   %kt = transpose(%k) {dim0 = -2, dim1 = -1} : f32[2, 4, 16, s0] strided [s0*64, s0*16, 1, 16]
   %0 = matmul(%q, %kt) : f32[2, 4, s0, s0]

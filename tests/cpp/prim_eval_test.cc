@@ -5,6 +5,7 @@
 #include "ir/loop/prim_eval.h"
 #include "ir/loop/program.h"
 #include "runtime/error.h"
+#include "runtime/generator.h"
 #include "runtime/ops/compare.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/unary_math.h"
@@ -127,6 +128,8 @@ bool admits(ExprKind kind, DType t) {
     return isFloating(t);
   case TypeRule::Bits:
     return !isFloating(t);
+  case TypeRule::Int64:
+    return t == DType::Int64;
   default:
     return true;
   }
@@ -194,6 +197,22 @@ TEST_CASE("prim_eval: where picks without converting", "[prim_eval]") {
       CHECK(same(evalPrim(ExprKind::Where, t, t, yes), a, t));
       CHECK(same(evalPrim(ExprKind::Where, t, t, no), a, t));
     }
+}
+
+TEST_CASE("prim_eval: philox is the generator's stream, word by word", "[prim_eval]") {
+  // Wide seeds and counters that cross 2^32 (the high counter word) and the sub-block select.
+  for (uint64_t seed : {uint64_t{0}, uint64_t{67280421310721}, uint64_t{0xFFFFFFFF12345678}})
+    for (uint64_t counter : {uint64_t{0}, uint64_t{5}, (uint64_t{1} << 32) - 1, uint64_t{1} << 32,
+                             (uint64_t{1} << 40) + 7})
+      for (uint32_t sub : {0u, 1u})
+        for (int word = 0; word < 4; ++word) {
+          Elem args[3] = {{0, static_cast<int64_t>(seed)},
+                          {0, static_cast<int64_t>(counter)},
+                          {0, int64_t{sub * 4 + word}}};
+          auto want = PhiloxStream{seed, 0}.block(counter, sub)[word];
+          INFO("seed " << seed << " counter " << counter << " sub " << sub << " word " << word);
+          CHECK(evalPrim(ExprKind::Philox, DType::Int64, DType::Int64, args).i == int64_t{want});
+        }
 }
 
 TEST_CASE("prim_eval: casts equal Tensor::to wherever they are defined", "[prim_eval]") {

@@ -6,9 +6,10 @@ the kernel cache). What the compiler does not accept runs as the graph's own eag
 code, so one unsupported op does not lose the whole graph:
 
 1. **Partition.** Call nodes that draw random numbers or have other effects (`graph.is_impure`)
-   run eagerly, except identity dropouts. In-place ops the op table spells (``x.add_(y)``,
-   ``x += y``, ``relu(x, inplace=True)``, ``copy_``) compile: their parts are functionalized,
-   and a mutated input of a part is written back once after it (the program's write-backs).
+   run eagerly, except dropout and rand, whose kernels draw eager's numbers from the default
+   generator's counters. In-place ops the op table spells (``x.add_(y)``, ``x += y``,
+   ``relu(x, inplace=True)``, ``copy_``) compile: their parts are functionalized, and a mutated
+   input of a part is written back once after it (the program's write-backs).
    The rest form maximal runs in program order; each run is built as a graph of its own (its
    inputs: graph inputs and values computed before it; its outputs: values read after it) and
    the C++ driver names every node of it that does not lower, with its reason, in one walk
@@ -50,6 +51,7 @@ from kiln._capture.graph import (
     Graph,
     Node,
     has_effects,
+    inplace_flag,
     is_impure,
     nodes_in,
     target_name,
@@ -253,14 +255,15 @@ class _NoKirValue(Exception):  # noqa: N818 - a signal
 # --- The partitioner -------------------------------------------------------------------------
 
 
-def _identity_dropout(node: Node) -> bool:
-    """``F.dropout(x, p, training)`` that keeps everything (eval mode or p == 0): draws nothing."""
-    if not target_name(node.target).endswith("dropout"):
-        return False
-    args, kwargs = node.args, node.kwargs
-    p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
-    training = kwargs.get("training", args[2] if len(args) > 2 else True)
-    return training is False or (type(p) in (int, float) and p == 0)
+_KERNEL_RANDOM = frozenset({"kiln.nn.functional.dropout", "kiln.dropout", "kiln.rand",
+                            "kiln.rand_like"})
+
+
+def _kernel_random(node: Node) -> bool:
+    """A random call that kernels compute themselves from the default generator's counters
+    (dropout, rand), or one that draws nothing (evaluation-mode dropout); its lowering declines
+    the forms it cannot draw in eager's order."""
+    return target_name(node.target) in _KERNEL_RANDOM and node.kwargs.get("generator") is None
 
 
 def _compilable_mutation(node: Node) -> bool:
@@ -273,8 +276,11 @@ def _compilable_mutation(node: Node) -> bool:
 
 def _mutates(node: Node) -> bool:
     """Whether a call node is an in-place op: its value is its mutated first operand."""
-    return is_impure(node) and not has_effects(node) and bool(node.args) and isinstance(
-        node.args[0], Node)
+    if not (node.args and isinstance(node.args[0], Node)):
+        return False
+    if _kernel_random(node):  # random, so impure either way: in place only when asked
+        return inplace_flag(node.target, node.args, node.kwargs)
+    return is_impure(node) and not has_effects(node)
 
 
 def _is_multi_result(node: Node) -> bool:
@@ -311,7 +317,7 @@ class _Partitioner:
         self.report = PartitionReport(graph.name)
         self.eager: set[int] = {
             id(n) for n in self.calls
-            if is_impure(n) and not _identity_dropout(n) and not _compilable_mutation(n)
+            if is_impure(n) and not _kernel_random(n) and not _compilable_mutation(n)
         }  # fmt: skip
         self.checked: set[tuple] = set()
         self.types = self._symbolic_types()

@@ -51,6 +51,7 @@ def _table() -> dict:
         import kiln._capture.lowerings_compose  # noqa: F401 - registers the compositions
         import kiln._capture.lowerings_einsum  # noqa: F401 - registers einsum
         import kiln._capture.lowerings_nn  # noqa: F401 - registers the model-zoo ops
+        import kiln._capture.lowerings_random  # noqa: F401 - registers dropout and rand
         import kiln._capture.lowerings_shape  # noqa: F401 - registers the second half
         from kiln._capture import op_table
 

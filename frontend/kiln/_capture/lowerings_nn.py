@@ -1,5 +1,5 @@
 """Lowerings of the ops the model zoo's networks add (the third part of the table in
-lowerings.py): ``arange``, identity dropout, ``split``/``chunk`` as slices, ``contiguous``,
+lowerings.py): ``arange``, ``split``/``chunk`` as slices, ``contiguous``,
 inference ``batch_norm`` and the 2-d pools."""
 
 from __future__ import annotations
@@ -40,24 +40,7 @@ def _arange(w, node, a):
 # --- Identities and layout -----------------------------------------------------------------------
 
 
-def _s_f_dropout(input, p=0.5, training=True, inplace=False): ...
-def _s_dropout(input, p=0.5, training=True, inplace=False, *, train=None, generator=None): ...
 def _s_contiguous(input, memory_format=None): ...
-
-
-def _dropout(w, node, a):
-    """Dropout that keeps every element (evaluation, or p == 0) is its input; one that draws
-    random numbers has no op here."""
-    training = a["training"] if a.get("train") is None else a["train"]
-    if type(training) is not bool or type(a["p"]) not in (int, float):
-        raise Decline("dropout with run-time arguments")
-    if training and a["p"] != 0:
-        raise Decline("dropout in training mode draws random numbers")
-    w.values[id(node)] = w.tensor(a["input"])
-
-
-lowering(_s_f_dropout, "kiln.nn.functional.dropout")(_dropout)
-lowering(_s_dropout, "kiln.dropout")(_dropout)
 
 
 @lowering(_s_contiguous, "kiln.Tensor.contiguous")

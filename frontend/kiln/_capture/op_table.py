@@ -113,7 +113,7 @@ class Spelling:
         if getattr(example, "dtype", None) is None or dtype_short(example.dtype) != x.type.dtype:
             raise Decline("an in-place op whose result dtype is not its operand's")
         first = next(iter(self.signature.parameters))
-        if _unobserved(node, args[first]):
+        if unobserved(node, args[first]):
             w.emit_node(node, self.op, operands, attrs)
             return
         (tmp,) = w.emit(self.op, operands, attrs, node.meta.get("loc"))
@@ -158,7 +158,7 @@ def _attr_value(w, kind: str, v):
     raise Decline(f"an attribute of kind {kind}")
 
 
-def _unobserved(node, x) -> bool:
+def unobserved(node, x) -> bool:
     """Whether `node` mutating `x` in place is invisible to the rest of the program: `x` is a
     value the graph computes, `node` is its only reader, and no value before `node` shares its
     storage (a base it is a view of, or a view of it). Then the pure op is enough."""

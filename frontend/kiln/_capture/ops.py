@@ -135,8 +135,14 @@ def record(ctx, target, args: list, kwargs: dict, name: str | None = None) -> V.
     try:
         # The example runs in the grad mode the code runs it in (a no_grad block inside the
         # captured code included), so its requires_grad is what eager's would be.
+        # A generator the call draws from is put back afterwards (the default one is after the
+        # whole capture), so the draws the program makes when it runs are eager's.
+        generators = [(g, g.get_state()) for g in (*ex_args, *ex_kwargs.values())
+                      if isinstance(g, kiln.Generator)]
         with kiln.set_grad_enabled(ctx.grad_enabled):
             example = target(*ex_args, **ex_kwargs)
+        for g, state in generators:
+            g.set_state(state)
     except Exception as e:  # the op itself rejects its inputs: eager will raise it
         raise V.Unsupported(f"{name}() raised {type(e).__name__}: {e}") from None
     node = ctx.graph.call(target, tuple(to_graph_arg(a) for a in args),

@@ -182,3 +182,26 @@ def test_compiled_indexing_on_cuda_equals_cpu_eager():
     for g, w in zip(got, want, strict=True):
         assert g.device.type == "cuda"
         np.testing.assert_allclose(g.cpu().numpy(), w.numpy(), rtol=1e-6)
+
+
+def test_compiled_dropout_on_cuda_draws_eagers_mask():
+    """The philox prim in CUDA C: the device kernel draws the CPU eager mask for the same
+    generator state (offsets past 2^32 included) and leaves the generator where eager does."""
+    def fn(x):
+        return F.dropout(x.relu() * 2, 0.4) + 1
+
+    x = kiln.randn(7, 33)
+    seed, offset = (2**63 + 9).to_bytes(8, "little"), (2**32 - 50).to_bytes(8, "little")
+    state = kiln.tensor(list(seed + offset), dtype=kiln.uint8)
+    kiln.set_rng_state(state)
+    want = fn(x)
+    want_state = kiln.get_rng_state()
+    backend = CpuBackend(fallback=False)  # strict: a decline fails the test
+    compiled = kiln.compile(fn, backend=backend)
+    kiln.set_rng_state(state)
+    got = compiled(x.cuda())
+    assert all(r.eager_nodes == 0 and r.eager_calls == 0 for r in backend.reports)
+    assert got.device.type == "cuda"
+    assert kiln.equal(kiln.get_rng_state(), want_state)
+    np.testing.assert_array_equal(got.cpu().numpy() == 1, want.numpy() == 1)
+    np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-6)

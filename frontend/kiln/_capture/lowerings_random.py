@@ -1,0 +1,80 @@
+"""Lowerings of the random ops whose numbers kernels draw themselves: dropout, ``rand`` and
+``rand_like``. Each becomes a ``philox_state`` node, which reserves the counters eager's op
+would reserve from the default generator when the program runs, and the op over that state,
+which computes eager's values from (seed, offset + element index). So a compiled dropout's mask
+is the mask eager draws for the same generator state, and the generator ends where eager's ends.
+A call with an explicit ``generator=`` stays eager."""
+
+from __future__ import annotations
+
+import kiln
+from kiln._capture.graph_build import Decline, dtype_short
+from kiln._capture.lowerings import _no, lowering
+from kiln._capture.lowerings_nn import _size_args
+from kiln._capture.op_table import unobserved
+
+
+def _s_f_dropout(input, p=0.5, training=True, inplace=False): ...
+def _s_dropout(input, p=0.5, training=True, inplace=False, *, train=None, generator=None): ...
+def _s_rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+            requires_grad=False, pin_memory=False): ...  # fmt: skip
+def _s_rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
+                 memory_format=None, generator=None): ...  # fmt: skip
+
+
+def numel_sym(w, sizes: list[str]) -> str:
+    """The number of elements of a tensor of `sizes` (SymInt texts) as SymInt text."""
+    return w.canonical("*".join(f"({s})" for s in sizes)) if sizes else "1"
+
+
+def _state(w, node, sizes: list[str]):
+    """A ``philox_state`` node reserving one counter per element of `sizes`."""
+    (state,) = w.emit("philox_state", [], {"count": numel_sym(w, sizes)}, node.meta.get("loc"))
+    return state
+
+
+def _dropout(w, node, a):
+    """Dropout that keeps every element (evaluation, or p == 0) is its input; in training the
+    kernel draws the mask."""
+    training = a["training"] if a.get("train") is None else a["train"]
+    p = a["p"]
+    if type(training) is not bool or type(p) not in (int, float):
+        raise Decline("dropout with run-time arguments")
+    x = w.tensor(a["input"])
+    if not training or p == 0:
+        w.values[id(node)] = x
+        return
+    if a.get("generator") is not None:
+        raise Decline("dropout with an explicit generator (compiled draws use the default one)")
+    state = _state(w, node, x.type.sizes)
+    if not a["inplace"] or unobserved(node, a["input"]):
+        w.emit_node(node, "dropout", [x, state], {"p": float(p)})
+        return
+    (dropped,) = w.emit("dropout", [x, state], {"p": float(p)}, node.meta.get("loc"))
+    w.emit_node(node, "copy_", [x, dropped], {})
+
+
+lowering(_s_f_dropout, "kiln.nn.functional.dropout")(_dropout)
+lowering(_s_dropout, "kiln.dropout")(_dropout)
+
+
+def _emit_rand(w, node, a, sizes: list[str]) -> None:
+    _no(a["requires_grad"], a["layout"], a.get("pin_memory"), a.get("out"))
+    if a["generator"] is not None:
+        raise Decline("rand with an explicit generator (compiled draws use the default one)")
+    example = node.meta.get("example")
+    if not isinstance(example, kiln.Tensor) or example._device_str != "cpu":
+        raise Decline("a factory on a device")
+    state = _state(w, node, sizes)
+    w.emit_node(node, "rand", [state], {"size": sizes, "dtype": dtype_short(example.dtype)})
+
+
+@lowering(_s_rand, "kiln.rand")
+def _rand(w, node, a):
+    _emit_rand(w, node, a, w.syms(_size_args(a["size"])))
+
+
+@lowering(_s_rand_like, "kiln.rand_like")
+def _rand_like(w, node, a):
+    _no(a["memory_format"])
+    _emit_rand(w, node, a, list(w.tensor(a["input"]).type.sizes))

@@ -1,0 +1,65 @@
+// Shape rules of the random ops (see ops.def): the generator state a program draws from, and
+// dropout and rand over it, with eager kiln's conditions and words.
+
+#include "ir/shape_rules_random_impl.h"
+#include "ir/verifier_impl.h"
+
+namespace kiln::ir::detail {
+
+namespace {
+
+/// Operand `i` must be a philox_state result: an int64 tensor of 2 elements (seed, offset).
+void expectState(const Node &n, int i) {
+  const TensorMeta &s = tensorOperand(n, i);
+  if (s.dtype != DType::Int64 || s.rank() != 1 || s.sizes[0].constant() != 2)
+    ruleFails("{}: the generator state must be an int64 tensor of 2 elements, got {} {}",
+              n.keyword(), dtypeShortName(s.dtype), printSizes(s.sizes));
+}
+
+} // namespace
+
+bool isRandomOp(OpKind op) {
+  return op == OpKind::PhiloxState || op == OpKind::Dropout || op == OpKind::Rand;
+}
+
+TensorMeta randomType(const Node &n) {
+  switch (n.op()) {
+  case OpKind::PhiloxState: {
+    SymInt count = n.attr("count")->toSymInt();
+    if (std::optional<int64_t> c = count.constant(); c && *c < 0)
+      ruleFails("philox_state: a negative count of {} counters", *c);
+    return TensorMeta::contiguous(DType::Int64, {SymInt(2)});
+  }
+  case OpKind::Dropout: {
+    const TensorMeta &in = tensorOperand(n, 0);
+    expectState(n, 1);
+    double p = n.attr("p")->toDouble();
+    if (!(p >= 0.0 && p <= 1.0))
+      ruleFails("dropout probability has to be between 0 and 1, but got {}", p);
+    if (!isFloating(in.dtype))
+      ruleFails("dropout: expected a floating point input, got {}", dtypeShortName(in.dtype));
+    return TensorMeta::contiguous(in.dtype, in.sizes, in.device);
+  }
+  default: { // Rand
+    expectState(n, 0);
+    DType dtype = n.attr("dtype")->toDType();
+    if (!isFloating(dtype))
+      ruleFails("rand: not implemented for {} (expected a floating point dtype)",
+                dtypeShortName(dtype));
+    std::vector<SymInt> sizes = n.attr("size")->toSymInts();
+    for (const SymInt &s : sizes)
+      if (std::optional<int64_t> c = s.constant(); c && *c < 0)
+        ruleFails("rand: negative dimension {} in size {}", *c, printSizes(sizes));
+    return TensorMeta::contiguous(dtype, sizes, tensorOperand(n, 0).device);
+  }
+  }
+}
+
+void checkRandom(const Node &n) {
+  TensorMeta want = randomType(n);
+  expectSameDevice(n);
+  expectResultDType(n, want.dtype, "the op's rule");
+  expectSizes(tensorResult(n).sizes, want.sizes, "the op's rule");
+}
+
+} // namespace kiln::ir::detail
