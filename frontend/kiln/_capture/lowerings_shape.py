@@ -210,13 +210,13 @@ def _getitem(w, node, a):
         raise Decline("too many indices")
     out = node.meta.get("example")
     steps, i, j = [], 0, 0  # i: input dims consumed, j: output dims produced
-    index_dim = 0  # the output dim the index tensor replaces (before its own dims)
+    tensor_dims = []  # the output dims of the basic index that the index tensors replace
     for k, item in enumerate(items):
         if item is Ellipsis:
             i, j = i + rank - consumed, j + rank - consumed
             continue
-        if k == tensor_at:
-            index_dim = j
+        if k in tensor_at:
+            tensor_dims.append(j)
         step = _index_step(w, item, j)
         i += item is not None
         j += item is None or isinstance(item, slice)
@@ -230,6 +230,14 @@ def _getitem(w, node, a):
         cur = x
         for op, attrs in steps:
             (cur,) = w.emit(op, [cur], attrs, loc)
+        index_dim = tensor_dims[0]
+        if tensor_dims != list(range(index_dim, index_dim + len(tensor_dims))):
+            # Separated by a slice, None or Ellipsis (ints are selects first, so they do not
+            # separate): torch puts the index dims first, as indexing `cur` with those dims
+            # moved to the front does.
+            rest = [d for d in range(len(cur.type.sizes)) if d not in tensor_dims]
+            (cur,) = w.emit("permute", [cur], {"dims": tensor_dims + rest}, loc)
+            index_dim = 0
         if len(indices) == 1:
             w.emit_node(node, "index", [cur, w.tensor(indices[0])], {"dim": index_dim})
             return
@@ -515,30 +523,27 @@ def _tensor_index_reason(item) -> str:
 
 
 def _tensor_indices(items):
-    """(position, nodes) of the int tensors among `items`, each replaced by a full slice (the
-    index node then takes their dims); (None, []) without one. They must be adjacent (torch
-    moves the result's dims first otherwise, which stays eager); masks decline. Ints index as
+    """(positions, nodes) of the int tensors among `items`, each replaced by a full slice (the
+    index node then takes their dims); ([], []) without one. Masks decline. Ints index as
     selects first, in torch's way: unlike NumPy's, they never join the tensors."""
     tensors = [k for k, i in enumerate(items) if isinstance(i, Node) and _is_tensor_node(i)]
     if not tensors:
-        return None, []
-    if tensors != list(range(tensors[0], tensors[0] + len(tensors))):
-        raise Decline("indexing by tensors separated by other indices")
+        return [], []
     nodes = [items[k] for k in tensors]
     for index in nodes:
         if index.meta["example"].dtype not in (kiln.int64, kiln.int32):
             raise Decline(_tensor_index_reason(index))
     for k in tensors:
         items[k] = slice(None)
-    return tensors[0], nodes
+    return tensors, nodes
 
 
 def _one_tensor_index(items):
     """_tensor_indices for item assignment, which takes one tensor."""
-    k, nodes = _tensor_indices(items)
+    positions, nodes = _tensor_indices(items)
     if len(nodes) > 1:
         raise Decline("item assignment through several tensors")
-    return k, (nodes[0] if nodes else None)
+    return (positions[0], nodes[0]) if nodes else (None, None)
 
 
 _OUT_OF_RANGE = 1 << 62  # a flat position every indexed tensor is smaller than

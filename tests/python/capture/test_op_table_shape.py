@@ -116,8 +116,8 @@ def test_data_dependent_indexing_stays_eager():
     assert [target for _, target, _ in fallbacks] == ["operator.getitem"]
     assert _fallback_reasons(lambda t, i: t[i] * 2, x, kiln.tensor([0, 3])) == []  # a gather
     assert _fallback_reasons(lambda t, i: t[i, i] * 2, x, kiln.tensor([0, 3])) == []
-    fallbacks = _fallback_reasons(lambda t, i: t[i, :, i] * 2, rand(4, 5, 3), kiln.tensor([0, 2]))
-    assert [target for _, target, _ in fallbacks] == ["operator.getitem"]
+    # separated int tensors compile too (their dims first, as torch's)
+    assert _fallback_reasons(lambda t, i: t[i, :, i] * 2, rand(4, 5, 3), kiln.tensor([0, 2])) == []
     fallbacks = _fallback_reasons(lambda t: F.one_hot(t.long().abs()), x)
     assert len(fallbacks) == 1  # no num_classes: the size depends on the values
 
