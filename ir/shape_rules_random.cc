@@ -19,7 +19,8 @@ void expectState(const Node &n, int i) {
 } // namespace
 
 bool isRandomOp(OpKind op) {
-  return op == OpKind::PhiloxState || op == OpKind::Dropout || op == OpKind::Rand;
+  return op == OpKind::PhiloxState || op == OpKind::Dropout || op == OpKind::Rand ||
+         op == OpKind::Randn;
 }
 
 TensorMeta randomType(const Node &n) {
@@ -40,16 +41,16 @@ TensorMeta randomType(const Node &n) {
       ruleFails("dropout: expected a floating point input, got {}", dtypeShortName(in.dtype));
     return TensorMeta::contiguous(in.dtype, in.sizes, in.device);
   }
-  default: { // Rand
+  default: { // rand, randn
     expectState(n, 0);
     DType dtype = n.attr("dtype")->toDType();
     if (!isFloating(dtype))
-      ruleFails("rand: not implemented for {} (expected a floating point dtype)",
+      ruleFails("{}: not implemented for {} (expected a floating point dtype)", n.keyword(),
                 dtypeShortName(dtype));
     std::vector<SymInt> sizes = n.attr("size")->toSymInts();
     for (const SymInt &s : sizes)
       if (std::optional<int64_t> c = s.constant(); c && *c < 0)
-        ruleFails("rand: negative dimension {} in size {}", *c, printSizes(sizes));
+        ruleFails("{}: negative dimension {} in size {}", n.keyword(), *c, printSizes(sizes));
     return TensorMeta::contiguous(dtype, sizes, tensorOperand(n, 0).device);
   }
   }

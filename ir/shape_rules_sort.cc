@@ -90,22 +90,29 @@ TensorMeta foldType(const Node &n) {
 /// conv_transpose2d's result: (N, C_out, H', W') of the input's dtype.
 TensorMeta convTransposeType(const Node &n) {
   const TensorMeta &in = tensorOperand(n, 0), &w = tensorOperand(n, 1);
-  if (in.rank() != 4 || w.rank() != 4)
-    ruleFails("conv_transpose2d: expected a 4-d input and weight, got {} and {}", in.rank(),
+  std::string_view op = n.keyword();
+  const int64_t spatial = n.op() == OpKind::ConvTranspose1d   ? 1
+                          : n.op() == OpKind::ConvTranspose2d ? 2
+                                                              : 3;
+  if (in.rank() != spatial + 2 || w.rank() != spatial + 2)
+    ruleFails("{}: expected a {}-d input and weight, got {} and {}", op, spatial + 2, in.rank(),
               w.rank());
   if (w.dtype != in.dtype)
-    ruleFails("conv_transpose2d: weight of dtype {} for an input of {}", dtypeShortName(w.dtype),
+    ruleFails("{}: weight of dtype {} for an input of {}", op, dtypeShortName(w.dtype),
               dtypeShortName(in.dtype));
   const Attribute *g = n.attr("groups");
   int64_t groups = g ? g->toInt() : 1;
   std::optional<int64_t> cin = in.sizes[1].constant(), wc = w.sizes[0].constant();
   if (cin && wc && *cin != *wc)
-    ruleFails("conv_transpose2d: input of {} channels for a weight of {}", *cin, *wc);
+    ruleFails("{}: input of {} channels for a weight of {}", op, *cin, *wc);
+  for (const char *name : {"stride", "padding", "output_padding", "dilation"})
+    if (static_cast<int64_t>(n.attr(name)->toInts().size()) != spatial)
+      ruleFails("{}: {} must hold {} values", op, name, spatial);
   std::vector<SymInt> sizes{in.sizes[0], w.sizes[1] * SymInt(groups)};
-  for (int a = 0; a < 2; ++a) {
+  for (int64_t a = 0; a < spatial; ++a) {
     std::optional<int64_t> k = w.sizes[2 + a].constant();
     if (!k)
-      ruleFails("conv_transpose2d: a symbolic kernel size");
+      ruleFails("{}: a symbolic kernel size", op);
     auto at = [&](const char *name) { return n.attr(name)->toInts().at(a); };
     sizes.push_back(
         (in.sizes[2 + a] - SymInt(1)) * SymInt(at("stride")) +
@@ -145,7 +152,9 @@ bool isScanOrSortOp(OpKind op) {
   case OpKind::SelectionIndices:
   case OpKind::Unfold:
   case OpKind::Fold:
+  case OpKind::ConvTranspose1d:
   case OpKind::ConvTranspose2d:
+  case OpKind::ConvTranspose3d:
   case OpKind::Scatter:
   case OpKind::ScatterAdd:
   case OpKind::IndexAdd:
@@ -170,7 +179,9 @@ TensorMeta scanOrSortType(const Node &n) {
   case OpKind::Unfold:
   case OpKind::Fold:
     return foldType(n);
+  case OpKind::ConvTranspose1d:
   case OpKind::ConvTranspose2d:
+  case OpKind::ConvTranspose3d:
     return convTransposeType(n);
   default:
     break;

@@ -179,19 +179,22 @@ void addScatters(ExternTable &t) {
 }
 
 void addUpsamples(ExternTable &t) {
-  t.emplace("conv_transpose2d", [](Inputs in, const ir::Attributes &attrs) {
-    expectInputs("conv_transpose2d", in, 2, 3);
-    ops::ConvTransposeOptions o;
-    o.stride = ints(attrs, "stride", {1});
-    o.padding = ints(attrs, "padding", {0});
-    o.outputPadding = ints(attrs, "output_padding", {0});
-    o.dilation = ints(attrs, "dilation", {1});
-    o.groups = intOr(attrs, "groups", 1);
-    std::optional<Tensor> bias;
-    if (in.size() == 3)
-      bias = in[2];
-    return std::vector<Tensor>{ops::convTranspose(2, in[0], in[1], bias, o)};
-  });
+  for (int spatial = 1; spatial <= 3; ++spatial) {
+    std::string name = fmt::format("conv_transpose{}d", spatial);
+    t.emplace(name, [spatial, name](Inputs in, const ir::Attributes &attrs) {
+      expectInputs(name.c_str(), in, 2, 3);
+      ops::ConvTransposeOptions o;
+      o.stride = ints(attrs, "stride", {1});
+      o.padding = ints(attrs, "padding", {0});
+      o.outputPadding = ints(attrs, "output_padding", {0});
+      o.dilation = ints(attrs, "dilation", {1});
+      o.groups = intOr(attrs, "groups", 1);
+      std::optional<Tensor> bias;
+      if (in.size() == 3)
+        bias = in[2];
+      return std::vector<Tensor>{ops::convTranspose(spatial, in[0], in[1], bias, o)};
+    });
+  }
   t.emplace("unfold", [](Inputs in, const ir::Attributes &attrs) {
     expectInputs("unfold", in, 1, 1);
     return std::vector<Tensor>{

@@ -5,6 +5,7 @@
 #include "passes/lower/lower_context.h"
 
 #include <cmath>
+#include <numbers>
 
 namespace kiln::passes::lower {
 
@@ -82,12 +83,51 @@ void lowerRand(LowerContext &ctx, const ir::Node &n) {
   }));
 }
 
+/// randn: eager's Box-Muller (runtime/ops/random_impl.h). A block gives 4 float32 normals (two
+/// pairs of words: u1 = 1 - uniform, u2 = uniform; then the cos and sin branches) or 2 float64
+/// ones (u1 from words 0-1, u2 from words 2-3), so element e reads block e / 4 (or e / 2).
+void lowerRandn(LowerContext &ctx, const ir::Node &n) {
+  const ir::TensorMeta &out = n.result(0)->meta();
+  BufferId state = ctx.realize(ctx.tensor(n.operand(0)));
+  std::vector<SymInt> sizes = out.sizes;
+  DType dtype = out.dtype;
+  bool f64 = dtype == DType::Float64;
+  DType acc = f64 ? DType::Float64 : DType::Float32;
+  const int64_t perBlock = f64 ? 2 : 4;
+  ctx.define(n.result(0), ctx.pointwise(sizes, [&](Ops &ops, Idx i) {
+    IndexExpr e = elementIndex(i, sizes);
+    IndexExpr block = ops.indexFloorDiv(e, perBlock), k = ops.indexMod(e, perBlock);
+    auto word = [&](const IndexExpr &select) {
+      Val seed = ops.load(state, {IndexExpr(0)}), offset = ops.load(state, {IndexExpr(1)});
+      return ops.philox(seed, offset + ops.indexValue(block), ops.indexValue(select));
+    };
+    auto uniform24 = [&](Val w) {
+      return ops.cast(ops.floorDiv(w, ops.constant(int64_t{1} << 8, DType::Int64)), acc) *
+             ops.constant(std::ldexp(1.0, -24), acc);
+    };
+    auto uniform53 = [&](const IndexExpr &first) {
+      return ops.cast(bits53(ops, {word(first), word(first + 1)}), acc) *
+             ops.constant(std::ldexp(1.0, -53), acc);
+    };
+    IndexExpr pair = f64 ? IndexExpr(0) : ops.indexFloorDiv(k, 2) * 2;
+    Val u1 = ops.constant(1.0, acc) - (f64 ? uniform53(IndexExpr(0)) : uniform24(word(pair)));
+    Val u2 = f64 ? uniform53(IndexExpr(2)) : uniform24(word(pair + 1));
+    Val radius = ops.sqrt(ops.constant(-2.0, acc) * ops.log(u1));
+    Val twoPi = ops.constant(f64 ? 2 * std::numbers::pi : 2.0 * std::numbers::pi_v<float>, acc);
+    Val angle = twoPi * u2;
+    Val cosine = ops.eq(ops.indexValue(ops.indexMod(k, 2)), ops.constant(0, DType::Int64));
+    Val z = radius * ops.where(cosine, ops.cos(angle), ops.sin(angle));
+    return ops.cast(z, dtype);
+  }));
+}
+
 } // namespace
 
 void registerRandom(Registry &r) {
   r.add(OpKind::PhiloxState, lowerPhiloxState);
   r.add(OpKind::Dropout, lowerDropout);
   r.add(OpKind::Rand, lowerRand);
+  r.add(OpKind::Randn, lowerRandn);
 }
 
 } // namespace kiln::passes::lower

@@ -28,7 +28,8 @@ void registerScansAndSorts(Registry &r) {
   for (OpKind op : {OpKind::Cumsum, OpKind::Cumprod, OpKind::Argsort, OpKind::TopkIndices,
                     OpKind::Logcumsumexp, OpKind::SelectionIndices, OpKind::Scatter,
                     OpKind::ScatterAdd, OpKind::IndexAdd, OpKind::IndexPut, OpKind::UpsampleNearest,
-                    OpKind::UpsampleLinear, OpKind::Unfold, OpKind::Fold, OpKind::ConvTranspose2d})
+                    OpKind::UpsampleLinear, OpKind::Unfold, OpKind::Fold, OpKind::ConvTranspose1d,
+                    OpKind::ConvTranspose2d, OpKind::ConvTranspose3d})
     r.add(op, lowerScanOrSort);
 }
 

@@ -72,3 +72,27 @@ def test_a_decoder_compiles_into_one_part():
                                            atol=1e-5)
         assert all(r.eager_nodes == 0 and r.eager_calls == 0 and len(r.parts) == 1
                    for r in backend.reports)
+
+
+@pytest.mark.parametrize("spatial", [1, 2, 3])
+@pytest.mark.parametrize("batched", [True, False], ids=["batched", "unbatched"])
+def test_every_conv_transpose_compiles_into_one_part(spatial, batched):
+    """conv_transpose1d / 2d / 3d as extern nodes inside the compiled program (groups, stride,
+    dilation, output padding, bias; an unbatched input too), fused with the code around them."""
+    from kiln._capture.backend_cpu import CpuBackend
+
+    conv = getattr(kiln.nn, f"ConvTranspose{spatial}d")
+    m = kiln.nn.Sequential(conv(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2,
+                                dilation=1 + (spatial == 1)), kiln.nn.GELU()).eval()
+    shape = (4,) + (5, 4, 3)[:spatial]
+    if batched:
+        shape = (2, *shape)
+    kiln.compiler.reset()
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(m, backend=backend)
+    with kiln.no_grad():
+        x = kiln.randn(*shape)
+        np.testing.assert_allclose(compiled(x * 1).numpy(), m(x).numpy(), rtol=1e-4, atol=1e-5)
+    (report,) = backend.reports
+    assert report.eager_nodes == 0 and len(report.parts) == 1
+    assert report.infos[0]["extern_kernels"] == 1

@@ -6,7 +6,7 @@ the kernel cache). What the compiler does not accept runs as the graph's own eag
 code, so one unsupported op does not lose the whole graph:
 
 1. **Partition.** Call nodes that draw random numbers or have other effects (`graph.is_impure`)
-   run eagerly, except dropout and rand, whose kernels draw eager's numbers from the default
+   run eagerly, except dropout, rand and randn, whose kernels draw eager's numbers from the default
    generator's counters. In-place ops the op table spells (``x.add_(y)``, ``x += y``,
    ``relu(x, inplace=True)``, ``copy_``) compile: their parts are functionalized, and a mutated
    input of a part is written back once after it (the program's write-backs).
@@ -256,7 +256,7 @@ class _NoKirValue(Exception):  # noqa: N818 - a signal
 
 
 _KERNEL_RANDOM = frozenset({"kiln.nn.functional.dropout", "kiln.dropout", "kiln.rand",
-                            "kiln.rand_like"})
+                            "kiln.rand_like", "kiln.randn", "kiln.randn_like"})
 
 
 def _kernel_random(node: Node) -> bool:

@@ -335,19 +335,40 @@ def _fold(w, node, a):
     w.emit_node(node, "fold", [w.tensor(a["input"])], attrs)
 
 
-def _s_conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
-                        groups=1, dilation=1): ...  # fmt: skip
+def _s_conv_transpose(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                      dilation=1): ...  # fmt: skip
 
 
-@lowering(_s_conv_transpose2d, "kiln.conv_transpose2d", "kiln.nn.functional.conv_transpose2d")
-def _conv_transpose2d(w, node, a):
-    """A conv_transpose2d extern of a batched input (eager's kernel, bias included)."""
-    ops = [w.tensor(a["input"]), w.tensor(a["weight"])]
-    if len(ops[0].type.sizes) != 4:
-        raise Decline("conv_transpose2d of an unbatched input")
-    if a["bias"] is not None:
-        ops.append(w.tensor(a["bias"]))
-    attrs = {k: _two(w, a[k]) for k in ("stride", "padding", "output_padding", "dilation")}
-    if (g := w.int_(a["groups"])) != 1:
-        attrs["groups"] = g
-    w.emit_node(node, "conv_transpose2d", ops, attrs)
+def _conv_transpose(spatial: int):
+    op = f"conv_transpose{spatial}d"
+
+    def lower(w, node, a):
+        """A conv_transpose extern (eager's kernel, bias included); an unbatched input gets a
+        batch dim of 1 around it, as eager's op does."""
+        x = w.tensor(a["input"])
+        ops = [x, w.tensor(a["weight"])]
+        rank = len(x.type.sizes)
+        if rank not in (spatial + 1, spatial + 2):
+            raise Decline(f"{op} of a {rank}-d input")
+        if a["bias"] is not None:
+            ops.append(w.tensor(a["bias"]))
+        attrs = {}
+        for k in ("stride", "padding", "output_padding", "dilation"):
+            values = w.ints(a[k])
+            attrs[k] = values * spatial if len(values) == 1 else values
+        if (g := w.int_(a["groups"])) != 1:
+            attrs["groups"] = g
+        if rank == spatial + 2:
+            w.emit_node(node, op, ops, attrs)
+            return
+        loc = node.meta.get("loc")
+        (ops[0],) = w.emit("unsqueeze", [x], {"dim": 0}, loc)
+        (y,) = w.emit(op, ops, attrs, loc)
+        w.emit_node(node, "squeeze", [y], {"dim": [0]})
+
+    return lower
+
+
+for _spatial in (1, 2, 3):
+    lowering(_s_conv_transpose, f"kiln.conv_transpose{_spatial}d",
+             f"kiln.nn.functional.conv_transpose{_spatial}d")(_conv_transpose(_spatial))

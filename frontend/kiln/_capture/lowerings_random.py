@@ -1,9 +1,9 @@
-"""Lowerings of the random ops whose numbers kernels draw themselves: dropout, ``rand`` and
-``rand_like``. Each becomes a ``philox_state`` node, which reserves the counters eager's op
-would reserve from the default generator when the program runs, and the op over that state,
-which computes eager's values from (seed, offset + element index). So a compiled dropout's mask
-is the mask eager draws for the same generator state, and the generator ends where eager's ends.
-A call with an explicit ``generator=`` stays eager."""
+"""Lowerings of the random ops whose numbers kernels draw themselves: dropout, ``rand``,
+``randn``, ``rand_like`` and ``randn_like``. Each becomes a ``philox_state`` node, which
+reserves the counters eager's op would reserve from the default generator when the program
+runs, and the op over that state, which computes eager's values from (seed, offset + element
+index). So a compiled dropout's mask is the mask eager draws for the same generator state, and
+the generator ends where eager's ends. A call with an explicit ``generator=`` stays eager."""
 
 from __future__ import annotations
 
@@ -58,23 +58,32 @@ lowering(_s_f_dropout, "kiln.nn.functional.dropout")(_dropout)
 lowering(_s_dropout, "kiln.dropout")(_dropout)
 
 
-def _emit_rand(w, node, a, sizes: list[str]) -> None:
+def _emit_sample(op: str, w, node, a, sizes: list[str]) -> None:
     _no(a["requires_grad"], a["layout"], a.get("pin_memory"), a.get("out"))
     if a["generator"] is not None:
-        raise Decline("rand with an explicit generator (compiled draws use the default one)")
+        raise Decline(f"{op} with an explicit generator (compiled draws use the default one)")
     example = node.meta.get("example")
     if not isinstance(example, kiln.Tensor) or example._device_str != "cpu":
         raise Decline("a factory on a device")
     state = _state(w, node, sizes)
-    w.emit_node(node, "rand", [state], {"size": sizes, "dtype": dtype_short(example.dtype)})
+    w.emit_node(node, op, [state], {"size": sizes, "dtype": dtype_short(example.dtype)})
 
 
-@lowering(_s_rand, "kiln.rand")
-def _rand(w, node, a):
-    _emit_rand(w, node, a, w.syms(_size_args(a["size"])))
+def _sample(op: str):
+    def lower(w, node, a):
+        _emit_sample(op, w, node, a, w.syms(_size_args(a["size"])))
+
+    return lower
 
 
-@lowering(_s_rand_like, "kiln.rand_like")
-def _rand_like(w, node, a):
-    _no(a["memory_format"])
-    _emit_rand(w, node, a, list(w.tensor(a["input"]).type.sizes))
+def _sample_like(op: str):
+    def lower(w, node, a):
+        _no(a["memory_format"])
+        _emit_sample(op, w, node, a, list(w.tensor(a["input"]).type.sizes))
+
+    return lower
+
+
+for _op in ("rand", "randn"):
+    lowering(_s_rand, f"kiln.{_op}")(_sample(_op))
+    lowering(_s_rand_like, f"kiln.{_op}_like")(_sample_like(_op))
