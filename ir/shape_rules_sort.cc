@@ -124,16 +124,16 @@ TensorMeta convTransposeType(const Node &n) {
 /// An upsample's result: [N, C, *output_size] of the input's dtype.
 TensorMeta upsampleType(const Node &n) {
   const TensorMeta &in = tensorOperand(n, 0);
-  std::vector<int64_t> out = n.attr("output_size")->toInts();
+  std::vector<SymInt> out = n.attr("output_size")->toSymInts();
   if (in.rank() < 3 || in.rank() > 5 || static_cast<int64_t>(out.size()) != in.rank() - 2)
     ruleFails("{}: expected a 3-d to 5-d input with one output size per spatial dim (got input "
               "{} and output_size of {})",
               n.keyword(), printSizes(in.sizes), out.size());
   std::vector<SymInt> sizes(in.sizes.begin(), in.sizes.begin() + 2);
-  for (int64_t s : out) {
-    if (s <= 0)
-      ruleFails("{}: output sizes should be greater than 0, but got {}", n.keyword(), s);
-    sizes.emplace_back(s);
+  for (const SymInt &s : out) {
+    if (std::optional<int64_t> c = s.constant(); c && *c <= 0)
+      ruleFails("{}: output sizes should be greater than 0, but got {}", n.keyword(), *c);
+    sizes.push_back(s);
   }
   return TensorMeta::contiguous(in.dtype, sizes, in.device);
 }

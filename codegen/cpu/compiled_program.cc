@@ -387,8 +387,9 @@ void CompiledProgram::State::runExtern(const LoopNode &node, const SymbolValues 
   std::vector<Tensor> inputs;
   for (BufferId id : node.externInputs)
     inputs.push_back(tensors[id.index]);
+  ir::Attributes bound;
   std::vector<Tensor> results =
-      it->second(inputs, ir::loop::bindAttributes(node.attributes, values));
+      it->second(inputs, ir::loop::bindAttributes(node.attributes, values, bound));
   KILN_CHECK_KIND(Value, results.size() == node.outputs.size(),
                   "compiled program: extern \"{}\" returned {} tensors for {} buffers",
                   node.externOp, results.size(), node.outputs.size());

@@ -176,7 +176,8 @@ void CudaProgram::State::runExtern(const LoopNode &node, const SymbolValues &val
     for (BufferId id : node.outputs)
       outs.push_back(view(id));
     try {
-      (*onDevice)(*device, ins, outs, node.attributes);
+      ir::Attributes bound;
+      (*onDevice)(*device, ins, outs, ir::loop::bindAttributes(node.attributes, values, bound));
       return;
     } catch (const DeviceExternDeclined &) {
       // This call's layout or dtypes are not cuBLAS's: the host path below computes it.
@@ -194,8 +195,9 @@ void CudaProgram::State::runExtern(const LoopNode &node, const SymbolValues &val
     device->copyToHost(host.rawData(), ensure(id, values, buffers), l.bytes(b.meta.dtype));
     inputs.push_back(host);
   }
+  ir::Attributes bound;
   std::vector<Tensor> results =
-      it->second(inputs, ir::loop::bindAttributes(node.attributes, values));
+      it->second(inputs, ir::loop::bindAttributes(node.attributes, values, bound));
   KILN_CHECK_KIND(Value, results.size() == node.outputs.size(),
                   "cuda program: extern \"{}\" returned {} tensors for {} buffers", node.externOp,
                   results.size(), node.outputs.size());

@@ -4,6 +4,8 @@
 
 #include "runtime/error.h"
 
+#include <algorithm>
+
 namespace kiln::ir::loop {
 
 namespace {
@@ -85,9 +87,15 @@ SymbolValues bindInputs(const LoopProgram &program, std::span<const Tensor> inpu
   return values;
 }
 
-ir::Attributes bindAttributes(const ir::Attributes &attrs, const SymbolValues &values) {
-  ir::Attributes bound = attrs;
-  for (auto &[name, a] : bound) {
+const ir::Attributes &bindAttributes(const ir::Attributes &attrs, const SymbolValues &values,
+                                     ir::Attributes &storage) {
+  auto symbolic = [](const auto &entry) {
+    return entry.second.template is<SymInt>() || entry.second.template is<std::vector<SymInt>>();
+  };
+  if (std::none_of(attrs.begin(), attrs.end(), symbolic))
+    return attrs;
+  storage = attrs;
+  for (auto &[name, a] : storage) {
     if (a.is<SymInt>()) {
       a = a.toSymInt().evaluate(values);
     } else if (a.is<std::vector<SymInt>>()) {
@@ -97,7 +105,7 @@ ir::Attributes bindAttributes(const ir::Attributes &attrs, const SymbolValues &v
       a = v;
     }
   }
-  return bound;
+  return storage;
 }
 
 } // namespace kiln::ir::loop

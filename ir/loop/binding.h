@@ -35,8 +35,10 @@ BufferLayout layoutOf(const Buffer &b, const SymbolValues &values, std::string_v
 Tensor allocateBuffer(const Buffer &b, const SymbolValues &values, std::string_view who);
 
 /// `attrs` with every SymInt and SymInt list evaluated under `values` (what an extern's
-/// implementation sees: a count or size of the call's shapes as plain integers).
-ir::Attributes bindAttributes(const ir::Attributes &attrs, const SymbolValues &values);
+/// implementation sees: a count or size of the call's shapes as plain integers): `attrs`
+/// itself when none is symbolic, else the bound copy made in `storage`.
+const ir::Attributes &bindAttributes(const ir::Attributes &attrs, const SymbolValues &values,
+                                     ir::Attributes &storage);
 
 struct InputBinding {
   std::string_view who;            ///< "compiled program", "loop interpreter", ...

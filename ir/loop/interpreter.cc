@@ -354,7 +354,9 @@ void Interpreter::runExtern(const LoopNode &node) {
   std::vector<Tensor> inputs;
   for (BufferId id : node.externInputs)
     inputs.push_back(tensors_[id.index]);
-  std::vector<Tensor> results = it->second(inputs, bindAttributes(node.attributes, symbols_));
+  ir::Attributes bound;
+  std::vector<Tensor> results =
+      it->second(inputs, bindAttributes(node.attributes, symbols_, bound));
   KILN_CHECK_KIND(Value, results.size() == node.outputs.size(),
                   "loop interpreter: extern \"{}\" returned {} tensors for {} buffers",
                   node.externOp, results.size(), node.outputs.size());

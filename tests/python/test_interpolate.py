@@ -1,5 +1,6 @@
-"""F.interpolate against torch: nearest, nearest-exact, (bi/tri)linear with and without
-align_corners, area; size= and scale_factor= (with recompute_scale_factor); 3-D to 5-D inputs."""
+"""F.interpolate against torch: nearest, nearest-exact, (bi/tri)linear and bicubic with and
+without align_corners, area; size= and scale_factor= (with recompute_scale_factor); 3-D to 5-D
+inputs."""
 
 import pytest
 import torch.nn.functional as F
@@ -136,9 +137,14 @@ def k(shape, dtype="float32"):
             "'Byte'",
         ),
         (
-            lambda: KF.interpolate(k((1, 2, 4, 4)), size=3, mode="bicubic"),
+            lambda: KF.interpolate(k((1, 2, 4)), size=3, mode="bicubic"),
             NotImplementedError,
-            "bicubic",
+            "Got 3D input, but bicubic mode needs 4D input",
+        ),
+        (
+            lambda: KF.interpolate(k((1, 2, 4, 4), "int64"), size=3, mode="bicubic"),
+            NotImplementedError,
+            "'Long'",
         ),
         (
             lambda: KF.interpolate(k((1, 2, 4, 4)), size=3, recompute_scale_factor=True),
@@ -167,3 +173,43 @@ def test_nearest_scale_that_keeps_the_size(shape, dtype, mode):
     # still map through 1 / 1.3; kiln follows both.
     tx, kx = make(shape, dtype)
     run_both(tx, kx, mode=mode, scale_factor=1.3)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_bicubic(dtype, align_corners):
+    tx, kx = make((2, 3, 5, 7), dtype)
+    for kw in size_args(2):
+        run_both(tx, kx, mode="bicubic", align_corners=align_corners, **kw)
+
+
+def test_bicubic_gradient_and_compiled_matches():
+    """The bicubic composition differentiates (against torch's gradient), and kiln.compile
+    writes the same composition as graph nodes: eager's values, with no eager node (area mode
+    compiles too, as adaptive average pooling)."""
+    import numpy as np
+    import torch
+
+    import kiln
+    from kiln._capture.backend_cpu import CpuBackend
+
+    t = torch.randn(2, 3, 6, 5, dtype=torch.float64, requires_grad=True)
+    x = kiln.from_numpy(t.detach().numpy()).requires_grad_()
+    kw = {"size": (9, 4), "mode": "bicubic", "align_corners": False}
+    g = torch.randn(2, 3, 9, 4, dtype=torch.float64)
+    F.interpolate(t, **kw).backward(g)
+    KF.interpolate(x, **kw).backward(kiln.from_numpy(g.numpy()))
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+    def fn(v):
+        up = KF.interpolate(v * 2, scale_factor=(1.5, 2.0), mode="bicubic").relu() + 1
+        return up, KF.interpolate(v, size=(3, 2), mode="area")
+
+    kiln.compiler.reset()
+    backend = CpuBackend(fallback=False)
+    with kiln.no_grad():
+        for dtype in (kiln.float32, kiln.float64, kiln.float16):
+            v = kiln.randn(1, 2, 6, 5).to(dtype)
+            for got, want in zip(kiln.compile(fn, backend=backend)(v), fn(v), strict=True):
+                assert kiln.equal(got, want)
+    assert all(r.eager_nodes == 0 and len(r.parts) == 1 for r in backend.reports)

@@ -16,6 +16,7 @@ import kiln
 from kiln._capture.graph import Node
 from kiln._capture.graph_build import Decline
 from kiln._capture.lowerings import _no, lowering
+from kiln.nn import _bicubic as _bicubic_impl
 
 
 def _s_conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): ...
@@ -212,21 +213,31 @@ def _s_interpolate(input, size=None, scale_factor=None, mode="nearest", align_co
 @lowering(_s_interpolate, "kiln.nn.functional.interpolate", "kiln.nn.functional.upsample")
 def _interpolate(w, node, a):
     """nearest, nearest-exact and the linear modes as an upsample extern of the output sizes
-    eager computed. A scale_factor is dropped only when it is exactly output / input (then
+    eager computed, bicubic as eager's composition, area as adaptive average pooling. For the
+    upsample externs a scale_factor is dropped only when it is exactly output / input (then
     eager's source coordinates are the same); other scale factors stay eager."""
     mode, antialias = a["mode"], a["antialias"]
-    if antialias or mode not in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear"):
+    if antialias or mode not in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear",
+                                 "bicubic", "area"):
         raise Decline(f"interpolate mode {mode!r}")
     example = node.meta.get("example")
     x = w.tensor(a["input"])
     if not isinstance(example, kiln.Tensor) or not 3 <= len(x.type.sizes) <= 5:
         raise Decline("interpolate of a tensor that is not 3-d to 5-d")
-    if not all(s.isdigit() for s in x.type.sizes[2:]) or any(
-            isinstance(v, Node) for v in (a["size"] if isinstance(a["size"], (tuple, list))
-                                          else [a["size"]])):  # fmt: skip
-        raise Decline("interpolate of symbolic spatial sizes")  # output sizes are constants
-    out = [int(s) for s in example.shape[2:]]
+    if any(isinstance(v, Node) for v in (a["size"] if isinstance(a["size"], (tuple, list))
+                                         else [a["size"]])):  # fmt: skip
+        raise Decline("interpolate to sizes computed at run time")
     scale = a["scale_factor"]
+    if not all(s.isdigit() for s in x.type.sizes[2:]):
+        return _symbolic_upsample(w, node, x, a)
+    out = [int(s) for s in example.shape[2:]]
+    if mode == "bicubic":
+        return _bicubic(w, node, x, out, a)
+    if mode == "area":  # eager's adaptive average pooling to the output size
+        if len(x.type.sizes) != 4:
+            raise Decline("area interpolate of a tensor that is not 4-d")
+        w.emit_node(node, "adaptive_avg_pool2d", [x], {"output_size": out})
+        return
     if scale is not None and not a["recompute_scale_factor"]:
         ins = [int(s) for s in a["input"].meta["example"].shape[2:]]
         scales = list(scale) if isinstance(scale, (tuple, list)) else [scale] * len(ins)
@@ -239,6 +250,94 @@ def _interpolate(w, node, a):
         return
     attrs = {"output_size": out, **({"align_corners": True} if a["align_corners"] else {})}
     w.emit_node(node, "upsample_linear", [x], attrs)
+
+
+def _symbolic_upsample(w, node, x, a):
+    """nearest or linear interpolation of symbolic spatial sizes: to constant sizes, or by whole
+    scale factors (each output size is the input's times the factor, and eager's source
+    coordinates, which use 1 / factor, are those of output / input)."""
+    mode, dims = a["mode"], len(x.type.sizes) - 2
+    if mode in ("bicubic", "area"):
+        raise Decline(f"{mode} interpolate of symbolic spatial sizes")
+    if a["size"] is not None:
+        size = a["size"]
+        out = [str(int(s)) for s in (size if isinstance(size, (tuple, list)) else [size] * dims)]
+    else:
+        scale = a["scale_factor"]
+        scales = list(scale) if isinstance(scale, (tuple, list)) else [scale] * dims
+        if any(type(s) not in (int, float) or s <= 0 or float(s) != int(s) for s in scales):
+            raise Decline("interpolate of symbolic spatial sizes by a fractional scale_factor")
+        out = [w.canonical(f"({s})*{int(f)}") for s, f in zip(x.type.sizes[2:], scales,
+                                                               strict=True)]  # fmt: skip
+    if mode.startswith("nearest"):
+        attrs = {"output_size": out, **({"exact": True} if mode == "nearest-exact" else {})}
+        w.emit_node(node, "upsample_nearest", [x], attrs)
+        return
+    attrs = {"output_size": out, **({"align_corners": True} if a["align_corners"] else {})}
+    w.emit_node(node, "upsample_linear", [x], attrs)
+
+
+def _bicubic(w, node, x, out, a):
+    """The bicubic composition eager runs (kiln/nn/_bicubic.py), written as graph nodes."""
+    if len(x.type.sizes) != 4:
+        raise Decline("bicubic interpolate of a tensor that is not 4-d")
+    scale = a["scale_factor"]
+    scales = None
+    if scale is not None and not a["recompute_scale_factor"]:
+        scales = [float(s) for s in (scale if isinstance(scale, (tuple, list)) else [scale] * 2)]
+    ins = [int(s) for s in x.type.sizes[2:]]
+    b = _GraphOps(w, node.meta.get("loc"), x.type.dtype)
+    y = _bicubic_impl.upsample_bicubic2d(b, x, ins, out, bool(a["align_corners"]), scales)
+    w.emit_node(node, "cast", [y], {"dtype": x.type.dtype})
+
+
+class _GraphOps:
+    """kiln/nn/_bicubic.py's op interface as graph nodes (Python numbers become constants)."""
+
+    def __init__(self, w, loc, dtype: str):
+        self.w, self.loc, self.dtype = w, loc, dtype
+        self.opmath = "f64" if dtype == "f64" else "f32"
+
+    def _emit(self, op, operands, attrs=None):
+        values = [self.w.constant(v) if type(v) in (int, float) else v for v in operands]
+        return self.w.emit(op, values, attrs or {}, self.loc)[0]
+
+    def start(self, x):
+        return x if x.type.dtype == self.opmath else self._emit("cast", [x], {"dtype": self.opmath})
+
+    def finish(self, y):
+        return y  # the caller's cast node is the graph node of the call
+
+    def arange(self, n):
+        return self._emit("arange", [], {"end": n, "dtype": self.opmath})
+
+    def add(self, a, b):
+        return self._emit("add", [a, b])
+
+    def sub(self, a, b):
+        return self._emit("sub", [a, b])
+
+    def rsub(self, a, b):
+        return self._emit("sub", [b, a])
+
+    def mul(self, a, b):
+        return self._emit("mul", [a, b])
+
+    def floor(self, a):
+        return self._emit("floor", [a])
+
+    def clamp(self, a, lo, hi):
+        return self._emit("clamp", [a], {k: v for k, v in (("min", lo), ("max", hi))
+                                         if v is not None})  # fmt: skip
+
+    def to_index(self, a):
+        return self._emit("cast", [a], {"dtype": "i64"})
+
+    def index_select(self, x, dim, index):
+        return self._emit("index_select", [x, index], {"dim": dim})
+
+    def along(self, c, dim):
+        return c if dim == 3 else self._emit("unsqueeze", [c], {"dim": 1})
 
 
 def _s_cum_extreme(input, dim): ...

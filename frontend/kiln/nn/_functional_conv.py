@@ -2,6 +2,7 @@
 
 import math
 
+import kiln
 from kiln import _C
 from kiln._ops_linalg import (
     _adaptive_size,
@@ -12,6 +13,7 @@ from kiln._ops_linalg import (
     max_pool2d,
     max_pool3d,
 )
+from kiln.nn import _bicubic
 
 __all__ = [
     "adaptive_avg_pool1d",
@@ -161,7 +163,8 @@ def interpolate(
     antialias=False,
 ):
     """F.interpolate: resamples [N, C, *spatial] (1 to 3 spatial dims) to `size` or by
-    `scale_factor`; modes 'nearest', 'nearest-exact', 'linear', 'bilinear', 'trilinear', 'area'."""
+    `scale_factor`; modes 'nearest', 'nearest-exact', 'linear', 'bilinear', 'bicubic',
+    'trilinear', 'area'."""
     dim = input.dim() - 2
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
@@ -208,7 +211,13 @@ def interpolate(
     if mode == "area":
         return _C._adaptive_avg_pool(dim, input, output_size)
     if mode == "bicubic":
-        raise NotImplementedError("interpolate: mode 'bicubic' is not supported by kiln")
+        if dim != 2:
+            raise NotImplementedError(
+                f"Got {input.dim()}D input, but bicubic mode needs 4D input")
+        _bicubic.check_bicubic_input(input, output_size)
+        return _bicubic.upsample_bicubic2d(_bicubic.EagerOps(kiln, input), input,
+                                           list(input.shape[2:]), output_size, align_corners,
+                                           scales)
     raise NotImplementedError(
         f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for the "
         f"modes: {_MODES} (got {mode})"

@@ -177,11 +177,28 @@ def test_interpolate_forms_that_stay_eager_say_why():
     x = kiln.from_numpy(_arr(2, 3, 4, 5))
     for fn, kw, why in [
         (lambda x: F.interpolate(x, scale_factor=1.3), {}, "not exactly output / input"),
-        (lambda x: F.interpolate(x, scale_factor=2), {"dynamic": True}, "symbolic spatial"),
-        (lambda x: F.interpolate(x, size=(5, 5), mode="area"), {}, "mode 'area'"),
+        (lambda x: F.interpolate(x, scale_factor=1.5), {"dynamic": True}, "fractional"),
+        (lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"), {"dynamic": True},
+         "bicubic interpolate of symbolic"),
     ]:
         backend = run_compiled(fn, x, strict=False, **kw)
         assert why in str(backend.reports[0].fallbacks)
     m = kiln.nn.Upsample(scale_factor=2, mode="nearest")
     backend = run_compiled(m, x)
     assert backend.reports[0].eager_nodes == 0
+
+
+def test_interpolate_of_symbolic_spatial_sizes():
+    """Whole scale factors and constant sizes of a dynamic input compile once for every size."""
+    cases = [
+        lambda x: F.interpolate(x, scale_factor=2) * 2,
+        lambda x: F.interpolate(x, scale_factor=(3, 2), mode="bilinear"),
+        lambda x: F.interpolate(x, scale_factor=2.0, mode="bilinear", align_corners=True),
+        lambda x: F.interpolate(x, size=(4, 6), mode="nearest-exact") + 1,
+    ]
+    for fn in cases:
+        backend = run_compiled(fn, kiln.from_numpy(_arr(2, 3, 4, 5)), dynamic=True,
+                               calls=[(kiln.from_numpy(_arr(3, 3, 7, 3)),),
+                                      (kiln.from_numpy(_arr(4, 3, 5, 9)),)])
+        assert all(r.eager_nodes == 0 for r in backend.reports)
+        assert len(backend.reports) == 1  # one compile for every size
