@@ -8,6 +8,9 @@
 3. An AdamW step over the GPT's parameters: kiln's single-tensor update (`foreach=False`)
    beside torch's, and kiln's `fused=True` (one C++ call per parameter group, also kiln's
    default) beside torch's `foreach` and `fused`.
+4. An SGD step (momentum 0.9, weight decay) over the same parameters: kiln's default (the fused
+   group update) beside torch's CPU default (its single-tensor loop) and `foreach`, and kiln's
+   single-tensor update (`foreach=False`) beside torch's.
 
 Rounds are interleaved (kiln, torch, kiln, ...) and medians are reported. The markdown table is
 printed and written atomically to bench/results/train.md (`--quick`: small shapes and few
@@ -130,7 +133,6 @@ def bench_forward_modes(work: Workload, rounds: int) -> dict:
 
 def bench_adamw(work: Workload, rounds: int) -> dict:
     """Seconds per AdamW step over the GPT's parameters with gradients present."""
-    out = {}
     variants = [
         ("kiln", kiln, {"foreach": False}),  # the single-tensor update (kiln's default is fused)
         ("kiln fused", kiln, {"fused": True}),
@@ -138,12 +140,26 @@ def bench_adamw(work: Workload, rounds: int) -> dict:
         ("torch foreach", torch, {"foreach": True}),
         ("torch fused", torch, {"fused": True}),
     ]
+    return bench_optimizer(work, rounds, "AdamW", {"lr": 1e-4}, variants)
+
+
+def bench_sgd(work: Workload, rounds: int) -> dict:
+    """Seconds per SGD step (momentum 0.9, weight decay) over the GPT's parameters: each
+    library's default (kiln: the fused group update; torch on CPU: the single-tensor loop)."""
+    variants = [("kiln", kiln, {}), ("kiln single-tensor", kiln, {"foreach": False}),
+                ("torch", torch, {}), ("torch foreach", torch, {"foreach": True})]
+    return bench_optimizer(work, rounds, "SGD", {"lr": 0.1, "momentum": 0.9,
+                                                 "weight_decay": 5e-4}, variants)  # fmt: skip
+
+
+def bench_optimizer(work: Workload, rounds: int, name: str, options: dict, variants) -> dict:
+    out = {}
     for label, m, kw in variants:
         model = work.models["kiln" if m is kiln else "torch"]
         params = list(model.parameters())
         for p in params:
             p.grad = m.ones_like(p) * 1e-3
-        opt = m.optim.AdamW(params, lr=1e-4, **kw)
+        opt = getattr(m.optim, name)(params, **options, **kw)
         opt.step()  # creates the state
         with m.no_grad():
             out[label] = median_time(opt.step, rounds)
@@ -171,6 +187,7 @@ def run_all(args) -> dict:
             "recording": bench_recording(args.rounds, args.inner),
             "forward modes": bench_forward_modes(gpt, args.rounds),
             "adamw": bench_adamw(gpt, args.rounds),
+            "sgd": bench_sgd(gpt, args.rounds),
         }
     return results
 
@@ -204,6 +221,11 @@ def render(args, results) -> str:
                              ("kiln fused", "torch fused")):
             lines.append(f"| AdamW step ({mine} vs {theirs}) | {ms(a[mine])} | {ms(a[theirs])} "
                          f"| {a[mine] / a[theirs]:.2f} |")
+        s = r["sgd"]
+        for mine, theirs in (("kiln", "torch"), ("kiln", "torch foreach"),
+                             ("kiln single-tensor", "torch")):
+            lines.append(f"| SGD momentum step ({mine} vs {theirs}) | {ms(s[mine])} | "
+                         f"{ms(s[theirs])} | {s[mine] / s[theirs]:.2f} |")
         lines.append("")
     return "\n".join(lines)
 

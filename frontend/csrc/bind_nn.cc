@@ -173,23 +173,56 @@ void bindNN(py::module_ &m) {
          std::vector<Tensor> expAvgSqs, std::optional<std::vector<Tensor>> maxExpAvgSqs,
          std::vector<Tensor> steps, double lr, double beta1, double beta2, double eps,
          double weightDecay, bool decoupled, bool amsgrad, bool maximize) {
-        const size_t n = params.size();
-        KILN_CHECK(grads.size() == n && expAvgs.size() == n && expAvgSqs.size() == n &&
-                       steps.size() == n && (!maxExpAvgSqs || maxExpAvgSqs->size() == n),
-                   "adam step: the parameter, gradient and state lists differ in length");
+        KILN_CHECK(steps.size() == params.size(),
+                   "adam step: the parameter and step lists differ in length");
         ops::AdamOptions o{lr, beta1, beta2, eps, weightDecay, decoupled, amsgrad, maximize};
-        py::gil_scoped_release release;
-        for (size_t i = 0; i < n; ++i) {
-          double step = steps[i].item().toDouble() + 1;
-          steps[i].fill_(Scalar(step));
-          Tensor vmax = maxExpAvgSqs ? (*maxExpAvgSqs)[i] : Tensor();
-          kiln::ops::adamStep_(params[i], grads[i], expAvgs[i], expAvgSqs[i], vmax, step, o);
+        std::vector<double> counts;
+        for (const Tensor &s : steps)
+          counts.push_back(s.item().toDouble() + 1);
+        std::vector<Tensor> vmax = maxExpAvgSqs.value_or(std::vector<Tensor>{});
+        {
+          py::gil_scoped_release release;
+          ops::adamMultiStep_(params, grads, expAvgs, expAvgSqs, vmax, counts, o);
         }
+        for (size_t i = 0; i < steps.size(); ++i) // counted once the update is done
+          steps[i].fill_(Scalar(counts[i]));
       },
       py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"),
       py::arg("max_exp_avg_sqs"), py::arg("steps"), py::arg("lr"), py::arg("beta1"),
       py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"), py::arg("decoupled"),
       py::arg("amsgrad"), py::arg("maximize"));
+  // SGD's foreach / fused=True update over a parameter group in one call. With momentum, a
+  // parameter without a buffer (None) gets one, filled by this first step; returns the buffers.
+  m.def(
+      "_sgd_multi_step_",
+      [](std::vector<Tensor> params, const std::vector<Tensor> &grads,
+         std::vector<std::optional<Tensor>> bufs, double lr, double momentum, double dampening,
+         double weightDecay, bool nesterov, bool maximize) {
+        const size_t n = params.size();
+        KILN_CHECK(bufs.size() == n, "sgd step: the parameter and buffer lists differ in length");
+        ops::SgdOptions o{lr, momentum, dampening, weightDecay, nesterov, maximize};
+        std::vector<Tensor> buffers(n);
+        std::vector<uint8_t> first(n, 0);
+        for (size_t i = 0; i < n; ++i) {
+          first[i] = momentum != 0 && !bufs[i];
+          if (first[i])
+            buffers[i] = Tensor::empty(params[i].sizes(), params[i].dtype());
+          else if (bufs[i])
+            buffers[i] = *bufs[i];
+        }
+        {
+          py::gil_scoped_release release;
+          ops::sgdMultiStep_(params, grads, buffers, first, o);
+        }
+        std::vector<std::optional<Tensor>> out(n);
+        if (momentum != 0)
+          for (size_t i = 0; i < n; ++i)
+            out[i] = buffers[i];
+        return out;
+      },
+      py::arg("params"), py::arg("grads"), py::arg("momentum_buffers"), py::arg("lr"),
+      py::arg("momentum"), py::arg("dampening"), py::arg("weight_decay"), py::arg("nesterov"),
+      py::arg("maximize"));
   bindNorms(m);
   bindAttention(m);
   bindLosses(m);

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
 namespace kiln::ops {
 namespace {
@@ -38,97 +40,217 @@ void adamRange(T *__restrict p, const T *__restrict g, T *__restrict m, T *__res
   }
 }
 
-/// Every other flag combination (maximize, amsgrad): one instantiation per combination.
+/// Parameter i's Adam scalars, rounded to the element type once, as the single-tensor update's
+/// Python numbers are.
+template <typename T> struct AdamScalars {
+  T decay, wd, w1, b2, w2, eps, bc2Sqrt, negStep;
+  AdamScalars(const AdamOptions &o, double step) {
+    const double bc1 = 1.0 - std::pow(o.beta1, step), bc2 = 1.0 - std::pow(o.beta2, step);
+    decay = static_cast<T>(1.0 - o.lr * o.weightDecay);
+    wd = static_cast<T>(o.weightDecay);
+    w1 = static_cast<T>(1.0 - o.beta1);
+    b2 = static_cast<T>(o.beta2);
+    w2 = static_cast<T>(1.0 - o.beta2);
+    eps = static_cast<T>(o.eps);
+    bc2Sqrt = static_cast<T>(std::sqrt(bc2));
+    negStep = static_cast<T>(-(o.lr / bc1));
+  }
+};
+
+/// Elements [begin, end) of one parameter, the option flags turned into template arguments.
 template <typename T>
-void dispatchGeneral(T *p, const T *g, T *m, T *v, T *vmax, int64_t n, const AdamOptions &o,
-                     T decay, T wd, T w1, T b2, T w2, T eps, T bc2Sqrt, T negStep) {
-  const bool dc = o.weightDecay != 0, dd = o.decoupledWeightDecay;
-  parallelFor(0, n, 1 << 14, [&](int64_t begin, int64_t end) {
-    auto go = [&]<bool Mx, bool Dc, bool Dd, bool Am>() {
-      adamRange<T, Mx, Dc, Dd, Am>(p, g, m, v, vmax, begin, end, decay, wd, w1, b2, w2, eps,
-                                   bc2Sqrt, negStep);
-    };
-    auto withAms = [&]<bool Mx, bool Dc, bool Dd>() {
-      if (vmax)
-        go.template operator()<Mx, Dc, Dd, true>();
-      else
-        go.template operator()<Mx, Dc, Dd, false>();
-    };
-    auto withDecay = [&]<bool Mx>() {
-      if (!dc)
-        withAms.template operator()<Mx, false, false>();
-      else if (dd)
-        withAms.template operator()<Mx, true, true>();
-      else
-        withAms.template operator()<Mx, true, false>();
-    };
-    if (o.maximize)
-      withDecay.template operator()<true>();
+void adamChunk(T *p, const T *g, T *m, T *v, T *vmax, int64_t begin, int64_t end,
+               const AdamOptions &o, const AdamScalars<T> &c) {
+  auto go = [&]<bool Mx, bool Dc, bool Dd, bool Am>() {
+    adamRange<T, Mx, Dc, Dd, Am>(p, g, m, v, vmax, begin, end, c.decay, c.wd, c.w1, c.b2, c.w2,
+                                 c.eps, c.bc2Sqrt, c.negStep);
+  };
+  auto withAms = [&]<bool Mx, bool Dc, bool Dd>() {
+    if (vmax)
+      go.template operator()<Mx, Dc, Dd, true>();
     else
-      withDecay.template operator()<false>();
+      go.template operator()<Mx, Dc, Dd, false>();
+  };
+  auto withDecay = [&]<bool Mx>() {
+    if (o.weightDecay == 0)
+      withAms.template operator()<Mx, false, false>();
+    else if (o.decoupledWeightDecay)
+      withAms.template operator()<Mx, true, true>();
+    else
+      withAms.template operator()<Mx, true, false>();
+  };
+  if (o.maximize)
+    withDecay.template operator()<true>();
+  else
+    withDecay.template operator()<false>();
+}
+
+/// fn(i, begin, end) over the elements of every tensor of a group (numels[i] each) as one
+/// parallel loop; a chunk that spans two tensors is split at their boundary.
+template <typename Fn> void parallelOverGroup(std::span<const int64_t> numels, Fn fn) {
+  std::vector<int64_t> start(numels.size() + 1, 0);
+  for (size_t i = 0; i < numels.size(); ++i)
+    start[i + 1] = start[i] + numels[i];
+  parallelFor(0, start.back(), 1 << 14, [&](int64_t b, int64_t e) {
+    size_t i = std::upper_bound(start.begin(), start.end(), b) - start.begin() - 1;
+    for (; i < numels.size() && start[i] < e; ++i) {
+      int64_t lo = std::max(b, start[i]) - start[i], hi = std::min(e, start[i + 1]) - start[i];
+      if (lo < hi)
+        fn(i, lo, hi);
+    }
   });
 }
 
-template <typename T>
-void adamKernel(T *p, const T *g, T *m, T *v, T *vmax, int64_t n, double step,
-                const AdamOptions &o) {
-  // Scalars rounded to the element type once, as the single-tensor update's Python numbers are.
-  const double bc1 = 1.0 - std::pow(o.beta1, step), bc2 = 1.0 - std::pow(o.beta2, step);
-  const T decay = static_cast<T>(1.0 - o.lr * o.weightDecay), wd = static_cast<T>(o.weightDecay);
-  const T w1 = static_cast<T>(1.0 - o.beta1), b2 = static_cast<T>(o.beta2),
-          w2 = static_cast<T>(1.0 - o.beta2), eps = static_cast<T>(o.eps);
-  const T bc2Sqrt = static_cast<T>(std::sqrt(bc2)), negStep = static_cast<T>(-(o.lr / bc1));
-  auto run = [&]<bool Mx, bool Dc, bool Dd, bool Am>() {
-    parallelFor(0, n, 1 << 14, [&](int64_t begin, int64_t end) {
-      adamRange<T, Mx, Dc, Dd, Am>(p, g, m, v, vmax, begin, end, decay, wd, w1, b2, w2, eps,
-                                   bc2Sqrt, negStep);
-    });
-  };
-  // The common cases get their own loops; the rest share the general one.
-  const bool decay_ = o.weightDecay != 0;
-  if (!o.maximize && !vmax && decay_ && o.decoupledWeightDecay)
-    run.template operator()<false, true, true, false>(); // AdamW
-  else if (!o.maximize && !vmax && !decay_)
-    run.template operator()<false, false, false, false>(); // Adam
-  else if (!o.maximize && !vmax && decay_)
-    run.template operator()<false, true, false, false>(); // Adam with L2 decay
-  else
-    dispatchGeneral(p, g, m, v, vmax, n, o, decay, wd, w1, b2, w2, eps, bc2Sqrt, negStep);
+/// One element range of the SGD update, each option a template flag (no branch in the loop).
+/// Each `a + alpha * b` of torch's single-tensor update (add with alpha) is one fma, as torch's
+/// vectorized add computes it, and `buf * momentum` is rounded on its own (torch's mul_).
+template <typename T, bool Maximize, bool Decay, bool Momentum, bool First, bool Nesterov>
+void sgdRange(T *__restrict p, const T *__restrict g, T *__restrict b, int64_t begin, int64_t end,
+              T wd, T momentum, T keep, T negLr) {
+  for (int64_t i = begin; i < end; ++i) {
+    T grad = Maximize ? -g[i] : g[i];
+    if constexpr (Decay)
+      grad = std::fma(p[i], wd, grad);
+    if constexpr (Momentum) {
+      T bi = First ? grad : std::fma(grad, keep, b[i] * momentum);
+      b[i] = bi;
+      grad = Nesterov ? std::fma(bi, momentum, grad) : bi;
+    }
+    p[i] = std::fma(grad, negLr, p[i]);
+  }
 }
 
-void checkState(const char *name, const Tensor &t, const Tensor &param) {
+/// Elements [begin, end) of one parameter, the option flags turned into template arguments.
+template <typename T>
+void sgdChunk(T *p, const T *g, T *b, int64_t begin, int64_t end, bool first, const SgdOptions &o) {
+  const T wd = static_cast<T>(o.weightDecay), momentum = static_cast<T>(o.momentum);
+  const T keep = static_cast<T>(1.0 - o.dampening), negLr = static_cast<T>(-o.lr);
+  auto run = [&]<bool Mx, bool Dc, bool Mo, bool Fi, bool Ne>() {
+    sgdRange<T, Mx, Dc, Mo, Fi, Ne>(p, g, b, begin, end, wd, momentum, keep, negLr);
+  };
+  auto withNesterov = [&]<bool Mx, bool Dc, bool Fi>() {
+    if (o.nesterov)
+      run.template operator()<Mx, Dc, true, Fi, true>();
+    else
+      run.template operator()<Mx, Dc, true, Fi, false>();
+  };
+  auto withMomentum = [&]<bool Mx, bool Dc>() {
+    if (o.momentum == 0)
+      run.template operator()<Mx, Dc, false, false, false>();
+    else if (first)
+      withNesterov.template operator()<Mx, Dc, true>();
+    else
+      withNesterov.template operator()<Mx, Dc, false>();
+  };
+  auto withDecay = [&]<bool Mx>() {
+    if (o.weightDecay != 0)
+      withMomentum.template operator()<Mx, true>();
+    else
+      withMomentum.template operator()<Mx, false>();
+  };
+  if (o.maximize)
+    withDecay.template operator()<true>();
+  else
+    withDecay.template operator()<false>();
+}
+
+void checkState(const char *who, const char *name, const Tensor &t, const Tensor &param) {
   KILN_CHECK(t.defined() && t.isCpu() && t.isContiguous() && t.dtype() == param.dtype() &&
                  t.sizes() == param.sizes(),
-             "adam step: {} must be a contiguous CPU tensor of the parameter's dtype and shape "
+             "{}: {} must be a contiguous CPU tensor of the parameter's dtype and shape "
              "({} {}), got {}",
-             name, dtypeName(param.dtype()), param.shapeStr(),
+             who, name, dtypeName(param.dtype()), param.shapeStr(),
              t.defined() ? fmt::format("{} {}", dtypeName(t.dtype()), t.shapeStr())
                          : std::string("none"));
 }
-} // namespace
 
-void adamStep_(Tensor &param, const Tensor &grad, Tensor &expAvg, Tensor &expAvgSq,
-               Tensor &maxExpAvgSq, double step, const AdamOptions &opts) {
+void checkParam(const char *who, const Tensor &param) {
   KILN_CHECK(param.isCpu() && param.isContiguous() &&
                  (param.dtype() == DType::Float32 || param.dtype() == DType::Float64),
-             "adam step: the parameter must be a contiguous float32/float64 CPU tensor");
-  checkState("grad", grad, param);
-  checkState("exp_avg", expAvg, param);
-  checkState("exp_avg_sq", expAvgSq, param);
-  if (opts.amsgrad)
-    checkState("max_exp_avg_sq", maxExpAvgSq, param);
-  auto run = [&]<typename T>() {
-    adamKernel<T>(param.data<T>(), grad.data<T>(), expAvg.data<T>(), expAvgSq.data<T>(),
-                  opts.amsgrad ? maxExpAvgSq.data<T>() : nullptr, param.numel(), step, opts);
-  };
+             "{}: a parameter must be a contiguous float32/float64 CPU tensor, got {} {}", who,
+             dtypeName(param.dtype()), param.shapeStr());
+}
+
+/// Calls fn.template operator()<T>() for parameter `param`'s element type.
+template <typename Fn> void dispatchParam(const Tensor &param, Fn &&fn) {
   if (param.dtype() == DType::Float32)
-    run.operator()<float>();
+    fn.template operator()<float>();
   else
-    run.operator()<double>();
-  for (Tensor *t : {&param, &expAvg, &expAvgSq})
-    t->bumpVersion();
-  if (opts.amsgrad)
-    maxExpAvgSq.bumpVersion();
+    fn.template operator()<double>();
+}
+
+} // namespace
+
+void adamMultiStep_(std::span<Tensor> params, std::span<const Tensor> grads,
+                    std::span<Tensor> expAvgs, std::span<Tensor> expAvgSqs,
+                    std::span<Tensor> maxExpAvgSqs, std::span<const double> steps,
+                    const AdamOptions &opts) {
+  const size_t n = params.size();
+  KILN_CHECK(grads.size() == n && expAvgs.size() == n && expAvgSqs.size() == n &&
+                 steps.size() == n && maxExpAvgSqs.size() == (opts.amsgrad ? n : 0),
+             "adam step: the parameter, gradient and state lists differ in length");
+  std::vector<int64_t> numels(n);
+  for (size_t i = 0; i < n; ++i) {
+    checkParam("adam step", params[i]);
+    checkState("adam step", "grad", grads[i], params[i]);
+    checkState("adam step", "exp_avg", expAvgs[i], params[i]);
+    checkState("adam step", "exp_avg_sq", expAvgSqs[i], params[i]);
+    if (opts.amsgrad)
+      checkState("adam step", "max_exp_avg_sq", maxExpAvgSqs[i], params[i]);
+    numels[i] = params[i].numel();
+  }
+  std::vector<AdamScalars<float>> f32;
+  std::vector<AdamScalars<double>> f64;
+  for (size_t i = 0; i < n; ++i) {
+    f32.emplace_back(opts, steps[i]);
+    f64.emplace_back(opts, steps[i]);
+  }
+  parallelOverGroup(numels, [&](size_t i, int64_t begin, int64_t end) {
+    dispatchParam(params[i], [&]<typename T>() {
+      const AdamScalars<T> &c = [&]() -> const AdamScalars<T> & {
+        if constexpr (std::is_same_v<T, float>)
+          return f32[i];
+        else
+          return f64[i];
+      }();
+      adamChunk<T>(params[i].data<T>(), grads[i].data<T>(), expAvgs[i].data<T>(),
+                   expAvgSqs[i].data<T>(), opts.amsgrad ? maxExpAvgSqs[i].data<T>() : nullptr,
+                   begin, end, opts, c);
+    });
+  });
+  for (size_t i = 0; i < n; ++i) {
+    for (Tensor *t : {&params[i], &expAvgs[i], &expAvgSqs[i]})
+      t->bumpVersion();
+    if (opts.amsgrad)
+      maxExpAvgSqs[i].bumpVersion();
+  }
+}
+
+void sgdMultiStep_(std::span<Tensor> params, std::span<const Tensor> grads, std::span<Tensor> bufs,
+                   std::span<const uint8_t> firstStep, const SgdOptions &opts) {
+  const size_t n = params.size();
+  const bool momentum = opts.momentum != 0;
+  KILN_CHECK(grads.size() == n && bufs.size() == n && firstStep.size() == n,
+             "sgd step: the parameter, gradient and buffer lists differ in length");
+  std::vector<int64_t> numels(n);
+  for (size_t i = 0; i < n; ++i) {
+    checkParam("sgd step", params[i]);
+    checkState("sgd step", "grad", grads[i], params[i]);
+    if (momentum)
+      checkState("sgd step", "momentum_buffer", bufs[i], params[i]);
+    numels[i] = params[i].numel();
+  }
+  parallelOverGroup(numels, [&](size_t i, int64_t begin, int64_t end) {
+    dispatchParam(params[i], [&]<typename T>() {
+      sgdChunk<T>(params[i].data<T>(), grads[i].data<T>(), momentum ? bufs[i].data<T>() : nullptr,
+                  begin, end, firstStep[i] != 0, opts);
+    });
+  });
+  for (size_t i = 0; i < n; ++i) {
+    params[i].bumpVersion();
+    if (momentum)
+      bufs[i].bumpVersion();
+  }
 }
 
 } // namespace kiln::ops

@@ -1,9 +1,12 @@
 #pragma once
-/// Optimizer updates in one pass over each parameter (the `foreach`/`fused` paths of
+/// Optimizer updates of a whole parameter group in one pass (the `foreach`/`fused` paths of
 /// kiln.optim): every state tensor is read and written once per element, where the
-/// single-tensor formulation makes a temporary per operation.
+/// single-tensor formulation makes a temporary per operation, and the group's elements are
+/// one parallel loop (one dispatch per step, not one per parameter).
 
 #include "runtime/tensor.h"
+
+#include <span>
 
 namespace kiln::ops {
 
@@ -13,10 +16,26 @@ struct AdamOptions {
   bool amsgrad = false, maximize = false;
 };
 
-/// One Adam/AdamW step of `param` in place, `step` being the step count after this update
-/// (1 for the first). param, grad, expAvg, expAvgSq (and maxExpAvgSq with amsgrad) must be
-/// contiguous CPU tensors of one floating dtype and shape.
-void adamStep_(Tensor &param, const Tensor &grad, Tensor &expAvg, Tensor &expAvgSq,
-               Tensor &maxExpAvgSq, double step, const AdamOptions &opts);
+/// One Adam/AdamW step of every parameter in place, steps[i] being parameter i's step count
+/// after this update (1 for the first). Each parameter, its grad, expAvg, expAvgSq (and
+/// maxExpAvgSq with amsgrad; else the span is empty) must be contiguous CPU tensors of one
+/// floating dtype and shape.
+void adamMultiStep_(std::span<Tensor> params, std::span<const Tensor> grads,
+                    std::span<Tensor> expAvgs, std::span<Tensor> expAvgSqs,
+                    std::span<Tensor> maxExpAvgSqs, std::span<const double> steps,
+                    const AdamOptions &opts);
+
+struct SgdOptions {
+  double lr = 1e-3, momentum = 0, dampening = 0, weightDecay = 0;
+  bool nesterov = false, maximize = false;
+};
+
+/// One SGD step of every parameter in place (torch.optim.SGD's update: weight decay, then the
+/// momentum buffer, Nesterov, maximize), rounding as torch's single-tensor update does. With
+/// momentum, bufs[i] is parameter i's buffer: written with the (decayed) gradient where
+/// firstStep[i], updated otherwise. Parameters, grads (and buffers) must be contiguous CPU
+/// tensors of one floating dtype and shape.
+void sgdMultiStep_(std::span<Tensor> params, std::span<const Tensor> grads, std::span<Tensor> bufs,
+                   std::span<const uint8_t> firstStep, const SgdOptions &opts);
 
 } // namespace kiln::ops

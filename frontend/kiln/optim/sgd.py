@@ -1,9 +1,13 @@
 """kiln.optim.SGD: stochastic gradient descent with momentum, dampening, Nesterov momentum,
 weight decay and maximize (torch.optim.SGD).
 
-The update follows torch's single-tensor implementation op for op, so float results round
-the same way: ``g += wd * p``; ``buf = g`` on the first step, else ``buf = momentum * buf +
+The update: ``g += wd * p``; ``buf = g`` on the first step, else ``buf = momentum * buf +
 (1 - dampening) * g``; ``g = g + momentum * buf`` (Nesterov) or ``g = buf``; ``p -= lr * g``.
+By default (``foreach=None``), and with ``foreach=True`` or ``fused=True``, a parameter group's
+dense float32/float64 parameters update in one C++ call (``kiln._C._sgd_multi_step_``: one pass
+over each parameter, reading and writing every tensor once). ``foreach=False`` (and
+``differentiable=True``) run torch's single-tensor implementation op for op, so float results
+round as torch's do.
 """
 
 from __future__ import annotations
@@ -22,9 +26,8 @@ __all__ = ["SGD"]
 class SGD(Optimizer):
     """Stochastic gradient descent, optionally with (Nesterov) momentum.
 
-    ``foreach`` and ``fused`` are accepted for torch compatibility; every choice runs the
-    same per-parameter update (torch's for-loop one), which is also what torch runs on CPU
-    unless asked for its fused kernel.
+    ``foreach=False`` is torch's for-loop update, bit for bit; the default, ``foreach=True``
+    and ``fused=True`` run the same update fused per group (see the module docstring).
     """
 
     def __init__(
@@ -86,14 +89,41 @@ class SGD(Optimizer):
                 loss = closure()
         for group in self.param_groups:
             momentum = group["momentum"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
+            params = _group_update([p for p in group["params"] if p.grad is not None], group,
+                                   self.state)  # fmt: skip
+            for p in params:
                 buf = self.state[p].get("momentum_buffer") if momentum != 0 else None
                 buf = _sgd_update(p, p.grad, buf, group)
                 if momentum != 0:
                     self.state[p]["momentum_buffer"] = buf
         return loss
+
+
+def _fusable(p, buf) -> bool:
+    tensors = [p, p.grad] + ([buf] if buf is not None else [])
+    return p.dtype in (kiln.float32, kiln.float64) and all(
+        t.device.type == "cpu" and t.is_contiguous() and t.dtype == p.dtype for t in tensors)
+
+
+def _group_update(params, group, state):
+    """The fused step of every eligible parameter of the group in one C++ call; returns the
+    parameters left to the single-tensor update."""
+    if group["foreach"] is False or group["differentiable"] or isinstance(group["lr"],
+                                                                          kiln.Tensor):
+        return params
+    momentum = group["momentum"]
+    bufs = {id(p): state[p].get("momentum_buffer") if momentum != 0 else None for p in params}
+    fused = [p for p in params if _fusable(p, bufs[id(p)])]
+    if fused:
+        new = kiln._C._sgd_multi_step_(
+            fused, [p.grad for p in fused], [bufs[id(p)] for p in fused], float(group["lr"]),
+            float(momentum), float(group["dampening"]), float(group["weight_decay"]),
+            bool(group["nesterov"]), bool(group["maximize"]))  # fmt: skip
+        if momentum != 0:
+            for p, buf in zip(fused, new, strict=True):
+                state[p]["momentum_buffer"] = buf
+    taken = {id(p) for p in fused}
+    return [p for p in params if id(p) not in taken]
 
 
 def _sgd_update(param, grad, buf, group):

@@ -32,6 +32,8 @@ CONFIGS = [
     ("SGD", {"lr": 0.05, "momentum": 0.8, "nesterov": True}),
     ("SGD", {"lr": 0.1, "weight_decay": 0.01, "maximize": True}),
     ("SGD", {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 0.1}),
+    ("SGD", {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.1, "foreach": False}),
+    ("SGD", {"lr": 0.05, "momentum": 0.7, "dampening": 0.2, "fused": True}),
     ("Adam", {"lr": 1e-2}),
     ("Adam", {"lr": 1e-2, "betas": (0.8, 0.99), "eps": 1e-6}),
     ("Adam", {"lr": 1e-2, "weight_decay": 0.1}),
@@ -302,3 +304,22 @@ def test_training_loop_with_backward_matches_torch():
     for kp, tp in zip(knet.parameters(), tnet.parameters(), strict=True):
         # Forward/backward kernels round differently from torch's (an ulp or so per op).
         np.testing.assert_allclose(to_numpy(kp), to_numpy(tp), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs,fused", [({}, True), ({"foreach": True}, True),
+                                          ({"fused": True}, True), ({"foreach": False}, False)])
+def test_sgd_group_update_runs_in_one_call(monkeypatch, kwargs, fused):
+    """The default, foreach=True and fused=True update every dense parameter of a group in one
+    C++ call per step, bit for bit torch's single-tensor result; foreach=False keeps torch's
+    per-parameter ops."""
+    calls = []
+    real = kiln._C._sgd_multi_step_
+    monkeypatch.setattr(kiln._C, "_sgd_multi_step_",
+                        lambda params, *a: calls.append(len(params)) or real(params, *a))
+    tparams, kparams = make_params("float32")
+    topt, kopt = build("SGD", {"lr": 0.1, "momentum": 0.9, **kwargs}, tparams, kparams)
+    run_steps(topt, kopt, tparams, kparams, np.random.default_rng(7), steps=3)
+    assert calls == ([len(kparams)] * 3 if fused else [])
+    if not kwargs.get("fused"):  # torch's own fused kernel rounds otherwise
+        for kp, tp in zip(kparams, tparams, strict=True):  # kiln's pass rounds as torch's ops
+            np.testing.assert_array_equal(to_numpy(kp), to_numpy(tp))
