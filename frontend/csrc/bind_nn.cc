@@ -223,6 +223,58 @@ void bindNN(py::module_ &m) {
       py::arg("params"), py::arg("grads"), py::arg("momentum_buffers"), py::arg("lr"),
       py::arg("momentum"), py::arg("dampening"), py::arg("weight_decay"), py::arg("nesterov"),
       py::arg("maximize"));
+  // RMSprop's and Adagrad's foreach update over a parameter group in one call; each
+  // parameter's step counter (a 0-d tensor) is incremented once the update is done.
+  auto countSteps = [](const std::vector<Tensor> &steps) {
+    std::vector<double> counts;
+    for (const Tensor &s : steps)
+      counts.push_back(s.item().toDouble() + 1);
+    return counts;
+  };
+  auto storeSteps = [](std::vector<Tensor> &steps, const std::vector<double> &counts) {
+    for (size_t i = 0; i < steps.size(); ++i)
+      steps[i].fill_(Scalar(counts[i]));
+  };
+  m.def(
+      "_rmsprop_multi_step_",
+      [=](std::vector<Tensor> params, const std::vector<Tensor> &grads,
+          std::vector<Tensor> squareAvgs, std::optional<std::vector<Tensor>> gradAvgs,
+          std::optional<std::vector<Tensor>> bufs, std::vector<Tensor> steps, double lr,
+          double alpha, double eps, double weightDecay, double momentum, bool centered,
+          bool maximize) {
+        KILN_CHECK(steps.size() == params.size(),
+                   "rmsprop step: the parameter and step lists differ in length");
+        ops::RmspropOptions o{lr, alpha, eps, weightDecay, momentum, centered, maximize};
+        std::vector<double> counts = countSteps(steps);
+        std::vector<Tensor> avgs = gradAvgs.value_or(std::vector<Tensor>{}),
+                            buffers = bufs.value_or(std::vector<Tensor>{});
+        {
+          py::gil_scoped_release release;
+          ops::rmspropMultiStep_(params, grads, squareAvgs, avgs, buffers, o);
+        }
+        storeSteps(steps, counts);
+      },
+      py::arg("params"), py::arg("grads"), py::arg("square_avgs"), py::arg("grad_avgs"),
+      py::arg("momentum_buffers"), py::arg("steps"), py::arg("lr"), py::arg("alpha"),
+      py::arg("eps"), py::arg("weight_decay"), py::arg("momentum"), py::arg("centered"),
+      py::arg("maximize"));
+  m.def(
+      "_adagrad_multi_step_",
+      [=](std::vector<Tensor> params, const std::vector<Tensor> &grads, std::vector<Tensor> sums,
+          std::vector<Tensor> steps, double lr, double lrDecay, double eps, double weightDecay,
+          bool maximize) {
+        KILN_CHECK(steps.size() == params.size(),
+                   "adagrad step: the parameter and step lists differ in length");
+        ops::AdagradOptions o{lr, lrDecay, eps, weightDecay, maximize};
+        std::vector<double> counts = countSteps(steps);
+        {
+          py::gil_scoped_release release;
+          ops::adagradMultiStep_(params, grads, sums, counts, o);
+        }
+        storeSteps(steps, counts);
+      },
+      py::arg("params"), py::arg("grads"), py::arg("sums"), py::arg("steps"), py::arg("lr"),
+      py::arg("lr_decay"), py::arg("eps"), py::arg("weight_decay"), py::arg("maximize"));
   bindNorms(m);
   bindAttention(m);
   bindLosses(m);

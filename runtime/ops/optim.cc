@@ -154,6 +154,107 @@ void sgdChunk(T *p, const T *g, T *b, int64_t begin, int64_t end, bool first, co
     withDecay.template operator()<false>();
 }
 
+/// One element range of the RMSprop update (torch's single-tensor order: addcmul as one fma of
+/// value * t1 and t2, lerp by torch's two-sided formula, addcdiv as a product then a quotient).
+template <typename T, bool Maximize, bool Decay, bool Centered, bool Momentum>
+void rmspropRange(T *__restrict p, const T *__restrict g, T *__restrict sq, T *__restrict ga,
+                  T *__restrict b, int64_t begin, int64_t end, T wd, T alpha, T keep, T eps,
+                  T momentum, T negLr) {
+  for (int64_t i = begin; i < end; ++i) {
+    T grad = Maximize ? -g[i] : g[i];
+    if constexpr (Decay)
+      grad = std::fma(p[i], wd, grad);
+    T s = std::fma(keep * grad, grad, sq[i] * alpha);
+    sq[i] = s;
+    T avg;
+    if constexpr (Centered) {
+      T x = ga[i];
+      T a = std::abs(keep) < T(0.5) ? x + keep * (grad - x) : grad - (grad - x) * (T(1) - keep);
+      ga[i] = a;
+      avg = std::sqrt(std::fma(-a, a, s));
+    } else {
+      avg = std::sqrt(s);
+    }
+    avg = avg + eps;
+    if constexpr (Momentum) {
+      T bi = std::fma(b[i], momentum, T(-0.0)) + grad / avg; // torch's mul_ rounds on its own
+      b[i] = bi;
+      p[i] = std::fma(bi, negLr, p[i]);
+    } else {
+      p[i] = p[i] + grad * negLr / avg;
+    }
+  }
+}
+
+template <typename T>
+void rmspropChunk(T *p, const T *g, T *sq, T *ga, T *b, int64_t begin, int64_t end,
+                  const RmspropOptions &o) {
+  const T wd = static_cast<T>(o.weightDecay), alpha = static_cast<T>(o.alpha);
+  const T keep = static_cast<T>(1.0 - o.alpha), eps = static_cast<T>(o.eps);
+  const T momentum = static_cast<T>(o.momentum), negLr = static_cast<T>(-o.lr);
+  auto run = [&]<bool Mx, bool Dc, bool Ce, bool Mo>() {
+    rmspropRange<T, Mx, Dc, Ce, Mo>(p, g, sq, ga, b, begin, end, wd, alpha, keep, eps, momentum,
+                                    negLr);
+  };
+  auto withMomentum = [&]<bool Mx, bool Dc, bool Ce>() {
+    if (o.momentum > 0)
+      run.template operator()<Mx, Dc, Ce, true>();
+    else
+      run.template operator()<Mx, Dc, Ce, false>();
+  };
+  auto withCentered = [&]<bool Mx, bool Dc>() {
+    if (o.centered)
+      withMomentum.template operator()<Mx, Dc, true>();
+    else
+      withMomentum.template operator()<Mx, Dc, false>();
+  };
+  auto withDecay = [&]<bool Mx>() {
+    if (o.weightDecay != 0)
+      withCentered.template operator()<Mx, true>();
+    else
+      withCentered.template operator()<Mx, false>();
+  };
+  if (o.maximize)
+    withDecay.template operator()<true>();
+  else
+    withDecay.template operator()<false>();
+}
+
+/// One element range of the Adagrad update: the sum gains grad^2 (one fma), then
+/// p += (grad * -clr) / (sqrt(sum) + eps).
+template <typename T, bool Maximize, bool Decay>
+void adagradRange(T *__restrict p, const T *__restrict g, T *__restrict sum, int64_t begin,
+                  int64_t end, T wd, T eps, T negClr) {
+  for (int64_t i = begin; i < end; ++i) {
+    T grad = Maximize ? -g[i] : g[i];
+    if constexpr (Decay)
+      grad = std::fma(p[i], wd, grad);
+    T s = std::fma(grad, grad, sum[i]);
+    sum[i] = s;
+    p[i] = p[i] + grad * negClr / (std::sqrt(s) + eps);
+  }
+}
+
+template <typename T>
+void adagradChunk(T *p, const T *g, T *sum, int64_t begin, int64_t end, double step,
+                  const AdagradOptions &o) {
+  const T wd = static_cast<T>(o.weightDecay), eps = static_cast<T>(o.eps);
+  const T negClr = static_cast<T>(-(o.lr / (1 + (step - 1) * o.lrDecay)));
+  auto run = [&]<bool Mx, bool Dc>() {
+    adagradRange<T, Mx, Dc>(p, g, sum, begin, end, wd, eps, negClr);
+  };
+  auto withDecay = [&]<bool Mx>() {
+    if (o.weightDecay != 0)
+      run.template operator()<Mx, true>();
+    else
+      run.template operator()<Mx, false>();
+  };
+  if (o.maximize)
+    withDecay.template operator()<true>();
+  else
+    withDecay.template operator()<false>();
+}
+
 void checkState(const char *who, const char *name, const Tensor &t, const Tensor &param) {
   KILN_CHECK(t.defined() && t.isCpu() && t.isContiguous() && t.dtype() == param.dtype() &&
                  t.sizes() == param.sizes(),
@@ -250,6 +351,67 @@ void sgdMultiStep_(std::span<Tensor> params, std::span<const Tensor> grads, std:
     params[i].bumpVersion();
     if (momentum)
       bufs[i].bumpVersion();
+  }
+}
+
+void rmspropMultiStep_(std::span<Tensor> params, std::span<const Tensor> grads,
+                       std::span<Tensor> squareAvgs, std::span<Tensor> gradAvgs,
+                       std::span<Tensor> bufs, const RmspropOptions &opts) {
+  const size_t n = params.size();
+  const bool momentum = opts.momentum > 0;
+  KILN_CHECK(grads.size() == n && squareAvgs.size() == n &&
+                 gradAvgs.size() == (opts.centered ? n : 0) && bufs.size() == (momentum ? n : 0),
+             "rmsprop step: the parameter, gradient and state lists differ in length");
+  std::vector<int64_t> numels(n);
+  for (size_t i = 0; i < n; ++i) {
+    checkParam("rmsprop step", params[i]);
+    checkState("rmsprop step", "grad", grads[i], params[i]);
+    checkState("rmsprop step", "square_avg", squareAvgs[i], params[i]);
+    if (opts.centered)
+      checkState("rmsprop step", "grad_avg", gradAvgs[i], params[i]);
+    if (momentum)
+      checkState("rmsprop step", "momentum_buffer", bufs[i], params[i]);
+    numels[i] = params[i].numel();
+  }
+  parallelOverGroup(numels, [&](size_t i, int64_t begin, int64_t end) {
+    dispatchParam(params[i], [&]<typename T>() {
+      rmspropChunk<T>(params[i].data<T>(), grads[i].data<T>(), squareAvgs[i].data<T>(),
+                      opts.centered ? gradAvgs[i].data<T>() : nullptr,
+                      momentum ? bufs[i].data<T>() : nullptr, begin, end, opts);
+    });
+  });
+  for (size_t i = 0; i < n; ++i) {
+    params[i].bumpVersion();
+    squareAvgs[i].bumpVersion();
+    if (opts.centered)
+      gradAvgs[i].bumpVersion();
+    if (momentum)
+      bufs[i].bumpVersion();
+  }
+}
+
+void adagradMultiStep_(std::span<Tensor> params, std::span<const Tensor> grads,
+                       std::span<Tensor> sums, std::span<const double> steps,
+                       const AdagradOptions &opts) {
+  const size_t n = params.size();
+  KILN_CHECK(grads.size() == n && sums.size() == n && steps.size() == n,
+             "adagrad step: the parameter, gradient and state lists differ in length");
+  std::vector<int64_t> numels(n);
+  for (size_t i = 0; i < n; ++i) {
+    checkParam("adagrad step", params[i]);
+    checkState("adagrad step", "grad", grads[i], params[i]);
+    checkState("adagrad step", "sum", sums[i], params[i]);
+    numels[i] = params[i].numel();
+  }
+  parallelOverGroup(numels, [&](size_t i, int64_t begin, int64_t end) {
+    dispatchParam(params[i], [&]<typename T>() {
+      adagradChunk<T>(params[i].data<T>(), grads[i].data<T>(), sums[i].data<T>(), begin, end,
+                      steps[i], opts);
+    });
+  });
+  for (size_t i = 0; i < n; ++i) {
+    params[i].bumpVersion();
+    sums[i].bumpVersion();
   }
 }
 

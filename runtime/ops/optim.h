@@ -38,4 +38,27 @@ struct SgdOptions {
 void sgdMultiStep_(std::span<Tensor> params, std::span<const Tensor> grads, std::span<Tensor> bufs,
                    std::span<const uint8_t> firstStep, const SgdOptions &opts);
 
+struct RmspropOptions {
+  double lr = 1e-2, alpha = 0.99, eps = 1e-8, weightDecay = 0, momentum = 0;
+  bool centered = false, maximize = false;
+};
+
+/// One RMSprop step of every parameter in place (torch.optim.RMSprop's update), rounding as
+/// torch's single-tensor update does. gradAvgs (centered) and bufs (momentum > 0) are empty
+/// when the option is off.
+void rmspropMultiStep_(std::span<Tensor> params, std::span<const Tensor> grads,
+                       std::span<Tensor> squareAvgs, std::span<Tensor> gradAvgs,
+                       std::span<Tensor> bufs, const RmspropOptions &opts);
+
+struct AdagradOptions {
+  double lr = 1e-2, lrDecay = 0, eps = 1e-10, weightDecay = 0;
+  bool maximize = false;
+};
+
+/// One Adagrad step of every parameter in place, steps[i] being parameter i's step count after
+/// this update (it scales the learning rate by 1 / (1 + (step - 1) lr_decay)).
+void adagradMultiStep_(std::span<Tensor> params, std::span<const Tensor> grads,
+                       std::span<Tensor> sums, std::span<const double> steps,
+                       const AdagradOptions &opts);
+
 } // namespace kiln::ops

@@ -1,6 +1,9 @@
 """kiln.optim.Adagrad (torch.optim.Adagrad), dense gradients.
 
-Follows torch's single-tensor update op for op:
+By default (``foreach=None``) and with ``foreach=True`` or ``fused=True``, a group's dense
+float32/float64 parameters update in one C++ call (``kiln._C._adagrad_multi_step_``), rounding
+as the single-tensor update does; ``foreach=False`` and ``differentiable=True`` follow torch's
+single-tensor update op for op:
 
     clr = lr / (1 + (t - 1) * lr_decay);  sum += g * g;  p += (-clr * g) / (sqrt(sum) + eps)
 
@@ -17,6 +20,7 @@ from kiln.optim.optimizer import (
     Optimizer,
     _check_tensor_hyper,
     _get_value,
+    _group_step_pairs,
     _new_step,
     _to_scalar,
     _use_grad_for_differentiable,
@@ -26,7 +30,7 @@ __all__ = ["Adagrad"]
 
 
 class Adagrad(Optimizer):
-    """Adagrad; ``foreach`` and ``fused`` are accepted and run the same update."""
+    """Adagrad (see the module docstring for which update each option runs)."""
 
     def __init__(
         self,
@@ -106,7 +110,19 @@ class Adagrad(Optimizer):
     @_use_grad_for_differentiable
     def step(self, closure=None):
         """Performs one Adagrad update of every parameter that has a gradient."""
-        return self._step_each(closure, _adagrad_update)
+        return self._step_each(closure, _adagrad_update, _group_update)
+
+
+def _group_update(pairs, group):
+    """The default / foreach / fused step of the group's dense parameters in one C++ call
+    (kiln._C._adagrad_multi_step_); returns the pairs left to the single-tensor update."""
+    taken, rest = _group_step_pairs(pairs, group, ["sum"])
+    if taken:
+        kiln._C._adagrad_multi_step_(
+            [p for p, _ in taken], [p.grad for p, _ in taken], [s["sum"] for _, s in taken],
+            [s["step"] for _, s in taken], float(group["lr"]), float(group["lr_decay"]),
+            float(group["eps"]), float(group["weight_decay"]), bool(group["maximize"]))
+    return rest
 
 
 def _adagrad_update(param, grad, state, group):

@@ -93,6 +93,23 @@ def _deep_copy(value):
     return deepcopy(value)
 
 
+def _group_step_pairs(pairs, group, state_keys):
+    """The (param, state) pairs a C++ group update can take: the group asks for no
+    single-tensor update (``foreach`` not False, not differentiable, lr a number) and the
+    parameter, its gradient and its `state_keys` tensors are dense float32/float64 CPU tensors
+    of one dtype. Returns (taken, rest)."""
+    if group["foreach"] is False or group.get("differentiable") or isinstance(group["lr"],
+                                                                              kiln.Tensor):
+        return [], pairs
+    taken, rest = [], []
+    for p, s in pairs:
+        tensors = [p, p.grad] + [s[k] for k in state_keys]
+        ok = p.dtype in (kiln.float32, kiln.float64) and all(
+            t.device.type == "cpu" and t.is_contiguous() and t.dtype == p.dtype for t in tensors)
+        (taken if ok else rest).append((p, s))
+    return taken, rest
+
+
 def _use_grad_for_differentiable(func):
     """Runs ``step`` with grad mode set to the ``differentiable`` default (off unless the
     caller wants to differentiate through the update), restoring the caller's mode after."""

@@ -1,6 +1,9 @@
 """kiln.optim.RMSprop (torch.optim.RMSprop): centered and momentum variants included.
 
-Follows torch's single-tensor update op for op:
+By default (``foreach=None``) and with ``foreach=True``, a group's dense float32/float64
+parameters update in one C++ call (``kiln._C._rmsprop_multi_step_``), rounding as the
+single-tensor update does; ``foreach=False`` and ``differentiable=True`` follow torch's
+single-tensor update op for op:
 
     v = alpha * v + (1 - alpha) * g * g
     avg = sqrt(v - gavg * gavg) (centered, gavg = lerp(gavg, g, 1 - alpha)) or sqrt(v); += eps
@@ -16,6 +19,7 @@ from kiln.optim.optimizer import (
     Optimizer,
     _check_tensor_hyper,
     _get_value,
+    _group_step_pairs,
     _new_step,
     _to_scalar,
     _use_grad_for_differentiable,
@@ -25,7 +29,7 @@ __all__ = ["RMSprop"]
 
 
 class RMSprop(Optimizer):
-    """RMSprop; ``foreach`` and ``capturable`` are accepted and run the same update."""
+    """RMSprop; ``capturable`` is accepted and runs the same update."""
 
     def __init__(
         self,
@@ -97,7 +101,25 @@ class RMSprop(Optimizer):
     @_use_grad_for_differentiable
     def step(self, closure=None):
         """Performs one RMSprop update of every parameter that has a gradient."""
-        return self._step_each(closure, _rmsprop_update)
+        return self._step_each(closure, _rmsprop_update, _group_update)
+
+
+def _group_update(pairs, group):
+    """The default / foreach step of the group's dense parameters in one C++ call
+    (kiln._C._rmsprop_multi_step_); returns the pairs left to the single-tensor update."""
+    keys = ["square_avg"] + (["grad_avg"] if group["centered"] else []) + (
+        ["momentum_buffer"] if group["momentum"] > 0 else [])
+    taken, rest = _group_step_pairs(pairs, group, keys)
+    if taken:
+        states = [s for _, s in taken]
+        kiln._C._rmsprop_multi_step_(
+            [p for p, _ in taken], [p.grad for p, _ in taken], [s["square_avg"] for s in states],
+            [s["grad_avg"] for s in states] if group["centered"] else None,
+            [s["momentum_buffer"] for s in states] if group["momentum"] > 0 else None,
+            [s["step"] for s in states], float(group["lr"]), float(group["alpha"]),
+            float(group["eps"]), float(group["weight_decay"]), float(group["momentum"]),
+            bool(group["centered"]), bool(group["maximize"]))  # fmt: skip
+    return rest
 
 
 def _rmsprop_update(param, grad, state, group):
