@@ -244,6 +244,12 @@ def _interpolate(w, node, a):
         if any(type(s) not in (int, float) or i * s != o for i, s, o in zip(ins, scales, out,
                                                                              strict=True)):
             raise Decline("a scale_factor that is not exactly output / input")
+    _emit_upsample(w, node, x, out, a)
+
+
+def _emit_upsample(w, node, x, out, a) -> None:
+    """The upsample extern of `out` (ints or SymInt texts) for the nearest and linear modes."""
+    mode = a["mode"]
     if mode.startswith("nearest"):
         attrs = {"output_size": out, **({"exact": True} if mode == "nearest-exact" else {})}
         w.emit_node(node, "upsample_nearest", [x], attrs)
@@ -269,12 +275,7 @@ def _symbolic_upsample(w, node, x, a):
             raise Decline("interpolate of symbolic spatial sizes by a fractional scale_factor")
         out = [w.canonical(f"({s})*{int(f)}") for s, f in zip(x.type.sizes[2:], scales,
                                                                strict=True)]  # fmt: skip
-    if mode.startswith("nearest"):
-        attrs = {"output_size": out, **({"exact": True} if mode == "nearest-exact" else {})}
-        w.emit_node(node, "upsample_nearest", [x], attrs)
-        return
-    attrs = {"output_size": out, **({"align_corners": True} if a["align_corners"] else {})}
-    w.emit_node(node, "upsample_linear", [x], attrs)
+    _emit_upsample(w, node, x, out, a)
 
 
 def _bicubic(w, node, x, out, a):
