@@ -20,7 +20,7 @@ void expectState(const Node &n, int i) {
 
 bool isRandomOp(OpKind op) {
   return op == OpKind::PhiloxState || op == OpKind::Dropout || op == OpKind::Rand ||
-         op == OpKind::Randn;
+         op == OpKind::Randn || op == OpKind::Bernoulli;
 }
 
 TensorMeta randomType(const Node &n) {
@@ -41,10 +41,14 @@ TensorMeta randomType(const Node &n) {
       ruleFails("dropout: expected a floating point input, got {}", dtypeShortName(in.dtype));
     return TensorMeta::contiguous(in.dtype, in.sizes, in.device);
   }
-  default: { // rand, randn
+  default: { // rand, randn, bernoulli
     expectState(n, 0);
     DType dtype = n.attr("dtype")->toDType();
-    if (!isFloating(dtype))
+    if (n.op() == OpKind::Bernoulli) {
+      double p = n.attr("p")->toDouble();
+      if (!(p >= 0.0 && p <= 1.0))
+        ruleFails("bernoulli_ expects p to be in [0, 1], but got p={}", p);
+    } else if (!isFloating(dtype))
       ruleFails("{}: not implemented for {} (expected a floating point dtype)", n.keyword(),
                 dtypeShortName(dtype));
     std::vector<SymInt> sizes = n.attr("size")->toSymInts();

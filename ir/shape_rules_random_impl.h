@@ -1,6 +1,6 @@
 #pragma once
 // Private to the verifier and the shape rules: the result types of the random ops (philox_state,
-// dropout, rand, randn), computed and checked in shape_rules_random.cc.
+// dropout, rand, randn, bernoulli), computed and checked in shape_rules_random.cc.
 
 #include "ir/graph.h"
 #include "ir/shape_rules.h"

@@ -40,12 +40,19 @@ Val bits53(Ops &ops, std::pair<Val, Val> words) {
          ops.floorDiv(words.second, ops.constant(int64_t{1} << 11, DType::Int64));
 }
 
+/// Whether element `i`'s 53-bit uniform u is below `p`: u * 2^-53 < p, that is
+/// u < ceil(p * 2^53) (the product is exact).
+Val drawsBelow(Ops &ops, BufferId state, const IndexExpr &element, double p) {
+  auto threshold = static_cast<int64_t>(std::ceil(std::ldexp(p, 53)));
+  return ops.lt(bits53(ops, philoxPair(ops, state, element, 0)),
+                ops.constant(threshold, DType::Int64));
+}
+
 /// dropout: input * (kept ? 1 / (1 - p) : 0). Element i is kept when its 53-bit uniform u
 /// satisfies u * 2^-53 < 1 - p, that is u < ceil((1 - p) * 2^53) (the product is exact).
 void lowerDropout(LowerContext &ctx, const ir::Node &n) {
   const ir::TensorMeta &out = n.result(0)->meta();
   double p = n.attr("p")->toDouble(), keep = 1.0 - p;
-  auto threshold = static_cast<int64_t>(std::ceil(std::ldexp(keep, 53)));
   double scale = p < 1.0 ? 1.0 / keep : 0.0;
   if (out.dtype != DType::Float64) // eager rounds the scale to float, then to the dtype
     scale = static_cast<float>(scale);
@@ -54,8 +61,7 @@ void lowerDropout(LowerContext &ctx, const ir::Node &n) {
   DType dtype = out.dtype;
   const ir::Value *input = n.operand(0);
   ctx.define(n.result(0), ctx.pointwise(sizes, [&](Ops &ops, Idx i) {
-    Val u = bits53(ops, philoxPair(ops, state, elementIndex(i, sizes), 0));
-    Val mask = ops.where(ops.lt(u, ops.constant(threshold, DType::Int64)),
+    Val mask = ops.where(drawsBelow(ops, state, elementIndex(i, sizes), keep),
                          ops.constant(scale, dtype), ops.constant(0.0, dtype));
     return ctx.read(ops, input, i, sizes, dtype) * mask;
   }));
@@ -80,6 +86,18 @@ void lowerRand(LowerContext &ctx, const ir::Node &n) {
     Val top = ops.floorDiv(words.first, ops.constant(int64_t{1} << (32 - bits), DType::Int64));
     Val u = ops.cast(top, DType::Float32) * ops.constant(std::ldexp(1.0, -bits), DType::Float32);
     return ops.cast(u, dtype);
+  }));
+}
+
+/// bernoulli: 1 where the element's uniform is below p, else 0, in the node's dtype.
+void lowerBernoulli(LowerContext &ctx, const ir::Node &n) {
+  const ir::TensorMeta &out = n.result(0)->meta();
+  BufferId state = ctx.realize(ctx.tensor(n.operand(0)));
+  std::vector<SymInt> sizes = out.sizes;
+  DType dtype = out.dtype;
+  double p = n.attr("p")->toDouble();
+  ctx.define(n.result(0), ctx.pointwise(sizes, [&](Ops &ops, Idx i) {
+    return ops.cast(drawsBelow(ops, state, elementIndex(i, sizes), p), dtype);
   }));
 }
 
@@ -128,6 +146,7 @@ void registerRandom(Registry &r) {
   r.add(OpKind::Dropout, lowerDropout);
   r.add(OpKind::Rand, lowerRand);
   r.add(OpKind::Randn, lowerRandn);
+  r.add(OpKind::Bernoulli, lowerBernoulli);
 }
 
 } // namespace kiln::passes::lower

@@ -255,8 +255,10 @@ class _NoKirValue(Exception):  # noqa: N818 - a signal
 # --- The partitioner -------------------------------------------------------------------------
 
 
-_KERNEL_RANDOM = frozenset({"kiln.nn.functional.dropout", "kiln.dropout", "kiln.rand",
-                            "kiln.rand_like", "kiln.randn", "kiln.randn_like"})
+_KERNEL_RANDOM = frozenset({
+    "kiln.nn.functional.dropout", "kiln.dropout", "kiln.rand", "kiln.rand_like", "kiln.randn",
+    "kiln.randn_like", "kiln.nn.functional.dropout1d", "kiln.nn.functional.dropout2d",
+    "kiln.nn.functional.dropout3d", "kiln.feature_dropout"})
 
 
 def _kernel_random(node: Node) -> bool:

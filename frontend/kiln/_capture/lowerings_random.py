@@ -1,9 +1,11 @@
 """Lowerings of the random ops whose numbers kernels draw themselves: dropout, ``rand``,
-``randn``, ``rand_like`` and ``randn_like``. Each becomes a ``philox_state`` node, which
-reserves the counters eager's op would reserve from the default generator when the program
-runs, and the op over that state, which computes eager's values from (seed, offset + element
-index). So a compiled dropout's mask is the mask eager draws for the same generator state, and
-the generator ends where eager's ends. A call with an explicit ``generator=`` stays eager."""
+``randn``, ``rand_like``, ``randn_like`` and the channel dropouts (``dropout1d/2d/3d``,
+``feature_dropout``: a ``bernoulli`` node with one draw per channel). Each becomes a
+``philox_state`` node, which reserves the counters eager's op would reserve from the default
+generator when the program runs, and the op over that state, which computes eager's values
+from (seed, offset + element index). So a compiled dropout's mask is the mask eager draws for
+the same generator state, and the generator ends where eager's ends. A call with an explicit
+``generator=`` stays eager."""
 
 from __future__ import annotations
 
@@ -56,6 +58,58 @@ def _dropout(w, node, a):
 
 lowering(_s_f_dropout, "kiln.nn.functional.dropout")(_dropout)
 lowering(_s_dropout, "kiln.dropout")(_dropout)
+
+
+def _s_feature_dropout(input, p=0.5, train=True, inplace=False, *, training=None,
+                       generator=None): ...  # fmt: skip
+
+
+def _channel_dropout(batched):
+    """F.dropout1d/2d/3d and kiln.feature_dropout: one Bernoulli draw per channel of
+    (N, C, ...) input (per channel of (C, ...) when unbatched), as eager draws its noise
+    tensor of shape (N, C, 1, ...), then input * noise / (1 - p)."""
+
+    def lower(w, node, a):
+        if "train" in a:  # kiln.feature_dropout(input, p, train, inplace, *, training=None)
+            training = a["train"] if a["training"] is None else a["training"]
+        else:
+            training = a["training"]
+        p = a["p"]
+        if type(training) is not bool or type(p) not in (int, float):
+            raise Decline("dropout with run-time arguments")
+        x = w.tensor(a["input"])
+        if not training or p == 0:
+            w.values[id(node)] = x
+            return
+        if a.get("generator") is not None:
+            raise Decline("dropout with an explicit generator (compiled draws use the default)")
+        sizes = x.type.sizes
+        rank = len(sizes)
+        is_batched = batched(rank)
+        if is_batched is None or rank < (2 if is_batched else 1):
+            raise Decline("channel dropout of this rank (eager raises)")
+        noise_sizes = (sizes[:2] + ["1"] * (rank - 2)) if is_batched else (
+            sizes[:1] + ["1"] * (rank - 1))
+        loc = node.meta.get("loc")
+        state = _state(w, node, noise_sizes)
+        (noise,) = w.emit("bernoulli", [state], {"p": 1.0 - p, "size": noise_sizes,
+                                                 "dtype": x.type.dtype}, loc)  # fmt: skip
+        if p != 1:
+            (noise,) = w.emit("mul", [noise, w.constant(1.0 / (1.0 - p))], {}, loc)
+        if not a["inplace"] or unobserved(node, a["input"]):
+            w.emit_node(node, "mul", [x, noise], {})
+            return
+        (dropped,) = w.emit("mul", [x, noise], {}, loc)
+        w.emit_node(node, "copy_", [x, dropped], {})
+
+    return lower
+
+
+lowering(_s_f_dropout, "kiln.nn.functional.dropout1d")(
+    _channel_dropout(lambda rank: {2: False, 3: True}.get(rank)))
+lowering(_s_f_dropout, "kiln.nn.functional.dropout2d")(_channel_dropout(lambda rank: True))
+lowering(_s_f_dropout, "kiln.nn.functional.dropout3d")(_channel_dropout(lambda rank: rank == 5))
+lowering(_s_feature_dropout, "kiln.feature_dropout")(_channel_dropout(lambda rank: True))
 
 
 def _emit_sample(op: str, w, node, a, sizes: list[str]) -> None:

@@ -232,3 +232,31 @@ def test_randn_is_eagers_box_muller(dtype):
         assert o.dtype == r.dtype
         assert kiln.allclose(o.double(), r.double(), rtol=tol, atol=tol), (o, r)
     one_compiled_part(backend)
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64], ids=str)
+@pytest.mark.parametrize("p", [0.3, 1.0])
+def test_channel_dropout_draws_eagers_channels(dtype, p):
+    """F.dropout1d/2d/3d, nn.Dropout2d and kiln.feature_dropout draw one Bernoulli per channel
+    (eager's (N, C, 1, ...) noise), batched or not, in place or not."""
+    drop2d = nn.Dropout2d(p).train()
+
+    def fn(x1, x2, x3, u1, u3):
+        a = F.dropout1d(x1 * 2, p)
+        b = drop2d(x2) + 1
+        c = F.dropout3d(x3, p, training=True)
+        d = F.dropout1d(u1, p), F.dropout3d(u3, p)  # unbatched: one draw per channel
+        e = kiln.feature_dropout(x2 - 1, p, True)
+        return a, b, c, *d, e
+
+    args = (rand(3, 4, 7, dtype=dtype), rand(2, 5, 3, 3, dtype=dtype),
+            rand(2, 3, 2, 2, 2, dtype=dtype), rand(4, 6, dtype=dtype),
+            rand(3, 2, 2, 2, dtype=dtype))  # fmt: skip
+    one_compiled_part(draws_as_eager(fn, *args))
+
+    def inplace(x):
+        y = x * 3
+        F.dropout2d(y, p, True, True)
+        return y
+
+    one_compiled_part(draws_as_eager(inplace, rand(2, 4, 3, 3, dtype=dtype)))
