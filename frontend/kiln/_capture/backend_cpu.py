@@ -258,7 +258,7 @@ class _NoKirValue(Exception):  # noqa: N818 - a signal
 _KERNEL_RANDOM = frozenset({
     "kiln.nn.functional.dropout", "kiln.dropout", "kiln.rand", "kiln.rand_like", "kiln.randn",
     "kiln.randn_like", "kiln.nn.functional.dropout1d", "kiln.nn.functional.dropout2d",
-    "kiln.nn.functional.dropout3d", "kiln.feature_dropout"})
+    "kiln.nn.functional.dropout3d", "kiln.feature_dropout", "kiln.Tensor.bernoulli_"})
 
 
 def _kernel_random(node: Node) -> bool:
@@ -280,8 +280,9 @@ def _mutates(node: Node) -> bool:
     """Whether a call node is an in-place op: its value is its mutated first operand."""
     if not (node.args and isinstance(node.args[0], Node)):
         return False
-    if _kernel_random(node):  # random, so impure either way: in place only when asked
-        return inplace_flag(node.target, node.args, node.kwargs)
+    if _kernel_random(node):  # random, so impure either way: in place by name or when asked
+        return target_name(node.target).endswith("_") or inplace_flag(node.target, node.args,
+                                                                        node.kwargs)
     return is_impure(node) and not has_effects(node)
 
 

@@ -145,6 +145,11 @@ lowering(_s_filled_like, "kiln.ones_like")(_filled_like(1))
 lowering(_s_new_full, "kiln.Tensor.new_full")(_new_filled(None))
 lowering(_s_new_filled, "kiln.Tensor.new_zeros")(_new_filled(0))
 lowering(_s_new_filled, "kiln.Tensor.new_ones")(_new_filled(1))
+# An empty tensor's contents are unspecified: zeros are one choice (the writes that follow,
+# an in-place sampler or a copy, are what the program reads).
+lowering(_s_filled, "kiln.empty")(_filled(0))
+lowering(_s_filled_like, "kiln.empty_like")(_filled_like(0))
+lowering(_s_new_filled, "kiln.Tensor.new_empty")(_new_filled(0))
 
 
 # --- Splitting -----------------------------------------------------------------------------------

@@ -56,6 +56,26 @@ def _dropout(w, node, a):
     w.emit_node(node, "copy_", [x, dropped], {})
 
 
+def _s_bernoulli_(input, p=0.5, *, generator=None): ...
+
+
+@lowering(_s_bernoulli_, "kiln.Tensor.bernoulli_")
+def _bernoulli_(w, node, a):
+    """``x.bernoulli_(p)`` of a number p (DropPath's ``x.new_empty(shape).bernoulli_(keep)``):
+    1 with probability p, else 0, drawn as eager draws them, written into x."""
+    p = a["p"]
+    if type(p) not in (int, float) or a["generator"] is not None:
+        raise Decline("bernoulli_ of a tensor p, a run-time p or an explicit generator")
+    x = w.tensor(a["input"])
+    state = _state(w, node, x.type.sizes)
+    attrs = {"p": float(p), "size": list(x.type.sizes), "dtype": x.type.dtype}
+    if unobserved(node, a["input"]):
+        w.emit_node(node, "bernoulli", [state], attrs)
+        return
+    (drawn,) = w.emit("bernoulli", [state], attrs, node.meta.get("loc"))
+    w.emit_node(node, "copy_", [x, drawn], {})
+
+
 lowering(_s_f_dropout, "kiln.nn.functional.dropout")(_dropout)
 lowering(_s_dropout, "kiln.dropout")(_dropout)
 

@@ -260,3 +260,33 @@ def test_channel_dropout_draws_eagers_channels(dtype, p):
         return y
 
     one_compiled_part(draws_as_eager(inplace, rand(2, 4, 3, 3, dtype=dtype)))
+
+
+def drop_path(x, drop_prob: float = 0.2, training: bool = True, scale_by_keep: bool = True):
+    """timm's DropPath (stochastic depth), verbatim but for the import."""
+    if drop_prob == 0.0 or not training:
+        return x
+    keep_prob = 1 - drop_prob
+    shape = (x.shape[0],) + (1,) * (x.ndim - 1)
+    random_tensor = x.new_empty(shape).bernoulli_(keep_prob)
+    if keep_prob > 0.0 and scale_by_keep:
+        random_tensor.div_(keep_prob)
+    return x * random_tensor
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64], ids=str)
+def test_drop_path_of_timm_compiles(dtype):
+    """x.new_empty(shape).bernoulli_(keep) then div_ (stochastic depth): one draw per sample,
+    eager's, in the kernel of the residual add; kiln.empty / empty_like lower too."""
+    def block(x, y):
+        return x + drop_path(y * 2, 0.25)
+
+    one_compiled_part(draws_as_eager(block, rand(6, 5, 8, dtype=dtype),
+                                     rand(6, 5, 8, dtype=dtype)))
+
+    def samplers(x):
+        a = kiln.empty(3, 4, dtype=dtype).bernoulli_(0.3)
+        b = kiln.empty_like(x).bernoulli_(0.9) * x
+        return a, b
+
+    one_compiled_part(draws_as_eager(samplers, rand(2, 7, dtype=dtype)))
