@@ -165,27 +165,35 @@ void bindLosses(py::module_ &m) {
 } // namespace
 
 void bindNN(py::module_ &m) {
-  // Adam/AdamW's foreach / fused=True update over a whole parameter group in one call: each
-  // parameter's step counter (a 0-d tensor) is incremented here too.
+  // Each parameter's step counter (a 0-d tensor) of Adam, RMSprop and Adagrad is incremented
+  // once the group's update is done.
+  auto countSteps = [](const std::vector<Tensor> &steps) {
+    std::vector<double> counts;
+    for (const Tensor &s : steps)
+      counts.push_back(s.item().toDouble() + 1);
+    return counts;
+  };
+  auto storeSteps = [](std::vector<Tensor> &steps, const std::vector<double> &counts) {
+    for (size_t i = 0; i < steps.size(); ++i)
+      steps[i].fill_(Scalar(counts[i]));
+  };
+  // Adam/AdamW's foreach / fused=True update over a whole parameter group in one call.
   m.def(
       "_adam_multi_step_",
-      [](std::vector<Tensor> params, const std::vector<Tensor> &grads, std::vector<Tensor> expAvgs,
-         std::vector<Tensor> expAvgSqs, std::optional<std::vector<Tensor>> maxExpAvgSqs,
-         std::vector<Tensor> steps, double lr, double beta1, double beta2, double eps,
-         double weightDecay, bool decoupled, bool amsgrad, bool maximize) {
+      [=](std::vector<Tensor> params, const std::vector<Tensor> &grads, std::vector<Tensor> expAvgs,
+          std::vector<Tensor> expAvgSqs, std::optional<std::vector<Tensor>> maxExpAvgSqs,
+          std::vector<Tensor> steps, double lr, double beta1, double beta2, double eps,
+          double weightDecay, bool decoupled, bool amsgrad, bool maximize) {
         KILN_CHECK(steps.size() == params.size(),
                    "adam step: the parameter and step lists differ in length");
         ops::AdamOptions o{lr, beta1, beta2, eps, weightDecay, decoupled, amsgrad, maximize};
-        std::vector<double> counts;
-        for (const Tensor &s : steps)
-          counts.push_back(s.item().toDouble() + 1);
+        std::vector<double> counts = countSteps(steps);
         std::vector<Tensor> vmax = maxExpAvgSqs.value_or(std::vector<Tensor>{});
         {
           py::gil_scoped_release release;
           ops::adamMultiStep_(params, grads, expAvgs, expAvgSqs, vmax, counts, o);
         }
-        for (size_t i = 0; i < steps.size(); ++i) // counted once the update is done
-          steps[i].fill_(Scalar(counts[i]));
+        storeSteps(steps, counts);
       },
       py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"),
       py::arg("max_exp_avg_sqs"), py::arg("steps"), py::arg("lr"), py::arg("beta1"),
@@ -223,18 +231,8 @@ void bindNN(py::module_ &m) {
       py::arg("params"), py::arg("grads"), py::arg("momentum_buffers"), py::arg("lr"),
       py::arg("momentum"), py::arg("dampening"), py::arg("weight_decay"), py::arg("nesterov"),
       py::arg("maximize"));
-  // RMSprop's and Adagrad's foreach update over a parameter group in one call; each
-  // parameter's step counter (a 0-d tensor) is incremented once the update is done.
-  auto countSteps = [](const std::vector<Tensor> &steps) {
-    std::vector<double> counts;
-    for (const Tensor &s : steps)
-      counts.push_back(s.item().toDouble() + 1);
-    return counts;
-  };
-  auto storeSteps = [](std::vector<Tensor> &steps, const std::vector<double> &counts) {
-    for (size_t i = 0; i < steps.size(); ++i)
-      steps[i].fill_(Scalar(counts[i]));
-  };
+  // RMSprop's and Adagrad's foreach update over a parameter group in one call (step counters
+  // as for Adam).
   m.def(
       "_rmsprop_multi_step_",
       [=](std::vector<Tensor> params, const std::vector<Tensor> &grads,

@@ -1,6 +1,7 @@
 // The random ops: philox_state as an extern node (it reserves the generator's counters when the
-// program runs), dropout and rand as pointwise bodies that compute eager's draws with the
-// `philox` prim from (seed, offset + element index), so they fuse with what surrounds them.
+// program runs), dropout, rand, randn and bernoulli as pointwise bodies that compute eager's
+// draws with the `philox` prim from (seed, offset + element index), so they fuse with what
+// surrounds them.
 
 #include "passes/lower/lower_context.h"
 
@@ -25,27 +26,38 @@ IndexExpr elementIndex(Idx i, const std::vector<SymInt> &sizes) {
   return ir::loop::flatIndex(i, ir::TensorMeta::contiguous(DType::Float32, sizes).strides);
 }
 
-/// Words `first` and `first + 1` of element `i`'s Philox block under the state
-/// (seed, offset) of buffer `state`.
-std::pair<Val, Val> philoxPair(Ops &ops, BufferId state, const IndexExpr &element, int first) {
+/// Word `select` of the Philox block at counter offset + `block`, under the (seed, offset)
+/// that buffer `state` holds.
+Val philoxWord(Ops &ops, BufferId state, const IndexExpr &block, Val select) {
   Val seed = ops.load(state, {IndexExpr(0)}), offset = ops.load(state, {IndexExpr(1)});
-  Val counter = offset + ops.indexValue(element);
-  return {ops.philox(seed, counter, ops.constant(first, DType::Int64)),
-          ops.philox(seed, counter, ops.constant(first + 1, DType::Int64))};
+  return ops.philox(seed, offset + ops.indexValue(block), select);
 }
 
-/// 53 random bits (r0 << 32 | r1) >> 11 as an i64: uniformDouble's numerator.
-Val bits53(Ops &ops, std::pair<Val, Val> words) {
-  return words.first * ops.constant(int64_t{1} << 21, DType::Int64) +
-         ops.floorDiv(words.second, ops.constant(int64_t{1} << 11, DType::Int64));
+/// 53 random bits (w[first] << 32 | w[first + 1]) >> 11 of block `block` as an i64:
+/// uniformDouble's numerator.
+Val bits53(Ops &ops, BufferId state, const IndexExpr &block, int first) {
+  Val hi = philoxWord(ops, state, block, ops.constant(first, DType::Int64));
+  Val lo = philoxWord(ops, state, block, ops.constant(first + 1, DType::Int64));
+  return hi * ops.constant(int64_t{1} << 21, DType::Int64) +
+         ops.floorDiv(lo, ops.constant(int64_t{1} << 11, DType::Int64));
+}
+
+/// uniformDouble: the 53 bits of words first, first + 1 as a uniform in [0, 1) of `acc`.
+Val uniform53(Ops &ops, BufferId state, const IndexExpr &block, int first, DType acc) {
+  return ops.cast(bits53(ops, state, block, first), acc) * ops.constant(std::ldexp(1.0, -53), acc);
+}
+
+/// uniformFloat: the top `bits` of a word as a float32 uniform in [0, 1).
+Val uniformFromWord(Ops &ops, Val word, int bits) {
+  Val top = ops.floorDiv(word, ops.constant(int64_t{1} << (32 - bits), DType::Int64));
+  return ops.cast(top, DType::Float32) * ops.constant(std::ldexp(1.0, -bits), DType::Float32);
 }
 
 /// Whether element `i`'s 53-bit uniform u is below `p`: u * 2^-53 < p, that is
 /// u < ceil(p * 2^53) (the product is exact).
 Val drawsBelow(Ops &ops, BufferId state, const IndexExpr &element, double p) {
   auto threshold = static_cast<int64_t>(std::ceil(std::ldexp(p, 53)));
-  return ops.lt(bits53(ops, philoxPair(ops, state, element, 0)),
-                ops.constant(threshold, DType::Int64));
+  return ops.lt(bits53(ops, state, element, 0), ops.constant(threshold, DType::Int64));
 }
 
 /// dropout: input * (kept ? 1 / (1 - p) : 0). Element i is kept when its 53-bit uniform u
@@ -79,13 +91,11 @@ void lowerRand(LowerContext &ctx, const ir::Node &n) {
              : dtype == DType::Float16 ? 11
                                        : 8;
   ctx.define(n.result(0), ctx.pointwise(sizes, [&](Ops &ops, Idx i) {
-    std::pair<Val, Val> words = philoxPair(ops, state, elementIndex(i, sizes), 0);
+    IndexExpr e = elementIndex(i, sizes);
     if (dtype == DType::Float64)
-      return ops.cast(bits53(ops, words), DType::Float64) *
-             ops.constant(std::ldexp(1.0, -53), DType::Float64);
-    Val top = ops.floorDiv(words.first, ops.constant(int64_t{1} << (32 - bits), DType::Int64));
-    Val u = ops.cast(top, DType::Float32) * ops.constant(std::ldexp(1.0, -bits), DType::Float32);
-    return ops.cast(u, dtype);
+      return uniform53(ops, state, e, 0, DType::Float64);
+    Val word = philoxWord(ops, state, e, ops.constant(0, DType::Int64));
+    return ops.cast(uniformFromWord(ops, word, bits), dtype);
   }));
 }
 
@@ -115,21 +125,14 @@ void lowerRandn(LowerContext &ctx, const ir::Node &n) {
   ctx.define(n.result(0), ctx.pointwise(sizes, [&](Ops &ops, Idx i) {
     IndexExpr e = elementIndex(i, sizes);
     IndexExpr block = ops.indexFloorDiv(e, perBlock), k = ops.indexMod(e, perBlock);
-    auto word = [&](const IndexExpr &select) {
-      Val seed = ops.load(state, {IndexExpr(0)}), offset = ops.load(state, {IndexExpr(1)});
-      return ops.philox(seed, offset + ops.indexValue(block), ops.indexValue(select));
-    };
-    auto uniform24 = [&](Val w) {
-      return ops.cast(ops.floorDiv(w, ops.constant(int64_t{1} << 8, DType::Int64)), acc) *
-             ops.constant(std::ldexp(1.0, -24), acc);
-    };
-    auto uniform53 = [&](const IndexExpr &first) {
-      return ops.cast(bits53(ops, {word(first), word(first + 1)}), acc) *
-             ops.constant(std::ldexp(1.0, -53), acc);
+    // float32: a pair of words per two normals, the pair's first word gives u1.
+    auto uniform24 = [&](const IndexExpr &select) {
+      return uniformFromWord(ops, philoxWord(ops, state, block, ops.indexValue(select)), 24);
     };
     IndexExpr pair = f64 ? IndexExpr(0) : ops.indexFloorDiv(k, 2) * 2;
-    Val u1 = ops.constant(1.0, acc) - (f64 ? uniform53(IndexExpr(0)) : uniform24(word(pair)));
-    Val u2 = f64 ? uniform53(IndexExpr(2)) : uniform24(word(pair + 1));
+    Val u1 =
+        ops.constant(1.0, acc) - (f64 ? uniform53(ops, state, block, 0, acc) : uniform24(pair));
+    Val u2 = f64 ? uniform53(ops, state, block, 2, acc) : uniform24(pair + 1);
     Val radius = ops.sqrt(ops.constant(-2.0, acc) * ops.log(u1));
     Val twoPi = ops.constant(f64 ? 2 * std::numbers::pi : 2.0 * std::numbers::pi_v<float>, acc);
     Val angle = twoPi * u2;

@@ -57,32 +57,30 @@ template <typename T> struct AdamScalars {
   }
 };
 
+/// fn.template operator()<F...>() with each runtime flag of `flags` as a template argument, so
+/// that an update loop instantiated per combination has no branch.
+template <bool... Fixed, typename Fn> void withFlags(Fn &&fn) {
+  fn.template operator()<Fixed...>();
+}
+template <bool... Fixed, typename Fn, typename... Rest>
+void withFlags(Fn &&fn, bool flag, Rest... rest) {
+  if (flag)
+    withFlags<Fixed..., true>(fn, rest...);
+  else
+    withFlags<Fixed..., false>(fn, rest...);
+}
+
 /// Elements [begin, end) of one parameter, the option flags turned into template arguments.
 template <typename T>
 void adamChunk(T *p, const T *g, T *m, T *v, T *vmax, int64_t begin, int64_t end,
                const AdamOptions &o, const AdamScalars<T> &c) {
-  auto go = [&]<bool Mx, bool Dc, bool Dd, bool Am>() {
-    adamRange<T, Mx, Dc, Dd, Am>(p, g, m, v, vmax, begin, end, c.decay, c.wd, c.w1, c.b2, c.w2,
-                                 c.eps, c.bc2Sqrt, c.negStep);
-  };
-  auto withAms = [&]<bool Mx, bool Dc, bool Dd>() {
-    if (vmax)
-      go.template operator()<Mx, Dc, Dd, true>();
-    else
-      go.template operator()<Mx, Dc, Dd, false>();
-  };
-  auto withDecay = [&]<bool Mx>() {
-    if (o.weightDecay == 0)
-      withAms.template operator()<Mx, false, false>();
-    else if (o.decoupledWeightDecay)
-      withAms.template operator()<Mx, true, true>();
-    else
-      withAms.template operator()<Mx, true, false>();
-  };
-  if (o.maximize)
-    withDecay.template operator()<true>();
-  else
-    withDecay.template operator()<false>();
+  const bool decay = o.weightDecay != 0;
+  withFlags(
+      [&]<bool Mx, bool Dc, bool Dd, bool Am>() {
+        adamRange<T, Mx, Dc, Dd, Am>(p, g, m, v, vmax, begin, end, c.decay, c.wd, c.w1, c.b2, c.w2,
+                                     c.eps, c.bc2Sqrt, c.negStep);
+      },
+      o.maximize, decay, decay && o.decoupledWeightDecay, vmax != nullptr);
 }
 
 /// fn(i, begin, end) over the elements of every tensor of a group (numels[i] each) as one
@@ -125,33 +123,13 @@ template <typename T>
 void sgdChunk(T *p, const T *g, T *b, int64_t begin, int64_t end, bool first, const SgdOptions &o) {
   const T wd = static_cast<T>(o.weightDecay), momentum = static_cast<T>(o.momentum);
   const T keep = static_cast<T>(1.0 - o.dampening), negLr = static_cast<T>(-o.lr);
-  auto run = [&]<bool Mx, bool Dc, bool Mo, bool Fi, bool Ne>() {
-    sgdRange<T, Mx, Dc, Mo, Fi, Ne>(p, g, b, begin, end, wd, momentum, keep, negLr);
-  };
-  auto withNesterov = [&]<bool Mx, bool Dc, bool Fi>() {
-    if (o.nesterov)
-      run.template operator()<Mx, Dc, true, Fi, true>();
-    else
-      run.template operator()<Mx, Dc, true, Fi, false>();
-  };
-  auto withMomentum = [&]<bool Mx, bool Dc>() {
-    if (o.momentum == 0)
-      run.template operator()<Mx, Dc, false, false, false>();
-    else if (first)
-      withNesterov.template operator()<Mx, Dc, true>();
-    else
-      withNesterov.template operator()<Mx, Dc, false>();
-  };
-  auto withDecay = [&]<bool Mx>() {
-    if (o.weightDecay != 0)
-      withMomentum.template operator()<Mx, true>();
-    else
-      withMomentum.template operator()<Mx, false>();
-  };
-  if (o.maximize)
-    withDecay.template operator()<true>();
-  else
-    withDecay.template operator()<false>();
+  const bool withMomentum = o.momentum != 0;
+  withFlags(
+      [&]<bool Mx, bool Dc, bool Mo, bool Fi, bool Ne>() {
+        sgdRange<T, Mx, Dc, Mo, Fi, Ne>(p, g, b, begin, end, wd, momentum, keep, negLr);
+      },
+      o.maximize, o.weightDecay != 0, withMomentum, withMomentum && first,
+      withMomentum && o.nesterov);
 }
 
 /// One element range of the RMSprop update (torch's single-tensor order: addcmul as one fma of
@@ -192,32 +170,12 @@ void rmspropChunk(T *p, const T *g, T *sq, T *ga, T *b, int64_t begin, int64_t e
   const T wd = static_cast<T>(o.weightDecay), alpha = static_cast<T>(o.alpha);
   const T keep = static_cast<T>(1.0 - o.alpha), eps = static_cast<T>(o.eps);
   const T momentum = static_cast<T>(o.momentum), negLr = static_cast<T>(-o.lr);
-  auto run = [&]<bool Mx, bool Dc, bool Ce, bool Mo>() {
-    rmspropRange<T, Mx, Dc, Ce, Mo>(p, g, sq, ga, b, begin, end, wd, alpha, keep, eps, momentum,
-                                    negLr);
-  };
-  auto withMomentum = [&]<bool Mx, bool Dc, bool Ce>() {
-    if (o.momentum > 0)
-      run.template operator()<Mx, Dc, Ce, true>();
-    else
-      run.template operator()<Mx, Dc, Ce, false>();
-  };
-  auto withCentered = [&]<bool Mx, bool Dc>() {
-    if (o.centered)
-      withMomentum.template operator()<Mx, Dc, true>();
-    else
-      withMomentum.template operator()<Mx, Dc, false>();
-  };
-  auto withDecay = [&]<bool Mx>() {
-    if (o.weightDecay != 0)
-      withCentered.template operator()<Mx, true>();
-    else
-      withCentered.template operator()<Mx, false>();
-  };
-  if (o.maximize)
-    withDecay.template operator()<true>();
-  else
-    withDecay.template operator()<false>();
+  withFlags(
+      [&]<bool Mx, bool Dc, bool Ce, bool Mo>() {
+        rmspropRange<T, Mx, Dc, Ce, Mo>(p, g, sq, ga, b, begin, end, wd, alpha, keep, eps, momentum,
+                                        negLr);
+      },
+      o.maximize, o.weightDecay != 0, o.centered, o.momentum > 0);
 }
 
 /// One element range of the Adagrad update: the sum gains grad^2 (one fma), then
@@ -240,19 +198,9 @@ void adagradChunk(T *p, const T *g, T *sum, int64_t begin, int64_t end, double s
                   const AdagradOptions &o) {
   const T wd = static_cast<T>(o.weightDecay), eps = static_cast<T>(o.eps);
   const T negClr = static_cast<T>(-(o.lr / (1 + (step - 1) * o.lrDecay)));
-  auto run = [&]<bool Mx, bool Dc>() {
-    adagradRange<T, Mx, Dc>(p, g, sum, begin, end, wd, eps, negClr);
-  };
-  auto withDecay = [&]<bool Mx>() {
-    if (o.weightDecay != 0)
-      run.template operator()<Mx, true>();
-    else
-      run.template operator()<Mx, false>();
-  };
-  if (o.maximize)
-    withDecay.template operator()<true>();
-  else
-    withDecay.template operator()<false>();
+  withFlags(
+      [&]<bool Mx, bool Dc>() { adagradRange<T, Mx, Dc>(p, g, sum, begin, end, wd, eps, negClr); },
+      o.maximize, o.weightDecay != 0);
 }
 
 void checkState(const char *who, const char *name, const Tensor &t, const Tensor &param) {

@@ -46,7 +46,7 @@ import time
 
 import kiln
 from kiln import _C
-from kiln._capture import logs, lowerings
+from kiln._capture import logs, lowerings, lowerings_random
 from kiln._capture.graph import (
     Graph,
     Node,
@@ -255,17 +255,12 @@ class _NoKirValue(Exception):  # noqa: N818 - a signal
 # --- The partitioner -------------------------------------------------------------------------
 
 
-_KERNEL_RANDOM = frozenset({
-    "kiln.nn.functional.dropout", "kiln.dropout", "kiln.rand", "kiln.rand_like", "kiln.randn",
-    "kiln.randn_like", "kiln.nn.functional.dropout1d", "kiln.nn.functional.dropout2d",
-    "kiln.nn.functional.dropout3d", "kiln.feature_dropout", "kiln.Tensor.bernoulli_"})
-
-
 def _kernel_random(node: Node) -> bool:
     """A random call that kernels compute themselves from the default generator's counters
-    (dropout, rand), or one that draws nothing (evaluation-mode dropout); its lowering declines
-    the forms it cannot draw in eager's order."""
-    return target_name(node.target) in _KERNEL_RANDOM and node.kwargs.get("generator") is None
+    (the calls lowerings_random.py lowers: dropout, rand, ...), or one that draws nothing
+    (evaluation-mode dropout); its lowering declines the forms it cannot draw in eager's order."""
+    return (target_name(node.target) in lowerings_random.TARGETS
+            and node.kwargs.get("generator") is None)
 
 
 def _compilable_mutation(node: Node) -> bool:

@@ -18,10 +18,21 @@ from kiln._capture.op_table import unobserved
 
 def _s_f_dropout(input, p=0.5, training=True, inplace=False): ...
 def _s_dropout(input, p=0.5, training=True, inplace=False, *, train=None, generator=None): ...
+def _s_feature_dropout(input, p=0.5, train=True, inplace=False, *, training=None,
+                       generator=None): ...  # fmt: skip
+def _s_bernoulli_(input, p=0.5, *, generator=None): ...
 def _s_rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
             requires_grad=False, pin_memory=False): ...  # fmt: skip
 def _s_rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False,
                  memory_format=None, generator=None): ...  # fmt: skip
+
+
+TARGETS: set[str] = set()  # the calls lowered here: the random ops the partitioner compiles
+
+
+def _register(signature, *targets):
+    TARGETS.update(targets)
+    return lowering(signature, *targets)
 
 
 def numel_sym(w, sizes: list[str]) -> str:
@@ -35,107 +46,106 @@ def _state(w, node, sizes: list[str]):
     return state
 
 
-def _dropout(w, node, a):
-    """Dropout that keeps every element (evaluation, or p == 0) is its input; in training the
-    kernel draws the mask."""
-    training = a["training"] if a.get("train") is None else a["train"]
+def _no_generator(a, op: str) -> None:
+    if a.get("generator") is not None:
+        raise Decline(f"{op} with an explicit generator (compiled draws use the default one)")
+
+
+def _dropping(w, node, a, training: str, override: str | None):
+    """A dropout call's (input value, p) when it draws (training and p > 0); otherwise the node
+    becomes its input and the result is None. `override` names the keyword-only spelling of
+    the training flag (torch.dropout's `train`), which wins when given."""
+    flag = a[training] if override is None or a[override] is None else a[override]
     p = a["p"]
-    if type(training) is not bool or type(p) not in (int, float):
+    if type(flag) is not bool or type(p) not in (int, float):
         raise Decline("dropout with run-time arguments")
     x = w.tensor(a["input"])
-    if not training or p == 0:
+    if not flag or p == 0:
         w.values[id(node)] = x
+        return None
+    _no_generator(a, "dropout")
+    return x, p
+
+
+def _emit_into(w, node, a, inplace: bool, op: str, operands, attrs) -> None:
+    """`op` as the node's value; in place, also written into the input (``copy_``) unless no
+    one else can see the write."""
+    if not inplace or unobserved(node, a["input"]):
+        w.emit_node(node, op, operands, attrs)
         return
-    if a.get("generator") is not None:
-        raise Decline("dropout with an explicit generator (compiled draws use the default one)")
-    state = _state(w, node, x.type.sizes)
-    if not a["inplace"] or unobserved(node, a["input"]):
-        w.emit_node(node, "dropout", [x, state], {"p": float(p)})
-        return
-    (dropped,) = w.emit("dropout", [x, state], {"p": float(p)}, node.meta.get("loc"))
-    w.emit_node(node, "copy_", [x, dropped], {})
+    (result,) = w.emit(op, operands, attrs, node.meta.get("loc"))
+    w.emit_node(node, "copy_", [w.tensor(a["input"]), result], {})
 
 
-def _s_bernoulli_(input, p=0.5, *, generator=None): ...
+def _dropout(training: str, override: str | None):
+    """F.dropout / kiln.dropout: the kernel draws the mask."""
+
+    def lower(w, node, a):
+        if (drawn := _dropping(w, node, a, training, override)) is None:
+            return
+        x, p = drawn
+        _emit_into(w, node, a, a["inplace"], "dropout", [x, _state(w, node, x.type.sizes)],
+                   {"p": float(p)})
+
+    return lower
 
 
-@lowering(_s_bernoulli_, "kiln.Tensor.bernoulli_")
+_register(_s_f_dropout, "kiln.nn.functional.dropout")(_dropout("training", None))
+_register(_s_dropout, "kiln.dropout")(_dropout("training", "train"))
+
+
+@_register(_s_bernoulli_, "kiln.Tensor.bernoulli_")
 def _bernoulli_(w, node, a):
     """``x.bernoulli_(p)`` of a number p (DropPath's ``x.new_empty(shape).bernoulli_(keep)``):
     1 with probability p, else 0, drawn as eager draws them, written into x."""
-    p = a["p"]
-    if type(p) not in (int, float) or a["generator"] is not None:
-        raise Decline("bernoulli_ of a tensor p, a run-time p or an explicit generator")
+    if type(a["p"]) not in (int, float):
+        raise Decline("bernoulli_ of a tensor p or a run-time p")
+    _no_generator(a, "bernoulli_")
     x = w.tensor(a["input"])
-    state = _state(w, node, x.type.sizes)
-    attrs = {"p": float(p), "size": list(x.type.sizes), "dtype": x.type.dtype}
-    if unobserved(node, a["input"]):
-        w.emit_node(node, "bernoulli", [state], attrs)
-        return
-    (drawn,) = w.emit("bernoulli", [state], attrs, node.meta.get("loc"))
-    w.emit_node(node, "copy_", [x, drawn], {})
+    attrs = {"p": float(a["p"]), "size": list(x.type.sizes), "dtype": x.type.dtype}
+    _emit_into(w, node, a, True, "bernoulli", [_state(w, node, x.type.sizes)], attrs)
 
 
-lowering(_s_f_dropout, "kiln.nn.functional.dropout")(_dropout)
-lowering(_s_dropout, "kiln.dropout")(_dropout)
-
-
-def _s_feature_dropout(input, p=0.5, train=True, inplace=False, *, training=None,
-                       generator=None): ...  # fmt: skip
-
-
-def _channel_dropout(batched):
+def _channel_dropout(batched, training: str, override: str | None):
     """F.dropout1d/2d/3d and kiln.feature_dropout: one Bernoulli draw per channel of
     (N, C, ...) input (per channel of (C, ...) when unbatched), as eager draws its noise
     tensor of shape (N, C, 1, ...), then input * noise / (1 - p)."""
 
     def lower(w, node, a):
-        if "train" in a:  # kiln.feature_dropout(input, p, train, inplace, *, training=None)
-            training = a["train"] if a["training"] is None else a["training"]
-        else:
-            training = a["training"]
-        p = a["p"]
-        if type(training) is not bool or type(p) not in (int, float):
-            raise Decline("dropout with run-time arguments")
-        x = w.tensor(a["input"])
-        if not training or p == 0:
-            w.values[id(node)] = x
+        if (drawn := _dropping(w, node, a, training, override)) is None:
             return
-        if a.get("generator") is not None:
-            raise Decline("dropout with an explicit generator (compiled draws use the default)")
+        x, p = drawn
         sizes = x.type.sizes
         rank = len(sizes)
         is_batched = batched(rank)
         if is_batched is None or rank < (2 if is_batched else 1):
             raise Decline("channel dropout of this rank (eager raises)")
-        noise_sizes = (sizes[:2] + ["1"] * (rank - 2)) if is_batched else (
-            sizes[:1] + ["1"] * (rank - 1))
+        lead = 2 if is_batched else 1
+        noise_sizes = sizes[:lead] + ["1"] * (rank - lead)
         loc = node.meta.get("loc")
         state = _state(w, node, noise_sizes)
         (noise,) = w.emit("bernoulli", [state], {"p": 1.0 - p, "size": noise_sizes,
                                                  "dtype": x.type.dtype}, loc)  # fmt: skip
         if p != 1:
             (noise,) = w.emit("mul", [noise, w.constant(1.0 / (1.0 - p))], {}, loc)
-        if not a["inplace"] or unobserved(node, a["input"]):
-            w.emit_node(node, "mul", [x, noise], {})
-            return
-        (dropped,) = w.emit("mul", [x, noise], {}, loc)
-        w.emit_node(node, "copy_", [x, dropped], {})
+        _emit_into(w, node, a, a["inplace"], "mul", [x, noise], {})
 
     return lower
 
 
-lowering(_s_f_dropout, "kiln.nn.functional.dropout1d")(
-    _channel_dropout(lambda rank: {2: False, 3: True}.get(rank)))
-lowering(_s_f_dropout, "kiln.nn.functional.dropout2d")(_channel_dropout(lambda rank: True))
-lowering(_s_f_dropout, "kiln.nn.functional.dropout3d")(_channel_dropout(lambda rank: rank == 5))
-lowering(_s_feature_dropout, "kiln.feature_dropout")(_channel_dropout(lambda rank: True))
+_register(_s_f_dropout, "kiln.nn.functional.dropout1d")(
+    _channel_dropout(lambda rank: {2: False, 3: True}.get(rank), "training", None))
+_register(_s_f_dropout, "kiln.nn.functional.dropout2d")(
+    _channel_dropout(lambda rank: True, "training", None))
+_register(_s_f_dropout, "kiln.nn.functional.dropout3d")(
+    _channel_dropout(lambda rank: rank == 5, "training", None))
+_register(_s_feature_dropout, "kiln.feature_dropout")(
+    _channel_dropout(lambda rank: True, "train", "training"))
 
 
 def _emit_sample(op: str, w, node, a, sizes: list[str]) -> None:
     _no(a["requires_grad"], a["layout"], a.get("pin_memory"), a.get("out"))
-    if a["generator"] is not None:
-        raise Decline(f"{op} with an explicit generator (compiled draws use the default one)")
+    _no_generator(a, op)
     example = node.meta.get("example")
     if not isinstance(example, kiln.Tensor) or example._device_str != "cpu":
         raise Decline("a factory on a device")
@@ -159,5 +169,5 @@ def _sample_like(op: str):
 
 
 for _op in ("rand", "randn"):
-    lowering(_s_rand, f"kiln.{_op}")(_sample(_op))
-    lowering(_s_rand_like, f"kiln.{_op}_like")(_sample_like(_op))
+    _register(_s_rand, f"kiln.{_op}")(_sample(_op))
+    _register(_s_rand_like, f"kiln.{_op}_like")(_sample_like(_op))

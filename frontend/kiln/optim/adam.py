@@ -27,6 +27,7 @@ from kiln.optim.optimizer import (
     Optimizer,
     _check_tensor_hyper,
     _get_value,
+    _group_step_pairs,
     _new_step,
     _to_scalar,
     _use_grad_for_differentiable,
@@ -186,30 +187,13 @@ class AdamW(Adam):
             group["decoupled_weight_decay"] = True
 
 
-def _fusable(group) -> bool:
-    """Whether the group's foreach/fused step can run in C++ (numbers, not tensors, as options)."""
-    if group["foreach"] is False or group["differentiable"]:
-        return False
-    return not isinstance(group["lr"], kiln.Tensor) and not any(
-        isinstance(b, kiln.Tensor) for b in group["betas"]
-    )
-
-
-def _fusable_tensors(param, grad, state, group) -> bool:
-    tensors = [param, grad, state["exp_avg"], state["exp_avg_sq"]]
-    if group["amsgrad"]:
-        tensors.append(state["max_exp_avg_sq"])
-    return param.dtype in (kiln.float32, kiln.float64) and all(
-        t.device.type == "cpu" and t.is_contiguous() and t.dtype == param.dtype for t in tensors
-    )
-
-
 def _group_update(pairs, group):
     """The foreach/fused step of every eligible parameter of the group in one C++ call
     (kiln._C._adam_multi_step_); returns the pairs left to the single-tensor update."""
-    if not _fusable(group):
+    if any(isinstance(b, kiln.Tensor) for b in group["betas"]):
         return pairs
-    fused = [(p, s) for p, s in pairs if _fusable_tensors(p, p.grad, s, group)]
+    keys = ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if group["amsgrad"] else [])
+    fused, rest = _group_step_pairs(pairs, group, keys)
     if fused:
         beta1, beta2 = group["betas"]
         kiln._C._adam_multi_step_(
@@ -228,8 +212,7 @@ def _group_update(pairs, group):
             bool(group["amsgrad"]),
             bool(group["maximize"]),
         )
-    taken = {id(p) for p, _ in fused}
-    return [(p, s) for p, s in pairs if id(p) not in taken]
+    return rest
 
 
 def _adam_update(param, grad, state, group):

@@ -96,14 +96,14 @@ def _deep_copy(value):
 def _group_step_pairs(pairs, group, state_keys):
     """The (param, state) pairs a C++ group update can take: the group asks for no
     single-tensor update (``foreach`` not False, not differentiable, lr a number) and the
-    parameter, its gradient and its `state_keys` tensors are dense float32/float64 CPU tensors
-    of one dtype. Returns (taken, rest)."""
+    parameter, its gradient and those of its `state_keys` tensors that exist are dense
+    float32/float64 CPU tensors of one dtype. Returns (taken, rest)."""
     if group["foreach"] is False or group.get("differentiable") or isinstance(group["lr"],
                                                                               kiln.Tensor):
         return [], pairs
     taken, rest = [], []
     for p, s in pairs:
-        tensors = [p, p.grad] + [s[k] for k in state_keys]
+        tensors = [p, p.grad] + [s[k] for k in state_keys if s.get(k) is not None]
         ok = p.dtype in (kiln.float32, kiln.float64) and all(
             t.device.type == "cpu" and t.is_contiguous() and t.dtype == p.dtype for t in tensors)
         (taken if ok else rest).append((p, s))

@@ -16,6 +16,7 @@ import kiln
 from kiln.optim.optimizer import (
     Optimizer,
     _check_tensor_hyper,
+    _group_step_pairs,
     _to_scalar,
     _use_grad_for_differentiable,
 )
@@ -99,31 +100,22 @@ class SGD(Optimizer):
         return loss
 
 
-def _fusable(p, buf) -> bool:
-    tensors = [p, p.grad] + ([buf] if buf is not None else [])
-    return p.dtype in (kiln.float32, kiln.float64) and all(
-        t.device.type == "cpu" and t.is_contiguous() and t.dtype == p.dtype for t in tensors)
-
-
 def _group_update(params, group, state):
     """The fused step of every eligible parameter of the group in one C++ call; returns the
     parameters left to the single-tensor update."""
-    if group["foreach"] is False or group["differentiable"] or isinstance(group["lr"],
-                                                                          kiln.Tensor):
-        return params
     momentum = group["momentum"]
-    bufs = {id(p): state[p].get("momentum_buffer") if momentum != 0 else None for p in params}
-    fused = [p for p in params if _fusable(p, bufs[id(p)])]
-    if fused:
+    keys = ["momentum_buffer"] if momentum != 0 else []
+    taken, rest = _group_step_pairs([(p, state.get(p, {})) for p in params], group, keys)
+    if taken:
+        fused = [p for p, _ in taken]
         new = kiln._C._sgd_multi_step_(
-            fused, [p.grad for p in fused], [bufs[id(p)] for p in fused], float(group["lr"]),
-            float(momentum), float(group["dampening"]), float(group["weight_decay"]),
-            bool(group["nesterov"]), bool(group["maximize"]))  # fmt: skip
+            fused, [p.grad for p in fused], [s.get("momentum_buffer") for _, s in taken],
+            float(group["lr"]), float(momentum), float(group["dampening"]),
+            float(group["weight_decay"]), bool(group["nesterov"]), bool(group["maximize"]))
         if momentum != 0:
             for p, buf in zip(fused, new, strict=True):
                 state[p]["momentum_buffer"] = buf
-    taken = {id(p) for p in fused}
-    return [p for p in params if id(p) not in taken]
+    return [p for p, _ in rest]
 
 
 def _sgd_update(param, grad, buf, group):
