@@ -9,7 +9,6 @@
 /// differentiate (ir/ops.def); the ops without one are listed non-differentiable there.
 
 #include "runtime/dtype.h"
-#include "runtime/ops/reduce.h"
 
 #include <cmath>
 #include <cstdint>
@@ -18,7 +17,10 @@
 
 namespace kiln::autograd::rules {
 
-using kiln::ops::DimList;
+// The same types as kiln::Shape and kiln::ops::DimList, spelled here so that the rules need no
+// runtime header (the graph builder of compiled training uses them without the runtime).
+using Shape = std::vector<int64_t>;
+using DimList = std::optional<Shape>;
 
 /// Which inputs of the op need a gradient.
 struct Needs {

@@ -27,12 +27,15 @@
 #include "frontend/csrc/bindings.h"
 #include "frontend/csrc/built_graph.h"
 #include "ir/printer.h"
+#include "passes/autodiff/graph_rule_builder.h"
+#include "passes/autodiff/training_graphs.h"
 #include "passes/lower/lowering.h"
 
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <unordered_set>
 
 namespace py = pybind11;
 
@@ -408,6 +411,36 @@ py::dict CompiledGraph::info() const {
   return d;
 }
 
+/// training_graphs: the forward and backward graphs of compiled training (see
+/// passes/autodiff/training_graphs.h) as a dict of built graphs and their interface.
+py::dict trainingGraphs(const BuiltGraph &built, const std::vector<bool> &needsGrad,
+                        const std::vector<int> &noGradPositions) {
+  std::unordered_set<int> positions(noGradPositions.begin(), noGradPositions.end());
+  std::unordered_set<const ir::Node *> noGrad;
+  for (const auto &[node, pos] : built.positions)
+    if (positions.count(pos.line))
+      noGrad.insert(node);
+  passes::autodiff::TrainingGraphs t =
+      passes::autodiff::buildTrainingGraphs(*built.graph, needsGrad, noGrad);
+  auto wrap = [](std::unique_ptr<ir::Graph> g, ir::NodePositions positions) {
+    auto out = std::make_shared<BuiltGraph>();
+    out->graph = std::move(g);
+    out->positions = std::move(positions);
+    return out;
+  };
+  py::list saved;
+  for (const passes::autodiff::SavedValue &s : t.saved)
+    saved.append(py::make_tuple(s.isInput, s.index, s.bytes));
+  py::dict d;
+  d["forward"] = wrap(std::move(t.forward), std::move(t.forwardPositions));
+  d["backward"] = wrap(std::move(t.backward), std::move(t.backwardPositions));
+  d["saved"] = saved;
+  d["grad_outputs"] = t.gradOutputs;
+  d["input_grads"] = t.inputGrads;
+  d["joint_text"] = t.jointText;
+  return d;
+}
+
 } // namespace
 
 void bindCompiler(py::module_ &parent) {
@@ -417,6 +450,8 @@ void bindCompiler(py::module_ &parent) {
                                                        PyExc_NotImplementedError);
   static py::exception<SpecializationMismatch> specializationError(m, "SpecializationError",
                                                                    PyExc_ValueError);
+  static py::exception<passes::autodiff::Unsupported> trainingUnsupported(
+      m, "TrainingUnsupported", PyExc_NotImplementedError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p)
@@ -425,6 +460,8 @@ void bindCompiler(py::module_ &parent) {
       PyErr_SetString(loweringError.ptr(), e.what());
     } catch (const SpecializationMismatch &e) {
       PyErr_SetString(specializationError.ptr(), e.what());
+    } catch (const passes::autodiff::Unsupported &e) {
+      PyErr_SetString(trainingUnsupported.ptr(), e.what());
     }
   });
 
@@ -463,6 +500,15 @@ void bindCompiler(py::module_ &parent) {
       "({input index: SymInt text} for int inputs: a symbol is bound from the int, an expression "
       "or constant is checked against it). Raises LoweringError "
       "(NotImplementedError) when a node has no lowering, ValueError for invalid graphs.");
+  m.def("training_graphs", &trainingGraphs, py::arg("graph"), py::arg("needs_grad"),
+        py::arg("no_grad_positions") = std::vector<int>(),
+        "{forward, backward, saved, grad_outputs, input_grads, joint_text}: the joint "
+        "forward+backward graph of a graph whose inputs `needs_grad` require grad (the nodes at "
+        "no_grad_positions, builder number + 1, carry no gradient), split into a "
+        "forward graph (its outputs, then the saved values it computes) and a backward graph "
+        "(inputs: the saved values, then the gradients of grad_outputs; outputs: the gradients "
+        "of input_grads). saved: (is_input, index, bytes) per saved value. Raises "
+        "TrainingUnsupported for what has no compiled derivative.");
   m.def("can_lower", &canLower, py::arg("graph"), py::arg("filename") = "<kir>",
         "(ok, position, reason): whether every node of the graph lowers (after shape-infer, the "
         "verifier and functionalize); position is the builder number + 1 of the first node that "

@@ -26,7 +26,15 @@ code, so one unsupported op does not lose the whole graph:
    sizes around, runs eagerly instead. The result is one generated Python function
    (`Graph.compile_python` of a graph whose calls are the eager nodes and the compiled parts) that
    calls the parts in order and frees intermediates after their last use.
-4. **At run time** a compiled part checks that its inputs still match what it was compiled for
+4. **Training.** When the graph's values require grad (grad mode on, parameters or inputs that
+   require grad, as the capture's examples say), a part whose inputs require grad compiles as a
+   forward and a backward graph (training.py: the joint graph of the op table's derivative rules,
+   split), recorded as one autograd node per call; eager nodes between parts record their own
+   history, so a partition or a graph break chains compiled backwards through eager autograd.
+   A part whose derivative cannot be compiled (an op without a compiled rule, symbolic sizes, a
+   mutated input) runs its nodes eagerly, which record autograd, with the reason in
+   ``fallbacks``.
+5. **At run time** a compiled part checks that its inputs still match what it was compiled for
    (sizes of symbolic dims, strides, shape-infer's assumptions); when they do not (a value an
    eager op computed changed shape under a dynamic capture) it runs its nodes eagerly for that
    call (SpecializationError), so results are always eager's.
@@ -46,7 +54,7 @@ import time
 
 import kiln
 from kiln import _C
-from kiln._capture import logs, lowerings, lowerings_random
+from kiln._capture import logs, lowerings, lowerings_random, training
 from kiln._capture.graph import (
     Graph,
     Node,
@@ -72,7 +80,8 @@ class PartitionReport:
     ``compiled_nodes`` / ``eager_nodes``: counts over the graph's call nodes; ``infos``: each
     compiled part's ``CompiledGraph.info`` (compile time, cache hit or miss, kernels);
     ``eager_calls``: calls of compiled parts that ran eagerly because their inputs did not match
-    what they were compiled for.
+    what they were compiled for; ``backward_parts``: compiled parts that also compiled their
+    backward (training: their info has ``backward``, ``saved`` and ``saved_bytes``).
     """
 
     def __init__(self, name: str):
@@ -84,6 +93,7 @@ class PartitionReport:
         self.compiled_nodes = 0
         self.eager_nodes = 0
         self.eager_calls = 0
+        self.backward_parts = 0
 
     def __repr__(self) -> str:
         return (f"PartitionReport({self.name}: {len(self.parts)} compiled parts, "
@@ -112,20 +122,7 @@ def compile_graph(graph: Graph, *, fallback: bool = True, fuse: bool = True):
     """A function ``f(*graph_inputs) -> tuple of graph outputs`` running `graph` through the
     CPU compiler, with eager code for what it does not accept (see the module docstring)."""
     start = time.perf_counter()
-    part = _Partitioner(graph, fallback, fuse)
-    if _records_autograd(graph):
-        # The compiled parts do not record a backward yet: a graph whose values require grad
-        # runs on the eager kernels, which do, so training under kiln.compile stays correct.
-        if not fallback:
-            raise BackendCompilerFailed(f"kiln CPU backend: {graph.name}: {_AUTOGRAD_REASON}")
-        logs.log("graph", f"backend: {graph.name}: runs eagerly: {_AUTOGRAD_REASON}")
-        part.report = PartitionReport(graph.name)
-        part.report.fallbacks.append(("", "the whole graph", _AUTOGRAD_REASON))
-        part.report.eager = [n.name for n in part.calls]
-        part.report.eager_nodes = len(part.calls)
-        fn = graph.compile_python()
-        fn.kiln_report = part.report
-        return fn
+    part = _Partitioner(graph, fallback, fuse, training=_records_autograd(graph))
     try:
         fn = part.build()
     except BackendCompilerFailed:
@@ -148,23 +145,10 @@ def compile_graph(graph: Graph, *, fallback: bool = True, fuse: bool = True):
     return fn
 
 
-_AUTOGRAD_REASON = (
-    "values require grad with grad mode on: the backward is recorded by the eager kernels "
-    "until compiled training lands (run under kiln.no_grad() or with frozen parameters to compile)"
-)
-
-
 def _records_autograd(graph: Graph) -> bool:
     """Whether running `graph` must record autograd history: some value it computed during
     capture (where the eager ops ran with the caller's grad mode) requires grad."""
-    for n in graph.nodes:
-        if n.op != "call":
-            continue
-        example = n.meta.get("example")
-        values = example if isinstance(example, (tuple, list)) else (example,)
-        if any(getattr(v, "requires_grad", False) for v in values):
-            return True
-    return False
+    return any(_requires_grad(n) for n in graph.nodes if n.op == "call")
 
 
 # --- Building a run of nodes as a graph ----------------------------------------------------------
@@ -255,6 +239,18 @@ class _NoKirValue(Exception):  # noqa: N818 - a signal
 # --- The partitioner -------------------------------------------------------------------------
 
 
+def _requires_grad(node: Node) -> bool:
+    """Whether a node's value (any tensor of it) required grad when the capture computed it."""
+    example = node.meta.get("example")
+    values = example if isinstance(example, (tuple, list)) else (example,)
+    return any(getattr(v, "requires_grad", False) for v in values)
+
+
+def _needs_grad(part) -> bool:
+    """Whether some input of a part requires grad (as the capture's examples say)."""
+    return any(_requires_grad(n) for n in part.inputs)
+
+
 def _kernel_random(node: Node) -> bool:
     """A random call that kernels compute themselves from the default generator's counters
     (the calls lowerings_random.py lowers: dropout, rand, ...), or one that draws nothing
@@ -306,10 +302,11 @@ class _Partitioner:
     """Splits one graph into compiled parts and eager nodes and builds the function that runs
     them (see the module docstring); `report` says what it did."""
 
-    def __init__(self, graph: Graph, fallback: bool, fuse: bool):
+    def __init__(self, graph: Graph, fallback: bool, fuse: bool, training: bool = False):
         self.graph = graph
         self.fallback = fallback
         self.fuse = fuse
+        self.training = training  # values require grad: parts that need it compile a backward
         self.calls = [n for n in graph.nodes if n.op == "call"]
         self.position = {id(n): i for i, n in enumerate(self.calls)}
         self.report = PartitionReport(graph.name)
@@ -521,6 +518,13 @@ class _Partitioner:
                 for n in part.nodes:
                     self._emit_eager(pg, env, n)
                 continue
+            if self.training and _needs_grad(part):
+                if not self._emit_training(pg, env, part, index):
+                    for n in part.nodes:
+                        self._emit_eager(pg, env, n)
+                    continue
+                index += 1
+                continue
             try:
                 compiled, info = self._compile(part, index)
             except Exception as e:  # noqa: BLE001 - a compile failure falls back to eager code
@@ -546,6 +550,51 @@ class _Partitioner:
         logs.log("output_code", lambda: f"partitioned code of {self.graph.name} (compiled parts "
                                         f"and eager nodes):\n{fn.__kiln_source__}")
         return fn
+
+    def _emit_training(self, pg: Graph, env: dict, part: _Part, index: int) -> bool:
+        """Compiles a part whose inputs require grad as a forward and a backward graph
+        (training.py); False (the fallback noted) when it cannot, so its nodes run eagerly and
+        eager autograd records them."""
+        name = f"{self.graph.name}_part{index}"
+        reason = None
+        if any(_mutates(n) for n in part.nodes):
+            reason = "compiled training of in-place ops on the part's inputs is not built yet"
+        else:
+            try:
+                w = _RunWriter(name, part.inputs, part.nodes, part.outputs, self.types)
+                built = w.write()
+                needs = [_requires_grad(n) for n in part.inputs]
+                # nodes a no_grad block computed: their examples do not require grad
+                no_grad = [pos for pos, n in w.owner.items() if not _requires_grad(n)]
+                options = {"fuse": self.fuse, "input_symbols": w.input_symbols,
+                           "dump_stages": self.debug_code}
+                forward, backward, spec = training.build(built, needs, no_grad, name, options)
+            except Exception as e:  # noqa: BLE001 - what has no compiled derivative runs eagerly
+                reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if reason is not None:
+            self.report.fallbacks.append((part.nodes[0].name,
+                                          f"backward of {len(part.nodes)} nodes", reason))
+            if not self.fallback:
+                raise BackendCompilerFailed(f"kiln CPU backend: {self.graph.name}: compiled "
+                                            f"training of {len(part.nodes)} nodes: {reason}")
+            return False
+        fn = training.TrainingPart(forward, backward, spec, len(part.outputs), name)
+        examples = tuple(n.meta.get("example") for n in part.outputs)
+        call = pg.call(fn, tuple(env[id(n)] for n in part.inputs), {}, examples, None)
+        for k, n in enumerate(part.outputs):
+            env[id(n)] = pg.call(operator.getitem, (call, k), {}, examples[k], n.meta.get("loc"))
+        for n in part.aliases:
+            env[id(n)] = pg.call(n.target, _remap(n.args, env), _remap(n.kwargs, env),
+                                 n.meta.get("example"), n.meta.get("loc"))
+        forward_info, backward_info = forward.info, backward.info
+        forward_info["backward"] = backward_info
+        forward_info["saved"] = len(spec["saved"])
+        forward_info["saved_bytes"] = spec["saved_bytes"]
+        self.report.parts.append([n.name for n in part.nodes])
+        self.report.infos.append(forward_info)
+        self.report.compiled_nodes += len(part.nodes)
+        self.report.backward_parts += 1
+        return True
 
     def _emit_eager(self, pg: Graph, env: dict, node: Node) -> None:
         env[id(node)] = pg.call(node.target, _remap(node.args, env), _remap(node.kwargs, env),

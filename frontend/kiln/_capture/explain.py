@@ -184,8 +184,8 @@ class ExplainOutput:
     them; `captures` has every capture, empty graphs included), `ops_per_graph` their op names,
     `break_reasons` every graph break, `guards` (alias `out_guards`) every guard as text,
     `recompiles` every recompile with the failing guard, `fallbacks` per graph the nodes that ran on
-    eager kernels because the compiler declined them, with the reason, `result` what the last
-    call returned."""
+    eager kernels because the compiler declined them, with the reason, `backward_parts` per graph
+    the compiled parts that also compiled their backward, `result` what the last call returned."""
 
     def __init__(self, records, result=None, compile_times=None) -> None:
         self.captures = [CaptureInfo(r) for r in records]
@@ -199,6 +199,9 @@ class ExplainOutput:
         self.guards = list(dict.fromkeys(g for c in self.captures for g in c.guards))
         self.recompiles = [c.recompile for c in self.captures if c.recompile]
         self.fallbacks = [c.fallbacks for c in kept]
+        # per graph, the compiled parts that compiled their backward too (compiled training)
+        self.backward_parts = [c.report.backward_parts if c.report is not None else 0
+                               for c in kept]
         self.result = result
         self.compile_times = compile_times
 
@@ -238,6 +241,11 @@ class ExplainOutput:
                        f"nodes, {r.eager_nodes} eager nodes")
             out += [f"    fallback {name} ({target}): {reason}"
                     for name, target, reason in c.fallbacks]
+            for k, info in enumerate(r.infos):
+                if "backward" in info:
+                    out.append(f"    part{k} trains: forward {info['kernels']} kernels, backward "
+                               f"{info['backward']['kernels']} kernels, {info['saved']} saved "
+                               f"values ({info['saved_bytes']} bytes)")
         out.append("Guards:")
         for c in self.captures:
             out.append(f"  {c.name} (in {c.function}):")

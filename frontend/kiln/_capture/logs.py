@@ -1,6 +1,6 @@
 """KILN_LOGS: events of the capture frontend, printed as they happen.
 
-`KILN_LOGS=graph,graph_breaks,guards,recompiles,bytecode` (comma list; `+topic` for debug
+`KILN_LOGS=graph,graph_breaks,guards,recompiles,bytecode,aot` (comma list; `+topic` for debug
 detail, `all` for everything) selects topics; messages go to stderr prefixed with the topic.
 Messages may be callables so that expensive text is built only when the topic is on.
 """
@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
-TOPICS = ("graph", "graph_breaks", "guards", "recompiles", "bytecode", "output_code", "perf")
+TOPICS = ("graph", "graph_breaks", "guards", "recompiles", "bytecode", "output_code", "perf",
+          "aot")
 _enabled: set = set()
 _debug: set = set()
 

@@ -130,7 +130,7 @@ def test_all_and_combinations(script):
 def test_unknown_topic_warns_and_keeps_the_others(script):
     err = run(script, "graph,nope").stderr
     assert err.startswith("[kiln] KILN_LOGS: unknown topic 'nope' (known: graph, graph_breaks, "
-                          "guards, recompiles, bytecode, output_code, perf)\n")
+                          "guards, recompiles, bytecode, output_code, perf, aot)\n")
     assert err.count("unknown topic") == 1
     assert topics_in(err) == {"graph"}
 

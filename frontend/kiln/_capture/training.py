@@ -1,0 +1,75 @@
+"""Compiled training: a compiled part whose inputs require grad runs as a forward graph and a
+backward graph, one autograd node in the eager graph.
+
+``kiln._C._compiler.training_graphs`` builds the joint forward+backward graph of the part from
+the op table's derivative rules (the ones eager autograd runs, passes/autodiff) and splits it:
+the forward graph returns the part's outputs and then the values the backward needs (the saved
+values; views and constants are recomputed in the backward instead). Both compile through the
+one pipeline, so backward kernels fuse as forward ones do. At run time, with grad mode on, the
+part runs the compiled forward and records one node (``CompiledFunctionBackward``) whose
+backward calls the compiled backward with the saved values and the output gradients. With grad
+mode off it runs the same forward and drops what it saved.
+
+``KILN_LOGS=aot`` prints the joint, forward and backward graphs and the saved values' bytes.
+"""
+
+from __future__ import annotations
+
+import kiln
+from kiln import _C
+from kiln._capture import logs
+
+
+def build(built, needs_grad: list[bool], no_grad: list[int], name: str, options: dict):
+    """(forward CompiledGraph, backward CompiledGraph, interface dict) of a built part graph
+    whose inputs `needs_grad` require grad; the nodes at builder positions `no_grad` carry no
+    gradient (a no_grad block computed them)."""
+    spec = _C._compiler.training_graphs(built, needs_grad, no_grad)
+    saved_bytes = sum(b for _, _, b in spec["saved"])
+    logs.log("aot", lambda: f"aot: {name}: joint graph\n{spec['joint_text']}")
+    forward = _C._compiler.compile_graph(spec["forward"],
+                                         dict(options, filename=f"{name}_forward.kir"))
+    backward_options = dict(options, filename=f"{name}_backward.kir", input_symbols={})
+    backward = _C._compiler.compile_graph(spec["backward"], backward_options)
+    logs.log("aot", lambda: f"aot: {name}: forward graph\n{forward.graph_text}\n"
+                            f"aot: {name}: backward graph\n{backward.graph_text}\n"
+                            f"aot: {name}: {len(spec['saved'])} saved values, {saved_bytes} bytes")
+    spec["saved_bytes"] = saved_bytes
+    return forward, backward, spec
+
+
+class TrainingPart:
+    """Calls a part's compiled forward and records its compiled backward (module docstring)."""
+
+    def __init__(self, forward, backward, spec: dict, num_outputs: int, name: str):
+        self.forward = forward
+        self.backward = backward
+        self.num_outputs = num_outputs
+        self.saved = [(bool(is_input), index) for is_input, index, _ in spec["saved"]]
+        self.grad_outputs = list(spec["grad_outputs"])
+        self.input_grads = list(spec["input_grads"])
+        self.__name__ = self.__qualname__ = name
+        self.__module__ = "kiln.compiled"
+
+    def __call__(self, *args):
+        raw = self.forward(*args)
+        outs = raw[: self.num_outputs]
+        inputs = [args[i] for i in self.input_grads]
+        if not (_C._autograd.is_grad_enabled() and any(t.requires_grad for t in inputs)):
+            return outs
+        saved = [args[i].contiguous() if is_input else raw[i] for is_input, i in self.saved]
+        grad_of = [outs[k] for k in self.grad_outputs]
+        shapes = [(o.shape, o.dtype) for o in grad_of]
+        backward, name = self.backward, self.__name__
+
+        def run_backward(*grads):
+            if _C._autograd.is_grad_enabled():
+                raise RuntimeError(
+                    f"{name}: the compiled backward does not record its own derivative "
+                    "(create_graph=True); run this function uncompiled for double backward")
+            gs = [kiln.zeros(shape, dtype=dtype) if g is None else g.contiguous()
+                  for g, (shape, dtype) in zip(grads, shapes, strict=True)]
+            return tuple(backward(*saved, *gs))
+
+        _C._autograd._record_function("CompiledFunctionBackward", run_backward, inputs, grad_of)
+        return outs

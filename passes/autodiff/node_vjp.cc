@@ -1,0 +1,414 @@
+#include "passes/autodiff/node_vjp.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace kiln::passes::autodiff {
+
+namespace rules = autograd::rules;
+using ir::OpKind;
+using B = GraphRuleBuilder;
+using V = ir::Value *;
+using Grads = std::vector<V>;
+using Info = rules::InputInfo<B>;
+
+namespace {
+
+int64_t wrap(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
+
+Info info(V v) {
+  if (!v->isTensor())
+    return {{}, DType::Float64};
+  return {B::sizes(v), B::dtype(v)};
+}
+
+double numberAttr(const ir::Node &n, std::string_view name, double fallback) {
+  const ir::Attribute *a = n.attr(name);
+  return a ? a->toDouble() : fallback;
+}
+
+int64_t intAttr(const ir::Node &n, std::string_view name, int64_t fallback) {
+  const ir::Attribute *a = n.attr(name);
+  return a ? a->toSymInt().constant().value_or(fallback) : fallback;
+}
+
+/// An attribute that must be a constant int when present (a symbolic slice bound is refused).
+std::optional<int64_t> constantIntAttr(const ir::Node &n, std::string_view name) {
+  const ir::Attribute *a = n.attr(name);
+  if (!a)
+    return std::nullopt;
+  std::optional<int64_t> v = a->toSymInt().constant();
+  if (!v)
+    throw Unsupported(fmt::format("{}: attribute '{}' is symbolic", n.keyword(), name));
+  return v;
+}
+
+B::DimList dimsAttr(const ir::Node &n) {
+  const ir::Attribute *a = n.attr("dim");
+  if (!a)
+    return std::nullopt;
+  std::vector<int64_t> dims = a->toInts();
+  if (dims.empty())
+    return std::nullopt;
+  return dims;
+}
+
+/// The number of elements a reduction over `dims` folds into one.
+double reducedCount(const B::Sizes &sizes, const B::DimList &dims) {
+  const int64_t rank = static_cast<int64_t>(sizes.size());
+  double count = 1;
+  if (!dims) {
+    for (int64_t s : sizes)
+      count *= static_cast<double>(s);
+    return count;
+  }
+  for (int64_t d : *dims)
+    count *= static_cast<double>(sizes[wrap(d, rank)]);
+  return count;
+}
+
+/// The value of a `constant` scalar operand (the exponent of x ** 2).
+std::optional<double> constantValue(V v) {
+  const ir::Node *def = v->definingNode();
+  if (def && def->op() == OpKind::Constant && !v->isTensor())
+    return def->attr("value")->toDouble();
+  return std::nullopt;
+}
+
+/// torch's slice bounds: negative from the end, clamped to [0, size].
+int64_t clampBound(int64_t v, int64_t size) {
+  if (v < 0)
+    v += size;
+  return std::clamp<int64_t>(v, 0, size);
+}
+
+V crossEntropyGrad(B &b, const ir::Node &n, V g) {
+  V x = n.operand(0), target = n.operand(1);
+  if (n.numOperands() > 2)
+    throw Unsupported("cross_entropy with class weights has no compiled derivative yet");
+  B::Sizes xs = B::sizes(x);
+  if (xs.size() != 2 || !isIntegral(B::dtype(target), false))
+    throw Unsupported("cross_entropy: compiled derivatives cover (N, C) logits with class "
+                      "indices");
+  const int64_t classes = xs[1];
+  const int64_t ignore = intAttr(n, "ignore_index", -100);
+  const double smoothing = numberAttr(n, "label_smoothing", 0.0);
+  const ir::Attribute *red = n.attr("reduction");
+  const std::string reduction = red ? red->toString() : "mean";
+  const DType dt = B::dtype(x);
+  V valid = b.op(OpKind::Ne, {target, b.integer(ignore)});
+  V safe = b.where(valid, target, b.integer(0));
+  V onehot = b.cast(b.op(OpKind::OneHot, {safe}, {{"num_classes", classes}}), dt);
+  V want = smoothing == 0.0 ? onehot
+                            : b.addScalar(b.scale(onehot, 1.0 - smoothing), smoothing / classes);
+  V diff = b.sub(b.softmax(x, 1), want);
+  V rowMask = b.unsqueeze(b.cast(valid, dt), 1);
+  V rows = b.mul(diff, rowMask);
+  if (reduction == "none")
+    return b.mul(rows, b.unsqueeze(g, 1));
+  if (reduction == "sum")
+    return b.mul(rows, g);
+  V count = b.sum(b.cast(valid, dt), std::nullopt, false);
+  return b.mul(rows, b.div(g, count));
+}
+
+V embeddingGrad(B &b, const ir::Node &n, V g) {
+  V indices = n.operand(0), weight = n.operand(1);
+  B::Sizes ws = B::sizes(weight);
+  V flat = b.reshape(indices, {-1});
+  V rows = b.reshape(g, {-1, ws[1]});
+  if (const ir::Attribute *pad = n.attr("padding_idx")) {
+    int64_t p = pad->toInt();
+    if (p < 0)
+      p += ws[0];
+    rows = b.zeroWhere(rows, b.unsqueeze(b.eqScalar(flat, static_cast<double>(p)), 1));
+  }
+  return b.indexAdd(ws, 0, flat, rows);
+}
+
+} // namespace
+
+Differentiability differentiability(const ir::Node &node) {
+  switch (node.op()) {
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+  case OpKind::Div:
+  case OpKind::Pow:
+  case OpKind::Maximum:
+  case OpKind::Minimum:
+  case OpKind::Where:
+  case OpKind::MaskedFill:
+  case OpKind::Neg:
+  case OpKind::Abs:
+  case OpKind::Exp:
+  case OpKind::Log:
+  case OpKind::Log1p:
+  case OpKind::Expm1:
+  case OpKind::Sqrt:
+  case OpKind::Rsqrt:
+  case OpKind::Reciprocal:
+  case OpKind::Tanh:
+  case OpKind::Sigmoid:
+  case OpKind::Erf:
+  case OpKind::Sin:
+  case OpKind::Cos:
+  case OpKind::Relu:
+  case OpKind::Gelu:
+  case OpKind::Silu:
+  case OpKind::Softplus:
+  case OpKind::LeakyRelu:
+  case OpKind::Elu:
+  case OpKind::Hardtanh:
+  case OpKind::Clamp:
+  case OpKind::Cast:
+  case OpKind::Contiguous:
+  case OpKind::Sum:
+  case OpKind::Mean:
+  case OpKind::Amax:
+  case OpKind::Amin:
+  case OpKind::Softmax:
+  case OpKind::LogSoftmax:
+  case OpKind::View:
+  case OpKind::Reshape:
+  case OpKind::Permute:
+  case OpKind::Transpose:
+  case OpKind::Expand:
+  case OpKind::Unsqueeze:
+  case OpKind::Squeeze:
+  case OpKind::Slice:
+  case OpKind::Select:
+  case OpKind::Cat:
+  case OpKind::Matmul:
+  case OpKind::Linear:
+  case OpKind::LayerNorm:
+  case OpKind::Embedding:
+  case OpKind::CrossEntropy:
+  case OpKind::Dropout:
+    return Differentiability::Rule;
+  case OpKind::Input:
+  case OpKind::Constant:
+  case OpKind::Weight:
+  case OpKind::Full:
+  case OpKind::Arange:
+  case OpKind::PhiloxState:
+  case OpKind::Rand:
+  case OpKind::Randn:
+  case OpKind::Bernoulli:
+  case OpKind::SymSize:
+  case OpKind::OneHot:
+  case OpKind::Argmax:
+  case OpKind::Argmin:
+  case OpKind::Argsort:
+  case OpKind::TopkIndices:
+  case OpKind::SelectionIndices:
+  case OpKind::LogicalNot:
+  case OpKind::LogicalAnd:
+  case OpKind::LogicalOr:
+  case OpKind::LogicalXor:
+  case OpKind::Isnan:
+  case OpKind::Isinf:
+  case OpKind::Isfinite:
+  case OpKind::Isposinf:
+  case OpKind::Isneginf:
+  case OpKind::Signbit:
+  case OpKind::All:
+  case OpKind::Any:
+    return Differentiability::Constant;
+  default:
+    break;
+  }
+  if (node.hasTrait(ir::trait::Comparison) || node.hasTrait(ir::trait::Integral))
+    return Differentiability::Constant;
+  return Differentiability::Missing;
+}
+
+Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
+  auto in = [&](int i) { return n.operand(i); };
+  V out = n.result(0);
+  auto one = [&](V v) { return Grads{v}; };
+  switch (n.op()) {
+  case OpKind::Add:
+    return rules::add(b, g, info(in(0)), info(in(1)), 1.0, need);
+  case OpKind::Sub:
+    return rules::add(b, g, info(in(0)), info(in(1)), -1.0, need);
+  case OpKind::Mul:
+    return rules::mul(b, g, in(0), in(1), need);
+  case OpKind::Div:
+    if (n.attr("rounding_mode"))
+      return Grads(2); // floor/trunc division: zero almost everywhere, as torch says
+    return rules::div(b, g, in(0), in(1), need);
+  case OpKind::Pow: {
+    if (!in(1)->isTensor()) {
+      std::optional<double> s = constantValue(in(1));
+      if (!s)
+        throw Unsupported("pow: the exponent is a graph scalar, not a constant");
+      return Grads{b.reduceTo(rules::powScalar(b, g, in(0), *s), B::sizes(in(0)), B::dtype(in(0))),
+                   nullptr};
+    }
+    if (!in(0)->isTensor())
+      throw Unsupported("pow: a number base has no compiled derivative yet");
+    return rules::pow(b, g, in(0), in(1), out, need);
+  }
+  case OpKind::Maximum:
+  case OpKind::Minimum:
+    return rules::maximum(b, g, in(0), in(1), n.op() == OpKind::Maximum, need);
+  case OpKind::Where:
+    return rules::where(b, g, in(0), info(in(1)), info(in(2)), need);
+  case OpKind::MaskedFill:
+    return rules::maskedFill(b, g, in(1), info(in(0)), info(in(2)), need);
+  case OpKind::Neg:
+    return one(rules::neg(b, g));
+  case OpKind::Abs:
+    return one(rules::abs(b, g, in(0)));
+  case OpKind::Exp:
+    return one(rules::exp(b, g, out));
+  case OpKind::Log:
+    return one(rules::log(b, g, in(0)));
+  case OpKind::Log1p:
+    return one(rules::log1p(b, g, in(0)));
+  case OpKind::Expm1:
+    return one(rules::expm1(b, g, out));
+  case OpKind::Sqrt:
+    return one(rules::sqrt(b, g, out));
+  case OpKind::Rsqrt:
+    return one(rules::rsqrt(b, g, out));
+  case OpKind::Reciprocal:
+    return one(rules::reciprocal(b, g, out));
+  case OpKind::Tanh:
+    return one(rules::tanh(b, g, out));
+  case OpKind::Sigmoid:
+    return one(rules::sigmoid(b, g, out));
+  case OpKind::Erf:
+    return one(rules::erf(b, g, in(0)));
+  case OpKind::Sin:
+    return one(rules::sin(b, g, in(0)));
+  case OpKind::Cos:
+    return one(rules::cos(b, g, in(0)));
+  case OpKind::Relu:
+    return one(rules::relu(b, g, out));
+  case OpKind::Gelu: {
+    const ir::Attribute *a = n.attr("approximate");
+    return one(rules::gelu(b, g, in(0), a && a->toString() == "tanh"));
+  }
+  case OpKind::Silu:
+    return one(rules::silu(b, g, in(0)));
+  case OpKind::Softplus:
+    return one(
+        rules::softplus(b, g, in(0), numberAttr(n, "beta", 1.0), numberAttr(n, "threshold", 20.0)));
+  case OpKind::LeakyRelu:
+    return one(rules::leakyRelu(b, g, in(0), numberAttr(n, "negative_slope", 0.01)));
+  case OpKind::Elu:
+    if (numberAttr(n, "scale", 1.0) != 1.0 || numberAttr(n, "input_scale", 1.0) != 1.0)
+      throw Unsupported("elu with scale (selu, celu) has no compiled derivative yet");
+    return one(rules::elu(b, g, in(0), out, numberAttr(n, "alpha", 1.0)));
+  case OpKind::Hardtanh:
+    return one(rules::hardtanh(b, g, in(0), numberAttr(n, "min_val", -1.0),
+                               numberAttr(n, "max_val", 1.0)));
+  case OpKind::Clamp: { // the gradient passes where min <= x <= max
+    V gx = g;
+    if (const ir::Attribute *lo = n.attr("min"))
+      gx = b.zeroWhere(gx, b.ltScalar(in(0), lo->toDouble()));
+    if (const ir::Attribute *hi = n.attr("max"))
+      gx = b.zeroWhere(gx, b.gtScalar(in(0), hi->toDouble()));
+    return one(gx);
+  }
+  case OpKind::Cast:
+  case OpKind::Contiguous:
+    return one(b.cast(g, B::dtype(in(0))));
+  case OpKind::Sum:
+    return one(rules::sum(b, g, info(in(0)), dimsAttr(n),
+                          n.attr("keepdim") && n.attr("keepdim")->toBool()));
+  case OpKind::Mean: {
+    B::DimList dims = dimsAttr(n);
+    Info x = info(in(0));
+    return one(rules::mean(b, g, x, dims, n.attr("keepdim") && n.attr("keepdim")->toBool(),
+                           reducedCount(x.sizes, dims)));
+  }
+  case OpKind::Amax:
+  case OpKind::Amin:
+    return one(rules::amax(b, g, in(0), out, dimsAttr(n),
+                           n.attr("keepdim") && n.attr("keepdim")->toBool()));
+  case OpKind::Softmax:
+    return one(b.cast(rules::softmax(b, g, out, n.attr("dim")->toInt()), B::dtype(in(0))));
+  case OpKind::LogSoftmax:
+    return one(b.cast(rules::logSoftmax(b, g, out, n.attr("dim")->toInt()), B::dtype(in(0))));
+  case OpKind::View:
+  case OpKind::Reshape:
+  case OpKind::Squeeze:
+    return one(b.reshape(g, B::sizes(in(0))));
+  case OpKind::Permute: {
+    std::vector<int64_t> dims = n.attr("dims")->toInts();
+    const int64_t rank = static_cast<int64_t>(dims.size());
+    std::vector<int64_t> inverse(dims.size());
+    for (int64_t i = 0; i < rank; ++i)
+      inverse[wrap(dims[i], rank)] = i;
+    return one(b.permute(g, inverse));
+  }
+  case OpKind::Transpose:
+    return one(b.transpose(g, n.attr("dim0")->toInt(), n.attr("dim1")->toInt()));
+  case OpKind::Expand:
+    return one(b.reduceTo(g, B::sizes(in(0)), B::dtype(in(0))));
+  case OpKind::Unsqueeze:
+    return one(b.squeezeDim(g, wrap(n.attr("dim")->toInt(), out->meta().rank())));
+  case OpKind::Slice: {
+    B::Sizes xs = B::sizes(in(0));
+    const int64_t dim = wrap(intAttr(n, "dim", 0), static_cast<int64_t>(xs.size()));
+    const int64_t size = xs[dim];
+    const int64_t start = clampBound(constantIntAttr(n, "start").value_or(0), size);
+    const int64_t end = clampBound(constantIntAttr(n, "end").value_or(size), size);
+    return one(b.sliceBackward(g, xs, dim, start, std::max(start, end), intAttr(n, "step", 1)));
+  }
+  case OpKind::Select: {
+    B::Sizes xs = B::sizes(in(0));
+    const int64_t dim = wrap(n.attr("dim")->toInt(), static_cast<int64_t>(xs.size()));
+    int64_t index = *constantIntAttr(n, "index");
+    if (index < 0)
+      index += xs[dim];
+    return one(b.sliceBackward(b.unsqueeze(g, dim), xs, dim, index, index + 1, 1));
+  }
+  case OpKind::Cat: {
+    const int64_t rank = out->meta().rank();
+    const int64_t dim = wrap(intAttr(n, "dim", 0), rank);
+    Grads r(n.numOperands());
+    int64_t offset = 0;
+    for (int i = 0; i < n.numOperands(); ++i) {
+      const int64_t len = B::sizes(in(i))[dim];
+      if (need[i])
+        r[i] = b.slice(g, dim, offset, offset + len, 1);
+      offset += len;
+    }
+    return r;
+  }
+  case OpKind::Matmul:
+    return rules::matmul(b, g, in(0), in(1), need);
+  case OpKind::Linear: {
+    std::optional<Info> bias;
+    if (n.numOperands() > 2)
+      bias = info(in(2));
+    return rules::linear(b, g, in(0), in(1), B::sizes(in(1)), bias, need);
+  }
+  case OpKind::LayerNorm: {
+    std::optional<V> w;
+    std::optional<Info> bias;
+    if (n.numOperands() > 1)
+      w = in(1);
+    if (n.numOperands() > 2)
+      bias = info(in(2));
+    const int64_t normDims = static_cast<int64_t>(n.attr("normalized_shape")->toSymInts().size());
+    return rules::layerNorm(b, g, in(0), w, bias, normDims, numberAttr(n, "eps", 1e-5), need);
+  }
+  case OpKind::Embedding:
+    return Grads{nullptr, need[1] ? embeddingGrad(b, n, g) : nullptr};
+  case OpKind::CrossEntropy:
+    return Grads{need[0] ? crossEntropyGrad(b, n, g) : nullptr, nullptr, nullptr};
+  case OpKind::Dropout: // the same counters draw the same mask
+    return Grads{b.op(OpKind::Dropout, {g, in(1)}, {{"p", n.attr("p")->toDouble()}}), nullptr};
+  default:
+    break;
+  }
+  throw Unsupported(fmt::format("'{}' has no compiled derivative yet", n.keyword()));
+}
+
+} // namespace kiln::passes::autodiff

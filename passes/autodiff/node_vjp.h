@@ -1,0 +1,25 @@
+#pragma once
+/// The compiled derivative of one graph-IR node: which ops have one, and the nodes of its
+/// vector-Jacobian product, built by the rules of autograd/derivatives.h on a GraphRuleBuilder.
+
+#include "autograd/derivatives.h"
+#include "passes/autodiff/graph_rule_builder.h"
+
+#include <vector>
+
+namespace kiln::passes::autodiff {
+
+enum class Differentiability : uint8_t {
+  Rule,     ///< gradients flow through the node by its rule (nodeVjp)
+  Constant, ///< its results never carry gradients (comparisons, indices, random draws, sizes)
+  Missing,  ///< a differentiable op without a compiled derivative yet
+};
+
+Differentiability differentiability(const ir::Node &node);
+
+/// The gradients of `node`'s operands (nullptr where `need` does not ask or none flows), given
+/// `grad`, the gradient of its one result. Throws Unsupported for a form the rules do not cover.
+std::vector<ir::Value *> nodeVjp(GraphRuleBuilder &b, const ir::Node &node, ir::Value *grad,
+                                 autograd::rules::Needs need);
+
+} // namespace kiln::passes::autodiff

@@ -1,0 +1,332 @@
+#include "passes/autodiff/training_graphs.h"
+
+#include "ir/graph_builder.h"
+#include "ir/printer.h"
+#include "passes/autodiff/node_vjp.h"
+#include "passes/dce.h"
+#include "passes/functionalize.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace kiln::passes::autodiff {
+
+namespace {
+
+using ir::OpKind;
+using ir::Value;
+using ValueMap = std::unordered_map<const Value *, Value *>;
+
+bool typedAsGiven(OpKind op) {
+  return op == OpKind::Constant || op == OpKind::Weight || op == OpKind::Call;
+}
+
+/// Adds a copy of `node` to `gb` with operands mapped by `map`; returns its results.
+std::vector<Value *> replay(ir::GraphBuilder &gb, const ir::Node &node,
+                            const std::function<Value *(Value *)> &map) {
+  std::vector<Value *> operands;
+  for (Value *v : node.operands())
+    operands.push_back(map(v));
+  std::optional<std::vector<ir::ValueType>> types;
+  if (typedAsGiven(node.op())) {
+    types.emplace();
+    for (Value *r : node.results())
+      types->push_back(r->type());
+  }
+  return gb.add(node.op(), std::move(operands), node.attrs(), node.loc(), std::move(types));
+}
+
+bool isFloatTensor(const Value *v) { return v->isTensor() && isFloating(v->meta().dtype); }
+
+ir::TensorMeta denseMeta(const Value *v) {
+  return ir::TensorMeta::contiguous(v->meta().dtype, v->meta().sizes, v->meta().device);
+}
+
+int64_t bytesOf(const Value *v) {
+  if (!v->isTensor())
+    return 8;
+  int64_t n = static_cast<int64_t>(itemsize(v->meta().dtype));
+  for (const ir::SymInt &s : v->meta().sizes)
+    n *= s.constant().value_or(1);
+  return n;
+}
+
+/// Forward nodes the backward recomputes instead of saving: free to redo.
+bool recomputable(const ir::Node &n) {
+  if (n.op() == OpKind::Constant || n.op() == OpKind::Full || n.op() == OpKind::Arange)
+    return true;
+  return n.hasTrait(ir::trait::View) && !n.hasTrait(ir::trait::Extern);
+}
+
+/// The functional form of `graph`: a copy with its mutations turned into data flow.
+std::unique_ptr<ir::Graph> functionalCopy(const ir::Graph &graph,
+                                          std::unordered_map<const ir::Node *, ir::Node *> &map) {
+  std::unique_ptr<ir::Graph> g = ir::cloneGraph(graph, &map);
+  bool mutates = false;
+  for (const ir::Node *n : g->nodes())
+    mutates = mutates || isMutation(*n);
+  if (!mutates)
+    return g;
+  functionalize(*g);
+  std::optional<std::vector<Value *>> written = writtenBackInputs(*g);
+  if (!written || !written->empty())
+    throw Unsupported("the graph mutates its inputs: compiled training writes no inputs back yet");
+  return g;
+}
+
+class JointBuilder {
+public:
+  JointBuilder(const ir::Graph &graph, const std::vector<bool> &needsGrad,
+               std::unordered_set<const ir::Node *> noGrad)
+      : graph_(graph), needsGrad_(needsGrad), noGrad_(std::move(noGrad)),
+        joint_(graph.name() + "_joint") {}
+
+  TrainingGraphs run() {
+    markRequiresGrad();
+    buildJoint();
+    return split();
+  }
+
+private:
+  void markRequiresGrad() {
+    std::vector<Value *> inputs = graph_.inputs();
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (i < needsGrad_.size() && needsGrad_[i] && isFloatTensor(inputs[i]))
+        requires_.insert(inputs[i]);
+    for (const ir::Node *n : graph_.nodes()) {
+      if (n->op() == OpKind::Input || n->op() == OpKind::Output)
+        continue;
+      bool any = false;
+      for (Value *v : n->operands())
+        any = any || requires_.count(v);
+      if (!any || noGrad_.count(n))
+        continue;
+      switch (differentiability(*n)) {
+      case Differentiability::Constant:
+        continue;
+      case Differentiability::Missing:
+        throw Unsupported(fmt::format("'{}' has no compiled derivative yet", n->keyword()));
+      case Differentiability::Rule:
+        if (n->numResults() != 1)
+          throw Unsupported(fmt::format("'{}' has several results", n->keyword()));
+        break;
+      }
+      for (Value *r : n->results())
+        if (isFloatTensor(r))
+          requires_.insert(r);
+    }
+  }
+
+  void buildJoint() {
+    std::vector<Value *> inputs = graph_.inputs();
+    for (Value *v : inputs)
+      map_[v] = joint_.input(v->type(), v->name(), v->definingNode()->loc());
+    numInputs_ = joint_.mark();
+    std::vector<Value *> outputs = graph_.outputs();
+    std::vector<Value *> seeds;
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      if (!requires_.count(outputs[k]))
+        continue;
+      gradOutputs_.push_back(static_cast<int>(k));
+      seeds.push_back(joint_.input(denseMeta(outputs[k]), fmt::format("grad_out{}", k)));
+    }
+    for (const ir::Node *n : graph_.nodes()) {
+      if (n->op() == OpKind::Input || n->op() == OpKind::Output)
+        continue;
+      std::vector<Value *> rs = replay(joint_, *n, [&](Value *v) { return map_.at(v); });
+      for (int i = 0; i < n->numResults(); ++i)
+        map_[n->result(i)] = rs[i];
+      forwardNodes_.insert(rs.empty() ? joint_.graph().nodes().back() : rs[0]->definingNode());
+    }
+    for (size_t s = 0; s < seeds.size(); ++s)
+      accumulate(outputs[gradOutputs_[s]], seeds[s], {});
+    std::vector<ir::Node *> nodes = graph_.nodes();
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+      const ir::Node *n = *it;
+      if (n->op() == OpKind::Input || n->op() == OpKind::Output || n->numResults() != 1)
+        continue;
+      auto g = grads_.find(n->result(0));
+      if (g == grads_.end() || !requires_.count(n->result(0)))
+        continue;
+      autograd::rules::Needs need;
+      for (int i = 0; i < n->numOperands() && i < 64; ++i)
+        if (requires_.count(n->operand(i)))
+          need.bits |= uint64_t{1} << i;
+      GraphRuleBuilder b(joint_, n->loc());
+      const ir::Node &copy = *map_.at(n->result(0))->definingNode();
+      std::vector<Value *> gs = nodeVjp(b, copy, g->second, need);
+      for (int i = 0; i < n->numOperands() && i < static_cast<int>(gs.size()); ++i)
+        if (need[i] && gs[i])
+          accumulate(n->operand(i), gs[i], n->loc());
+    }
+    std::vector<Value *> jointOutputs;
+    for (Value *v : outputs)
+      jointOutputs.push_back(map_.at(v));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      auto g = grads_.find(inputs[i]);
+      if (g == grads_.end() || !requires_.count(inputs[i]))
+        continue;
+      inputGrads_.push_back(static_cast<int>(i));
+      jointOutputs.push_back(g->second);
+    }
+    numJointOutputs_ = outputs.size();
+    jointGraph_ = joint_.finish(jointOutputs);
+  }
+
+  /// Adds `grad` (a joint value) into the gradient of `v` (a value of the original graph).
+  void accumulate(const Value *v, Value *grad, const ir::SourceLoc &loc) {
+    const ir::TensorMeta &want = v->meta();
+    const ir::TensorMeta &got = grad->meta();
+    if (got.sizes != want.sizes)
+      throw Unsupported(fmt::format("a gradient of {} came out as {}", ir::printType(v->type()),
+                                    ir::printType(grad->type())));
+    GraphRuleBuilder b(joint_, loc);
+    if (got.dtype != want.dtype)
+      grad = b.cast(grad, want.dtype);
+    auto [it, fresh] = grads_.emplace(v, grad);
+    if (!fresh)
+      it->second = b.add(it->second, grad);
+  }
+
+  /// The forward region: the joint's first inputs and the replayed forward nodes.
+  bool inForward(const Value *v) const {
+    const ir::Node *d = v->definingNode();
+    if (d->op() == OpKind::Input)
+      return jointInputIndex(v) < numInputs_;
+    return forwardNodes_.count(d) > 0;
+  }
+
+  size_t jointInputIndex(const Value *v) const {
+    std::vector<Value *> ins = jointGraph_->inputs();
+    for (size_t i = 0; i < ins.size(); ++i)
+      if (ins[i] == v)
+        return i;
+    return SIZE_MAX;
+  }
+
+  /// Pass 1 of the split: what the backward saves for a forward value it reads.
+  void collectSaved(Value *v, std::unordered_set<const Value *> &seen) {
+    if (!seen.insert(v).second)
+      return;
+    const ir::Node *d = v->definingNode();
+    if (d->op() != OpKind::Input && recomputable(*d)) {
+      for (Value *o : d->operands())
+        collectSaved(o, seen);
+      return;
+    }
+    savedValues_.push_back(v);
+  }
+
+  TrainingGraphs split() {
+    TrainingGraphs out;
+    out.jointText = ir::printGraph(*jointGraph_);
+    std::vector<Value *> jointIns = jointGraph_->inputs();
+    std::vector<Value *> jointOuts = jointGraph_->outputs();
+    std::vector<ir::Node *> backwardNodes;
+    for (ir::Node *n : jointGraph_->nodes())
+      if (n->op() != OpKind::Input && n->op() != OpKind::Output && !forwardNodes_.count(n))
+        backwardNodes.push_back(n);
+    std::unordered_set<const Value *> seen;
+    auto readForward = [&](Value *v) {
+      if (inForward(v))
+        collectSaved(v, seen);
+    };
+    for (ir::Node *n : backwardNodes)
+      for (Value *v : n->operands())
+        readForward(v);
+    for (size_t k = numJointOutputs_; k < jointOuts.size(); ++k)
+      readForward(jointOuts[k]);
+
+    // The backward graph: saved values, then the output gradients.
+    ir::GraphBuilder bwd(graph_.name() + "_backward");
+    ValueMap bmap;
+    for (size_t s = 0; s < savedValues_.size(); ++s) {
+      Value *v = savedValues_[s];
+      ir::ValueType type = v->isTensor() ? ir::ValueType(denseMeta(v)) : v->type();
+      bmap[v] = bwd.input(type, fmt::format("saved{}", s));
+    }
+    for (size_t i = numInputs_; i < jointIns.size(); ++i)
+      bmap[jointIns[i]] = bwd.input(jointIns[i]->type(), jointIns[i]->name());
+    std::function<Value *(Value *)> materialize = [&](Value *v) -> Value * {
+      if (auto it = bmap.find(v); it != bmap.end())
+        return it->second;
+      const ir::Node *d = v->definingNode();
+      std::vector<Value *> rs = replay(bwd, *d, materialize); // recomputed or a backward node
+      for (int i = 0; i < d->numResults(); ++i)
+        bmap[d->result(i)] = rs[i];
+      return bmap.at(v);
+    };
+    for (ir::Node *n : backwardNodes)
+      materialize(n->result(0));
+    std::vector<Value *> bwdOuts;
+    for (size_t k = numJointOutputs_; k < jointOuts.size(); ++k)
+      bwdOuts.push_back(materialize(jointOuts[k]));
+    out.backwardPositions = bwd.positions();
+    out.backward = bwd.finish(bwdOuts);
+
+    // The forward graph: the original outputs, then the saved values it computes.
+    ir::GraphBuilder fwd(graph_.name() + "_forward");
+    ValueMap fmap;
+    for (size_t i = 0; i < numInputs_; ++i)
+      fmap[jointIns[i]] =
+          fwd.input(jointIns[i]->type(), jointIns[i]->name(), jointIns[i]->definingNode()->loc());
+    for (ir::Node *n : jointGraph_->nodes()) {
+      if (n->op() == OpKind::Input || n->op() == OpKind::Output || !forwardNodes_.count(n))
+        continue;
+      std::vector<Value *> rs = replay(fwd, *n, [&](Value *v) { return fmap.at(v); });
+      for (int i = 0; i < n->numResults(); ++i)
+        fmap[n->result(i)] = rs[i];
+    }
+    std::vector<Value *> fwdOuts;
+    for (size_t k = 0; k < numJointOutputs_; ++k)
+      fwdOuts.push_back(fmap.at(jointOuts[k]));
+    for (Value *v : savedValues_) {
+      SavedValue sv;
+      sv.bytes = bytesOf(v);
+      if (size_t i = jointInputIndex(v); i < numInputs_) {
+        sv.isInput = true;
+        sv.index = static_cast<int>(i);
+      } else {
+        sv.index = static_cast<int>(fwdOuts.size());
+        fwdOuts.push_back(fmap.at(v));
+      }
+      out.saved.push_back(sv);
+    }
+    out.forwardPositions = fwd.positions();
+    out.forward = fwd.finish(fwdOuts);
+    out.gradOutputs = gradOutputs_;
+    out.inputGrads = inputGrads_;
+    return out;
+  }
+
+  const ir::Graph &graph_;
+  const std::vector<bool> &needsGrad_;
+  std::unordered_set<const ir::Node *> noGrad_;
+  ir::GraphBuilder joint_;
+  std::unique_ptr<ir::Graph> jointGraph_;
+  size_t numInputs_ = 0, numJointOutputs_ = 0;
+  std::unordered_set<const Value *> requires_;
+  ValueMap map_;                                     ///< original value → joint value
+  std::unordered_map<const Value *, Value *> grads_; ///< original value → joint gradient
+  std::unordered_set<const ir::Node *> forwardNodes_;
+  std::vector<int> gradOutputs_, inputGrads_;
+  std::vector<Value *> savedValues_;
+};
+
+} // namespace
+
+TrainingGraphs buildTrainingGraphs(const ir::Graph &graph, const std::vector<bool> &inputNeedsGrad,
+                                   const std::unordered_set<const ir::Node *> &noGrad) {
+  std::unordered_map<const ir::Node *, ir::Node *> map;
+  std::unique_ptr<ir::Graph> functional = functionalCopy(graph, map);
+  std::unordered_set<const ir::Node *> stopped;
+  for (const ir::Node *n : noGrad)
+    if (auto it = map.find(n); it != map.end())
+      stopped.insert(it->second);
+  return JointBuilder(*functional, inputNeedsGrad, std::move(stopped)).run();
+}
+
+} // namespace kiln::passes::autodiff

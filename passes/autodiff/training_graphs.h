@@ -1,0 +1,57 @@
+#pragma once
+/// Compiled training: the joint forward+backward graph of a captured graph and its split into a
+/// forward graph and a backward graph (AOTAutograd's scheme, at the graph-IR level).
+///
+/// The joint graph is the forward graph followed by the vector-Jacobian product of every node
+/// that carries a gradient, built by the same derivative rules eager autograd runs
+/// (autograd/derivatives.h, through node_vjp.h on a GraphRuleBuilder), in reverse order, with a
+/// gradient accumulated by `add` where a value has several uses. Its inputs are the forward's
+/// inputs and one gradient per differentiable output; its outputs the forward's outputs and the
+/// gradients of the inputs that need one.
+///
+/// The split: every joint node the backward reads from the forward's region is either saved (a
+/// forward output the backward takes as an input) or recomputed in the backward when that costs
+/// nothing: constants, `full`/`arange`, and views (whose base is then saved or recomputed). The
+/// forward graph returns its outputs and then the saved values that it computes; saved forward
+/// inputs are passed to the backward by the caller as they are.
+
+#include "ir/graph.h"
+#include "ir/parser.h"
+
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+namespace kiln::passes::autodiff {
+
+/// A value the backward takes from the forward: one of the forward's inputs, or one of the
+/// forward graph's outputs (index among all of them, after the original outputs).
+struct SavedValue {
+  bool isInput = false;
+  int index = 0;
+  int64_t bytes = 0;
+};
+
+struct TrainingGraphs {
+  std::unique_ptr<ir::Graph> forward, backward;
+  ir::NodePositions forwardPositions, backwardPositions;
+  /// The backward's first inputs, in order.
+  std::vector<SavedValue> saved;
+  /// The forward outputs that take a gradient; the backward's remaining inputs, in order.
+  std::vector<int> gradOutputs;
+  /// The forward inputs whose gradients the backward returns, in order (inputs that need a
+  /// gradient and get none are absent: their gradient is None).
+  std::vector<int> inputGrads;
+  /// The joint graph, printed (KILN_LOGS=aot).
+  std::string jointText;
+};
+
+/// Builds the joint graph of `graph` and splits it. `inputNeedsGrad[i]`: graph input i requires
+/// grad; the results of `noGrad` nodes carry no gradient (what a `no_grad` block computed). Throws
+/// Unsupported (graph_rule_builder.h) for what it cannot differentiate: an op without a compiled
+/// derivative on a path that needs gradients, symbolic sizes, mutations of the graph's inputs.
+TrainingGraphs buildTrainingGraphs(const ir::Graph &graph, const std::vector<bool> &inputNeedsGrad,
+                                   const std::unordered_set<const ir::Node *> &noGrad = {});
+
+} // namespace kiln::passes::autodiff

@@ -1,0 +1,225 @@
+"""Compiled training: a captured graph whose inputs require grad compiles a forward and a
+backward graph (the joint graph of passes/autodiff, split), recorded as one autograd node.
+Gradients equal eager autograd's, the parts run with no eager node, and what has no compiled
+derivative still trains correctly on the eager kernels."""
+
+from __future__ import annotations
+
+import pytest
+from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches around every test
+
+import kiln
+import kiln.nn as nn
+import kiln.nn.functional as F
+from kiln._capture.backend_cpu import BackendCompilerFailed, CpuBackend
+
+
+def close(a, b, tol=1e-5):
+    assert a.shape == b.shape, (a.shape, b.shape)
+    assert kiln.allclose(a, b, rtol=tol, atol=tol), (a - b).abs().max().item()
+
+
+def grads_as_eager(model_or_fn, make_inputs, params, *, steps=1, strict=True, seed=0, tol=1e-5):
+    """Runs fn eagerly and compiled from the same values; checks outputs and the gradients of
+    `params` (and of inputs that require grad). Returns the backend."""
+    backend = CpuBackend(fallback=not strict)
+    compiled = kiln.compile(model_or_fn, backend=backend)
+    for step in range(steps):
+        inputs = make_inputs(step)
+        results = []
+        for fn in (model_or_fn, compiled):
+            for p in params:
+                p.grad = None
+            args = [a.detach().clone().requires_grad_(a.requires_grad) for a in inputs]
+            kiln.manual_seed(seed + step)
+            out = fn(*args)
+            loss = out if out.dim() == 0 else (out * out).sum()
+            loss.backward()
+            grads = [p.grad.clone() for p in params]
+            grads += [a.grad.clone() for a in args if a.requires_grad]
+            results.append((out.detach(), grads))
+        (ref, ref_grads), (got, got_grads) = results
+        close(got, ref, tol)
+        assert len(ref_grads) == len(got_grads)
+        for r, g in zip(ref_grads, got_grads, strict=True):
+            close(g, r, tol)
+    return backend
+
+
+def trained_in_one_part(backend):
+    report = backend.reports[0]
+    assert report.eager_nodes == 0 and report.fallbacks == [], (report.eager, report.fallbacks)
+    assert len(report.parts) == 1 and report.backward_parts == 1
+    info = report.infos[0]
+    assert info["backward"]["kernels"] >= 1 and info["saved"] >= 1
+    return report
+
+
+class MLP(nn.Module):
+    def __init__(self, d=16, h=32, classes=5):
+        super().__init__()
+        self.fc1 = nn.Linear(d, h)
+        self.fc2 = nn.Linear(h, classes)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+def test_mlp_loss_trains_in_one_compiled_part():
+    kiln.manual_seed(0)
+    model = MLP()
+    target = kiln.randint(0, 5, (8,))
+
+    def step(x):
+        return F.cross_entropy(model(x), target)
+
+    backend = grads_as_eager(step, lambda s: [kiln.randn(8, 16)], list(model.parameters()),
+                             steps=3)
+    trained_in_one_part(backend)
+    assert len(backend.reports) == 1, "one compile serves every step"
+
+
+@pytest.mark.parametrize("act", ["gelu", "gelu_tanh", "tanh", "sigmoid", "silu", "leaky_relu",
+                                 "elu", "softplus", "hardtanh", "exp", "sqrt_abs", "clamp"])
+def test_pointwise_chain_gradients(act):
+    fns = {
+        "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+        "tanh": kiln.tanh, "sigmoid": kiln.sigmoid, "silu": F.silu,
+        "leaky_relu": lambda t: F.leaky_relu(t, 0.2), "elu": F.elu, "softplus": F.softplus,
+        "hardtanh": F.hardtanh, "exp": kiln.exp, "sqrt_abs": lambda t: (t.abs() + 0.1).sqrt(),
+        "clamp": lambda t: t.clamp(-0.5, 0.7),
+    }
+    w = kiln.randn(6, 7).requires_grad_()
+
+    def fn(x):
+        return (fns[act](x * w + 1.0) / 3.0 - x).sum(-1)
+
+    backend = grads_as_eager(fn, lambda s: [kiln.randn(6, 7).requires_grad_()], [w])
+    trained_in_one_part(backend)
+
+
+def test_broadcast_views_and_reductions():
+    w = kiln.randn(4, 1, 5).requires_grad_()
+    b = kiln.randn(5).requires_grad_()
+
+    def fn(x):
+        y = (x.view(3, 4, 5).permute(1, 0, 2) * w + b).transpose(0, 1)
+        z = y[:, :, 1:3].mean(dim=(0, 2), keepdim=True) + y.amax(-1, keepdim=True)
+        return kiln.cat([z.reshape(-1), y.select(2, 4).flatten()]).softmax(0)
+
+    backend = grads_as_eager(fn, lambda s: [kiln.randn(12, 5).requires_grad_()], [w, b])
+    trained_in_one_part(backend)
+
+
+class Block(nn.Module):
+    """A nanoGPT-style block: layer norm, causal attention by masked_fill, a GELU MLP."""
+
+    def __init__(self, d=16, heads=2, t=8, p=0.0):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.drop = nn.Dropout(p)
+        self.register_buffer("mask", kiln.tril(kiln.ones(t, t)).view(1, 1, t, t))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q = q.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        k = k.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        v = v.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / (c // self.heads) ** 0.5)
+        att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
+        att = self.drop(F.softmax(att, dim=-1))
+        y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+        x = x + self.proj(y)
+        return x + self.drop(self.out(F.gelu(self.fc(self.ln2(x)))))
+
+
+@pytest.mark.parametrize("p", [0.0, 0.2])
+def test_transformer_block_gradients(p):
+    kiln.manual_seed(1)
+    block = Block(p=p)
+    block.train()
+    backend = grads_as_eager(block, lambda s: [kiln.randn(2, 8, 16)], list(block.parameters()),
+                             steps=2, tol=2e-5)
+    report = backend.reports[0]
+    assert report.backward_parts >= 1
+    assert report.fallbacks == [], report.fallbacks
+
+
+def test_embedding_and_head_with_ignore_index():
+    kiln.manual_seed(2)
+    emb = nn.Embedding(11, 8)
+    head = nn.Linear(8, 11, bias=False)
+    idx = kiln.randint(0, 11, (3, 5))
+    targets = kiln.randint(0, 11, (3, 5))
+    targets[0, 1] = -1
+
+    def fn(x):
+        logits = head(emb(idx) + x)
+        return F.cross_entropy(logits.view(-1, 11), targets.view(-1), ignore_index=-1,
+                               label_smoothing=0.1)
+
+    backend = grads_as_eager(fn, lambda s: [kiln.randn(3, 5, 8)],
+                             [emb.weight, head.weight])
+    trained_in_one_part(backend)
+
+
+def test_graph_break_chains_compiled_backwards():
+    w1 = kiln.randn(5, 5).requires_grad_()
+    w2 = kiln.randn(5, 5).requires_grad_()
+
+    def fn(x):
+        h = (x @ w1).tanh()
+        if h.sum() > -1e9:  # a branch on data: a graph break
+            h = h * 2
+        return (h @ w2).sigmoid().sum()
+
+    backend = grads_as_eager(fn, lambda s: [kiln.randn(3, 5)], [w1, w2])
+    trained = [r for r in backend.reports if r.backward_parts]
+    assert len(trained) == 2, backend.reports
+    assert all(r.eager_nodes == 0 for r in trained)
+
+
+def test_no_grad_call_keeps_an_inference_graph():
+    w = kiln.randn(4, 4).requires_grad_()
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(lambda x: (x @ w).relu().sum(), backend=backend)
+    x = kiln.randn(3, 4)
+    with kiln.no_grad():
+        out = compiled(x)
+    assert not out.requires_grad
+    assert backend.reports[-1].backward_parts == 0
+    loss = compiled(x)
+    loss.backward()
+    assert backend.reports[-1].backward_parts == 1 and len(backend.reports) == 2
+    close(out, loss.detach())
+    expected = w.grad.clone()
+    w.grad = None
+    (x @ w).relu().sum().backward()
+    close(expected, w.grad)
+
+
+def test_an_op_without_compiled_derivative_trains_eagerly():
+    w = kiln.randn(4, 6).requires_grad_()
+
+    def fn(x):
+        return (x * w).cumsum(1).sum()
+
+    backend = grads_as_eager(fn, lambda s: [kiln.randn(4, 6)], [w], strict=False)
+    report = backend.reports[0]
+    assert report.backward_parts == 0 and report.eager_nodes > 0
+    assert any("cumsum" in reason for _, _, reason in report.fallbacks), report.fallbacks
+    with pytest.raises(BackendCompilerFailed, match="cumsum"):
+        kiln.compiler.reset()
+        kiln.compile(fn, backend=CpuBackend(fallback=False))(kiln.randn(4, 6))
+
+
+def test_double_backward_through_compiled_graph_is_refused():
+    w = kiln.randn(3, 3).requires_grad_()
+    compiled = kiln.compile(lambda x: (x @ w).tanh().sum(), backend=CpuBackend(fallback=False))
+    loss = compiled(kiln.randn(2, 3))
+    with pytest.raises(RuntimeError, match="create_graph"):
+        kiln.autograd.grad(loss, [w], create_graph=True)
