@@ -114,7 +114,7 @@ def bench(name, make, batch, loss, rounds, kiln, torch):
     first = {}
     for key in ("ke", "kc", "tc", "te"):
         start = time.perf_counter()
-        first[key] = float(models[key].step())
+        first[key] = float(models[key].step().detach())
         cold[key] = time.perf_counter() - start
     assert abs(first["kc"] - first["ke"]) <= 1e-4 * max(1.0, abs(first["ke"])), first
     for t in models.values():  # warm: steady state, caches filled

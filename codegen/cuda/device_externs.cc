@@ -113,6 +113,20 @@ std::vector<int64_t> broadcastStrides(const Operand &o, const std::vector<int64_
 }
 
 /// torch.matmul's product of `a` and `b` into `out` (shapes checked against each other).
+/// A contiguous operand read as the sizes of attribute `view` (a reshape: new row-major
+/// strides), or as it is when the attribute is absent.
+DeviceTensor viewed(const DeviceTensor &t, const ir::Attributes &attrs, const char *view) {
+  auto it = attrs.find(view);
+  if (it == attrs.end())
+    return t;
+  DeviceTensor v = t;
+  v.sizes = it->second.toInts();
+  v.strides.assign(v.sizes.size(), 1);
+  for (size_t d = v.sizes.size(); d-- > 1;)
+    v.strides[d - 1] = v.strides[d] * std::max<int64_t>(v.sizes[d], 1);
+  return v;
+}
+
 Gemm matmulGemm(std::string_view op, const DeviceTensor &a, const DeviceTensor &b,
                 const DeviceTensor &out, bool transposeA, bool transposeB) {
   Operand x = operand(op, a, /*left=*/true, transposeA);
@@ -462,8 +476,9 @@ Table buildTable(const Cublas &cublas) {
   t.emplace("matmul",
             [&cublas](CudaDevice &device, Inputs in, Inputs out, const ir::Attributes &attrs) {
               expectCounts("matmul", in, 2, 2, out);
-              Gemm g = matmulGemm("matmul", in[0], in[1], out[0], flag(attrs, "transpose_a"),
-                                  flag(attrs, "transpose_b"));
+              Gemm g = matmulGemm("matmul", viewed(in[0], attrs, "a_view"),
+                                  viewed(in[1], attrs, "b_view"), out[0],
+                                  flag(attrs, "transpose_a"), flag(attrs, "transpose_b"));
               product(cublas, device, std::move(g), out[0], nullptr);
             });
   t.emplace("linear", [&cublas](CudaDevice &device, Inputs in, Inputs out, const ir::Attributes &) {

@@ -186,6 +186,10 @@ Differentiability differentiability(const ir::Node &node) {
   case OpKind::Embedding:
   case OpKind::CrossEntropy:
   case OpKind::Dropout:
+  case OpKind::Conv2d:
+  case OpKind::MaxPool2d:
+  case OpKind::AvgPool2d:
+  case OpKind::AdaptiveAvgPool2d:
     return Differentiability::Rule;
   case OpKind::Input:
   case OpKind::Constant:
@@ -403,6 +407,14 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
     return Grads{nullptr, need[1] ? embeddingGrad(b, n, g) : nullptr};
   case OpKind::CrossEntropy:
     return Grads{need[0] ? crossEntropyGrad(b, n, g) : nullptr, nullptr, nullptr};
+  case OpKind::Conv2d:
+    return convolutionVjp(b, n, g, need);
+  case OpKind::MaxPool2d:
+    return maxPoolVjp(b, n, g);
+  case OpKind::AvgPool2d:
+    return avgPoolVjp(b, n, g);
+  case OpKind::AdaptiveAvgPool2d:
+    return adaptiveAvgPoolVjp(b, n, g);
   case OpKind::Dropout: // the same counters draw the same mask
     return Grads{b.op(OpKind::Dropout, {g, in(1)}, {{"p", n.attr("p")->toDouble()}}), nullptr};
   default:

@@ -22,4 +22,12 @@ Differentiability differentiability(const ir::Node &node);
 std::vector<ir::Value *> nodeVjp(GraphRuleBuilder &b, const ir::Node &node, ir::Value *grad,
                                  autograd::rules::Needs need);
 
+/// The rules of node_vjp_nn.cc (im2col forms), which nodeVjp dispatches to.
+std::vector<ir::Value *> convolutionVjp(GraphRuleBuilder &b, const ir::Node &node, ir::Value *grad,
+                                        autograd::rules::Needs need);
+std::vector<ir::Value *> maxPoolVjp(GraphRuleBuilder &b, const ir::Node &node, ir::Value *grad);
+std::vector<ir::Value *> avgPoolVjp(GraphRuleBuilder &b, const ir::Node &node, ir::Value *grad);
+std::vector<ir::Value *> adaptiveAvgPoolVjp(GraphRuleBuilder &b, const ir::Node &node,
+                                            ir::Value *grad);
+
 } // namespace kiln::passes::autodiff

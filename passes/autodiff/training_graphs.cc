@@ -61,28 +61,36 @@ bool recomputable(const ir::Node &n) {
   return n.hasTrait(ir::trait::View) && !n.hasTrait(ir::trait::Extern);
 }
 
-/// The functional form of `graph`: a copy with its mutations turned into data flow.
-std::unique_ptr<ir::Graph> functionalCopy(const ir::Graph &graph,
-                                          std::unordered_map<const ir::Node *, ir::Node *> &map) {
-  std::unique_ptr<ir::Graph> g = ir::cloneGraph(graph, &map);
+/// The functional form of `graph`: a copy with its mutations turned into data flow, and the
+/// (input, new value) pairs the forward writes back once at its end.
+struct Functional {
+  std::unique_ptr<ir::Graph> graph;
+  std::vector<std::pair<Value *, Value *>> writeBacks;
+};
+
+Functional functionalCopy(const ir::Graph &graph,
+                          std::unordered_map<const ir::Node *, ir::Node *> &map) {
+  Functional f{ir::cloneGraph(graph, &map), {}};
   bool mutates = false;
-  for (const ir::Node *n : g->nodes())
+  for (const ir::Node *n : f.graph->nodes())
     mutates = mutates || isMutation(*n);
   if (!mutates)
-    return g;
-  functionalize(*g);
-  std::optional<std::vector<Value *>> written = writtenBackInputs(*g);
-  if (!written || !written->empty())
-    throw Unsupported("the graph mutates its inputs: compiled training writes no inputs back yet");
-  return g;
+    return f;
+  try {
+    functionalize(*f.graph);
+    f.writeBacks = takeWriteBacks(*f.graph);
+  } catch (const std::exception &e) {
+    throw Unsupported(fmt::format("a mutation compiled training cannot express: {}", e.what()));
+  }
+  return f;
 }
 
 class JointBuilder {
 public:
-  JointBuilder(const ir::Graph &graph, const std::vector<bool> &needsGrad,
+  JointBuilder(const Functional &functional, const std::vector<bool> &needsGrad,
                std::unordered_set<const ir::Node *> noGrad)
-      : graph_(graph), needsGrad_(needsGrad), noGrad_(std::move(noGrad)),
-        joint_(graph.name() + "_joint") {}
+      : graph_(*functional.graph), writeBacks_(functional.writeBacks), needsGrad_(needsGrad),
+        noGrad_(std::move(noGrad)), joint_(graph_.name() + "_joint") {}
 
   TrainingGraphs run() {
     markRequiresGrad();
@@ -96,6 +104,10 @@ private:
     for (size_t i = 0; i < inputs.size(); ++i)
       if (i < needsGrad_.size() && needsGrad_[i] && isFloatTensor(inputs[i]))
         requires_.insert(inputs[i]);
+    for (const auto &[input, value] : writeBacks_)
+      if (requires_.count(input))
+        throw Unsupported(
+            fmt::format("an in-place update of %{}, which requires grad", input->name()));
     for (const ir::Node *n : graph_.nodes()) {
       if (n->op() == OpKind::Input || n->op() == OpKind::Output)
         continue;
@@ -280,6 +292,8 @@ private:
       for (int i = 0; i < n->numResults(); ++i)
         fmap[n->result(i)] = rs[i];
     }
+    for (const auto &[input, value] : writeBacks_) // the forward's mutations, written back once
+      fwd.add(OpKind::Copy, {fmap.at(map_.at(input)), fmap.at(map_.at(value))}, {});
     std::vector<Value *> fwdOuts;
     for (size_t k = 0; k < numJointOutputs_; ++k)
       fwdOuts.push_back(fmap.at(jointOuts[k]));
@@ -303,6 +317,7 @@ private:
   }
 
   const ir::Graph &graph_;
+  const std::vector<std::pair<Value *, Value *>> &writeBacks_;
   const std::vector<bool> &needsGrad_;
   std::unordered_set<const ir::Node *> noGrad_;
   ir::GraphBuilder joint_;
@@ -321,12 +336,12 @@ private:
 TrainingGraphs buildTrainingGraphs(const ir::Graph &graph, const std::vector<bool> &inputNeedsGrad,
                                    const std::unordered_set<const ir::Node *> &noGrad) {
   std::unordered_map<const ir::Node *, ir::Node *> map;
-  std::unique_ptr<ir::Graph> functional = functionalCopy(graph, map);
+  Functional functional = functionalCopy(graph, map);
   std::unordered_set<const ir::Node *> stopped;
   for (const ir::Node *n : noGrad)
     if (auto it = map.find(n); it != map.end())
       stopped.insert(it->second);
-  return JointBuilder(*functional, inputNeedsGrad, std::move(stopped)).run();
+  return JointBuilder(functional, inputNeedsGrad, std::move(stopped)).run();
 }
 
 } // namespace kiln::passes::autodiff

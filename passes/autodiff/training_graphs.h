@@ -13,7 +13,10 @@
 /// forward output the backward takes as an input) or recomputed in the backward when that costs
 /// nothing: constants, `full`/`arange`, and views (whose base is then saved or recomputed). The
 /// forward graph returns its outputs and then the saved values that it computes; saved forward
-/// inputs are passed to the backward by the caller as they are.
+/// inputs are passed to the backward by the caller as they are. Mutations of the graph's inputs
+/// (BatchNorm's running statistics, counters) are functionalized and written back once at the
+/// end of the forward graph (`copy_` nodes, as the inference path compiles them); an input that
+/// requires grad may not be mutated.
 
 #include "ir/graph.h"
 #include "ir/parser.h"

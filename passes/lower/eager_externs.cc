@@ -223,8 +223,14 @@ ExternTable buildTable() {
   ExternTable t;
   t.emplace("matmul", [](Inputs in, const ir::Attributes &attrs) {
     expectInputs("matmul", in, 2, 2);
-    Tensor a = flag(attrs, "transpose_a") ? in[0].mT() : in[0];
-    Tensor b = flag(attrs, "transpose_b") ? in[1].mT() : in[1];
+    // An operand buffer is read as `a_view`/`b_view` (a reshape of the contiguous buffer), then
+    // transposed when asked (passes/lower/lower_nn.cc: the layouts BLAS reads in place).
+    auto operand = [&](const Tensor &t, const char *view, const char *transpose) {
+      Tensor v = attrs.count(view) ? t.view(ints(attrs, view, {})) : t;
+      return flag(attrs, transpose) ? v.mT() : v;
+    };
+    Tensor a = operand(in[0], "a_view", "transpose_a");
+    Tensor b = operand(in[1], "b_view", "transpose_b");
     return std::vector<Tensor>{ops::matmul(a, b)};
   });
   t.emplace("linear", [](Inputs in, const ir::Attributes &) {

@@ -4,8 +4,9 @@
 //
 // An extern takes whole buffers, so an operand that is a view is realized first (a copy node that
 // fusion folds its producer into), except a matmul operand that is exactly a transpose of its
-// last two dims: that one is passed as is with `transpose_a`/`transpose_b = true` (BLAS reads
-// transposes for free). A bias is not given to the library: it is a pointwise epilogue, which
+// last two dims, a reshape of a contiguous buffer, or a transpose of such a reshape: that one is
+// passed as the buffer with `transpose_a`/`transpose_b = true` and `a_view`/`b_view` (the sizes
+// the buffer is read as; BLAS reads these layouts for free). A bias is not given to the library: it is a pointwise epilogue, which
 // fusion merges with whatever follows (linear -> gelu becomes one epilogue of the GEMM).
 
 #include "passes/lower/lower_context.h"
@@ -69,18 +70,67 @@ TensorRef addBias(LowerContext &ctx, const TensorRef &y, const TensorRef &bias,
   });
 }
 
+/// A matmul operand read from a buffer in place: the buffer, whether its last two dims are
+/// swapped, and the sizes a contiguous buffer is reshaped to first (none: as it is).
+struct InPlaceOperand {
+  BufferId buffer;
+  bool transposed = false;
+  std::optional<std::vector<int64_t>> view;
+};
+
+/// Whether `v` is a layout BLAS reads without a copy: a whole buffer, its last-two-dims
+/// transpose, or either of those of a reshape of a whole contiguous buffer (the backward's
+/// `reshape(g, [-1, n])` and its transpose), recognized from the graph nodes that made it.
+std::optional<InPlaceOperand> inPlaceOperand(LowerContext &ctx, const ir::Value *v) {
+  const LoopProgram &p = ctx.program();
+  const TensorRef &t = ctx.tensor(v);
+  if (t.isWholeBuffer(p))
+    return InPlaceOperand{t.buffer};
+  if (isLastTwoTransposed(t, p))
+    return InPlaceOperand{t.buffer, true};
+  InPlaceOperand out;
+  const ir::Node *d = v->definingNode();
+  if (d && d->op() == OpKind::Transpose) {
+    const int64_t rank = v->meta().rank();
+    int64_t a = wrapDim(d->attr("dim0")->toInt(), rank), b = wrapDim(d->attr("dim1")->toInt(), rank);
+    if (std::min(a, b) != rank - 2 || std::max(a, b) != rank - 1)
+      return std::nullopt;
+    out.transposed = true;
+    v = d->operand(0);
+    d = v->definingNode();
+  }
+  if (!d || (d->op() != OpKind::Reshape && d->op() != OpKind::View))
+    return std::nullopt;
+  const TensorRef &base = ctx.tensor(d->operand(0));
+  if (!base.isWholeBuffer(p) || !p.buffer(base.buffer).meta.isContiguous())
+    return std::nullopt;
+  std::vector<int64_t> sizes;
+  for (const SymInt &s : v->meta().sizes) {
+    if (!s.isConstant())
+      return std::nullopt;
+    sizes.push_back(*s.constant());
+  }
+  out.buffer = base.buffer;
+  out.view = std::move(sizes);
+  return out;
+}
+
 void lowerMatmul(LowerContext &ctx, const ir::Node &n) {
   ir::Attributes attrs;
   std::vector<BufferId> in;
   const char *flags[] = {"transpose_a", "transpose_b"};
+  const char *views[] = {"a_view", "b_view"};
   for (int k = 0; k < 2; ++k) {
-    const TensorRef &t = ctx.tensor(n.operand(k));
-    if (isLastTwoTransposed(t, ctx.program())) {
-      in.push_back(t.buffer);
-      attrs.emplace(flags[k], true);
-    } else {
-      in.push_back(ctx.realize(t));
+    std::optional<InPlaceOperand> o = inPlaceOperand(ctx, n.operand(k));
+    if (!o) {
+      in.push_back(ctx.realize(ctx.tensor(n.operand(k))));
+      continue;
     }
+    in.push_back(o->buffer);
+    if (o->transposed)
+      attrs.emplace(flags[k], true);
+    if (o->view)
+      attrs.emplace(views[k], *o->view);
   }
   ctx.define(n.result(0), external(ctx, n, "matmul", in, attrs));
 }

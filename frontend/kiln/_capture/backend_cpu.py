@@ -557,20 +557,17 @@ class _Partitioner:
         eager autograd records them."""
         name = f"{self.graph.name}_part{index}"
         reason = None
-        if any(_mutates(n) for n in part.nodes):
-            reason = "compiled training of in-place ops on the part's inputs is not built yet"
-        else:
-            try:
-                w = _RunWriter(name, part.inputs, part.nodes, part.outputs, self.types)
-                built = w.write()
-                needs = [_requires_grad(n) for n in part.inputs]
-                # nodes a no_grad block computed: their examples do not require grad
-                no_grad = [pos for pos, n in w.owner.items() if not _requires_grad(n)]
-                options = {"fuse": self.fuse, "input_symbols": w.input_symbols,
-                           "dump_stages": self.debug_code}
-                forward, backward, spec = training.build(built, needs, no_grad, name, options)
-            except Exception as e:  # noqa: BLE001 - what has no compiled derivative runs eagerly
-                reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        try:
+            w = _RunWriter(name, part.inputs, part.nodes, part.outputs, self.types)
+            built = w.write()
+            needs = [_requires_grad(n) for n in part.inputs]
+            # nodes a no_grad block computed: their examples do not require grad
+            no_grad = [pos for pos, n in w.owner.items() if not _requires_grad(n)]
+            options = {"fuse": self.fuse, "input_symbols": w.input_symbols,
+                       "dump_stages": self.debug_code}
+            forward, backward, spec = training.build(built, needs, no_grad, name, options)
+        except Exception as e:  # noqa: BLE001 - what has no compiled derivative runs eagerly
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if reason is not None:
             self.report.fallbacks.append((part.nodes[0].name,
                                           f"backward of {len(part.nodes)} nodes", reason))
@@ -584,6 +581,9 @@ class _Partitioner:
         for k, n in enumerate(part.outputs):
             env[id(n)] = pg.call(operator.getitem, (call, k), {}, examples[k], n.meta.get("loc"))
         for n in part.aliases:
+            if _mutates(n):  # the forward did the mutation: the value is the written operand
+                env[id(n)] = env[id(n.args[0])]
+                continue
             env[id(n)] = pg.call(n.target, _remap(n.args, env), _remap(n.kwargs, env),
                                  n.meta.get("example"), n.meta.get("loc"))
         forward_info, backward_info = forward.info, backward.info

@@ -1,8 +1,12 @@
 """Lowerings of the ops the model zoo's networks add (the third part of the table in
 lowerings.py): ``arange``, ``split``/``chunk`` as slices, ``contiguous``,
-inference ``batch_norm`` and the 2-d pools."""
+``batch_norm`` (inference, and training as ops plus the running statistics' in-place update)
+and the 2-d pools."""
 
 from __future__ import annotations
+
+import math
+import re
 
 import kiln
 from kiln._capture.graph_build import Decline, dtype_short
@@ -211,8 +215,10 @@ def _s_batch_norm(input, running_mean, running_var, weight=None, bias=None, trai
 
 @lowering(_s_batch_norm, "kiln.nn.functional.batch_norm")
 def _batch_norm(w, node, a):
+    if a["training"] is True:
+        return _batch_norm_training(w, node, a)
     if a["training"] is not False:
-        raise Decline("batch_norm in training mode (it updates the running statistics)")
+        raise Decline("batch_norm with a run-time training flag")
     if a["running_mean"] is None or a["running_var"] is None:
         raise Decline("batch_norm without running statistics")
     if a["weight"] is None and a["bias"] is not None:
@@ -223,6 +229,56 @@ def _batch_norm(w, node, a):
     if float(a["eps"]) != 1e-05:
         attrs["eps"] = float(a["eps"])
     w.emit_node(node, "batch_norm", ops, attrs)
+
+
+def _batch_norm_training(w, node, a):
+    """Training-mode batch_norm from the batch's statistics (biased variance), with the running
+    statistics updated in place as eager does (unbiased variance, `momentum`): ops the joint
+    graph differentiates, and `copy_` into the running buffers, written back once."""
+    x, loc, eps, momentum = w.tensor(a["input"]), node.meta.get("loc"), a["eps"], a["momentum"]
+    if type(eps) not in (int, float) or (momentum is not None
+                                         and type(momentum) not in (int, float)):
+        raise Decline("batch_norm with run-time eps or momentum")
+    stats = (a["running_mean"], a["running_var"])
+    if (stats[0] is None) != (stats[1] is None) or (momentum is None and stats[0] is not None):
+        raise Decline("batch_norm training with a cumulative running average (momentum=None)")
+    if a["weight"] is None and a["bias"] is not None:
+        raise Decline("batch_norm bias without weight")
+    if x.type.dtype not in ("f32", "f64") or len(x.type.sizes) < 2:
+        raise Decline("batch_norm training of a float32/float64 (N, C, ...) input only")
+    if not all(re.fullmatch(r"[0-9]+", s) for s in x.type.sizes):
+        raise Decline("batch_norm training with symbolic sizes")
+    sizes = [int(s) for s in x.type.sizes]
+    rank, channels = len(sizes), sizes[1]
+    count = sizes[0] * math.prod(sizes[2:])
+    if count <= 1:
+        raise Decline("batch_norm training needs more than one value per channel")
+    dims, shape = [0, *range(2, rank)], [1, channels] + [1] * (rank - 2)
+
+    def op(name, *operands, **attrs):
+        return w.emit(name, list(operands), attrs, loc)[0]
+
+    mean = op("mean", x, dim=dims, keepdim=True)
+    centered = op("sub", x, mean)
+    var = op("mean", op("mul", centered, centered), dim=dims, keepdim=True)
+    rstd = op("rsqrt", op("add", var, w.constant(float(eps))))
+    if stats[0] is not None:
+        m = float(momentum)
+        for buf, stat, factor in ((stats[0], mean, m), (stats[1], var, m * count / (count - 1))):
+            running = w.tensor(buf)
+            kept = op("mul", running, w.constant(1.0 - m))
+            moved = op("mul", op("reshape", stat, shape=[channels]), w.constant(factor))
+            op("copy_", running, op("add", kept, moved))
+    if a["weight"] is None:
+        w.emit_node(node, "mul", [centered, rstd], {})
+        return
+    scaled = op("mul", centered, rstd)
+    weight = op("reshape", w.tensor(a["weight"]), shape=shape)
+    if a["bias"] is None:
+        w.emit_node(node, "mul", [scaled, weight], {})
+        return
+    bias = op("reshape", w.tensor(a["bias"]), shape=shape)
+    w.emit_node(node, "add", [op("mul", scaled, weight), bias], {})
 
 
 def _s_max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,

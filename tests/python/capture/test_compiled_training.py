@@ -223,3 +223,63 @@ def test_double_backward_through_compiled_graph_is_refused():
     loss = compiled(kiln.randn(2, 3))
     with pytest.raises(RuntimeError, match="create_graph"):
         kiln.autograd.grad(loss, [w], create_graph=True)
+
+
+def conv_net(width=8):
+    """conv-BN-ReLU-pool twice, global average pool, linear head (ResNet's stem pattern)."""
+    return nn.Sequential(
+        nn.Conv2d(3, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(inplace=True),
+        nn.MaxPool2d(2), nn.Conv2d(width, 2 * width, 3, stride=2, bias=False),
+        nn.BatchNorm2d(2 * width), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        nn.Linear(2 * width, 10))
+
+
+def test_conv_batchnorm_pool_net_trains_in_one_part():
+    kiln.manual_seed(3)
+    net, ref = conv_net(), conv_net()
+    ref.load_state_dict(net.state_dict())
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(net, backend=backend)
+    target = kiln.randint(0, 10, (4,))
+    for _ in range(3):
+        x = kiln.randn(4, 3, 16, 16)
+        for model, fn in ((ref, ref), (net, compiled)):
+            model.zero_grad()
+            F.cross_entropy(fn(x), target).backward()
+        for p, q in zip(net.parameters(), ref.parameters(), strict=True):
+            close(p.grad, q.grad, 2e-5)
+        for b, c in zip(net.buffers(), ref.buffers(), strict=True):
+            close(b, c)  # running statistics and num_batches_tracked written back once
+    (report,) = backend.reports
+    assert report.backward_parts == 1 and report.eager_nodes == 0
+
+
+@pytest.mark.parametrize("pool", ["max", "max_pad", "max_overlap", "avg", "avg_pad", "adaptive"])
+def test_pool_gradients(pool):
+    fns = {
+        "max": lambda t: F.max_pool2d(t, 2), "max_pad": lambda t: F.max_pool2d(t, 3, 2, 1),
+        "max_overlap": lambda t: F.max_pool2d(t, 3, 1), "avg": lambda t: F.avg_pool2d(t, 2),
+        "avg_pad": lambda t: F.avg_pool2d(t, 3, 2, 1),
+        "adaptive": lambda t: F.adaptive_avg_pool2d(t, (2, 3)),
+    }
+    w = kiln.randn(1, 3, 1, 1).requires_grad_()
+
+    def fn(x):
+        return fns[pool](F.relu(x * w))  # ties at zero: the first maximum takes the gradient
+
+    backend = grads_as_eager(fn, lambda s: [kiln.randn(2, 3, 8, 6).requires_grad_()], [w])
+    trained_in_one_part(backend)
+
+
+@pytest.mark.parametrize("case", ["plain", "strided_grouped", "dilated"])
+def test_conv2d_gradients(case):
+    kw = {"plain": {}, "strided_grouped": {"stride": 2, "padding": 1, "groups": 2},
+          "dilated": {"dilation": 2, "padding": 2}}[case]
+    w = (kiln.randn(4, 4 // kw.get("groups", 1), 3, 3) * 0.3).requires_grad_()
+    b = kiln.randn(4).requires_grad_()
+
+    def fn(x):
+        return F.conv2d(x, w, b, **kw).tanh()
+
+    backend = grads_as_eager(fn, lambda s: [kiln.randn(2, 4, 9, 7).requires_grad_()], [w, b])
+    trained_in_one_part(backend)

@@ -1,0 +1,174 @@
+// The compiled derivatives of convolution and the 2-d pools, over im2col: the weight gradient of
+// a convolution is unfolded columns times the output gradient, the input gradient a transposed
+// convolution; a pool's input gradient is each window's share placed back by `fold` (col2im),
+// which sums where windows overlap.
+#include "passes/autodiff/node_vjp.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+namespace kiln::passes::autodiff {
+
+using ir::OpKind;
+using B = GraphRuleBuilder;
+using V = ir::Value *;
+using Sizes = B::Sizes;
+
+namespace {
+
+Sizes pairAttr(const ir::Node &n, std::string_view name, int64_t fallback) {
+  const ir::Attribute *a = n.attr(name);
+  if (!a)
+    return {fallback, fallback};
+  Sizes v = a->toInts();
+  if (v.size() == 1)
+    v.push_back(v[0]);
+  if (v.size() != 2)
+    throw Unsupported(fmt::format("{}: '{}' needs two values", n.keyword(), name));
+  return v;
+}
+
+struct Window {
+  Sizes kernel, stride, padding, dilation;
+};
+
+Window windowOf(const ir::Node &n, std::string_view kernelName) {
+  Window w;
+  w.kernel = pairAttr(n, kernelName, 1);
+  w.stride =
+      n.attr("stride") && !n.attr("stride")->toInts().empty() ? pairAttr(n, "stride", 1) : w.kernel;
+  w.padding = pairAttr(n, "padding", 0);
+  w.dilation = pairAttr(n, "dilation", 1);
+  return w;
+}
+
+/// The input of a 2-d op must be batched (N, C, H, W) for the im2col forms.
+void requireBatched(const ir::Node &n, const Sizes &xs) {
+  if (xs.size() != 4)
+    throw Unsupported(
+        fmt::format("{} of an unbatched input has no compiled derivative yet", n.keyword()));
+}
+
+/// Refuses ceil_mode when it adds a window the floor formula does not have.
+void requireFloorWindows(const ir::Node &n, const Sizes &xs, const Sizes &out, const Window &w) {
+  for (int d = 0; d < 2; ++d) {
+    int64_t span = xs[2 + d] + 2 * w.padding[d] - w.dilation[d] * (w.kernel[d] - 1) - 1;
+    if (span / w.stride[d] + 1 != out[2 + d])
+      throw Unsupported(
+          fmt::format("{} with ceil_mode windows has no compiled derivative yet", n.keyword()));
+  }
+}
+
+ir::Attributes windowAttrs(const Window &w, const Sizes &padding) {
+  return {{"kernel_size", w.kernel},
+          {"stride", w.stride},
+          {"padding", padding},
+          {"dilation", w.dilation}};
+}
+
+/// [N, C * KK, L] columns of per-window gradients placed back into [N, C, H, W].
+V foldColumns(B &b, V cols, const Sizes &xs, const Window &w) {
+  ir::Attributes attrs = windowAttrs(w, w.padding);
+  attrs["output_size"] = Sizes{xs[2], xs[3]};
+  return b.op(OpKind::Fold, {cols}, std::move(attrs));
+}
+
+} // namespace
+
+std::vector<V> convolutionVjp(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
+  V x = n.operand(0), w = n.operand(1);
+  Sizes xs = B::sizes(x), ws = B::sizes(w), gs = B::sizes(g);
+  requireBatched(n, xs);
+  Window win = windowOf(n, "");
+  win.kernel = {ws[2], ws[3]};
+  win.stride = pairAttr(n, "stride", 1);
+  const int64_t groups = n.attr("groups") ? n.attr("groups")->toInt() : 1;
+  std::vector<V> r(3);
+  if (need[0]) {
+    Sizes outPad(2);
+    for (int d = 0; d < 2; ++d)
+      outPad[d] = xs[2 + d] - ((gs[2 + d] - 1) * win.stride[d] - 2 * win.padding[d] +
+                               win.dilation[d] * (ws[2 + d] - 1) + 1);
+    r[0] = b.op(OpKind::ConvTranspose2d, {g, w},
+                {{"stride", win.stride},
+                 {"padding", win.padding},
+                 {"output_padding", outPad},
+                 {"dilation", win.dilation},
+                 {"groups", groups}});
+  }
+  if (need[1]) {
+    const int64_t batch = xs[0], out = ws[0];
+    V cols = b.op(OpKind::Unfold, {x}, windowAttrs(win, win.padding));
+    const int64_t l = B::sizes(cols)[2], ck = B::sizes(cols)[1] / groups;
+    V c = b.reshape(cols, {batch, groups, ck, l});
+    V gg = b.reshape(g, {batch, groups, out / groups, l});
+    V wg = b.sum(b.matmul(gg, b.transpose(c, -1, -2)), Sizes{0}, false);
+    r[1] = b.reshape(wg, ws);
+  }
+  if (need[2] && n.numOperands() > 2)
+    r[2] = b.sum(g, Sizes{0, 2, 3}, false);
+  return r;
+}
+
+std::vector<V> maxPoolVjp(B &b, const ir::Node &n, V g) {
+  V x = n.operand(0);
+  Sizes xs = B::sizes(x), gs = B::sizes(g);
+  requireBatched(n, xs);
+  Window w = windowOf(n, "kernel_size");
+  requireFloorWindows(n, xs, gs, w);
+  const int64_t kk = w.kernel[0] * w.kernel[1];
+  V padded = x;
+  if (w.padding[0] || w.padding[1]) // max pooling pads with -inf: no padded element wins
+    padded = b.op(OpKind::Pad, {x},
+                  {{"pad", Sizes{w.padding[1], w.padding[1], w.padding[0], w.padding[0]}},
+                   {"value", -std::numeric_limits<double>::infinity()}});
+  V cols = b.op(OpKind::Unfold, {padded}, windowAttrs(w, {0, 0}));
+  const int64_t l = B::sizes(cols)[2];
+  V windows = b.reshape(cols, {xs[0], xs[1], kk, l});
+  // The first maximum of each window takes the gradient (eager's choice on ties; NaN wins).
+  V first = b.op(OpKind::Argmax, {windows}, {{"dim", int64_t{2}}, {"keepdim", false}});
+  V chosen = b.cast(b.op(OpKind::OneHot, {first}, {{"num_classes", kk}}), B::dtype(g));
+  V share = b.mul(b.permute(chosen, {0, 1, 3, 2}), b.reshape(g, {xs[0], xs[1], 1, l}));
+  return {foldColumns(b, b.reshape(share, {xs[0], xs[1] * kk, l}), xs, w)};
+}
+
+std::vector<V> avgPoolVjp(B &b, const ir::Node &n, V g) {
+  V x = n.operand(0);
+  Sizes xs = B::sizes(x), gs = B::sizes(g);
+  requireBatched(n, xs);
+  Window w = windowOf(n, "kernel_size");
+  requireFloorWindows(n, xs, gs, w);
+  const int64_t kk = w.kernel[0] * w.kernel[1];
+  const bool padded = w.padding[0] || w.padding[1];
+  const bool countPad = !n.attr("count_include_pad") || n.attr("count_include_pad")->toBool();
+  if (padded && !countPad)
+    throw Unsupported("avg_pool2d with count_include_pad=False has no compiled derivative yet");
+  const ir::Attribute *divisor = n.attr("divisor_override");
+  const double scale = 1.0 / static_cast<double>(divisor ? divisor->toInt() : kk);
+  const int64_t l = gs[2] * gs[3];
+  V share = b.expand(b.reshape(g, {xs[0], xs[1], 1, l}), {xs[0], xs[1], kk, l});
+  V cols = b.scale(b.reshape(share, {xs[0], xs[1] * kk, l}), scale);
+  return {foldColumns(b, cols, xs, w)};
+}
+
+std::vector<V> adaptiveAvgPoolVjp(B &b, const ir::Node &n, V g) {
+  V x = n.operand(0);
+  Sizes xs = B::sizes(x), gs = B::sizes(g);
+  const size_t rank = xs.size();
+  const int64_t h = xs[rank - 2], wd = xs[rank - 1], oh = gs[rank - 2], ow = gs[rank - 1];
+  if (h % oh || wd % ow)
+    throw Unsupported("adaptive_avg_pool2d with windows of unequal sizes has no compiled "
+                      "derivative yet");
+  const int64_t kh = h / oh, kw = wd / ow;
+  Sizes lead(xs.begin(), xs.end() - 2);
+  Sizes split = lead, wide = lead;
+  for (int64_t v : {oh, int64_t{1}, ow, int64_t{1}})
+    split.push_back(v);
+  for (int64_t v : {oh, kh, ow, kw})
+    wide.push_back(v);
+  V spread = b.reshape(b.expand(b.reshape(g, split), wide), xs);
+  return {b.scale(spread, 1.0 / static_cast<double>(kh * kw))};
+}
+
+} // namespace kiln::passes::autodiff
