@@ -473,14 +473,13 @@ Table buildTable(const Cublas &cublas) {
                     fmt::join(in[0].sizes, ", "), fmt::join(in[1].sizes, ", "));
     product(cublas, device, matmulGemm("bmm", in[0], in[1], out[0], false, false), out[0], nullptr);
   });
-  t.emplace("matmul",
-            [&cublas](CudaDevice &device, Inputs in, Inputs out, const ir::Attributes &attrs) {
-              expectCounts("matmul", in, 2, 2, out);
-              Gemm g = matmulGemm("matmul", viewed(in[0], attrs, "a_view"),
-                                  viewed(in[1], attrs, "b_view"), out[0],
-                                  flag(attrs, "transpose_a"), flag(attrs, "transpose_b"));
-              product(cublas, device, std::move(g), out[0], nullptr);
-            });
+  t.emplace("matmul", [&cublas](CudaDevice &device, Inputs in, Inputs out,
+                                const ir::Attributes &attrs) {
+    expectCounts("matmul", in, 2, 2, out);
+    Gemm g = matmulGemm("matmul", viewed(in[0], attrs, "a_view"), viewed(in[1], attrs, "b_view"),
+                        out[0], flag(attrs, "transpose_a"), flag(attrs, "transpose_b"));
+    product(cublas, device, std::move(g), out[0], nullptr);
+  });
   t.emplace("linear", [&cublas](CudaDevice &device, Inputs in, Inputs out, const ir::Attributes &) {
     expectCounts("linear", in, 2, 3, out);
     KILN_CHECK_KIND(Value, in[1].sizes.size() == 2, "extern linear: a weight of rank {}",

@@ -6,8 +6,9 @@
 // fusion folds its producer into), except a matmul operand that is exactly a transpose of its
 // last two dims, a reshape of a contiguous buffer, or a transpose of such a reshape: that one is
 // passed as the buffer with `transpose_a`/`transpose_b = true` and `a_view`/`b_view` (the sizes
-// the buffer is read as; BLAS reads these layouts for free). A bias is not given to the library: it is a pointwise epilogue, which
-// fusion merges with whatever follows (linear -> gelu becomes one epilogue of the GEMM).
+// the buffer is read as; BLAS reads these layouts for free). A bias is not given to the library: it
+// is a pointwise epilogue, which fusion merges with whatever follows (linear -> gelu becomes one
+// epilogue of the GEMM).
 
 #include "passes/lower/lower_context.h"
 
@@ -92,7 +93,8 @@ std::optional<InPlaceOperand> inPlaceOperand(LowerContext &ctx, const ir::Value 
   const ir::Node *d = v->definingNode();
   if (d && d->op() == OpKind::Transpose) {
     const int64_t rank = v->meta().rank();
-    int64_t a = wrapDim(d->attr("dim0")->toInt(), rank), b = wrapDim(d->attr("dim1")->toInt(), rank);
+    int64_t a = wrapDim(d->attr("dim0")->toInt(), rank),
+            b = wrapDim(d->attr("dim1")->toInt(), rank);
     if (std::min(a, b) != rank - 2 || std::max(a, b) != rank - 1)
       return std::nullopt;
     out.transposed = true;
