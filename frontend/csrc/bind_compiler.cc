@@ -430,7 +430,7 @@ py::dict trainingGraphs(const BuiltGraph &built, const std::vector<bool> &needsG
   };
   py::list saved;
   for (const passes::autodiff::SavedValue &s : t.saved)
-    saved.append(py::make_tuple(s.isInput, s.index, s.bytes));
+    saved.append(py::make_tuple(s.isInput, s.index, s.bytes, s.producer));
   py::dict d;
   d["forward"] = wrap(std::move(t.forward), std::move(t.forwardPositions));
   d["backward"] = wrap(std::move(t.backward), std::move(t.backwardPositions));
@@ -507,7 +507,7 @@ void bindCompiler(py::module_ &parent) {
         "no_grad_positions, builder number + 1, carry no gradient), split into a "
         "forward graph (its outputs, then the saved values it computes) and a backward graph "
         "(inputs: the saved values, then the gradients of grad_outputs; outputs: the gradients "
-        "of input_grads). saved: (is_input, index, bytes) per saved value. Raises "
+        "of input_grads). saved: (is_input, index, bytes, producing op) per saved value. Raises "
         "TrainingUnsupported for what has no compiled derivative.");
   m.def("can_lower", &canLower, py::arg("graph"), py::arg("filename") = "<kir>",
         "(ok, position, reason): whether every node of the graph lowers (after shape-infer, the "

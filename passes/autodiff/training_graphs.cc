@@ -2,6 +2,7 @@
 
 #include "ir/graph_builder.h"
 #include "ir/printer.h"
+#include "passes/autodiff/min_cut.h"
 #include "passes/autodiff/node_vjp.h"
 #include "passes/dce.h"
 #include "passes/functionalize.h"
@@ -54,11 +55,31 @@ int64_t bytesOf(const Value *v) {
   return n;
 }
 
-/// Forward nodes the backward recomputes instead of saving: free to redo.
+/// Forward nodes the backward may recompute instead of saving: pointwise ops, views,
+/// reductions and the other ops of one loop (never a library call, a sort or a random draw
+/// without its state).
 bool recomputable(const ir::Node &n) {
-  if (n.op() == OpKind::Constant || n.op() == OpKind::Full || n.op() == OpKind::Arange)
+  if (n.numResults() != 1 || n.hasTrait(ir::trait::Extern) || n.op() == OpKind::Call)
+    return false;
+  if (n.hasTrait(ir::trait::Elementwise) || n.hasTrait(ir::trait::View) ||
+      n.hasTrait(ir::trait::Reduction))
     return true;
-  return n.hasTrait(ir::trait::View) && !n.hasTrait(ir::trait::Extern);
+  switch (n.op()) {
+  case OpKind::Constant:
+  case OpKind::Full:
+  case OpKind::Arange:
+  case OpKind::Contiguous:
+  case OpKind::MaskedFill:
+  case OpKind::OneHot:
+  case OpKind::Tril:
+  case OpKind::Triu:
+  case OpKind::Dropout: // its counters are an operand: the same draws
+  case OpKind::SliceScatter:
+  case OpKind::SelectScatter:
+    return true;
+  default:
+    return false;
+  }
 }
 
 /// The functional form of `graph`: a copy with its mutations turned into data flow, and the
@@ -203,12 +224,8 @@ private:
       it->second = b.add(it->second, grad);
   }
 
-  /// The forward region: the joint's first inputs and the replayed forward nodes.
-  bool inForward(const Value *v) const {
-    const ir::Node *d = v->definingNode();
-    if (d->op() == OpKind::Input)
-      return jointInputIndex(v) < numInputs_;
-    return forwardNodes_.count(d) > 0;
+  bool isGradInput(const Value *v) const {
+    return v->definingNode()->op() == OpKind::Input && jointInputIndex(v) >= numInputs_;
   }
 
   size_t jointInputIndex(const Value *v) const {
@@ -219,17 +236,91 @@ private:
     return SIZE_MAX;
   }
 
-  /// Pass 1 of the split: what the backward saves for a forward value it reads.
-  void collectSaved(Value *v, std::unordered_set<const Value *> &seen) {
-    if (!seen.insert(v).second)
-      return;
-    const ir::Node *d = v->definingNode();
-    if (d->op() != OpKind::Input && recomputable(*d)) {
-      for (Value *o : d->operands())
-        collectSaved(o, seen);
-      return;
+  /// The min-cut partition: which forward values the backward takes as saved inputs.
+  ///
+  /// The forward region is every joint value that does not depend on an output gradient (the
+  /// forward's nodes, and backward nodes such as relu's mask that only read forward values). Each
+  /// such value v is an edge v_in -> v_out costing its bytes (an input costs nothing: it is alive
+  /// anyway); the source feeds every input and every value that may not be recomputed, each
+  /// value feeds its users, and the values the backward reads feed the sink. A minimum cut is
+  /// the cheapest set of values to save such that the backward recomputes the rest from them.
+  void partition(const std::vector<ir::Node *> &nodes, const std::vector<Value *> &bwdOuts) {
+    for (ir::Node *n : nodes) {
+      bool dep = false;
+      for (Value *v : n->operands())
+        dep = dep || isGradInput(v) || dependent_.count(v->definingNode());
+      if (dep)
+        dependent_.insert(n);
     }
-    savedValues_.push_back(v);
+    // The backward's live nodes: those the gradients are computed through.
+    std::unordered_set<const ir::Node *> live;
+    std::vector<Value *> needs;
+    std::function<void(Value *)> reach = [&](Value *v) {
+      const ir::Node *d = v->definingNode();
+      if (!dependent_.count(d)) {
+        if (!isGradInput(v))
+          needs.push_back(v);
+        return;
+      }
+      if (!live.insert(d).second)
+        return;
+      for (Value *o : d->operands())
+        reach(o);
+    };
+    for (Value *v : bwdOuts)
+      reach(v);
+
+    std::unordered_map<const Value *, int> id;
+    std::vector<Value *> values;
+    auto add = [&](Value *v) {
+      id[v] = static_cast<int>(values.size());
+      values.push_back(v);
+    };
+    for (Value *v : jointGraph_->inputs())
+      if (!isGradInput(v))
+        add(v);
+    for (ir::Node *n : nodes)
+      if (!dependent_.count(n))
+        for (Value *v : n->results())
+          add(v);
+    const int source = 2 * static_cast<int>(values.size()), sink = source + 1;
+    FlowNetwork net(sink + 1);
+    for (size_t k = 0; k < values.size(); ++k) {
+      const Value *v = values[k];
+      const ir::Node *d = v->definingNode();
+      const bool input = d->op() == OpKind::Input;
+      net.addEdge(2 * k, 2 * k + 1, input ? 0 : std::max<int64_t>(bytesOf(v), 1));
+      if (input || !recomputable(*d))
+        net.addEdge(source, 2 * k, FlowNetwork::kInfinite);
+      for (Value *o : d->operands())
+        if (auto it = id.find(o); it != id.end())
+          net.addEdge(2 * it->second + 1, 2 * k, FlowNetwork::kInfinite);
+    }
+    for (Value *v : needs)
+      net.addEdge(2 * id.at(v) + 1, sink, FlowNetwork::kInfinite);
+    net.maxFlow(source, sink);
+    std::vector<bool> side = net.sourceSide(source);
+    auto cut = [&](const Value *v) {
+      int k = id.at(v);
+      return side[2 * k] && !side[2 * k + 1];
+    };
+    // The cut values the backward reads (a free input edge is cut whether read or not).
+    std::unordered_set<const Value *> used, seen;
+    std::function<void(Value *)> take = [&](Value *v) {
+      if (!seen.insert(v).second)
+        return;
+      if (cut(v)) {
+        used.insert(v);
+        return;
+      }
+      for (Value *o : v->definingNode()->operands())
+        take(o);
+    };
+    for (Value *v : needs)
+      take(v);
+    for (Value *v : values)
+      if (used.count(v))
+        savedValues_.push_back(v);
   }
 
   TrainingGraphs split() {
@@ -237,20 +328,12 @@ private:
     out.jointText = ir::printGraph(*jointGraph_);
     std::vector<Value *> jointIns = jointGraph_->inputs();
     std::vector<Value *> jointOuts = jointGraph_->outputs();
-    std::vector<ir::Node *> backwardNodes;
+    std::vector<ir::Node *> nodes;
     for (ir::Node *n : jointGraph_->nodes())
-      if (n->op() != OpKind::Input && n->op() != OpKind::Output && !forwardNodes_.count(n))
-        backwardNodes.push_back(n);
-    std::unordered_set<const Value *> seen;
-    auto readForward = [&](Value *v) {
-      if (inForward(v))
-        collectSaved(v, seen);
-    };
-    for (ir::Node *n : backwardNodes)
-      for (Value *v : n->operands())
-        readForward(v);
-    for (size_t k = numJointOutputs_; k < jointOuts.size(); ++k)
-      readForward(jointOuts[k]);
+      if (n->op() != OpKind::Input && n->op() != OpKind::Output)
+        nodes.push_back(n);
+    std::vector<Value *> gradOuts(jointOuts.begin() + numJointOutputs_, jointOuts.end());
+    partition(nodes, gradOuts);
 
     // The backward graph: saved values, then the output gradients.
     ir::GraphBuilder bwd(graph_.name() + "_backward");
@@ -266,16 +349,18 @@ private:
       if (auto it = bmap.find(v); it != bmap.end())
         return it->second;
       const ir::Node *d = v->definingNode();
+      if (!dependent_.count(d) && (d->op() == OpKind::Input || !recomputable(*d)))
+        throw Unsupported(fmt::format("the partition left %{} ({}) neither saved nor "
+                                      "recomputable",
+                                      v->name(), d->keyword()));
       std::vector<Value *> rs = replay(bwd, *d, materialize); // recomputed or a backward node
       for (int i = 0; i < d->numResults(); ++i)
         bmap[d->result(i)] = rs[i];
       return bmap.at(v);
     };
-    for (ir::Node *n : backwardNodes)
-      materialize(n->result(0));
     std::vector<Value *> bwdOuts;
-    for (size_t k = numJointOutputs_; k < jointOuts.size(); ++k)
-      bwdOuts.push_back(materialize(jointOuts[k]));
+    for (Value *v : gradOuts)
+      bwdOuts.push_back(materialize(v));
     out.backwardPositions = bwd.positions();
     out.backward = bwd.finish(bwdOuts);
 
@@ -285,10 +370,19 @@ private:
     for (size_t i = 0; i < numInputs_; ++i)
       fmap[jointIns[i]] =
           fwd.input(jointIns[i]->type(), jointIns[i]->name(), jointIns[i]->definingNode()->loc());
-    for (ir::Node *n : jointGraph_->nodes()) {
-      if (n->op() == OpKind::Input || n->op() == OpKind::Output || !forwardNodes_.count(n))
+    std::function<Value *(Value *)> compute = [&](Value *v) -> Value * {
+      if (auto it = fmap.find(v); it != fmap.end())
+        return it->second;
+      const ir::Node *d = v->definingNode(); // a backward node of forward values it saves
+      std::vector<Value *> rs = replay(fwd, *d, compute);
+      for (int i = 0; i < d->numResults(); ++i)
+        fmap[d->result(i)] = rs[i];
+      return fmap.at(v);
+    };
+    for (ir::Node *n : nodes) {
+      if (!forwardNodes_.count(n))
         continue;
-      std::vector<Value *> rs = replay(fwd, *n, [&](Value *v) { return fmap.at(v); });
+      std::vector<Value *> rs = replay(fwd, *n, compute);
       for (int i = 0; i < n->numResults(); ++i)
         fmap[n->result(i)] = rs[i];
     }
@@ -300,12 +394,13 @@ private:
     for (Value *v : savedValues_) {
       SavedValue sv;
       sv.bytes = bytesOf(v);
+      sv.producer = std::string(v->definingNode()->keyword());
       if (size_t i = jointInputIndex(v); i < numInputs_) {
         sv.isInput = true;
         sv.index = static_cast<int>(i);
       } else {
         sv.index = static_cast<int>(fwdOuts.size());
-        fwdOuts.push_back(fmap.at(v));
+        fwdOuts.push_back(compute(v));
       }
       out.saved.push_back(sv);
     }
@@ -329,6 +424,7 @@ private:
   std::unordered_set<const ir::Node *> forwardNodes_;
   std::vector<int> gradOutputs_, inputGrads_;
   std::vector<Value *> savedValues_;
+  std::unordered_set<const ir::Node *> dependent_; ///< joint nodes that read an output gradient
 };
 
 } // namespace

@@ -9,13 +9,14 @@
 /// inputs and one gradient per differentiable output; its outputs the forward's outputs and the
 /// gradients of the inputs that need one.
 ///
-/// The split: every joint node the backward reads from the forward's region is either saved (a
-/// forward output the backward takes as an input) or recomputed in the backward when that costs
-/// nothing: constants, `full`/`arange`, and views (whose base is then saved or recomputed). The
-/// forward graph returns its outputs and then the saved values that it computes; saved forward
-/// inputs are passed to the backward by the caller as they are. Mutations of the graph's inputs
-/// (BatchNorm's running statistics, counters) are functionalized and written back once at the
-/// end of the forward graph (`copy_` nodes, as the inference path compiles them); an input that
+/// The split is a min-cut rematerialization (AOTAutograd's partitioner): of the values the
+/// backward reads from the forward's region, the forward saves the set of fewest bytes from
+/// which the backward can recompute the rest with cheap ops only (pointwise, views, reductions;
+/// never a library call such as a GEMM or a convolution), found as a minimum cut (min_cut.h).
+/// The forward graph returns its outputs and then the saved values that it computes; saved
+/// forward inputs are passed to the backward by the caller as they are. Mutations of the graph's
+/// inputs (BatchNorm's running statistics, counters) are functionalized and written back once at
+/// the end of the forward graph (`copy_` nodes, as the inference path compiles them); an input that
 /// requires grad may not be mutated.
 
 #include "ir/graph.h"
@@ -34,6 +35,7 @@ struct SavedValue {
   bool isInput = false;
   int index = 0;
   int64_t bytes = 0;
+  std::string producer; ///< the op that computes it (`input` for an input), for logs and tests
 };
 
 struct TrainingGraphs {

@@ -4,7 +4,8 @@ backward graph, one autograd node in the eager graph.
 ``kiln._C._compiler.training_graphs`` builds the joint forward+backward graph of the part from
 the op table's derivative rules (the ones eager autograd runs, passes/autodiff) and splits it:
 the forward graph returns the part's outputs and then the values the backward needs (the saved
-values; views and constants are recomputed in the backward instead). Both compile through the
+values, chosen by a min-cut over the joint graph: what cheap ops can recompute is recomputed in
+the backward instead). Both compile through the
 one pipeline, so backward kernels fuse as forward ones do. At run time, with grad mode on, the
 part runs the compiled forward and records one node (``CompiledFunctionBackward``) whose
 backward calls the compiled backward with the saved values and the output gradients. With grad
@@ -25,7 +26,8 @@ def build(built, needs_grad: list[bool], no_grad: list[int], name: str, options:
     whose inputs `needs_grad` require grad; the nodes at builder positions `no_grad` carry no
     gradient (a no_grad block computed them)."""
     spec = _C._compiler.training_graphs(built, needs_grad, no_grad)
-    saved_bytes = sum(b for _, _, b in spec["saved"])
+    # activations the forward saves (saved inputs are alive anyway)
+    saved_bytes = sum(b for is_input, _, b, _ in spec["saved"] if not is_input)
     logs.log("aot", lambda: f"aot: {name}: joint graph\n{spec['joint_text']}")
     forward = _C._compiler.compile_graph(spec["forward"],
                                          dict(options, filename=f"{name}_forward.kir"))
@@ -33,7 +35,9 @@ def build(built, needs_grad: list[bool], no_grad: list[int], name: str, options:
     backward = _C._compiler.compile_graph(spec["backward"], backward_options)
     logs.log("aot", lambda: f"aot: {name}: forward graph\n{forward.graph_text}\n"
                             f"aot: {name}: backward graph\n{backward.graph_text}\n"
-                            f"aot: {name}: {len(spec['saved'])} saved values, {saved_bytes} bytes")
+                            f"aot: {name}: {len(spec['saved'])} saved values ({saved_bytes} bytes "
+                            "of activations): "
+                            + ", ".join(f"{op} ({b} bytes)" for _, _, b, op in spec["saved"]))
     spec["saved_bytes"] = saved_bytes
     return forward, backward, spec
 
@@ -45,7 +49,7 @@ class TrainingPart:
         self.forward = forward
         self.backward = backward
         self.num_outputs = num_outputs
-        self.saved = [(bool(is_input), index) for is_input, index, _ in spec["saved"]]
+        self.saved = [(bool(is_input), index) for is_input, index, _, _ in spec["saved"]]
         self.grad_outputs = list(spec["grad_outputs"])
         self.input_grads = list(spec["input_grads"])
         self.__name__ = self.__qualname__ = name

@@ -283,3 +283,48 @@ def test_conv2d_gradients(case):
 
     backend = grads_as_eager(fn, lambda s: [kiln.randn(2, 4, 9, 7).requires_grad_()], [w, b])
     trained_in_one_part(backend)
+
+
+def saved_producers(text, needs_grad):
+    """The ops whose values the partition saves (inputs as "input"), for a .kir graph."""
+    spec = kiln._C._compiler.training_graphs(kiln._C._ir.parse(text), needs_grad)
+    return sorted(op for _, _, _, op in spec["saved"]), spec
+
+
+def test_partition_recomputes_the_pointwise_chain_between_gemms():
+    saved, spec = saved_producers("""
+graph @mlp(%x: f32[8, 16], %w1: f32[32, 16], %b1: f32[32], %w2: f32[4, 32]) {
+  %0 = linear(%x, %w1, %b1) : f32[8, 32]
+  %1 = gelu(%0) : f32[8, 32]
+  %2 = linear(%1, %w2) : f32[8, 4]
+  %3 = tanh(%2) : f32[8, 4]
+  return %3
+}""", [False, True, True, True])
+    # gelu and tanh are recomputed from the GEMMs' outputs: nothing pointwise is saved
+    assert saved == ["input", "input", "linear", "linear"], saved
+    assert spec["input_grads"] == [1, 2, 3] and spec["grad_outputs"] == [0]
+
+
+def test_partition_of_softmax_saves_its_input_once():
+    saved, _ = saved_producers("""
+graph @attn(%q: f32[2, 8, 16], %k: f32[2, 8, 16], %v: f32[2, 8, 16]) {
+  %0 = transpose(%k) {dim0 = 1, dim1 = 2} : f32[2, 16, 8] strided [128, 1, 16]
+  %1 = matmul(%q, %0) : f32[2, 8, 8]
+  %2 = constant() {value = 0.25} : float
+  %3 = mul(%1, %2) : f32[2, 8, 8]
+  %4 = softmax(%3) {dim = -1} : f32[2, 8, 8]
+  %5 = matmul(%4, %v) : f32[2, 8, 16]
+  return %5
+}""", [True, True, True])
+    # the scores (one GEMM's output) are saved; scale and softmax are recomputed from them
+    assert saved == ["input", "input", "input", "matmul"], saved
+
+
+def test_partition_of_layer_norm_saves_nothing_it_can_recompute():
+    saved, _ = saved_producers("""
+graph @ln(%x: f32[4, 32], %w: f32[32], %b: f32[32]) {
+  %0 = layer_norm(%x, %w, %b) {normalized_shape = [32]} : f32[4, 32]
+  %1 = relu(%0) : f32[4, 32]
+  return %1
+}""", [True, True, True])
+    assert "relu" not in saved and "input" in saved, saved
