@@ -222,8 +222,12 @@ Tensor lerp(const Tensor &a, const Tensor &end, const Tensor &weight) {
             sw = SavedTensor(weight)](B &bd, const Node &n, Grads &g) {
       Tensor x = sa.unpack(n), e = se.unpack(n), w = sw.unpack(n);
       Grads r(3);
+      // A number weight's 1 - w is taken in double, as torch's Scalar (not in the default
+      // dtype two wrapped numbers promote to).
+      Tensor keep = w.isWrappedNumber() ? Tensor::wrapScalar(Scalar(1.0 - w.item().toDouble()))
+                                        : bd.rsubScalar(w, 1.0);
       if (n.needsInputGrad(0))
-        r[0] = bd.reduceTo(bd.mul(g[0], bd.rsubScalar(w, 1.0)), x.sizes(), x.dtype());
+        r[0] = bd.reduceTo(bd.mul(g[0], keep), x.sizes(), x.dtype());
       if (n.needsInputGrad(1))
         r[1] = bd.reduceTo(bd.mul(g[0], w), e.sizes(), e.dtype());
       if (n.needsInputGrad(2))

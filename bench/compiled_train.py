@@ -10,7 +10,8 @@ the loss, ``backward()`` and the optimizer step (AdamW, each framework's default
 implementation) run as the user's loop runs them. Before timing, the first compiled step's loss
 is checked against kiln eager's from the same weights. ``cold`` is the first compiled step
 (capture + compile of forward and backward, kernel cache cleared for kiln, inductor's
-cache as the machine has it). Medians over the rounds; ratios are the other's time over kiln
+cache as the machine has it). Each framework's rounds run back to back (their thread pools
+would spin while another runs); medians over the rounds; ratios are the other's time over kiln
 compiled's (above 1: kiln compiled is faster). The markdown table is printed and written
 atomically to bench/results/compiled_train.md (``--quick``: small shapes, few rounds, no file).
 
@@ -117,12 +118,12 @@ def bench(name, make, batch, loss, rounds, kiln, torch):
         first[key] = float(models[key].step().detach())
         cold[key] = time.perf_counter() - start
     assert abs(first["kc"] - first["ke"]) <= 1e-4 * max(1.0, abs(first["ke"])), first
-    for t in models.values():  # warm: steady state, caches filled
-        for _ in range(2):
-            t.step()
     samples = {k: [] for k in models}
-    for _ in range(rounds):
-        for k, t in models.items():
+    for k, t in models.items():  # one framework at a time: no thread pool spins during another
+        time.sleep(0.2)
+        for _ in range(2):  # warm: steady state, caches filled
+            t.step()
+        for _ in range(rounds):
             start = time.perf_counter()
             t.step()
             samples[k].append(time.perf_counter() - start)

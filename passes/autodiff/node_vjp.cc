@@ -225,7 +225,7 @@ Differentiability differentiability(const ir::Node &node) {
   }
   if (node.hasTrait(ir::trait::Comparison) || node.hasTrait(ir::trait::Integral))
     return Differentiability::Constant;
-  return Differentiability::Missing;
+  return hasExtraVjp(node.op()) ? Differentiability::Rule : Differentiability::Missing;
 }
 
 Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
@@ -420,6 +420,8 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
   default:
     break;
   }
+  if (std::optional<Grads> r = extraVjp(b, n, g, need))
+    return *r;
   throw Unsupported(fmt::format("'{}' has no compiled derivative yet", n.keyword()));
 }
 

@@ -5,6 +5,7 @@
 #include "autograd/derivatives.h"
 #include "passes/autodiff/graph_rule_builder.h"
 
+#include <optional>
 #include <vector>
 
 namespace kiln::passes::autodiff {
@@ -21,6 +22,12 @@ Differentiability differentiability(const ir::Node &node);
 /// `grad`, the gradient of its one result. Throws Unsupported for a form the rules do not cover.
 std::vector<ir::Value *> nodeVjp(GraphRuleBuilder &b, const ir::Node &node, ir::Value *grad,
                                  autograd::rules::Needs need);
+
+/// The rules of node_vjp_math.cc (the remaining pointwise math, activations, shape ops and
+/// losses): whether `op` has one, and its gradients (nullopt for another op).
+bool hasExtraVjp(ir::OpKind op);
+std::optional<std::vector<ir::Value *>> extraVjp(GraphRuleBuilder &b, const ir::Node &node,
+                                                 ir::Value *grad, autograd::rules::Needs need);
 
 /// The rules of node_vjp_nn.cc (im2col forms), which nodeVjp dispatches to.
 std::vector<ir::Value *> convolutionVjp(GraphRuleBuilder &b, const ir::Node &node, ir::Value *grad,

@@ -508,3 +508,16 @@ RUNNING_AND_NAN_REDUCTIONS = {
 @pytest.mark.parametrize("name", RUNNING_AND_NAN_REDUCTIONS)
 def test_running_extremes_and_nanmean(name):
     check(RUNNING_AND_NAN_REDUCTIONS[name], [(3, 6)])
+
+
+def test_lerp_number_weight_gradient_is_exact_in_float64():
+    # 1 - w of a number weight is taken in double (as torch's Scalar), not in float32
+    a, b = np.random.default_rng(0).random((2, 3, 4))
+    grads = []
+    for m in (kiln, torch):
+        x = m.tensor(a, requires_grad=True)
+        y = m.tensor(b, requires_grad=True)
+        m.lerp(x, y, 0.3).sum().backward()
+        grads.append((x.grad.numpy(), y.grad.numpy()))
+    np.testing.assert_array_equal(grads[0][0], grads[1][0])
+    np.testing.assert_array_equal(grads[0][1], grads[1][1])
