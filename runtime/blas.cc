@@ -1,5 +1,7 @@
 #include "runtime/blas.h"
 
+#include "runtime/thread_pool.h"
+
 #include <cblas.h>
 #include <dlfcn.h>
 
@@ -77,6 +79,7 @@ int transOf(bool t) { return t ? kTrans : kNoTrans; }
 
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
            int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  parkWorkers(); // the BLAS runs its own threads on the cores kiln's idle workers spin on
   if (const Mkl *l = mkl(); l && fitsInt(m, n, k, lda, ldb, ldc)) {
     l->sgemm(kRowMajor, transOf(ta), transOf(tb), static_cast<int>(m), static_cast<int>(n),
              static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
@@ -89,6 +92,7 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
 
 void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a,
            int64_t lda, const double *b, int64_t ldb, double beta, double *c, int64_t ldc) {
+  parkWorkers(); // the BLAS runs its own threads on the cores kiln's idle workers spin on
   if (const Mkl *l = mkl(); l && fitsInt(m, n, k, lda, ldb, ldc)) {
     l->dgemm(kRowMajor, transOf(ta), transOf(tb), static_cast<int>(m), static_cast<int>(n),
              static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
@@ -119,6 +123,7 @@ bool sgemmBatchStrided(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float 
                        int64_t strideB, float beta, float *c, int64_t ldc, int64_t strideC,
                        int64_t count) {
   const Mkl *l = mkl();
+  parkWorkers();
   return l && batchStrided(l->sgemmBatch, ta, tb, m, n, k, alpha, a, lda, strideA, b, ldb, strideB,
                            beta, c, ldc, strideC, count);
 }
@@ -128,6 +133,7 @@ bool dgemmBatchStrided(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double
                        int64_t strideB, double beta, double *c, int64_t ldc, int64_t strideC,
                        int64_t count) {
   const Mkl *l = mkl();
+  parkWorkers();
   return l && batchStrided(l->dgemmBatch, ta, tb, m, n, k, alpha, a, lda, strideA, b, ldb, strideB,
                            beta, c, ldc, strideC, count);
 }

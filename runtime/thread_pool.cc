@@ -84,6 +84,7 @@ public:
       w.join();
   }
   int size() const { return size_; }
+  void park() { park_.fetch_add(1, std::memory_order_release); }
 
   void run(Job &job) {
     std::lock_guard<std::mutex> serial(runMutex_); // one job at a time from any caller thread
@@ -106,11 +107,16 @@ public:
 
 private:
   void loop() {
-    uint64_t seen = 0;
+    uint64_t seen = 0, parked = 0;
     tInParallel = true;
     for (;;) {
-      spinUntil([&] { return generation_.load(std::memory_order_acquire) != seen || stop_; },
-                kSpinBudget);
+      spinUntil(
+          [&] {
+            return generation_.load(std::memory_order_acquire) != seen || stop_ ||
+                   park_.load(std::memory_order_acquire) != parked;
+          },
+          kSpinBudget);
+      parked = park_.load(std::memory_order_acquire);
       Job *job;
       {
         std::unique_lock<std::mutex> lock(mutex_);
@@ -136,6 +142,7 @@ private:
   std::condition_variable wake_, finished_;
   Job *job_ = nullptr;
   std::atomic<uint64_t> generation_{0};
+  std::atomic<uint64_t> park_{0}; ///< bumped to stop the workers' spinning (parkWorkers)
   int active_ = 0;
   std::atomic<bool> stop_{false};
 };
@@ -169,6 +176,12 @@ void setNumThreads(int n) {
 }
 
 bool inParallelRegion() { return tInParallel; }
+
+void parkWorkers() {
+  std::lock_guard<std::mutex> lock(gPoolMutex);
+  if (gPool)
+    gPool->park();
+}
 
 void parallelForImpl(int64_t begin, int64_t end, int64_t grain, const RangeFn &fn) {
   ThreadPool &p = pool();

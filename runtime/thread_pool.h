@@ -16,6 +16,9 @@ int numThreads();
 /// Resizes the pool; n <= 0 restores the default.
 void setNumThreads(int n);
 bool inParallelRegion();
+/// Stops the workers' spinning for the next job (they sleep until it comes): called before a
+/// library call that runs its own threads (a GEMM), so idle spinners do not take its cores.
+void parkWorkers();
 
 using RangeFn = std::function<void(int64_t begin, int64_t end)>;
 void parallelForImpl(int64_t begin, int64_t end, int64_t grain, const RangeFn &fn);

@@ -3,6 +3,7 @@
 
 #include "codegen/cpu/compiled_program.h"
 
+#include "codegen/cpu/kernel_profile.h"
 #include "codegen/cpu/launch.h"
 #include "ir/loop/binding.h"
 #include "passes/lower/eager_externs.h"
@@ -484,7 +485,9 @@ std::vector<Tensor> CompiledProgram::run(std::span<const Tensor> inputs,
                             static_cast<int64_t>(offset / itemsize(dtype)));
   }
   std::span<const LoopNode> nodes = s.program.nodes();
+  KernelProfile *profile = KernelProfile::active();
   for (size_t k = 0; k < nodes.size(); ++k) {
+    ScopedNodeTimer timer(profile, s.program, k);
     if (nodes[k].kind == LoopNodeKind::Extern) {
       s.runExtern(nodes[k], values, arena, tensors);
     } else if (s.module.kernels[s.kernelOfNode[k]].fusedInto) {
