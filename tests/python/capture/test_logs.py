@@ -170,3 +170,26 @@ def test_configure_in_process(capsys):
         assert all(logs.enabled(t) for t in logs.TOPICS)
     finally:
         logs.configure()
+
+
+def test_kernel_profile_prints_each_node_at_exit(tmp_path):
+    script = tmp_path / "prof.py"
+    script.write_text(
+        "import kiln\n"
+        "w = kiln.randn(16, 16)\n"
+        "f = kiln.compile(lambda x: (x @ w).relu().sum(-1))\n"
+        "with kiln.no_grad():\n"
+        "    for _ in range(3):\n"
+        "        f(kiln.randn(8, 16))\n")
+    env = dict(os.environ, KILN_PROFILE="kernels")
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("[kiln:profile]")]
+    assert "kernels" in lines[0] and "ms in all" in lines[0]
+    assert any("extern matmul([8, 16], [16, 16]) -> [8, 16]" in ln and " 3 calls" in ln
+               for ln in lines), lines
+    env.pop("KILN_PROFILE")
+    quiet = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert "[kiln:profile]" not in quiet.stderr
