@@ -190,6 +190,7 @@ Differentiability differentiability(const ir::Node &node) {
   case OpKind::MaxPool2d:
   case OpKind::AvgPool2d:
   case OpKind::AdaptiveAvgPool2d:
+  case OpKind::ScaledDotProductAttention:
     return Differentiability::Rule;
   case OpKind::Input:
   case OpKind::Constant:
@@ -415,6 +416,8 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
     return avgPoolVjp(b, n, g);
   case OpKind::AdaptiveAvgPool2d:
     return adaptiveAvgPoolVjp(b, n, g);
+  case OpKind::ScaledDotProductAttention:
+    return attentionVjp(b, n, g, need);
   case OpKind::Dropout: // the same counters draw the same mask
     return Grads{b.op(OpKind::Dropout, {g, in(1)}, {{"p", n.attr("p")->toDouble()}}), nullptr};
   default:

@@ -34,6 +34,8 @@ std::vector<ir::Value *> convolutionVjp(GraphRuleBuilder &b, const ir::Node &nod
                                         autograd::rules::Needs need);
 std::vector<ir::Value *> maxPoolVjp(GraphRuleBuilder &b, const ir::Node &node, ir::Value *grad);
 std::vector<ir::Value *> avgPoolVjp(GraphRuleBuilder &b, const ir::Node &node, ir::Value *grad);
+std::vector<ir::Value *> attentionVjp(GraphRuleBuilder &b, const ir::Node &node, ir::Value *grad,
+                                      autograd::rules::Needs need);
 std::vector<ir::Value *> adaptiveAvgPoolVjp(GraphRuleBuilder &b, const ir::Node &node,
                                             ir::Value *grad);
 

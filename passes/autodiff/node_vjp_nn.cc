@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <limits>
 
 namespace kiln::passes::autodiff {
@@ -169,6 +170,46 @@ std::vector<V> adaptiveAvgPoolVjp(B &b, const ir::Node &n, V g) {
     wide.push_back(v);
   V spread = b.reshape(b.expand(b.reshape(g, split), wide), xs);
   return {b.scale(spread, 1.0 / static_cast<double>(kh * kw))};
+}
+
+std::vector<V> attentionVjp(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
+  V q = n.operand(0), k = n.operand(1), v = n.operand(2);
+  Sizes qs = B::sizes(q), ks = B::sizes(k);
+  const int64_t l = qs[qs.size() - 2], s = ks[ks.size() - 2];
+  const double scale = n.attr("scale") ? n.attr("scale")->toDouble()
+                                       : 1.0 / std::sqrt(static_cast<double>(qs.back()));
+  // The probabilities again, as the forward computed them (what eager's kernel saves).
+  V scores = b.scale(b.matmul(q, b.transpose(k, -2, -1)), scale);
+  const double minusInf = -std::numeric_limits<double>::infinity();
+  if (n.attr("is_causal") && n.attr("is_causal")->toBool()) { // keep col <= row
+    V above = b.gtScalar(b.triu(b.op(OpKind::Full, {},
+                                     {{"size", std::vector<ir::SymInt>{l, s}},
+                                      {"dtype", B::dtype(scores)},
+                                      {"value", 1.0}}),
+                                1),
+                         0.5);
+    scores = b.op(OpKind::MaskedFill, {scores, above, b.number(minusInf)});
+  }
+  V mask = n.numOperands() > 3 ? n.operand(3) : nullptr;
+  if (mask && B::dtype(mask) == DType::Bool)
+    scores = b.op(OpKind::MaskedFill, {scores, b.logicalNot(mask), b.number(minusInf)});
+  else if (mask)
+    scores = b.add(scores, mask);
+  V p = b.softmax(scores, -1);
+  std::vector<V> r(4);
+  if (need[2])
+    r[2] = b.reduceTo(b.matmul(b.transpose(p, -2, -1), g), B::sizes(v), B::dtype(v));
+  if (!need[0] && !need[1] && !(mask && need[3]))
+    return r;
+  V dp = b.matmul(g, b.transpose(v, -2, -1));
+  V ds = autograd::rules::softmax(b, dp, p, -1); // the gradient of the scaled scores
+  if (need[0])
+    r[0] = b.reduceTo(b.scale(b.matmul(ds, k), scale), qs, B::dtype(q));
+  if (need[1])
+    r[1] = b.reduceTo(b.scale(b.matmul(b.transpose(ds, -2, -1), q), scale), ks, B::dtype(k));
+  if (mask && need[3] && B::dtype(mask) != DType::Bool)
+    r[3] = b.reduceTo(ds, B::sizes(mask), B::dtype(mask));
+  return r;
 }
 
 } // namespace kiln::passes::autodiff

@@ -328,3 +328,30 @@ graph @ln(%x: f32[4, 32], %w: f32[32], %b: f32[32]) {
   return %1
 }""", [True, True, True])
     assert "relu" not in saved and "input" in saved, saved
+
+
+@pytest.mark.parametrize("case", ["causal", "bool_mask", "float_mask", "scale", "cross"])
+def test_scaled_dot_product_attention_gradients(case):
+    wq = (kiln.randn(8, 8) * 0.3).requires_grad_()
+    bias = (kiln.randn(5, 7 if case == "cross" else 5) * 0.5).requires_grad_()
+    keep = kiln.rand(5, 5) > 0.3
+    keep[:, 0] = True  # every row attends somewhere
+
+    def fn(x, kv):
+        q = (x @ wq).view(2, 5, 2, 4).transpose(1, 2)
+        k = v = kv.view(2, -1, 2, 4).transpose(1, 2)
+        if case == "causal":
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        elif case == "bool_mask":
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        elif case in ("float_mask", "cross"):
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, scale=0.3)
+        return y.transpose(1, 2).reshape(2, 5, 8)
+
+    s = 7 if case == "cross" else 5
+    backend = grads_as_eager(fn, lambda _: [kiln.randn(2, 5, 8).requires_grad_(),
+                                            kiln.randn(2, s, 8).requires_grad_()],
+                             [wq, bias] if case in ("float_mask", "cross") else [wq])
+    trained_in_one_part(backend)
