@@ -61,6 +61,14 @@ int64_t bytesOf(const Value *v) {
 bool recomputable(const ir::Node &n) {
   if (n.numResults() != 1 || n.hasTrait(ir::trait::Extern) || n.op() == OpKind::Call)
     return false;
+  // A node that reads two tensors of its own size (a residual add) is saved rather than
+  // recomputed: each recomputation in the backward re-reads both, and chains of them (the
+  // residual stream x0 + a1 + a2 + ...) grow with depth.
+  int full = 0;
+  for (const Value *v : n.operands())
+    full += v->isTensor() && n.result(0)->isTensor() && bytesOf(v) >= bytesOf(n.result(0));
+  if (full >= 2)
+    return false;
   if (n.hasTrait(ir::trait::Elementwise) || n.hasTrait(ir::trait::View) ||
       n.hasTrait(ir::trait::Reduction))
     return true;
