@@ -55,19 +55,19 @@ int64_t bytesOf(const Value *v) {
   return n;
 }
 
+/// Whether a node reads two tensors of its own size (a residual add).
+bool readsTwoOfItsSize(const ir::Node &n) {
+  int full = 0;
+  for (const Value *v : n.operands())
+    full += v->isTensor() && n.result(0)->isTensor() && bytesOf(v) >= bytesOf(n.result(0));
+  return full >= 2;
+}
+
 /// Forward nodes the backward may recompute instead of saving: pointwise ops, views,
 /// reductions and the other ops of one loop (never a library call, a sort or a random draw
 /// without its state).
 bool recomputable(const ir::Node &n) {
   if (n.numResults() != 1 || n.hasTrait(ir::trait::Extern) || n.op() == OpKind::Call)
-    return false;
-  // A node that reads two tensors of its own size (a residual add) is saved rather than
-  // recomputed: each recomputation in the backward re-reads both, and chains of them (the
-  // residual stream x0 + a1 + a2 + ...) grow with depth.
-  int full = 0;
-  for (const Value *v : n.operands())
-    full += v->isTensor() && n.result(0)->isTensor() && bytesOf(v) >= bytesOf(n.result(0));
-  if (full >= 2)
     return false;
   if (n.hasTrait(ir::trait::Elementwise) || n.hasTrait(ir::trait::View) ||
       n.hasTrait(ir::trait::Reduction))
@@ -232,6 +232,16 @@ private:
       it->second = b.add(it->second, grad);
   }
 
+  /// Whether the backward may recompute `n` (a joint node that reads no output gradient). A
+  /// node of the forward that reads two tensors of its own size (a residual add) is saved
+  /// instead: each recomputation re-reads both, and chains of them (the residual stream
+  /// x0 + a1 + a2 + ...) would be re-read by every layer's backward.
+  bool mayRecompute(const ir::Node &n) const {
+    if (!recomputable(n))
+      return false;
+    return !(forwardNodes_.count(&n) && readsTwoOfItsSize(n));
+  }
+
   bool isGradInput(const Value *v) const {
     return v->definingNode()->op() == OpKind::Input && jointInputIndex(v) >= numInputs_;
   }
@@ -298,7 +308,7 @@ private:
       const ir::Node *d = v->definingNode();
       const bool input = d->op() == OpKind::Input;
       net.addEdge(2 * k, 2 * k + 1, input ? 0 : std::max<int64_t>(bytesOf(v), 1));
-      if (input || !recomputable(*d))
+      if (input || !mayRecompute(*d))
         net.addEdge(source, 2 * k, FlowNetwork::kInfinite);
       for (Value *o : d->operands())
         if (auto it = id.find(o); it != id.end())
@@ -357,7 +367,7 @@ private:
       if (auto it = bmap.find(v); it != bmap.end())
         return it->second;
       const ir::Node *d = v->definingNode();
-      if (!dependent_.count(d) && (d->op() == OpKind::Input || !recomputable(*d)))
+      if (!dependent_.count(d) && (d->op() == OpKind::Input || !mayRecompute(*d)))
         throw Unsupported(fmt::format("the partition left %{} ({}) neither saved nor "
                                       "recomputable",
                                       v->name(), d->keyword()));

@@ -3,6 +3,8 @@
 #include "passes/schedule/rebuild.h"
 #include "passes/schedule/schedule_impl.h"
 
+#include <algorithm>
+
 namespace kiln::passes::schedule::detail {
 
 namespace {
@@ -41,9 +43,26 @@ size_t localPrefix(const LoopProgram &p, const LoopNode &n, const Expr *e, size_
   return q;
 }
 
-/// Whether loop node `n` can run inside loop kernel `k`; shrinks its outer ranges if so.
+/// Whether `n` reads a buffer that a node of `kernel` reads too (a horizontal fusion that loads
+/// it once). An independent node that shares nothing joins only a kernel a few kernels back:
+/// moved further, it would read its inputs cold, and a kernel of many unrelated reductions (a
+/// backward's bias gradients, hoisted together) reads every one of them from memory.
+bool sharesARead(const LoopProgram &p, const Kernel &kernel, const LoopNode &n) {
+  std::vector<BufferId> mine = n.reads();
+  for (size_t j : kernel.nodes)
+    for (BufferId id : p.nodes()[j].reads())
+      if (std::find(mine.begin(), mine.end(), id) != mine.end())
+        return true;
+  return false;
+}
+
+/// How many kernels an independent node may move past to join a kernel it shares no read with.
+constexpr size_t kMaxIndependentHops = 2;
+
+/// Whether loop node `n` can run inside loop kernel `k`, `hops` kernels before the latest;
+/// shrinks its outer ranges if so.
 bool joinLoop(const LoopProgram &p, Kernel &kernel, const LoopNode &n,
-              const std::vector<int> &kernelOf, int k) {
+              const std::vector<int> &kernelOf, int k, size_t hops) {
   size_t prefix = 0;
   while (prefix < kernel.outer.size() && prefix < n.ranges.size() &&
          kernel.outer[prefix] == n.ranges[prefix])
@@ -59,6 +78,8 @@ bool joinLoop(const LoopProgram &p, Kernel &kernel, const LoopNode &n,
     onlyUnitDropped = onlyUnitDropped && kernel.outer[d] == SymInt(1);
   if (prefix == 0 || (deps.empty() && !onlyUnitDropped))
     return false;
+  if (deps.empty() && hops > kMaxIndependentHops && !sharesARead(p, kernel, n))
+    return false; // nothing to share: joining would only move n far from its producers
   kernel.outer.resize(prefix);
   return true;
 }
@@ -86,7 +107,8 @@ std::vector<Kernel> groupKernels(const LoopProgram &p, bool fuse) {
     int placed = -1;
     for (int k = static_cast<int>(kernels.size()) - 1; fuse && n.body && k >= 0; --k) {
       Kernel &kernel = kernels[k];
-      bool joins = kernel.kind == KernelKind::Loop ? joinLoop(p, kernel, n, kernelOf, k)
+      size_t hops = kernels.size() - 1 - static_cast<size_t>(k);
+      bool joins = kernel.kind == KernelKind::Loop ? joinLoop(p, kernel, n, kernelOf, k, hops)
                                                    : joinExtern(p, kernel, n, kernelOf, k);
       if (joins) {
         placed = k;
