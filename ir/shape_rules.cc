@@ -394,6 +394,8 @@ std::optional<ValueType> inferResultType(const Node &n, SymAssumptions *assumed)
   case OpKind::AvgPool2d:
   case OpKind::AdaptiveAvgPool2d:
     return contiguous(tensorOperand(n, 0).dtype, poolSizes(n));
+  case OpKind::MaxPool2dBackward:
+    return contiguous(tensorOperand(n, 1).dtype, tensorOperand(n, 0).sizes);
   case OpKind::SliceScatter:
   case OpKind::SelectScatter:
     scatterSourceSizes(n, assumed);

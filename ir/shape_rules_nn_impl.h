@@ -35,5 +35,6 @@ void checkFull(const Node &n);
 void checkContiguous(const Node &n);
 void checkBatchNorm(const Node &n);
 void checkPool(const Node &n);
+void checkPoolBackward(const Node &n);
 
 } // namespace kiln::ir::detail

@@ -233,6 +233,8 @@ void checkOpRules(const Node &n) {
   case OpKind::AvgPool2d:
   case OpKind::AdaptiveAvgPool2d:
     return checkPool(n);
+  case OpKind::MaxPool2dBackward:
+    return checkPoolBackward(n);
   case OpKind::SliceScatter:
   case OpKind::SelectScatter:
     return checkScatter(n);

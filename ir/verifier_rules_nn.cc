@@ -70,4 +70,13 @@ void checkPool(const Node &n) {
               fmt::format("{} of {}", n.keyword(), printSizes(x.sizes)));
 }
 
+void checkPoolBackward(const Node &n) {
+  const TensorMeta &x = tensorOperand(n, 0), &g = tensorOperand(n, 1);
+  if (!isFloating(g.dtype) || g.dtype != x.dtype)
+    ruleFails("{} needs a floating gradient of the input's dtype, got {} and {}", n.keyword(),
+              dtypeShortName(x.dtype), dtypeShortName(g.dtype));
+  expectSameDevice(n);
+  expectSizes(tensorResult(n).sizes, x.sizes, "max_pool2d_backward has the input's shape");
+}
+
 } // namespace kiln::ir::detail

@@ -1,7 +1,8 @@
-// The compiled derivatives of convolution and the 2-d pools, over im2col: the weight gradient of
-// a convolution is unfolded columns times the output gradient, the input gradient a transposed
-// convolution; a pool's input gradient is each window's share placed back by `fold` (col2im),
-// which sums where windows overlap.
+// The compiled derivatives of convolution and the 2-d pools: the weight gradient of a
+// convolution is unfolded columns (im2col) times the output gradient, the input gradient a
+// transposed convolution; average pooling's input gradient is each window's share placed back
+// by `fold` (col2im), which sums where windows overlap; max pooling's is eager's indexed kernel
+// (max_pool2d_backward).
 #include "passes/autodiff/node_vjp.h"
 
 #include <fmt/format.h>
@@ -113,25 +114,10 @@ std::vector<V> convolutionVjp(B &b, const ir::Node &n, V g, autograd::rules::Nee
 }
 
 std::vector<V> maxPoolVjp(B &b, const ir::Node &n, V g) {
-  V x = n.operand(0);
-  Sizes xs = B::sizes(x), gs = B::sizes(g);
-  requireBatched(n, xs);
-  Window w = windowOf(n, "kernel_size");
-  requireFloorWindows(n, xs, gs, w);
-  const int64_t kk = w.kernel[0] * w.kernel[1];
-  V padded = x;
-  if (w.padding[0] || w.padding[1]) // max pooling pads with -inf: no padded element wins
-    padded = b.op(OpKind::Pad, {x},
-                  {{"pad", Sizes{w.padding[1], w.padding[1], w.padding[0], w.padding[0]}},
-                   {"value", -std::numeric_limits<double>::infinity()}});
-  V cols = b.op(OpKind::Unfold, {padded}, windowAttrs(w, {0, 0}));
-  const int64_t l = B::sizes(cols)[2];
-  V windows = b.reshape(cols, {xs[0], xs[1], kk, l});
-  // The first maximum of each window takes the gradient (eager's choice on ties; NaN wins).
-  V first = b.op(OpKind::Argmax, {windows}, {{"dim", int64_t{2}}, {"keepdim", false}});
-  V chosen = b.cast(b.op(OpKind::OneHot, {first}, {{"num_classes", kk}}), B::dtype(g));
-  V share = b.mul(b.permute(chosen, {0, 1, 3, 2}), b.reshape(g, {xs[0], xs[1], 1, l}));
-  return {foldColumns(b, b.reshape(share, {xs[0], xs[1] * kk, l}), xs, w)};
+  // eager's kernel: the indices of each window's first maximum recomputed from x, and the
+  // gradient added there (an extern: no im2col of the input to save or recompute)
+  ir::Attributes attrs = n.attrs();
+  return {b.op(OpKind::MaxPool2dBackward, {n.operand(0), g}, std::move(attrs))};
 }
 
 std::vector<V> avgPoolVjp(B &b, const ir::Node &n, V g) {

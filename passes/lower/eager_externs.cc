@@ -47,6 +47,11 @@ ops::PoolOptions poolOptions(const ir::Attributes &attrs) {
 }
 
 void addPools(ExternTable &t) {
+  t.emplace("max_pool2d_backward", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("max_pool2d_backward", in, 2, 2);
+    Tensor indices = ops::maxPool(2, in[0], poolOptions(attrs), true).second;
+    return std::vector<Tensor>{ops::maxPoolBackward(in[1], indices, in[0].sizes(), 2)};
+  });
   t.emplace("max_pool2d", [](Inputs in, const ir::Attributes &attrs) {
     expectInputs("max_pool2d", in, 1, 1);
     return std::vector<Tensor>{ops::maxPool(2, in[0], poolOptions(attrs), false).first};

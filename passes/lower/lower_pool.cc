@@ -121,9 +121,21 @@ void lowerAdaptiveAvgPool(LowerContext &ctx, const ir::Node &n) {
   }));
 }
 
+/// max_pool2d_backward: an extern on eager's indexed kernel (the indices recomputed from x).
+void lowerMaxPoolBackward(LowerContext &ctx, const ir::Node &n) {
+  const ir::TensorMeta &m = n.result(0)->meta();
+  ir::TensorMeta out = ir::TensorMeta::contiguous(m.dtype, m.sizes, m.device);
+  LoopProgram &p = ctx.program();
+  BufferId x = ctx.realize(ctx.tensor(n.operand(0)));
+  BufferId g = ctx.realize(ctx.tensor(n.operand(1)));
+  ctx.define(n.result(0),
+             TensorRef::of(p, p.external("max_pool2d_backward", {x, g}, {out}, n.attrs())[0]));
+}
+
 } // namespace
 
 void registerPools(Registry &r) {
+  r.add(OpKind::MaxPool2dBackward, lowerMaxPoolBackward);
   r.add(OpKind::MaxPool2d, lowerPool);
   r.add(OpKind::AvgPool2d, lowerPool);
   r.add(OpKind::AdaptiveAvgPool2d, lowerAdaptiveAvgPool);

@@ -17,7 +17,8 @@
 ///    every buffer it reads from that kernel is read at the same outer point it computes (so rows
 ///    are independent), which puts softmax's max, exp-sum and output, or layer_norm's Welford,
 ///    rstd and output, in one kernel; an independent node joins when it has the same outer
-///    ranges (horizontal fusion). A node may join an earlier kernel than the last when it reads
+///    ranges (horizontal fusion) and shares a read with the kernel or is at most two kernels
+///    from it (further, it would read its inputs cold). A node may join an earlier kernel than the last when it reads
 ///    nothing written after it. An extern kernel is a library call followed by pointwise
 ///    epilogues that read its result at the same point (linear -> bias + gelu).
 /// 3. loop_order.cc — per node, the loop with the most unit-stride accesses (loads and the store)

@@ -355,3 +355,19 @@ def test_scaled_dot_product_attention_gradients(case):
                                             kiln.randn(2, s, 8).requires_grad_()],
                              [wq, bias] if case in ("float_mask", "cross") else [wq])
     trained_in_one_part(backend)
+
+
+def test_symbolic_sizes_train_on_eager_kernels_with_the_reason():
+    w = kiln.randn(6, 4).requires_grad_()
+    backend = CpuBackend()
+    compiled = kiln.compile(lambda x: (x @ w).tanh().sum(), backend=backend, dynamic=True)
+    for rows in (3, 5):
+        x = kiln.randn(rows, 6)
+        w.grad = None
+        compiled(x).backward()
+        got = w.grad.clone()
+        w.grad = None
+        (x @ w).tanh().sum().backward()
+        close(got, w.grad)
+    reasons = [reason for r in backend.reports for _, _, reason in r.fallbacks]
+    assert any("symbolic" in reason for reason in reasons), reasons
