@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 
 namespace kiln::passes::autodiff {
 
@@ -104,6 +105,8 @@ V unaryGrad(B &b, const ir::Node &n, V g) {
     return b.zeroWhere(g, b.leScalar(b.abs(x), number(n, "lambd", 0.5)));
   case OpKind::Threshold:
     return b.zeroWhere(g, b.leScalar(x, number(n, "threshold", 0.0)));
+  case OpKind::NanToNum: // replaced values are constants
+    return b.zeroWhere(g, b.logicalNot(b.op(OpKind::Isfinite, {x})));
   default:
     return nullptr;
   }
@@ -118,6 +121,13 @@ Grads binaryGrad(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
   case OpKind::Fmod: { // a - q b with q = floor(a / b) (trunc for fmod), flat in q
     V q = b.op(n.op() == OpKind::Remainder ? OpKind::Floor : OpKind::Trunc, {b.div(a, c)});
     return {toOperand(b, g, a, need[0]), toOperand(b, b.neg(b.mul(g, q)), c, need[1])};
+  }
+  case OpKind::Fmax:
+  case OpKind::Fmin: { // the operand fmax/fmin took gets all of g (ties: the first), as torch
+    V first = b.op(n.op() == OpKind::Fmax ? OpKind::Ge : OpKind::Le, {a, c});
+    V took = b.logicalOr(first, b.op(OpKind::Isnan, {c}));
+    return {toOperand(b, b.zeroWhere(g, b.logicalNot(took)), a, need[0]),
+            toOperand(b, b.zeroWhere(g, took), c, need[1])};
   }
   case OpKind::Atan2: {
     V r2 = b.add(square(b, a), square(b, c));
@@ -186,6 +196,35 @@ V nllLossGrad(B &b, const ir::Node &n, V g) {
   return b.mul(rows, b.div(g, b.sum(b.cast(valid, B::dtype(x)), std::nullopt, false)));
 }
 
+/// rms_norm: x * rstd * w with rstd = (mean(x^2) + eps)^-1/2 over the trailing dims.
+Grads rmsNormGrad(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
+  V x = n.operand(0);
+  V w = n.numOperands() > 1 ? n.operand(1) : nullptr;
+  Sizes xs = B::sizes(x);
+  const int64_t rank = static_cast<int64_t>(xs.size());
+  const int64_t normDims = static_cast<int64_t>(n.attr("normalized_shape")->toSymInts().size());
+  Sizes dims;
+  for (int64_t d = rank - normDims; d < rank; ++d)
+    dims.push_back(d);
+  const double eps = n.attr("eps")                   ? n.attr("eps")->toDouble()
+                     : B::dtype(x) == DType::Float64 ? std::numeric_limits<double>::epsilon()
+                                                     : std::numeric_limits<float>::epsilon();
+  double count = 1;
+  for (int64_t d : dims)
+    count *= static_cast<double>(xs[d]);
+  auto mean = [&](V v) { return b.scale(b.sum(v, dims, true), 1.0 / count); };
+  V rstd = b.powScalar(b.addScalar(mean(square(b, x)), eps), -0.5);
+  V xhat = b.mul(x, rstd);
+  Grads r(2);
+  if (need[0]) {
+    V gw = w ? b.mul(g, w) : g;
+    r[0] = b.mul(rstd, b.sub(gw, b.mul(xhat, mean(b.mul(gw, xhat)))));
+  }
+  if (w && need[1])
+    r[1] = b.reduceTo(b.mul(g, xhat), B::sizes(w), B::dtype(w));
+  return r;
+}
+
 } // namespace
 
 bool hasExtraVjp(OpKind op) {
@@ -235,6 +274,12 @@ bool hasExtraVjp(OpKind op) {
   case OpKind::IndexSelect:
   case OpKind::Repeat:
   case OpKind::NllLoss:
+  case OpKind::RmsNorm:
+  case OpKind::NanToNum:
+  case OpKind::Fmax:
+  case OpKind::Fmin:
+  case OpKind::ScatterAdd:
+  case OpKind::IndexAdd:
     return true;
   default:
     return false;
@@ -284,6 +329,18 @@ std::optional<Grads> extraVjp(B &b, const ir::Node &n, V g, autograd::rules::Nee
     return Grads{repeatGrad(b, n, g)};
   case OpKind::NllLoss:
     return Grads{nllLossGrad(b, n, g), nullptr, nullptr};
+  case OpKind::RmsNorm:
+    return rmsNormGrad(b, n, g, need);
+  case OpKind::ScatterAdd: // self + the scattered src: src's gradient is g at its targets
+    return Grads{need[0] ? g : nullptr, nullptr,
+                 need[2]
+                     ? b.op(OpKind::Gather, {g, n.operand(1)}, {{"dim", n.attr("dim")->toInt()}})
+                     : nullptr};
+  case OpKind::IndexAdd: { // self + alpha * src placed at index along dim
+    V rows = b.op(OpKind::IndexSelect, {g, n.operand(1)}, {{"dim", n.attr("dim")->toInt()}});
+    return Grads{need[0] ? g : nullptr, nullptr,
+                 need[2] ? b.scale(rows, number(n, "alpha", 1.0)) : nullptr};
+  }
   default:
     break;
   }

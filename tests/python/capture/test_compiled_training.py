@@ -371,3 +371,14 @@ def test_symbolic_sizes_train_on_eager_kernels_with_the_reason():
         close(got, w.grad)
     reasons = [reason for r in backend.reports for _, _, reason in r.fallbacks]
     assert any("symbolic" in reason for reason in reasons), reasons
+
+
+def test_rms_norm_with_weight_gradients():
+    w = (kiln.rand(16) + 0.5).requires_grad_()
+    lin = kiln.randn(16, 16).requires_grad_()
+
+    def fn(x):  # a LLaMA-style pre-norm projection
+        return F.silu(F.rms_norm(x, (16,), w, eps=1e-6) @ lin)
+
+    backend = grads_as_eager(fn, lambda _: [kiln.randn(2, 5, 16).requires_grad_()], [w, lin])
+    trained_in_one_part(backend)

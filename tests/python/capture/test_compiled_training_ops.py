@@ -17,8 +17,7 @@ import kiln
 from kiln._capture.backend_cpu import CpuBackend
 
 # Ops whose backward is not compiled yet (they train on the eager kernels).
-EAGER_BACKWARD = {"fmax", "fmin", "prod", "norm", "rms_norm", "cumprod", "scatter_add", "scatter",
-                  "index_add", "logcumsumexp", "nan_to_num"}
+EAGER_BACKWARD = {"prod", "norm", "cumprod", "scatter", "logcumsumexp"}
 # Ops with no gradient at all (integer or bool results).
 NO_GRAD = {
     "isnan", "isinf", "isfinite", "isposinf", "isneginf", "signbit", "logical_not",
