@@ -225,6 +225,33 @@ Grads rmsNormGrad(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
   return r;
 }
 
+/// The vector p-norm: sign(x) |x|^(p-1) / |x|_p^(p-1) (x / n for p = 2), zero where the norm is;
+/// the inf-norms give g to the extremes of |x|, split evenly (as torch); p = 0 is flat.
+V normGrad(B &b, const ir::Node &n, V g) {
+  V x = n.operand(0), y = n.result(0);
+  const double p = number(n, "p", 2.0);
+  const int64_t rank = x->meta().rank();
+  const ir::Attribute *d = n.attr("dim");
+  B::DimList dims = d && !d->toInts().empty() ? B::DimList(d->toInts()) : std::nullopt;
+  const bool keepdim = n.attr("keepdim") && n.attr("keepdim")->toBool();
+  if (std::isinf(p)) {
+    V ax = b.abs(x);
+    return b.mul(autograd::rules::amax(b, g, ax, y, dims, keepdim), b.sign(x));
+  }
+  if (p == 0.0)
+    return b.zeros(B::sizes(x), B::dtype(g));
+  if (p < 1.0)
+    throw Unsupported("norm with 0 < p < 1 has no compiled derivative yet");
+  V gk = keepdim ? g : b.unsqueezeReduced(g, dims, rank);
+  if (p == 1.0)
+    return b.mul(gk, b.sign(x));
+  V nk = keepdim ? y : b.unsqueezeReduced(y, dims, rank);
+  V local = p == 2.0
+                ? b.div(x, nk)
+                : b.div(b.mul(b.sign(x), b.powScalar(b.abs(x), p - 1.0)), b.powScalar(nk, p - 1.0));
+  return b.zeroWhere(b.mul(gk, local), b.eqScalar(nk, 0.0));
+}
+
 } // namespace
 
 bool hasExtraVjp(OpKind op) {
@@ -280,6 +307,8 @@ bool hasExtraVjp(OpKind op) {
   case OpKind::Fmin:
   case OpKind::ScatterAdd:
   case OpKind::IndexAdd:
+  case OpKind::Norm:
+  case OpKind::Scatter:
     return true;
   default:
     return false;
@@ -331,6 +360,21 @@ std::optional<Grads> extraVjp(B &b, const ir::Node &n, V g, autograd::rules::Nee
     return Grads{nllLossGrad(b, n, g), nullptr, nullptr};
   case OpKind::RmsNorm:
     return rmsNormGrad(b, n, g, need);
+  case OpKind::Norm:
+    return Grads{normGrad(b, n, g)};
+  case OpKind::Scatter: { // the overwritten positions of self get none; src gets g there
+    if (n.attr("reduce"))
+      throw Unsupported("scatter with reduce has no compiled derivative yet");
+    V index = n.operand(1);
+    const int64_t dim = n.attr("dim")->toInt();
+    Grads r(3);
+    if (need[0])
+      r[0] =
+          b.op(OpKind::Scatter, {g, index, b.zeros(B::sizes(index), B::dtype(g))}, {{"dim", dim}});
+    if (need[2])
+      r[2] = b.op(OpKind::Gather, {g, index}, {{"dim", dim}});
+    return r;
+  }
   case OpKind::ScatterAdd: // self + the scattered src: src's gradient is g at its targets
     return Grads{need[0] ? g : nullptr, nullptr,
                  need[2]

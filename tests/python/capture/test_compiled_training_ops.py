@@ -17,7 +17,7 @@ import kiln
 from kiln._capture.backend_cpu import CpuBackend
 
 # Ops whose backward is not compiled yet (they train on the eager kernels).
-EAGER_BACKWARD = {"prod", "norm", "cumprod", "scatter", "logcumsumexp"}
+EAGER_BACKWARD = {"prod", "cumprod", "logcumsumexp"}
 # Ops with no gradient at all (integer or bool results).
 NO_GRAD = {
     "isnan", "isinf", "isfinite", "isposinf", "isneginf", "signbit", "logical_not",
@@ -76,6 +76,13 @@ def test_op_gradient(op, layout):
 
 def test_the_lists_name_sample_ops():
     assert EAGER_BACKWARD <= set(SAMPLES) and NO_GRAD <= set(SAMPLES)
+
+
+@pytest.mark.parametrize("p", [2, 1, 3, 1.5, 0, float("inf"), float("-inf")])
+def test_norm_orders_gradient(p):
+    report = grads_match(lambda x: x.norm(p=p, dim=-1, keepdim=p == 3),
+                         [rand(4, 9, dtype=kiln.float64) * 2], compiled_backward=True)
+    assert report.backward_parts == 1 and report.eager_nodes == 0, report.fallbacks
 
 
 @pytest.mark.parametrize("seed", range(6))
