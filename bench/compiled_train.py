@@ -13,6 +13,8 @@ is checked against kiln eager's from the same weights. ``cold`` is the first com
 first thread count, a warm start from the caches it filled at the second. Each framework's
 rounds run back to back (their thread pools would spin while another runs); medians over the
 rounds; ratios are the other's time over kiln compiled's (above 1: kiln compiled is faster).
+`kiln saved MB` is what kiln's compiled forward saves for the backward (activations; saved
+inputs excluded), `kiln fallbacks` the nodes or parts its backend ran on eager kernels.
 The markdown table is printed and written atomically to bench/results/compiled_train.md
 (``--quick``: small shapes, few rounds, no file).
 
@@ -86,7 +88,14 @@ class Trainer:
         self.m, self.model, self.loss_fn = m, model, loss
         self.batch = [m.tensor(a) for a in batch]
         self.opt = m.optim.AdamW(model.parameters(), lr=1e-4)
-        self.run = (m.compile(model) if compiled else model)
+        self.backend = None
+        if compiled and m.__name__ == "kiln":
+            from kiln._capture.backend_cpu import CpuBackend
+
+            self.backend = CpuBackend()  # its reports: saved bytes, fallbacks
+            self.run = m.compile(model, backend=self.backend)
+        else:
+            self.run = m.compile(model) if compiled else model
 
     def step(self) -> float:
         loss = self.loss_fn(self.m, self.run, *self.batch)
@@ -129,7 +138,12 @@ def bench(name, make, batch, loss, rounds, kiln, torch):
             start = time.perf_counter()
             t.step()
             samples[k].append(time.perf_counter() - start)
-    return {k: statistics.median(v) * 1e3 for k, v in samples.items()}, cold
+    reports = models["kc"].backend.reports
+    compiled = {
+        "saved_mb": sum(i.get("saved_bytes", 0) for r in reports for i in r.infos) / 2**20,
+        "fallbacks": sum(len(r.fallbacks) for r in reports),
+    }
+    return {k: statistics.median(v) * 1e3 for k, v in samples.items()}, cold, compiled
 
 
 def main(argv=None) -> int:
@@ -154,18 +168,20 @@ def main(argv=None) -> int:
              "1 thread, warm (disk caches) at the second thread count.", "",
              "| threads | workload | size | kiln eager | kiln.compile | torch eager | "
              "torch.compile | vs kiln eager | vs torch eager | vs torch.compile | cold kiln "
-             "/ torch.compile (s) |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "/ torch.compile (s) | kiln saved MB | kiln fallbacks |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+             "---: |"]
     print("\n".join(lines), flush=True)
     for threads in sorted({1, os.cpu_count() or 1}):
         kiln.set_num_threads(threads)
         torch.set_num_threads(threads)
         for name, size, make, batch, loss in workloads(args.quick):
-            ms, cold = bench(name, make, batch, loss, rounds, kiln, torch)
+            ms, cold, kc = bench(name, make, batch, loss, rounds, kiln, torch)
             line = (f"| {threads} | {name} | {size} | {ms['ke']:.2f} | {ms['kc']:.2f} | "
                     f"{ms['te']:.2f} | {ms['tc']:.2f} | {ms['ke'] / ms['kc']:.2f}x | "
                     f"{ms['te'] / ms['kc']:.2f}x | {ms['tc'] / ms['kc']:.2f}x | "
-                    f"{cold['kc']:.2f} / {cold['tc']:.2f} |")
+                    f"{cold['kc']:.2f} / {cold['tc']:.2f} | {kc['saved_mb']:.1f} | "
+                    f"{kc['fallbacks']} |")
             print(line, flush=True)
             lines.append(line)
     out = args.out or (None if args.quick else DEFAULT_OUT)
