@@ -1,11 +1,10 @@
 #include "autograd/builder.h"
 
+#include "autograd/derivatives.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "runtime/ops/compare.h"
 #include "runtime/ops/factory.h"
-
-#include <algorithm>
 
 namespace kiln::autograd {
 Tensor EagerBuilder::add(const Tensor &a, const Tensor &b) { return ops::add(a, b); }
@@ -68,11 +67,7 @@ Tensor EagerBuilder::sum(const Tensor &a, const DimList &dims, bool keepdim) {
 Tensor EagerBuilder::reduceTo(const Tensor &g, const Sizes &sizes, DType dtype) {
   if (g.sizes() == sizes)
     return cast(g, dtype);
-  const int64_t lead = g.dim() - static_cast<int64_t>(sizes.size());
-  Shape dims;
-  for (int64_t d = 0; d < g.dim(); ++d)
-    if (d < lead || (sizes[d - lead] == 1 && g.size(d) != 1))
-      dims.push_back(d);
+  Shape dims = rules::broadcastDims(g.sizes(), sizes);
   Tensor s = dims.empty() ? g : ops::sum(g, DimList(dims), true);
   return cast(autograd::reshape(s, sizes), dtype);
 }
@@ -80,12 +75,8 @@ Tensor EagerBuilder::reduceTo(const Tensor &g, const Sizes &sizes, DType dtype) 
 Tensor EagerBuilder::unsqueezeReduced(const Tensor &g, const DimList &dims, int64_t rank) {
   if (!dims || dims->empty())
     return autograd::reshape(g, Shape(rank, 1));
-  Shape sorted;
-  for (int64_t d : *dims)
-    sorted.push_back(wrapDim(d, rank));
-  std::sort(sorted.begin(), sorted.end());
   Tensor r = g;
-  for (int64_t d : sorted)
+  for (int64_t d : rules::sortedReducedDims(dims, rank))
     r = autograd::unsqueeze(r, d);
   return r;
 }

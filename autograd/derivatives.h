@@ -10,6 +10,7 @@
 
 #include "runtime/dtype.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -21,6 +22,34 @@ namespace kiln::autograd::rules {
 // runtime header (the graph builder of compiled training uses them without the runtime).
 using Shape = std::vector<int64_t>;
 using DimList = std::optional<Shape>;
+
+/// The dims a gradient of sizes `g` is summed over (keepdim) to become one of `target`, the
+/// reverse of a broadcast: g's extra leading dims and those target has as 1. Both builders'
+/// reduceTo use it.
+inline Shape broadcastDims(const Shape &g, const Shape &target) {
+  const int64_t rank = static_cast<int64_t>(g.size());
+  const int64_t lead = rank - static_cast<int64_t>(target.size());
+  Shape dims;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d < lead || (target[d - lead] == 1 && g[d] != 1))
+      dims.push_back(d);
+  return dims;
+}
+
+/// The reduced dims of an input of `rank`, wrapped and sorted: where both builders'
+/// unsqueezeReduced put a reduction's gradient back (nullopt or empty: every dim).
+inline Shape sortedReducedDims(const DimList &dims, int64_t rank) {
+  Shape sorted;
+  if (!dims || dims->empty()) {
+    for (int64_t d = 0; d < rank; ++d)
+      sorted.push_back(d);
+    return sorted;
+  }
+  for (int64_t d : *dims)
+    sorted.push_back(d < 0 ? d + rank : d);
+  std::sort(sorted.begin(), sorted.end());
+  return sorted;
+}
 
 /// Which inputs of the op need a gradient.
 struct Needs {

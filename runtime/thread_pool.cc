@@ -68,6 +68,10 @@ template <typename Pred> bool spinUntil(Pred ready, std::chrono::microseconds bu
 
 constexpr std::chrono::microseconds kSpinBudget{50};
 
+/// Bumped by parkWorkers: spinning workers see it change and go to sleep. A global, not a pool
+/// member, so a GEMM parks them without taking the pool's lock.
+std::atomic<uint64_t> gPark{0};
+
 class ThreadPool {
 public:
   explicit ThreadPool(int n) : size_(n) {
@@ -84,7 +88,6 @@ public:
       w.join();
   }
   int size() const { return size_; }
-  void park() { park_.fetch_add(1, std::memory_order_release); }
 
   void run(Job &job) {
     std::lock_guard<std::mutex> serial(runMutex_); // one job at a time from any caller thread
@@ -113,10 +116,10 @@ private:
       spinUntil(
           [&] {
             return generation_.load(std::memory_order_acquire) != seen || stop_ ||
-                   park_.load(std::memory_order_acquire) != parked;
+                   gPark.load(std::memory_order_acquire) != parked;
           },
           kSpinBudget);
-      parked = park_.load(std::memory_order_acquire);
+      parked = gPark.load(std::memory_order_acquire);
       Job *job;
       {
         std::unique_lock<std::mutex> lock(mutex_);
@@ -142,7 +145,6 @@ private:
   std::condition_variable wake_, finished_;
   Job *job_ = nullptr;
   std::atomic<uint64_t> generation_{0};
-  std::atomic<uint64_t> park_{0}; ///< bumped to stop the workers' spinning (parkWorkers)
   int active_ = 0;
   std::atomic<bool> stop_{false};
 };
@@ -177,11 +179,7 @@ void setNumThreads(int n) {
 
 bool inParallelRegion() { return tInParallel; }
 
-void parkWorkers() {
-  std::lock_guard<std::mutex> lock(gPoolMutex);
-  if (gPool)
-    gPool->park();
-}
+void parkWorkers() { gPark.fetch_add(1, std::memory_order_release); }
 
 void parallelForImpl(int64_t begin, int64_t end, int64_t grain, const RangeFn &fn) {
   ThreadPool &p = pool();

@@ -1,16 +1,10 @@
 #include "passes/autodiff/graph_rule_builder.h"
 
+#include "autograd/derivatives.h"
+
 #include <fmt/format.h>
 
-#include <algorithm>
-
 namespace kiln::passes::autodiff {
-
-namespace {
-
-int64_t wrap(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
-
-} // namespace
 
 GraphRuleBuilder::Sizes GraphRuleBuilder::sizes(Value v) {
   Sizes out;
@@ -67,12 +61,7 @@ GraphRuleBuilder::Value GraphRuleBuilder::reduceTo(Value g, const Sizes &target,
   Sizes gs = sizes(g);
   if (gs == target)
     return cast(g, dtype);
-  const int64_t rank = static_cast<int64_t>(gs.size());
-  const int64_t lead = rank - static_cast<int64_t>(target.size());
-  Sizes dims;
-  for (int64_t d = 0; d < rank; ++d)
-    if (d < lead || (target[d - lead] == 1 && gs[d] != 1))
-      dims.push_back(d);
+  Sizes dims = autograd::rules::broadcastDims(gs, target);
   Value s = dims.empty() ? g : sum(g, dims, true);
   return cast(reshape(s, target), dtype);
 }
@@ -81,12 +70,8 @@ GraphRuleBuilder::Value GraphRuleBuilder::unsqueezeReduced(Value g, const DimLis
                                                            int64_t rank) {
   if (!dims || dims->empty())
     return reshape(g, Sizes(rank, 1));
-  Sizes sorted;
-  for (int64_t d : *dims)
-    sorted.push_back(wrap(d, rank));
-  std::sort(sorted.begin(), sorted.end());
   Value r = g;
-  for (int64_t d : sorted)
+  for (int64_t d : autograd::rules::sortedReducedDims(dims, rank))
     r = unsqueeze(r, d);
   return r;
 }

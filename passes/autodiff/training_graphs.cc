@@ -163,8 +163,10 @@ private:
 
   void buildJoint() {
     std::vector<Value *> inputs = graph_.inputs();
-    for (Value *v : inputs)
+    for (Value *v : inputs) {
       map_[v] = joint_.input(v->type(), v->name(), v->definingNode()->loc());
+      inputIndex_[map_[v]] = inputIndex_.size();
+    }
     numInputs_ = joint_.mark();
     std::vector<Value *> outputs = graph_.outputs();
     std::vector<Value *> seeds;
@@ -173,6 +175,7 @@ private:
         continue;
       gradOutputs_.push_back(static_cast<int>(k));
       seeds.push_back(joint_.input(denseMeta(outputs[k]), fmt::format("grad_out{}", k)));
+      inputIndex_[seeds.back()] = inputIndex_.size();
     }
     for (const ir::Node *n : graph_.nodes()) {
       if (n->op() == OpKind::Input || n->op() == OpKind::Output)
@@ -243,15 +246,15 @@ private:
   }
 
   bool isGradInput(const Value *v) const {
-    return v->definingNode()->op() == OpKind::Input && jointInputIndex(v) >= numInputs_;
+    size_t i = jointInputIndex(v);
+    return i != SIZE_MAX && i >= numInputs_;
   }
 
+  /// The position of a joint input (forward inputs, then output gradients); SIZE_MAX for a
+  /// value a node computes.
   size_t jointInputIndex(const Value *v) const {
-    std::vector<Value *> ins = jointGraph_->inputs();
-    for (size_t i = 0; i < ins.size(); ++i)
-      if (ins[i] == v)
-        return i;
-    return SIZE_MAX;
+    auto it = inputIndex_.find(v);
+    return it == inputIndex_.end() ? SIZE_MAX : it->second;
   }
 
   /// The min-cut partition: which forward values the backward takes as saved inputs.
@@ -436,6 +439,7 @@ private:
   ir::GraphBuilder joint_;
   std::unique_ptr<ir::Graph> jointGraph_;
   size_t numInputs_ = 0, numJointOutputs_ = 0;
+  std::unordered_map<const Value *, size_t> inputIndex_; ///< joint input -> its position
   std::unordered_set<const Value *> requires_;
   ValueMap map_;                                     ///< original value → joint value
   std::unordered_map<const Value *, Value *> grads_; ///< original value → joint gradient

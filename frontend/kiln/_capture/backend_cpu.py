@@ -540,9 +540,7 @@ class _Partitioner:
                     self._emit_eager(pg, env, n)
                 continue
             self._emit_part(pg, env, part, compiled, index)
-            self.report.parts.append([n.name for n in part.nodes])
-            self.report.infos.append(info)
-            self.report.compiled_nodes += len(part.nodes)
+            self._record_part(part, info)
             index += 1
         pg.output(_remap(self.graph.outputs, env))
         self._log_partition()
@@ -575,24 +573,12 @@ class _Partitioner:
                 raise BackendCompilerFailed(f"kiln CPU backend: {self.graph.name}: compiled "
                                             f"training of {len(part.nodes)} nodes: {reason}")
             return False
-        fn = training.TrainingPart(forward, backward, spec, len(part.outputs), name)
-        examples = tuple(n.meta.get("example") for n in part.outputs)
-        call = pg.call(fn, tuple(env[id(n)] for n in part.inputs), {}, examples, None)
-        for k, n in enumerate(part.outputs):
-            env[id(n)] = pg.call(operator.getitem, (call, k), {}, examples[k], n.meta.get("loc"))
-        for n in part.aliases:
-            if _mutates(n):  # the forward did the mutation: the value is the written operand
-                env[id(n)] = env[id(n.args[0])]
-                continue
-            env[id(n)] = pg.call(n.target, _remap(n.args, env), _remap(n.kwargs, env),
-                                 n.meta.get("example"), n.meta.get("loc"))
-        forward_info, backward_info = forward.info, backward.info
-        forward_info["backward"] = backward_info
-        forward_info["saved"] = len(spec["saved"])
-        forward_info["saved_bytes"] = spec["saved_bytes"]
-        self.report.parts.append([n.name for n in part.nodes])
-        self.report.infos.append(forward_info)
-        self.report.compiled_nodes += len(part.nodes)
+        self._emit_call(pg, env, part,
+                        training.TrainingPart(forward, backward, spec, len(part.outputs), name))
+        info = forward.info
+        info.update(backward=backward.info, saved=len(spec["saved"]),
+                    saved_bytes=spec["saved_bytes"])
+        self._record_part(part, info)
         self.report.backward_parts += 1
         return True
 
@@ -604,8 +590,19 @@ class _Partitioner:
 
     def _emit_part(self, pg: Graph, env: dict, part: _Part, compiled, index: int) -> None:
         name = f"{self.graph.name}_part{index}"
-        fn = _CompiledPart(compiled, _eager_function(part, name), name, self.report,
-                           mutates=any(_mutates(n) for n in part.nodes))
+        self._emit_call(pg, env, part,
+                        _CompiledPart(compiled, _eager_function(part, name), name, self.report,
+                                      mutates=any(_mutates(n) for n in part.nodes)))
+
+    def _record_part(self, part: _Part, info: dict) -> None:
+        self.report.parts.append([n.name for n in part.nodes])
+        self.report.infos.append(info)
+        self.report.compiled_nodes += len(part.nodes)
+
+    @staticmethod
+    def _emit_call(pg: Graph, env: dict, part: _Part, fn) -> None:
+        """One call of `fn` (a compiled part) for the part's nodes: its outputs by position, then
+        the aliases recomputed eagerly from them."""
         examples = tuple(n.meta.get("example") for n in part.outputs)
         call = pg.call(fn, tuple(env[id(n)] for n in part.inputs), {}, examples, None)
         for k, n in enumerate(part.outputs):
