@@ -145,8 +145,9 @@ def test_transformer_block_gradients(p):
     backend = grads_as_eager(block, lambda s: [kiln.randn(2, 8, 16)], list(block.parameters()),
                              steps=2, tol=2e-5)
     report = backend.reports[0]
-    assert report.backward_parts >= 1
+    assert report.backward_parts >= 1 and report.eager_nodes == 0
     assert report.fallbacks == [], report.fallbacks
+    assert all(info["backward"]["kernels"] >= 1 for info in report.infos if "backward" in info)
 
 
 def test_embedding_and_head_with_ignore_index():
