@@ -52,6 +52,18 @@ void checkTensor(GuardNode &node, DType dtype, py::sequence sizes, py::object st
   node.addCheck(std::move(c));
 }
 
+void checkArray(GuardNode &node, std::string format, int64_t itemsize, py::sequence sizes,
+                py::sequence strides, std::string text) {
+  LeafCheck c = leaf(LeafCheck::Kind::Array, kTensorTier, std::move(text));
+  c.format = std::move(format);
+  c.n = itemsize;
+  c.sizes = optionalInts(sizes, "sizes");
+  c.strides = optionalInts(strides, "strides");
+  if (c.strides.size() != c.sizes.size())
+    throw py::value_error("check_array(): sizes and strides have different lengths");
+  node.addCheck(std::move(c));
+}
+
 PyObject *const *items(const py::tuple &t) {
   return reinterpret_cast<PyTupleObject *>(t.ptr())->ob_item;
 }
@@ -134,6 +146,9 @@ void bindGuards(py::module_ &m) {
         n.addCheck(std::move(c));
       },
       py::arg("keys"), py::arg("text"));
+  node.def("check_array", &checkArray, py::arg("format"), py::arg("itemsize"), py::arg("sizes"),
+           py::arg("strides"), py::arg("text"),
+           "NumPy array geometry through the buffer protocol (strides in bytes, None: any).");
   node.def("check_tensor", &checkTensor, py::arg("dtype"), py::arg("sizes"), py::arg("strides"),
            py::arg("requires_grad"), py::arg("text"));
   node.def(

@@ -37,7 +37,18 @@ struct GuardEval;
 
 /// One leaf check on a node's value. `tier` orders the checks of a node by cost.
 struct LeafCheck {
-  enum class Kind : uint8_t { Type, Id, None, NotNone, Equals, Len, DictKeys, Tensor, BindSize };
+  enum class Kind : uint8_t {
+    Type,
+    Id,
+    None,
+    NotNone,
+    Equals,
+    Len,
+    DictKeys,
+    Tensor,
+    Array,
+    BindSize
+  };
   Kind kind;
   int tier = 0;
   /// The type (Type), the object (Id), the value (Equals).
@@ -48,7 +59,10 @@ struct LeafCheck {
   int64_t n = 0;
   /// BindSize: the symbol slot.
   int64_t sym = 0;
-  /// Tensor: expected geometry; kUnchecked entries are not compared.
+  /// Array (a NumPy array, read through the buffer protocol): its format and itemsize (`n`).
+  std::string format;
+  /// Tensor, Array: expected geometry (Array: strides in bytes); kUnchecked entries are not
+  /// compared.
   DType dtype = DType::Float32;
   bool requiresGrad = false;
   std::vector<int64_t> sizes;

@@ -120,16 +120,65 @@ bool tensorMatches(const LeafCheck &c, PyObject *obj) {
   return true;
 }
 
-bool bindSize(const LeafCheck &c, PyObject *obj, GuardEval &eval) {
-  const Tensor *t = asTensor(obj);
-  if (t == nullptr || !t->defined())
+/// A strided buffer export of `obj` (a NumPy array), released when it goes out of scope.
+struct BufferView {
+  Py_buffer view{};
+  bool ok = false;
+  explicit BufferView(PyObject *obj) {
+    ok = PyObject_CheckBuffer(obj) && PyObject_GetBuffer(obj, &view, PyBUF_RECORDS_RO) == 0;
+    if (!ok)
+      PyErr_Clear();
+  }
+  ~BufferView() {
+    if (ok)
+      PyBuffer_Release(&view);
+  }
+  BufferView(const BufferView &) = delete;
+  BufferView &operator=(const BufferView &) = delete;
+};
+
+bool arrayMatches(const LeafCheck &c, PyObject *obj) {
+  BufferView b(obj);
+  if (!b.ok)
     return false;
-  const Shape &sizes = t->sizes();
-  int64_t rank = static_cast<int64_t>(sizes.size());
-  int64_t d = c.n < 0 ? c.n + rank : c.n;
+  const Py_buffer &v = b.view;
+  size_t rank = c.sizes.size();
+  if (static_cast<size_t>(v.ndim) != rank || v.itemsize != c.n || v.format == nullptr ||
+      c.format != v.format)
+    return false;
+  for (size_t d = 0; d < rank; ++d) {
+    if (c.sizes[d] != LeafCheck::kUnchecked && c.sizes[d] != v.shape[d])
+      return false;
+    if (c.strides[d] != LeafCheck::kUnchecked && c.strides[d] != v.strides[d])
+      return false;
+  }
+  return true;
+}
+
+/// Size `d` (negative: from the end) of a tensor or a buffer-exporting array.
+std::optional<int64_t> sizeOf(PyObject *obj, int64_t d) {
+  if (const Tensor *t = asTensor(obj); t != nullptr && t->defined()) {
+    int64_t rank = t->dim();
+    d = d < 0 ? d + rank : d;
+    if (d < 0 || d >= rank)
+      return std::nullopt;
+    return t->sizes()[d];
+  }
+  BufferView b(obj);
+  if (!b.ok)
+    return std::nullopt;
+  int64_t rank = b.view.ndim;
+  d = d < 0 ? d + rank : d;
   if (d < 0 || d >= rank)
+    return std::nullopt;
+  return static_cast<int64_t>(b.view.shape[d]);
+}
+
+bool bindSize(const LeafCheck &c, PyObject *obj, GuardEval &eval) {
+  std::optional<int64_t> size = sizeOf(obj, c.n);
+  if (!size)
     return false;
-  int64_t v = sizes[d];
+  int64_t v = *size;
   if (eval.symBound[c.sym])
     return eval.symValues[c.sym] == v;
   eval.symBound[c.sym] = true;
@@ -159,6 +208,8 @@ bool leafPasses(const LeafCheck &c, PyObject *obj, GuardEval &eval) {
     return dictKeysMatch(obj, c.keys);
   case LeafCheck::Kind::Tensor:
     return tensorMatches(c, obj);
+  case LeafCheck::Kind::Array:
+    return arrayMatches(c, obj);
   case LeafCheck::Kind::BindSize:
     return bindSize(c, obj, eval);
   }

@@ -17,7 +17,7 @@ from kiln._capture import variables as V
 
 def _type_of(frame, value: V.VT):
     if isinstance(value, V.TensorVar):
-        return type(value.example)
+        return value.python_type()
     return value.python_type()
 
 
@@ -193,9 +193,10 @@ def _reversed(frame, args, kwargs):
 
 def _sorted(frame, args, kwargs):
     items = frame.unpack_iterable(args[0])
-    if kwargs or not all(i.is_const() for i in items):
-        raise V.Unsupported("sorted() of non-constant values")
-    return V.ListVar([V.ConstVar(v) for v in sorted(i.const() for i in items)])
+    if set(kwargs) - {"reverse"} or not all(i.is_const() for i in items):
+        raise V.Unsupported("sorted() of non-constant values or with a key")
+    reverse = bool(kwargs["reverse"].const()) if "reverse" in kwargs else False
+    return V.ListVar([V.ConstVar(v) for v in sorted((i.const() for i in items), reverse=reverse)])
 
 
 def _anyall(pick):

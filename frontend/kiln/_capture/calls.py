@@ -13,7 +13,7 @@ import operator
 import types
 
 import kiln
-from kiln._capture import calls_object, ops
+from kiln._capture import calls_numpy, calls_object, ops
 from kiln._capture import variables as V
 from kiln._capture.calls_access import AccessMixin, _ContainerMethod, _SuperVar, from_outside
 from kiln._capture.sources import AttrSource, ItemSource
@@ -32,7 +32,7 @@ _SIMPLE_BUILTINS = {
 # and are inlined like user code, so their tensor ops are recorded one by one.
 # The composite ops too: written in kiln ops, they are captured part by part.
 _INLINED_KILN_MODULES = ("kiln._capture", "kiln.nn.modules", "kiln._ops_composite",
-                         "kiln.nn._functional_composite")  # fmt: skip
+                         "kiln.nn._functional_composite", "kiln._numpy")  # fmt: skip
 
 
 def _unflatten_signature(input, dim, sizes): ...
@@ -147,6 +147,8 @@ class CallMixin(AccessMixin):
         if isinstance(value, V.ConstVar) and isinstance(value.value, (range, str, tuple, list,
                                                                       frozenset, set, bytes)):
             return [V.ConstVar(v) for v in value.value]
+        if isinstance(value, V.TensorVar) and value.numpy:
+            return calls_numpy.iterate(self, value)
         if isinstance(value, V.TensorVar):
             n = value.example.shape[0] if value.example.dim() > 0 else None
             if n is None:
@@ -166,6 +168,8 @@ class CallMixin(AccessMixin):
 
     # -- attributes ----------------------------------------------------------------------
     def binary(self, op, a: V.VT, b: V.VT) -> V.VT:
+        if calls_numpy.is_array(a) or calls_numpy.is_array(b):
+            return calls_numpy.binary(self, op, a, b)
         if isinstance(a, V.TensorVar) or isinstance(b, V.TensorVar):
             return ops.record(self.ctx, op, [a, b], {}, op.__name__)
         if isinstance(a, V.SymIntVar) or isinstance(b, V.SymIntVar):
@@ -181,6 +185,8 @@ class CallMixin(AccessMixin):
                 return type(a)(a.items + b.items)
         if isinstance(a, (V.ListVar, V.TupleVar)) and op is operator.mul:
             return type(a)(a.items * b.const())
+        if op in (operator.eq, operator.ne) and calls_numpy.is_dtype_comparison(a, b):
+            return V.ConstVar(op(calls_numpy.known(a), calls_numpy.known(b)))
         if a.is_const() and b.is_const():
             try:
                 return V.ConstVar(op(a.const(), b.const()))
@@ -243,6 +249,8 @@ class CallMixin(AccessMixin):
         return result
 
     def unary(self, op, a: V.VT) -> V.VT:
+        if calls_numpy.is_array(a):
+            return calls_numpy.unary(self, op, a)
         if isinstance(a, V.TensorVar):
             return ops.record(self.ctx, op, [a], {}, op.__name__)
         if isinstance(a, V.SymIntVar):
@@ -257,6 +265,12 @@ class CallMixin(AccessMixin):
             return self.call(fn.fn, [fn.self_var] + list(args), kwargs)
         if isinstance(fn, V.PartialVar):
             return self.call(fn.fn, fn.args + list(args), {**fn.kwargs, **kwargs})
+        if isinstance(fn, calls_numpy.NumpyCallVar):
+            return calls_numpy.call_method(self, fn, args, kwargs)
+        if isinstance(fn, V.FunctionVar) and _numpy_loaded() and _knp_is_numpy(fn.fn):
+            return calls_numpy.call_function(self, fn.fn, args, kwargs)
+        if calls_numpy.is_fold(fn):
+            return calls_numpy.fold_call(self, fn, args, kwargs)
         if isinstance(fn, V.FunctionVar) and getattr(fn.fn, "_kiln_disabled", False):
             raise V.Unsupported(f"call to {fn.fn.__qualname__}(), which kiln.compiler.disable "
                                 "keeps eager", "this is intended: the call runs eagerly")
@@ -447,11 +461,15 @@ class CallMixin(AccessMixin):
             return V.TupleVar(list(bound.arguments.values()), None, fn)
         if fn is kiln.Size:
             return V.TupleVar(self.unpack_iterable(args[0]) if args else [], None, kiln.Size)
+        module = getattr(fn, "__module__", None) or ""
         if fn is abs and len(args) == 1 and isinstance(args[0], V.TensorVar):
             return self.unary(operator.abs, args[0])
+        if _numpy_loaded() and _knp_is_numpy(fn):
+            return calls_numpy.call_function(self, fn, args, kwargs)
+        if module in ("operator", "_operator") and not kwargs and calls_numpy.any_array(args):
+            return calls_numpy.call_operator(self, fn, args)
         if fn is super and not args and not kwargs:
             return self.zero_arg_super()
-        module = getattr(fn, "__module__", None) or ""
         if isinstance(fn, types.BuiltinFunctionType) and module in _PURE_MODULES or (
             _hashable(fn) and fn in _SIMPLE_BUILTINS or _is_const_method(fn)
         ):
@@ -546,6 +564,18 @@ class CallMixin(AccessMixin):
         if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
             raise V.Unsupported("coroutines are not captured")
         return child.run()
+
+
+def _numpy_loaded() -> bool:
+    import sys
+
+    return "numpy" in sys.modules
+
+
+def _knp_is_numpy(fn) -> bool:
+    from kiln import _numpy
+
+    return _numpy.is_numpy_callable(fn)
 
 
 def _message_of(message: V.VT):

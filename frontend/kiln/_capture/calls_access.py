@@ -13,7 +13,7 @@ import operator
 import types
 
 import kiln
-from kiln._capture import calls_object, ops
+from kiln._capture import calls_numpy, calls_object, ops
 from kiln._capture import variables as V
 from kiln._capture.sources import AttrSource
 
@@ -23,6 +23,8 @@ _METADATA_ATTRS = {"dtype", "device", "ndim", "requires_grad", "is_cuda", "layou
 
 class AccessMixin:
     def get_attr(self, obj: V.VT, name: str) -> V.VT:
+        if calls_numpy.is_array(obj):
+            return calls_numpy.get_attr(self, obj, name)
         if isinstance(obj, V.TensorVar):
             return self.tensor_attr(obj, name)
         if isinstance(obj, V.ModuleVar):
@@ -100,7 +102,8 @@ class AccessMixin:
                 raise V.Unsupported(f"module {obj.__name__!r} has no attribute {name!r}")
             value = getattr(obj, name)
             trusted = obj.__name__.split(".")[0] in ("kiln", "math", "operator", "functools",
-                                                      "builtins", "typing", "collections")
+                                                      "builtins", "typing", "collections",
+                                                      "numpy")
             return self.ctx.wrap(value, None if trusted else source)
         if isinstance(obj, type):
             attr = inspect.getattr_static(obj, name)
@@ -134,6 +137,8 @@ class AccessMixin:
 
     # -- items ---------------------------------------------------------------------------
     def get_item(self, obj: V.VT, index: V.VT) -> V.VT:
+        if calls_numpy.is_array(obj):
+            return calls_numpy.get_item(self, obj, index)
         if isinstance(obj, V.TensorVar):
             return ops.record(self.ctx, operator.getitem, [obj, index], {}, "getitem")
         if isinstance(obj, (V.ListVar, V.TupleVar)):
@@ -168,6 +173,9 @@ class AccessMixin:
         return index.const()
 
     def set_item(self, obj: V.VT, index: V.VT, value: V.VT) -> None:
+        if calls_numpy.is_array(obj):
+            calls_numpy.set_item(self, obj, index, value)
+            return
         if isinstance(obj, V.TensorVar):
             ops.record(self.ctx, operator.setitem, [obj, index, value], {}, "setitem")
             return

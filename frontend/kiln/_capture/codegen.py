@@ -36,6 +36,14 @@ class _Builder:
         return name
 
     def expr(self, v: V.VT) -> str:
+        if isinstance(v, V.TensorVar) and v.numpy:
+            array_source = getattr(v, "array_source", None)
+            if array_source is not None:  # the caller's array itself (written in place)
+                e = array_source.expr(self.arg_names)
+                if e is not None:
+                    return e
+            if id(v.node) in self.index:
+                return f"_np_out(_o[{self.index[id(v.node)]}])"
         if isinstance(v, (V.TensorVar, V.SymIntVar)):
             if id(v.node) in self.index:
                 return f"_o[{self.index[id(v.node)]}]"
@@ -196,6 +204,8 @@ def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_n
     inputs = []
     for i, source in enumerate(ctx.input_sources):
         e = source.expr(b.arg_names) if source is not None else None
+        if e is not None and i in ctx.input_numpy:
+            e = f"_np_in({e})"
         inputs.append(e if e is not None else b.const(ctx.input_baked[i]))
     params = "".join(", " + a for a in b.arg_names)
     lines = [f"def entry(_func{params}):"]  # the hook passes the function object first
@@ -213,6 +223,10 @@ def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_n
     )
     namespace.update(extra_ns)
     source = "\n".join(lines) + "\n"
+    if "_np_in(" in source or "_np_out(" in source:
+        from kiln import _numpy
+
+        namespace.update(_np_in=_numpy.to_tensor, _np_out=_numpy.to_ndarray)
     exec(compile(source, f"<kiln-entry {ctx.graph.name}>", "exec"), namespace)
     entry = namespace["entry"]
     entry.kiln_source = source

@@ -8,6 +8,7 @@ attribute) into a variable and records the guards that make the capture valid fo
 from __future__ import annotations
 
 import collections
+import sys
 import types
 import weakref
 
@@ -70,6 +71,8 @@ class CaptureContext:
         self.auto_dynamic = auto_dynamic  # source -> set of dims that changed between captures
         self.input_sources: list = []  # per graph input: its source (re-read at run time)
         self.input_baked: list = []  # per graph input: the baked value when the source is baked
+        self.input_numpy: set = set()  # indices of graph inputs read as NumPy arrays
+        self._arrays: list = []  # (ndarray, its tensor): kept alive while the capture runs
         self.seen_sizes: dict = {}  # source -> sizes, recorded for automatic dynamic
         self.seen_scalars: dict = {}  # source -> int/float value, for automatic dynamic
         self.input_by_id: dict = {}
@@ -88,6 +91,19 @@ class CaptureContext:
         """`label` names values reached through baked modules (`self.fc1.weight`)."""
         if isinstance(value, kiln.Tensor):
             return self._wrap_tensor(value, source, label)
+        np = sys.modules.get("numpy")
+        if np is not None:
+            if type(value) is np.ndarray:
+                return self._wrap_ndarray(value, source, label)
+            if isinstance(value, np.generic):  # a NumPy scalar: a typed constant
+                if source is not None:
+                    self.guards.type(source, value)
+                    self.guards.equals(source, value)
+                return V.ConstVar(value, source)
+            if isinstance(value, np.dtype):
+                if source is not None:
+                    self.guards.equals(source, value)
+                return V.ConstVar(value, source)
         if isinstance(value, bool) or type(value) in _CONST_TYPES:
             if source is not None:
                 if type(value) in (int, float) and source.guardable():
@@ -234,14 +250,32 @@ class CaptureContext:
         # Sizes 0 and 1 stay static (broadcasting and emptiness depend on them).
         return {d for d in dims if d < t.dim() and t.shape[d] >= 2}
 
-    def _wrap_tensor(self, t, source, label=None) -> V.VT:
-        if id(t) in self.input_by_id:
-            return self.input_by_id[id(t)]
+    def _wrap_ndarray(self, arr, source, label=None) -> V.VT:
+        """An ndarray: a graph input over the same memory (`kiln._numpy.to_tensor` in the
+        entry), guarded on its dtype, sizes and strides, tracked as a NumPy array."""
+        from kiln import _numpy
+
+        if id(arr) in self.input_by_id:
+            return self.input_by_id[id(arr)]
+        if not _numpy.supported_dtype(arr.dtype):
+            raise V.Unsupported(f"a NumPy array of dtype {arr.dtype}: kiln has no such dtype",
+                                "NumPy runs this code")
+        t = _numpy.to_tensor(arr)
+        self._arrays.append((arr, t))
+        var = self._wrap_tensor(t, source, label, array=arr)
+        var.numpy = True
+        var.array_source = source if source is not None and source.guardable() else None
+        return var
+
+    def _wrap_tensor(self, t, source, label=None, array=None) -> V.VT:
+        key = id(t) if array is None else id(array)
+        if key in self.input_by_id:
+            return self.input_by_id[key]
         guard_src = source is not None and source.guardable()
         if source is None or (guard_src and source.expr(self.state_labels) is None):
             # A tensor in a global or closure: guard its identity and bake it.
             if guard_src:
-                self.guards.id(source, t)
+                self.guards.id(source, t if array is None else array)
             if source is None:
                 source = BakedSource(label or f"tensor@0x{id(t):x}")
         dyn = self._dynamic_dims(t, source) if guard_src else set()
@@ -251,7 +285,9 @@ class CaptureContext:
             sym = self._symbol_for(source, d, t.shape[d])
             sym_sizes[d] = self.symbols[sym][0]
             sym_names[d] = self.symbols[sym][0]
-        if guard_src:
+        if guard_src and array is not None:
+            self.guards.ndarray(source, array, dyn, sym_names)
+        elif guard_src:
             self.guards.tensor(source, t, dyn, sym_names)
             for d in sorted(dyn):
                 sym = self._symbol_for(source, d, t.shape[d])
@@ -259,10 +295,12 @@ class CaptureContext:
                 self.guards.sym("ge_const", sym, 2, f"{self.symbols[sym][0]} >= 2")
             self.seen_sizes[source] = tuple(t.shape)
         node = self._add_input(source, t, sym_sizes if dyn else None)
+        if array is not None and self.input_baked[-1] is None:
+            self.input_numpy.add(len(self.input_sources) - 1)
         var = V.TensorVar(node, t, source)
         var.dynamic_dims = dyn
         var.sym_of_dim = {d: self._symbol_for(source, d, t.shape[d]) for d in dyn}
-        self.input_by_id[id(t)] = var
+        self.input_by_id[key] = var
         return var
 
     def _symbol_for(self, source, dim: int, hint: int) -> int:

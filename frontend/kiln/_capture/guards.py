@@ -77,6 +77,18 @@ class GuardSet:
         args = (t.dtype, sizes, strides, bool(t.requires_grad))
         self._add(("tensor", source), source, "check_tensor", args, text)
 
+    def ndarray(self, source, arr, dynamic_dims=(), sym_names=None) -> None:
+        """type, dtype (the buffer format), rank, static sizes and strides of a NumPy array."""
+        self.type(source, arr)
+        sizes = [None if d in dynamic_dims else s for d, s in enumerate(arr.shape)]
+        strides = [None] * arr.ndim if dynamic_dims else list(arr.strides)
+        shown = [(sym_names or {}).get(d, "?") if s is None else str(s)
+                 for d, s in enumerate(sizes)]
+        text = f"{source}: ndarray {arr.dtype}[{', '.join(shown)}] strides {arr.strides}"
+        fmt = memoryview(arr).format
+        args = (fmt, arr.itemsize, sizes, strides)
+        self._add(("ndarray", source), source, "check_array", args, text)
+
     def bind_size(self, source, dim: int, sym: int, sym_name: str) -> None:
         text = f"{source}.size({dim}) -> {sym_name}"
         self._add(("bind", source, dim), source, "bind_size", (dim, sym), text)

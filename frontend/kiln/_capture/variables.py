@@ -82,7 +82,13 @@ class ConstVar(VT):
 
 
 class TensorVar(VT):
-    """A tensor: the graph node that computes it and an example value for its metadata."""
+    """A tensor: the graph node that computes it and an example value for its metadata.
+
+    `numpy` marks a NumPy array (an ndarray argument, or what NumPy code computed from one):
+    its functions, methods and operators follow NumPy (`calls_numpy.py`), and it leaves the
+    compiled code as an ndarray."""
+
+    numpy = False
 
     def __init__(self, node, example, source=None) -> None:
         self.node = node
@@ -90,6 +96,10 @@ class TensorVar(VT):
         self.source = source
 
     def python_type(self):
+        if self.numpy:
+            import numpy
+
+            return numpy.ndarray
         return type(self.example)
 
     def __repr__(self) -> str:

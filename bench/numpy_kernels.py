@@ -1,0 +1,206 @@
+"""NumPy kernels in the NPBench style, written as plain NumPy (no kiln in them).
+
+Each `Kernel` names a function, how to make its inputs at a size, and which inputs it writes
+in place. bench/numpy.py times them under NumPy, `kiln.compile`, `torch.compile` and
+`numba.njit`; tests/python/numpy/test_numpy_kernels.py checks kiln's results against NumPy's.
+"""
+
+from __future__ import annotations
+
+# ruff: noqa: B007, E741 - the kernels are kept as NPBench writes them
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+# -- the kernels (unmodified NumPy code) ------------------------------------------------------
+def softmax(x):
+    tmp_max = np.max(x, axis=-1, keepdims=True)
+    tmp_out = np.exp(x - tmp_max)
+    tmp_sum = np.sum(tmp_out, axis=-1, keepdims=True)
+    return tmp_out / tmp_sum
+
+
+def mlp(x, w1, b1, w2, b2):
+    h = np.maximum(x @ w1 + b1, 0.0)
+    logits = h @ w2 + b2
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def arc_distance(theta_1, phi_1, theta_2, phi_2):
+    temp = np.sin((theta_2 - theta_1) / 2) ** 2 + np.cos(theta_1) * np.cos(theta_2) * np.sin(
+        (phi_2 - phi_1) / 2) ** 2
+    distance_matrix = 2 * (np.arctan2(np.sqrt(temp), np.sqrt(1 - temp)))
+    return distance_matrix
+
+
+def nbody_step(pos, vel, mass, dt, softening):
+    x = pos[:, 0:1]
+    y = pos[:, 1:2]
+    z = pos[:, 2:3]
+    dx = x.T - x
+    dy = y.T - y
+    dz = z.T - z
+    inv_r3 = (dx ** 2 + dy ** 2 + dz ** 2 + softening ** 2) ** (-1.5)
+    ax = (dx * inv_r3) @ mass
+    ay = (dy * inv_r3) @ mass
+    az = (dz * inv_r3) @ mass
+    acc = np.hstack((ax, ay, az))
+    vel += acc * dt
+    pos += vel * dt
+    ke = 0.5 * np.sum(mass * vel ** 2)
+    return ke
+
+
+def mandelbrot(xmin, xmax, ymin, ymax, xn, yn, maxiter, horizon=2.0):
+    X = np.linspace(xmin, xmax, xn)
+    Y = np.linspace(ymin, ymax, yn)
+    cr = X[np.newaxis, :]
+    ci = Y[:, np.newaxis]
+    zr = np.zeros((yn, xn))
+    zi = np.zeros((yn, xn))
+    N = np.zeros((yn, xn), dtype=np.int64)
+    for n in range(maxiter):
+        inside = zr * zr + zi * zi < horizon * horizon
+        N[inside] = n
+        zr, zi = (np.where(inside, zr * zr - zi * zi + cr, zr),
+                  np.where(inside, 2.0 * zr * zi + ci, zi))
+    return N
+
+
+def row_norms(x):
+    return np.sqrt(np.sum(x ** 2, axis=1)) / x.shape[1]
+
+
+def atax(A, x):
+    return (A @ x) @ A
+
+
+def bicg(A, p, r):
+    return r @ A, A @ p
+
+
+def mvt(x1, x2, y_1, y_2, A):
+    x1 += A @ y_1
+    x2 += y_2 @ A
+
+
+def gemm(alpha, beta, C, A, B):
+    C[:] = alpha * A @ B + beta * C
+
+
+def hdiff(in_field, out_field, coeff):
+    I, J = out_field.shape[0], out_field.shape[1]
+    lap_field = 4.0 * in_field[1:I + 3, 1:J + 3, :] - (
+        in_field[2:I + 4, 1:J + 3, :] + in_field[0:I + 2, 1:J + 3, :] +
+        in_field[1:I + 3, 2:J + 4, :] + in_field[1:I + 3, 0:J + 2, :])
+    res = lap_field[1:, 1:J + 1, :] - lap_field[:-1, 1:J + 1, :]
+    flx_field = np.where(
+        (res * (in_field[2:I + 3, 2:J + 2, :] - in_field[1:I + 2, 2:J + 2, :])) > 0, 0, res)
+    res = lap_field[1:I + 1, 1:, :] - lap_field[1:I + 1, :-1, :]
+    fly_field = np.where(
+        (res * (in_field[2:I + 2, 2:J + 3, :] - in_field[2:I + 2, 1:J + 2, :])) > 0, 0, res)
+    out_field[:, :, :] = in_field[2:I + 2, 2:J + 2, :] - coeff[:, :, :] * (
+        flx_field[1:, :, :] - flx_field[:-1, :, :] + fly_field[:, 1:, :] - fly_field[:, :-1, :])
+
+
+def jacobi_1d(TSTEPS, A, B):
+    for t in range(1, TSTEPS):
+        B[1:-1] = 0.33333 * (A[:-2] + A[1:-1] + A[2:])
+        A[1:-1] = 0.33333 * (B[:-2] + B[1:-1] + B[2:])
+
+
+def jacobi_2d(TSTEPS, A, B):
+    for t in range(1, TSTEPS):
+        B[1:-1, 1:-1] = 0.2 * (A[1:-1, 1:-1] + A[1:-1, :-2] + A[1:-1, 2:] + A[2:, 1:-1] +
+                               A[:-2, 1:-1])
+        A[1:-1, 1:-1] = 0.2 * (B[1:-1, 1:-1] + B[1:-1, :-2] + B[1:-1, 2:] + B[2:, 1:-1] +
+                               B[:-2, 1:-1])
+
+
+def heat_3d(TSTEPS, A, B):
+    for t in range(1, TSTEPS):
+        B[1:-1, 1:-1, 1:-1] = (
+            0.125 * (A[2:, 1:-1, 1:-1] - 2.0 * A[1:-1, 1:-1, 1:-1] + A[:-2, 1:-1, 1:-1]) +
+            0.125 * (A[1:-1, 2:, 1:-1] - 2.0 * A[1:-1, 1:-1, 1:-1] + A[1:-1, :-2, 1:-1]) +
+            0.125 * (A[1:-1, 1:-1, 2:] - 2.0 * A[1:-1, 1:-1, 1:-1] + A[1:-1, 1:-1, 0:-2]) +
+            A[1:-1, 1:-1, 1:-1])
+        A[1:-1, 1:-1, 1:-1] = (
+            0.125 * (B[2:, 1:-1, 1:-1] - 2.0 * B[1:-1, 1:-1, 1:-1] + B[:-2, 1:-1, 1:-1]) +
+            0.125 * (B[1:-1, 2:, 1:-1] - 2.0 * B[1:-1, 1:-1, 1:-1] + B[1:-1, :-2, 1:-1]) +
+            0.125 * (B[1:-1, 1:-1, 2:] - 2.0 * B[1:-1, 1:-1, 1:-1] + B[1:-1, 1:-1, 0:-2]) +
+            B[1:-1, 1:-1, 1:-1])
+
+
+def clip_compute(array_1, array_2, a, b, c):
+    return np.clip(array_1, 2, 10) * a + array_2 * b + c
+
+
+def rescale_reverse(x):
+    lo = x.min(axis=0)
+    hi = x.max(axis=0)
+    y = (x - lo) / (hi - lo)
+    return y[::-1, :].astype(np.float32)
+
+
+# -- inputs -----------------------------------------------------------------------------------
+@dataclass
+class Kernel:
+    name: str
+    fn: object
+    make: object  # (rng, scale) -> tuple of arguments
+    writes: tuple = ()  # positions of arguments the kernel updates in place
+    numba_ok: bool = True  # numba.njit compiles it unmodified
+    notes: str = ""
+    sizes: dict = field(default_factory=dict)
+
+
+def _f64(rng, *shape):
+    return rng.random(shape)
+
+
+def _mandel_args(rng, s):
+    return (-2.25, 0.75, -1.25, 1.25, 64 * s, 64 * s, 20)
+
+
+KERNELS = [
+    Kernel("softmax", softmax, lambda r, s: (_f64(r, 64 * s, 256),)),
+    Kernel("mlp", mlp, lambda r, s: (_f64(r, 32 * s, 128), _f64(r, 128, 256) - 0.5,
+                                     _f64(r, 256), _f64(r, 256, 10) - 0.5, _f64(r, 10))),
+    Kernel("arc_distance", arc_distance,
+           lambda r, s: tuple(_f64(r, 50_000 * s) for _ in range(4))),
+    Kernel("nbody_step", nbody_step,
+           lambda r, s: (_f64(r, 64 * s, 3), _f64(r, 64 * s, 3), _f64(r, 64 * s, 1) + 1.0,
+                         0.01, 0.1), writes=(0, 1)),
+    Kernel("mandelbrot", mandelbrot, _mandel_args, numba_ok=False),
+    Kernel("row_norms", row_norms, lambda r, s: (_f64(r, 256 * s, 512),)),
+    Kernel("atax", atax, lambda r, s: (_f64(r, 200 * s, 240), _f64(r, 240))),
+    Kernel("bicg", bicg, lambda r, s: (_f64(r, 240 * s, 200), _f64(r, 200), _f64(r, 240 * s))),
+    Kernel("mvt", mvt, lambda r, s: (_f64(r, 200 * s), _f64(r, 200 * s), _f64(r, 200 * s),
+                                     _f64(r, 200 * s), _f64(r, 200 * s, 200 * s)),
+           writes=(0, 1)),
+    Kernel("gemm", gemm, lambda r, s: (1.5, 1.2, _f64(r, 100 * s, 110), _f64(r, 100 * s, 120),
+                                       _f64(r, 120, 110)), writes=(2,)),
+    Kernel("hdiff", hdiff, lambda r, s: (_f64(r, 16 * s + 4, 16 * s + 4, 16),
+                                         np.zeros((16 * s, 16 * s, 16)),
+                                         _f64(r, 16 * s, 16 * s, 16)), writes=(1,)),
+    Kernel("jacobi_1d", jacobi_1d, lambda r, s: (20, _f64(r, 2000 * s), _f64(r, 2000 * s)),
+           writes=(1, 2)),
+    Kernel("jacobi_2d", jacobi_2d, lambda r, s: (10, _f64(r, 60 * s, 60 * s),
+                                                 _f64(r, 60 * s, 60 * s)), writes=(1, 2)),
+    Kernel("heat_3d", heat_3d, lambda r, s: (5, _f64(r, 12 * s, 12 * s, 12 * s),
+                                             _f64(r, 12 * s, 12 * s, 12 * s)), writes=(1, 2)),
+    Kernel("clip_compute", clip_compute,
+           lambda r, s: (r.integers(0, 20, (300 * s, 300)), r.integers(0, 20, (300 * s, 300)),
+                         4, 3, 9)),
+    Kernel("rescale_reverse", rescale_reverse, lambda r, s: (_f64(r, 256 * s, 128),)),
+]
+
+
+def by_name(name: str) -> Kernel:
+    return next(k for k in KERNELS if k.name == name)
+
+
+def copy_args(args):
+    return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)

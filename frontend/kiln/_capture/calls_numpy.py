@@ -1,0 +1,345 @@
+"""NumPy arrays and calls in captured code (`kiln/_numpy` holds the implementations).
+
+An ndarray the function reads becomes a graph input over the same memory, tracked as a
+TensorVar flagged `numpy` (its Python type is `numpy.ndarray`). On such arrays:
+- a call of a NumPy function (`np.sum`, `np.add`, `np.linalg.norm`, ...), an ndarray method,
+  an operator or an attribute inlines kiln's NumPy implementation with the flags cleared (inside
+  it, arrays are plain kiln tensors), and flags what it returns;
+- items (`a[1:-1, ::-1]`, `a[mask] = 0`) are kiln's getitem/setitem, with negative steps as flips;
+- NumPy called with constants only runs at capture time (its result is a constant or a baked
+  array), except the functions that build arrays, which become graph nodes;
+- anything kiln has no implementation for is a graph break that runs NumPy itself.
+Functions marked `_kiln_fold` (NumPy's dtype rules) run at capture time on constants.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import kiln
+from kiln._capture import ops
+from kiln._capture import variables as V
+
+_NUMPY_HINT = ("kiln compiles NumPy's ufuncs, reductions, shape functions and creation "
+               "functions; this call runs in NumPy (a graph break)")
+
+
+def _knp():
+    from kiln import _numpy
+
+    return _numpy
+
+
+def is_array(v) -> bool:
+    return isinstance(v, V.TensorVar) and v.numpy
+
+
+def any_array(values) -> bool:
+    return any(is_array(v) for v in _walk(values))
+
+
+def _walk(values):
+    for v in values:
+        if isinstance(v, (V.ListVar, V.TupleVar)):
+            yield from _walk(v.items)
+        elif isinstance(v, V.DictVar):
+            yield from _walk(v.items.values())
+        elif isinstance(v, V.SliceVar):
+            yield from _walk((v.start, v.stop, v.step))
+        else:
+            yield v
+
+
+def _has_runtime_values(values) -> bool:
+    return any(isinstance(v, (V.TensorVar, V.SymIntVar)) for v in _walk(values))
+
+
+def _allknown(values) -> bool:
+    return all(isinstance(v, (V.ConstVar, V.ObjectVar)) for v in _walk(values))
+
+
+# -- capture-time functions -----------------------------------------------------------------
+def is_fold(fn: V.VT) -> bool:
+    value = fn.fn if isinstance(fn, V.FunctionVar) else getattr(fn, "value", None)
+    return getattr(value, "_kiln_fold", False) is True
+
+
+def known(v: V.VT):
+    if isinstance(v, V.ConstVar):
+        return v.value
+    if isinstance(v, V.ObjectVar):
+        return v.value
+    if isinstance(v, V.FunctionVar):
+        return v.fn
+    if isinstance(v, V.TupleVar):
+        return v.tuple_type([known(i) for i in v.items]) if not hasattr(
+            v.tuple_type, "_fields") else v.tuple_type(*[known(i) for i in v.items])
+    if isinstance(v, V.ListVar):
+        return [known(i) for i in v.items]
+    if isinstance(v, V.DictVar):
+        return {k: known(i) for k, i in v.items.items()}
+    if isinstance(v, V.SliceVar):
+        return slice(known(v.start), known(v.stop), known(v.step))
+    raise V.Unsupported(f"a {type(v).__name__} where NumPy needs a value known at capture time")
+
+
+def is_dtype_comparison(a: V.VT, b: V.VT) -> bool:
+    """`a.dtype == np.float64`: a NumPy dtype against a dtype or a scalar type (classes are
+    guarded by identity, dtypes by value), decided at capture time."""
+    import numpy as np
+
+    values = []
+    for v in (a, b):
+        if isinstance(v, V.ConstVar) and isinstance(v.value, (np.dtype, str)):
+            values.append(v.value)
+        elif isinstance(v, V.ObjectVar) and isinstance(v.value, type):
+            values.append(v.value)
+        else:
+            return False
+    return any(isinstance(v, np.dtype) for v in values)
+
+
+def fold_call(frame, fn: V.VT, args, kwargs) -> V.VT:
+    value = fn.fn if isinstance(fn, V.FunctionVar) else fn.value
+    known_args = [known(a) for a in args]
+    known_kwargs = {k: known(v) for k, v in kwargs.items()}
+    try:
+        result = value(*known_args, **known_kwargs)
+    except Exception as e:  # NumPy's own error: eager raises it with the user's traceback
+        from kiln._numpy._dtypes import NoKilnDtype
+
+        if isinstance(e, NoKilnDtype):
+            raise V.Unsupported(str(e), "NumPy runs this code") from None
+        raise V.Unsupported(f"{getattr(value, '__name__', 'a NumPy rule')}() raised "
+                            f"{type(e).__name__}: {e} (raises at run time)") from None
+    return frame.ctx.wrap(result, None)
+
+
+# -- calls ------------------------------------------------------------------------------------
+class NumpyCallVar(V.VT):
+    """An ndarray method bound to its array (`a.sum`): kiln's implementation, `a` first."""
+
+    def __init__(self, impl, self_var: V.VT, name: str) -> None:
+        self.impl = impl
+        self.self_var = self_var
+        self.name = name
+
+
+def call_impl(frame, impl, args, kwargs) -> V.VT:
+    """Inlines `impl` (kiln's NumPy implementation) with arrays as plain tensors; what it
+    returns is flagged as arrays again."""
+    flagged = [v for v in _walk(list(args) + list(kwargs.values())) if is_array(v)]
+    for v in flagged:
+        v.numpy = False
+    try:
+        result = frame.call(frame.ctx.wrap(impl, None), list(args), dict(kwargs))
+    finally:
+        for v in flagged:
+            v.numpy = True
+    _flag(result)
+    return result
+
+
+def _flag(result: V.VT) -> None:
+    if isinstance(result, V.TensorVar):
+        result.numpy = True
+    elif isinstance(result, (V.TupleVar, V.ListVar)):
+        for item in result.items:
+            _flag(item)
+
+
+def call_function(frame, fn, args, kwargs) -> V.VT:
+    """A call of a NumPy callable (`np.sum(a)`, `np.float32(x)`, `np.zeros(n)`)."""
+    knp = _knp()
+    values = list(args) + list(kwargs.values())
+    impl = knp.lookup(fn)
+    if impl is None and isinstance(fn, type) and _is_scalar_type(fn) and _has_runtime_values(
+            values):  # fmt: skip
+        if len(args) != 1 or kwargs:
+            raise V.Unsupported(f"np.{fn.__name__}() with more than one argument")
+        return call_impl(frame, knp.METHODS["astype"], [_as_array(frame, args[0]),
+                                                        V.ObjectVar(fn)], {})
+    if not _has_runtime_values(values) and _allknown(values) and fn not in knp.BUILDS_ARRAYS:
+        return _run_numpy(frame, fn, args, kwargs)
+    name = getattr(fn, "__name__", repr(fn))
+    if impl is None:
+        raise V.Unsupported(f"np.{name}() is not compiled by kiln", _NUMPY_HINT)
+    return call_impl(frame, impl, args, kwargs)
+
+
+def _is_scalar_type(t) -> bool:
+    import numpy as np
+
+    return issubclass(t, np.generic)
+
+
+def _as_array(frame, v: V.VT) -> V.VT:
+    if isinstance(v, V.TensorVar):
+        return v
+    return call_impl(frame, _knp().FUNCTIONS[__import__("numpy").asarray], [v], {})
+
+
+def _run_numpy(frame, fn, args, kwargs) -> V.VT:
+    """NumPy on constants, at capture time: a scalar result is a constant, an array a baked
+    input of the graph."""
+    try:
+        result = fn(*[known(a) for a in args], **{k: known(v) for k, v in kwargs.items()})
+    except Exception as e:
+        raise V.Unsupported(f"np.{getattr(fn, '__name__', '?')}() raised "
+                            f"{type(e).__name__}: {e} (raises at run time)") from None
+    return frame.ctx.wrap(result, None)
+
+
+def call_method(frame, m: NumpyCallVar, args, kwargs) -> V.VT:
+    return call_impl(frame, m.impl, [m.self_var] + list(args), kwargs)
+
+
+# -- attributes, operators, items ------------------------------------------------------------
+_DATA_METHODS = {
+    "item": "ndarray.item() reads a value from the array's data",
+    "tolist": "ndarray.tolist() reads the array's data into Python",
+    "tobytes": "ndarray.tobytes() reads the array's data",
+    "nonzero": "ndarray.nonzero() has a data-dependent output shape",
+    "__array__": "converting an array to another array type",
+}
+
+
+def get_attr(frame, a: V.TensorVar, name: str) -> V.VT:
+    knp = _knp()
+    ex = a.example
+    if name == "shape":
+        return V.TupleVar([frame.ctx.size_of(a, d) for d in range(ex.dim())])
+    if name == "ndim":
+        return V.ConstVar(ex.dim())
+    if name == "dtype":
+        return V.ConstVar(knp._dtypes.to_numpy(ex.dtype))
+    if name == "itemsize":
+        return V.ConstVar(ex.element_size())
+    if name in ("size", "nbytes"):
+        total = V.ConstVar(ex.element_size() if name == "nbytes" else 1)
+        for d in range(ex.dim()):
+            total = frame.binary(operator.mul, total, frame.ctx.size_of(a, d))
+        return total
+    if name == "strides":
+        if frame.ctx.has_symbols:
+            raise V.RestartStatic()
+        return V.ConstVar(tuple(s * ex.element_size() for s in ex.stride()))
+    if name in knp.ATTRIBUTES:
+        return call_impl(frame, knp.ATTRIBUTES[name], [a], {})
+    if name in _DATA_METHODS:
+        raise V.Unsupported(_DATA_METHODS[name], "keep values as arrays inside compiled code")
+    if name in knp.METHODS:
+        return NumpyCallVar(knp.METHODS[name], a, name)
+    raise V.Unsupported(f"ndarray.{name} is not compiled by kiln", _NUMPY_HINT)
+
+
+def binary(frame, op, a: V.VT, b: V.VT) -> V.VT:
+    impl = _knp().OPERATORS.get(op)
+    if impl is None:
+        raise V.Unsupported(f"operator {op.__name__} on NumPy arrays is not compiled by kiln")
+    return call_impl(frame, impl, [a, b], {})
+
+
+def unary(frame, op, a: V.VT) -> V.VT:
+    impl = _knp().OPERATORS.get(op)
+    if impl is None:
+        raise V.Unsupported(f"operator {op.__name__} on NumPy arrays is not compiled by kiln")
+    return call_impl(frame, impl, [a], {})
+
+
+def call_operator(frame, fn, args) -> V.VT:
+    """`operator.add(a, b)` and friends called as functions on arrays."""
+    if len(args) == 2:
+        return binary(frame, fn, args[0], args[1])
+    if len(args) == 1:
+        return unary(frame, fn, args[0])
+    raise V.Unsupported(f"operator.{fn.__name__} with {len(args)} arguments")
+
+
+def _index_items(index: V.VT) -> list:
+    return list(index.items) if isinstance(index, V.TupleVar) and index.tuple_type is tuple \
+        else [index]
+
+
+def _flipped_index(frame, a: V.TensorVar, index: V.VT):
+    """`a` and `index` with every negative-step slice turned into a flip of that dim and the
+    positive-step slice over the same elements (kiln's slices step forward only)."""
+    items = _index_items(index)
+    consumes = []
+    for it in items:
+        if isinstance(it, V.ConstVar) and (it.value is None):
+            consumes.append(0)
+        elif isinstance(it, V.ConstVar) and it.value is Ellipsis:
+            consumes.append(None)
+        elif isinstance(it, V.TensorVar) and it.example.dtype == kiln.bool:
+            consumes.append(it.example.dim())
+        else:
+            consumes.append(1)
+    ndim = a.example.dim()
+    if None in consumes:
+        i = consumes.index(None)
+        consumes[i] = ndim - sum(c for c in consumes if c is not None)
+    flips, new_items, dim = [], [], 0
+    for it, n in zip(items, consumes, strict=True):
+        if isinstance(it, V.SliceVar) and isinstance(it.step, V.ConstVar) and (
+            isinstance(it.step.value, int) and it.step.value < 0
+        ):
+            size = frame.ctx.size_of(a, dim)
+            if not isinstance(size, V.ConstVar):
+                raise V.RestartStatic()
+            start, stop, step = frame.const_index(it).indices(size.value)
+            count = len(range(start, stop, step))
+            first = size.value - 1 - start  # the first element's position in the flipped dim
+            flips.append(dim)
+            new_items.append(V.SliceVar(V.ConstVar(first), V.ConstVar(first + count * -step),
+                                        V.ConstVar(-step)))
+        else:
+            new_items.append(it)
+        dim += n
+    if not flips:
+        return a, index
+    flipped = ops.record(frame.ctx, kiln.flip, [a, V.ConstVar(flips)], {}, "flip")
+    return flipped, V.TupleVar(new_items)
+
+
+def get_item(frame, a: V.TensorVar, index: V.VT) -> V.VT:
+    flags = [v for v in _walk([a, index]) if is_array(v)]
+    for v in flags:
+        v.numpy = False
+    try:
+        base, idx = _flipped_index(frame, a, index)
+        result = ops.record(frame.ctx, operator.getitem, [base, idx], {}, "getitem")
+    finally:
+        for v in flags:
+            v.numpy = True
+    _flag(result)
+    return result
+
+
+def set_item(frame, a: V.TensorVar, index: V.VT, value: V.VT) -> None:
+    if any(isinstance(it, V.SliceVar) and isinstance(it.step, V.ConstVar)
+           and isinstance(it.step.value, int) and it.step.value < 0
+           for it in _index_items(index)):
+        raise V.Unsupported("assignment through a negative-step slice is not compiled by kiln")
+    flags = [v for v in _walk([a, index, value]) if is_array(v)]
+    for v in flags:
+        v.numpy = False
+    try:
+        if isinstance(value, V.TensorVar) and value.example.dtype != a.example.dtype:
+            value = ops.record(frame.ctx, kiln.Tensor.to, [value, V.ConstVar(a.example.dtype)],
+                               {}, "to")
+        ops.record(frame.ctx, operator.setitem, [a, index, value], {}, "setitem")
+    finally:
+        for v in flags:
+            v.numpy = True
+
+
+def iterate(frame, a: V.TensorVar) -> list:
+    a.numpy = False
+    try:
+        rows = frame.unpack_iterable(a)
+    finally:
+        a.numpy = True
+    for r in rows:
+        _flag(r)
+    return rows

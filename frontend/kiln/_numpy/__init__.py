@@ -1,0 +1,69 @@
+"""NumPy programs under `kiln.compile`: NumPy's functions, methods and operators over kiln ops.
+
+The capture (`kiln/_capture/calls_numpy.py`) turns each `numpy.ndarray` a compiled function
+reads into a kiln tensor sharing its memory and tracks it as an array; a call of a NumPy
+function, an ndarray method or an operator on arrays inlines the implementation found here,
+written in ordinary kiln ops (so every NumPy call decomposes into entries of kiln's one op
+table, which the compiler fuses like any other graph). Results stay arrays and leave the
+compiled code as `numpy.ndarray`s sharing the result's memory (0-d results as NumPy scalars).
+
+NumPy's semantics come from NumPy itself where they are rules rather than kernels: result
+dtypes are asked of the installed NumPy at capture time (`_dtypes.py`), so NEP 50 promotion,
+float64/int64 defaults, NumPy scalars and Python scalars behave as NumPy's own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import kiln
+from kiln._numpy import _creation, _dtypes, _linalg, _ndarray, _reductions, _shape, _ufuncs
+
+FUNCTIONS: dict = {}
+for _table in (_ufuncs.FUNCTIONS, _reductions.FUNCTIONS, _shape.FUNCTIONS, _creation.FUNCTIONS,
+               _linalg.FUNCTIONS, _ndarray.FUNCTIONS):
+    FUNCTIONS.update(_table)
+
+METHODS = _ndarray.METHODS
+OPERATORS = _ndarray.OPERATORS
+ATTRIBUTES = _ndarray.ATTRIBUTES
+# Called with constants only, these build graph nodes rather than NumPy values.
+BUILDS_ARRAYS = _creation.CREATION | {np.array, np.asarray, np.ascontiguousarray}
+
+
+def lookup(fn):
+    """The kiln implementation of NumPy callable `fn`, or None."""
+    try:
+        return FUNCTIONS.get(fn)
+    except TypeError:  # unhashable
+        return None
+
+
+def is_numpy_callable(fn) -> bool:
+    """A function, ufunc or type of the numpy package (its calls are NumPy's semantics)."""
+    module = getattr(fn, "__module__", None) or ""
+    if isinstance(fn, np.ufunc):
+        return True
+    return module == "numpy" or module.startswith("numpy.")
+
+
+def to_tensor(arr):
+    """A compiled function's ndarray argument as a kiln tensor over the same memory (a copy
+    only for arrays kiln cannot address: read-only, negative or unaligned strides)."""
+    try:
+        return kiln.from_numpy(arr)
+    except (ValueError, TypeError):
+        return kiln.from_numpy(np.array(arr, order="C", copy=True))
+
+
+def to_ndarray(t):
+    """A compiled function's array result: an ndarray over the tensor's memory; a 0-d result
+    is a NumPy scalar, as NumPy's ufuncs and reductions return."""
+    a = t.numpy()
+    if a.ndim == 0:
+        return a[()]
+    return a
+
+
+def supported_dtype(d) -> bool:
+    return _dtypes.supported(d)
