@@ -321,7 +321,8 @@ std::vector<std::string> buildLibrary(const driver::PreparedGraph &graph, const 
   std::string lib = fmt::format("lib{}.so", o.name);
   std::vector<std::string> link = {compiler, "-shared", "-o", tmp.file(lib)};
   link.insert(link.end(), objects.begin(), objects.end());
-  for (const char *arg : {"-Wl,-z,noexecstack", "-Wl,--as-needed", "-lm"})
+  // -lmvec: float64 math kernels call glibc's vector math library (codegen/cpu/emit_math64.cc).
+  for (const char *arg : {"-Wl,-z,noexecstack", "-Wl,--as-needed", "-lm", "-lmvec"})
     link.emplace_back(arg);
   link.push_back("-Wl,--version-script=" + tmp.file("exports.map"));
   link.push_back("-L" + o.runtimeDir);

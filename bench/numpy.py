@@ -4,9 +4,10 @@ The kernels are bench/numpy_kernels.py (NPBench style: stencils with time loops,
 chains, reductions, matrix-vector chains, softmax and an MLP in NumPy, an N-body step, a
 Mandelbrot iteration, in-place slice updates). Every system's result is checked against NumPy's
 (values and dtypes, in-place updates included) before timing; a system that fails or does not
-compile a kernel shows n/a with the reason. Times are medians of interleaved rounds, in ms per
-call; "compile" is the first call's time minus a warm call's (capture + compile), from empty
-caches. The table is printed and written atomically to bench/results/numpy.md.
+compile a kernel shows n/a with the reason. Times are medians of rounds interleaved with
+NumPy's, in ms per call; torch.compile and numba run in a child process per kernel, bounded by
+--peer-timeout. "compile" is the first call's time minus a warm call's (capture + compile),
+from empty in-memory caches. The table is printed and written atomically to bench/results/numpy.md.
 
     .venv/bin/python bench/numpy.py [--threads 1] [--scale 4] [--rounds 15] [--only NAME]
                                     [--no-torch] [--no-numba] [--out PATH]
@@ -42,6 +43,9 @@ def _parse():
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--no-numba", action="store_true")
     p.add_argument("--out", default=None)
+    p.add_argument("--peer-timeout", type=float, default=240.0,
+                   help="seconds a peer may take on one kernel (compile + runs) before n/a")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one peer, one kernel
     return p.parse_args()
 
 
@@ -113,57 +117,110 @@ def median_ms(fns: dict, args, rounds: int) -> dict:
     return {name: sorted(ts)[len(ts) // 2] * 1e3 for name, ts in times.items()}
 
 
-def systems(args_ns):
-    import kiln
+def make_peer(name: str, threads: int):
+    """(compile, reset) of a system by name."""
+    if name == "kiln.compile":
+        import kiln
 
-    kiln.set_num_threads(args_ns.threads)
-    out = {"kiln.compile": (lambda fn: kiln.compile(fn), kiln.compiler.reset)}
-    if not args_ns.no_torch:
-        try:
-            import torch
-            import torch._dynamo
+        kiln.set_num_threads(threads)
+        return (lambda fn: kiln.compile(fn)), kiln.compiler.reset
+    if name == "torch.compile":
+        import torch
+        import torch._dynamo
 
-            torch.set_num_threads(args_ns.threads)
-            out["torch.compile"] = (lambda fn: torch.compile(fn), torch._dynamo.reset)
-        except ImportError:
-            pass
-    if not args_ns.no_numba:
-        try:
-            import numba
+        torch.set_num_threads(threads)
+        return (lambda fn: torch.compile(fn)), torch._dynamo.reset
+    if name == "numba.njit":
+        import numba
 
-            out["numba.njit"] = (lambda fn: numba.njit(cache=False)(fn), lambda: None)
-        except ImportError:
-            pass
+        return (lambda fn: numba.njit(cache=False)(fn)), (lambda: None)
+    raise ValueError(f"unknown system {name!r}")
+
+
+def measure(kernel, name: str, args, args_ns) -> dict:
+    """One system on one kernel beside NumPy: checked first, then interleaved rounds."""
+    out = {"ms": {}, "compile": None, "note": None}
+    timed = {"NumPy": kernel.fn}
+    try:
+        make, reset = make_peer(name, args_ns.threads)
+        reset()
+        fn = make(kernel.fn)
+        cold = first_call_seconds(fn, args)
+        err = check(kernel, fn, args)
+        if err:
+            out["note"] = err
+        else:
+            warm = first_call_seconds(fn, args)
+            out["compile"] = max(cold - warm, 0.0)
+            timed[name] = fn
+    except Exception as e:  # noqa: BLE001 - a system that cannot run a kernel shows why
+        out["note"] = _describe(e)
+    out["ms"] = median_ms(timed, args, args_ns.rounds)
     return out
+
+
+def measure_in_child(kernel, name: str, args_ns) -> dict:
+    """A peer in its own process, bounded by --peer-timeout (torch.compile may compile for
+    minutes; numba may not compile at all)."""
+    import json
+    import subprocess
+
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", name, "--only", kernel.name,
+           "--scale", str(args_ns.scale), "--rounds", str(args_ns.rounds),
+           "--threads", str(args_ns.threads)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args_ns.peer_timeout)
+    except subprocess.TimeoutExpired:
+        return {"ms": {}, "compile": None,
+                "note": f"did not finish within {args_ns.peer_timeout:.0f} s"}
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"ms": {}, "compile": None, "note": f"exit {done.returncode}: {tail[:100]}"}
+    return json.loads(lines[-1])
+
+
+def peers(args_ns) -> list:
+    names = []
+    if not args_ns.no_torch and importlib.util.find_spec("torch") is not None:
+        names.append("torch.compile")
+    if not args_ns.no_numba and importlib.util.find_spec("numba") is not None:
+        names.append("numba.njit")
+    return names
 
 
 def run(args_ns) -> list:
     rows = []
-    peers = systems(args_ns)
+    others = peers(args_ns)
     for kernel in K.KERNELS:
         if args_ns.only and kernel.name not in args_ns.only:
             continue
         args = kernel.make(np.random.default_rng(0), args_ns.scale)
         row = {"kernel": kernel.name, "ms": {}, "compile": {}, "notes": []}
-        timed = {"NumPy": kernel.fn}
-        for name, (make, reset) in peers.items():
-            try:
-                reset()
-                fn = make(kernel.fn)
-                cold = first_call_seconds(fn, args)
-                err = check(kernel, fn, args)
-                if err:
-                    row["notes"].append(f"{name}: {err}")
-                    continue
-                warm = first_call_seconds(fn, args)
-                row["compile"][name] = max(cold - warm, 0.0)
-                timed[name] = fn
-            except Exception as e:  # noqa: BLE001 - a peer that cannot run a kernel shows why
-                row["notes"].append(f"{name}: {_describe(e)}")
-        row["ms"] = median_ms(timed, args, args_ns.rounds)
+        for name in others:
+            got = measure_in_child(kernel, name, args_ns)
+            if name in got["ms"]:
+                row["ms"][name] = got["ms"][name]
+                row["compile"][name] = got["compile"]
+            if got["note"]:
+                row["notes"].append(f"{name}: {got['note']}")
+        got = measure(kernel, "kiln.compile", args, args_ns)
+        row["ms"].update(got["ms"])
+        if got["compile"] is not None:
+            row["compile"]["kiln.compile"] = got["compile"]
+        if got["note"]:
+            row["notes"].append(f"kiln.compile: {got['note']}")
         rows.append(row)
-        print(format_row(row, list(peers)), flush=True)
+        print(format_row(row), flush=True)
     return rows
+
+
+def run_child(args_ns) -> None:
+    import json
+
+    kernel = K.by_name(args_ns.only[0])
+    args = kernel.make(np.random.default_rng(0), args_ns.scale)
+    print(json.dumps(measure(kernel, args_ns.child, args, args_ns)), flush=True)
 
 
 def _fmt(v, digits=3):
@@ -178,7 +235,7 @@ COLUMNS = ["kernel", "NumPy ms", "kiln ms", "torch.compile ms", "numba ms", "kil
            "kiln vs torch.compile", "kiln vs numba", "compile s kiln / torch / numba"]
 
 
-def format_row(row, peers) -> str:
+def format_row(row) -> str:
     ms = row["ms"]
     k = ms.get("kiln.compile")
     comp = row["compile"]
@@ -203,7 +260,7 @@ def report(rows, args_ns) -> str:
              f"({args_ns.threads} thread(s), scale {args_ns.scale})", "",
              f"{platform.processor() or platform.machine()}, NumPy {np.__version__}", "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += [format_row(r, []) for r in rows]
+    lines += [format_row(r) for r in rows]
     g = {name: geomean([_ratio(r["ms"].get(name), r["ms"].get("kiln.compile")) for r in rows])
          for name in ("NumPy", "torch.compile", "numba.njit")}
     lines += ["", f"geomean kiln.compile speedup: {_fmt(g['NumPy'], 2)}x NumPy, "
@@ -227,6 +284,9 @@ def write_atomically(path: str, text: str) -> None:
 
 
 def main() -> None:
+    if ARGS.child:
+        run_child(ARGS)
+        return
     rows = run(ARGS)
     text = report(rows, ARGS)
     print()

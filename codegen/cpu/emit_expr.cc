@@ -254,6 +254,13 @@ Value sinCos32(Builder &b, Value x, bool cosine) {
 /// and atan2 keeps y's sign, C's results for two zeros (the polynomial gives NaN) and takes libm
 /// for infinite operands.
 Value emitMath(Builder &b, ExprKind kind, std::string_view op, std::span<const Value> args) {
+  if (kind == ExprKind::Exp && args[0].elem == "f64")
+    return exp64(b, args[0]);
+  if (kind == ExprKind::Log && args[0].elem == "f64")
+    return log64(b, args[0]);
+  if (kind != ExprKind::Atan2 && kind != ExprKind::Asin && kind != ExprKind::Acos)
+    if (std::optional<Value> r = vectorLibmCall(b, kind, args))
+      return *r;
   if ((kind == ExprKind::Sin || kind == ExprKind::Cos) && args[0].elem == "f32")
     return sinCos32(b, args[0], kind == ExprKind::Cos);
   if (kind == ExprKind::Asin || kind == ExprKind::Acos) {
@@ -266,7 +273,8 @@ Value emitMath(Builder &b, ExprKind kind, std::string_view op, std::span<const V
   }
   if (kind == ExprKind::Atan2) {
     const Value &y = args[0], &x = args[1];
-    Value r = b.binary("math.atan2", y, x);
+    std::optional<Value> vec = vectorLibmCall(b, kind, args);
+    Value r = vec ? *vec : b.binary("math.atan2", y, x);
     Value zero = b.floatConst(0.0, y.elem);
     Value bothZero = b.binary("arith.andi", b.compare("arith.cmpf", "oeq", y, zero),
                               b.compare("arith.cmpf", "oeq", x, zero));
@@ -354,7 +362,8 @@ Value emitPrim(Builder &b, ExprKind kind, DType operandType, std::span<const Val
 #include "ir/loop/loop.def"
   case ExprKind::Sigmoid: {
     Value one = b.floatConst(1.0, args[0].elem);
-    Value e = b.unary("math.exp", b.unary("arith.negf", args[0]));
+    Value negated = b.unary("arith.negf", args[0]);
+    Value e = args[0].elem == "f64" ? exp64(b, negated) : b.unary("math.exp", negated);
     return b.binary("arith.divf", one, b.binary("arith.addf", one, e));
   }
   case ExprKind::Not:
@@ -381,6 +390,8 @@ Value emitPrim(Builder &b, ExprKind kind, DType operandType, std::span<const Val
                                    : floatFloorDiv(b, args[0], args[1]);
     return intFloorDivMod(b, kind, uns, args[0], args[1]);
   case ExprKind::Pow:
+    if (std::optional<Value> r = fl ? vectorLibmCall(b, kind, args) : std::nullopt)
+      return *r;
     return fl ? b.binary("math.powf", args[0], args[1]) : intPow(b, args[0], args[1], uns);
   case ExprKind::Max:
     return arith("arith.maximumf", uns ? "arith.maxui" : "arith.maxsi");
@@ -490,6 +501,12 @@ Value BodyEmitter::emit(const Body &body) {
   return values_.at(body.result());
 }
 
+namespace {
+double constantAsDouble(const Expr &c) {
+  return isFloating(c.dtype) ? c.floatValue : static_cast<double>(c.intValue);
+}
+} // namespace
+
 Value BodyEmitter::emitExpr(const Expr &e) {
   if (auto it = scope_.stashes.find(&e); it != scope_.stashes.end()) {
     // Stored by the run's reduction at this very point (its operands are left dead).
@@ -517,6 +534,9 @@ Value BodyEmitter::emitExpr(const Expr &e) {
     for (const Expr *op : e.operands())
       args.push_back(values_.at(op));
     DType operandType = e.operand(e.kind == ExprKind::Where ? 1 : 0)->dtype;
+    if (e.kind == ExprKind::Pow && isFloating(e.dtype) && e.operand(1)->isConstant())
+      if (std::optional<Value> r = powByConstant(b_, args[0], constantAsDouble(*e.operand(1))))
+        return *r;
     return emitPrim(b_, e.kind, operandType, args);
   }
   }

@@ -172,6 +172,19 @@ private:
 
 /// The value of prim `kind` (operands in compute types of `operandType`).
 Value emitPrim(Builder &b, ExprKind kind, DType operandType, std::span<const Value> args);
+/// exp and log of f64 scalars or vectors as arithmetic (emit_math64.cc), within 1 ulp of libm.
+Value exp64(Builder &b, const Value &x);
+Value log64(Builder &b, const Value &x);
+/// `x ** y` for the constant exponents NumPy code writes (2, 3, -1, -2, +-0.5, +-1.5) as
+/// multiplies, divides and square roots, with pow's results at zeros and infinities; nullopt
+/// for other exponents (math.powf: libm per lane in f64).
+std::optional<Value> powByConstant(Builder &b, const Value &x, double y);
+/// Whether glibc's vector math library (libmvec) is loaded, so kernels may call it.
+bool vectorLibmAvailable();
+/// The libm function `kind` computes when libmvec has a vector form of it ("" when not).
+std::string_view vectorLibmFunction(ExprKind kind);
+/// `kind` on f64 vectors of 2, 4 or 8 lanes as one libmvec call (within 4 ulp), or nullopt.
+std::optional<Value> vectorLibmCall(Builder &b, ExprKind kind, std::span<const Value> args);
 /// `v` (compute type of `from`) converted to the compute type of `to`, with the rounding of `to`.
 Value emitCast(Builder &b, const Value &v, DType from, DType to);
 /// Loads `buffer` at flat offset `index` (at the first lane); `lanes` > 0 with `coeff` the

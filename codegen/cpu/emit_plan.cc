@@ -85,8 +85,11 @@ LaneAccesses accessesAlong(const Body &body, const std::string &var) {
 }
 
 /// Whether an f64 prim becomes one libm call per element (MathToLibmCallsPass in lowering.cc):
-/// such a kernel stays scalar, since unrolling vectors into calls only adds shuffles.
+/// such a kernel stays scalar, since unrolling vectors into calls only adds shuffles. Where
+/// glibc's libmvec has the function, a vector is one call and the kernel vectorizes.
 bool libmPerElement(ExprKind kind) {
+  if (!vectorLibmFunction(kind).empty() && vectorLibmAvailable())
+    return false; // one libmvec call per vector (emit_math64.cc)
   switch (kind) {
   case ExprKind::Exp:
   case ExprKind::Log:
