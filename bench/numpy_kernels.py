@@ -1,7 +1,7 @@
 """NumPy kernels in the NPBench style, written as plain NumPy (no kiln in them).
 
 Each `Kernel` names a function, how to make its inputs at a size, and which inputs it writes
-in place. bench/numpy.py times them under NumPy, `kiln.compile`, `torch.compile` and
+in place. bench/numpy_suite.py times them under NumPy, `kiln.compile`, `torch.compile` and
 `numba.njit`; tests/python/numpy/test_numpy_kernels.py checks kiln's results against NumPy's.
 """
 

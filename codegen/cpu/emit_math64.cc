@@ -79,20 +79,21 @@ Value log64(Builder &b, const Value &x) {
   Value s = b.binary("arith.divf", f, b.binary("arith.addf", k(2.0), f));
   Value z = b.binary("arith.mulf", s, s);
   Value w = b.binary("arith.mulf", z, z);
-  Value t1 = b.binary("arith.mulf", w,
-                      fma64(b, fma64(b, w, k(1.531383769920937332e-01), k(2.222219843214978396e-01)),
-                            w, k(3.999999999940941908e-01)));
-  Value t2 = b.binary(
-      "arith.mulf", z,
-      fma64(b, fma64(b, fma64(b, w, k(1.479819860511658591e-01), k(1.818357216161805012e-01)), w,
-                     k(2.857142874366239149e-01)),
-            w, k(6.666666666666735130e-01)));
+  // fdlibm's Lg1..Lg7: R(z) = t1 + t2, even and odd powers of w = z^2 evaluated apart.
+  Value lg[8] = {{},
+                 k(6.666666666666735130e-01), k(3.999999999940941908e-01),
+                 k(2.857142874366239149e-01), k(2.222219843214978396e-01),
+                 k(1.818357216161805012e-01), k(1.531383769920937332e-01),
+                 k(1.479819860511658591e-01)};
+  Value t1 = b.binary("arith.mulf", w, fma64(b, fma64(b, w, lg[6], lg[4]), w, lg[2]));
+  Value t2 =
+      b.binary("arith.mulf", z, fma64(b, fma64(b, fma64(b, w, lg[7], lg[5]), w, lg[3]), w, lg[1]));
   Value rs = b.binary("arith.addf", t2, t1);
   Value hfsq = b.binary("arith.mulf", k(0.5), b.binary("arith.mulf", f, f));
   Value dk = b.convert("arith.sitofp", e, "f64");
   // log(m) + e ln2 = e ln2_hi - ((hfsq - (s (hfsq + R) + e ln2_lo)) - f)
-  Value inner = fma64(b, s, b.binary("arith.addf", hfsq, rs), b.binary("arith.mulf", dk,
-                                                                      k(1.90821492927058770002e-10)));
+  Value eLn2Lo = b.binary("arith.mulf", dk, k(1.90821492927058770002e-10));
+  Value inner = fma64(b, s, b.binary("arith.addf", hfsq, rs), eLn2Lo);
   Value y = fma64(b, dk, k(6.93147180369123816490e-01),
                   b.binary("arith.subf", f, b.binary("arith.subf", hfsq, inner)));
   Value inf = k(std::numeric_limits<double>::infinity());

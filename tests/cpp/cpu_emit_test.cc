@@ -24,6 +24,8 @@
 
 #include <kiln_catch.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -590,4 +592,36 @@ TEST_CASE("tiling picks the loop a transposed load is contiguous along; others a
   CHECK_FALSE(has(d.module().text, "arith.minsi"));
   for (int64_t n : kSizes)
     checkAgainstInterpreter(d, {randn({3, 2 * n}), randn({3})}, {{"s1", n}});
+}
+
+TEST_CASE("float64 math vectorizes: exp/log as arithmetic, others through libmvec, constant pow",
+          "[cpu_emit]") {
+  constexpr DType F64 = DType::Float64;
+  SymInt s0 = sym("s0");
+  LoopProgram p;
+  BufferId bx = p.addInput(F64, {s0});
+  BufferId by = p.addInput(F64, {s0});
+  p.markOutput(p.pointwise({s0}, [&](Ops &ops, Idx i) {
+    Val x = ops.abs(ops.load(bx, {i[0]})) + ops.constant(0.25, F64);
+    Val y = ops.load(by, {i[0]});
+    return ops.exp(y) + ops.log(x) + ops.sin(y) * ops.atan2(y, x) +
+           ops.pow(x, ops.constant(-1.5, F64)) + ops.pow(x, ops.constant(0.5, F64)) +
+           ops.pow(x, y);
+  }));
+  CompiledProgram c = compile(p);
+  const std::string &text = c.module().text;
+  CHECK(kernel(c, 0).width == f32Lanes() / 2); // f64 lanes, not a scalar loop
+  CHECK_FALSE(has(text, "math.exp "));
+  CHECK_FALSE(has(text, "math.log "));
+  CHECK(has(text, "math.sqrt"));
+  if (dlopen("libmvec.so.1", RTLD_NOW) != nullptr) { // glibc's vector math library
+    CHECK(has(text, "_sin("));
+    CHECK(has(text, "vv_atan2("));
+    CHECK(has(text, "vv_pow("));
+  }
+  for (int64_t n : kSizes) {
+    INFO(n);
+    checkAgainstInterpreter(c, {ops::mul(randn({n}, F64), Tensor::wrapScalar(Scalar(20.0))),
+                                randn({n}, F64)});
+  }
 }

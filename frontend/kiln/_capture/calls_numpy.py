@@ -54,7 +54,7 @@ def _has_runtime_values(values) -> bool:
     return any(isinstance(v, (V.TensorVar, V.SymIntVar)) for v in _walk(values))
 
 
-def _allknown(values) -> bool:
+def _all_known(values) -> bool:
     return all(isinstance(v, (V.ConstVar, V.ObjectVar)) for v in _walk(values))
 
 
@@ -159,12 +159,26 @@ def call_function(frame, fn, args, kwargs) -> V.VT:
             raise V.Unsupported(f"np.{fn.__name__}() with more than one argument")
         return call_impl(frame, knp.METHODS["astype"], [_as_array(frame, args[0]),
                                                         V.ObjectVar(fn)], {})
-    if not _has_runtime_values(values) and _allknown(values) and fn not in knp.BUILDS_ARRAYS:
+    if not _has_runtime_values(values) and _all_known(values) and fn not in knp.BUILDS_ARRAYS \
+            and _pure(fn, impl):
         return _run_numpy(frame, fn, args, kwargs)
     name = getattr(fn, "__name__", repr(fn))
     if impl is None:
         raise V.Unsupported(f"np.{name}() is not compiled by kiln", _NUMPY_HINT)
     return call_impl(frame, impl, args, kwargs)
+
+
+def _pure(fn, impl) -> bool:
+    """NumPy callables that may run once at capture time on constants: ufuncs, scalar types and
+    dtypes, and the functions kiln implements (pure by construction); never `np.random`, I/O or
+    global state, whose calls must happen on every run."""
+    import numpy as np
+
+    if isinstance(fn, np.ufunc) or fn in (np.dtype, np.finfo, np.iinfo):
+        return True
+    if isinstance(fn, type) and _is_scalar_type(fn):
+        return True
+    return impl is not None
 
 
 def _is_scalar_type(t) -> bool:

@@ -209,10 +209,22 @@ def time_function(x):
     return y, start > 0
 
 
-def test_numpy_function_breaks():
-    info = run_case(numpy_function, rand(3), expect_graphs=2, expect_breaks=1)
-    assert_breaks(info, "call to sqrt")
-    assert info.op_counts == [1, 1]
+def numpy_random(x):
+    y = x + 1
+    noise = np.random.rand(3)
+    return y * 2, noise.shape
+
+
+def test_numpy_on_constants_runs_at_capture_time():
+    """np.sqrt(16.0) is a constant of the graph (NumPy computed it once): no break."""
+    info = run_case(numpy_function, rand(3), expect_graphs=1, expect_breaks=0)
+    assert info.op_counts == [2]
+
+
+def test_numpy_random_breaks():
+    """np.random draws on every call: it is never folded, NumPy runs it (a graph break)."""
+    info = run_case(numpy_random, rand(3), expect_graphs=2, expect_breaks=1)
+    assert_breaks(info, "np.rand() is not compiled")
 
 
 def test_time_function_breaks_and_its_float_is_guarded():

@@ -9,7 +9,7 @@ NumPy's, in ms per call; torch.compile and numba run in a child process per kern
 --peer-timeout. "compile" is the first call's time minus a warm call's (capture + compile),
 from empty in-memory caches. The table is printed and written atomically to bench/results/numpy.md.
 
-    .venv/bin/python bench/numpy.py [--threads 1] [--scale 4] [--rounds 15] [--only NAME]
+    .venv/bin/python bench/numpy_suite.py [--threads 1] [--scale 4] [--rounds 15] [--only NAME]
                                     [--no-torch] [--no-numba] [--out PATH]
 """
 
@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 
-# This file is bench/numpy.py: its folder must not shadow the numpy package.
+# This file is bench/numpy_suite.py: its folder must not shadow the numpy package.
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 
