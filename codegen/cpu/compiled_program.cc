@@ -464,8 +464,52 @@ void CompiledProgram::State::runKernel(size_t k, const SymbolValues &values,
     fail(ErrorKind::Index, "{}", ir::loop::indexOutOfRange(indexError[1], indexError[2]));
 }
 
+bool CompiledProgram::canComputeInPlace(size_t output, size_t input) const {
+  const State &s = *state_;
+  const LoopProgram &p = s.program;
+  if (output >= p.outputs().size() || input >= p.inputs().size())
+    return false;
+  BufferId out = p.outputs()[output], in = p.inputs()[input];
+  std::span<const LoopNode> nodes = p.nodes();
+  std::optional<size_t> producer;
+  for (size_t k = 0; k < nodes.size(); ++k)
+    for (BufferId id : nodes[k].outputs)
+      if (id == out)
+        producer = k;
+  if (!producer || nodes[*producer].kind != LoopNodeKind::Pointwise)
+    return false;
+  size_t k = *producer;
+  const ir::TensorMeta &a = p.buffer(in).meta, &b = p.buffer(out).meta;
+  if (a.sizes != nodes[k].ranges || a.sizes != b.sizes || a.strides != b.strides ||
+      a.dtype != b.dtype)
+    return false;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (n == k)
+      continue;
+    std::vector<BufferId> reads = nodes[n].reads();
+    if (std::find(reads.begin(), reads.end(), in) == reads.end())
+      continue;
+    if (s.unitOf[n] >= s.unitOf[k]) // read in the same run or after it
+      return false;
+  }
+  for (size_t n : s.units[s.unitOf[k]]) // rows of a fused run see earlier nodes' results
+    if (n != k && nodes[n].kind == LoopNodeKind::Reduction)
+      return false;
+  IndexExpr self = flatIndex(nodes[k].varRanges().vars(), a.strides);
+  for (const Expr *e : nodes[k].body->exprs())
+    if (e->isLoad() && e->buffer == in && (e->kind != ExprKind::Load || !(e->index == self)))
+      return false;
+  return true;
+}
+
 std::vector<Tensor> CompiledProgram::run(std::span<const Tensor> inputs,
                                          const SymbolValues &symbols) const {
+  return run(inputs, symbols, {});
+}
+
+std::vector<Tensor> CompiledProgram::run(std::span<const Tensor> inputs,
+                                         const SymbolValues &symbols,
+                                         std::span<const Tensor> into) const {
   const State &s = *state_;
   State::Lease lease(s); // declared first: the arena goes back after every view of it is gone
   Arena &arena = lease.get();
@@ -483,6 +527,14 @@ std::vector<Tensor> CompiledProgram::run(std::span<const Tensor> inputs,
     tensors[id.index] =
         Tensor::fromStorage(arena.storage, dtype, layouts[k].sizes, layouts[k].strides,
                             static_cast<int64_t>(offset / itemsize(dtype)));
+  }
+  for (size_t k = 0; k < into.size() && k < s.program.outputs().size(); ++k) {
+    BufferId id = s.program.outputs()[k];
+    const Buffer &b = s.program.buffer(id);
+    if (into[k].defined() && !tensors[id.index].defined() && into[k].dtype() == b.meta.dtype &&
+        into[k].sizes() == evaluateAll(b.meta.sizes, values) &&
+        into[k].strides() == evaluateAll(b.meta.strides, values))
+      tensors[id.index] = into[k];
   }
   std::span<const LoopNode> nodes = s.program.nodes();
   KernelProfile *profile = KernelProfile::active();

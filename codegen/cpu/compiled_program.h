@@ -83,6 +83,15 @@ public:
   /// argmax/argmin over an empty range or an extern without an implementation.
   std::vector<Tensor> run(std::span<const Tensor> inputs,
                           const ir::SymbolValues &symbols = {}) const;
+  /// Like run(), computing output k directly in `into[k]` where that tensor is defined and has
+  /// the output's dtype, sizes and strides (fresh memory otherwise). A caller passes an input's
+  /// tensor only where canComputeInPlace allows it and no other input overlaps its memory.
+  std::vector<Tensor> run(std::span<const Tensor> inputs, const ir::SymbolValues &symbols,
+                          std::span<const Tensor> into) const;
+  /// Whether output `output` may be computed in the memory of input `input` (an argument the
+  /// program mutates): every read of the input happens in an earlier run of kernels, or in the
+  /// node computing the output at the very position it writes.
+  bool canComputeInPlace(size_t output, size_t input) const;
   std::vector<Tensor> run(std::initializer_list<Tensor> inputs,
                           const ir::SymbolValues &symbols = {}) const {
     return run(std::span<const Tensor>(inputs.begin(), inputs.size()), symbols);

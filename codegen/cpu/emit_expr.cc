@@ -550,6 +550,9 @@ Value BodyEmitter::emitLoad(const Expr &e) {
   int lanes = 0;
   if (lanes_) {
     std::optional<SymInt> c = laneCoefficient(e.index, laneVar_);
+    if (!c)
+      if (std::optional<ClampedIndex> clamped = clampedAlong(e.index, laneVar_))
+        return emitClampedLoad(e, *clamped);
     KILN_CHECK(c, "cpu emitter: load {}[{}] is not affine in {}", bufferName(e.buffer),
                e.index.str(), laneVar_);
     if (c->constant() != 0) {
@@ -561,6 +564,33 @@ Value BodyEmitter::emitLoad(const Expr &e) {
   }
   std::string index = emitIndex(b_, e.index, scope_.names);
   return detail::emitLoad(b_, scope_, e.buffer, index, lanes, coeff, contiguous);
+}
+
+Value BodyEmitter::emitClampedLoad(const Expr &e, const ClampedIndex &c) {
+  const Names &names = scope_.names;
+  std::string first = emitIndex(b_, c.inner, names);
+  std::string lo = emitIndex(b_, c.lo, names), hi = emitIndex(b_, c.hi, names);
+  std::string last = b_.indexOp("arith.addi", first, b_.indexConst(lanes_ - 1));
+  std::string geLo = b_.fresh("in"), leHi = b_.fresh("in"), inside = b_.fresh("in");
+  b_.emit("{} = arith.cmpi sge, {}, {} : index", geLo, first, lo);
+  b_.emit("{} = arith.cmpi sle, {}, {} : index", leHi, last, hi);
+  b_.emit("{} = arith.andi {}, {} : i1", inside, geLo, leHi);
+  DType t = scope_.program->buffer(e.buffer).meta.dtype;
+  Value result{b_.fresh("ld"), computeElem(t), lanes_};
+  b_.open(fmt::format("{} = scf.if {} -> ({}) {{", result.name, inside, result.type()));
+  Value fast = detail::emitLoad(b_, scope_, e.buffer, emitIndex(b_, c.inner + c.rest, names),
+                                lanes_, std::nullopt, true);
+  b_.emit("scf.yield {} : {}", fast.name, fast.type());
+  b_.close("} else {");
+  b_.open("");
+  Value positions = laneOffsets(b_, first, b_.indexConst(1), lanes_);
+  positions = b_.binary("arith.maxsi", positions, b_.indexToI64(lo));
+  positions = b_.binary("arith.minsi", positions, b_.indexToI64(hi));
+  positions = b_.binary("arith.addi", positions, b_.indexToI64(emitIndex(b_, c.rest, names)));
+  Value slow = emitGather(b_, scope_, e.buffer, positions);
+  b_.emit("scf.yield {} : {}", slow.name, slow.type());
+  b_.close("}");
+  return result;
 }
 
 Value BodyEmitter::emitIndirectLoad(const Expr &e) {

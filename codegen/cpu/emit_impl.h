@@ -112,6 +112,15 @@ std::string emitIndex(Builder &b, const SymInt &e, const Names &names);
 /// mention other variables and size symbols).
 std::optional<SymInt> laneCoefficient(const SymInt &e, const std::string &var);
 
+/// A load position `min(max(inner, lo), hi) + rest` whose `inner` has coefficient 1 along the
+/// lane variable and whose lo, hi, rest do not mention it: how slice_scatter and pad read their
+/// source (clamped, so both sides of their `where` stay in bounds). Where a vector's positions
+/// all lie in [lo, hi] the load is contiguous.
+struct ClampedIndex {
+  SymInt inner, lo, hi, rest;
+};
+std::optional<ClampedIndex> clampedAlong(const SymInt &e, const std::string &var);
+
 /// How a node is vectorized (emit_plan.cc).
 struct NodePlan {
   LaneMode mode = LaneMode::Scalar;
@@ -158,6 +167,9 @@ private:
   Value emitExpr(const ir::loop::Expr &e);
   Value emitLoad(const ir::loop::Expr &e);
   Value emitIndirectLoad(const ir::loop::Expr &e);
+  /// A vector load at a clamped position: contiguous when the vector lies inside the clamp
+  /// range (the interior), a gather of the clamped positions otherwise (the edges).
+  Value emitClampedLoad(const ir::loop::Expr &e, const ClampedIndex &c);
   /// Records `position` (of an indirect load, `ok` false where it is out of range) in the
   /// kernel's index-error record, when some lane is.
   void reportOutOfRange(const Value &ok, const Value &position, const Value &extent);

@@ -71,7 +71,9 @@ LaneAccesses accessesAlong(const Body &body, const std::string &var) {
     if (!e->isLoad() && e->kind != ExprKind::Index)
       continue;
     std::optional<SymInt> c = laneCoefficient(e->index, var);
-    if (!c) {
+    if (!c && e->kind == ExprKind::Load && clampedAlong(e->index, var)) {
+      a.contiguous = true; // contiguous inside the clamp range (BodyEmitter::emitClampedLoad)
+    } else if (!c) {
       a.affine = false;
     } else if (e->kind == ExprKind::IndirectLoad && varies(e->operand(0), var, memo)) {
       a.strided = true; // one position per lane: a gather

@@ -211,6 +211,10 @@ public:
 
 private:
   void bindWeights(const py::dict &weights);
+  /// Per program output: the argument tensor to compute it in, where the output is an
+  /// argument's new value that the program may write in place and no other input shares that
+  /// memory (undefined elsewhere: fresh memory, then copied back).
+  std::vector<Tensor> computeInPlace(const std::vector<Tensor> &tensors) const;
   void compileForCuda(std::chrono::steady_clock::time_point start);
 
   PreparedGraph graph_;
@@ -323,6 +327,38 @@ void CompiledGraph::bindWeights(const py::dict &weights) {
   }
 }
 
+namespace {
+/// The bytes of `t`'s storage (whole storages: views of one array overlap conservatively).
+std::pair<uintptr_t, uintptr_t> storageRange(const Tensor &t) {
+  auto begin = reinterpret_cast<uintptr_t>(t.storage()->address());
+  return {begin, begin + t.storage()->nbytes()};
+}
+} // namespace
+
+std::vector<Tensor> CompiledGraph::computeInPlace(const std::vector<Tensor> &tensors) const {
+  std::vector<Tensor> into;
+  for (const driver::WriteBack &w : graph_.writeBacks) {
+    const Tensor &target = tensors[w.input];
+    if (!target.defined() || !target.isCpu() ||
+        !program_->canComputeInPlace(static_cast<size_t>(w.result), static_cast<size_t>(w.input)))
+      continue;
+    auto [lo, hi] = storageRange(target);
+    bool shared = false;
+    for (size_t k = 0; k < tensors.size() && !shared; ++k) {
+      if (static_cast<int>(k) == w.input || !tensors[k].defined() || !tensors[k].isCpu())
+        continue;
+      auto [a, b] = storageRange(tensors[k]);
+      shared = a < hi && lo < b;
+    }
+    if (shared)
+      continue;
+    if (into.size() <= static_cast<size_t>(w.result))
+      into.resize(w.result + 1);
+    into[w.result] = target;
+  }
+  return into;
+}
+
 py::tuple CompiledGraph::call(const py::args &args) const {
   const std::vector<driver::InputSpec> &inputs = graph_.inputs;
   if (args.size() != inputs.size())
@@ -357,9 +393,10 @@ py::tuple CompiledGraph::call(const py::args &args) const {
   {
     py::gil_scoped_release release;
     results = cudaProgram_ ? cudaProgram_->runOnDevice(tensors, device_, values)
-                           : program_->run(tensors, values);
+                           : program_->run(tensors, values, computeInPlace(tensors));
     for (const driver::WriteBack &w : graph_.writeBacks) // in-place ops on the arguments
-      tensors[w.input].copy_(results[w.result]);
+      if (results[w.result].rawData() != tensors[w.input].rawData())
+        tensors[w.input].copy_(results[w.result]);
   }
   py::tuple out(graph_.outputs.size());
   for (size_t k = 0; k < graph_.outputs.size(); ++k) {

@@ -111,7 +111,11 @@ std::vector<bool> chooseInlined(const LoopProgram &p) {
       loads += r.loads.size();
     bool once =
         rs.size() == 1 && loads == 1 && visitsOnce(p.nodes()[rs[0].node], rs[0].loads[0], meta);
-    bool cheap = !expensive[n] && cost[n] <= kCheapOps && loads <= size_t(kMaxCheapLoads);
+    // Recomputing at each extra load must stay cheap too: a stencil reading a producer at
+    // three offsets would otherwise redo it three times, and chains of stencils (time steps of
+    // NumPy code) compound that.
+    bool cheap = !expensive[n] && cost[n] <= kCheapOps && loads <= size_t(kMaxCheapLoads) &&
+                 cost[n] * int(loads - 1) <= kCheapOps;
     inlined[out.index] = once || cheap;
   }
   return inlined;

@@ -9,8 +9,9 @@
 ///    work): a pointwise producer is inlined when it has exactly one reader that loads it at
 ///    one index which visits each element once (nothing is recomputed), or when its body is
 ///    cheap (no transcendental prim, at most kCheapOps arithmetic ops, at most kMaxCheapLoads
-///    loads in all readers): a cast, a broadcast bias add or a scale costs less to recompute
-///    than to write out and read back. Reductions, externs, program outputs and buffers an
+///    loads in all readers, and at most kCheapOps ops recomputed in all: cost x (loads - 1)): a
+///    cast, a broadcast bias add or a scale costs less to recompute than to write out and read
+///    back, a stencil's neighbour read three times does not. Reductions, externs, program outputs and buffers an
 ///    extern reads are always materialized.
 /// 2. kernels.cc — nodes are grouped into kernels. A loop kernel runs its nodes inside one loop
 ///    nest over shared outer ranges (a common prefix of their ranges): a node joins a kernel when

@@ -514,7 +514,10 @@ class _Partitioner:
                 i += 1
                 continue
             i += len(part.nodes)
-            if not part.outputs or self._only_moves_data(part):
+            # A part without outputs may still write into its inputs (NumPy's `B[1:-1] = ...`,
+            # `x += y`): that is its result, written back by the program.
+            if (not part.outputs and not any(_mutates(n) for n in part.nodes)) or \
+                    self._only_moves_data(part):
                 for n in part.nodes:
                     self._emit_eager(pg, env, n)
                 continue
