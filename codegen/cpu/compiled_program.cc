@@ -478,6 +478,11 @@ bool CompiledProgram::canComputeInPlace(size_t output, size_t input) const {
         producer = k;
   if (!producer || nodes[*producer].kind != LoopNodeKind::Pointwise)
     return false;
+  // A kernel that checks gather indices may fail after the argument was overwritten; the
+  // caller then reruns eagerly for the error, which needs the argument as it was.
+  for (const KernelInfo &info : s.module.kernels)
+    if (info.checksIndices)
+      return false;
   size_t k = *producer;
   const ir::TensorMeta &a = p.buffer(in).meta, &b = p.buffer(out).meta;
   if (a.sizes != nodes[k].ranges || a.sizes != b.sizes || a.strides != b.strides ||
