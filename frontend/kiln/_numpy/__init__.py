@@ -17,11 +17,20 @@ from __future__ import annotations
 import numpy as np
 
 import kiln
-from kiln._numpy import _creation, _dtypes, _linalg, _ndarray, _reductions, _shape, _ufuncs
+from kiln._numpy import (
+    _creation,
+    _dtypes,
+    _extra,
+    _linalg,
+    _ndarray,
+    _reductions,
+    _shape,
+    _ufuncs,
+)
 
 FUNCTIONS: dict = {}
 for _table in (_ufuncs.FUNCTIONS, _reductions.FUNCTIONS, _shape.FUNCTIONS, _creation.FUNCTIONS,
-               _linalg.FUNCTIONS, _ndarray.FUNCTIONS):
+               _linalg.FUNCTIONS, _ndarray.FUNCTIONS, _extra.FUNCTIONS):
     FUNCTIONS.update(_table)
 
 METHODS = _ndarray.METHODS
@@ -42,8 +51,8 @@ def lookup(fn):
 def is_numpy_callable(fn) -> bool:
     """A function, ufunc or type of the numpy package (its calls are NumPy's semantics)."""
     module = getattr(fn, "__module__", None) or ""
-    if isinstance(fn, np.ufunc):
-        return True
+    if isinstance(fn, np.ufunc) or isinstance(getattr(fn, "__self__", None), np.ufunc):
+        return True  # a ufunc, or one of its methods (np.add.outer, np.maximum.reduce)
     return module == "numpy" or module.startswith("numpy.")
 
 

@@ -129,13 +129,9 @@ def _has_tensor(items):
     return False
 
 
-@_dt.fold
 def constant(obj, dtype=None):
     """A constant array from Python data, made at capture time (a baked graph input)."""
-    arr = np.array(obj, dtype=dtype)
-    if not _dt.supported(arr.dtype):
-        raise _dt.NoKilnDtype(f"kiln has no dtype for NumPy's {arr.dtype}")
-    return kiln.from_numpy(np.ascontiguousarray(arr))
+    return _dt.constant_array(obj, None if dtype is None else _dt.to_kiln(dtype))
 
 
 FUNCTIONS = {

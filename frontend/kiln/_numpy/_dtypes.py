@@ -129,3 +129,13 @@ def axes_of(axis, ndim: int):
         return None
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     return [index_of(a, ndim) for a in axes]
+
+
+@fold
+def constant_array(obj, kdtype=None):
+    """An array of Python data (`[0, 2]` as an index list), built at capture time: a constant of
+    the graph."""
+    arr = np.array(obj, dtype=None if kdtype is None else _TO_NUMPY[kdtype])
+    if arr.dtype not in _TO_KILN:
+        raise NoKilnDtype(f"kiln has no dtype for NumPy's {arr.dtype}")
+    return kiln.from_numpy(np.ascontiguousarray(arr))

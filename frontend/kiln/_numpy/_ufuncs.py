@@ -28,7 +28,7 @@ def as_operand(x, dtype):
             return x.to(dtype)
         return x
     if isinstance(x, (list, tuple)):
-        return kiln.tensor(x, dtype=dtype)
+        return _dt.constant_array(x, dtype)
     if _dt.is_float(dtype):
         return float(x)
     if dtype == kiln.bool:
@@ -37,7 +37,7 @@ def as_operand(x, dtype):
 
 
 def as_tensor(x, dtype):
-    if isinstance(x, kiln.Tensor):
+    if isinstance(x, (kiln.Tensor, list, tuple)):
         return as_operand(x, dtype)
     return kiln.full((), as_operand(x, dtype), dtype=dtype)
 

@@ -329,3 +329,30 @@ def test_in_place_program_with_aliased_arguments_stays_correct():
     got = kiln.compile(fn)(x, x)
     np.testing.assert_allclose(got, want)
     np.testing.assert_allclose(x, y)
+
+
+def test_ufunc_methods_differences_grids_takes_splits():
+    a = np.linspace(0.1, 2.3, 24).reshape(4, 6)
+    v = np.linspace(-1, 1, 6)
+
+    def fn(a, b, v):
+        return (np.add.outer(v, v), np.maximum.reduce(a, axis=1), np.add.reduce(a),
+                np.multiply.accumulate(a, axis=1), np.add.accumulate(v), np.diff(a),
+                np.diff(v, 2), np.meshgrid(v, v[:3]), np.meshgrid(v, v[:3], indexing="ij"),
+                np.take(v, [0, 2]), np.take(a, [1, 0], axis=1),
+                np.take_along_axis(a, np.argsort(a, axis=1), axis=1), np.split(v, 2),
+                np.array_split(v, 4), np.isclose(a, b), np.nan_to_num(a / (a - a[0, 0])),
+                np.median(a), np.median(a, axis=0), np.minimum.reduce(a, axis=0),
+                np.less.outer(v, v))
+
+    report = run_both(fn, a, a + 1e-9, v)
+    assert report.captures[0].report.eager_nodes == 0
+
+
+def test_copyto_writes_into_the_destination():
+    def fn(dst, src):
+        np.copyto(dst, src)
+        np.copyto(dst[0], 7.0)
+        return dst.sum()
+
+    run_both(fn, np.zeros((3, 4)), np.arange(4.0))
