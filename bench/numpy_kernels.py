@@ -137,6 +137,14 @@ def clip_compute(array_1, array_2, a, b, c):
     return np.clip(array_1, 2, 10) * a + array_2 * b + c
 
 
+def lstsq_gd(X, y, lr, steps):
+    w = np.zeros(X.shape[1])
+    for _ in range(steps):
+        grad = X.T @ (X @ w - y) / X.shape[0]
+        w -= lr * grad
+    return w, np.mean((X @ w - y) ** 2)
+
+
 def rescale_reverse(x):
     lo = x.min(axis=0)
     hi = x.max(axis=0)
@@ -195,6 +203,7 @@ KERNELS = [
            lambda r, s: (r.integers(0, 20, (300 * s, 300)), r.integers(0, 20, (300 * s, 300)),
                          4, 3, 9)),
     Kernel("rescale_reverse", rescale_reverse, lambda r, s: (_f64(r, 256 * s, 128),)),
+    Kernel("lstsq_gd", lstsq_gd, lambda r, s: (_f64(r, 100 * s, 32), _f64(r, 100 * s), 0.1, 100)),
 ]
 
 

@@ -165,7 +165,17 @@ def call_function(frame, fn, args, kwargs) -> V.VT:
     name = getattr(fn, "__name__", repr(fn))
     if impl is None:
         raise V.Unsupported(f"np.{name}() is not compiled by kiln", _NUMPY_HINT)
+    if not kwargs and _is_ufunc(fn):
+        fast = fast_ufunc(frame, fn, list(args))
+        if fast is not None:
+            return fast
     return call_impl(frame, impl, args, kwargs)
+
+
+def _is_ufunc(fn) -> bool:
+    import numpy as np
+
+    return isinstance(fn, np.ufunc)
 
 
 def _pure(fn, impl) -> bool:
@@ -247,7 +257,117 @@ def get_attr(frame, a: V.TensorVar, name: str) -> V.VT:
     raise V.Unsupported(f"ndarray.{name} is not compiled by kiln", _NUMPY_HINT)
 
 
+# -- the fast path: a ufunc on arrays and scalars, recorded without inlining ------------------
+_INPLACE = {operator.iadd: operator.add, operator.isub: operator.sub,
+            operator.imul: operator.mul, operator.itruediv: operator.truediv,
+            operator.ifloordiv: operator.floordiv, operator.imod: operator.mod,
+            operator.ipow: operator.pow, operator.iand: operator.and_,
+            operator.ior: operator.or_, operator.ixor: operator.xor}
+
+
+def _operator_ufunc(op):
+    import numpy as np
+
+    return {operator.add: np.add, operator.sub: np.subtract, operator.mul: np.multiply,
+            operator.truediv: np.true_divide, operator.floordiv: np.floor_divide,
+            operator.mod: np.remainder, operator.pow: np.power, operator.and_: np.bitwise_and,
+            operator.or_: np.bitwise_or, operator.xor: np.bitwise_xor, operator.lt: np.less,
+            operator.le: np.less_equal, operator.gt: np.greater, operator.ge: np.greater_equal,
+            operator.eq: np.equal, operator.ne: np.not_equal, operator.neg: np.negative,
+            operator.abs: np.absolute, operator.invert: np.invert}.get(op)
+
+
+def _scalar_spec(v: V.VT):
+    import numpy as np
+
+    if not isinstance(v, V.ConstVar):
+        return None
+    if type(v.value) in (int, float, bool):
+        return type(v.value)
+    if isinstance(v.value, np.generic) and _knp()._dtypes.supported(v.value.dtype):
+        return type(v.value)
+    return None
+
+
+def fast_ufunc(frame, ufunc, args: list) -> V.VT | None:
+    """`ufunc(*args)` on arrays and scalars (no out=, where=, dtype=) recorded as the kiln op
+    with NumPy's casts, as the implementation in kiln/_numpy/_ufuncs.py would, but without
+    inlining it: most of a NumPy program's ops, captured ten times faster. None when the call
+    needs the implementation (a helper function, other operand kinds)."""
+    import types as _types
+
+    from kiln._numpy import _dtypes, _ufuncs
+
+    entry = _ufuncs.UNARY.get(ufunc) if len(args) == 1 else _ufuncs.BINARY.get(ufunc)
+    if entry is None or not isinstance(entry[0], _types.BuiltinFunctionType):
+        return None
+    kfn, compute = entry
+    specs = []
+    for a in args:
+        if isinstance(a, V.TensorVar):
+            specs.append(a.example.dtype)
+        else:
+            sp = _scalar_spec(a)
+            if sp is None:
+                return None
+            specs.append(sp)
+    if not any(isinstance(a, V.TensorVar) for a in args):
+        return None
+    try:
+        rdt = _dtypes.ufunc_result(ufunc, tuple(specs))
+        cdt = rdt if compute == "out" else _dtypes.common(tuple(specs))
+    except _dtypes.NoKilnDtype as e:
+        raise V.Unsupported(str(e), "NumPy runs this code") from None
+    except Exception:  # noqa: BLE001 - NumPy refuses these operands: the implementation says how
+        return None
+    operands = [_operand(frame, a, cdt, first=(i == 0)) for i, a in enumerate(args)]
+    result = ops.record(frame.ctx, kfn, operands, {}, kfn.__name__)
+    if result.example.dtype != rdt:
+        result = _cast(frame, result, rdt)
+    result.numpy = True
+    return result
+
+
+def _cast(frame, t: V.TensorVar, dtype) -> V.VT:
+    return ops.record(frame.ctx, kiln.Tensor.to, [t, V.ConstVar(dtype)], {}, "to")
+
+
+def _operand(frame, a: V.VT, dtype, first: bool) -> V.VT:
+    if isinstance(a, V.TensorVar):
+        return a if a.example.dtype == dtype else _cast(frame, a, dtype)
+    value = a.value
+    value = float(value) if dtype.is_floating_point else bool(value) if dtype == kiln.bool \
+        else int(value)
+    if not first:
+        return V.ConstVar(value)
+    return ops.record(frame.ctx, kiln.full, [V.ConstVar(()), V.ConstVar(value)],
+                      {"dtype": V.ConstVar(dtype)}, "full")
+
+
+def _fast_inplace(frame, op, a: V.VT, b: V.VT) -> V.VT | None:
+    """`a += b` on an array: the ufunc into `a` (NumPy's same_kind casting rule)."""
+    from kiln._numpy import _dtypes
+
+    if not is_array(a):
+        return None
+    ufunc = _operator_ufunc(_INPLACE[op])
+    r = fast_ufunc(frame, ufunc, [a, b]) if ufunc is not None else None
+    if r is None:
+        return None
+    if not _dtypes.can_cast(r.example.dtype, a.example.dtype, "same_kind"):
+        return None  # the implementation raises NumPy's error
+    frame.call_tensor_method(a, "copy_", [r], {})
+    return a
+
+
 def binary(frame, op, a: V.VT, b: V.VT) -> V.VT:
+    if op in _INPLACE:
+        fast = _fast_inplace(frame, op, a, b)
+    else:
+        ufunc = _operator_ufunc(op)
+        fast = fast_ufunc(frame, ufunc, [a, b]) if ufunc is not None else None
+    if fast is not None:
+        return fast
     impl = _knp().OPERATORS.get(op)
     if impl is None:
         raise V.Unsupported(f"operator {op.__name__} on NumPy arrays is not compiled by kiln")
@@ -255,6 +375,10 @@ def binary(frame, op, a: V.VT, b: V.VT) -> V.VT:
 
 
 def unary(frame, op, a: V.VT) -> V.VT:
+    ufunc = _operator_ufunc(op)
+    fast = fast_ufunc(frame, ufunc, [a]) if ufunc is not None else None
+    if fast is not None:
+        return fast
     impl = _knp().OPERATORS.get(op)
     if impl is None:
         raise V.Unsupported(f"operator {op.__name__} on NumPy arrays is not compiled by kiln")
