@@ -8,6 +8,8 @@
 /// library KILN_MKL_LIB names (the Python front sets it to the venv's libmkl_rt when the `mkl`
 /// package is installed, unless KILN_BLAS=openblas), so one build runs with or without it; a
 /// process without Python (a kilnc library) uses OpenBLAS unless the variable is set.
+/// Double precision goes to MKL only on Intel CPUs: on AMD EPYC, OpenBLAS's dgemm/dgemv measured
+/// faster at every shape (blas.cc, mklForDouble).
 
 #include <cstdint>
 
