@@ -15,6 +15,7 @@ Functions marked `_kiln_fold` (NumPy's dtype rules) run at capture time on const
 from __future__ import annotations
 
 import operator
+import types
 
 import kiln
 from kiln._capture import ops
@@ -156,20 +157,33 @@ def call_function(frame, fn, args, kwargs) -> V.VT:
     if impl is None and isinstance(fn, type) and _is_scalar_type(fn) and _has_runtime_values(
             values):  # fmt: skip
         if len(args) != 1 or kwargs:
-            raise V.Unsupported(f"np.{fn.__name__}() with more than one argument")
+            raise V.Unsupported(f"{numpy_name(fn)}() with more than one argument")
         return call_impl(frame, knp.METHODS["astype"], [_as_array(frame, args[0]),
                                                         V.ObjectVar(fn)], {})
     if not _has_runtime_values(values) and _all_known(values) and fn not in knp.BUILDS_ARRAYS \
             and _pure(fn, impl):
         return _run_numpy(frame, fn, args, kwargs)
-    name = getattr(fn, "__name__", repr(fn))
     if impl is None:
-        raise V.Unsupported(f"np.{name}() is not compiled by kiln", _NUMPY_HINT)
+        raise V.Unsupported(f"{numpy_name(fn)}() is not compiled by kiln", _NUMPY_HINT)
     if not kwargs and _is_ufunc(fn):
         fast = fast_ufunc(frame, fn, list(args))
         if fast is not None:
             return fast
     return call_impl(frame, impl, args, kwargs)
+
+
+def numpy_name(fn) -> str:
+    """How NumPy code spells `fn`: np.sum, np.linalg.inv, np.random.rand, np.add.outer."""
+    name = getattr(fn, "__name__", None) or repr(fn)
+    owner = getattr(fn, "__self__", None)
+    if owner is not None and hasattr(owner, "__name__") and not isinstance(owner,
+                                                                            types.ModuleType):
+        return f"np.{owner.__name__}.{name}"  # a ufunc's method
+    module = getattr(fn, "__module__", None) or "numpy"
+    for public in ("linalg", "random", "fft", "ma", "polynomial"):
+        if module.startswith(f"numpy.{public}") or module.startswith(f"numpy._{public}"):
+            return f"np.{public}.{name}"
+    return f"np.{name}"
 
 
 def _is_ufunc(fn) -> bool:
@@ -209,8 +223,8 @@ def _run_numpy(frame, fn, args, kwargs) -> V.VT:
     try:
         result = fn(*[known(a) for a in args], **{k: known(v) for k, v in kwargs.items()})
     except Exception as e:
-        raise V.Unsupported(f"np.{getattr(fn, '__name__', '?')}() raised "
-                            f"{type(e).__name__}: {e} (raises at run time)") from None
+        raise V.Unsupported(f"{numpy_name(fn)}() raised {type(e).__name__}: {e} "
+                            "(raises at run time)") from None
     return frame.ctx.wrap(result, None)
 
 
@@ -294,12 +308,10 @@ def fast_ufunc(frame, ufunc, args: list) -> V.VT | None:
     with NumPy's casts, as the implementation in kiln/_numpy/_ufuncs.py would, but without
     inlining it: most of a NumPy program's ops, captured ten times faster. None when the call
     needs the implementation (a helper function, other operand kinds)."""
-    import types as _types
-
     from kiln._numpy import _dtypes, _ufuncs
 
     entry = _ufuncs.UNARY.get(ufunc) if len(args) == 1 else _ufuncs.BINARY.get(ufunc)
-    if entry is None or not isinstance(entry[0], _types.BuiltinFunctionType):
+    if entry is None or not isinstance(entry[0], types.BuiltinFunctionType):
         return None
     kfn, compute = entry
     specs = []

@@ -224,7 +224,7 @@ def test_numpy_on_constants_runs_at_capture_time():
 def test_numpy_random_breaks():
     """np.random draws on every call: it is never folded, NumPy runs it (a graph break)."""
     info = run_case(numpy_random, rand(3), expect_graphs=2, expect_breaks=1)
-    assert_breaks(info, "np.rand() is not compiled")
+    assert_breaks(info, "np.random.rand() is not compiled")
 
 
 def test_time_function_breaks_and_its_float_is_guarded():

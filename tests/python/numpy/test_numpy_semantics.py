@@ -242,7 +242,7 @@ def test_unsupported_numpy_call_is_a_graph_break_with_the_users_line():
 
     report = run_both(fn, ARRAYS["float64"], breaks=1)
     reason = report.break_reasons[0]
-    assert "inv" in reason.reason
+    assert "np.linalg.inv() is not compiled" in reason.reason
     assert reason.user_stack[-1][2].strip() == "c = np.linalg.inv(b)"
 
 
