@@ -115,6 +115,20 @@ void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, cons
               k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+void sgemv(bool trans, int64_t m, int64_t n, float alpha, const float *a, int64_t lda,
+           const float *x, int64_t incx, float beta, float *y, int64_t incy) {
+  parkWorkers();
+  cblas_sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, m, n, alpha, a, lda, x, incx,
+              beta, y, incy);
+}
+
+void dgemv(bool trans, int64_t m, int64_t n, double alpha, const double *a, int64_t lda,
+           const double *x, int64_t incx, double beta, double *y, int64_t incy) {
+  parkWorkers();
+  cblas_dgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, m, n, alpha, a, lda, x, incx,
+              beta, y, incy);
+}
+
 namespace {
 template <typename T, typename Fn>
 bool batchStrided(Fn fn, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T *a,
