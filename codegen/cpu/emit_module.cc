@@ -156,16 +156,21 @@ public:
     select(run.nodes[0], run.nodes.size() > 1);
     info.lanes = plan_.mode;
     info.width = plan_.width;
-    std::set<BufferId> buffers;
+    // Arguments in the order the run first uses them (each node's reads, then its outputs),
+    // not by id: runs that compute the same thing on other buffers (the time steps of a stencil)
+    // then emit the same function text, and emitModule keeps one function for all of them.
+    std::set<BufferId> seen(run.registers.begin(), run.registers.end());
+    auto use = [&](BufferId id) {
+      if (seen.insert(id).second)
+        info.buffers.push_back(id);
+    };
     for (size_t n : run.nodes) {
       const LoopNode &node = program_.nodes()[n];
-      buffers.insert(node.outputs.begin(), node.outputs.end());
       for (BufferId id : node.reads())
-        buffers.insert(id);
+        use(id);
+      for (BufferId id : node.outputs)
+        use(id);
     }
-    for (BufferId id : run.registers)
-      buffers.erase(id);
-    info.buffers.assign(buffers.begin(), buffers.end());
     std::set<std::string, std::less<>> symbols = program_.sizeSymbols();
     info.symbols.assign(symbols.begin(), symbols.end());
     for (size_t n : run.nodes)
@@ -562,6 +567,36 @@ private:
   KernelScope scope_;
 };
 
+
+/// `function`'s text without its name and with `%bufN` renumbered in order of appearance: equal
+/// for two runs whose code differs only in which buffers it is called with.
+std::string canonicalFunction(const std::string &function, const std::string &name) {
+  std::string out;
+  out.reserve(function.size());
+  std::map<std::string, int, std::less<>> numbers;
+  size_t i = 0, at = function.find("@" + name + "(");
+  while (i < function.size()) {
+    if (i == at) {
+      out += "@(";
+      i += name.size() + 2;
+      continue;
+    }
+    if (function.compare(i, 4, "%buf") == 0) {
+      size_t j = i + 4;
+      while (j < function.size() && std::isdigit(static_cast<unsigned char>(function[j])))
+        ++j;
+      if (j > i + 4) {
+        auto [it, added] = numbers.emplace(function.substr(i, j - i), int(numbers.size()));
+        out += "%b" + std::to_string(it->second);
+        i = j;
+        continue;
+      }
+    }
+    out += function[i++];
+  }
+  return out;
+}
+
 } // namespace
 
 EmittedModule emitModule(const LoopProgram &program, const EmitOptions &options) {
@@ -572,12 +607,20 @@ EmittedModule emitModule(const LoopProgram &program, const EmitOptions &options)
   auto nameOf = [&](size_t k) {
     return fmt::format("node{}_{}", k, bufferName(nodes[k].outputs[0]));
   };
+  std::map<std::string, std::string> functionOfText; // body text with buffers numbered by use
   for (const Run &run : fusedRuns(program, options)) {
     KernelInfo head;
     head.node = run.nodes[0];
     head.name = nameOf(run.nodes[0]);
     KernelEmitter emitter(program, options);
-    functions += emitter.emit(run, head, externals);
+    std::string function = emitter.emit(run, head, externals);
+    std::string key = canonicalFunction(function, head.name);
+    if (auto it = functionOfText.find(key); it != functionOfText.end()) {
+      head.name = it->second; // the same code on other buffers: call that function
+    } else {
+      functionOfText.emplace(std::move(key), head.name);
+      functions += function;
+    }
     std::vector<std::string> symbols = head.symbols;
     out.kernels.push_back(std::move(head));
     // The run's other nodes ran inside the first one's function: theirs do nothing.

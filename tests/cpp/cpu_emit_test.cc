@@ -625,3 +625,40 @@ TEST_CASE("float64 math vectorizes: exp/log as arithmetic, others through libmve
                                 randn({n}, F64)});
   }
 }
+
+TEST_CASE("runs computing the same thing on other buffers share one function", "[cpu_emit]") {
+  // Two time steps of an update that keeps its size (as slice_scatter does), with another
+  // kernel between them: the second step is the first's code on other buffers (arguments come
+  // in the order a run uses them, so the function text is the same).
+  SymInt s0 = sym("s0");
+  LoopProgram p;
+  BufferId a = p.addInput(DType::Float64, {s0});
+  auto step = [&](BufferId in) {
+    return p.pointwise({s0}, [&](Ops &ops, Idx i) {
+      return ops.load(in, {i[0]}) * ops.constant(0.5, DType::Float64) +
+             ops.constant(1.0, DType::Float64);
+    });
+  };
+  BufferId first = step(a);
+  BufferId second = p.pointwise({s0}, [&](Ops &ops, Idx i) {
+    return ops.exp(ops.load(first, {i[0]})) - ops.load(a, {i[0]});
+  });
+  p.markOutput(second);
+  p.markOutput(step(second));
+  CompiledProgram c = compile(p);
+  auto of = [&](size_t node) {
+    for (const KernelInfo &k : c.module().kernels)
+      if (k.node == node)
+        return k.name;
+    FAIL("no kernel for node " << node);
+    return std::string();
+  };
+  CHECK(of(0) == of(2));
+  CHECK(of(1) != of(0));
+  const std::string &text = c.module().text;
+  CHECK(text.find("func.func @" + of(0) + "(") == text.rfind("func.func @" + of(0) + "("));
+  for (int64_t n : {7, 16, 1031}) {
+    INFO(n);
+    checkAgainstInterpreter(c, {randn({n}, DType::Float64)});
+  }
+}
