@@ -110,51 +110,28 @@ bool vectorLibmAvailable() {
   return loaded;
 }
 
-std::string_view vectorLibmFunction(ExprKind kind) {
+/// The C library name of a math prim (loop.def's KILN_LOOP_MATH rows, and pow).
+std::string_view libmName(ExprKind kind) {
   switch (kind) {
-  case ExprKind::Tanh:
-    return "tanh";
-  case ExprKind::Erf:
-    return "erf";
-  case ExprKind::Sin:
-    return "sin";
-  case ExprKind::Cos:
-    return "cos";
-  case ExprKind::Tan:
-    return "tan";
-  case ExprKind::Asin:
-    return "asin";
-  case ExprKind::Acos:
-    return "acos";
-  case ExprKind::Atan:
-    return "atan";
-  case ExprKind::Sinh:
-    return "sinh";
-  case ExprKind::Cosh:
-    return "cosh";
-  case ExprKind::Asinh:
-    return "asinh";
-  case ExprKind::Acosh:
-    return "acosh";
-  case ExprKind::Atanh:
-    return "atanh";
-  case ExprKind::Log1p:
-    return "log1p";
-  case ExprKind::Expm1:
-    return "expm1";
-  case ExprKind::Exp2:
-    return "exp2";
-  case ExprKind::Log2:
-    return "log2";
-  case ExprKind::Log10:
-    return "log10";
-  case ExprKind::Atan2:
-    return "atan2";
+#define KILN_LOOP_MATH(E, M, K, N, MLIR, C, COST)                                                  \
+  case ExprKind::E:                                                                                \
+    return #C;
+#include "ir/loop/loop.def"
   case ExprKind::Pow:
     return "pow";
   default:
     return {};
   }
+}
+
+std::string_view vectorLibmFunction(ExprKind kind) {
+  // exp and log are arithmetic here (exp64, log64), sqrt one instruction; cheap rows (floor,
+  // copysign, ...) are instructions too. libmvec has every other costly row and pow.
+  if (!isTranscendental(kind) || kind == ExprKind::Exp || kind == ExprKind::Log ||
+      kind == ExprKind::Sqrt || kind == ExprKind::Rsqrt || kind == ExprKind::Sigmoid ||
+      kind == ExprKind::Philox)
+    return {};
+  return libmName(kind);
 }
 
 std::optional<Value> vectorLibmCall(Builder &b, ExprKind kind, std::span<const Value> args) {

@@ -211,15 +211,17 @@ public:
 
 private:
   void bindWeights(const py::dict &weights);
-  /// Per program output: the argument tensor to compute it in, where the output is an
-  /// argument's new value that the program may write in place and no other input shares that
-  /// memory (undefined elsewhere: fresh memory, then copied back).
+  /// Per program output: the argument tensor to compute it in, for the write-backs of inPlace_
+  /// whose argument no other input overlaps (undefined elsewhere: fresh memory, then copied
+  /// back).
   std::vector<Tensor> computeInPlace(const std::vector<Tensor> &tensors) const;
   void compileForCuda(std::chrono::steady_clock::time_point start);
 
   PreparedGraph graph_;
   std::vector<Tensor> weights_; ///< parallel to graph_.weights
   std::shared_ptr<CompiledProgram> program_;
+  /// The write-backs (graph_.writeBacks) program_ may compute in place, decided once.
+  std::vector<driver::WriteBack> inPlace_;
   /// With options["device"] = "cuda:N": the graph as CUDA kernels on that device instead.
   std::shared_ptr<codegen::cuda::CudaProgram> cudaProgram_;
   Device device_;
@@ -286,6 +288,9 @@ CompiledGraph::CompiledGraph(const BuiltGraph &built, const py::dict &options) {
         codegen::cpu::compileProgram(graph_.schedule.program, programOptions));
   }
   CacheStats after = KernelCache::global().stats();
+  for (const driver::WriteBack &w : graph_.writeBacks)
+    if (program_->canComputeInPlace(static_cast<size_t>(w.result), static_cast<size_t>(w.input)))
+      inPlace_.push_back(w);
   cacheEvent_ =
       cacheEvent(before, after, program_->fromCache(), !program_->module().kernels.empty(), dump);
   seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -337,10 +342,9 @@ std::pair<uintptr_t, uintptr_t> storageRange(const Tensor &t) {
 
 std::vector<Tensor> CompiledGraph::computeInPlace(const std::vector<Tensor> &tensors) const {
   std::vector<Tensor> into;
-  for (const driver::WriteBack &w : graph_.writeBacks) {
+  for (const driver::WriteBack &w : inPlace_) {
     const Tensor &target = tensors[w.input];
-    if (!target.defined() || !target.isCpu() ||
-        !program_->canComputeInPlace(static_cast<size_t>(w.result), static_cast<size_t>(w.input)))
+    if (!target.defined() || !target.isCpu())
       continue;
     auto [lo, hi] = storageRange(target);
     bool shared = false;

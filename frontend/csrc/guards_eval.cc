@@ -103,21 +103,37 @@ bool dictKeysMatch(PyObject *obj, const std::vector<py::object> &keys) {
   return true;
 }
 
+/// Whether sizes and strides (a tensor's in elements, an array's in bytes) are the expected
+/// ones; kUnchecked entries match anything.
+template <typename Sizes, typename Strides>
+bool geometryMatches(const LeafCheck &c, const Sizes &sizes, const Strides &strides) {
+  for (size_t d = 0; d < c.sizes.size(); ++d) {
+    if (c.sizes[d] != LeafCheck::kUnchecked && c.sizes[d] != sizes[d])
+      return false;
+    if (c.strides[d] != LeafCheck::kUnchecked && c.strides[d] != strides[d])
+      return false;
+  }
+  return true;
+}
+
+/// Size `d` (negative: from the end) of `rank` sizes, or nullopt when out of range.
+template <typename Sizes>
+std::optional<int64_t> sizeAt(const Sizes &sizes, int64_t rank, int64_t d) {
+  d = d < 0 ? d + rank : d;
+  if (d < 0 || d >= rank)
+    return std::nullopt;
+  return static_cast<int64_t>(sizes[d]);
+}
+
 bool tensorMatches(const LeafCheck &c, PyObject *obj) {
   const Tensor *t = asTensor(obj);
   if (t == nullptr || !t->defined())
     return false;
   const TensorImpl &impl = t->impl();
-  size_t rank = c.sizes.size();
-  if (impl.dtype != c.dtype || impl.sizes.size() != rank || impl.requiresGrad != c.requiresGrad)
+  if (impl.dtype != c.dtype || impl.sizes.size() != c.sizes.size() ||
+      impl.requiresGrad != c.requiresGrad)
     return false;
-  for (size_t d = 0; d < rank; ++d) {
-    if (c.sizes[d] != LeafCheck::kUnchecked && c.sizes[d] != impl.sizes[d])
-      return false;
-    if (c.strides[d] != LeafCheck::kUnchecked && c.strides[d] != impl.strides[d])
-      return false;
-  }
-  return true;
+  return geometryMatches(c, impl.sizes, impl.strides);
 }
 
 /// A strided buffer export of `obj` (a NumPy array), released when it goes out of scope.
@@ -142,36 +158,18 @@ bool arrayMatches(const LeafCheck &c, PyObject *obj) {
   if (!b.ok)
     return false;
   const Py_buffer &v = b.view;
-  size_t rank = c.sizes.size();
-  if (static_cast<size_t>(v.ndim) != rank || v.itemsize != c.n || v.format == nullptr ||
-      c.format != v.format)
+  if (static_cast<size_t>(v.ndim) != c.sizes.size() || v.itemsize != c.n ||
+      v.format == nullptr || c.format != v.format)
     return false;
-  for (size_t d = 0; d < rank; ++d) {
-    if (c.sizes[d] != LeafCheck::kUnchecked && c.sizes[d] != v.shape[d])
-      return false;
-    if (c.strides[d] != LeafCheck::kUnchecked && c.strides[d] != v.strides[d])
-      return false;
-  }
-  return true;
+  return geometryMatches(c, v.shape, v.strides);
 }
 
 /// Size `d` (negative: from the end) of a tensor or a buffer-exporting array.
 std::optional<int64_t> sizeOf(PyObject *obj, int64_t d) {
-  if (const Tensor *t = asTensor(obj); t != nullptr && t->defined()) {
-    int64_t rank = t->dim();
-    d = d < 0 ? d + rank : d;
-    if (d < 0 || d >= rank)
-      return std::nullopt;
-    return t->sizes()[d];
-  }
+  if (const Tensor *t = asTensor(obj); t != nullptr && t->defined())
+    return sizeAt(t->sizes(), t->dim(), d);
   BufferView b(obj);
-  if (!b.ok)
-    return std::nullopt;
-  int64_t rank = b.view.ndim;
-  d = d < 0 ? d + rank : d;
-  if (d < 0 || d >= rank)
-    return std::nullopt;
-  return static_cast<int64_t>(b.view.shape[d]);
+  return b.ok ? sizeAt(b.view.shape, b.view.ndim, d) : std::nullopt;
 }
 
 bool bindSize(const LeafCheck &c, PyObject *obj, GuardEval &eval) {

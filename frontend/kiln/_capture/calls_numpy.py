@@ -14,6 +14,7 @@ Functions marked `_kiln_fold` (NumPy's dtype rules) run at capture time on const
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import types
 
@@ -66,22 +67,11 @@ def is_fold(fn: V.VT) -> bool:
 
 
 def known(v: V.VT):
-    if isinstance(v, V.ConstVar):
-        return v.value
-    if isinstance(v, V.ObjectVar):
-        return v.value
-    if isinstance(v, V.FunctionVar):
-        return v.fn
-    if isinstance(v, V.TupleVar):
-        return v.tuple_type([known(i) for i in v.items]) if not hasattr(
-            v.tuple_type, "_fields") else v.tuple_type(*[known(i) for i in v.items])
-    if isinstance(v, V.ListVar):
-        return [known(i) for i in v.items]
-    if isinstance(v, V.DictVar):
-        return {k: known(i) for k, i in v.items.items()}
-    if isinstance(v, V.SliceVar):
-        return slice(known(v.start), known(v.stop), known(v.step))
-    raise V.Unsupported(f"a {type(v).__name__} where NumPy needs a value known at capture time")
+    """The capture-time value of `v`, which must not depend on the run (no tensor, no symbol)."""
+    if _has_runtime_values([v]):
+        raise V.Unsupported("a value computed at run time where NumPy needs one known at "
+                            "capture time")
+    return ops.to_example(v)
 
 
 def is_dtype_comparison(a: V.VT, b: V.VT) -> bool:
@@ -126,17 +116,24 @@ class NumpyCallVar(V.VT):
         self.name = name
 
 
-def call_impl(frame, impl, args, kwargs) -> V.VT:
-    """Inlines `impl` (kiln's NumPy implementation) with arrays as plain tensors; what it
-    returns is flagged as arrays again."""
-    flagged = [v for v in _walk(list(args) + list(kwargs.values())) if is_array(v)]
+@contextlib.contextmanager
+def _as_tensors(values):
+    """Arrays among `values` as plain tensors (kiln semantics) for the block's duration."""
+    flagged = [v for v in _walk(values) if is_array(v)]
     for v in flagged:
         v.numpy = False
     try:
-        result = frame.call(frame.ctx.wrap(impl, None), list(args), dict(kwargs))
+        yield
     finally:
         for v in flagged:
             v.numpy = True
+
+
+def call_impl(frame, impl, args, kwargs) -> V.VT:
+    """Inlines `impl` (kiln's NumPy implementation) with arrays as plain tensors; what it
+    returns is flagged as arrays again."""
+    with _as_tensors(list(args) + list(kwargs.values())):
+        result = frame.call(frame.ctx.wrap(impl, None), list(args), dict(kwargs))
     _flag(result)
     return result
 
@@ -453,15 +450,9 @@ def _flipped_index(frame, a: V.TensorVar, index: V.VT):
 
 
 def get_item(frame, a: V.TensorVar, index: V.VT) -> V.VT:
-    flags = [v for v in _walk([a, index]) if is_array(v)]
-    for v in flags:
-        v.numpy = False
-    try:
+    with _as_tensors([a, index]):
         base, idx = _flipped_index(frame, a, index)
         result = ops.record(frame.ctx, operator.getitem, [base, idx], {}, "getitem")
-    finally:
-        for v in flags:
-            v.numpy = True
     _flag(result)
     return result
 
@@ -471,25 +462,15 @@ def set_item(frame, a: V.TensorVar, index: V.VT, value: V.VT) -> None:
            and isinstance(it.step.value, int) and it.step.value < 0
            for it in _index_items(index)):
         raise V.Unsupported("assignment through a negative-step slice is not compiled by kiln")
-    flags = [v for v in _walk([a, index, value]) if is_array(v)]
-    for v in flags:
-        v.numpy = False
-    try:
+    with _as_tensors([a, index, value]):
         if isinstance(value, V.TensorVar) and value.example.dtype != a.example.dtype:
-            value = ops.record(frame.ctx, kiln.Tensor.to, [value, V.ConstVar(a.example.dtype)],
-                               {}, "to")
+            value = _cast(frame, value, a.example.dtype)
         ops.record(frame.ctx, operator.setitem, [a, index, value], {}, "setitem")
-    finally:
-        for v in flags:
-            v.numpy = True
 
 
 def iterate(frame, a: V.TensorVar) -> list:
-    a.numpy = False
-    try:
+    with _as_tensors([a]):
         rows = frame.unpack_iterable(a)
-    finally:
-        a.numpy = True
     for r in rows:
         _flag(r)
     return rows

@@ -257,7 +257,7 @@ class CaptureContext:
 
         if id(arr) in self.input_by_id:
             return self.input_by_id[id(arr)]
-        if not _numpy.supported_dtype(arr.dtype):
+        if not _numpy._dtypes.supported(arr.dtype):
             raise V.Unsupported(f"a NumPy array of dtype {arr.dtype}: kiln has no such dtype",
                                 "NumPy runs this code")
         t = _numpy.to_tensor(arr)

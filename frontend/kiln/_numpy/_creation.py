@@ -93,8 +93,7 @@ def eye(N, M=None, k=0, dtype=float, order="C", *, like=None):
     dt = _dt.to_kiln(dtype)
     if k == 0:
         return kiln.eye(N, m, dtype=dt)
-    return kiln.diagonal_ones(N, m, k, dt) if hasattr(kiln, "diagonal_ones") else kiln.triu(
-        kiln.tril(kiln.ones(N, m, dtype=dt), k), k)
+    return kiln.triu(kiln.tril(kiln.ones(N, m, dtype=dt), k), k)
 
 
 def identity(n, dtype=None, *, like=None):

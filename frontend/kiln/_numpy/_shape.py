@@ -141,9 +141,7 @@ def where(condition, x=None, y=None):
     if x is None or y is None:
         raise NotImplementedError("np.where(condition) has a data-dependent shape")
     dt = _dt.common((spec(x), spec(y)))
-    return kiln.where(as_tensor(condition, kiln.bool) if not isinstance(condition, kiln.Tensor)
-                      or condition.dtype == kiln.bool else condition != 0,
-                      as_tensor(x, dt), as_tensor(y, dt))
+    return kiln.where(as_tensor(condition, kiln.bool), as_tensor(x, dt), as_tensor(y, dt))
 
 
 def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **kwargs):

@@ -62,25 +62,20 @@ def finish(result, out, where, dtype):
     return out
 
 
-def _unary(ufunc, kfn, compute="out"):
-    def impl(x, /, out=None, *, where=True, dtype=None, casting="same_kind", order="K",
+def _ufunc(ufunc, kfn, compute):
+    """NumPy's `ufunc` over kiln's `kfn`: computed in the result dtype (`compute == "out"`) or
+    in the operands' common dtype (comparisons), cast once; `out` may come by position."""
+
+    def impl(*args, out=None, where=True, dtype=None, casting="same_kind", order="K",
              subok=True):
-        rdt = _dt.ufunc_result(ufunc, (spec(x),), dtype)
-        cdt = rdt if compute == "out" else _dt.common((spec(x),))
-        return finish(kfn(as_tensor(x, cdt)), out, where, rdt)
-
-    impl.__name__ = ufunc.__name__
-    return impl
-
-
-def _binary(ufunc, kfn, compute="out"):
-    def impl(x1, x2, /, out=None, *, where=True, dtype=None, casting="same_kind", order="K",
-             subok=True):
-        s1, s2 = spec(x1), spec(x2)
-        rdt = _dt.ufunc_result(ufunc, (s1, s2), dtype)
-        cdt = rdt if compute == "out" else _dt.common((s1, s2))
-        a = as_tensor(x1, cdt)
-        return finish(kfn(a, as_operand(x2, cdt)), out, where, rdt)
+        if len(args) == ufunc.nin + 1:
+            out = args[-1]
+            args = args[:-1]
+        specs = tuple([spec(x) for x in args])
+        rdt = _dt.ufunc_result(ufunc, specs, dtype)
+        cdt = rdt if compute == "out" else _dt.common(specs)
+        operands = [as_tensor(args[0], cdt)] + [as_operand(x, cdt) for x in args[1:]]
+        return finish(kfn(*operands), out, where, rdt)
 
     impl.__name__ = ufunc.__name__
     return impl
@@ -98,10 +93,6 @@ def _positive(x):
     return x.clone()
 
 
-def _isfinite(x):
-    return kiln.isfinite(x)
-
-
 def _logaddexp2(a, b):
     m = kiln.maximum(a, b)
     return m + kiln.log2(kiln.exp2(a - m) + kiln.exp2(b - m))
@@ -115,20 +106,12 @@ def _heaviside(a, b):
     return kiln.where(a < 0, kiln.zeros_like(a), kiln.where(a > 0, kiln.ones_like(a), b))
 
 
-def _sign(x):
-    return kiln.sign(x)
-
-
 def _deg2rad(x):
     return x * (np.pi / 180.0)
 
 
 def _rad2deg(x):
     return x * (180.0 / np.pi)
-
-
-def _not_on_bool(fn):
-    return fn
 
 
 UNARY = {
@@ -163,12 +146,12 @@ UNARY = {
     np.ceil: (kiln.ceil, "out"),
     np.trunc: (kiln.trunc, "out"),
     np.rint: (kiln.round, "out"),
-    np.sign: (_sign, "out"),
+    np.sign: (kiln.sign, "out"),
     np.deg2rad: (_deg2rad, "out"),
     np.rad2deg: (_rad2deg, "out"),
     np.isnan: (kiln.isnan, "common"),
     np.isinf: (kiln.isinf, "common"),
-    np.isfinite: (_isfinite, "common"),
+    np.isfinite: (kiln.isfinite, "common"),
     np.signbit: (kiln.signbit, "common"),
     np.logical_not: (kiln.logical_not, "common"),
     np.invert: (kiln.bitwise_not, "out"),
@@ -210,13 +193,5 @@ BINARY = {
 }
 
 
-def _available(table):
-    """The entries whose kiln op exists (a missing one stays NumPy's: a graph break)."""
-    return {u: v for u, v in table.items() if v[0] is not None}
-
-
-FUNCTIONS = {}
-for _u, (_fn, _kind) in _available(UNARY).items():
-    FUNCTIONS[_u] = _unary(_u, _fn, _kind)
-for _u, (_fn, _kind) in _available(BINARY).items():
-    FUNCTIONS[_u] = _binary(_u, _fn, _kind)
+FUNCTIONS = {u: _ufunc(u, fn, kind) for table in (UNARY, BINARY)
+             for u, (fn, kind) in table.items()}
