@@ -68,6 +68,9 @@ def arange(start, stop=None, step=None, dtype=None, *, like=None):
     if step is None:
         step = 1
     dt = _dtype_or(dtype, _dt.common((spec(start), spec(stop), spec(step))))
+    if _dt.is_float(dt):  # NumPy's values: start + i * step, as many as NumPy counts
+        n = _dt.range_length(start, stop, step)
+        return (kiln.arange(0, n, dtype=kiln.float64) * float(step) + float(start)).to(dt)
     return kiln.arange(start, stop, step, dtype=dt)
 
 
@@ -90,14 +93,13 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
 
 def eye(N, M=None, k=0, dtype=float, order="C", *, like=None):
     m = N if M is None else M
-    dt = _dt.to_kiln(dtype)
-    if k == 0:
-        return kiln.eye(N, m, dtype=dt)
-    return kiln.triu(kiln.tril(kiln.ones(N, m, dtype=dt), k), k)
+    rows = kiln.arange(0, N, dtype=kiln.int64).reshape(-1, 1)
+    cols = kiln.arange(0, m, dtype=kiln.int64).reshape(1, -1)
+    return (rows + k == cols).to(_dt.to_kiln(dtype))
 
 
 def identity(n, dtype=None, *, like=None):
-    return kiln.eye(n, n, dtype=_dtype_or(dtype, kiln.float64))
+    return eye(n, dtype=float if dtype is None else dtype)
 
 
 def array(obj, dtype=None, *, copy=True, order="K", ndmin=0, like=None):

@@ -139,3 +139,22 @@ def constant_array(obj, kdtype=None):
     if arr.dtype not in _TO_KILN:
         raise NoKilnDtype(f"kiln has no dtype for NumPy's {arr.dtype}")
     return kiln.from_numpy(np.ascontiguousarray(arr))
+
+
+@fold
+def moved_axes(source, destination, ndim: int):
+    """The permutation np.moveaxis applies."""
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    src = [index_of(a, ndim) for a in src]
+    dst = [index_of(a, ndim) for a in dst]
+    order = [d for d in range(ndim) if d not in src]
+    for d, s in sorted(zip(dst, src, strict=True)):
+        order.insert(d, s)
+    return order
+
+
+@fold
+def range_length(start, stop, step) -> int:
+    """How many values np.arange(start, stop, step) has (for floats: NumPy's rounding)."""
+    return len(np.arange(start, stop, step))

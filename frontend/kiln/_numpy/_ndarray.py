@@ -82,7 +82,7 @@ METHODS.update(
     astype=astype, clip=_shape.clip, round=method_round, dot=_linalg.dot, fill=fill,
     sort=sort, argsort=_shape.argsort, swapaxes=_shape.swapaxes, squeeze=_shape.squeeze,
     repeat=_shape.repeat, conj=conj, conjugate=conj, trace=_shape.trace,
-    diagonal=lambda self, offset=0, axis1=0, axis2=1: kiln.diagonal(self, offset, axis1, axis2),
+    diagonal=_shape.diagonal,
 )
 
 

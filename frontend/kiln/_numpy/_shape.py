@@ -50,7 +50,8 @@ def swapaxes(a, axis1, axis2):
 
 
 def moveaxis(a, source, destination):
-    return kiln.movedim(_tensor(a), source, destination)
+    a = _tensor(a)
+    return a.permute(_dt.moved_axes(source, destination, a.dim()))
 
 
 def squeeze(a, axis=None):
@@ -262,14 +263,36 @@ def copy(a, order="K", subok=False):
     return _tensor(a).clone()
 
 
+def _diagonal(a, offset, axis1, axis2):
+    """The diagonal as its own last axis (NumPy's), read through index tensors (a gather)."""
+    d1, d2 = _dt.index_of(axis1, a.dim()), _dt.index_of(axis2, a.dim())
+    a = a.permute([d for d in range(a.dim()) if d != d1 and d != d2] + [d1, d2])
+    rows, cols = a.shape[-2], a.shape[-1]
+    n = max(0, min(rows, cols - offset) if offset >= 0 else min(rows + offset, cols))
+    i = kiln.arange(0, n, dtype=kiln.int64)
+    return a[..., i + max(0, -offset), i + max(0, offset)]
+
+
+def diagonal(a, offset=0, axis1=0, axis2=1):
+    return _diagonal(_tensor(a), offset, axis1, axis2)
+
+
 def diag(v, k=0):
-    return kiln.diag(_tensor(v), k)
+    v = _tensor(v)
+    if v.dim() == 2:
+        return _diagonal(v, k, 0, 1)
+    n = v.shape[0] + abs(k)
+    rows = kiln.arange(0, n, dtype=kiln.int64).reshape(-1, 1)
+    cols = kiln.arange(0, n, dtype=kiln.int64).reshape(1, -1)
+    # On the band the value is v[min(row, col)]: the row's for k >= 0, the column's below.
+    value = v[kiln.clamp(kiln.minimum(rows, cols), 0, v.shape[0] - 1)]
+    return kiln.where(cols - rows == k, value, kiln.zeros((), dtype=v.dtype))
 
 
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     a = _tensor(a)
     rdt = _dt.reduction_result("sum", a.dtype, dtype)
-    d = kiln.diagonal(a, offset, axis1, axis2)
+    d = _diagonal(a, offset, axis1, axis2)
     return kiln.sum(d.to(rdt) if d.dtype != rdt else d, -1)
 
 
@@ -299,6 +322,6 @@ FUNCTIONS = {
     np.concatenate: concatenate, np.stack: stack, np.vstack: vstack, np.hstack: hstack,
     np.column_stack: column_stack, np.where: where, np.clip: clip, np.tril: tril, np.triu: triu,
     np.roll: roll, np.flip: flip, np.fliplr: fliplr, np.flipud: flipud, np.sort: sort,
-    np.argsort: argsort, np.pad: pad, np.copy: copy, np.diag: diag, np.trace: trace,
-    np.repeat: repeat, np.tile: tile,
+    np.argsort: argsort, np.pad: pad, np.copy: copy, np.diag: diag, np.diagonal: diagonal,
+    np.trace: trace, np.repeat: repeat, np.tile: tile,
 }

@@ -33,8 +33,14 @@ def _same(got, want):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=atol, equal_nan=True)
 
 
-def run_both(fn, *args, breaks=0):
-    """fn in NumPy and compiled (on copies of the arrays); returns the compiled run's report."""
+def eager_nodes(report) -> int:
+    """Nodes of the captured graphs that ran on eager kernels instead of compiled code."""
+    return sum(c.report.eager_nodes for c in report.captures if c.report is not None)
+
+
+def run_both(fn, *args, breaks=0, eager=0):
+    """fn in NumPy and compiled (on copies of the arrays); returns the compiled run's report.
+    `eager`: how many captured nodes may run on eager kernels (a data-dependent op)."""
     want_args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     got_args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     want = fn(*want_args)
@@ -44,6 +50,8 @@ def run_both(fn, *args, breaks=0):
         if isinstance(w, np.ndarray):
             _same(g, w)
     assert report.graph_break_count == breaks, report.break_reasons
+    assert any(c.report is not None for c in report.captures) or report.graph_count == 0
+    assert eager_nodes(report) == eager, [f for graph in report.fallbacks for f in graph]
     return report
 
 
@@ -356,3 +364,17 @@ def test_copyto_writes_into_the_destination():
         return dst.sum()
 
     run_both(fn, np.zeros((3, 4)), np.arange(4.0))
+
+
+def test_diagonals_eye_and_float_ranges_compile():
+    """Built from index arithmetic and gathers, so they compile (no eager node)."""
+    m = np.arange(20.0).reshape(4, 5)
+    v = np.array([1.0, -2.0, 3.0])
+
+    def fn(m, v):
+        return (np.eye(3, 4, k=1), np.eye(3, k=-1, dtype=np.int32), np.identity(2),
+                np.diag(v), np.diag(v, 1), np.diag(v, -2), np.diag(m, 1), np.diagonal(m, -1),
+                m.diagonal(2), np.trace(m, 1), np.trace(m[None], axis1=1, axis2=2),
+                np.arange(0.1, 1.0, 0.3, dtype=np.float32), np.arange(2.5, -1.0, -0.5))
+
+    run_both(fn, m, v)
