@@ -187,7 +187,7 @@ void emitStage(const Options &o, const driver::PreparedGraph &graph) {
   } else {
     codegen::cpu::TargetDesc target = aot::cpuTarget(o.cpu);
     codegen::cpu::EmittedModule module = codegen::cpu::emitModule(
-        graph.schedule.program, codegen::cpu::emitOptionsForFeatures(target.features));
+        graph.schedule, codegen::cpu::emitOptionsForFeatures(target.features));
     if (o.emit == "mlir") {
       fmt::print("{}", module.text);
       return;

@@ -292,7 +292,7 @@ std::vector<std::string> buildLibrary(const driver::PreparedGraph &graph, const 
   } else {
     codegen::cpu::TargetDesc target = cpuTarget(o.cpu);
     codegen::cpu::EmittedModule module = codegen::cpu::emitModule(
-        graph.schedule.program, codegen::cpu::emitOptionsForFeatures(target.features));
+        graph.schedule, codegen::cpu::emitOptionsForFeatures(target.features));
     if (!module.kernels.empty()) {
       codegen::cpu::CompileOptions compile;
       compile.optLevel = o.optLevel;

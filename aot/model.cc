@@ -142,7 +142,7 @@ AotModel::~AotModel() = default;
 
 void AotModel::loadCpuKernels(const kiln_program_desc &desc) {
   codegen::cpu::EmittedModule module = codegen::cpu::emitModule(
-      graph_.schedule.program, codegen::cpu::emitOptionsForFeatures(desc.features));
+      graph_.schedule, codegen::cpu::emitOptionsForFeatures(desc.features));
   if (moduleHash(module.text) != desc.module_hash)
     throw AotError(KILN_ERROR_INCOMPATIBLE,
                    fmt::format("{}: this runtime schedules the program differently from the "

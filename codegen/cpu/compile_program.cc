@@ -6,7 +6,7 @@
 
 namespace kiln::codegen::cpu {
 
-CompiledProgram compileProgram(const ir::loop::LoopProgram &program,
+CompiledProgram compileProgram(const passes::schedule::Schedule &schedule,
                                const ProgramOptions &options) {
   auto start = std::chrono::steady_clock::now();
   JitOptions jitOptions = options.jit;
@@ -14,7 +14,7 @@ CompiledProgram compileProgram(const ir::loop::LoopProgram &program,
     jitOptions.cache = &KernelCache::global();
   auto jit = std::make_shared<CpuJit>(jitOptions);
   EmittedModule module =
-      emitModule(program, options.emit.value_or(emitOptionsForFeatures(jit->target().features)));
+      emitModule(schedule, options.emit.value_or(emitOptionsForFeatures(jit->target().features)));
   std::vector<KernelFn> kernels;
   CompileDumps dumps;
   if (!module.kernels.empty()) {
@@ -23,9 +23,8 @@ CompiledProgram compileProgram(const ir::loop::LoopProgram &program,
     for (const KernelInfo &k : module.kernels)
       kernels.push_back(jit->lookupKernel(k.name));
   }
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return CompiledProgram::fromKernels(program, std::move(module), std::move(kernels),
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return CompiledProgram::fromKernels(schedule.program, std::move(module), std::move(kernels),
                                       std::move(jit), seconds, std::move(dumps));
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 /// compileProgram: a LoopProgram to a CompiledProgram through the JIT.
 ///
-/// Emits one MLIR module for the program (emit.h), compiles it through CpuJit and the kernel
+/// Emits one MLIR module for the schedule (emit.h), compiles it through CpuJit and the kernel
 /// cache (the key hashes the module text, which begins with the program's text, plus the
 /// target), and looks up one kernel per pointwise/reduction node.
 
@@ -19,9 +19,9 @@ struct ProgramOptions {
   std::optional<EmitOptions> emit;
 };
 
-/// Emits, compiles and links `program` (the program is copied). Throws kiln::Error when the
-/// emitter or the JIT fails.
-CompiledProgram compileProgram(const ir::loop::LoopProgram &program,
+/// Emits, compiles and links the scheduled program as scheduled (the program is copied).
+/// Throws kiln::Error when the emitter or the JIT fails.
+CompiledProgram compileProgram(const passes::schedule::Schedule &schedule,
                                const ProgramOptions &options = {});
 
 } // namespace kiln::codegen::cpu

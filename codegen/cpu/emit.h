@@ -1,7 +1,7 @@
 #pragma once
-/// The loop-IR → MLIR emitter for CPU kernels: one MLIR module per LoopProgram, one `func.func`
-/// per Pointwise/Reduction node, written as MLIR text (no MLIR headers: this layer compiles fast,
-/// and the text is what the kernel cache hashes).
+/// The loop-IR → MLIR emitter for CPU kernels: one MLIR module per scheduled LoopProgram, one
+/// `func.func` per kernel of the schedule ([Note: fused runs]), written as MLIR text (no MLIR
+/// headers: this layer compiles fast, and the text is what the kernel cache hashes).
 ///
 /// [Note: emitted kernels]
 /// - Calling convention (launch.h): `kernel(void **args, int64_t begin, int64_t end)`. args holds
@@ -15,12 +15,11 @@
 ///   form. bool is i8 in memory and i1 in registers; float16 is f16 in memory, bfloat16 is i16
 ///   (converted with integer ops, round to nearest even, as runtime/half.h does); both compute in
 ///   f32 and round once on store (or at an explicit cast).
-/// - Vectorization (emit_plan.cc): one "lane" variable is vectorized with W = vectorBits / the
-///   widest type of the body (f32: 16 lanes on AVX-512, f64/i64: 8). Pointwise and reduction
-///   nodes vectorize their innermost range variable when every output stores at stride 1 along
-///   it; sum/prod/max/min/welford reductions instead vectorize their innermost reduction
-///   variable (a vector accumulator, one `vector.reduction` at the end; welford merges per-lane
-///   statistics with Chan's formula) when a load is contiguous along it.
+/// - Vectorization: the schedule's lane variable (LoopOrder; passes/schedule/loop_order.cc has
+///   the rule) is vectorized with W = vectorBits / the widest type of the body (emit_plan.cc;
+///   f32: 16 lanes on AVX-512, f64/i64: 8). A range lane is the innermost range variable; a
+///   reduction lane (sum/prod/max/min/welford) keeps a vector accumulator, one
+///   `vector.reduction` at the end; welford merges per-lane statistics with Chan's formula.
 ///   A load whose offset has coefficient 0 along the lane variable is a scalar load (broadcast
 ///   where needed), coefficient 1 a `vector.load`, any other coefficient a `vector.gather`; an
 ///   offset that is not affine in the lane variable keeps the node scalar. The vector loop runs
@@ -33,17 +32,17 @@
 ///   floordiv by -1 wraps like the interpreter.
 ///
 /// [Note: fused runs]
-/// Consecutive pointwise/reduction nodes with the same outermost range run as one function
-/// under one shared loop over i0 (the launch range) when every load of a buffer written earlier
-/// in the run reads the row i0 being computed: softmax's max, exp-sum and output, layer_norm's
-/// statistics, rstd and output each touch a row once while it is in cache. The first node's
-/// KernelInfo lists the buffers of the whole run; the other nodes keep a KernelInfo (node order,
-/// `fusedInto` set) whose function does nothing. A run's buffer of one value per row that only
-/// the run reads (and that is not a program output) lives in a register and is never stored or
-/// allocated. A node whose only range would be vectorized runs scalar inside a run; it joins one
-/// only when it reads what the run wrote.
+/// The emitter follows the schedule (passes/schedule): each loop kernel is one function whose
+/// nodes run one after another inside one shared loop over i0 (the launch range, the kernel's
+/// parallel loop): softmax's max, exp-sum and output, layer_norm's statistics, rstd and output
+/// each touch a row once while it is in cache. The nodes of an extern kernel after its call (its
+/// epilogues) are one function each. Every node's loops, lane and tile are its LoopOrder; its
+/// local buffers live in registers and are never stored or allocated. The first node's
+/// KernelInfo lists the buffers of the whole kernel; the other nodes keep a KernelInfo (node
+/// order, `fusedInto` set) whose function does nothing.
 
 #include "ir/loop/program.h"
+#include "passes/schedule/schedule.h"
 
 #include <cstddef>
 #include <optional>
@@ -98,7 +97,9 @@ struct EmittedModule {
   std::vector<KernelInfo> kernels;
 };
 
-/// Emits one MLIR module for `program`. Throws kiln::Error for what it cannot emit.
-EmittedModule emitModule(const ir::loop::LoopProgram &program, const EmitOptions &options = {});
+/// Emits one MLIR module for the scheduled program, as scheduled. Throws kiln::Error for what it
+/// cannot emit.
+EmittedModule emitModule(const passes::schedule::Schedule &schedule,
+                         const EmitOptions &options = {});
 
 } // namespace kiln::codegen::cpu

@@ -9,6 +9,8 @@
 //   emit_module.cc   the module, the kernel ABI prologue, loop nests
 
 #include "codegen/cpu/emit.h"
+#include "ir/loop/lanes.h"
+#include "passes/schedule/schedule.h"
 
 #include <fmt/format.h>
 
@@ -108,18 +110,9 @@ using Names = std::map<std::string, std::string, std::less<>>;
 /// Emits `e` as arith ops on index; every symbol of e must be in `names`.
 std::string emitIndex(Builder &b, const SymInt &e, const Names &names);
 
-/// `c` with `e == e[var := 0] + c * var`, or nullopt when e is not affine in `var` (c may
-/// mention other variables and size symbols).
-std::optional<SymInt> laneCoefficient(const SymInt &e, const std::string &var);
-
-/// A load position `min(max(inner, lo), hi) + rest` whose `inner` has coefficient 1 along the
-/// lane variable and whose lo, hi, rest do not mention it: how slice_scatter and pad read their
-/// source (clamped, so both sides of their `where` stay in bounds). Where a vector's positions
-/// all lie in [lo, hi] the load is contiguous.
-struct ClampedIndex {
-  SymInt inner, lo, hi, rest;
-};
-std::optional<ClampedIndex> clampedAlong(const SymInt &e, const std::string &var);
+using ir::loop::clampedAlong;
+using ir::loop::ClampedIndex;
+using ir::loop::laneCoefficient;
 
 /// How a node is vectorized (emit_plan.cc).
 struct NodePlan {
@@ -127,14 +120,11 @@ struct NodePlan {
   int width = 1;
   std::string laneVar; ///< `i<k-1>` or `r<m-1>`; empty when scalar
 };
-NodePlan planNode(const ir::loop::LoopProgram &program, const ir::loop::LoopNode &node,
+/// The schedule's lane at the widest vectors this node's values fit (scalar where the target
+/// cannot vectorize its math: float64 functions without glibc's libmvec).
+NodePlan planNode(const ir::loop::LoopNode &node, const passes::schedule::LoopOrder &order,
                   const EmitOptions &options);
 
-/// The range variable to tile with the lane variable of a pointwise node (its index), or
-/// nullopt: a load strided along the lane variable that is unit-stride along another range
-/// variable (a transpose) reads each input cache line for one lane only, so the emitter walks
-/// blocks of kTileFactor * W points of both variables, using every line while it is in cache.
-std::optional<size_t> tileVarOf(const ir::loop::LoopNode &node, const NodePlan &plan);
 /// The side of a tile in vectors (on AVX-512 f32 transposes, 1 and 4 measured slower than 2).
 constexpr int kTileFactor = 2;
 

@@ -28,89 +28,38 @@ SymInt extentOf(const Buffer &buffer) {
   return extent;
 }
 
-/// Consecutive loop nodes emitted as one function under their shared outermost loop (see
-/// [Note: fused runs] in emit.h): rows stay in cache between the nodes, and a per-row value
-/// (softmax's max and sum, layer_norm's statistics) stays in a register.
+/// Nodes emitted as one function under their shared outermost loop (see [Note: fused runs] in
+/// emit.h): a loop kernel of the schedule, or one node of an extern kernel (an epilogue).
 struct Run {
   std::vector<size_t> nodes;
-  std::set<BufferId> registers; ///< buffers of one value per row, never stored
+  std::set<BufferId> registers; ///< the schedule's local buffers: one value per shared point
+  size_t shared = 0;            ///< how many outer loops the nodes share (0: one node alone)
 };
 
-/// Whether a node vectorizes its only range: inside a run that loop is the shared scalar one.
-bool vectorizesOuter(const LoopProgram &p, const LoopNode &node, const EmitOptions &options) {
-  return node.ranges.size() == 1 && planNode(p, node, options).mode == LaneMode::Range;
-}
-
-/// Whether load `e` of a buffer written earlier in a run reads the row `i0` that `reader`
-/// computes (the buffer's dim 0 is its producer's i0, the run's shared loop).
-bool readsOwnRow(const LoopProgram &p, const LoopNode &reader, const Expr &e) {
-  if (reader.ranges[0] == SymInt(1))
-    return true;
-  const ir::TensorMeta &meta = p.buffer(e.buffer).meta;
-  if (!meta.isContiguous() || meta.sizes.empty())
-    return false;
-  return floorDivInRange(e.index, meta.strides[0], reader.varRanges()) ==
-         SymInt::symbol(loopVarName(0));
-}
-
-/// Splits the program's pointwise/reduction nodes into runs. A node joins the run before it when
-/// it shares the outermost range and every load of a buffer the run wrote reads its own row; a
-/// node that vectorizes its only (outer) range joins only when it depends on the run (it then
-/// runs scalar per row) and never starts one.
-std::vector<Run> fusedRuns(const LoopProgram &p, const EmitOptions &options) {
-  std::span<const LoopNode> nodes = p.nodes();
-  std::vector<std::vector<size_t>> readers(p.buffers().size());
-  for (size_t k = 0; k < nodes.size(); ++k)
-    for (BufferId id : nodes[k].reads())
-      readers[id.index].push_back(k);
-  std::set<BufferId> outputs(p.outputs().begin(), p.outputs().end());
+/// The functions to emit, in order: one per loop kernel, one per node after an extern's call.
+std::vector<Run> runsOf(const passes::schedule::Schedule &s) {
+  using passes::schedule::KernelKind;
+  using passes::schedule::StorageKind;
   std::vector<Run> runs;
-  for (size_t k = 0; k < nodes.size();) {
-    if (nodes[k].kind == LoopNodeKind::Extern) {
-      ++k;
+  for (const passes::schedule::Kernel &kernel : s.kernels) {
+    if (kernel.kind == KernelKind::Loop) {
+      runs.push_back({kernel.nodes, {}, kernel.nodes.size() > 1 ? kernel.outer.size() : 0});
+      for (size_t n : kernel.nodes)
+        for (BufferId id : s.program.nodes()[n].outputs)
+          if (s.buffers[id.index].kind == StorageKind::Local)
+            runs.back().registers.insert(id);
       continue;
     }
-    Run run{{k}, {}};
-    std::set<BufferId> written(nodes[k].outputs.begin(), nodes[k].outputs.end());
-    bool open = !nodes[k].ranges.empty() && !vectorizesOuter(p, nodes[k], options);
-    size_t j = k + 1;
-    for (; open && j < nodes.size(); ++j) {
-      const LoopNode &n = nodes[j];
-      if (n.kind == LoopNodeKind::Extern || n.ranges.empty() ||
-          !(n.ranges[0] == nodes[k].ranges[0]))
-        break;
-      bool depends = false, local = true;
-      for (const Expr *e : n.body->exprs())
-        if (e->isLoad() && written.count(e->buffer)) {
-          depends = true;
-          local = local && e->kind == ExprKind::Load && readsOwnRow(p, n, *e);
-        }
-      if (!local || (!depends && vectorizesOuter(p, n, options)))
-        break;
-      run.nodes.push_back(j);
-      written.insert(n.outputs.begin(), n.outputs.end());
-    }
-    k = j;
-    if (run.nodes.size() > 1)
-      for (size_t n : run.nodes) {
-        if (nodes[n].ranges.size() != 1)
-          continue;
-        for (BufferId id : nodes[n].outputs) {
-          DType t = p.buffer(id).meta.dtype;
-          bool inRun = std::all_of(readers[id.index].begin(), readers[id.index].end(),
-                                   [&](size_t r) { return r > n && r <= run.nodes.back(); });
-          if (inRun && !outputs.count(id) && memElem(t) == computeElem(t))
-            run.registers.insert(id);
-        }
-      }
-    runs.push_back(std::move(run));
+    for (size_t n : kernel.nodes)
+      if (s.program.nodes()[n].kind != LoopNodeKind::Extern)
+        runs.push_back({{n}, {}, 0});
   }
   return runs;
 }
 
 /// Whether `a` (of a reduction body, reduced variable r0) computes what `b` (of a pointwise body
-/// over [i0, i1]) does at the same point, with r0 standing for i1.
-bool sameExpr(const Expr *a, const Expr *b) {
+/// with one more range loop, `inner`) does at the same point, with r0 standing for inner.
+bool sameExpr(const Expr *a, const Expr *b, const std::string &inner) {
   if (a == b)
     return true;
   if (a->kind != b->kind || a->dtype != b->dtype || a->numOperands != b->numOperands)
@@ -120,16 +69,16 @@ bool sameExpr(const Expr *a, const Expr *b) {
     return a->floatValue == b->floatValue && a->intValue == b->intValue;
   case ExprKind::IndirectLoad:
     if (!(a->indirectStride == b->indirectStride && a->indirectExtent == b->indirectExtent &&
-          a->intValue == b->intValue && sameExpr(a->operand(0), b->operand(0))))
+          a->intValue == b->intValue && sameExpr(a->operand(0), b->operand(0), inner)))
       return false;
     [[fallthrough]];
   case ExprKind::Load:
   case ExprKind::Index:
     return a->buffer == b->buffer &&
-           a->index.substitute({{reductionVarName(0), SymInt::symbol(loopVarName(1))}}) == b->index;
+           a->index.substitute({{reductionVarName(0), SymInt::symbol(inner)}}) == b->index;
   default:
     for (int k = 0; k < a->numOperands; ++k)
-      if (!sameExpr(a->operand(k), b->operand(k)))
+      if (!sameExpr(a->operand(k), b->operand(k), inner))
         return false;
     return true;
   }
@@ -144,16 +93,16 @@ bool hasTranscendental(const Body &body) {
 
 class KernelEmitter {
 public:
-  KernelEmitter(const LoopProgram &program, const EmitOptions &options)
-      : program_(program), options_(options) {
-    scope_.program = &program;
+  KernelEmitter(const passes::schedule::Schedule &schedule, const EmitOptions &options)
+      : program_(schedule.program), loops_(schedule.loops), options_(options) {
+    scope_.program = &program_;
   }
 
   /// The function of `run` (named `info.name`); fills `info` for its first node.
   std::string emit(const Run &run, KernelInfo &info,
                    std::map<std::string, std::string> &externals) {
     registers_ = &run.registers;
-    select(run.nodes[0], run.nodes.size() > 1);
+    select(run.nodes[0]);
     info.lanes = plan_.mode;
     info.width = plan_.width;
     // Arguments in the order the run first uses them (each node's reads, then its outputs),
@@ -181,20 +130,12 @@ public:
     if (run.nodes.size() > 1)
       planStashes(run);
     if (run.nodes.size() == 1) {
-      tileVar_ = tileVarOf(*node_, plan_);
+      const std::string &tile = loops_[run.nodes[0]].tileVar;
+      if (plan_.mode == LaneMode::Range && !tile.empty())
+        tileVar_ = std::stoul(tile.substr(1));
       rangeLoops(0);
     } else {
-      b_.forLoop("%lo", "%hi", b_.indexConst(1), {}, [&](const std::string &iv, auto &) {
-        scope_.names[loopVarName(0)] = iv;
-        for (size_t n : run.nodes) {
-          select(n, true);
-          if (node_->ranges.size() == 1)
-            point(0);
-          else
-            rangeLoops(1);
-        }
-        return std::vector<Value>{};
-      });
+      sharedLoops(run, 0);
     }
     b_.emit("return");
     externals.insert(b_.externals().begin(), b_.externals().end());
@@ -202,18 +143,13 @@ public:
                        info.name, b_.take());
   }
 
-  /// How node `n` is vectorized; inside a run its only range is the shared scalar loop.
-  NodePlan planOf(size_t n, bool inRun) const {
-    const LoopNode &node = program_.nodes()[n];
-    if (inRun && vectorizesOuter(program_, node, options_))
-      return NodePlan{};
-    return planNode(program_, node, options_);
-  }
+  /// How node `n` is vectorized: the schedule's lane, as wide as this target allows.
+  NodePlan planOf(size_t n) const { return planNode(program_.nodes()[n], loops_[n], options_); }
 
 private:
-  void select(size_t n, bool inRun) {
+  void select(size_t n) {
     node_ = &program_.nodes()[n];
-    plan_ = planOf(n, inRun);
+    plan_ = planOf(n);
     auto it = stashOf_.find(n);
     stash_ = it == stashOf_.end() ? std::nullopt : std::optional<BufferId>(it->second);
   }
@@ -224,27 +160,27 @@ private:
   /// recomputing it, the way eager softmax writes exp into its output and scales it in place.
   void planStashes(const Run &run) {
     std::span<const LoopNode> nodes = program_.nodes();
+    size_t s = run.shared;
+    shared_ = s;
     for (size_t a = 0; a < run.nodes.size(); ++a) {
       const LoopNode &r = nodes[run.nodes[a]];
-      if (r.kind != LoopNodeKind::Reduction || r.ranges.size() != 1 ||
+      if (r.kind != LoopNodeKind::Reduction || r.ranges.size() != s ||
           r.reductionRanges.size() != 1 ||
           Accumulator(b_, r.reduction, r.body->dtype(), 0).foldsOneValue() == false ||
-          planOf(run.nodes[a], true).mode != LaneMode::Reduce || !hasTranscendental(*r.body))
+          planOf(run.nodes[a]).mode != LaneMode::Reduce || !hasTranscendental(*r.body))
         continue;
       for (size_t z = a + 1; z < run.nodes.size() && !stashOf_.count(run.nodes[a]); ++z) {
         const LoopNode &p = nodes[run.nodes[z]];
-        if (p.kind != LoopNodeKind::Pointwise || p.ranges.size() != 2 ||
-            !(p.ranges[1] == r.reductionRanges[0]) ||
-            planOf(run.nodes[z], true).mode != LaneMode::Range)
+        if (p.kind != LoopNodeKind::Pointwise || p.ranges.size() != s + 1 ||
+            !(p.ranges[s] == r.reductionRanges[0]) || planOf(run.nodes[z]).mode != LaneMode::Range)
           continue;
         const Buffer &out = program_.buffer(p.outputs[0]);
         if (out.meta.dtype != r.body->dtype() ||
             memElem(out.meta.dtype) != computeElem(out.meta.dtype))
           continue;
         for (const Expr *e : p.body->exprs())
-          if (e != p.body->result() && sameExpr(r.body->result(), e)) {
-            std::vector<IndexExpr> vars{SymInt::symbol(loopVarName(0)),
-                                        SymInt::symbol(loopVarName(1))};
+          if (e != p.body->result() && sameExpr(r.body->result(), e, loopVarName(s))) {
+            std::vector<IndexExpr> vars = p.varRanges().vars();
             scope_.stashes[e] = {out.id, flatIndex(vars, out.meta.strides)};
             stashOf_[run.nodes[a]] = out.id;
             break;
@@ -257,8 +193,10 @@ private:
   void stashValue(const Value &v, int lanes) {
     if (!stash_)
       return;
-    std::vector<IndexExpr> vars{SymInt::symbol(loopVarName(0)),
-                                SymInt::symbol(reductionVarName(0))};
+    std::vector<IndexExpr> vars; // the shared loops, then r0 where the reader has its own loop
+    for (size_t j = 0; j < shared_; ++j)
+      vars.push_back(SymInt::symbol(loopVarName(j)));
+    vars.push_back(SymInt::symbol(reductionVarName(0)));
     std::string index =
         emitIndex(b_, flatIndex(vars, program_.buffer(*stash_).meta.strides), scope_.names);
     emitStore(b_, scope_, *stash_, index, v, lanes);
@@ -307,6 +245,32 @@ private:
     }
     b_.emit("%lo = arith.index_cast %begin : i64 to index");
     b_.emit("%hi = arith.index_cast %end : i64 to index");
+  }
+
+  /// The kernel's shared loops from `level` inward (i0 over [begin, end), the others whole),
+  /// then each node's own loops, node after node.
+  void sharedLoops(const Run &run, size_t level) {
+    const LoopNode &head = program_.nodes()[run.nodes[0]];
+    std::string lo = level == 0 ? "%lo" : b_.indexConst(0);
+    std::string hi = level == 0 ? "%hi" : emitIndex(b_, head.ranges[level], scope_.names);
+    b_.forLoop(lo, hi, b_.indexConst(1), {}, [&](const std::string &iv, auto &) {
+      scope_.names[loopVarName(level)] = iv;
+      if (level + 1 < run.shared) {
+        sharedLoops(run, level + 1);
+        return std::vector<Value>{};
+      }
+      for (size_t n : run.nodes) {
+        select(n);
+        if (passes::schedule::onePointPerShared(*node_, run.shared)) {
+          for (size_t d = run.shared; d < node_->ranges.size(); ++d)
+            scope_.names[loopVarName(d)] = b_.indexConst(0);
+          point(0);
+        } else {
+          rangeLoops(run.shared);
+        }
+      }
+      return std::vector<Value>{};
+    });
   }
 
   /// [lo, hi) by `width` over the largest multiple of width, then the scalar tail.
@@ -555,6 +519,7 @@ private:
   }
 
   const LoopProgram &program_;
+  const std::vector<passes::schedule::LoopOrder> &loops_;
   EmitOptions options_;
   const LoopNode *node_ = nullptr;
   NodePlan plan_;
@@ -562,11 +527,11 @@ private:
   std::map<size_t, BufferId> stashOf_; ///< reduction node → the buffer it stashes values in
   std::optional<BufferId> stash_;      ///< the current node's
   std::optional<size_t> tileVar_;      ///< the range variable tiled with the lane variable
+  size_t shared_ = 0;                  ///< the run's shared loops (for stashes)
   std::string tileLo_, tileHi_;        ///< the current block of the tile variable
   Builder b_;
   KernelScope scope_;
 };
-
 
 /// `function`'s text without its name and with `%bufN` renumbered in order of appearance: equal
 /// for two runs whose code differs only in which buffers it is called with.
@@ -599,7 +564,8 @@ std::string canonicalFunction(const std::string &function, const std::string &na
 
 } // namespace
 
-EmittedModule emitModule(const LoopProgram &program, const EmitOptions &options) {
+EmittedModule emitModule(const passes::schedule::Schedule &schedule, const EmitOptions &options) {
+  const LoopProgram &program = schedule.program;
   EmittedModule out;
   std::string functions;
   std::map<std::string, std::string> externals;
@@ -608,11 +574,11 @@ EmittedModule emitModule(const LoopProgram &program, const EmitOptions &options)
     return fmt::format("node{}_{}", k, bufferName(nodes[k].outputs[0]));
   };
   std::map<std::string, std::string> functionOfText; // body text with buffers numbered by use
-  for (const Run &run : fusedRuns(program, options)) {
+  for (const Run &run : runsOf(schedule)) {
     KernelInfo head;
     head.node = run.nodes[0];
     head.name = nameOf(run.nodes[0]);
-    KernelEmitter emitter(program, options);
+    KernelEmitter emitter(schedule, options);
     std::string function = emitter.emit(run, head, externals);
     std::string key = canonicalFunction(function, head.name);
     if (auto it = functionOfText.find(key); it != functionOfText.end()) {
@@ -629,7 +595,7 @@ EmittedModule emitModule(const LoopProgram &program, const EmitOptions &options)
       info.node = run.nodes[n];
       info.name = nameOf(run.nodes[n]);
       info.symbols = symbols;
-      NodePlan plan = emitter.planOf(run.nodes[n], true);
+      NodePlan plan = emitter.planOf(run.nodes[n]);
       info.lanes = plan.mode;
       info.width = plan.width;
       info.fusedInto = run.nodes[0];

@@ -285,7 +285,7 @@ CompiledGraph::CompiledGraph(const BuiltGraph &built, const py::dict &options) {
   {
     py::gil_scoped_release release; // a cold compile takes a while: let other threads run
     program_ = std::make_shared<CompiledProgram>(
-        codegen::cpu::compileProgram(graph_.schedule.program, programOptions));
+        codegen::cpu::compileProgram(graph_.schedule, programOptions));
   }
   CacheStats after = KernelCache::global().stats();
   for (const driver::WriteBack &w : graph_.writeBacks)

@@ -1,4 +1,4 @@
-// Phase 2 of scheduling: grouping nodes into kernels (see [Note: scheduling] in schedule.h).
+// Phase 3 of scheduling: grouping nodes into kernels (see [Note: scheduling] in schedule.h).
 
 #include "passes/schedule/rebuild.h"
 #include "passes/schedule/schedule_impl.h"
@@ -60,9 +60,10 @@ bool sharesARead(const LoopProgram &p, const Kernel &kernel, const LoopNode &n) 
 constexpr size_t kMaxIndependentHops = 2;
 
 /// Whether loop node `n` can run inside loop kernel `k`, `hops` kernels before the latest;
-/// shrinks its outer ranges if so.
-bool joinLoop(const LoopProgram &p, Kernel &kernel, const LoopNode &n,
-              const std::vector<int> &kernelOf, int k, size_t hops) {
+/// shrinks its outer ranges if so. The shared loops stay outside the vector loop of every node
+/// that does not read from the kernel (`limit`: how many loops that allows).
+bool joinLoop(const LoopProgram &p, const LoopOrder &order, Kernel &kernel, size_t &limit,
+              const LoopNode &n, const std::vector<int> &kernelOf, int k, size_t hops) {
   size_t prefix = 0;
   while (prefix < kernel.outer.size() && prefix < n.ranges.size() &&
          kernel.outer[prefix] == n.ranges[prefix])
@@ -80,7 +81,14 @@ bool joinLoop(const LoopProgram &p, Kernel &kernel, const LoopNode &n,
     return false;
   if (deps.empty() && hops > kMaxIndependentHops && !sharesARead(p, kernel, n))
     return false; // nothing to share: joining would only move n far from its producers
-  kernel.outer.resize(prefix);
+  size_t shared = std::min(prefix, limit);
+  if (deps.empty())
+    shared = std::min(shared, laneLimit(n, order));
+  if (shared == 0)
+    return false; // a shared loop would take a node's vector loop
+  kernel.outer.resize(shared);
+  if (deps.empty())
+    limit = std::min(limit, laneLimit(n, order));
   return true;
 }
 
@@ -99,17 +107,20 @@ bool joinExtern(const LoopProgram &p, const Kernel &kernel, const LoopNode &n,
 
 } // namespace
 
-std::vector<Kernel> groupKernels(const LoopProgram &p, bool fuse) {
+std::vector<Kernel> groupKernels(const LoopProgram &p, const std::vector<LoopOrder> &loops,
+                                 bool fuse) {
   std::vector<Kernel> kernels;
   std::vector<int> kernelOf(p.buffers().size(), -1);
+  std::vector<size_t> limits; // per kernel: how many loops its nodes may share (joinLoop)
   for (size_t i = 0; i < p.nodes().size(); ++i) {
     const LoopNode &n = p.nodes()[i];
     int placed = -1;
     for (int k = static_cast<int>(kernels.size()) - 1; fuse && n.body && k >= 0; --k) {
       Kernel &kernel = kernels[k];
       size_t hops = kernels.size() - 1 - static_cast<size_t>(k);
-      bool joins = kernel.kind == KernelKind::Loop ? joinLoop(p, kernel, n, kernelOf, k, hops)
-                                                   : joinExtern(p, kernel, n, kernelOf, k);
+      bool joins = kernel.kind == KernelKind::Loop
+                       ? joinLoop(p, loops[i], kernel, limits[k], n, kernelOf, k, hops)
+                       : joinExtern(p, kernel, n, kernelOf, k);
       if (joins) {
         placed = k;
         break;
@@ -125,6 +136,7 @@ std::vector<Kernel> groupKernels(const LoopProgram &p, bool fuse) {
       kernel.kind = n.kind == LoopNodeKind::Extern ? KernelKind::Extern : KernelKind::Loop;
       kernel.outer = n.kind == LoopNodeKind::Extern ? p.buffer(n.outputs[0]).meta.sizes : n.ranges;
       kernels.push_back(std::move(kernel));
+      limits.push_back(n.body ? laneLimit(n, loops[i]) : 0);
       placed = static_cast<int>(kernels.size()) - 1;
     }
     kernels[placed].nodes.push_back(i);

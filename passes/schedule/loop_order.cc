@@ -1,7 +1,13 @@
-// Phase 3 of scheduling: loop order (unit stride innermost) and the parallel loop.
+// Phase 2 and 4 of scheduling: each node's loop nest and vector lane, then what sharing a kernel
+// changes (see [Note: scheduling] in schedule.h).
 
 #include "passes/schedule/schedule_impl.h"
 
+#include "ir/loop/index.h"
+#include "ir/loop/lanes.h"
+
+#include <cstdint>
+#include <map>
 #include <set>
 
 namespace kiln::passes::schedule::detail {
@@ -10,104 +16,184 @@ namespace {
 
 using ir::loop::Expr;
 using ir::loop::ExprKind;
-using ir::loop::IndexExpr;
 using ir::loop::LoopNode;
 using ir::loop::LoopNodeKind;
-using ir::loop::VarRanges;
+using ir::loop::ReductionKind;
 
-bool unitExtent(const VarRanges &ranges, std::string_view var) {
-  return *ranges.extent(var) == SymInt(1);
+/// How the accesses of a body behave along a candidate lane variable.
+struct LaneAccesses {
+  bool affine = true;      ///< every load offset and index value is affine in the variable
+  bool contiguous = false; ///< some load has coefficient 1
+  bool strided = false;    ///< some load has a coefficient other than 0 and 1 (a gather)
+};
+
+/// Whether the value of `e` changes along `var` (some index below it mentions var).
+bool varies(const Expr *e, const std::string &var, std::map<const Expr *, bool> &memo) {
+  if (auto it = memo.find(e); it != memo.end())
+    return it->second;
+  bool v = false;
+  if (e->kind == ExprKind::Load || e->kind == ExprKind::Index ||
+      e->kind == ExprKind::IndirectLoad) {
+    std::set<std::string, std::less<>> symbols;
+    e->index.collectSymbols(symbols);
+    v = symbols.count(var) > 0;
+  }
+  for (const Expr *o : e->operands())
+    v = v || varies(o, var, memo);
+  return memo[e] = v;
 }
 
-/// Whether `e` mentions a reduction variable (`r<k>`).
-bool usesReductionVar(const IndexExpr &e) {
-  std::set<std::string, std::less<>> symbols;
-  e.collectSymbols(symbols);
-  for (const std::string &s : symbols)
-    if (s[0] == 'r' && ir::loop::isLoopVarName(s))
-      return true;
-  return false;
-}
-
-/// The loop nest of `n`: the first `fixed` variables (the kernel's shared loops) stay in place;
-/// of the others, the one with unit stride in the most accesses goes innermost, the rest keep
-/// their order (ranges, then reduction ranges). The accesses that count are those of the
-/// innermost loop body: every load and the store of a pointwise node; the loads that move with
-/// a reduction variable of a reduction (its store and row-invariant loads are hoisted).
-LoopOrder orderNode(const LoopProgram &p, const LoopNode &n, size_t fixed) {
-  VarRanges ranges = n.varRanges();
-  bool reduction = n.kind == LoopNodeKind::Reduction;
-  std::vector<IndexExpr> accesses;
-  for (const Expr *e : n.body->exprs())
-    if (e->isLoad() && (!reduction || usesReductionVar(e->index)))
-      accesses.push_back(e->index);
-  std::span<const IndexExpr> vars = ranges.vars();
-  if (!reduction)
-    accesses.push_back(
-        ir::loop::flatIndex(vars.first(n.ranges.size()), p.buffer(n.outputs[0]).meta.strides));
-  std::vector<std::optional<ir::loop::AffineForm>> forms;
-  for (const IndexExpr &a : accesses)
-    forms.push_back(ir::loop::affineForm(a, ranges));
-  int best = -1, bestScore = 0;
-  for (size_t v = fixed; v < vars.size(); ++v) {
-    std::string_view name = vars[v].symbolName();
-    if (unitExtent(ranges, name))
+LaneAccesses accessesAlong(const ir::loop::Body &body, const std::string &var) {
+  LaneAccesses a;
+  std::map<const Expr *, bool> memo;
+  for (const Expr *e : body.exprs()) {
+    if (!e->isLoad() && e->kind != ExprKind::Index)
       continue;
-    int score = 0;
-    for (const auto &f : forms) {
-      if (!f)
-        continue;
-      auto it = f->coeffs.find(name);
-      score += it != f->coeffs.end() && it->second == SymInt(1);
-    }
-    if (score >= bestScore && score > 0) {
-      best = static_cast<int>(v);
-      bestScore = score;
+    std::optional<SymInt> c = ir::loop::laneCoefficient(e->index, var);
+    if (!c && e->kind == ExprKind::Load && ir::loop::clampedAlong(e->index, var)) {
+      a.contiguous = true; // contiguous inside the clamp range
+    } else if (!c) {
+      a.affine = false;
+    } else if (e->kind == ExprKind::IndirectLoad && varies(e->operand(0), var, memo)) {
+      a.strided = true; // one position per lane: a gather
+    } else if (e->isLoad()) {
+      std::optional<int64_t> k = c->constant();
+      a.contiguous |= k == 1;
+      a.strided |= k != 0 && k != 1;
     }
   }
-  // Already innermost when only loops of extent 1 follow it.
-  bool onlyUnitAfter = true;
-  for (size_t v = best + 1; best >= 0 && v < vars.size(); ++v)
-    onlyUnitAfter = onlyUnitAfter && unitExtent(ranges, vars[v].symbolName());
-  bool moves = best >= 0 && !onlyUnitAfter;
-  LoopOrder order;
-  for (size_t v = 0; v < vars.size(); ++v)
-    if (!moves || static_cast<int>(v) != best)
-      order.vars.emplace_back(vars[v].symbolName());
-  if (moves)
-    order.vars.emplace_back(vars[best].symbolName());
-  return order;
+  return a;
 }
 
-/// The outermost loop of `order` that is not a reduction loop and not of extent 1.
-std::string parallelVar(const LoopNode &n, const LoopOrder &order) {
-  VarRanges ranges = n.varRanges();
-  for (const std::string &v : order.vars)
-    if (v[0] == 'i' && !unitExtent(ranges, v))
-      return v;
-  return "";
+bool storesUnitStride(const LoopProgram &p, const LoopNode &node) {
+  size_t k = node.ranges.size();
+  for (BufferId out : node.outputs)
+    if (p.buffer(out).meta.strides[k - 1].constant() != 1)
+      return false;
+  return true;
+}
+
+/// The lane: the innermost reduction loop of a reduction that folds lanes (sum, prod, max, min,
+/// Welford) when its loads are contiguous along it; else the innermost range loop when the
+/// stores are unit-stride along it and every access is affine in it (gathers pay off against
+/// the contiguous stores of a pointwise node; a reduction would gather on every reduced point).
+void chooseLane(const LoopProgram &p, const LoopNode &node, LoopOrder &order) {
+  size_t k = node.ranges.size(), m = node.reductionRanges.size();
+  bool isReduction = node.kind == LoopNodeKind::Reduction;
+  ReductionKind kind = node.reduction;
+  bool foldable = kind == ReductionKind::Sum || kind == ReductionKind::Prod ||
+                  kind == ReductionKind::Max || kind == ReductionKind::Min ||
+                  kind == ReductionKind::Welford;
+  if (isReduction && foldable && m > 0) {
+    std::string var = ir::loop::reductionVarName(m - 1);
+    LaneAccesses a = accessesAlong(*node.body, var);
+    if (a.affine && a.contiguous && !a.strided) {
+      order.lane = LaneKind::Reduce;
+      order.laneVar = var;
+      return;
+    }
+  }
+  if (k > 0 && storesUnitStride(p, node)) {
+    std::string var = ir::loop::loopVarName(k - 1);
+    LaneAccesses a = accessesAlong(*node.body, var);
+    if (a.affine && (!a.strided || !isReduction)) {
+      order.lane = LaneKind::Range;
+      order.laneVar = var;
+    }
+  }
+}
+
+/// The range variable walked in blocks with the lane of a pointwise node: a load strided along
+/// the lane and unit-stride along another range variable (a transpose) reads each cache line
+/// for one lane only; blocks of both variables use every line while it is in cache. The
+/// variable with the most such loads wins, ties to the inner one.
+std::string tileVarOf(const LoopNode &node, const LoopOrder &order) {
+  size_t k = node.ranges.size();
+  if (node.kind != LoopNodeKind::Pointwise || order.lane != LaneKind::Range || k < 2)
+    return "";
+  std::vector<int> votes(k - 1, 0);
+  for (const Expr *e : node.body->exprs()) {
+    if (e->kind != ExprKind::Load)
+      continue;
+    std::optional<SymInt> lane = ir::loop::laneCoefficient(e->index, order.laneVar);
+    if (!lane)
+      continue;
+    std::optional<int64_t> c = lane->constant();
+    if (c == 0 || c == 1) // a symbolic stride counts as strided
+      continue;
+    for (size_t j = 0; j + 1 < k; ++j) {
+      std::optional<SymInt> cj = ir::loop::laneCoefficient(e->index, ir::loop::loopVarName(j));
+      if (cj && cj->constant() == 1 && !(node.ranges[j] == SymInt(1)))
+        ++votes[j];
+    }
+  }
+  std::optional<size_t> best;
+  for (size_t j = 0; j + 1 < k; ++j)
+    if (votes[j] > 0 && (!best || votes[j] >= votes[*best]))
+      best = j;
+  return best ? ir::loop::loopVarName(*best) : "";
 }
 
 } // namespace
 
-std::vector<LoopOrder> chooseLoopOrders(const LoopProgram &p, std::vector<Kernel> &kernels) {
+std::vector<LoopOrder> chooseLoopOrders(const LoopProgram &p) {
   std::vector<LoopOrder> loops(p.nodes().size());
+  for (size_t n = 0; n < p.nodes().size(); ++n) {
+    const LoopNode &node = p.nodes()[n];
+    if (!node.body)
+      continue;
+    for (size_t k = 0; k < node.ranges.size(); ++k)
+      loops[n].vars.push_back(ir::loop::loopVarName(k));
+    for (size_t k = 0; k < node.reductionRanges.size(); ++k)
+      loops[n].vars.push_back(ir::loop::reductionVarName(k));
+    chooseLane(p, node, loops[n]);
+  }
+  return loops;
+}
+
+} // namespace kiln::passes::schedule::detail
+
+namespace kiln::passes::schedule {
+
+bool onePointPerShared(const ir::loop::LoopNode &node, size_t shared) {
+  for (size_t d = shared; d < node.ranges.size(); ++d)
+    if (!(node.ranges[d] == SymInt(1)))
+      return false;
+  return true;
+}
+
+} // namespace kiln::passes::schedule
+
+namespace kiln::passes::schedule::detail {
+
+size_t laneLimit(const LoopNode &node, const LoopOrder &order) {
+  return order.lane == LaneKind::Range ? node.ranges.size() - 1 : SIZE_MAX;
+}
+
+void settleKernels(const LoopProgram &p, std::vector<Kernel> &kernels,
+                   std::vector<LoopOrder> &loops) {
   for (Kernel &k : kernels) {
+    // Nodes of a loop kernel run one after another inside its shared outer loops, so a node
+    // with no loop of its own beyond them (one value per shared point: a row's statistic) runs
+    // scalar.
+    // The other nodes of an extern kernel (its epilogues) run one by one after the call.
     bool shared = k.kind == KernelKind::Loop && k.nodes.size() > 1;
-    size_t fixed = shared ? k.outer.size() : 0;
     k.parallel.clear();
     for (size_t n : k.nodes) {
       const LoopNode &node = p.nodes()[n];
       if (!node.body)
         continue;
-      loops[n] = orderNode(p, node, fixed);
-      if (k.parallel.empty())
-        k.parallel = parallelVar(
-            node,
-            shared ? LoopOrder{{loops[n].vars.begin(), loops[n].vars.begin() + fixed}} : loops[n]);
+      LoopOrder &order = loops[n];
+      if (shared && order.lane == LaneKind::Range && onePointPerShared(node, k.outer.size())) {
+        order.lane = LaneKind::None;
+        order.laneVar.clear();
+      }
+      if (!shared)
+        order.tileVar = tileVarOf(node, order);
+      if (!node.ranges.empty())
+        k.parallel = ir::loop::loopVarName(0);
     }
   }
-  return loops;
 }
 
 } // namespace kiln::passes::schedule::detail

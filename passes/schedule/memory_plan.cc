@@ -1,4 +1,4 @@
-// Phase 4 of scheduling: local buffers, and memory slots reused across kernels.
+// Phase 5 of scheduling: local buffers, and memory slots reused across kernels.
 
 #include "passes/schedule/rebuild.h"
 #include "passes/schedule/schedule_impl.h"
@@ -42,6 +42,11 @@ std::vector<std::vector<BufferId>> inPlaceCandidates(const LoopProgram &p) {
   return out;
 }
 
+/// Whether a register holds exactly what memory would: bool is computed as i1 and stored as a
+/// byte, float16 and bfloat16 are computed in float32 and rounded when stored, so a register
+/// would skip the rounding that a load of the stored value sees.
+bool registerExact(DType t) { return t != DType::Bool && !isReducedFloat(t); }
+
 } // namespace
 
 void planMemory(const LoopProgram &p, const std::vector<Kernel> &kernels,
@@ -52,20 +57,38 @@ void planMemory(const LoopProgram &p, const std::vector<Kernel> &kernels,
     for (size_t n : kernels[k].nodes)
       kernelOfNode[n] = static_cast<int>(k);
   std::vector<int> producedIn(numBuffers, -1), lastUse(numBuffers, -1);
-  std::vector<bool> escapes(numBuffers, false), byExtern(numBuffers, false);
+  std::vector<int> producer(numBuffers, -1);
+  std::vector<bool> escapes(numBuffers, false), read(numBuffers, false);
   for (size_t n = 0; n < p.nodes().size(); ++n) {
     const LoopNode &node = p.nodes()[n];
     for (BufferId id : node.outputs) {
       producedIn[id.index] = kernelOfNode[n];
-      byExtern[id.index] = node.kind == LoopNodeKind::Extern;
+      producer[id.index] = static_cast<int>(n);
     }
   }
   for (size_t n = 0; n < p.nodes().size(); ++n) {
     for (BufferId id : p.nodes()[n].reads()) {
       lastUse[id.index] = std::max(lastUse[id.index], kernelOfNode[n]);
       escapes[id.index] = escapes[id.index] || kernelOfNode[n] != producedIn[id.index];
+      read[id.index] = true;
     }
   }
+  // A register holds one value per point of the shared loops: the producer has no loop of its
+  // own, and its readers (later nodes: a kernel's nodes run in order) are all in its kernel.
+  // A result nobody reads (Welford's count) is never stored.
+  auto inRegister = [&](const ir::loop::Buffer &b) {
+    int n = producer[b.id.index];
+    if (n < 0 || p.nodes()[n].kind == LoopNodeKind::Extern)
+      return false;
+    if (!read[b.id.index])
+      return true;
+    if (escapes[b.id.index] || !registerExact(b.meta.dtype))
+      return false;
+    const Kernel &kernel = kernels[kernelOfNode[n]];
+    const LoopNode &node = p.nodes()[n];
+    return kernel.kind == KernelKind::Loop && kernel.nodes.size() > 1 &&
+           onePointPerShared(node, kernel.outer.size());
+  };
   plans.assign(numBuffers, BufferPlan{});
   for (const ir::loop::Buffer &b : p.buffers()) {
     BufferPlan &plan = plans[b.id.index];
@@ -73,7 +96,7 @@ void planMemory(const LoopProgram &p, const std::vector<Kernel> &kernels,
       plan.kind = StorageKind::Input;
     else if (b.kind == BufferKind::Output)
       plan.kind = StorageKind::Output;
-    else if (!byExtern[b.id.index] && !escapes[b.id.index])
+    else if (inRegister(b))
       plan.kind = StorageKind::Local;
   }
   // Greedy reuse in kernel order: a slot frees after the last kernel reading its buffer, or is

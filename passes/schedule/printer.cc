@@ -61,7 +61,12 @@ std::string nodeStr(const Schedule &s, size_t index) {
   for (BufferId id : n.outputs)
     lhs += fmt::format("{}{}: {}{}", lhs.empty() ? "" : ", ", ir::loop::bufferName(id),
                        ir::printType(s.program.buffer(id).meta), storageStr(s.buffers[id.index]));
-  std::string order = fmt::format("order {}", joinNames(s.loops[index].vars));
+  const LoopOrder &loops = s.loops[index];
+  std::string order = fmt::format("order {}", joinNames(loops.vars));
+  if (!loops.laneVar.empty())
+    order += " vector " + loops.laneVar;
+  if (!loops.tileVar.empty())
+    order += " tile " + loops.tileVar;
   switch (n.kind) {
   case LoopNodeKind::Pointwise:
     return fmt::format("  {} = pointwise {} {} {{\n{}  }}\n", lhs, joinSyms(n.ranges), order,

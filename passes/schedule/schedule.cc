@@ -1,4 +1,4 @@
-// The scheduling driver: fuse, group into kernels, order loops, plan memory.
+// The scheduling driver: fuse, order loops, group into kernels, settle them, plan memory.
 
 #include "passes/schedule/schedule.h"
 
@@ -8,10 +8,12 @@
 namespace kiln::passes::schedule {
 
 Schedule schedule(const LoopProgram &program, const ScheduleOptions &options) {
-  std::vector<bool> inlined = options.fuse ? detail::chooseInlined(program)
-                                           : std::vector<bool>(program.buffers().size(), false);
+  std::vector<bool> inlined = options.fuse && options.inlineProducers
+                                  ? detail::chooseInlined(program)
+                                  : std::vector<bool>(program.buffers().size(), false);
   LoopProgram fused = rebuild(program, {inlined, liveNodes(program, inlined)});
-  std::vector<Kernel> kernels = detail::groupKernels(fused, options.fuse);
+  std::vector<LoopOrder> loops = detail::chooseLoopOrders(fused);
+  std::vector<Kernel> kernels = detail::groupKernels(fused, loops, options.fuse);
   // Kernels may have gathered nodes out of program order: emit them kernel by kernel.
   RebuildPlan order{std::vector<bool>(fused.buffers().size(), false), {}};
   for (Kernel &k : kernels)
@@ -20,7 +22,9 @@ Schedule schedule(const LoopProgram &program, const ScheduleOptions &options) {
       n = order.order.size() - 1;
     }
   Schedule s{rebuild(fused, order), std::move(kernels), {}, {}, {}};
-  s.loops = detail::chooseLoopOrders(s.program, s.kernels);
+  for (size_t n : order.order)
+    s.loops.push_back(std::move(loops[n]));
+  detail::settleKernels(s.program, s.kernels, s.loops);
   detail::planMemory(s.program, s.kernels, s.buffers, s.slots);
   return s;
 }

@@ -2,7 +2,7 @@
 /// Scheduling: fusion, kernels, loop order and memory planning of a lowered loop program.
 ///
 /// [Note: scheduling]
-/// schedule() runs four phases, each in its own file:
+/// schedule() runs these phases:
 /// 1. fusion.cc — which pointwise producers are inlined: their body is substituted into every
 ///    load of their buffer (rebuild.cc replays the consumer's DAG with the producer's DAG in
 ///    place of the load), so the buffer is never written. The rule (never duplicate expensive
@@ -11,24 +11,36 @@
 ///    cheap (no transcendental prim, at most kCheapOps arithmetic ops, at most kMaxCheapLoads
 ///    loads in all readers, and at most kCheapOps ops recomputed in all: cost x (loads - 1)): a
 ///    cast, a broadcast bias add or a scale costs less to recompute than to write out and read
-///    back, a stencil's neighbour read three times does not. Reductions, externs, program outputs and buffers an
-///    extern reads are always materialized.
-/// 2. kernels.cc — nodes are grouped into kernels. A loop kernel runs its nodes inside one loop
+///    back, a stencil's neighbour read three times does not. Reductions, externs, program
+///    outputs and buffers an extern reads are always materialized.
+/// 2. loop_order.cc — each node's loop nest as it runs: its ranges `i0..` in order, then its
+///    reduction ranges `r0..`, and the lane, the loop that is vectorized: the innermost
+///    reduction loop of a sum/prod/max/min/Welford whose loads are contiguous along it, else
+///    the innermost range loop when the stores are unit-stride along it and every access is
+///    affine in it, else none (scalar).
+/// 3. kernels.cc — nodes are grouped into kernels. A loop kernel runs its nodes inside one loop
 ///    nest over shared outer ranges (a common prefix of their ranges): a node joins a kernel when
 ///    every buffer it reads from that kernel is read at the same outer point it computes (so rows
 ///    are independent), which puts softmax's max, exp-sum and output, or layer_norm's Welford,
 ///    rstd and output, in one kernel; an independent node joins when it has the same outer
 ///    ranges (horizontal fusion) and shares a read with the kernel or is at most two kernels
-///    from it (further, it would read its inputs cold). A node may join an earlier kernel than the last when it reads
-///    nothing written after it. An extern kernel is a library call followed by pointwise
-///    epilogues that read its result at the same point (linear -> bias + gelu).
-/// 3. loop_order.cc — per node, the loop with the most unit-stride accesses (loads and the store)
-///    goes innermost; the outer ranges a kernel shares stay outermost; the outermost loop that is
-///    not a reduction and not of extent 1 is the parallel one.
-/// 4. memory_plan.cc — buffers produced and consumed inside one kernel are local (a register or
-///    a row of scratch: never allocated); other intermediates get a memory slot, reused from a
-///    buffer whose last reader ran in an earlier kernel when the byte sizes are equal.
+///    from it (further, it would read its inputs cold). A node may join an earlier kernel than
+///    the last when it reads nothing written after it. The kernel's nodes run one after another
+///    inside one loop over i0, so a node whose lane is i0 (its only loop) would run scalar there:
+///    it joins only a kernel it reads from (a per-row value) and no node joins a kernel it heads.
+///    An extern kernel is a library call followed by pointwise epilogues that read its result at
+///    the same point (linear -> bias + gelu), each run on its own.
+/// 4. loop_order.cc again — inside a kernel of several nodes, a node whose lane is the shared
+///    loop runs scalar; a pointwise node alone in its kernel may walk its lane in tiles with a
+///    second range loop (a transpose); the parallel loop, split over threads, is i0.
+/// 5. memory_plan.cc — a buffer of one value per shared outer point, produced and read only
+///    inside one kernel of several nodes, is local (a register); every other intermediate gets a
+///    memory slot, reused from a buffer whose last reader ran in an earlier kernel when the byte
+///    sizes are equal.
 ///
+/// The CPU code generator emits exactly this: one function per loop kernel (per node of an
+/// extern kernel after the call), each node's loops in this order with this lane and tile, a
+/// register for each local buffer.
 /// The interpreter runs Schedule::program as is (kernels are contiguous runs of its nodes, in
 /// order), so every schedule can be checked against the unscheduled program and eager.
 
@@ -47,6 +59,8 @@ struct ScheduleOptions {
   /// Inline producers and group nodes into kernels; false leaves one kernel per node (loop
   /// order and memory planning still run).
   bool fuse = true;
+  /// With fuse: whether producers are inlined (false keeps every node, grouped into kernels).
+  bool inlineProducers = true;
 };
 
 enum class KernelKind : uint8_t { Loop, Extern };
@@ -57,20 +71,26 @@ struct Kernel {
   std::vector<size_t> nodes;
   /// Loop kernels: the ranges every node has as its first (outermost) loops.
   std::vector<SymInt> outer;
-  /// The loop variable split over threads (empty when none).
+  /// The loop variable split over threads: i0 (empty when no node has a range loop).
   std::string parallel;
 };
 
-/// A node's loop nest, outermost first: `i<k>` and `r<k>` names (empty for externs).
+/// Which loop of a node is vectorized.
+enum class LaneKind : uint8_t { None, Range, Reduce };
+
+/// A node's loop nest as it runs, outermost first: `i<k>` then `r<k>` (empty for externs).
 struct LoopOrder {
   std::vector<std::string> vars;
+  LaneKind lane = LaneKind::None;
+  std::string laneVar; ///< the vectorized loop (`i<k-1>` or `r<m-1>`); empty when scalar
+  std::string tileVar; ///< the range loop walked in blocks with the lane; empty when none
 };
 
 enum class StorageKind : uint8_t {
   Input,     ///< bound by the caller
   Output,    ///< returned to the caller
   Allocated, ///< an intermediate in a memory slot
-  Local,     ///< produced and consumed inside one kernel (or never read): not allocated
+  Local,     ///< one value per shared outer point, read only inside its kernel: a register
 };
 
 struct BufferPlan {
@@ -96,6 +116,10 @@ struct Schedule {
   /// node's loop order, the memory slots (format in passes/schedule/README.md).
   std::string str() const;
 };
+
+/// Whether `node` computes one value per point of a kernel's `shared` outer loops: every loop of
+/// its own has extent 1 (a kept dim: rms_norm's statistic of shape [rows, 1]).
+bool onePointPerShared(const ir::loop::LoopNode &node, size_t shared);
 
 /// Schedules `program` (as lowered: see passes/lower).
 Schedule schedule(const LoopProgram &program, const ScheduleOptions &options = {});

@@ -17,13 +17,22 @@ SymInt numel(std::span<const SymInt> sizes);
 /// fusion.cc: per buffer of `program`, whether its pointwise producer is inlined.
 std::vector<bool> chooseInlined(const LoopProgram &program);
 
+/// loop_order.cc: each node's loop nest and lane, as if it ran alone.
+std::vector<LoopOrder> chooseLoopOrders(const LoopProgram &program);
+
+/// How many outer loops of `node` a kernel may share without taking its vector loop (its lane
+/// is a range loop: the loops outside it; else all).
+size_t laneLimit(const ir::loop::LoopNode &node, const LoopOrder &order);
+
 /// kernels.cc: the kernels of `program`, in an order that respects every dependency; with
 /// `fuse` false, one kernel per node in program order.
-std::vector<Kernel> groupKernels(const LoopProgram &program, bool fuse);
+std::vector<Kernel> groupKernels(const LoopProgram &program, const std::vector<LoopOrder> &loops,
+                                 bool fuse);
 
-/// loop_order.cc: each node's loop order and each kernel's parallel loop. Kernels must list
-/// consecutive nodes of `program`.
-std::vector<LoopOrder> chooseLoopOrders(const LoopProgram &program, std::vector<Kernel> &kernels);
+/// loop_order.cc: what sharing a kernel changes in its nodes' loops (lanes on the shared loop,
+/// tiles) and each kernel's parallel loop. Kernels must list consecutive nodes of `program`.
+void settleKernels(const LoopProgram &program, std::vector<Kernel> &kernels,
+                   std::vector<LoopOrder> &loops);
 
 /// memory_plan.cc: each buffer's storage and the memory slots.
 void planMemory(const LoopProgram &program, const std::vector<Kernel> &kernels,

@@ -57,7 +57,7 @@ LoopProgram chainProgram(int n, std::vector<BufferId> &chain) {
 
 TEST_CASE("a chain of intermediates runs in three reused slots", "[cpu_memory]") {
   std::vector<BufferId> chain;
-  CompiledProgram c = compile(chainProgram(12, chain));
+  CompiledProgram c = compileAsWritten(chainProgram(12, chain));
   REQUIRE(c.memorySlots().size() == 3);
   for (size_t k = 0; k + 1 < chain.size(); ++k) {
     INFO("buf " << chain[k].index);
@@ -96,7 +96,7 @@ TEST_CASE("slots of different sizes share arena bytes when their lifetimes are d
   p.markOutput(p.pointwise({s0}, [&](Ops &ops, Idx i) {
     return ops.load(cc, {0, i[0]}) + ops.load(cc, {1, i[0]}) * ops.load(cc, {2, i[0]});
   }));
-  CompiledProgram c = compile(p);
+  CompiledProgram c = compileAsWritten(p);
   REQUIRE(c.memorySlots().size() == 3);
   CHECK(slotOf(c, a) != slotOf(c, b));
   CHECK(slotOf(c, b) != slotOf(c, cc));
@@ -140,7 +140,7 @@ TEST_CASE("random programs of many intermediates equal the interpreter", "[cpu_m
     }
     p.markOutput(bufs.back());
     p.markOutput(bufs[bufs.size() - 4]);
-    CompiledProgram c = compile(p);
+    CompiledProgram c = compileAsWritten(p);
     INFO("trial " << trial << ": " << c.memorySlots().size() << " slots\n" << p.str());
     size_t held = 0; // the arena only grows: it holds the largest need so far
     for (int64_t n : {1000, 17, 1031, 1}) {
@@ -163,7 +163,7 @@ TEST_CASE("a GEMM's result is adopted and its epilogue overwrites it in place", 
     return ops.tanh(ops.load(mm, {i[0], i[1]})) + ops.constant(1.0, F32);
   });
   p.markOutput(p.external("peek", {e}, {TensorMeta::contiguous(F32, {s0})})[0]);
-  CompiledProgram c = compile(p);
+  CompiledProgram c = compileAsWritten(p);
   std::weak_ptr<Storage> product;
   bool same = false;
   c.registerExtern("mm", [&](std::span<const Tensor> in, const ir::Attributes &) {
@@ -213,7 +213,7 @@ TEST_CASE("no in-place write after a reduction of the same run (softmax's stash)
   });
   p.markOutput(p.reduction(ReductionKind::Sum, {s0}, {64},
                            [&](Ops &ops, Idx i) { return ops.load(out, {i[0], i[1]}); }));
-  CompiledProgram c = compile(p);
+  CompiledProgram c = compileAsWritten(p);
   REQUIRE(slotOf(c, mm) >= 0);
   REQUIRE(slotOf(c, out) >= 0);
   CHECK(slotOf(c, mm) != slotOf(c, out));
@@ -241,7 +241,7 @@ TEST_CASE("extern results that alias arena memory are copied", "[cpu_memory]") {
   });
   p.markOutput(tail);
   p.markOutput(p.external("alias", {a}, {TensorMeta::contiguous(F32, {s0})})[0]);
-  CompiledProgram c = compile(p);
+  CompiledProgram c = compileAsWritten(p);
   c.registerExtern("alias", [](std::span<const Tensor> in, const ir::Attributes &) {
     return std::vector<Tensor>{in[0]};
   });
@@ -272,7 +272,7 @@ TEST_CASE("extern results of another layout are copied into fresh memory", "[cpu
     return ops.load(probed, {i[0], i[1]}) + ops.constant(1.0, F32);
   });
   p.markOutput(p.external("check", {b}, {TensorMeta::contiguous(F32, {6, 5})})[0]);
-  CompiledProgram c = compile(p);
+  CompiledProgram c = compileAsWritten(p);
   std::weak_ptr<Storage> arena;
   bool outsideArena = false;
   c.registerExtern("probe", [&](std::span<const Tensor> in, const ir::Attributes &) {
@@ -299,7 +299,7 @@ TEST_CASE("extern results of another layout are copied into fresh memory", "[cpu
 
 TEST_CASE("concurrent calls with different sizes each get their own arena", "[cpu_memory]") {
   std::vector<BufferId> chain;
-  CompiledProgram c = compile(chainProgram(9, chain));
+  CompiledProgram c = compileAsWritten(chainProgram(9, chain));
   const int64_t sizes[] = {3, 64, 1000, 257};
   std::vector<Tensor> inputs, wants;
   for (int64_t n : sizes) {

@@ -232,6 +232,63 @@ TEST_CASE("fused runs: softmax in one function with its row values in registers"
     }
 }
 
+TEST_CASE("the code follows the schedule: its kernels, lanes and tiles, changed by hand",
+          "[cpu_emit]") {
+  using passes::schedule::LaneKind;
+  using passes::schedule::Schedule;
+  auto compileSchedule = [](const Schedule &s) {
+    ProgramOptions options;
+    options.jit.cache = &testCache();
+    return compileProgram(s, options);
+  };
+  auto functionsWithCode = [](const CompiledProgram &c) {
+    size_t n = 0;
+    for (const KernelInfo &k : c.module().kernels)
+      n += !k.fusedInto;
+    return n;
+  };
+  Tensor x = ops::mul(randn({5, 1031}), Tensor::wrapScalar(Scalar(20.0)));
+  // As scheduled: one loop kernel, one function.
+  Schedule fused = scheduled(softmaxProgram());
+  REQUIRE(fused.kernels.size() == 1);
+  CompiledProgram one = compileSchedule(fused);
+  CHECK(functionsWithCode(one) == 1);
+  CHECK(kernel(one, 2).lanes == LaneMode::Range);
+  checkAgainstInterpreter(one, {x});
+  // One kernel per node: three functions; the row values are stored between them.
+  Schedule apart = passes::schedule::schedule(softmaxProgram(), {.fuse = false});
+  CompiledProgram three = compileSchedule(apart);
+  CHECK(functionsWithCode(three) == 3);
+  CHECK(kernel(three, 0).buffers.size() == 2); // x and the row max
+  checkAgainstInterpreter(three, {x});
+  // The output node's lane taken away: that node is emitted scalar, still right.
+  Schedule scalar = fused;
+  scalar.loops[2].lane = LaneKind::None;
+  scalar.loops[2].laneVar.clear();
+  CompiledProgram plain = compileSchedule(scalar);
+  CHECK(kernel(plain, 2).lanes == LaneMode::Scalar);
+  CHECK(kernel(plain, 0).lanes == LaneMode::Reduce); // the other nodes keep theirs
+  checkAgainstInterpreter(plain, {x});
+  // A tile added to a transposed copy, and taken away from one: the tile loops follow.
+  SymInt s0 = sym("s0");
+  LoopProgram t;
+  BufferId src = t.addInput(F32, {s0, s0});
+  t.markOutput(t.pointwise({s0, s0}, [&](Ops &ops, Idx i) { return ops.load(src, {i[1], i[0]}); }));
+  Schedule tiled = scheduled(t);
+  REQUIRE(tiled.loops[0].tileVar == "i0");
+  Schedule untiled = tiled;
+  untiled.loops[0].tileVar.clear();
+  std::string withTiles = compileSchedule(tiled).module().text;
+  std::string without = compileSchedule(untiled).module().text;
+  CHECK(withTiles != without);
+  CHECK(has(withTiles, "arith.minsi")); // a tile's last block ends at min(start + T, end)
+  CHECK_FALSE(has(without, "arith.minsi"));
+  for (const Schedule *s : {&tiled, &untiled}) {
+    CompiledProgram c = compileSchedule(*s);
+    checkAgainstInterpreter(c, {randn({37, 37})});
+  }
+}
+
 TEST_CASE("fused runs: a node reading another row, or a row value read later, stay apart",
           "[cpu_emit]") {
   SymInt s0 = sym("s0"), s1 = sym("s1");
@@ -605,8 +662,7 @@ TEST_CASE("float64 math vectorizes: exp/log as arithmetic, others through libmve
     Val x = ops.abs(ops.load(bx, {i[0]})) + ops.constant(0.25, F64);
     Val y = ops.load(by, {i[0]});
     return ops.exp(y) + ops.log(x) + ops.sin(y) * ops.atan2(y, x) +
-           ops.pow(x, ops.constant(-1.5, F64)) + ops.pow(x, ops.constant(0.5, F64)) +
-           ops.pow(x, y);
+           ops.pow(x, ops.constant(-1.5, F64)) + ops.pow(x, ops.constant(0.5, F64)) + ops.pow(x, y);
   }));
   CompiledProgram c = compile(p);
   const std::string &text = c.module().text;
@@ -621,8 +677,8 @@ TEST_CASE("float64 math vectorizes: exp/log as arithmetic, others through libmve
   }
   for (int64_t n : kSizes) {
     INFO(n);
-    checkAgainstInterpreter(c, {ops::mul(randn({n}, F64), Tensor::wrapScalar(Scalar(20.0))),
-                                randn({n}, F64)});
+    checkAgainstInterpreter(
+        c, {ops::mul(randn({n}, F64), Tensor::wrapScalar(Scalar(20.0))), randn({n}, F64)});
   }
 }
 
@@ -640,6 +696,7 @@ TEST_CASE("runs computing the same thing on other buffers share one function", "
     });
   };
   BufferId first = step(a);
+  p.markOutput(first); // materialized, not inlined into the next step
   BufferId second = p.pointwise({s0}, [&](Ops &ops, Idx i) {
     return ops.exp(ops.load(first, {i[0]})) - ops.load(a, {i[0]});
   });

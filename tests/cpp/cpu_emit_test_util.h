@@ -48,10 +48,23 @@ inline KernelCache &testCache() {
   return cache;
 }
 
+/// `p` scheduled as kiln.compile schedules (fused).
+inline passes::schedule::Schedule scheduled(const LoopProgram &p) {
+  return passes::schedule::schedule(p);
+}
+
 inline CompiledProgram compile(const LoopProgram &p) {
   ProgramOptions options;
   options.jit.cache = &testCache();
-  return compileProgram(p, options);
+  return compileProgram(scheduled(p), options);
+}
+
+/// `p` grouped into kernels with every node kept (nothing inlined), compiled: buffers keep the
+/// ids the test gave them.
+inline CompiledProgram compileAsWritten(const LoopProgram &p) {
+  ProgramOptions options;
+  options.jit.cache = &testCache();
+  return compileProgram(passes::schedule::schedule(p, {.inlineProducers = false}), options);
 }
 
 /// Compiled against interpreted, output by output.

@@ -164,8 +164,8 @@ TEST_CASE("the kernel cache: one module per program, keyed by its text", "[cpu_e
   ProgramOptions options;
   options.jit.cache = &cache;
   LoopProgram p = softmaxProgram();
-  CompiledProgram cold = compileProgram(p, options);
-  CompiledProgram warm = compileProgram(p, options);
+  CompiledProgram cold = compileProgram(scheduled(p), options);
+  CompiledProgram warm = compileProgram(scheduled(p), options);
   CHECK_FALSE(cold.fromCache());
   CHECK(warm.fromCache());
   CHECK(cache.stats().misses == 1);
@@ -181,7 +181,7 @@ TEST_CASE("prints the softmax module and its assembly (not run by default)", "[.
   ProgramOptions options;
   options.jit.cache = &testCache();
   options.jit.dumpStages = true;
-  CompiledProgram c = compileProgram(softmaxProgram(), options);
+  CompiledProgram c = compileProgram(scheduled(softmaxProgram()), options);
   std::printf("%s\n", c.module().text.c_str());
   std::printf("%s\n", c.dumps().assembly.c_str());
 }

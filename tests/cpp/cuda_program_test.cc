@@ -84,7 +84,7 @@ void checkAgainstCpu(const CudaProgram &cuda, const std::vector<Tensor> &inputs,
   Interpreter interp(p);
   passes::lower::registerEagerExterns(interp);
   std::vector<Tensor> reference = interp.run(laidOut);
-  std::vector<Tensor> cpu = codegen::cpu::compileProgram(p).run(inputs);
+  std::vector<Tensor> cpu = codegen::cpu::compileProgram(passes::schedule::schedule(p)).run(inputs);
   REQUIRE(got.size() == reference.size());
   for (size_t n = 0; n < got.size(); ++n) {
     INFO("output " << n);
@@ -527,7 +527,7 @@ TEST_CASE("cuda program on the GPU: time one program against the CPU executor",
 )";
   LoopProgram p = prepared(kir);
   CudaProgram gpu = gpuProgram(kir);
-  codegen::cpu::CompiledProgram cpu = codegen::cpu::compileProgram(p);
+  codegen::cpu::CompiledProgram cpu = codegen::cpu::compileProgram(passes::schedule::schedule(p));
   std::vector<Tensor> inputs = {randn({4096, 1024}), randn({1024}), randn({1024})};
   auto time = [&](auto &&run) {
     run(); // warm up: module load, allocator, thread pool

@@ -184,18 +184,18 @@ TEST_CASE("softmax is one kernel: max, exp-sum and the output loop share the row
   CHECK(s.str() == R"(// kernels: 1, local buffers: 2, allocated buffers: 0 in 0 memory slots
 input buf0: f32[s0, 128]
 kernel k0 loop [s0] parallel i0 {
-  buf1: f32[s0] local = reduction max [s0] over [128] order [i0, r0] {
+  buf1: f32[s0] local = reduction max [s0] over [128] order [i0, r0] vector r0 {
     %0 = load buf0[i0*128 + r0]
     yield %0
   }
-  buf2: f32[s0] local = reduction sum [s0] over [128] order [i0, r0] {
+  buf2: f32[s0] local = reduction sum [s0] over [128] order [i0, r0] vector r0 {
     %0 = load buf0[i0*128 + r0]
     %1 = load buf1[i0]
     %2 = sub %0, %1
     %3 = exp %2
     yield %3
   }
-  buf3: f32[s0, 128] output = pointwise [s0, 128] order [i0, i1] {
+  buf3: f32[s0, 128] output = pointwise [s0, 128] order [i0, i1] vector i1 {
     %0 = load buf0[i0*128 + i1]
     %1 = load buf1[i0]
     %2 = sub %0, %1
@@ -293,14 +293,14 @@ TEST_CASE("pointwise chains inline; an expensive value read twice is computed on
   return %3, %4
 }
 )");
-  // exp has two readers: it is materialized, once, as a local of the one kernel they share.
+  // exp has two readers: it is materialized, once, inside the one kernel they share.
   REQUIRE(shared.kernels.size() == 1);
   CHECK(shared.program.nodes().size() == 3);
   size_t exps = 0;
   for (const ir::loop::LoopNode &n : shared.program.nodes())
     exps += n.body->str().find("exp") != std::string::npos;
   CHECK(exps == 1);
-  CHECK(shared.buffers[1].kind == StorageKind::Local);
+  CHECK(shared.buffers[1].kind == StorageKind::Allocated); // a whole tile: not a register
   Tensor x = randn({8, 16}), y = randn({16});
   Tensor e = ops::exp(x);
   checkNumerics(chain, {x, y}, {ops::tanh(ops::exp(ops::add(ops::mul(x, y), scalar(1.0))))}, {});
@@ -355,29 +355,79 @@ TEST_CASE("independent loops over the same range share a kernel (horizontal fusi
                 {{"s0", 4}});
 }
 
-TEST_CASE("loop order puts unit stride innermost and marks the parallel loop", "[schedule]") {
-  Schedule t =
-      scheduled(R"(graph @g(%a: f32[s0, 9] strided [1, s0], %b: f32[s0, 9] strided [1, s0]) {
-  %0 = add(%a, %b) : f32[s0, 9]
+TEST_CASE("each node's lane: a reduced row, else the innermost range; tiles for transposes",
+          "[schedule]") {
+  using passes::schedule::LaneKind;
+  Schedule t = scheduled(R"(graph @g(%a: f32[9, s0] strided [1, 9], %b: f32[9, s0]) {
+  %0 = add(%a, %b) : f32[9, s0]
   return %0
 }
 )");
-  // Both loads are unit-stride in i0, the store in i1: i0 goes innermost.
-  CHECK(t.loops[0].vars == std::vector<std::string>{"i1", "i0"});
-  CHECK(t.kernels[0].parallel == "i1");
+  // The store is unit-stride in i1: that is the lane; %a is strided along it and unit-stride
+  // along i0, so i0 is walked in blocks with it.
+  CHECK(t.loops[0].vars == std::vector<std::string>{"i0", "i1"});
+  CHECK(t.loops[0].lane == LaneKind::Range);
+  CHECK(t.loops[0].laneVar == "i1");
+  CHECK(t.loops[0].tileVar == "i0");
+  CHECK(t.kernels[0].parallel == "i0");
   Schedule r = scheduled(R"(graph @g(%x: f32[s0, 64]) {
   %0 = sum(%x) {dim = [0]} : f32[64]
   return %0
 }
 )");
-  // A sum over dim 0 reads along i0 (the kept dim): accumulate a row of outputs per step of r0.
-  CHECK(r.loops[0].vars == std::vector<std::string>{"r0", "i0"});
-  CHECK(r.kernels[0].parallel == "i0");
+  // A sum over dim 0 is strided along r0: it vectorizes across its outputs (i0) instead.
+  CHECK(r.loops[0].vars == std::vector<std::string>{"i0", "r0"});
+  CHECK(r.loops[0].lane == LaneKind::Range);
+  CHECK(r.loops[0].laneVar == "i0");
+  Schedule g = scheduled(R"(graph @g(%x: f32[s0, 8], %i: i64[5]) {
+  %0 = index_select(%x, %i) {dim = 0} : f32[5, 8]
+  %1 = sum(%0) {dim = [1]} : f32[5]
+  return %1
+}
+)");
+  const ir::loop::LoopNode &gather = g.program.nodes().back();
+  REQUIRE(gather.kind == LoopNodeKind::Reduction);
+  CHECK(g.loops.back().lane == LaneKind::Reduce); // contiguous along r0 despite the gather
   Schedule plain = scheduled(kSoftmax);
-  CHECK(plain.loops[2].vars == std::vector<std::string>{"i0", "i1"});
-  Tensor a = randn({9, 5}).t(), b = randn({9, 5}).t(), x = randn({5, 64});
+  for (size_t n : {0, 1})
+    CHECK(plain.loops[n].laneVar == "r0");
+  CHECK(plain.loops[2].laneVar == "i1");
+  CHECK(plain.loops[2].tileVar.empty());
+  Tensor a = randn({5, 9}).t(), b = randn({9, 5}), x = randn({5, 64});
   checkNumerics(t, {a, b}, {ops::add(a, b)}, {{"s0", 5}});
   checkNumerics(r, {x}, {ops::sum(x, Shape{0})}, {{"s0", 5}});
+}
+
+TEST_CASE("a node whose lane a shared loop would take stays out of the kernel, or runs scalar "
+          "when it reads a value per row",
+          "[schedule]") {
+  using passes::schedule::LaneKind;
+  // Two independent sums over the same rows: the second joins, and the shared loop is the row.
+  Schedule rows = scheduled(R"(graph @g(%x: f32[s0, 64], %y: f32[s0, 64]) {
+  %0 = sum(%x) {dim = [1]} : f32[s0]
+  %1 = sum(%y) {dim = [1]} : f32[s0]
+  return %0, %1
+}
+)");
+  CHECK(rows.kernels.size() == 1);
+  // Two independent one-loop pointwise nodes: sharing their only loop would make both scalar.
+  Schedule flat = scheduled(R"(graph @g(%x: f32[s0], %y: f32[s0]) {
+  %0 = exp(%x) : f32[s0]
+  %1 = exp(%y) : f32[s0]
+  return %0, %1
+}
+)");
+  CHECK(flat.kernels.size() == 2);
+  // layer_norm's rstd per row reads the statistics: it joins and runs once per row, scalar,
+  // in a register; the output keeps its lane (i1).
+  Schedule ln = scheduled(kLayerNorm);
+  REQUIRE(ln.kernels.size() == 1);
+  CHECK(ln.kernels[0].outer.size() == 1);
+  CHECK(ln.loops[1].lane == LaneKind::None);
+  CHECK(ln.loops[2].laneVar == "i1");
+  Tensor x = randn({3, 64}), y = randn({3, 64}), v = randn({7}), w = randn({7});
+  checkNumerics(rows, {x, y}, {ops::sum(x, Shape{1}), ops::sum(y, Shape{1})}, {{"s0", 3}});
+  checkNumerics(flat, {v, w}, {ops::exp(v), ops::exp(w)}, {{"s0", 7}});
 }
 
 TEST_CASE("memory planning reuses dead buffers of equal size", "[schedule][memory]") {
