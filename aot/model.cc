@@ -161,7 +161,7 @@ void AotModel::loadCpuKernels(const kiln_program_desc &desc) {
   }
   program_ =
       std::make_unique<codegen::cpu::CompiledProgram>(codegen::cpu::CompiledProgram::fromKernels(
-          graph_.schedule.program, std::move(module), std::move(kernels), nullptr));
+          graph_.schedule, std::move(module), std::move(kernels), nullptr));
 }
 
 void AotModel::loadCudaCode(const kiln_program_desc &desc) {

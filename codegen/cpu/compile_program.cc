@@ -24,7 +24,7 @@ CompiledProgram compileProgram(const passes::schedule::Schedule &schedule,
       kernels.push_back(jit->lookupKernel(k.name));
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return CompiledProgram::fromKernels(schedule.program, std::move(module), std::move(kernels),
+  return CompiledProgram::fromKernels(schedule, std::move(module), std::move(kernels),
                                       std::move(jit), seconds, std::move(dumps));
 }
 

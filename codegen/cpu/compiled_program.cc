@@ -43,7 +43,7 @@ constexpr size_t kMaxPooledArenas = 8;
 
 size_t alignUp(size_t n) { return (n + kSlotAlign - 1) / kSlotAlign * kSlotAlign; }
 
-/// Whether two slots are in use during a common unit.
+/// Whether two slots are in use during a common kernel.
 bool inUseTogether(const CompiledProgram::MemorySlot &a, const CompiledProgram::MemorySlot &b) {
   for (auto [af, al] : a.lifetimes)
     for (auto [bf, bl] : b.lifetimes)
@@ -74,8 +74,8 @@ struct CompiledProgram::State {
   /// Per node: the nodes whose code runs inside its function (KernelInfo::fusedInto).
   std::vector<std::vector<size_t>> members;
 
-  /// The run-time memory plan ([Note: run-time memory plan]): units are a fused run or one
-  /// extern node; per buffer its slot (-1: not in the arena).
+  /// The schedule's kernels (units of the memory plan) and the plan ([Note: memory plan] in
+  /// passes/schedule/schedule.h); per buffer its slot (-1: none).
   std::vector<std::vector<size_t>> units;
   std::vector<int> unitOf; ///< per node
   std::vector<int> slotOf;
@@ -115,9 +115,7 @@ struct CompiledProgram::State {
     Arena arena_;
   };
 
-  void planMemory();
-  bool overwritesInPlace(size_t node, BufferId read, BufferId out,
-                         std::span<const int> readers) const;
+  void adoptPlan(const passes::schedule::Schedule &schedule);
   /// Lays the slots out for `values` in `arena` (growing it if needed); returns the layout of
   /// every slotted buffer, parallel to `slotted`.
   std::vector<BufferLayout> layOut(const SymbolValues &values, Arena &arena) const;
@@ -145,8 +143,8 @@ CompiledProgram &CompiledProgram::registerExtern(const std::string &op, ExternFn
   return *this;
 }
 
-CompiledProgram CompiledProgram::fromKernels(LoopProgram program, EmittedModule module,
-                                             std::vector<KernelFn> kernels,
+CompiledProgram CompiledProgram::fromKernels(const passes::schedule::Schedule &schedule,
+                                             EmittedModule module, std::vector<KernelFn> kernels,
                                              std::shared_ptr<const void> codeOwner, double seconds,
                                              CompileDumps dumps) {
   KILN_CHECK(kernels.size() == module.kernels.size(),
@@ -154,7 +152,7 @@ CompiledProgram CompiledProgram::fromKernels(LoopProgram program, EmittedModule 
              module.kernels.size());
   CompiledProgram compiled;
   CompiledProgram::State &s = *compiled.state_;
-  s.program = std::move(program);
+  s.program = schedule.program;
   s.module = std::move(module);
   s.kernels = std::move(kernels);
   s.codeOwner = std::move(codeOwner);
@@ -169,7 +167,7 @@ CompiledProgram CompiledProgram::fromKernels(LoopProgram program, EmittedModule 
   for (const KernelInfo &info : s.module.kernels)
     if (info.fusedInto)
       s.members[*info.fusedInto].push_back(info.node);
-  s.planMemory();
+  s.adoptPlan(schedule);
   return compiled;
 }
 
@@ -194,129 +192,35 @@ CompiledProgram::ArenaStats CompiledProgram::arenaStats() const {
   return stats;
 }
 
-/// Whether pointwise node `k` may write `out` over `read`: it is `read`'s only reader, loads it
-/// only at the point it writes, and both have the same sizes and strides (so that point is the
-/// same address in both), and no reduction runs before it in its unit (an emitted reduction may
-/// stash values where a later node of its run writes: [Note: fused runs] in emit.h).
-bool CompiledProgram::State::overwritesInPlace(size_t k, BufferId read, BufferId out,
-                                               std::span<const int> readers) const {
-  const LoopNode &node = program.nodes()[k];
-  const ir::TensorMeta &a = program.buffer(read).meta, &b = program.buffer(out).meta;
-  if (node.kind != LoopNodeKind::Pointwise || readers[read.index] != 1 || a.sizes != node.ranges ||
-      a.sizes != b.sizes || a.strides != b.strides || itemsize(a.dtype) != itemsize(b.dtype))
-    return false;
-  for (size_t n : units[unitOf[k]]) {
-    if (n == k)
-      break;
-    if (program.nodes()[n].kind == LoopNodeKind::Reduction)
-      return false;
-  }
-  IndexExpr self = flatIndex(node.varRanges().vars(), a.strides);
-  for (const Expr *e : node.body->exprs())
-    if (e->isLoad() && e->buffer == read && (e->kind != ExprKind::Load || !(e->index == self)))
-      return false;
-  return true;
-}
-
-void CompiledProgram::State::planMemory() {
+void CompiledProgram::State::adoptPlan(const passes::schedule::Schedule &schedule) {
+  using passes::schedule::StorageKind;
   std::span<const LoopNode> nodes = program.nodes();
   size_t numBuffers = program.buffers().size();
   units.clear();
   unitOf.assign(nodes.size(), -1);
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    int kernel = kernelOfNode[k];
-    if (kernel >= 0 && module.kernels[kernel].fusedInto) {
-      KILN_CHECK(unitOf[*module.kernels[kernel].fusedInto] + 1 == static_cast<int>(units.size()),
-                 "compiled program: node {} is fused into a node of an earlier run", k);
-    } else {
-      units.emplace_back();
-    }
-    units.back().push_back(k);
-    unitOf[k] = static_cast<int>(units.size()) - 1;
+  for (const passes::schedule::Kernel &kernel : schedule.kernels) {
+    units.push_back(kernel.nodes);
+    for (size_t n : kernel.nodes)
+      unitOf[n] = static_cast<int>(units.size()) - 1;
   }
-  // What needs memory: a kernel's arguments, an extern's inputs and its read results.
-  std::vector<int> readers(numBuffers, 0), produced(numBuffers, -1), lastRead(numBuffers, -1);
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    for (BufferId id : nodes[k].reads()) {
-      ++readers[id.index];
-      lastRead[id.index] = std::max(lastRead[id.index], unitOf[k]);
-    }
-    for (BufferId id : nodes[k].outputs)
-      if (produced[id.index] < 0)
-        produced[id.index] = unitOf[k];
-  }
-  std::vector<bool> stored(numBuffers, false);
-  auto store = [&](BufferId id) {
-    stored[id.index] = program.buffer(id).kind == BufferKind::Intermediate;
-  };
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    if (nodes[k].kind == LoopNodeKind::Extern) {
-      for (BufferId id : nodes[k].externInputs)
-        store(id);
-      for (BufferId id : nodes[k].outputs)
-        if (readers[id.index] > 0)
-          store(id);
-    } else if (!module.kernels[kernelOfNode[k]].fusedInto) {
-      for (BufferId id : module.kernels[kernelOfNode[k]].buffers)
-        store(id);
-    }
-  }
-  // Greedy in unit order, as passes/schedule plans: a slot frees after its tenant's last
-  // reader; a buffer takes the slot it overwrites in place, else a free slot of its byte size.
+  slots = schedule.slots;
   slotOf.assign(numBuffers, -1);
-  slots.clear();
-  std::vector<BufferId> tenant;
-  std::vector<bool> slotFree;
-  for (int u = 0; u < static_cast<int>(units.size()); ++u) {
-    for (size_t sl = 0; sl < slots.size(); ++sl)
-      if (!slotFree[sl] && std::max(lastRead[tenant[sl].index], produced[tenant[sl].index]) < u)
-        slotFree[sl] = true;
-    for (size_t k : units[u])
-      for (BufferId out : nodes[k].outputs) {
-        if (!stored[out.index])
-          continue;
-        KILN_CHECK(produced[out.index] == u, "compiled program: {} is written twice",
-                   bufferName(out));
-        const ir::TensorMeta &m = program.buffer(out).meta;
-        SymInt bytes = SymInt(itemsize(m.dtype));
-        for (const SymInt &d : m.sizes)
-          bytes = bytes * d;
-        int slot = -1;
-        bool external = nodes[k].kind == LoopNodeKind::Extern;
-        for (BufferId a : nodes[k].reads())
-          if (slot < 0 && slotOf[a.index] >= 0 && !slotFree[slotOf[a.index]] &&
-              tenant[slotOf[a.index]] == a && slots[slotOf[a.index]].bytes == bytes &&
-              overwritesInPlace(k, a, out, readers))
-            slot = slotOf[a.index];
-        for (size_t sl = 0; sl < slots.size() && slot < 0 && !external; ++sl)
-          if (slotFree[sl] && !slots[sl].external && slots[sl].bytes == bytes)
-            slot = static_cast<int>(sl);
-        if (slot < 0) {
-          slot = static_cast<int>(slots.size());
-          slots.push_back(MemorySlot{bytes, {}, {}, external});
-          tenant.push_back(out);
-          slotFree.push_back(false);
-        }
-        MemorySlot &ms = slots[slot];
-        int last = std::max(u, lastRead[out.index]);
-        if (!slotFree[slot] && !ms.buffers.empty()) // in place: its predecessor's span goes on
-          ms.lifetimes.back().second = std::max(ms.lifetimes.back().second, last);
-        else
-          ms.lifetimes.emplace_back(u, last);
-        slotFree[slot] = false;
-        tenant[slot] = out;
-        ms.buffers.push_back(out);
-        slotOf[out.index] = slot;
-      }
-  }
+  for (size_t b = 0; b < numBuffers; ++b)
+    if (schedule.buffers[b].kind == StorageKind::Allocated)
+      slotOf[b] = schedule.buffers[b].slot;
+  // Every buffer a kernel function takes is an input, an output or has a slot; the emitter
+  // follows the same plan, so a miss is a bug there.
+  for (const KernelInfo &info : module.kernels)
+    for (BufferId id : info.buffers)
+      KILN_CHECK(program.buffer(id).kind != BufferKind::Intermediate || slotOf[id.index] >= 0,
+                 "compiled program: {} is passed to {} but has no memory in the plan",
+                 bufferName(id), info.name);
   slotted.clear();
   overwrites.assign(numBuffers, BufferId{});
   freeAfter.assign(nodes.size(), {});
-  for (size_t b = 0; b < numBuffers; ++b) {
-    KILN_CHECK(!stored[b] || slotOf[b] >= 0, "compiled program: buf{} is never written", b);
-    if (stored[b] && !slots[slotOf[b]].external)
+  for (size_t b = 0; b < numBuffers; ++b)
+    if (slotOf[b] >= 0 && !slots[slotOf[b]].external)
       slotted.push_back(BufferId{static_cast<int>(b)});
-  }
   for (const MemorySlot &ms : slots) {
     if (!ms.external)
       continue;

@@ -9,19 +9,11 @@
 /// ops.
 ///
 /// [Note: run-time memory plan]
-/// Intermediates live in an arena planned once, in fromKernels, over the units that actually
-/// run: a fused run of the emitter (its head node and the nodes fusedInto it) or one extern
-/// node. A buffer needs memory when a unit passes it to a kernel (KernelInfo::buffers: the
-/// emitter keeps a run's per-row values in registers, so those never get any) or an extern
-/// reads or writes it; an unread extern result is dropped. Such a buffer gets a memory slot as
-/// passes/schedule plans them: the slot of a buffer whose last reader ran in an earlier unit,
-/// of equal byte size, or the slot of the buffer it overwrites in place (a pointwise node that
-/// is that buffer's only reader and reads it at the point it writes, with the same strides, and
-/// no reduction before it in its unit: such a reduction may stash values in the node's output).
-/// Per call the slots' sizes are evaluated from the bound symbols and packed into the arena:
-/// slots never in use at the same time (each tenant is in use from its writer to its last
-/// reader) may share bytes, so the arena holds the plan's peak (arenaBytes) rather than the sum
-/// of all slots.
+/// Intermediates live where the schedule put them ([Note: memory plan] in
+/// passes/schedule/schedule.h): no buffer in a register, each other in its slot. Per call the
+/// slots' sizes are evaluated from the bound symbols and packed into an arena: slots never in
+/// use at the same time may share bytes, so the arena holds the plan's peak (arenaBytes) rather
+/// than the sum of all slots.
 ///
 /// Arenas are kept across calls in a small pool: a call takes one (or starts an empty one),
 /// grows it when the bound sizes need more, and hands it back, so repeated calls fault no new
@@ -66,11 +58,11 @@ public:
   /// Computes an extern node: its input tensors and attributes to one tensor per output buffer.
   using ExternFn = passes::lower::ExternFn;
 
-  /// A program whose kernels are already in memory: `kernels[k]` implements
-  /// `module.kernels[k]`. `codeOwner` keeps the code alive (a JIT, a loaded library); `seconds`
-  /// and `dumps` describe how the code was made.
-  static CompiledProgram fromKernels(ir::loop::LoopProgram program, EmittedModule module,
-                                     std::vector<KernelFn> kernels,
+  /// The scheduled program, its kernels already in memory: `kernels[k]` implements
+  /// `module.kernels[k]`, emitted from `schedule`. `codeOwner` keeps the code alive (a JIT, a
+  /// loaded library); `seconds` and `dumps` describe how the code was made.
+  static CompiledProgram fromKernels(const passes::schedule::Schedule &schedule,
+                                     EmittedModule module, std::vector<KernelFn> kernels,
                                      std::shared_ptr<const void> codeOwner, double seconds = 0,
                                      CompileDumps dumps = {});
 
@@ -101,17 +93,8 @@ public:
   CompiledProgram &registerExtern(const std::string &op, ExternFn fn);
 
   const ir::loop::LoopProgram &program() const;
-  /// A memory slot of the run-time plan ([Note: run-time memory plan]).
-  struct MemorySlot {
-    ir::SymInt bytes;                        ///< numel * itemsize of each tenant
-    std::vector<ir::loop::BufferId> buffers; ///< tenants, in the order they use it
-    /// Units (inclusive) during which the slot is in use, one span per tenant; a tenant that
-    /// overwrites its predecessor in place extends that span. Other slots may use the gaps.
-    std::vector<std::pair<int, int>> lifetimes;
-    /// The memory of an extern's result (adopted, or a fresh copy), not of the arena: its
-    /// tenants are that result and the nodes that overwrite it in place; freed after the last.
-    bool external = false;
-  };
+  /// A memory slot of the plan ([Note: run-time memory plan]).
+  using MemorySlot = passes::schedule::MemorySlot;
   const std::vector<MemorySlot> &memorySlots() const;
   /// Bytes of the arena a call with these symbol values needs: the slots packed by lifetime,
   /// each rounded up to 64 bytes. Throws kiln::Error for a symbol without a value.

@@ -1,94 +1,108 @@
-// Phase 5 of scheduling: local buffers, and memory slots reused across kernels.
+// Phase 5 of scheduling: local buffers, memory slots and their lifetimes (see [Note: memory plan]
+// in schedule.h).
 
-#include "passes/schedule/rebuild.h"
 #include "passes/schedule/schedule_impl.h"
+
+#include "ir/loop/index.h"
+
+#include <algorithm>
 
 namespace kiln::passes::schedule::detail {
 
 namespace {
 
 using ir::loop::BufferKind;
+using ir::loop::Expr;
+using ir::loop::ExprKind;
 using ir::loop::IndexExpr;
 using ir::loop::LoopNode;
 using ir::loop::LoopNodeKind;
-
-/// Per node: the buffers it may overwrite in place, because it is a pointwise node, their only
-/// reader, reads them only at the point it writes (an epilogue after a GEMM), and writes a
-/// buffer of the same strides (so that point is the same address in both).
-std::vector<std::vector<BufferId>> inPlaceCandidates(const LoopProgram &p) {
-  std::vector<int> readers(p.buffers().size(), 0);
-  for (const LoopNode &n : p.nodes())
-    for (BufferId id : n.reads())
-      ++readers[id.index];
-  std::vector<std::vector<BufferId>> out(p.nodes().size());
-  for (size_t i = 0; i < p.nodes().size(); ++i) {
-    const LoopNode &n = p.nodes()[i];
-    if (n.kind != LoopNodeKind::Pointwise)
-      continue;
-    std::vector<IndexExpr> self = n.varRanges().vars();
-    for (BufferId id : n.reads()) {
-      const ir::TensorMeta &meta = p.buffer(id).meta;
-      const ir::TensorMeta &written = p.buffer(n.outputs[0]).meta;
-      bool pointwise = readers[id.index] == 1 && meta.sizes == n.ranges &&
-                       written.strides == meta.strides && n.outputs.size() == 1;
-      for (const ir::loop::Expr *e : n.body->exprs())
-        if (pointwise && e->isLoad() && e->buffer == id)
-          pointwise = e->kind == ir::loop::ExprKind::Load &&
-                      decodeIndex(e->index, meta, n.varRanges()) == self;
-      if (pointwise)
-        out[i].push_back(id);
-    }
-  }
-  return out;
-}
 
 /// Whether a register holds exactly what memory would: bool is computed as i1 and stored as a
 /// byte, float16 and bfloat16 are computed in float32 and rounded when stored, so a register
 /// would skip the rounding that a load of the stored value sees.
 bool registerExact(DType t) { return t != DType::Bool && !isReducedFloat(t); }
 
+/// Who produces and reads each buffer, by node and by kernel.
+struct Uses {
+  std::vector<int> kernelOfNode;
+  std::vector<int> producer, producedIn, lastRead, readers;
+  std::vector<bool> escapes; ///< read by a node of another kernel than its producer's
+
+  Uses(const LoopProgram &p, const std::vector<Kernel> &kernels) {
+    size_t numBuffers = p.buffers().size();
+    kernelOfNode.assign(p.nodes().size(), -1);
+    for (size_t k = 0; k < kernels.size(); ++k)
+      for (size_t n : kernels[k].nodes)
+        kernelOfNode[n] = static_cast<int>(k);
+    producer.assign(numBuffers, -1);
+    producedIn.assign(numBuffers, -1);
+    lastRead.assign(numBuffers, -1);
+    readers.assign(numBuffers, 0);
+    escapes.assign(numBuffers, false);
+    for (size_t n = 0; n < p.nodes().size(); ++n)
+      for (BufferId id : p.nodes()[n].outputs) {
+        producer[id.index] = static_cast<int>(n);
+        producedIn[id.index] = kernelOfNode[n];
+      }
+    for (size_t n = 0; n < p.nodes().size(); ++n)
+      for (BufferId id : p.nodes()[n].reads()) {
+        ++readers[id.index];
+        lastRead[id.index] = std::max(lastRead[id.index], kernelOfNode[n]);
+        escapes[id.index] = escapes[id.index] || kernelOfNode[n] != producedIn[id.index];
+      }
+  }
+};
+
+/// Whether a buffer is never stored: a register (one value per point of its kernel's shared
+/// loops, read only inside that kernel: the code keeps it in a register) or a result nobody
+/// reads (Welford's count; an extern's extra result).
+bool isLocal(const LoopProgram &p, const std::vector<Kernel> &kernels, const Uses &uses,
+             const ir::loop::Buffer &b) {
+  int n = uses.producer[b.id.index];
+  if (n < 0)
+    return false;
+  if (uses.readers[b.id.index] == 0)
+    return true;
+  const LoopNode &node = p.nodes()[n];
+  if (node.kind == LoopNodeKind::Extern || uses.escapes[b.id.index] || !registerExact(b.meta.dtype))
+    return false;
+  const Kernel &kernel = kernels[uses.kernelOfNode[n]];
+  return kernel.kind == KernelKind::Loop && kernel.nodes.size() > 1 &&
+         onePointPerShared(node, kernel.outer.size());
+}
+
+/// Whether pointwise node `k` may write `out` over `read`: it is `read`'s only reader, loads it
+/// only at the point it writes, both have the same sizes and strides (so that point is the same
+/// address in both), and no reduction runs before it in its kernel (the code may stash a
+/// reduction's values in a later node's output: softmax's exp).
+bool overwritesInPlace(const LoopProgram &p, const Kernel &kernel, const Uses &uses, size_t k,
+                       BufferId read, BufferId out) {
+  const LoopNode &node = p.nodes()[k];
+  const ir::TensorMeta &a = p.buffer(read).meta, &b = p.buffer(out).meta;
+  if (node.kind != LoopNodeKind::Pointwise || uses.readers[read.index] != 1 ||
+      a.sizes != node.ranges || a.sizes != b.sizes || a.strides != b.strides ||
+      itemsize(a.dtype) != itemsize(b.dtype))
+    return false;
+  for (size_t n : kernel.nodes) {
+    if (n == k)
+      break;
+    if (p.nodes()[n].kind == LoopNodeKind::Reduction)
+      return false;
+  }
+  IndexExpr self = ir::loop::flatIndex(node.varRanges().vars(), a.strides);
+  for (const Expr *e : node.body->exprs())
+    if (e->isLoad() && e->buffer == read && (e->kind != ExprKind::Load || !(e->index == self)))
+      return false;
+  return true;
+}
+
 } // namespace
 
 void planMemory(const LoopProgram &p, const std::vector<Kernel> &kernels,
                 std::vector<BufferPlan> &plans, std::vector<MemorySlot> &slots) {
   size_t numBuffers = p.buffers().size();
-  std::vector<int> kernelOfNode(p.nodes().size(), -1);
-  for (size_t k = 0; k < kernels.size(); ++k)
-    for (size_t n : kernels[k].nodes)
-      kernelOfNode[n] = static_cast<int>(k);
-  std::vector<int> producedIn(numBuffers, -1), lastUse(numBuffers, -1);
-  std::vector<int> producer(numBuffers, -1);
-  std::vector<bool> escapes(numBuffers, false), read(numBuffers, false);
-  for (size_t n = 0; n < p.nodes().size(); ++n) {
-    const LoopNode &node = p.nodes()[n];
-    for (BufferId id : node.outputs) {
-      producedIn[id.index] = kernelOfNode[n];
-      producer[id.index] = static_cast<int>(n);
-    }
-  }
-  for (size_t n = 0; n < p.nodes().size(); ++n) {
-    for (BufferId id : p.nodes()[n].reads()) {
-      lastUse[id.index] = std::max(lastUse[id.index], kernelOfNode[n]);
-      escapes[id.index] = escapes[id.index] || kernelOfNode[n] != producedIn[id.index];
-      read[id.index] = true;
-    }
-  }
-  // A register holds one value per point of the shared loops: the producer has no loop of its
-  // own, and its readers (later nodes: a kernel's nodes run in order) are all in its kernel.
-  // A result nobody reads (Welford's count) is never stored.
-  auto inRegister = [&](const ir::loop::Buffer &b) {
-    int n = producer[b.id.index];
-    if (n < 0 || p.nodes()[n].kind == LoopNodeKind::Extern)
-      return false;
-    if (!read[b.id.index])
-      return true;
-    if (escapes[b.id.index] || !registerExact(b.meta.dtype))
-      return false;
-    const Kernel &kernel = kernels[kernelOfNode[n]];
-    const LoopNode &node = p.nodes()[n];
-    return kernel.kind == KernelKind::Loop && kernel.nodes.size() > 1 &&
-           onePointPerShared(node, kernel.outer.size());
-  };
+  Uses uses(p, kernels);
   plans.assign(numBuffers, BufferPlan{});
   for (const ir::loop::Buffer &b : p.buffers()) {
     BufferPlan &plan = plans[b.id.index];
@@ -96,53 +110,55 @@ void planMemory(const LoopProgram &p, const std::vector<Kernel> &kernels,
       plan.kind = StorageKind::Input;
     else if (b.kind == BufferKind::Output)
       plan.kind = StorageKind::Output;
-    else if (inRegister(b))
+    else if (isLocal(p, kernels, uses, b))
       plan.kind = StorageKind::Local;
   }
-  // Greedy reuse in kernel order: a slot frees after the last kernel reading its buffer, or is
-  // taken over in place by a pointwise node that reads its buffer last, point by point.
-  std::vector<std::vector<BufferId>> inPlace = inPlaceCandidates(p);
+  // Greedy in kernel order: a slot frees after its tenant's last reader; a buffer takes the slot
+  // it overwrites in place, else a free slot of its byte size (never an extern's: that memory
+  // is the result the extern returned), else a new one.
   slots.clear();
-  std::vector<bool> released(numBuffers, false), slotFree;
+  std::vector<BufferId> tenant;
+  std::vector<bool> slotFree;
   for (int k = 0; k < static_cast<int>(kernels.size()); ++k) {
-    for (size_t b = 0; b < numBuffers; ++b) {
-      if (plans[b].kind != StorageKind::Allocated || released[b] || producedIn[b] >= k ||
-          lastUse[b] >= k)
-        continue;
-      released[b] = true;
-      slotFree[plans[b].slot] = true;
-    }
-    // A reduction may stash values where a later node of its kernel writes (the emitter does,
-    // for softmax's exp): a node after one must not write over what it still reads.
-    bool afterReduction = false;
+    for (size_t s = 0; s < slots.size(); ++s)
+      if (!slotFree[s] &&
+          std::max(uses.lastRead[tenant[s].index], uses.producedIn[tenant[s].index]) < k)
+        slotFree[s] = true;
     for (size_t n : kernels[k].nodes) {
-      bool inPlaceAllowed = !afterReduction;
-      afterReduction = afterReduction || p.nodes()[n].kind == LoopNodeKind::Reduction;
-      for (BufferId id : p.nodes()[n].outputs) {
-        BufferPlan &plan = plans[id.index];
+      const LoopNode &node = p.nodes()[n];
+      bool external = node.kind == LoopNodeKind::Extern;
+      for (BufferId out : node.outputs) {
+        BufferPlan &plan = plans[out.index];
         if (plan.kind != StorageKind::Allocated)
           continue;
-        const ir::TensorMeta &m = p.buffer(id).meta;
+        const ir::TensorMeta &m = p.buffer(out).meta;
         SymInt bytes = numel(m.sizes) * SymInt(itemsize(m.dtype));
-        for (BufferId a : inPlace[n]) {
-          const BufferPlan &old = plans[a.index];
-          if (inPlaceAllowed && plan.slot < 0 && old.kind == StorageKind::Allocated &&
-              !released[a.index] && slots[old.slot].bytes == bytes &&
-              slots[old.slot].buffers.back() == a) {
-            plan.slot = old.slot;
-            released[a.index] = true; // handed over, not freed
-          }
+        int slot = -1;
+        for (BufferId a : node.reads()) {
+          int s = plans[a.index].kind == StorageKind::Allocated ? plans[a.index].slot : -1;
+          if (slot < 0 && s >= 0 && !slotFree[s] && tenant[s] == a && slots[s].bytes == bytes &&
+              overwritesInPlace(p, kernels[k], uses, n, a, out))
+            slot = s;
         }
-        for (size_t s = 0; s < slots.size() && plan.slot < 0; ++s)
-          if (slotFree[s] && slots[s].bytes == bytes)
-            plan.slot = static_cast<int>(s);
-        if (plan.slot < 0) {
-          plan.slot = static_cast<int>(slots.size());
-          slots.push_back(MemorySlot{bytes, {}});
+        for (size_t s = 0; s < slots.size() && slot < 0 && !external; ++s)
+          if (slotFree[s] && !slots[s].external && slots[s].bytes == bytes)
+            slot = static_cast<int>(s);
+        if (slot < 0) {
+          slot = static_cast<int>(slots.size());
+          slots.push_back(MemorySlot{bytes, {}, {}, external});
+          tenant.push_back(out);
           slotFree.push_back(false);
         }
-        slotFree[plan.slot] = false;
-        slots[plan.slot].buffers.push_back(id);
+        MemorySlot &ms = slots[slot];
+        int last = std::max(k, uses.lastRead[out.index]);
+        if (!slotFree[slot] && !ms.buffers.empty()) // in place: its predecessor's span goes on
+          ms.lifetimes.back().second = std::max(ms.lifetimes.back().second, last);
+        else
+          ms.lifetimes.emplace_back(k, last);
+        slotFree[slot] = false;
+        tenant[slot] = out;
+        ms.buffers.push_back(out);
+        plan.slot = slot;
       }
     }
   }

@@ -103,7 +103,12 @@ std::string Schedule::str() const {
     std::string users;
     for (BufferId id : slots[m].buffers)
       users += (users.empty() ? "" : ", ") + ir::loop::bufferName(id);
-    out += fmt::format("memory mem{}: {} bytes for {}\n", m, slots[m].bytes.str(), users);
+    std::string live;
+    for (auto [first, last] : slots[m].lifetimes)
+      live += fmt::format(", k{}..k{}", first, last);
+    out += fmt::format("memory mem{}{}: {} bytes for {}, in use{}\n", m,
+                       slots[m].external ? " (extern result)" : "", slots[m].bytes.str(), users,
+                       live.substr(1));
   }
   for (size_t k = 0; k < kernels.size(); ++k) {
     const Kernel &kernel = kernels[k];

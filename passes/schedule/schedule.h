@@ -33,20 +33,33 @@
 /// 4. loop_order.cc again — inside a kernel of several nodes, a node whose lane is the shared
 ///    loop runs scalar; a pointwise node alone in its kernel may walk its lane in tiles with a
 ///    second range loop (a transpose); the parallel loop, split over threads, is i0.
-/// 5. memory_plan.cc — a buffer of one value per shared outer point, produced and read only
-///    inside one kernel of several nodes, is local (a register); every other intermediate gets a
-///    memory slot, reused from a buffer whose last reader ran in an earlier kernel when the byte
-///    sizes are equal.
+/// 5. memory_plan.cc — where every intermediate lives ([Note: memory plan]).
 ///
 /// The CPU code generator emits exactly this: one function per loop kernel (per node of an
 /// extern kernel after the call), each node's loops in this order with this lane and tile, a
-/// register for each local buffer.
+/// register for each local buffer; its executor (CompiledProgram) runs the kernels in order in
+/// this memory plan.
+///
+/// [Note: memory plan]
+/// A buffer is `local` (never stored) when it holds one value per point of its kernel's shared
+/// loops and only that kernel reads it (a register: a row's max and sum, layer_norm's
+/// statistics, rms_norm's [rows, 1] statistic) or when nothing reads it (Welford's count).
+/// Every other intermediate gets a memory slot, greedily in kernel order: the slot of the
+/// buffer it overwrites in place (a pointwise node that is that buffer's only reader, reads it
+/// at the point it writes, with the same sizes and strides, and no reduction before it in its
+/// kernel: the code may stash such a reduction's values in a later node's output), else a free
+/// slot of its byte size whose tenant's last reader ran in an earlier kernel, else a new one.
+/// An extern's result gets an `external` slot: the memory the extern returned, shared only with
+/// the nodes that overwrite it in place and freed after its last reader. Each slot records when
+/// it is in use (kernels, one span per tenant); at run time the slots' byte sizes are evaluated
+/// and slots never in use together may share the same bytes of one arena.
 /// The interpreter runs Schedule::program as is (kernels are contiguous runs of its nodes, in
 /// order), so every schedule can be checked against the unscheduled program and eager.
 
 #include "ir/loop/program.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::passes::schedule {
@@ -90,7 +103,7 @@ enum class StorageKind : uint8_t {
   Input,     ///< bound by the caller
   Output,    ///< returned to the caller
   Allocated, ///< an intermediate in a memory slot
-  Local,     ///< one value per shared outer point, read only inside its kernel: a register
+  Local,     ///< never stored: a register, or a result nobody reads ([Note: memory plan])
 };
 
 struct BufferPlan {
@@ -98,10 +111,16 @@ struct BufferPlan {
   int slot = -1; ///< Allocated: index into Schedule::slots
 };
 
-/// Memory shared by intermediates whose lifetimes do not overlap.
+/// Memory shared by intermediates whose lifetimes do not overlap ([Note: memory plan]).
 struct MemorySlot {
-  SymInt bytes;
-  std::vector<BufferId> buffers; ///< in the order they use it
+  SymInt bytes;                  ///< numel * itemsize of each tenant
+  std::vector<BufferId> buffers; ///< tenants, in the order they use it
+  /// Kernels (inclusive) during which the slot is in use, one span per tenant; a tenant that
+  /// overwrites its predecessor in place extends that span. Other slots may use the gaps.
+  std::vector<std::pair<int, int>> lifetimes;
+  /// The memory of an extern's result (not of the arena): its tenants are that result and the
+  /// nodes that overwrite it in place.
+  bool external = false;
 };
 
 struct Schedule {

@@ -430,7 +430,8 @@ TEST_CASE("a node whose lane a shared loop would take stays out of the kernel, o
   checkNumerics(flat, {v, w}, {ops::exp(v), ops::exp(w)}, {{"s0", 7}});
 }
 
-TEST_CASE("memory planning reuses dead buffers of equal size", "[schedule][memory]") {
+TEST_CASE("a GEMM's result is memory of its own, overwritten in place by its epilogue",
+          "[schedule][memory]") {
   Schedule s = scheduled(R"(graph @g(%x: f32[s0, 16], %w: f32[16, 16]) {
   %0 = matmul(%x, %w) : f32[s0, 16]
   %1 = exp(%0) : f32[s0, 16]
@@ -442,13 +443,18 @@ TEST_CASE("memory planning reuses dead buffers of equal size", "[schedule][memor
 }
 )");
   REQUIRE(s.kernels.size() == 3);
-  // Five intermediates in two slots: each epilogue overwrites its GEMM's result in place (it is
-  // that buffer's only reader and reads it point by point), and the third GEMM reuses the first
-  // slot, dead since kernel 1.
+  // Five intermediates in three slots: each GEMM's result is the memory the library call
+  // returned (never reused by another kernel: the next GEMM allocates its own), and each
+  // epilogue overwrites it in place (it is that buffer's only reader and reads it point by
+  // point), which extends the slot's span to the epilogue's reader.
   CHECK(countStorage(s, StorageKind::Allocated) == 5);
-  CHECK(s.slots.size() == 2);
-  CHECK(s.str().find("memory mem0: s0*64 bytes for buf2, buf3, buf6") != std::string::npos);
-  CHECK(s.str().find("memory mem1: s0*64 bytes for buf4, buf5") != std::string::npos);
+  REQUIRE(s.slots.size() == 3);
+  for (const passes::schedule::MemorySlot &m : s.slots)
+    CHECK(m.external);
+  CHECK(s.str().find("memory mem0 (extern result): s0*64 bytes for buf2, buf3, in use k0..k1") !=
+        std::string::npos);
+  CHECK(s.str().find("memory mem1 (extern result): s0*64 bytes for buf4, buf5, in use k1..k2") !=
+        std::string::npos);
   // Liveness: buffers sharing a slot never overlap, except a hand-over inside one kernel.
   std::vector<int> kernelOf(s.program.nodes().size());
   for (size_t k = 0; k < s.kernels.size(); ++k)
