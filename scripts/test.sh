@@ -24,10 +24,10 @@ echo "== C++ unit tests (Catch2: bazel test //tests/...)"
 quiet_bazel test //tests/... || status=1
 
 echo "== Golden IR tests (lit + FileCheck: tests/lit)"
-if quiet_bazel build //tools:kiln-opt //passes/lower:kiln-lower; then
+if quiet_bazel build //tools:kiln-opt; then
   .venv/bin/lit -sv tests/lit || status=1
 else
-  echo "kiln-opt or kiln-lower failed to build"
+  echo "kiln-opt failed to build"
   status=1
 fi
 

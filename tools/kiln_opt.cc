@@ -1,13 +1,20 @@
-// kiln-opt: reads a .kir file, verifies it, runs a pass pipeline and prints the result.
+// kiln-opt: reads a .kir file, verifies it, runs a pass pipeline and prints the result; with
+// --emit, runs kiln.compile's whole pipeline (driver/prepared_graph.h) and prints a later stage.
 //
 //   kiln-opt model.kir -p cse,dce
 //   kiln-opt - --print-ir-after-all -p dce < model.kir
 //   kiln-opt cases.kir --split-input-file --verify-only
+//   kiln-opt model.kir --emit=schedule        the scheduled loop program of each graph
+//   kiln-opt model.kir --emit=mlir            the CPU kernels as MLIR (before the JIT)
+//   kiln-opt model.kir --emit=cuda            the CUDA C of each graph
 //
 // Parse and verifier errors print as `file:line:col: error: message` on stderr and make the exit
 // status 1; with --split-input-file each `// -----` chunk is processed on its own, so one file can
 // hold many error cases (lit tests do that).
 
+#include "codegen/cpu/emit.h"
+#include "codegen/cuda/emit.h"
+#include "driver/prepared_graph.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -35,12 +42,25 @@ options:
   --split-input-file       process each '// -----' separated chunk on its own
   --no-verify-each         do not run the verifier after each pass
   --list-passes            list the registered passes
+  --emit STAGE             what to print: kir (default: the graph after the passes given), or,
+                           through kiln.compile's pipeline (shape-infer, the graph passes: -p or
+                           the default ones, lowering, scheduling), schedule (the scheduled loop
+                           program), mlir (the CPU kernels' MLIR) or cuda (the CUDA C)
+  --no-fuse                with --emit: no inlining and no kernel grouping (one kernel per
+                           lowered node)
+  --vector-bits N          with --emit=mlir: vector width (default 512: AVX-512; 256: AVX2)
   -h, --help               show this help
 )";
+
+enum class Emit { Kir, Schedule, Mlir, Cuda };
 
 struct Options {
   std::string input;
   std::string pipeline;
+  bool pipelineGiven = false;
+  Emit emit = Emit::Kir;
+  bool fuse = true;
+  int vectorBits = 512;
   bool verifyOnly = false;
   bool splitInput = false;
   passes::PassManagerOptions pm;
@@ -89,6 +109,22 @@ Options parseArgs(int argc, char **argv) {
     } else if (takeValue(argc, argv, i, "-p", value) ||
                takeValue(argc, argv, i, "--passes", value)) {
       o.pipeline += (o.pipeline.empty() ? "" : ",") + value;
+      o.pipelineGiven = true;
+    } else if (takeValue(argc, argv, i, "--emit", value)) {
+      if (value == "kir")
+        o.emit = Emit::Kir;
+      else if (value == "schedule")
+        o.emit = Emit::Schedule;
+      else if (value == "mlir")
+        o.emit = Emit::Mlir;
+      else if (value == "cuda")
+        o.emit = Emit::Cuda;
+      else
+        usageError(fmt::format("unknown --emit stage '{}' (kir, schedule, mlir, cuda)", value));
+    } else if (arg == "--no-fuse") {
+      o.fuse = false;
+    } else if (takeValue(argc, argv, i, "--vector-bits", value)) {
+      o.vectorBits = std::atoi(value.c_str());
     } else if (takeValue(argc, argv, i, "--print-ir-after", value)) {
       o.pm.printAfter.insert(value);
     } else if (arg == "--print-ir-after-all") {
@@ -158,6 +194,41 @@ ir::Diagnostic locate(ir::Diagnostic d, const ir::ParsedModule &module, const st
   return d;
 }
 
+/// Runs each graph through kiln.compile's pipeline and prints the stage --emit names, each
+/// after a `// graph @name` line; returns false after reporting an error.
+bool emitStage(ir::ParsedModule &module, const Options &o, const std::string &bufferName,
+               std::string &output) {
+  driver::PipelineOptions options;
+  options.filename = bufferName;
+  options.fuse = o.fuse;
+  if (o.pipelineGiven)
+    options.pipeline = o.pipeline;
+  for (size_t i = 0; i < module.graphs.size(); ++i) {
+    std::string name = module.graphs[i]->name();
+    driver::PreparedGraph graph;
+    try {
+      graph = driver::prepareGraph(std::move(module.graphs[i]), module.positions, options);
+    } catch (const driver::LoweringDeclined &e) {
+      std::cerr << e.diagnostic.str() << "\n";
+      return false;
+    }
+    std::string text;
+    switch (o.emit) {
+    case Emit::Schedule:
+      text = graph.schedule.str();
+      break;
+    case Emit::Mlir:
+      text = codegen::cpu::emitModule(graph.schedule, {o.vectorBits}).text;
+      break;
+    default:
+      text = codegen::cuda::emitCuda(graph.schedule.program).source;
+      break;
+    }
+    output += fmt::format("{}// graph @{}\n{}", i ? "\n" : "", name, text);
+  }
+  return true;
+}
+
 /// Processes one chunk; returns false after reporting an error.
 bool processChunk(const Chunk &chunk, const Options &o, const std::string &bufferName,
                   std::string &output) {
@@ -171,6 +242,8 @@ bool processChunk(const Chunk &chunk, const Options &o, const std::string &buffe
     }
     if (o.verifyOnly)
       return true;
+    if (o.emit != Emit::Kir)
+      return emitStage(module, o, bufferName, output);
     for (size_t i = 0; i < module.graphs.size(); ++i) {
       passes::PassManager pm(o.pm);
       pm.addPipeline(o.pipeline);

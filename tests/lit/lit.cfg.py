@@ -43,9 +43,4 @@ if not os.access(filecheck, os.X_OK):
 # Substitutions are regular expressions: replace whole command words only, never part of a path.
 config.substitutions.append((r"(?<![\w/.-])kiln-opt(?![\w.-])", kiln_opt))
 config.substitutions.append((r"(?<![\w/.-])FileCheck(?![\w.-])", filecheck))
-# kiln-lower (lower_*.kir, schedule_*.kir): `bazel build //passes/lower:kiln-lower`, or $KILN_LOWER.
-kiln_lower = os.environ.get("KILN_LOWER") or os.path.join(
-    repo_root, "bazel-bin", "passes", "lower", "kiln-lower"
-)
-config.substitutions.append((r"(?<![\w/.-])kiln-lower(?![\w.-])", kiln_lower))
 config.environment["PATH"] = os.pathsep.join([bindir, config.environment.get("PATH", "")])
