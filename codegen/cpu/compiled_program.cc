@@ -5,8 +5,8 @@
 
 #include "codegen/cpu/kernel_profile.h"
 #include "codegen/cpu/launch.h"
+#include "codegen/externs.h"
 #include "ir/loop/binding.h"
-#include "passes/lower/eager_externs.h"
 #include "runtime/error.h"
 
 #include <fmt/format.h>
@@ -69,7 +69,7 @@ struct CompiledProgram::State {
   CompileDumps dumps;
   std::vector<KernelFn> kernels; ///< parallel to module.kernels
   std::vector<int> kernelOfNode; ///< node → index into kernels, -1 for externs
-  std::map<std::string, ExternFn, std::less<>> externs = passes::lower::eagerExterns();
+  ExternTable externs = codegen::eagerExterns();
   double seconds = 0;
   /// Per node: the nodes whose code runs inside its function (KernelInfo::fusedInto).
   std::vector<std::vector<size_t>> members;
@@ -285,28 +285,15 @@ SymbolValues CompiledProgram::State::bind(std::span<const Tensor> inputs, const 
 
 void CompiledProgram::State::runExtern(const LoopNode &node, const SymbolValues &values,
                                        const Arena &arena, std::vector<Tensor> &tensors) const {
-  auto it = externs.find(node.externOp);
-  KILN_CHECK_KIND(NotImplemented, it != externs.end(),
-                  "compiled program: no implementation of extern \"{}\" (registerExtern it)",
-                  node.externOp);
   std::vector<Tensor> inputs;
   for (BufferId id : node.externInputs)
     inputs.push_back(tensors[id.index]);
-  ir::Attributes bound;
   std::vector<Tensor> results =
-      it->second(inputs, ir::loop::bindAttributes(node.attributes, values, bound));
-  KILN_CHECK_KIND(Value, results.size() == node.outputs.size(),
-                  "compiled program: extern \"{}\" returned {} tensors for {} buffers",
-                  node.externOp, results.size(), node.outputs.size());
+      ir::loop::runExtern(externs, program, node, inputs, values, "compiled program");
   for (size_t n = 0; n < results.size(); ++n) {
     BufferId id = node.outputs[n];
     const Buffer &b = program.buffer(id);
     Tensor &out = tensors[id.index];
-    Shape sizes = out.defined() ? out.sizes() : evaluateAll(b.meta.sizes, values);
-    KILN_CHECK_KIND(Value, results[n].sizes() == sizes && results[n].dtype() == b.meta.dtype,
-                    "compiled program: extern \"{}\" result {} is {} {}, but {} is {}",
-                    node.externOp, n, dtypeName(results[n].dtype()), results[n].shapeStr(),
-                    bufferName(id), printType(b.meta));
     if (b.kind == BufferKind::Intermediate && slotOf[id.index] < 0)
       continue; // never read
     // Adopt the result when its layout is the buffer's (kernels read it through the buffer's

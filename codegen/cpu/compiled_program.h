@@ -40,7 +40,7 @@
 #include "codegen/cpu/emit.h"
 #include "codegen/cpu/launch.h"
 #include "ir/loop/program.h"
-#include "passes/lower/eager_externs.h"
+#include "codegen/externs.h"
 #include "runtime/tensor.h"
 
 #include <functional>
@@ -56,7 +56,7 @@ namespace kiln::codegen::cpu {
 class CompiledProgram {
 public:
   /// Computes an extern node: its input tensors and attributes to one tensor per output buffer.
-  using ExternFn = passes::lower::ExternFn;
+  using ExternFn = codegen::ExternFn;
 
   /// The scheduled program, its kernels already in memory: `kernels[k]` implements
   /// `module.kernels[k]`, emitted from `schedule`. `codeOwner` keeps the code alive (a JIT, a

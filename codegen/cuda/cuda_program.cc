@@ -76,7 +76,7 @@ struct CudaProgram::State {
   std::vector<int> kernelsOfNode; ///< node → index into module.nodes, -1 for externs
   /// Per buffer: the last node that reads or writes it (-1: none; outputs: past the last node).
   std::vector<int> lastUse;
-  passes::lower::ExternTable externs = passes::lower::eagerExterns();
+  codegen::ExternTable externs = codegen::eagerExterns();
   /// Whether a kernel takes the index-error record (it has indirect loads).
   bool checksIndices = false;
 
@@ -130,7 +130,7 @@ const LoopProgram &CudaProgram::program() const { return state_->program; }
 const CudaModule &CudaProgram::module() const { return state_->module; }
 CudaDevice &CudaProgram::device() const { return *state_->device; }
 
-CudaProgram &CudaProgram::registerExtern(const std::string &op, passes::lower::ExternFn fn) {
+CudaProgram &CudaProgram::registerExtern(const std::string &op, codegen::ExternFn fn) {
   state_->externs[op] = std::move(fn);
   return *this;
 }
@@ -183,10 +183,6 @@ void CudaProgram::State::runExtern(const LoopNode &node, const SymbolValues &val
       // This call's layout or dtypes are not cuBLAS's: the host path below computes it.
     }
   }
-  auto it = externs.find(node.externOp);
-  KILN_CHECK_KIND(NotImplemented, it != externs.end(),
-                  "cuda program: no implementation of extern \"{}\" (registerExtern it)",
-                  node.externOp);
   std::vector<Tensor> inputs;
   for (BufferId id : node.externInputs) {
     const Buffer &b = program.buffer(id);
@@ -195,20 +191,12 @@ void CudaProgram::State::runExtern(const LoopNode &node, const SymbolValues &val
     device->copyToHost(host.rawData(), ensure(id, values, buffers), l.bytes(b.meta.dtype));
     inputs.push_back(host);
   }
-  ir::Attributes bound;
   std::vector<Tensor> results =
-      it->second(inputs, ir::loop::bindAttributes(node.attributes, values, bound));
-  KILN_CHECK_KIND(Value, results.size() == node.outputs.size(),
-                  "cuda program: extern \"{}\" returned {} tensors for {} buffers", node.externOp,
-                  results.size(), node.outputs.size());
+      ir::loop::runExtern(externs, program, node, inputs, values, "cuda program");
   for (size_t n = 0; n < results.size(); ++n) {
     BufferId id = node.outputs[n];
     const Buffer &b = program.buffer(id);
     BufferLayout l = layoutOf(b, values);
-    KILN_CHECK_KIND(Value, results[n].sizes() == l.sizes && results[n].dtype() == b.meta.dtype,
-                    "cuda program: extern \"{}\" result {} is {} {}, but {} is {}", node.externOp,
-                    n, dtypeName(results[n].dtype()), results[n].shapeStr(), bufferName(id),
-                    printType(b.meta));
     Tensor host = results[n];
     if (!l.matches(host)) {
       host = hostTensor(b, l);

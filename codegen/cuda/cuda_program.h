@@ -10,7 +10,7 @@
 ///   per node   Pointwise/Reduction: its buffers allocated on first use, its kernels launched as
 ///              planLaunches says for this device's limits (a split reduction's workspace from
 ///              the device's allocator); Extern: run on the host through kiln's eager kernels
-///              (passes/lower/eager_externs.h): inputs copied device → host, results host →
+///              (codegen/externs.h): inputs copied device → host, results host →
 ///              device — except the GEMM externs when cuBLAS loads (device_externs.h), which
 ///              run on the device; a call cuBLAS declines (no unit stride, integer dtypes) and
 ///              every other extern (convolutions, attention) costs two transfers.
@@ -29,7 +29,7 @@
 #include "codegen/cuda/device.h"
 #include "codegen/cuda/emit.h"
 #include "ir/loop/program.h"
-#include "passes/lower/eager_externs.h"
+#include "codegen/externs.h"
 #include "runtime/tensor.h"
 
 #include <initializer_list>
@@ -69,7 +69,7 @@ public:
                                   std::span<const Tensor> into = {}) const;
 
   /// Registers (or replaces) the host implementation of extern op `op`.
-  CudaProgram &registerExtern(const std::string &op, passes::lower::ExternFn fn);
+  CudaProgram &registerExtern(const std::string &op, codegen::ExternFn fn);
 
   const ir::loop::LoopProgram &program() const;
   const CudaModule &module() const;

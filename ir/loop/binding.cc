@@ -108,4 +108,29 @@ const ir::Attributes &bindAttributes(const ir::Attributes &attrs, const SymbolVa
   return storage;
 }
 
+std::vector<Tensor> runExtern(const ExternTable &table, const LoopProgram &program,
+                              const LoopNode &node, std::span<const Tensor> inputs,
+                              const SymbolValues &values, std::string_view who) {
+  auto it = table.find(node.externOp);
+  KILN_CHECK_KIND(NotImplemented, it != table.end(),
+                  "{}: no implementation of extern \"{}\" (registerExtern it)", who, node.externOp);
+  ir::Attributes storage;
+  std::vector<Tensor> results =
+      it->second(inputs, bindAttributes(node.attributes, values, storage));
+  KILN_CHECK_KIND(Value, results.size() == node.outputs.size(),
+                  "{}: extern \"{}\" returned {} tensors for {} buffers", who, node.externOp,
+                  results.size(), node.outputs.size());
+  for (size_t n = 0; n < results.size(); ++n) {
+    const Buffer &b = program.buffer(node.outputs[n]);
+    Shape sizes;
+    for (const SymInt &s : b.meta.sizes)
+      sizes.push_back(s.evaluate(values));
+    KILN_CHECK_KIND(Value, results[n].sizes() == sizes && results[n].dtype() == b.meta.dtype,
+                    "{}: extern \"{}\" result {} is {} {}, but {} is {}", who, node.externOp, n,
+                    dtypeName(results[n].dtype()), results[n].shapeStr(), bufferName(b.id),
+                    printType(b.meta));
+  }
+  return results;
+}
+
 } // namespace kiln::ir::loop

@@ -1,6 +1,7 @@
 #pragma once
 /// Binding a loop program to tensors: what every executor of loop programs does the same way —
-/// the reference interpreter, the CPU CompiledProgram and the CUDA CudaProgram.
+/// the reference interpreter, the CPU CompiledProgram and the CUDA CudaProgram — including
+/// running an extern node (runExtern).
 ///
 /// bindInputs checks each input tensor against its buffer (defined, dtype, rank), takes the
 /// size symbols that are a whole size of an input (first one wins), requires a value for every
@@ -11,7 +12,10 @@
 #include "ir/loop/program.h"
 #include "runtime/tensor.h"
 
+#include <functional>
+#include <map>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -39,6 +43,21 @@ Tensor allocateBuffer(const Buffer &b, const SymbolValues &values, std::string_v
 /// itself when none is symbolic, else the bound copy made in `storage`.
 const ir::Attributes &bindAttributes(const ir::Attributes &attrs, const SymbolValues &values,
                                      ir::Attributes &storage);
+
+/// Computes an extern node: its input tensors and (bound) attributes to one tensor per output
+/// buffer.
+using ExternFn =
+    std::function<std::vector<Tensor>(std::span<const Tensor> inputs, const ir::Attributes &attrs)>;
+/// Extern implementations by op name (codegen/externs.h has kiln's).
+using ExternTable = std::map<std::string, ExternFn, std::less<>>;
+
+/// Runs extern node `node` of `program` on `inputs` with `table`'s implementation of its op:
+/// binds its symbolic attributes under `values`, calls it, and checks what it returned: one
+/// tensor per output buffer, each of that buffer's dtype and sizes under `values`. Throws
+/// kiln::Error naming `who` (NotImplemented for an op `table` lacks, Value for a bad result).
+std::vector<Tensor> runExtern(const ExternTable &table, const LoopProgram &program,
+                              const LoopNode &node, std::span<const Tensor> inputs,
+                              const SymbolValues &values, std::string_view who);
 
 struct InputBinding {
   std::string_view who;            ///< "compiled program", "loop interpreter", ...

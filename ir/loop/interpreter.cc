@@ -347,27 +347,13 @@ void Interpreter::runReduction(const LoopNode &node) {
 }
 
 void Interpreter::runExtern(const LoopNode &node) {
-  auto it = externs_.find(node.externOp);
-  KILN_CHECK_KIND(NotImplemented, it != externs_.end(),
-                  "loop interpreter: no implementation of extern \"{}\" (registerExtern it)",
-                  node.externOp);
   std::vector<Tensor> inputs;
   for (BufferId id : node.externInputs)
     inputs.push_back(tensors_[id.index]);
-  ir::Attributes bound;
   std::vector<Tensor> results =
-      it->second(inputs, bindAttributes(node.attributes, symbols_, bound));
-  KILN_CHECK_KIND(Value, results.size() == node.outputs.size(),
-                  "loop interpreter: extern \"{}\" returned {} tensors for {} buffers",
-                  node.externOp, results.size(), node.outputs.size());
-  for (size_t n = 0; n < results.size(); ++n) {
-    Tensor &out = tensors_[node.outputs[n].index];
-    KILN_CHECK_KIND(Value, results[n].sizes() == out.sizes() && results[n].dtype() == out.dtype(),
-                    "loop interpreter: extern \"{}\" result {} is {} {}, but {} is {}",
-                    node.externOp, n, dtypeName(results[n].dtype()), results[n].shapeStr(),
-                    bufferName(node.outputs[n]), printType(program_.buffer(node.outputs[n]).meta));
-    out.copy_(results[n]);
-  }
+      ir::loop::runExtern(externs_, program_, node, inputs, symbols_, "loop interpreter");
+  for (size_t n = 0; n < results.size(); ++n)
+    tensors_[node.outputs[n].index].copy_(results[n]);
 }
 
 std::vector<Tensor> interpret(const LoopProgram &program, std::span<const Tensor> inputs,

@@ -14,6 +14,7 @@
 /// integer division by zero; argmax/argmin over an empty range; an extern op without an
 /// implementation (NotImplemented).
 
+#include "ir/loop/binding.h"
 #include "ir/loop/program.h"
 #include "runtime/tensor.h"
 
@@ -27,9 +28,7 @@ namespace kiln::ir::loop {
 
 class Interpreter {
 public:
-  /// Computes an extern node: its input tensors and attributes to one tensor per output buffer.
-  using ExternFn =
-      std::function<std::vector<Tensor>(std::span<const Tensor> inputs, const Attributes &attrs)>;
+  using ExternFn = ir::loop::ExternFn;
 
   /// `mm`, `bmm` and `matmul` (kiln::ops) are registered.
   explicit Interpreter(const LoopProgram &program);
@@ -60,7 +59,7 @@ private:
 
   const LoopProgram &program_;
   SymbolValues bound_, symbols_;
-  std::map<std::string, ExternFn, std::less<>> externs_;
+  ExternTable externs_;
   std::vector<Tensor> tensors_;
 };
 

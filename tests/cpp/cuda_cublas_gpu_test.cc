@@ -8,7 +8,7 @@
 #include "codegen/cuda/driver.h"
 #include "codegen/cuda/event.h"
 #include "codegen/cuda/shared_library.h"
-#include "passes/lower/eager_externs.h"
+#include "codegen/externs.h"
 #include "runtime/error.h"
 #include "runtime/generator.h"
 #include "runtime/ops/compare.h"
@@ -99,7 +99,7 @@ DeviceTensor upload(CudaDevice &device, const Tensor &t) {
 
 void checkOp(CudaDevice &device, const char *op, std::vector<Tensor> in,
              const ir::Attributes &attrs = {}) {
-  Tensor want = passes::lower::eagerExterns().at(op)(in, attrs).at(0);
+  Tensor want = codegen::eagerExterns().at(op)(in, attrs).at(0);
   std::vector<DeviceTensor> ins;
   for (const Tensor &t : in)
     ins.push_back(upload(device, t));

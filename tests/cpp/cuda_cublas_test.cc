@@ -10,7 +10,7 @@
 #include "codegen/cuda/device_externs.h"
 #include "codegen/cuda/driver.h"
 #include "codegen/cuda/event.h"
-#include "passes/lower/eager_externs.h"
+#include "codegen/externs.h"
 #include "runtime/error.h"
 #include "runtime/generator.h"
 #include "runtime/ops/compare.h"
@@ -127,7 +127,7 @@ double tolerance(DType t) {
 /// `out` when given: a view with its own strides).
 void checkOp(const char *op, std::vector<Tensor> in, const ir::Attributes &attrs = {},
              Tensor out = {}) {
-  Tensor want = passes::lower::eagerExterns().at(op)(in, attrs).at(0);
+  Tensor want = codegen::eagerExterns().at(op)(in, attrs).at(0);
   if (!out.defined())
     out = Tensor::empty(want.sizes(), want.dtype());
   runDevice(op, in, out, attrs);

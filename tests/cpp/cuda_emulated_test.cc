@@ -8,7 +8,7 @@
 #include "codegen/cuda/launch_plan.h"
 #include "ir/loop/interpreter.h"
 #include "ir/loop/program.h"
-#include "passes/lower/eager_externs.h"
+#include "codegen/externs.h"
 #include "runtime/error.h"
 #include "runtime/generator.h"
 #include "runtime/ops/elementwise.h"
@@ -136,7 +136,7 @@ std::vector<Tensor> emulate(const LoopProgram &p, const CudaModule &m, const Int
 std::set<KernelRole> checkOnHost(const LoopProgram &p, const std::vector<Tensor> &inputs,
                                  const SymbolValues &bind = {}, double tolScale = 1) {
   Interpreter interp(p);
-  passes::lower::registerEagerExterns(interp);
+  codegen::registerEagerExterns(interp);
   for (const auto &[name, value] : bind)
     interp.bind(name, value);
   interp.run(inputs);

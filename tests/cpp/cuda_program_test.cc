@@ -11,7 +11,7 @@
 #include "codegen/cuda/nvrtc.h"
 #include "driver/prepared_graph.h"
 #include "ir/loop/interpreter.h"
-#include "passes/lower/eager_externs.h"
+#include "codegen/externs.h"
 #include "runtime/error.h"
 #include "runtime/generator.h"
 #include "runtime/ops/random.h"
@@ -82,7 +82,7 @@ void checkAgainstCpu(const CudaProgram &cuda, const std::vector<Tensor> &inputs,
     laidOut.push_back(p.buffer(p.inputs()[n]).meta.isContiguous() ? inputs[n].contiguous()
                                                                   : inputs[n]);
   Interpreter interp(p);
-  passes::lower::registerEagerExterns(interp);
+  codegen::registerEagerExterns(interp);
   std::vector<Tensor> reference = interp.run(laidOut);
   std::vector<Tensor> cpu = codegen::cpu::compileProgram(passes::schedule::schedule(p)).run(inputs);
   REQUIRE(got.size() == reference.size());

@@ -7,7 +7,7 @@
 #include "ir/loop/interpreter.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
-#include "passes/lower/eager_externs.h"
+#include "codegen/externs.h"
 #include "passes/lower/lowering.h"
 #include "passes/schedule/schedule.h"
 #include "runtime/generator.h"

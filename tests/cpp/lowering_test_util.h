@@ -5,7 +5,7 @@
 #include "ir/loop/interpreter.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
-#include "passes/lower/eager_externs.h"
+#include "codegen/externs.h"
 #include "passes/lower/lowering.h"
 #include "passes/schedule/schedule.h"
 #include "runtime/generator.h"
@@ -69,7 +69,7 @@ inline void checkClose(const Tensor &actual, const Tensor &expected, double tol)
 
 inline std::vector<Tensor> run(const LoopProgram &p, const std::vector<Tensor> &inputs) {
   ir::loop::Interpreter interp(p);
-  passes::lower::registerEagerExterns(interp);
+  codegen::registerEagerExterns(interp);
   return interp.run(inputs);
 }
 

@@ -5,7 +5,7 @@
 #include "ir/loop/interpreter.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
-#include "passes/lower/eager_externs.h"
+#include "codegen/externs.h"
 #include "passes/lower/lowering.h"
 #include "passes/schedule/rebuild.h"
 #include "passes/schedule/schedule.h"
@@ -62,7 +62,7 @@ void checkClose(const Tensor &actual, const Tensor &expected, double tol) {
 
 std::vector<Tensor> interpret(const LoopProgram &p, const std::vector<Tensor> &inputs) {
   ir::loop::Interpreter interp(p);
-  passes::lower::registerEagerExterns(interp);
+  codegen::registerEagerExterns(interp);
   return interp.run(inputs);
 }
 
@@ -88,7 +88,7 @@ std::vector<Tensor> runPlanned(const Schedule &s, const std::vector<Tensor> &inp
     for (BufferId id : reads)
       in.push_back(tensors[id.index]);
     ir::loop::Interpreter interp(one);
-    passes::lower::registerEagerExterns(interp);
+    codegen::registerEagerExterns(interp);
     for (const auto &[name, value] : symbols)
       interp.bind(name, value);
     std::vector<Tensor> out = interp.run(in);

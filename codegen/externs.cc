@@ -1,6 +1,6 @@
 // The extern contract of passes/lower/README.md, implemented by kiln's eager kernels.
 
-#include "passes/lower/eager_externs.h"
+#include "codegen/externs.h"
 
 #include "ir/loop/interpreter.h"
 #include "runtime/error.h"
@@ -15,7 +15,7 @@
 #include "runtime/ops/shape_ops.h"
 #include "runtime/ops/sort.h"
 
-namespace kiln::passes::lower {
+namespace kiln::codegen {
 
 namespace {
 
@@ -295,4 +295,4 @@ void registerEagerExterns(ir::loop::Interpreter &interp) {
     interp.registerExtern(name, fn);
 }
 
-} // namespace kiln::passes::lower
+} // namespace kiln::codegen
