@@ -124,25 +124,26 @@ AotModel::AotModel(const kiln_program_desc &desc, const char *weightsPath) : nam
                                  "again on (or for) this machine",
                                  name_, fmt::join(missing, ", ")));
   std::string kir(desc.kir, desc.kir_size);
+  driver::PreparedGraph graph;
   try {
-    graph_ = driver::prepareGraph(kir, parsePipelineOptions(desc.options, name_ + ".kir"));
+    graph = driver::prepareGraph(kir, parsePipelineOptions(desc.options, name_ + ".kir"));
   } catch (const std::exception &e) {
     throw AotError(KILN_ERROR_INCOMPATIBLE,
                    fmt::format("{}: the runtime cannot rebuild the program: {}", name_, e.what()));
   }
-  if (cuda)
-    loadCudaCode(desc);
-  else
-    loadCpuKernels(desc);
-  bindWeights(desc, weightsPath);
+  std::unique_ptr<codegen::Executable> code =
+      cuda ? loadCudaCode(graph, desc) : loadCpuKernels(graph, desc);
+  std::vector<Tensor> weights = bindWeights(graph, desc, weightsPath);
+  runner_ = std::make_unique<driver::Runner>(std::move(graph), std::move(weights), std::move(code));
   describe();
 }
 
 AotModel::~AotModel() = default;
 
-void AotModel::loadCpuKernels(const kiln_program_desc &desc) {
-  codegen::cpu::EmittedModule module = codegen::cpu::emitModule(
-      graph_.schedule, codegen::cpu::emitOptionsForFeatures(desc.features));
+std::unique_ptr<codegen::Executable> AotModel::loadCpuKernels(const driver::PreparedGraph &graph,
+                                                              const kiln_program_desc &desc) {
+  codegen::cpu::EmittedModule module =
+      codegen::cpu::emitModule(graph.schedule, codegen::cpu::emitOptionsForFeatures(desc.features));
   if (moduleHash(module.text) != desc.module_hash)
     throw AotError(KILN_ERROR_INCOMPATIBLE,
                    fmt::format("{}: this runtime schedules the program differently from the "
@@ -159,13 +160,13 @@ void AotModel::loadCpuKernels(const kiln_program_desc &desc) {
                      fmt::format("{}: the library has no kernel {}", name_, info.name));
     kernels.push_back(fn);
   }
-  program_ =
-      std::make_unique<codegen::cpu::CompiledProgram>(codegen::cpu::CompiledProgram::fromKernels(
-          graph_.schedule, std::move(module), std::move(kernels), nullptr));
+  return codegen::cpuExecutable(codegen::cpu::CompiledProgram::fromKernels(
+      graph.schedule, std::move(module), std::move(kernels), nullptr));
 }
 
-void AotModel::loadCudaCode(const kiln_program_desc &desc) {
-  codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph_.schedule.program);
+std::unique_ptr<codegen::Executable> AotModel::loadCudaCode(const driver::PreparedGraph &graph,
+                                                            const kiln_program_desc &desc) {
+  codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph.schedule.program);
   if (moduleHash(module.source) != desc.module_hash)
     throw AotError(KILN_ERROR_INCOMPATIBLE,
                    fmt::format("{}: this runtime emits different CUDA code from the kilnc that "
@@ -184,17 +185,22 @@ void AotModel::loadCudaCode(const kiln_program_desc &desc) {
     code.cubinSource = codegen::cuda::CubinSource::Nvrtc;
   }
   try {
-    cudaProgram_ = std::make_unique<codegen::cuda::CudaProgram>(
-        graph_.schedule.program, std::move(module), codegen::cuda::openDriverDevice(0, code));
+    // Host tensors in and out: the program copies them to and from its device.
+    return codegen::cudaExecutable(
+        codegen::cuda::CudaProgram(graph.schedule.program, std::move(module),
+                                   codegen::cuda::openDriverDevice(0, code)),
+        Device{});
   } catch (const std::exception &e) {
     throw AotError(KILN_ERROR_INCOMPATIBLE,
                    fmt::format("{}: cannot load the CUDA code: {}", name_, e.what()));
   }
 }
 
-void AotModel::bindWeights(const kiln_program_desc &desc, const char *weightsPath) {
-  if (graph_.weights.empty())
-    return;
+std::vector<Tensor> AotModel::bindWeights(const driver::PreparedGraph &graph,
+                                          const kiln_program_desc &desc, const char *weightsPath) {
+  std::vector<Tensor> weights;
+  if (graph.weights.empty())
+    return weights;
   const SafeTensorsView *view = nullptr;
   SafeTensorsView embedded;
   std::shared_ptr<SafeTensorsFile> file;
@@ -222,10 +228,11 @@ void AotModel::bindWeights(const kiln_program_desc &desc, const char *weightsPat
   } catch (const std::exception &e) {
     throw AotError(KILN_ERROR_WEIGHTS, e.what());
   }
-  for (const driver::WeightSpec &w : graph_.weights) {
+  for (const driver::WeightSpec &w : graph.weights) {
     // Embedded bytes live as long as the library; a file as long as its mapping.
-    weights_.push_back(view->tensor(findWeight(*view, w, name_), weightsOwner_));
+    weights.push_back(view->tensor(findWeight(*view, w, name_), weightsOwner_));
   }
+  return weights;
 }
 
 void AotModel::describe() {
@@ -248,22 +255,22 @@ void AotModel::describe() {
       }
       info.sizes[d] = -1;
       info.dims[d] = keep(sizes[d].str());
-      for (const driver::SymRange &r : graph_.ranges)
+      for (const driver::SymRange &r : graph().ranges)
         if (sizes[d].symbolName() == r.symbol) {
           info.min[d] = r.min;
           info.max[d] = r.max;
         }
     }
   };
-  for (const driver::InputSpec &in : graph_.inputs) {
+  for (const driver::InputSpec &in : graph().inputs) {
     if (in.sizes.size() > KILN_MAX_RANK)
       throw AotError(KILN_ERROR_INCOMPATIBLE,
                      fmt::format("{}: input {} has rank {} (the C API allows {})", name_, in.name,
                                  in.sizes.size(), KILN_MAX_RANK));
     fill(inputInfo_.emplace_back(), in.name, in.dtype, in.sizes);
   }
-  for (size_t k = 0; k < graph_.outputs.size(); ++k) {
-    const driver::OutputSpec &out = graph_.outputs[k];
+  for (size_t k = 0; k < graph().outputs.size(); ++k) {
+    const driver::OutputSpec &out = graph().outputs[k];
     if (out.sizes.size() > KILN_MAX_RANK)
       throw AotError(KILN_ERROR_INCOMPATIBLE,
                      fmt::format("{}: output {} has rank {} (the C API allows {})", name_, k,
@@ -274,7 +281,7 @@ void AotModel::describe() {
 
 std::vector<Tensor> AotModel::wrapInputs(std::span<const kiln_tensor> inputs,
                                          std::vector<std::optional<int64_t>> &ints) const {
-  const std::vector<driver::InputSpec> &specs = graph_.inputs;
+  const std::vector<driver::InputSpec> &specs = graph().inputs;
   if (inputs.size() != specs.size())
     throw AotError(KILN_ERROR_INVALID_ARGUMENT, fmt::format("{}: run takes {} inputs, got {}",
                                                             name_, specs.size(), inputs.size()));
@@ -309,22 +316,22 @@ std::vector<Tensor> AotModel::wrapInputs(std::span<const kiln_tensor> inputs,
 }
 
 void AotModel::run(std::span<const kiln_tensor> inputs, std::span<kiln_tensor> outputs) const {
-  if (outputs.size() != graph_.outputs.size())
+  if (outputs.size() != graph().outputs.size())
     throw AotError(KILN_ERROR_INVALID_ARGUMENT,
                    fmt::format("{}: run fills {} outputs, got room for {}", name_,
-                               graph_.outputs.size(), outputs.size()));
+                               graph().outputs.size(), outputs.size()));
   std::vector<std::optional<int64_t>> ints;
   std::vector<Tensor> tensors = wrapInputs(inputs, ints);
   ir::SymbolValues values;
   try {
-    values = graph_.bindSymbols(tensors, ints);
+    values = runner_->bind(tensors, ints);
   } catch (const driver::SpecializationError &e) {
     throw AotError(KILN_ERROR_SHAPE, fmt::format("{}: {}", name_, e.what()));
   }
   // Caller buffers must match what this call produces: check them all before running.
   std::vector<Shape> outSizes;
   for (size_t k = 0; k < outputs.size(); ++k) {
-    const driver::OutputSpec &spec = graph_.outputs[k];
+    const driver::OutputSpec &spec = graph().outputs[k];
     Shape sizes;
     for (const ir::SymInt &s : spec.sizes)
       sizes.push_back(s.evaluate(values));
@@ -340,11 +347,10 @@ void AotModel::run(std::span<const kiln_tensor> inputs, std::span<kiln_tensor> o
     }
     outSizes.push_back(std::move(sizes));
   }
-  tensors.insert(tensors.end(), weights_.begin(), weights_.end());
-  std::vector<Tensor> results =
-      cudaProgram_ ? cudaProgram_->run(tensors, values) : program_->run(tensors, values);
+  // Mutated arguments are not written back: the caller's input buffers stay as given.
+  std::vector<Tensor> results = runner_->run(tensors, values, /*writeBack=*/false);
   for (size_t k = 0; k < outputs.size(); ++k) {
-    const driver::OutputSpec &spec = graph_.outputs[k];
+    const driver::OutputSpec &spec = graph().outputs[k];
     Tensor result = spec.aliasOf >= 0 ? tensors[spec.aliasOf] : results[k];
     kiln_tensor &o = outputs[k];
     size_t nbytes = static_cast<size_t>(numelOf(outSizes[k]) * itemsize(spec.dtype));

@@ -18,8 +18,9 @@
 
 #include "aot/kiln_aot.h"
 #include "aot/safetensors.h"
-#include "codegen/cpu/compiled_program.h"
+#include "codegen/executable.h"
 #include "driver/prepared_graph.h"
+#include "driver/runner.h"
 
 namespace kiln::codegen::cuda {
 class CudaProgram;
@@ -63,7 +64,7 @@ public:
   AotModel(const kiln_program_desc &desc, const char *weightsPath);
   ~AotModel();
 
-  const driver::PreparedGraph &graph() const { return graph_; }
+  const driver::PreparedGraph &graph() const { return runner_->graph(); }
   /// The io info of input/output `index` (strings owned by the model).
   const kiln_io_info &inputInfo(size_t index) const { return inputInfo_.at(index); }
   const kiln_io_info &outputInfo(size_t index) const { return outputInfo_.at(index); }
@@ -72,19 +73,19 @@ public:
   void run(std::span<const kiln_tensor> inputs, std::span<kiln_tensor> outputs) const;
 
 private:
-  void loadCpuKernels(const kiln_program_desc &desc);
-  void loadCudaCode(const kiln_program_desc &desc);
-  void bindWeights(const kiln_program_desc &desc, const char *weightsPath);
+  std::unique_ptr<codegen::Executable> loadCpuKernels(const driver::PreparedGraph &graph,
+                                                      const kiln_program_desc &desc);
+  std::unique_ptr<codegen::Executable> loadCudaCode(const driver::PreparedGraph &graph,
+                                                    const kiln_program_desc &desc);
+  std::vector<Tensor> bindWeights(const driver::PreparedGraph &graph, const kiln_program_desc &desc,
+                                  const char *weightsPath);
   void describe();
   std::vector<Tensor> wrapInputs(std::span<const kiln_tensor> inputs,
                                  std::vector<std::optional<int64_t>> &ints) const;
 
   std::string name_;
-  driver::PreparedGraph graph_;
-  std::unique_ptr<codegen::cpu::CompiledProgram> program_;  ///< --target cpu
-  std::unique_ptr<codegen::cuda::CudaProgram> cudaProgram_; ///< --target cuda
-  std::shared_ptr<const void> weightsOwner_;                ///< the mapped file, when not embedded
-  std::vector<Tensor> weights_;                             ///< parallel to graph_.weights
+  std::unique_ptr<driver::Runner> runner_;   ///< the program, its weights and its code
+  std::shared_ptr<const void> weightsOwner_; ///< the mapped file, when not embedded
   std::vector<kiln_io_info> inputInfo_, outputInfo_;
   std::vector<std::unique_ptr<std::string>> strings_; ///< storage of io info names
 };

@@ -4,6 +4,7 @@
 
 #include "codegen/cuda/cuda_program.h"
 #include "codegen/cuda/emit.h"
+#include "codegen/executable.h"
 #include "cuda/backend.h"
 #include "driver/prepared_graph.h"
 #include "ir/diagnostic.h"
@@ -54,7 +55,7 @@ std::string tensorType(const Tensor &t, std::map<int64_t, std::string> &symbols,
 
 struct EagerProgram {
   std::once_flag built;
-  std::unique_ptr<CudaProgram> program;
+  std::unique_ptr<codegen::Executable> program;
   std::string error; ///< why it cannot run (NotImplemented), when program is null
 };
 
@@ -78,8 +79,8 @@ void build(EagerProgram &entry, const std::string &text, std::string_view op, De
   }
   codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph.schedule.program);
   std::shared_ptr<codegen::cuda::CudaDevice> dev = backend->open(device.index, module);
-  entry.program =
-      std::make_unique<CudaProgram>(graph.schedule.program, std::move(module), std::move(dev));
+  entry.program = codegen::cudaExecutable(
+      CudaProgram(graph.schedule.program, std::move(module), std::move(dev)), device);
   compiled.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -154,7 +155,7 @@ std::vector<Tensor> runEagerOp(std::string_view op, std::span<const DeviceOperan
   }
   std::call_once(entry->built, [&] { build(*entry, text, op, device); });
   KILN_CHECK_KIND(NotImplemented, entry->program, "{}", entry->error);
-  std::vector<Tensor> out = entry->program->runOnDevice(inputs, device, {}, into);
+  std::vector<Tensor> out = entry->program->run(inputs, {}, into);
   // A result that is an operand (an op the pipeline folded away) is still a new tensor.
   for (Tensor &t : out)
     for (const Tensor &in : inputs)

@@ -22,8 +22,10 @@
 #include "codegen/cpu/kernel_cache.h"
 #include "codegen/cuda/cuda_program.h"
 #include "codegen/cuda/emit.h"
+#include "codegen/executable.h"
 #include "cuda/backend.h"
 #include "driver/prepared_graph.h"
+#include "driver/runner.h"
 #include "frontend/csrc/bindings.h"
 #include "frontend/csrc/built_graph.h"
 #include "ir/printer.h"
@@ -181,20 +183,23 @@ Scalar scalarArg(py::handle obj, ValueKind kind, const std::string &name) {
                   py::str(py::type::of(obj).attr("__name__")).cast<std::string>()));
 }
 
-/// A graph compiled for the host CPU; see the file comment.
+/// A graph compiled for the host CPU or a CUDA device; see the file comment.
 class CompiledGraph {
 public:
   CompiledGraph(const BuiltGraph &built, const py::dict &options);
   py::tuple call(const py::args &args) const;
 
   py::dict info() const;
-  const std::string &graphText() const { return graph_.graphText; }
-  const std::string &loopText() const { return graph_.loopText; }
-  std::string mlir() const { return program_ ? program_->module().text : std::string(); }
+  const std::string &graphText() const { return graph().graphText; }
+  const std::string &loopText() const { return graph().loopText; }
+  std::string mlir() const { return cpuProgram() ? cpuProgram()->module().text : std::string(); }
   /// The CUDA C of a graph compiled for a CUDA device ("" for the CPU).
-  std::string cudaSource() const { return cudaProgram_ ? cudaProgram_->module().source : ""; }
+  std::string cudaSource() const {
+    return cpuProgram() ? std::string() : runner_->executable().code();
+  }
   py::dict dumps() const {
-    codegen::cpu::CompileDumps d = program_ ? program_->dumps() : codegen::cpu::CompileDumps{};
+    codegen::cpu::CompileDumps d =
+        cpuProgram() ? cpuProgram()->dumps() : codegen::cpu::CompileDumps{};
     py::dict out;
     out["lowered_mlir"] = d.loweredMlir;
     out["llvm_ir"] = d.llvmIr;
@@ -203,27 +208,19 @@ public:
   }
   std::vector<std::string> weightNames() const {
     std::vector<std::string> out;
-    for (const driver::WeightSpec &w : graph_.weights)
+    for (const driver::WeightSpec &w : graph().weights)
       out.push_back(w.name);
     return out;
   }
-  const std::string &outSpec() const { return graph_.outSpec; }
+  const std::string &outSpec() const { return graph().outSpec; }
 
 private:
-  void bindWeights(const py::dict &weights);
-  /// Per program output: the argument tensor to compute it in, for the write-backs of inPlace_
-  /// whose argument no other input overlaps (undefined elsewhere: fresh memory, then copied
-  /// back).
-  std::vector<Tensor> computeInPlace(const std::vector<Tensor> &tensors) const;
-  void compileForCuda(std::chrono::steady_clock::time_point start);
+  const PreparedGraph &graph() const { return runner_->graph(); }
+  const CompiledProgram *cpuProgram() const { return runner_->executable().cpuProgram(); }
+  static std::vector<Tensor> boundWeights(const PreparedGraph &graph, const py::dict &weights);
+  std::unique_ptr<codegen::Executable> compileForCuda(const PreparedGraph &graph);
 
-  PreparedGraph graph_;
-  std::vector<Tensor> weights_; ///< parallel to graph_.weights
-  std::shared_ptr<CompiledProgram> program_;
-  /// The write-backs (graph_.writeBacks) program_ may compute in place, decided once.
-  std::vector<driver::WriteBack> inPlace_;
-  /// With options["device"] = "cuda:N": the graph as CUDA kernels on that device instead.
-  std::shared_ptr<codegen::cuda::CudaProgram> cudaProgram_;
+  std::unique_ptr<driver::Runner> runner_;
   Device device_;
   double seconds_ = 0, frontSeconds_ = 0;
   std::string cacheEvent_;
@@ -265,108 +262,78 @@ CompiledGraph::CompiledGraph(const BuiltGraph &built, const py::dict &options) {
 
   if (options.contains("device"))
     device_ = Device::parse(options["device"].cast<std::string>());
+  PreparedGraph graph;
   {
-    auto [graph, positions] = built.copy();
-    graph_ = driver::prepareGraph(std::move(graph), positions, pipeline);
+    auto [g, positions] = built.copy();
+    graph = driver::prepareGraph(std::move(g), positions, pipeline);
   }
-  bindWeights(options.contains("weights") ? options["weights"].cast<py::dict>() : py::dict());
+  std::vector<Tensor> weights = boundWeights(
+      graph, options.contains("weights") ? options["weights"].cast<py::dict>() : py::dict());
+  std::unique_ptr<codegen::Executable> executable;
   if (device_.type == DeviceType::CUDA) {
-    compileForCuda(start);
-    return;
+    frontSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    executable = compileForCuda(graph);
+    cacheEvent_ = "cuda";
+  } else {
+    codegen::cpu::ProgramOptions programOptions;
+    programOptions.jit.dumpStages = dump;
+    if (options.contains("opt_level"))
+      programOptions.jit.optLevel = options["opt_level"].cast<int>();
+    frontSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CacheStats before = KernelCache::global().stats();
+    {
+      py::gil_scoped_release release; // a cold compile takes a while: let other threads run
+      executable =
+          codegen::cpuExecutable(codegen::cpu::compileProgram(graph.schedule, programOptions));
+    }
+    CacheStats after = KernelCache::global().stats();
+    const CompiledProgram &program = *executable->cpuProgram();
+    cacheEvent_ =
+        cacheEvent(before, after, program.fromCache(), !program.module().kernels.empty(), dump);
   }
-
-  codegen::cpu::ProgramOptions programOptions;
-  programOptions.jit.dumpStages = dump;
-  if (options.contains("opt_level"))
-    programOptions.jit.optLevel = options["opt_level"].cast<int>();
-  auto front = std::chrono::steady_clock::now();
-  frontSeconds_ = std::chrono::duration<double>(front - start).count();
-  CacheStats before = KernelCache::global().stats();
-  {
-    py::gil_scoped_release release; // a cold compile takes a while: let other threads run
-    program_ = std::make_shared<CompiledProgram>(
-        codegen::cpu::compileProgram(graph_.schedule, programOptions));
-  }
-  CacheStats after = KernelCache::global().stats();
-  for (const driver::WriteBack &w : graph_.writeBacks)
-    if (program_->canComputeInPlace(static_cast<size_t>(w.result), static_cast<size_t>(w.input)))
-      inPlace_.push_back(w);
-  cacheEvent_ =
-      cacheEvent(before, after, program_->fromCache(), !program_->module().kernels.empty(), dump);
+  runner_ =
+      std::make_unique<driver::Runner>(std::move(graph), std::move(weights), std::move(executable));
   seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void CompiledGraph::compileForCuda(std::chrono::steady_clock::time_point start) {
+std::unique_ptr<codegen::Executable> CompiledGraph::compileForCuda(const PreparedGraph &graph) {
   std::string reason;
   cuda::Backend *backend = cuda::Backend::get(&reason);
   KILN_CHECK(backend, "kiln: CUDA is not available: {}", reason);
-  frontSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  {
-    py::gil_scoped_release release;
-    codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph_.schedule.program);
-    std::shared_ptr<codegen::cuda::CudaDevice> device = backend->open(device_.index, module);
-    cudaProgram_ = std::make_shared<codegen::cuda::CudaProgram>(
-        graph_.schedule.program, std::move(module), std::move(device));
-  }
-  for (Tensor &w : weights_)
-    w = w.to(device_);
-  cacheEvent_ = "cuda";
-  seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  py::gil_scoped_release release;
+  codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph.schedule.program);
+  std::shared_ptr<codegen::cuda::CudaDevice> device = backend->open(device_.index, module);
+  return codegen::cudaExecutable(
+      codegen::cuda::CudaProgram(graph.schedule.program, std::move(module), std::move(device)),
+      device_);
 }
 
-void CompiledGraph::bindWeights(const py::dict &weights) {
-  for (const driver::WeightSpec &w : graph_.weights) {
+std::vector<Tensor> CompiledGraph::boundWeights(const PreparedGraph &graph,
+                                                const py::dict &weights) {
+  std::vector<Tensor> out;
+  for (const driver::WeightSpec &w : graph.weights) {
     py::str key(w.name);
     KILN_CHECK_KIND(Value, weights.contains(key),
                     "compiled graph @{}: no tensor for weight \"{}\" (options[\"weights\"])",
-                    graph_.name, w.name);
+                    graph.name, w.name);
     py::handle value = weights[key];
     KILN_CHECK_KIND(Type, py::isinstance<Tensor>(value),
-                    "compiled graph @{}: weight \"{}\" must be a tensor", graph_.name, w.name);
+                    "compiled graph @{}: weight \"{}\" must be a tensor", graph.name, w.name);
     Tensor t = value.cast<Tensor>();
     KILN_CHECK_KIND(Value, t.dtype() == w.dtype && t.sizes() == w.sizes,
                     "compiled graph @{}: weight \"{}\" is {}{} in the graph but {}{} was given",
-                    graph_.name, w.name, dtypeName(w.dtype), shapeToString(w.sizes),
+                    graph.name, w.name, dtypeName(w.dtype), shapeToString(w.sizes),
                     dtypeName(t.dtype()), t.shapeStr());
-    weights_.push_back(t.contiguous());
+    out.push_back(t.contiguous());
   }
-}
-
-namespace {
-/// The bytes of `t`'s storage (whole storages: views of one array overlap conservatively).
-std::pair<uintptr_t, uintptr_t> storageRange(const Tensor &t) {
-  auto begin = reinterpret_cast<uintptr_t>(t.storage()->address());
-  return {begin, begin + t.storage()->nbytes()};
-}
-} // namespace
-
-std::vector<Tensor> CompiledGraph::computeInPlace(const std::vector<Tensor> &tensors) const {
-  std::vector<Tensor> into;
-  for (const driver::WriteBack &w : inPlace_) {
-    const Tensor &target = tensors[w.input];
-    if (!target.defined() || !target.isCpu())
-      continue;
-    auto [lo, hi] = storageRange(target);
-    bool shared = false;
-    for (size_t k = 0; k < tensors.size() && !shared; ++k) {
-      if (static_cast<int>(k) == w.input || !tensors[k].defined() || !tensors[k].isCpu())
-        continue;
-      auto [a, b] = storageRange(tensors[k]);
-      shared = a < hi && lo < b;
-    }
-    if (shared)
-      continue;
-    if (into.size() <= static_cast<size_t>(w.result))
-      into.resize(w.result + 1);
-    into[w.result] = target;
-  }
-  return into;
+  return out;
 }
 
 py::tuple CompiledGraph::call(const py::args &args) const {
-  const std::vector<driver::InputSpec> &inputs = graph_.inputs;
+  const PreparedGraph &g = graph();
+  const std::vector<driver::InputSpec> &inputs = g.inputs;
   if (args.size() != inputs.size())
-    throw py::type_error(fmt::format("compiled graph @{} takes {} inputs, got {}", graph_.name,
+    throw py::type_error(fmt::format("compiled graph @{} takes {} inputs, got {}", g.name,
                                      inputs.size(), args.size()));
   std::vector<Tensor> tensors(inputs.size());
   std::vector<std::optional<int64_t>> ints(inputs.size());
@@ -391,20 +358,14 @@ py::tuple CompiledGraph::call(const py::args &args) const {
       tensors[k] = Tensor::scalarTensor(s, in.dtype);
     }
   }
-  ir::SymbolValues values = graph_.bindSymbols(tensors, ints);
-  tensors.insert(tensors.end(), weights_.begin(), weights_.end());
   std::vector<Tensor> results;
   {
     py::gil_scoped_release release;
-    results = cudaProgram_ ? cudaProgram_->runOnDevice(tensors, device_, values)
-                           : program_->run(tensors, values, computeInPlace(tensors));
-    for (const driver::WriteBack &w : graph_.writeBacks) // in-place ops on the arguments
-      if (results[w.result].rawData() != tensors[w.input].rawData())
-        tensors[w.input].copy_(results[w.result]);
+    results = runner_->run(tensors, runner_->bind(tensors, ints));
   }
-  py::tuple out(graph_.outputs.size());
-  for (size_t k = 0; k < graph_.outputs.size(); ++k) {
-    const driver::OutputSpec &o = graph_.outputs[k];
+  py::tuple out(g.outputs.size());
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    const driver::OutputSpec &o = g.outputs[k];
     if (o.aliasOf >= 0) {
       out[k] = args[o.aliasOf];
       continue;
@@ -429,24 +390,28 @@ py::tuple CompiledGraph::call(const py::args &args) const {
 }
 
 py::dict CompiledGraph::info() const {
+  const PreparedGraph &g = graph();
+  const CompiledProgram *program = cpuProgram();
   py::dict d;
-  d["name"] = graph_.name;
+  d["name"] = g.name;
   d["compile_seconds"] = seconds_;
   d["frontend_seconds"] = frontSeconds_;
-  d["jit_seconds"] = program_ ? program_->compileSeconds() : seconds_ - frontSeconds_;
-  d["from_cache"] = program_ ? program_->fromCache() : false;
+  d["jit_seconds"] = program ? program->compileSeconds() : seconds_ - frontSeconds_;
+  d["from_cache"] = program ? program->fromCache() : false;
   d["device"] = device_.str();
   d["cache"] = cacheEvent_;
-  d["kernels"] = graph_.kernels;
-  d["extern_kernels"] = graph_.externKernels;
-  d["generated_kernels"] =
-      program_ ? program_->module().kernels.size() : cudaProgram_->module().nodes.size();
+  d["kernels"] = g.kernels;
+  d["extern_kernels"] = g.externKernels;
+  size_t loopNodes = 0; // CUDA: one kernel (or a pair) per loop node
+  for (const ir::loop::LoopNode &n : g.schedule.program.nodes())
+    loopNodes += n.kind != ir::loop::LoopNodeKind::Extern;
+  d["generated_kernels"] = program ? program->module().kernels.size() : loopNodes;
   std::vector<std::string> assumed;
-  for (const ir::SymRelation &r : graph_.assumed)
+  for (const ir::SymRelation &r : g.assumed)
     assumed.push_back(r.str());
   d["assumptions"] = assumed;
   py::list stages;
-  for (const auto &[name, millis] : graph_.stageMillis)
+  for (const auto &[name, millis] : g.stageMillis)
     stages.append(py::make_tuple(name, millis / 1000.0));
   d["stage_seconds"] = stages;
   return d;

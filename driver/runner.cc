@@ -1,0 +1,70 @@
+// Runner: input checks once, weights, in-place outputs, write-backs (see runner.h).
+
+#include "driver/runner.h"
+
+namespace kiln::driver {
+
+namespace {
+
+/// The bytes of `t`'s storage (whole storages: views of one array overlap conservatively).
+std::pair<uintptr_t, uintptr_t> storageRange(const Tensor &t) {
+  auto begin = reinterpret_cast<uintptr_t>(t.storage()->address());
+  return {begin, begin + t.storage()->nbytes()};
+}
+
+} // namespace
+
+Runner::Runner(PreparedGraph graph, std::vector<Tensor> weights,
+               std::unique_ptr<codegen::Executable> executable)
+    : graph_(std::move(graph)), weights_(std::move(weights)), executable_(std::move(executable)) {
+  Device device = executable_->device();
+  for (Tensor &w : weights_)
+    if (w.device() != device)
+      w = w.to(device);
+  for (const WriteBack &w : graph_.writeBacks)
+    if (executable_->canComputeInPlace(static_cast<size_t>(w.result), static_cast<size_t>(w.input)))
+      inPlace_.push_back(w);
+}
+
+std::vector<Tensor> Runner::computeInPlace(std::span<const Tensor> tensors) const {
+  std::vector<Tensor> into;
+  for (const WriteBack &w : inPlace_) {
+    const Tensor &target = tensors[w.input];
+    if (!target.defined() || !target.isCpu())
+      continue;
+    // Only when no other input shares its memory: the program would read what it overwrote.
+    auto [lo, hi] = storageRange(target);
+    bool shared = false;
+    for (size_t k = 0; k < tensors.size() && !shared; ++k) {
+      if (static_cast<int>(k) == w.input || !tensors[k].defined() || !tensors[k].isCpu())
+        continue;
+      auto [a, b] = storageRange(tensors[k]);
+      shared = a < hi && lo < b;
+    }
+    if (shared)
+      continue;
+    if (into.size() <= static_cast<size_t>(w.result))
+      into.resize(w.result + 1);
+    into[w.result] = target;
+  }
+  return into;
+}
+
+ir::SymbolValues Runner::bind(std::span<const Tensor> inputs,
+                              std::span<const std::optional<int64_t>> ints) const {
+  return graph_.bindSymbols(inputs, ints);
+}
+
+std::vector<Tensor> Runner::run(std::span<const Tensor> inputs, const ir::SymbolValues &values,
+                                bool writeBack) const {
+  std::vector<Tensor> tensors(inputs.begin(), inputs.end());
+  tensors.insert(tensors.end(), weights_.begin(), weights_.end());
+  std::vector<Tensor> results = executable_->run(tensors, values, computeInPlace(tensors));
+  if (writeBack)
+    for (const WriteBack &w : graph_.writeBacks)
+      if (results[w.result].rawData() != tensors[w.input].rawData())
+        tensors[w.input].copy_(results[w.result]);
+  return results;
+}
+
+} // namespace kiln::driver
