@@ -12,7 +12,7 @@ public:
 
   std::vector<Tensor> run(std::span<const Tensor> inputs, const ir::SymbolValues &values,
                           std::span<const Tensor> into) const override {
-    return program_.run(inputs, values, into);
+    return program_.runChecked(inputs, values, into);
   }
   bool canComputeInPlace(size_t output, size_t input) const override {
     return program_.canComputeInPlace(output, input);

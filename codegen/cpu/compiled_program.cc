@@ -120,7 +120,9 @@ struct CompiledProgram::State {
   /// every slotted buffer, parallel to `slotted`.
   std::vector<BufferLayout> layOut(const SymbolValues &values, Arena &arena) const;
   SymbolValues bind(std::span<const Tensor> inputs, const SymbolValues &given,
-                    std::vector<Tensor> &tensors) const;
+                    std::vector<Tensor> &tensors, bool checked) const;
+  std::vector<Tensor> run(std::span<const Tensor> inputs, const SymbolValues &symbols,
+                          std::span<const Tensor> into, bool checked) const;
   void runExtern(const LoopNode &node, const SymbolValues &values, const Arena &arena,
                  std::vector<Tensor> &tensors) const;
   void runKernel(size_t node, const SymbolValues &values, std::vector<Tensor> &tensors) const;
@@ -278,9 +280,9 @@ std::vector<BufferLayout> CompiledProgram::State::layOut(const SymbolValues &val
 }
 
 SymbolValues CompiledProgram::State::bind(std::span<const Tensor> inputs, const SymbolValues &given,
-                                          std::vector<Tensor> &tensors) const {
-  return bindInputs(program, inputs, given, {"compiled program", "pass it or an input", true},
-                    tensors);
+                                          std::vector<Tensor> &tensors, bool checked) const {
+  return bindInputs(program, inputs, given,
+                    {"compiled program", "pass it or an input", true, checked}, tensors);
 }
 
 void CompiledProgram::State::runExtern(const LoopNode &node, const SymbolValues &values,
@@ -406,11 +408,23 @@ std::vector<Tensor> CompiledProgram::run(std::span<const Tensor> inputs,
 std::vector<Tensor> CompiledProgram::run(std::span<const Tensor> inputs,
                                          const SymbolValues &symbols,
                                          std::span<const Tensor> into) const {
-  const State &s = *state_;
+  return state_->run(inputs, symbols, into, false);
+}
+
+std::vector<Tensor> CompiledProgram::runChecked(std::span<const Tensor> inputs,
+                                                const SymbolValues &values,
+                                                std::span<const Tensor> into) const {
+  return state_->run(inputs, values, into, true);
+}
+
+std::vector<Tensor> CompiledProgram::State::run(std::span<const Tensor> inputs,
+                                                const SymbolValues &symbols,
+                                                std::span<const Tensor> into, bool checked) const {
+  const State &s = *this;
   State::Lease lease(s); // declared first: the arena goes back after every view of it is gone
   Arena &arena = lease.get();
   std::vector<Tensor> tensors(s.program.buffers().size());
-  SymbolValues values = s.bind(inputs, symbols, tensors);
+  SymbolValues values = s.bind(inputs, symbols, tensors, checked);
   std::vector<BufferLayout> layouts = s.layOut(values, arena);
   if (arena.need > 0 && (!arena.storage || arena.storage->nbytes() < arena.need)) {
     arena.storage.reset(); // the old arena goes before the new one is allocated

@@ -39,8 +39,8 @@
 #include "codegen/cpu/compile_dumps.h"
 #include "codegen/cpu/emit.h"
 #include "codegen/cpu/launch.h"
-#include "ir/loop/program.h"
 #include "codegen/externs.h"
+#include "ir/loop/program.h"
 #include "runtime/tensor.h"
 
 #include <functional>
@@ -80,6 +80,10 @@ public:
   /// tensor only where canComputeInPlace allows it and no other input overlaps its memory.
   std::vector<Tensor> run(std::span<const Tensor> inputs, const ir::SymbolValues &symbols,
                           std::span<const Tensor> into) const;
+  /// Like run(inputs, symbols, into) for inputs the caller checked against the program, with
+  /// every size symbol in `values` (driver::Runner): they are not checked again.
+  std::vector<Tensor> runChecked(std::span<const Tensor> inputs, const ir::SymbolValues &values,
+                                 std::span<const Tensor> into) const;
   /// Whether output `output` may be computed in the memory of input `input` (an argument the
   /// program mutates): every read of the input happens in an earlier run of kernels, or in the
   /// node computing the output at the very position it writes.

@@ -51,6 +51,15 @@ SymbolValues bindInputs(const LoopProgram &program, std::span<const Tensor> inpu
   std::string_view who = how.who;
   KILN_CHECK_KIND(Value, inputs.size() == ids.size(), "{}: the program takes {} inputs, got {}",
                   who, ids.size(), inputs.size());
+  if (how.checked) {
+    for (size_t n = 0; n < ids.size(); ++n) {
+      const Tensor &t = inputs[n];
+      bool copy =
+          how.contiguousFallback && !t.isContiguous() && program.buffer(ids[n]).meta.isContiguous();
+      bound[ids[n].index] = copy ? t.contiguous() : t;
+    }
+    return given;
+  }
   SymbolValues values = given;
   for (size_t n = 0; n < ids.size(); ++n) {
     const Buffer &b = program.buffer(ids[n]);

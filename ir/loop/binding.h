@@ -63,6 +63,10 @@ struct InputBinding {
   std::string_view who;            ///< "compiled program", "loop interpreter", ...
   std::string_view symbolHint;     ///< how to give a symbol a value ("pass it or an input")
   bool contiguousFallback = false; ///< copy an input contiguous when its buffer is
+  /// The caller checked the inputs against the program and bound every symbol in `given`
+  /// (driver::Runner, through PreparedGraph::bindSymbols): only place them (contiguous copies
+  /// where allowed), without checking them a second time.
+  bool checked = false;
 };
 
 /// Binds `inputs` (one per input buffer, in order) on top of `given`; `bound` (one slot per
