@@ -90,7 +90,7 @@ class Trainer:
         self.opt = m.optim.AdamW(model.parameters(), lr=1e-4)
         self.backend = None
         if compiled and m.__name__ == "kiln":
-            from kiln._capture.backend_cpu import CpuBackend
+            from kiln._capture.backend_compiled import CpuBackend
 
             self.backend = CpuBackend()  # its reports: saved bytes, fallbacks
             self.run = m.compile(model, backend=self.backend)

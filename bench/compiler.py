@@ -5,7 +5,7 @@ GELU-MLP, attention, GPT-2-small decoder block, conv-bn-relu, `x.sum(-1).mean()`
 position embedding and its cross-entropy loss) at sizes
 labelled by working set (L2 / L3 / DRAM, from this machine's cache sizes): ms per call of kiln
 eager, `kiln.compile` (default backend; `backend="eager"` stands in while
-`kiln._capture.backend_cpu` is missing), torch eager and `torch.compile` (inductor), medians of
+`kiln._capture.backend_compiled` is missing), torch eager and `torch.compile` (inductor), medians of
 interleaved rounds, after checking every compiled result against eager; speedups; for the
 memory-bound workloads GB/s (bytes read + written once) as a fraction of a STREAM triad measured
 in the same run. Then: cold/warm compile time and peak RSS while compiling (subprocesses, fresh
@@ -95,7 +95,7 @@ def run_rounds(variants: dict, rounds: int, round_s: float) -> dict:
 
 class GraphRecorder:
     """A kiln backend that keeps the captured graphs and, with the CPU compiler, the partition
-    reports of `backend_cpu.compile_graph` (for the notes); else it runs graphs eagerly."""
+    reports of `backend_compiled.compile_graph` (for the notes); else it runs graphs eagerly."""
 
     def __init__(self, compiled: bool) -> None:
         self.compiled = compiled
@@ -106,9 +106,9 @@ class GraphRecorder:
         self.graphs.append(graph)
         if not self.compiled:
             return graph.compile_python()
-        from kiln._capture import backend_cpu
+        from kiln._capture import backend_compiled
 
-        fn = backend_cpu.compile_graph(graph)
+        fn = backend_compiled.compile_graph(graph)
         self.reports.append(fn.kiln_report)
         return fn
 
@@ -562,7 +562,7 @@ def parse_args(argv):
     ap.add_argument("--plot", default=None, help="speedup chart (default: --out with .png)")
     ap.add_argument("--no-inductor", action="store_true", help="skip torch.compile")
     ap.add_argument("--kiln-backend", choices=("auto", "default", "eager"), default="auto",
-                    help="auto: the default backend when backend_cpu exists, else eager")
+                    help="auto: the default backend when backend_compiled exists, else eager")
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--only", default=None, metavar="SUBSTRING",
                     help="time only workloads whose name contains SUBSTRING (e.g. conv); skips "

@@ -404,23 +404,24 @@ def all_cases(quick: bool, caches: dict) -> list:
 # -- the backend, threads, and the measurements made in a fresh process ------------------------
 def kiln_backend(choice: str):
     """(backend argument of kiln.compile, its description): kiln's default when
-    kiln._capture.backend_cpu exists (or --kiln-backend default), else "eager" as a stand-in."""
+    kiln._capture.backend_compiled exists (or --kiln-backend default), else "eager" as a
+    stand-in."""
     if choice == "eager":
         return "eager", 'backend="eager" (chosen with --kiln-backend eager)'
     try:
         import kiln
-        from kiln._capture import backend_cpu
+        from kiln._capture import backend_compiled
 
         if not hasattr(kiln._C, "_compiler"):
             raise ImportError("kiln._C has no _compiler (rebuild: scripts/build.sh)")
-        if not backend_cpu.default_backend_enabled():
+        if not backend_compiled.default_backend_enabled():
             raise ImportError("KILN_BACKEND=eager turns the compiler off")
     except ImportError as e:
         if choice == "default":
             raise SystemExit(f"--kiln-backend default: {type(e).__name__}: {e}") from e
         return "eager", ('backend="eager" stands in (the CPU compiler is not available: '
                          f"{e}), so no kernel is compiled")
-    return None, "its default backend, kiln's CPU compiler (kiln._capture.backend_cpu)"
+    return None, "its default backend, kiln's CPU compiler (kiln._capture.backend_compiled)"
 
 
 def set_threads(n: int, with_torch: bool = True) -> None:

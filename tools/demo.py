@@ -97,7 +97,7 @@ def training_report(torch, kiln, ref, models, t_idx, k_idx, steps=4) -> bool:
     compiled (forward and backward compiled): the losses must agree; prints them and the step
     times (forward + backward + AdamW, the last steps' best)."""
     eager_model, compiled_model = models
-    backend = kiln._capture.backend_cpu.CpuBackend()
+    backend = kiln._capture.backend_compiled.CpuBackend()
     runs = {"torch": (torch, ref, ref), "kiln eager": (kiln, eager_model, eager_model),
             "kiln compiled": (kiln, compiled_model, kiln.compile(compiled_model,
                                                                  backend=backend))}

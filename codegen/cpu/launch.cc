@@ -3,8 +3,15 @@
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace kiln::codegen::cpu {
+
+namespace {
+std::atomic<int64_t> splitLaunches{0};
+} // namespace
+
+int64_t splitLaunchCount() { return splitLaunches.load(std::memory_order_relaxed); }
 
 int64_t grainFor(int64_t workPerIteration) {
   return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, workPerIteration));
@@ -18,6 +25,7 @@ void launch(KernelFn kernel, void **args, int64_t n, int64_t grain) {
     kernel(args, 0, n);
     return;
   }
+  splitLaunches.fetch_add(1, std::memory_order_relaxed);
   parallelFor(0, n, grain, [&](int64_t begin, int64_t end) { kernel(args, begin, end); });
 }
 

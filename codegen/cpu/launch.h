@@ -31,4 +31,8 @@ int64_t grainFor(int64_t workPerIteration);
 /// as one call on the calling thread (no thread wake-up).
 void launch(KernelFn kernel, void **args, int64_t n, int64_t grain);
 
+/// How many launches so far were handed to the thread pool (not run inline): tests check that
+/// a program's kernels really split.
+int64_t splitLaunchCount();
+
 } // namespace kiln::codegen::cpu

@@ -1,5 +1,5 @@
-// `kiln._C._compiler`: the optimizing CPU compiler seen from Python (kiln.compile's default
-// backend, frontend/kiln/_capture/backend_cpu.py).
+// `kiln._C._compiler`: kiln's compiler seen from Python (kiln.compile's default backend,
+// frontend/kiln/_capture/backend_compiled.py): graphs compiled for the CPU or a CUDA device.
 //
 // compile_graph(graph, options) runs the one pipeline a graph (kiln._C._ir.Graph: built in
 // memory by the capture, or parsed from an exported program's .kir) becomes code through:
@@ -52,8 +52,8 @@ using codegen::cpu::KernelCache;
 using driver::located;
 using driver::LoweringDeclined;
 using driver::PreparedGraph;
+using driver::SpecializationError;
 using driver::ValueKind;
-using SpecializationMismatch = driver::SpecializationError;
 
 /// can_lower: (True, 0, "") or (False, position of the declining node, message). Runs the
 /// driver's pipeline on a copy with functionalize as its only graph pass (in-place ops lower once
@@ -178,7 +178,7 @@ Scalar scalarArg(py::handle obj, ValueKind kind, const std::string &name) {
   case ValueKind::Tensor:
     break;
   }
-  throw SpecializationMismatch(
+  throw SpecializationError(
       fmt::format("input {} must be a Python {}, got {}", name, want,
                   py::str(py::type::of(obj).attr("__name__")).cast<std::string>()));
 }
@@ -342,15 +342,15 @@ py::tuple CompiledGraph::call(const py::args &args) const {
     py::handle a = args[k];
     if (in.kind == ValueKind::Tensor) {
       if (!py::isinstance<Tensor>(a))
-        throw SpecializationMismatch(fmt::format("input {} must be a tensor", in.name));
+        throw SpecializationError(fmt::format("input {} must be a tensor", in.name));
       tensors[k] = a.cast<Tensor>();
       if (tensors[k].dtype() != in.dtype ||
           tensors[k].dim() != static_cast<int64_t>(in.sizes.size()))
-        throw SpecializationMismatch(fmt::format("input {} is {} of shape {}, the graph expects "
-                                                 "{} of rank {}",
-                                                 in.name, dtypeName(tensors[k].dtype()),
-                                                 tensors[k].shapeStr(), dtypeName(in.dtype),
-                                                 in.sizes.size()));
+        throw SpecializationError(fmt::format("input {} is {} of shape {}, the graph expects "
+                                              "{} of rank {}",
+                                              in.name, dtypeName(tensors[k].dtype()),
+                                              tensors[k].shapeStr(), dtypeName(in.dtype),
+                                              in.sizes.size()));
     } else {
       Scalar s = scalarArg(a, in.kind, in.name);
       if (in.kind == ValueKind::Int)
@@ -451,11 +451,13 @@ py::dict trainingGraphs(const BuiltGraph &built, const std::vector<bool> &needsG
 
 void bindCompiler(py::module_ &parent) {
   py::module_ m = parent.def_submodule(
-      "_compiler", "The optimizing CPU compiler: .kir graph → passes → loop IR → JIT");
+      "_compiler",
+      "kiln's compiler: graph → passes → loop IR → schedule → CPU (MLIR/LLVM JIT) or CUDA "
+      "(NVRTC) code");
   static py::exception<LoweringDeclined> loweringError(m, "LoweringError",
                                                        PyExc_NotImplementedError);
-  static py::exception<SpecializationMismatch> specializationError(m, "SpecializationError",
-                                                                   PyExc_ValueError);
+  static py::exception<SpecializationError> specializationError(m, "SpecializationError",
+                                                                PyExc_ValueError);
   static py::exception<passes::autodiff::Unsupported> trainingUnsupported(
       m, "TrainingUnsupported", PyExc_NotImplementedError);
   py::register_exception_translator([](std::exception_ptr p) {
@@ -464,7 +466,7 @@ void bindCompiler(py::module_ &parent) {
         std::rethrow_exception(p);
     } catch (const driver::LoweringDeclined &e) {
       PyErr_SetString(loweringError.ptr(), e.what());
-    } catch (const SpecializationMismatch &e) {
+    } catch (const SpecializationError &e) {
       PyErr_SetString(specializationError.ptr(), e.what());
     } catch (const passes::autodiff::Unsupported &e) {
       PyErr_SetString(trainingUnsupported.ptr(), e.what());
@@ -472,7 +474,8 @@ void bindCompiler(py::module_ &parent) {
   });
 
   py::class_<CompiledGraph, std::shared_ptr<CompiledGraph>>(
-      m, "CompiledGraph", "A graph compiled for the host CPU: call it with the graph inputs.")
+      m, "CompiledGraph",
+      "A graph compiled for the CPU or a CUDA device: call it with the graph inputs.")
       .def("__call__", &CompiledGraph::call)
       .def_property_readonly("info", &CompiledGraph::info,
                              "compile_seconds, jit_seconds, from_cache, cache (hit/miss and "

@@ -17,6 +17,7 @@
 #include "runtime/ops/random.h"
 #include "runtime/ops/reduce.h"
 #include "runtime/ops/softmax.h"
+#include "runtime/thread_pool.h"
 #include "tests/cpp/cpu_emit_test_util.h"
 
 #include <kiln_catch.h>
@@ -100,7 +101,14 @@ TEST_CASE("a large pointwise node runs split over the thread pool", "[cpu_emit]"
     return ops.tanh(ops.load(bx, {i[0], i[1]})) * ops.cast(ops.indexValue(i[0]), F32);
   }));
   CompiledProgram c = compile(p);
+  setNumThreads(4);
+  int64_t before = splitLaunchCount();
   checkAgainstInterpreter(c, {randn({257, 1031})});
+  CHECK(splitLaunchCount() == before + 1); // 257 rows of 1031 points: split over i0
+  before = splitLaunchCount();
+  checkAgainstInterpreter(c, {randn({1, 1031})}); // one row: run inline
+  CHECK(splitLaunchCount() == before);
+  setNumThreads(0);
 }
 
 TEST_CASE("errors: bad inputs and argmax over an empty range", "[cpu_emit][errors]") {
@@ -144,8 +152,9 @@ TEST_CASE("indirect loads: rows, lanes and an out-of-range position", "[cpu_emit
     INFO("s0 = " << n);
     Tensor r = ops::randint(-50, 50, {n}, DType::Int64, &gen);
     Tensor l = ops::randint(0, 1031, {n, 1031}, DType::Int64, &gen);
+    // The sum adds 1031 float32 values in vector order; the interpreter in float64.
     std::vector<Tensor> out =
-        checkAgainstInterpreter(c, {randn({50, 1031}), r, l, randn({n, 1031})});
+        checkAgainstInterpreter(c, {randn({50, 1031}), r, l, randn({n, 1031})}, {}, 10);
     CHECK(out.size() == 2);
   }
   Tensor l = ops::randint(0, 1031, {300, 1031}, DType::Int64, &gen);

@@ -128,7 +128,7 @@ ir::Attributes transposes(bool a, bool b) {
 
 } // namespace
 
-TEST_CASE("cublas on the GPU: the GEMM externs equal the eager ones", "[cuda][gpu]") {
+TEST_CASE("cublas on the GPU: the GEMM externs equal the eager ones", "[.][cuda][gpu]") {
   DriverMemoryDevice *device = gpuOrSkip();
   if (!device)
     return;
@@ -151,7 +151,7 @@ TEST_CASE("cublas on the GPU: the GEMM externs equal the eager ones", "[cuda][gp
   }
 }
 
-TEST_CASE("cublas on the GPU: a GEMM timed with events", "[cuda][gpu][timing]") {
+TEST_CASE("cublas on the GPU: a GEMM timed with events", "[.][cuda][gpu][timing]") {
   DriverMemoryDevice *device = gpuOrSkip();
   if (!device)
     return;

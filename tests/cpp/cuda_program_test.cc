@@ -485,7 +485,7 @@ CudaProgram gpuProgram(const std::string &kir) {
 } // namespace
 
 TEST_CASE("cuda program on the GPU: MLP, norms, split reductions, strided inputs, threads",
-          "[cuda][gpu]") {
+          "[.][cuda][gpu]") {
   if (!gpuOrSkip())
     return;
   CudaProgram mlp = gpuProgram(kMlpSoftmax);
@@ -516,7 +516,7 @@ TEST_CASE("cuda program on the GPU: MLP, norms, split reductions, strided inputs
 }
 
 TEST_CASE("cuda program on the GPU: time one program against the CPU executor",
-          "[cuda][gpu][timing]") {
+          "[.][cuda][gpu][timing]") {
   if (!gpuOrSkip())
     return;
   const char *kir = R"(graph @ln(%x: f32[s0, 1024], %w: f32[1024], %b: f32[1024]) {

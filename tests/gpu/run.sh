@@ -64,7 +64,7 @@ run() {
 run caching_allocator_test 20
 run cuda_program_test 100 '[gpu]'
 run cuda_program_test 60 '[emulated]'
-run cuda_cublas_gpu_test 30
+run cuda_cublas_gpu_test 30 '[gpu]'
 
 PY="${KILN_PYTHON:-.venv/bin/python}"
 echo "== pytest tests/python/cuda (on the GPU)"

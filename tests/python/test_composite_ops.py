@@ -10,7 +10,7 @@ import torch
 
 import kiln
 import kiln.nn.functional as KF
-from kiln._capture.backend_cpu import CpuBackend
+from kiln._capture.backend_compiled import CpuBackend
 
 G = np.random.default_rng(0)
 

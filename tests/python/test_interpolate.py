@@ -191,7 +191,7 @@ def test_bicubic_gradient_and_compiled_matches():
     import torch
 
     import kiln
-    from kiln._capture.backend_cpu import CpuBackend
+    from kiln._capture.backend_compiled import CpuBackend
 
     t = torch.randn(2, 3, 6, 5, dtype=torch.float64, requires_grad=True)
     x = kiln.from_numpy(t.detach().numpy()).requires_grad_()

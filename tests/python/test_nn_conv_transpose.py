@@ -57,7 +57,7 @@ def test_3d_module_trains_like_torch():
 
 
 def test_a_decoder_compiles_into_one_part():
-    from kiln._capture.backend_cpu import CpuBackend
+    from kiln._capture.backend_compiled import CpuBackend
 
     m = kiln.nn.Sequential(kiln.nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1),
                            kiln.nn.ReLU(), kiln.nn.Conv2d(3, 2, 3, padding=1)).eval()
@@ -79,7 +79,7 @@ def test_a_decoder_compiles_into_one_part():
 def test_every_conv_transpose_compiles_into_one_part(spatial, batched):
     """conv_transpose1d / 2d / 3d as extern nodes inside the compiled program (groups, stride,
     dilation, output padding, bias; an unbatched input too), fused with the code around them."""
-    from kiln._capture.backend_cpu import CpuBackend
+    from kiln._capture.backend_compiled import CpuBackend
 
     conv = getattr(kiln.nn, f"ConvTranspose{spatial}d")
     m = kiln.nn.Sequential(conv(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2,

@@ -157,7 +157,7 @@ def test_argument_errors_in_torch_words():
 
 @pytest.mark.parametrize("name", ["LSTM", "GRU"])
 def test_compiles_into_one_part_with_no_eager_node(name):
-    from kiln._capture.backend_cpu import CpuBackend
+    from kiln._capture.backend_compiled import CpuBackend
 
     kiln.manual_seed(2)
     m = getattr(kiln.nn, name)(6, 8, num_layers=2, bidirectional=True, batch_first=True).eval()

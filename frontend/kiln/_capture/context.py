@@ -368,7 +368,7 @@ def _annotate_sizes(name: str, nodes: list, int_syms: dict) -> None:
     number: the result of an opaque ``call`` op, of a node left untyped, a tuple. Nodes reading
     one stay untyped (their sizes stay run-time ints), as do the nodes after an int the builder
     could only spell by its example."""
-    from kiln._capture.backend_cpu import _RunWriter
+    from kiln._capture.backend_compiled import _RunWriter
 
     if not nodes:
         return

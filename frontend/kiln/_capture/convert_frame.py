@@ -323,11 +323,11 @@ class Compiler:
         if self.backend == "eager":
             return graph.compile_python()
         if self.backend is None or self.backend == "kiln":
-            from kiln._capture import backend_cpu
+            from kiln._capture import backend_compiled
 
-            if self.backend is None and not backend_cpu.default_backend_enabled():
+            if self.backend is None and not backend_compiled.default_backend_enabled():
                 return graph.compile_python()
-            return backend_cpu.compile_graph(
+            return backend_compiled.compile_graph(
                 graph, fallback=self.options.get("backend_fallback", True))
         if callable(self.backend):
             example_inputs = [n.meta["example"] for n in graph.inputs]

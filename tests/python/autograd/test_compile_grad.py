@@ -7,7 +7,7 @@ import pytest
 
 import kiln
 import kiln.nn as nn
-from kiln._capture.backend_cpu import BackendCompilerFailed, CpuBackend
+from kiln._capture.backend_compiled import BackendCompilerFailed, CpuBackend
 
 
 def model():

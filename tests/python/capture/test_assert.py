@@ -10,7 +10,7 @@ from corpus_util import RecordingBackend, assert_same, compiler_of, fresh_captur
 
 import kiln
 import kiln.nn as nn
-from kiln._capture.backend_cpu import CpuBackend
+from kiln._capture.backend_compiled import CpuBackend
 
 C = kiln._C._capture
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 from corpus_util import RecordingBackend, fresh_capture  # noqa: F401 - autouse fixture
-from test_backend_cpu import assert_same, rand, run_compiled
+from test_backend_compiled import assert_same, rand, run_compiled
 
 import kiln
 import kiln.nn as nn
 import kiln.nn.functional as F
-from kiln._capture.backend_cpu import CpuBackend
+from kiln._capture.backend_compiled import CpuBackend
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from models import convnet, gpt  # noqa: E402

@@ -14,7 +14,7 @@ from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches arou
 import kiln
 import kiln.nn as nn
 import kiln.nn.functional as F
-from kiln._capture.backend_cpu import CpuBackend
+from kiln._capture.backend_compiled import CpuBackend
 
 
 def _gpt(use_mha: bool):

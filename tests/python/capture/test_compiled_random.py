@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches around every test
-from test_backend_cpu import rand
+from test_backend_compiled import rand
 
 import kiln
 import kiln.nn as nn
 import kiln.nn.functional as F
-from kiln._capture.backend_cpu import CpuBackend
+from kiln._capture.backend_compiled import CpuBackend
 
 FLOATS = [kiln.float32, kiln.float64, kiln.float16, kiln.bfloat16]
 

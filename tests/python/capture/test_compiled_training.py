@@ -11,7 +11,7 @@ from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches arou
 import kiln
 import kiln.nn as nn
 import kiln.nn.functional as F
-from kiln._capture.backend_cpu import BackendCompilerFailed, CpuBackend
+from kiln._capture.backend_compiled import BackendCompilerFailed, CpuBackend
 
 
 def close(a, b, tol=1e-5):

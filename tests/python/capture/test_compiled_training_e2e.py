@@ -14,7 +14,7 @@ from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches arou
 
 torch = pytest.importorskip("torch")
 import kiln  # noqa: E402
-from kiln._capture.backend_cpu import CpuBackend  # noqa: E402
+from kiln._capture.backend_compiled import CpuBackend  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "bench"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "autograd"))

@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches around every test
-from test_backend_cpu import rand
+from test_backend_compiled import rand
 from test_op_table import BINARY, REDUCTIONS, SAMPLES
 
 import kiln
-from kiln._capture.backend_cpu import CpuBackend
+from kiln._capture.backend_compiled import CpuBackend
 
 # Ops whose backward is not compiled yet (they train on the eager kernels).
 EAGER_BACKWARD = {"prod", "cumprod", "logcumsumexp"}

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import pytest
 from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches around every test
-from test_backend_cpu import rand, run_compiled
+from test_backend_compiled import rand, run_compiled
 
 import kiln
 import kiln.nn as nn
 import kiln.nn.functional as F
-from kiln._capture.backend_cpu import CpuBackend
+from kiln._capture.backend_compiled import CpuBackend
 
 
 def one_part(fn, *args, dynamic=None, calls=None):

@@ -15,13 +15,13 @@ import math
 import numpy as np
 import pytest
 from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches around every test
-from test_backend_cpu import TOL, assert_same, rand, run_compiled
+from test_backend_compiled import TOL, assert_same, rand, run_compiled
 
 import kiln
 import kiln.nn.functional as F
 from kiln._C import _ir
 from kiln._capture import lowerings, op_table
-from kiln._capture.backend_cpu import CpuBackend
+from kiln._capture.backend_compiled import CpuBackend
 
 FLOATS = [kiln.float32, kiln.float64, kiln.float16, kiln.bfloat16]
 INTS = [kiln.int64, kiln.int32, kiln.uint8]

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches around every test
-from test_backend_cpu import run_compiled
+from test_backend_compiled import run_compiled
 
 import kiln
-from kiln._capture.backend_cpu import CpuBackend
+from kiln._capture.backend_compiled import CpuBackend
 
 G = np.random.default_rng(0)
 

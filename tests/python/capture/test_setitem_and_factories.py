@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches around every test
-from test_backend_cpu import rand, run_compiled
+from test_backend_compiled import rand, run_compiled
 
 import kiln
 

@@ -7,7 +7,7 @@ import pytest
 import kiln
 import kiln.nn as nn
 import kiln.nn.functional as F
-from kiln._capture.backend_cpu import CpuBackend
+from kiln._capture.backend_compiled import CpuBackend
 
 
 class Block(nn.Module):

@@ -1,9 +1,11 @@
-"""kiln.compile's default backend: captured graphs compiled by kiln's optimizing CPU compiler.
+"""kiln.compile's default backend: captured graphs compiled by kiln's compiler, for the CPU or a
+CUDA device (the device of the graph's tensors).
 
 A captured `Graph` is built in memory (graph_build.py) and handed to ``kiln._C._compiler``
-(shape-infer, graph passes, lowering to loop IR, fusion and scheduling, MLIR/LLVM JIT through
-the kernel cache). What the compiler does not accept runs as the graph's own eager Python
-code, so one unsupported op does not lose the whole graph:
+(shape-infer, graph passes, lowering to loop IR, fusion and scheduling, then MLIR/LLVM JIT
+through the kernel cache for the CPU, or CUDA C through NVRTC for a CUDA device). What the
+compiler does not accept runs as the graph's own eager Python code, so one unsupported op does
+not lose the whole graph:
 
 1. **Partition.** Call nodes that draw random numbers or have other effects (`graph.is_impure`)
    run eagerly, except dropout, rand and randn, whose kernels draw eager's numbers from the default

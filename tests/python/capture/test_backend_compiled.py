@@ -24,8 +24,8 @@ from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches arou
 import kiln
 import kiln.nn as nn
 import kiln.nn.functional as F
-from kiln._capture import backend_cpu, logs
-from kiln._capture.backend_cpu import BackendCompilerFailed, CpuBackend
+from kiln._capture import backend_compiled, logs
+from kiln._capture.backend_compiled import BackendCompilerFailed, CpuBackend
 
 ROOT = Path(__file__).resolve().parents[3]
 C = kiln._C._compiler
@@ -736,9 +736,9 @@ def test_compiled_gpt_peak_memory_not_above_eager(tmp_path):
 
 def test_backend_switch_env(monkeypatch):
     monkeypatch.setenv("KILN_BACKEND", "eager")
-    assert not backend_cpu.default_backend_enabled()
+    assert not backend_compiled.default_backend_enabled()
     monkeypatch.delenv("KILN_BACKEND")
-    assert backend_cpu.default_backend_enabled()
+    assert backend_compiled.default_backend_enabled()
 
 
 def test_backend_failure_runs_the_graph_eagerly(monkeypatch):
