@@ -6,12 +6,12 @@
 //   shape-infer → verify → graph passes (functionalize, simplify, const-fold, dce, cse:
 //   those registered) → lower (passes/lower) → schedule (passes/schedule) → emit + JIT through
 //   the kernel cache (codegen/cpu, $KILN_CACHE_DIR)
-// and returns a CompiledGraph, callable as `compiled(*inputs)` with the graph inputs in order
-// (tensors; Python numbers for scalar inputs) and returning the tuple of graph outputs. A node
-// that lowering declines raises LoweringError (a NotImplementedError) naming the node, its op and
-// the user's source line, so the caller can run that part eagerly; can_lower(graph) answers
-// the same question without compiling, with the position of the first declining node (its
-// builder number + 1, or its line in parsed text).
+// (driver::compile, driver/compile.h) and returns a CompiledGraph, callable as `compiled(*inputs)`
+// with the graph inputs in order (tensors; Python numbers for scalar inputs) and returning the
+// tuple of graph outputs. A node that lowering declines raises LoweringError (a
+// NotImplementedError) naming the node, its op and the user's source line, so the caller can run
+// that part eagerly; can_lower(graph) answers the same question without compiling, with the
+// position of the first declining node (its builder number + 1, or its line in parsed text).
 //
 // A graph with `weight` nodes (an exported program) takes its weights from options["weights"]
 // ({key: Tensor}, checked against each node's dtype and sizes); the call then takes only the
@@ -24,6 +24,7 @@
 #include "codegen/cuda/emit.h"
 #include "codegen/executable.h"
 #include "cuda/backend.h"
+#include "driver/compile.h"
 #include "driver/prepared_graph.h"
 #include "driver/runner.h"
 #include "frontend/csrc/bindings.h"
@@ -45,7 +46,6 @@ namespace kiln::frontend {
 
 namespace {
 
-using codegen::cpu::CacheStats;
 using codegen::cpu::CompiledProgram;
 using codegen::cpu::KernelCache;
 
@@ -217,40 +217,15 @@ public:
 private:
   const PreparedGraph &graph() const { return runner_->graph(); }
   const CompiledProgram *cpuProgram() const { return runner_->executable().cpuProgram(); }
-  static std::vector<Tensor> boundWeights(const PreparedGraph &graph, const py::dict &weights);
-  std::unique_ptr<codegen::Executable> compileForCuda(const PreparedGraph &graph);
 
   std::unique_ptr<driver::Runner> runner_;
   Device device_;
-  double seconds_ = 0, frontSeconds_ = 0;
-  std::string cacheEvent_;
+  driver::CompileReport report_;
 };
 
-/// "hit" / "miss (not-found 1)": what the kernel cache did between two stats snapshots.
-std::string cacheEvent(const CacheStats &before, const CacheStats &after, bool fromCache,
-                       bool anyKernel, bool dumped) {
-  if (!anyKernel)
-    return "none (no generated kernels)";
-  if (dumped)
-    return "bypassed (dumping stages)";
-  if (fromCache) {
-    int64_t disk = after.diskHits - before.diskHits;
-    return disk > 0 ? "hit (disk)" : "hit (memory)";
-  }
-  std::string reasons;
-  for (int r = 0; r < codegen::cpu::kNumMissReasons; ++r) {
-    int64_t n = after.missesBy[r] - before.missesBy[r];
-    if (n > 0)
-      reasons +=
-          fmt::format("{}{} {}", reasons.empty() ? "" : ", ",
-                      codegen::cpu::missReasonName(static_cast<codegen::cpu::MissReason>(r)), n);
-  }
-  return "miss" + (reasons.empty() ? std::string() : " (" + reasons + ")");
-}
-
 CompiledGraph::CompiledGraph(const BuiltGraph &built, const py::dict &options) {
-  auto start = std::chrono::steady_clock::now();
-  driver::PipelineOptions pipeline;
+  driver::CompileOptions compile;
+  driver::PipelineOptions &pipeline = compile.pipeline;
   if (options.contains("filename"))
     pipeline.filename = options["filename"].cast<std::string>();
   if (options.contains("pipeline"))
@@ -258,75 +233,23 @@ CompiledGraph::CompiledGraph(const BuiltGraph &built, const py::dict &options) {
   pipeline.fuse = !options.contains("fuse") || options["fuse"].cast<bool>();
   if (options.contains("input_symbols"))
     pipeline.inputSymbols = options["input_symbols"].cast<std::map<int, std::string>>();
-  bool dump = options.contains("dump_stages") && options["dump_stages"].cast<bool>();
-
+  compile.cpu.jit.dumpStages =
+      options.contains("dump_stages") && options["dump_stages"].cast<bool>();
+  if (options.contains("opt_level"))
+    compile.cpu.jit.optLevel = options["opt_level"].cast<int>();
   if (options.contains("device"))
-    device_ = Device::parse(options["device"].cast<std::string>());
-  PreparedGraph graph;
-  {
-    auto [g, positions] = built.copy();
-    graph = driver::prepareGraph(std::move(g), positions, pipeline);
-  }
-  std::vector<Tensor> weights = boundWeights(
-      graph, options.contains("weights") ? options["weights"].cast<py::dict>() : py::dict());
-  std::unique_ptr<codegen::Executable> executable;
-  if (device_.type == DeviceType::CUDA) {
-    frontSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    executable = compileForCuda(graph);
-    cacheEvent_ = "cuda";
-  } else {
-    codegen::cpu::ProgramOptions programOptions;
-    programOptions.jit.dumpStages = dump;
-    if (options.contains("opt_level"))
-      programOptions.jit.optLevel = options["opt_level"].cast<int>();
-    frontSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    CacheStats before = KernelCache::global().stats();
-    {
-      py::gil_scoped_release release; // a cold compile takes a while: let other threads run
-      executable =
-          codegen::cpuExecutable(codegen::cpu::compileProgram(graph.schedule, programOptions));
+    compile.device = Device::parse(options["device"].cast<std::string>());
+  if (options.contains("weights"))
+    for (auto [key, value] : options["weights"].cast<py::dict>()) {
+      std::string name = key.cast<std::string>();
+      KILN_CHECK_KIND(Type, py::isinstance<Tensor>(value),
+                      "compiled graph: weight \"{}\" must be a tensor", name);
+      compile.weights.emplace(std::move(name), value.cast<Tensor>());
     }
-    CacheStats after = KernelCache::global().stats();
-    const CompiledProgram &program = *executable->cpuProgram();
-    cacheEvent_ =
-        cacheEvent(before, after, program.fromCache(), !program.module().kernels.empty(), dump);
-  }
-  runner_ =
-      std::make_unique<driver::Runner>(std::move(graph), std::move(weights), std::move(executable));
-  seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-std::unique_ptr<codegen::Executable> CompiledGraph::compileForCuda(const PreparedGraph &graph) {
-  std::string reason;
-  cuda::Backend *backend = cuda::Backend::get(&reason);
-  KILN_CHECK(backend, "kiln: CUDA is not available: {}", reason);
-  py::gil_scoped_release release;
-  codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph.schedule.program);
-  std::shared_ptr<codegen::cuda::CudaDevice> device = backend->open(device_.index, module);
-  return codegen::cudaExecutable(
-      codegen::cuda::CudaProgram(graph.schedule.program, std::move(module), std::move(device)),
-      device_);
-}
-
-std::vector<Tensor> CompiledGraph::boundWeights(const PreparedGraph &graph,
-                                                const py::dict &weights) {
-  std::vector<Tensor> out;
-  for (const driver::WeightSpec &w : graph.weights) {
-    py::str key(w.name);
-    KILN_CHECK_KIND(Value, weights.contains(key),
-                    "compiled graph @{}: no tensor for weight \"{}\" (options[\"weights\"])",
-                    graph.name, w.name);
-    py::handle value = weights[key];
-    KILN_CHECK_KIND(Type, py::isinstance<Tensor>(value),
-                    "compiled graph @{}: weight \"{}\" must be a tensor", graph.name, w.name);
-    Tensor t = value.cast<Tensor>();
-    KILN_CHECK_KIND(Value, t.dtype() == w.dtype && t.sizes() == w.sizes,
-                    "compiled graph @{}: weight \"{}\" is {}{} in the graph but {}{} was given",
-                    graph.name, w.name, dtypeName(w.dtype), shapeToString(w.sizes),
-                    dtypeName(t.dtype()), t.shapeStr());
-    out.push_back(t.contiguous());
-  }
-  return out;
+  device_ = compile.device;
+  auto [graph, positions] = built.copy();
+  py::gil_scoped_release release; // a cold compile takes a while: let other threads run
+  runner_ = driver::compile(std::move(graph), positions, compile, &report_);
 }
 
 py::tuple CompiledGraph::call(const py::args &args) const {
@@ -394,12 +317,12 @@ py::dict CompiledGraph::info() const {
   const CompiledProgram *program = cpuProgram();
   py::dict d;
   d["name"] = g.name;
-  d["compile_seconds"] = seconds_;
-  d["frontend_seconds"] = frontSeconds_;
-  d["jit_seconds"] = program ? program->compileSeconds() : seconds_ - frontSeconds_;
+  d["compile_seconds"] = report_.frontSeconds + report_.codeSeconds;
+  d["frontend_seconds"] = report_.frontSeconds;
+  d["jit_seconds"] = program ? program->compileSeconds() : report_.codeSeconds;
   d["from_cache"] = program ? program->fromCache() : false;
   d["device"] = device_.str();
-  d["cache"] = cacheEvent_;
+  d["cache"] = report_.cache;
   d["kernels"] = g.kernels;
   d["extern_kernels"] = g.externKernels;
   size_t loopNodes = 0; // CUDA: one kernel (or a pair) per loop node
