@@ -126,7 +126,7 @@ struct CompiledProgram::State {
   void runExtern(const LoopNode &node, const SymbolValues &values, const Arena &arena,
                  std::vector<Tensor> &tensors) const;
   void runKernel(size_t node, const SymbolValues &values, std::vector<Tensor> &tensors) const;
-  int64_t workPerRow(size_t node, const SymbolValues &values) const;
+  int64_t workPerRow(size_t node, size_t parallel, const SymbolValues &values) const;
 };
 
 CompiledProgram::CompiledProgram() : state_(std::make_unique<State>()) {}
@@ -315,12 +315,15 @@ void CompiledProgram::State::runExtern(const LoopNode &node, const SymbolValues 
   }
 }
 
-/// Iterations of node `k` per index of its outermost range (inner points times reduced points),
-/// or -1 when its ranges are empty; throws for an argmax/argmin over an empty range.
-int64_t CompiledProgram::State::workPerRow(size_t k, const SymbolValues &values) const {
+/// Iterations of node `k` per point of its first `parallel` range loops (the launch range: inner
+/// points times reduced points), or -1 when some range is empty; throws for an argmax/argmin
+/// over an empty range.
+int64_t CompiledProgram::State::workPerRow(size_t k, size_t parallel,
+                                           const SymbolValues &values) const {
   const LoopNode &node = program.nodes()[k];
-  int64_t n = node.ranges.empty() ? 1 : node.ranges[0].evaluate(values);
-  int64_t inner = product(std::span(node.ranges).subspan(node.ranges.empty() ? 0 : 1), values);
+  parallel = std::min(parallel, node.ranges.size());
+  int64_t n = product(std::span(node.ranges).first(parallel), values);
+  int64_t inner = product(std::span(node.ranges).subspan(parallel), values);
   int64_t reduced = product(node.reductionRanges, values);
   if (n <= 0 || inner <= 0)
     return -1;
@@ -337,12 +340,12 @@ void CompiledProgram::State::runKernel(size_t k, const SymbolValues &values,
                                        std::vector<Tensor> &tensors) const {
   const LoopNode &node = program.nodes()[k];
   const KernelInfo &info = module.kernels[kernelOfNode[k]];
-  int64_t work = workPerRow(k, values);
+  int64_t work = workPerRow(k, info.parallelLoops, values);
   if (work < 0)
     return;
   // The nodes fused into this one run inside its function: the grain counts their work too.
   for (size_t member : members[k])
-    work += std::max<int64_t>(0, workPerRow(member, values));
+    work += std::max<int64_t>(0, workPerRow(member, info.parallelLoops, values));
   std::vector<void *> args;
   for (BufferId id : info.buffers)
     args.push_back(tensors[id.index].rawData());
@@ -351,7 +354,7 @@ void CompiledProgram::State::runKernel(size_t k, const SymbolValues &values,
   int64_t indexError[kIndexErrorSlots] = {0, 0, 0};
   if (info.checksIndices)
     args.push_back(indexError);
-  int64_t n = node.ranges.empty() ? 1 : node.ranges[0].evaluate(values);
+  int64_t n = product(std::span(node.ranges).first(info.parallelLoops), values);
   launch(kernels[kernelOfNode[k]], args.data(), n, grainFor(work));
   if (indexError[0])
     fail(ErrorKind::Index, "{}", ir::loop::indexOutOfRange(indexError[1], indexError[2]));

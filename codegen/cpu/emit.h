@@ -7,8 +7,9 @@
 /// - Calling convention (launch.h): `kernel(void **args, int64_t begin, int64_t end)`. args holds
 ///   the base pointer of every buffer the node reads or writes (KernelInfo::buffers, in buffer-id
 ///   order), then one packSize slot per size symbol of the program (KernelInfo::symbols, sorted).
-///   [begin, end) is the range of the node's outermost range variable i0 (a node without ranges
-///   has the single iteration [0, 1)).
+///   [begin, end) is a range of the node's leading range loops flattened row-major
+///   (KernelInfo::parallelLoops of them: i0 alone, or i0*i1*... as the schedule says); a node
+///   without ranges has the single iteration [0, 1).
 /// - Memory: every buffer is a flat `memref<?xT>` over its base pointer (descriptor built from
 ///   the pointer, size = the buffer's extent, stride 1); a load or store indexes it with the flat
 ///   element offset of the loop IR, computed by `arith` on `index` from the SymInt's canonical
@@ -79,6 +80,9 @@ struct KernelInfo {
   std::vector<std::string> symbols;        ///< then one packSize slot per size symbol
   LaneMode lanes = LaneMode::Scalar;
   int width = 1; ///< vector lanes (1 when scalar)
+  /// How many leading range loops [begin, end) covers, flattened (row-major): the launch range
+  /// is the product of their extents (the schedule's LoopOrder::parallelLoops).
+  size_t parallelLoops = 0;
   /// Whether the kernel has indirect loads: then args holds one more slot after the symbols, a
   /// pointer to an int64_t[kIndexErrorSlots] record the caller zeroes. A kernel that meets an
   /// out-of-range position reads a clamped element instead and stores {1, position, extent}

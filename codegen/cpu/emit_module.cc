@@ -129,11 +129,22 @@ public:
     prologue(info);
     if (run.nodes.size() > 1)
       planStashes(run);
+    info.parallelLoops = loops_[run.nodes[0]].parallelLoops;
     if (run.nodes.size() == 1) {
       const std::string &tile = loops_[run.nodes[0]].tileVar;
       if (plan_.mode == LaneMode::Range && !tile.empty())
         tileVar_ = std::stoul(tile.substr(1));
-      rangeLoops(0);
+      if (info.parallelLoops > 1)
+        flatLoop(node_->ranges, info.parallelLoops, [&] {
+          if (info.parallelLoops == node_->ranges.size())
+            point(0);
+          else
+            rangeLoops(info.parallelLoops);
+        });
+      else
+        rangeLoops(0);
+    } else if (run.shared > 1) {
+      flatLoop(node_->ranges, run.shared, [&] { runNodes(run); });
     } else {
       sharedLoops(run, 0);
     }
@@ -247,28 +258,44 @@ private:
     b_.emit("%hi = arith.index_cast %end : i64 to index");
   }
 
-  /// The kernel's shared loops from `level` inward (i0 over [begin, end), the others whole),
-  /// then each node's own loops, node after node.
+  /// The kernel's one shared loop, i0 over [begin, end), then its nodes.
   void sharedLoops(const Run &run, size_t level) {
-    const LoopNode &head = program_.nodes()[run.nodes[0]];
-    std::string lo = level == 0 ? "%lo" : b_.indexConst(0);
-    std::string hi = level == 0 ? "%hi" : emitIndex(b_, head.ranges[level], scope_.names);
-    b_.forLoop(lo, hi, b_.indexConst(1), {}, [&](const std::string &iv, auto &) {
+    b_.forLoop("%lo", "%hi", b_.indexConst(1), {}, [&](const std::string &iv, auto &) {
       scope_.names[loopVarName(level)] = iv;
-      if (level + 1 < run.shared) {
-        sharedLoops(run, level + 1);
-        return std::vector<Value>{};
+      runNodes(run);
+      return std::vector<Value>{};
+    });
+  }
+
+  /// The nodes of a kernel at one point of its shared loops, one after another.
+  void runNodes(const Run &run) {
+    for (size_t n : run.nodes) {
+      select(n);
+      if (passes::schedule::onePointPerShared(*node_, run.shared)) {
+        for (size_t d = run.shared; d < node_->ranges.size(); ++d)
+          scope_.names[loopVarName(d)] = b_.indexConst(0);
+        point(0);
+      } else {
+        rangeLoops(run.shared);
       }
-      for (size_t n : run.nodes) {
-        select(n);
-        if (passes::schedule::onePointPerShared(*node_, run.shared)) {
-          for (size_t d = run.shared; d < node_->ranges.size(); ++d)
-            scope_.names[loopVarName(d)] = b_.indexConst(0);
-          point(0);
-        } else {
-          rangeLoops(run.shared);
-        }
+    }
+  }
+
+  /// One loop over [begin, end) of the first `count` range loops flattened row-major: each
+  /// iteration recovers i0..i<count-1> by division (a few divides per row) and runs `inner`.
+  template <typename Inner>
+  void flatLoop(std::span<const SymInt> ranges, size_t count, Inner inner) {
+    std::vector<std::string> extents;
+    for (size_t d = 0; d < count; ++d)
+      extents.push_back(emitIndex(b_, ranges[d], scope_.names));
+    b_.forLoop("%lo", "%hi", b_.indexConst(1), {}, [&](const std::string &iv, auto &) {
+      std::string rest = iv;
+      for (size_t d = count; d-- > 1;) {
+        scope_.names[loopVarName(d)] = b_.indexOp("arith.remsi", rest, extents[d]);
+        rest = b_.indexOp("arith.divsi", rest, extents[d]);
       }
+      scope_.names[loopVarName(0)] = rest;
+      inner();
       return std::vector<Value>{};
     });
   }

@@ -27,7 +27,8 @@ struct BufferLayout {
   int64_t extent = 1;
 
   size_t bytes(DType dtype) const { return static_cast<size_t>(extent * itemsize(dtype)); }
-  /// Whether `t` has these sizes and, on dims longer than 1, these strides.
+  /// Whether `t` has these sizes and, on dims longer than 1, these strides (any strides when it
+  /// has no element).
   bool matches(const Tensor &t) const;
 };
 

@@ -6,6 +6,7 @@
 #include "ir/loop/index.h"
 #include "ir/loop/lanes.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -190,8 +191,18 @@ void settleKernels(const LoopProgram &p, std::vector<Kernel> &kernels,
       }
       if (!shared)
         order.tileVar = tileVarOf(node, order);
-      if (!node.ranges.empty())
-        k.parallel = ir::loop::loopVarName(0);
+      size_t loops = node.ranges.size();
+      if (shared)
+        order.parallelLoops = k.outer.size();
+      else if (!order.tileVar.empty())
+        order.parallelLoops = 1;
+      else // the innermost range loop stays a loop, unless a reduction loop is inside it
+        order.parallelLoops =
+            order.lane == LaneKind::Reduce ? loops : std::max<size_t>(1, loops - 1);
+      order.parallelLoops = std::min(order.parallelLoops, loops);
+      if (k.parallel.empty())
+        for (size_t d = 0; d < order.parallelLoops; ++d)
+          k.parallel += (d ? "*" : "") + ir::loop::loopVarName(d);
     }
   }
 }

@@ -195,10 +195,17 @@ std::optional<std::vector<IndexExpr>> decodeByStrides(const IndexExpr &flat,
 
 } // namespace
 
-std::optional<std::vector<IndexExpr>> decodeIndex(const IndexExpr &flat, const ir::TensorMeta &meta,
-                                                  const ir::loop::VarRanges &ranges) {
+std::optional<std::vector<IndexExpr>>
+decodeIndex(const IndexExpr &given, const ir::TensorMeta &meta, const ir::loop::VarRanges &ranges) {
   if (meta.strides != ir::contiguousStrides(meta.sizes))
     return std::nullopt;
+  // A loop of extent 1 is always at 0: `i0*768 + i1*64 + i2` of a [1, 12, 64] buffer read in
+  // a [1, 12, 64] loop nest is the point (0, i1, i2), not a row i0*12 + i1 of dim 1.
+  std::map<std::string, SymInt, std::less<>> unit;
+  for (const IndexExpr &v : ranges.vars())
+    if (const SymInt *e = ranges.extent(v.symbolName()); e && *e == SymInt(1))
+      unit.emplace(v.symbolName(), SymInt(0));
+  const IndexExpr flat = unit.empty() ? given : given.substitute(unit);
   if (std::optional<std::vector<IndexExpr>> point = decodeByStrides(flat, meta, ranges))
     return point;
   std::vector<IndexExpr> point;

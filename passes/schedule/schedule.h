@@ -32,7 +32,10 @@
 ///    the same point (linear -> bias + gelu), each run on its own.
 /// 4. loop_order.cc again — inside a kernel of several nodes, a node whose lane is the shared
 ///    loop runs scalar; a pointwise node alone in its kernel may walk its lane in tiles with a
-///    second range loop (a transpose); the parallel loop, split over threads, is i0.
+///    second range loop (a transpose). The parallel range: a kernel of several nodes splits its
+///    shared loops over threads, flattened into one range (a [2, 4, s0] attention softmax has
+///    8*s0 rows to share out, not 2); a node alone splits its range loops but the innermost
+///    (all of them when its lane is a reduction loop), a tiled node i0 only.
 /// 5. memory_plan.cc — where every intermediate lives ([Note: memory plan]).
 ///
 /// The CPU code generator emits exactly this: one function per loop kernel (per node of an
@@ -84,7 +87,8 @@ struct Kernel {
   std::vector<size_t> nodes;
   /// Loop kernels: the ranges every node has as its first (outermost) loops.
   std::vector<SymInt> outer;
-  /// The loop variable split over threads: i0 (empty when no node has a range loop).
+  /// The leading loops split over threads, as one range (their product): `i0`, or `i0*i1*i2`
+  /// when several loops are flattened (empty when no node has a range loop).
   std::string parallel;
 };
 
@@ -97,6 +101,9 @@ struct LoopOrder {
   LaneKind lane = LaneKind::None;
   std::string laneVar; ///< the vectorized loop (`i<k-1>` or `r<m-1>`); empty when scalar
   std::string tileVar; ///< the range loop walked in blocks with the lane; empty when none
+  /// How many leading range loops make the launch range (flattened into one range of their
+  /// product, split over threads); 0 for a node without range loops.
+  size_t parallelLoops = 0;
 };
 
 enum class StorageKind : uint8_t {

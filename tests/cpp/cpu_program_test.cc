@@ -111,6 +111,38 @@ TEST_CASE("a large pointwise node runs split over the thread pool", "[cpu_emit]"
   setNumThreads(0);
 }
 
+TEST_CASE("the launch range is the schedule's parallel loops, flattened", "[cpu_emit]") {
+  // A row softmax over [2, s0, s1]: the kernel shares [2, s0], so 2 * s0 rows are shared out,
+  // not 2; a pointwise node alone splits all its loops but the innermost.
+  SymInt s0 = sym("s0"), s1 = sym("s1");
+  LoopProgram p;
+  BufferId x = p.addInput(F32, {2, s0, s1});
+  BufferId mx = p.reduction(ReductionKind::Max, {2, s0}, {s1}, [&](Ops &ops, Idx i) {
+    return ops.load(x, {i[0], i[1], i[2]});
+  });
+  BufferId sum = p.reduction(ReductionKind::Sum, {2, s0}, {s1}, [&](Ops &ops, Idx i) {
+    return ops.exp(ops.load(x, {i[0], i[1], i[2]}) - ops.load(mx, {i[0], i[1]}));
+  });
+  p.markOutput(p.pointwise({2, s0, s1}, [&](Ops &ops, Idx i) {
+    return ops.exp(ops.load(x, {i[0], i[1], i[2]}) - ops.load(mx, {i[0], i[1]})) /
+           ops.load(sum, {i[0], i[1]});
+  }));
+  passes::schedule::Schedule s = scheduled(p);
+  REQUIRE(s.kernels.size() == 1);
+  CHECK(s.kernels[0].parallel == "i0*i1");
+  CompiledProgram c = compile(p);
+  CHECK(kernel(c, 0).parallelLoops == 2);
+  setNumThreads(4);
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{300, 64}, {1, 7}, {0, 5}, {5, 0}}) {
+    INFO(rows << " x " << cols);
+    int64_t before = splitLaunchCount();
+    Tensor in = ops::mul(randn({2, rows, cols}), Tensor::wrapScalar(Scalar(5.0)));
+    checkAgainstInterpreter(c, {in});
+    CHECK(splitLaunchCount() - before == (rows == 300 ? 1 : 0));
+  }
+  setNumThreads(0);
+}
+
 TEST_CASE("errors: bad inputs and argmax over an empty range", "[cpu_emit][errors]") {
   CompiledProgram soft = compile(softmaxProgram());
   Tensor x = randn({4, 16});

@@ -213,6 +213,27 @@ return buf3
   }
 }
 
+TEST_CASE("a batch of one: loops of extent 1 do not stop rows from sharing a kernel",
+          "[schedule]") {
+  // Attention's softmax at batch 1: the row max read as buf1[i0*12*s0 + i1*s0 + i2] is the
+  // point (0, i1, i2), so the kernel shares all three row loops and keeps both row values in
+  // registers; the rows (12 * s0) are what is split over threads.
+  Schedule s = scheduled(R"(graph @g(%x: f32[1, 12, s0, 64]) {
+  %0 = softmax(%x) {dim = -1} : f32[1, 12, s0, 64]
+  return %0
+}
+)");
+  REQUIRE(s.kernels.size() == 1);
+  CHECK(s.kernels[0].outer.size() == 3);
+  CHECK(s.kernels[0].parallel == "i0*i1*i2");
+  CHECK(countStorage(s, StorageKind::Local) == 2);
+  CHECK(countStorage(s, StorageKind::Allocated) == 0);
+  for (int64_t s0 : {1, 5}) {
+    Tensor x = ops::mul(randn({1, 12, s0, 64}), scalar(10.0));
+    checkNumerics(s, {x}, {ops::softmax(x, -1)}, {{"s0", s0}});
+  }
+}
+
 TEST_CASE("layer_norm and rms_norm are one kernel each", "[schedule]") {
   Schedule ln = scheduled(kLayerNorm);
   REQUIRE(ln.kernels.size() == 1);
