@@ -187,6 +187,22 @@ PreparedGraph prepareGraph(std::string_view text, const PipelineOptions &options
   return prepareGraph(std::move(module.graphs[0]), module.positions, options);
 }
 
+namespace {
+
+/// Prints stage `stage`'s IR (`text()`) when the dump options ask for it, as the pass manager
+/// prints a graph pass's.
+template <typename Text>
+void dumpStage(const passes::PassManagerOptions &dumps, std::string_view stage,
+               const std::string &graph, Text text) {
+  if (!(dumps.printAfterAll || dumps.printAfter.count(stage)) || !dumps.dumpStream)
+    return;
+  *dumps.dumpStream << "// -----// IR Dump After " << stage << " //----- //\n// graph @" << graph
+                    << "\n"
+                    << text() << std::flush;
+}
+
+} // namespace
+
 PreparedGraph prepareGraph(std::unique_ptr<ir::Graph> graph, const ir::NodePositions &positions,
                            const PipelineOptions &options) {
   const std::string &filename = options.filename;
@@ -251,7 +267,7 @@ PreparedGraph prepareGraph(std::unique_ptr<ir::Graph> graph, const ir::NodePosit
 
   std::string pipeline = options.pipeline.value_or(defaultPipeline());
   if (!pipeline.empty()) {
-    passes::PassManager pm;
+    passes::PassManager pm(options.dumps);
     pm.addPipeline(pipeline);
     try {
       pm.run(*graph);
@@ -280,6 +296,7 @@ PreparedGraph prepareGraph(std::unique_ptr<ir::Graph> graph, const ir::NodePosit
     throw LoweringDeclined(located(e.diagnostic(), positions, filename));
   }
   lap("lower");
+  dumpStage(options.dumps, "lower", out.name, [&] { return lowered.str(); });
   if (options.until == PipelineEnd::Lowered)
     return out;
   passes::schedule::ScheduleOptions scheduleOptions;
@@ -287,6 +304,12 @@ PreparedGraph prepareGraph(std::unique_ptr<ir::Graph> graph, const ir::NodePosit
   out.schedule = passes::schedule::schedule(lowered, scheduleOptions);
   lap("schedule");
   out.loopText = out.schedule.str();
+  dumpStage(options.dumps, "schedule", out.name, [&] { return out.loopText; });
+  if (options.dumps.timePasses && options.dumps.dumpStream)
+    for (const auto &[stage, millis] : out.stageMillis)
+      if (stage == "lower" || stage == "schedule")
+        *options.dumps.dumpStream << fmt::format("// {:10.3f} ms  {} @{}\n", millis, stage,
+                                                 out.name);
   for (const passes::schedule::Kernel &k : out.schedule.kernels)
     (k.kind == passes::schedule::KernelKind::Extern ? out.externKernels : out.kernels) += 1;
   return out;

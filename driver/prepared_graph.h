@@ -25,6 +25,7 @@
 #include "ir/parser.h"
 #include "ir/shape_rules.h"
 #include "ir/sym_int.h"
+#include "passes/pass_manager.h"
 #include "passes/schedule/schedule.h"
 #include "runtime/tensor.h"
 
@@ -65,6 +66,10 @@ struct PipelineOptions {
   /// With until == Lowered: find every node lowering declines (PreparedGraph::declines) instead
   /// of throwing LoweringDeclined at the first.
   bool collectDeclines = false;
+  /// IR dumps and timing (kiln-opt --print-ir-after, --time-passes): the graph passes' options,
+  /// where `printAfter` may also name the stages `lower` (the loop program as lowered) and
+  /// `schedule` (the scheduled program), and timing adds those stages' times.
+  passes::PassManagerOptions dumps;
 };
 
 enum class ValueKind : uint8_t { Tensor, Int, Float, Bool };

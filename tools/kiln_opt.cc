@@ -35,7 +35,8 @@ Reads graphs in the .kir text format, verifies them, runs a pass pipeline and pr
 
 options:
   -p, --passes PIPELINE    passes to run, e.g. 'dce,cse' or 'fixpoint(cse,dce)'
-  --print-ir-after NAME    print the IR after pass NAME (to stderr; may be repeated)
+  --print-ir-after NAME    print the IR after pass NAME (to stderr; may be repeated); with
+                           --emit also the stages `lower` and `schedule`
   --print-ir-after-all     print the IR after every pass (to stderr)
   --time-passes            print each pass's wall time after the pipeline (to stderr)
   --verify-only            parse and verify only; print nothing
@@ -201,6 +202,7 @@ bool emitStage(ir::ParsedModule &module, const Options &o, const std::string &bu
   driver::PipelineOptions options;
   options.filename = bufferName;
   options.fuse = o.fuse;
+  options.dumps = o.pm; // --print-ir-after (graph passes, lower, schedule), --time-passes
   if (o.pipelineGiven)
     options.pipeline = o.pipeline;
   for (size_t i = 0; i < module.graphs.size(); ++i) {
