@@ -143,10 +143,8 @@ public:
         });
       else
         rangeLoops(0);
-    } else if (run.shared > 1) {
-      flatLoop(node_->ranges, run.shared, [&] { runNodes(run); });
     } else {
-      sharedLoops(run, 0);
+      flatLoop(node_->ranges, run.shared, [&] { runNodes(run); });
     }
     b_.emit("return");
     externals.insert(b_.externals().begin(), b_.externals().end());
@@ -258,15 +256,6 @@ private:
     b_.emit("%hi = arith.index_cast %end : i64 to index");
   }
 
-  /// The kernel's one shared loop, i0 over [begin, end), then its nodes.
-  void sharedLoops(const Run &run, size_t level) {
-    b_.forLoop("%lo", "%hi", b_.indexConst(1), {}, [&](const std::string &iv, auto &) {
-      scope_.names[loopVarName(level)] = iv;
-      runNodes(run);
-      return std::vector<Value>{};
-    });
-  }
-
   /// The nodes of a kernel at one point of its shared loops, one after another.
   void runNodes(const Run &run) {
     for (size_t n : run.nodes) {
@@ -285,9 +274,9 @@ private:
   /// iteration recovers i0..i<count-1> by division (a few divides per row) and runs `inner`.
   template <typename Inner>
   void flatLoop(std::span<const SymInt> ranges, size_t count, Inner inner) {
-    std::vector<std::string> extents;
-    for (size_t d = 0; d < count; ++d)
-      extents.push_back(emitIndex(b_, ranges[d], scope_.names));
+    std::vector<std::string> extents(count); // i0's is not needed: it is what remains
+    for (size_t d = 1; d < count; ++d)
+      extents[d] = emitIndex(b_, ranges[d], scope_.names);
     b_.forLoop("%lo", "%hi", b_.indexConst(1), {}, [&](const std::string &iv, auto &) {
       std::string rest = iv;
       for (size_t d = count; d-- > 1;) {
