@@ -102,6 +102,7 @@ public:
   std::string emit(const Run &run, KernelInfo &info,
                    std::map<std::string, std::string> &externals) {
     registers_ = &run.registers;
+    shared_ = run.shared;
     select(run.nodes[0]);
     info.lanes = plan_.mode;
     info.width = plan_.width;
@@ -170,7 +171,6 @@ private:
   void planStashes(const Run &run) {
     std::span<const LoopNode> nodes = program_.nodes();
     size_t s = run.shared;
-    shared_ = s;
     for (size_t a = 0; a < run.nodes.size(); ++a) {
       const LoopNode &r = nodes[run.nodes[a]];
       if (r.kind != LoopNodeKind::Reduction || r.ranges.size() != s ||

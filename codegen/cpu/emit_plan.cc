@@ -3,11 +3,6 @@
 
 #include "codegen/cpu/emit_impl.h"
 
-#include "ir/loop/index.h"
-
-#include <map>
-#include <set>
-
 namespace kiln::codegen::cpu {
 
 using namespace ir::loop;

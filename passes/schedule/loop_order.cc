@@ -152,21 +152,6 @@ std::vector<LoopOrder> chooseLoopOrders(const LoopProgram &p) {
   return loops;
 }
 
-} // namespace kiln::passes::schedule::detail
-
-namespace kiln::passes::schedule {
-
-bool onePointPerShared(const ir::loop::LoopNode &node, size_t shared) {
-  for (size_t d = shared; d < node.ranges.size(); ++d)
-    if (!(node.ranges[d] == SymInt(1)))
-      return false;
-  return true;
-}
-
-} // namespace kiln::passes::schedule
-
-namespace kiln::passes::schedule::detail {
-
 size_t laneLimit(const LoopNode &node, const LoopOrder &order) {
   return order.lane == LaneKind::Range ? node.ranges.size() - 1 : SIZE_MAX;
 }

@@ -7,6 +7,13 @@
 
 namespace kiln::passes::schedule {
 
+bool onePointPerShared(const ir::loop::LoopNode &node, size_t shared) {
+  for (size_t d = shared; d < node.ranges.size(); ++d)
+    if (!(node.ranges[d] == SymInt(1)))
+      return false;
+  return true;
+}
+
 Schedule schedule(const LoopProgram &program, const ScheduleOptions &options) {
   std::vector<bool> inlined = options.fuse && options.inlineProducers
                                   ? detail::chooseInlined(program)
