@@ -69,8 +69,8 @@ struct BinaryInplace {
     std::optional<Tensor> other = asOperand(b);
     if (!other)
       return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-    return applyInplace(name, self,
-                        fn(autograd::inplaceOperand(self.cast<const Tensor &>(), {&*other}), *other));
+    return applyInplace(
+        name, self, fn(autograd::inplaceOperand(self.cast<const Tensor &>(), {&*other}), *other));
   }
 };
 
@@ -86,7 +86,5 @@ void defOperator(py::class_<Tensor> &t, const char *name, const char *dunder, co
 
 /// Unary math, rounding, classification, clamp/where/lerp and friends.
 void bindElementwiseMath(py::module_ &m);
-/// Activation functions (kiln.relu ..., the kernels behind kiln.nn.functional).
-void bindActivations(py::module_ &m);
 
 } // namespace kiln::frontend::elementwise

@@ -17,6 +17,9 @@ void bindIndexing(pybind11::module_ &m);
 void bindLinalg(pybind11::module_ &m);
 void bindNN(pybind11::module_ &m);
 void bindFactory(pybind11::module_ &m);
+/// Every op-table row with an eager kernel (bind_op_table.cc); after the hand-written bindings,
+/// so that a name bound both ways is an error at import.
+void bindOpTable(pybind11::module_ &m);
 void bindCapture(pybind11::module_ &m);
 void bindIR(pybind11::module_ &m);
 /// `_C._ir.GraphBuilder` and `_C._ir.Graph` (called by bindIR on its submodule).

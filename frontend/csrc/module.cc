@@ -47,6 +47,7 @@ PYBIND11_MODULE(_C, m) {
   bindLinalg(m);
   bindNN(m);
   bindFactory(m);
+  bindOpTable(m);
   bindCapture(m);
   bindIR(m);
   bindCompiler(m);

@@ -197,8 +197,9 @@ def _is_inplace(path: str) -> bool:
     if module == "operator":  # iadd, ..., iand and ior (whose pure forms are and_ and or_)
         return name.startswith("i") and name != "index" and (
             hasattr(operator, name[1:]) or hasattr(operator, name[1:] + "_"))
-    if name.startswith("__i") and name.endswith("__"):
-        return True
+    if name.startswith("__i") and name.endswith("__"):  # __iadd__, not __invert__
+        op = name[3:-2]
+        return hasattr(operator, op) or hasattr(operator, op + "_")
     return name.endswith("_") and not name.endswith("__")
 
 

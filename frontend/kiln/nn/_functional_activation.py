@@ -1,7 +1,8 @@
 """Elementwise activation functions of kiln.nn.functional (torch's names and signatures).
 
-The kernels are the ``kiln._C`` activation ops; this module only maps the ``inplace=`` flag onto
-their in-place forms (which write the result into ``input`` and return it).
+Every activation of the op table (``ir/ops.def``) is bound from its row in ``kiln._C._nn``, its
+``inplace=True`` writing into ``input``; only ``prelu`` and ``glu``, which have no row, are
+written here.
 """
 
 from kiln import _C
@@ -39,76 +40,34 @@ __all__ = [
     "threshold_",
 ]
 
-gelu = _C.gelu
-softplus = _C.softplus
-logsigmoid = _C.logsigmoid
-softsign = _C.softsign
-tanhshrink = _C.tanhshrink
-hardshrink = _C.hardshrink
-softshrink = _C.softshrink
-sigmoid = _C.sigmoid
-tanh = _C.tanh
-relu_ = _C.relu_
-elu_ = _C.elu_
-selu_ = _C.selu_
-celu_ = _C.celu_
-leaky_relu_ = _C.leaky_relu_
-hardtanh_ = _C.hardtanh_
-threshold_ = _C.threshold_
-
-
-def relu(input, inplace=False):
-    return _C.relu_(input) if inplace else _C.relu(input)
-
-
-def relu6(input, inplace=False):
-    return _C.relu6_(input) if inplace else _C.relu6(input)
-
-
-def silu(input, inplace=False):
-    return _C.silu_(input) if inplace else _C.silu(input)
-
-
-def selu(input, inplace=False):
-    return _C.selu_(input) if inplace else _C.selu(input)
-
-
-def hardsigmoid(input, inplace=False):
-    return _C.hardsigmoid_(input) if inplace else _C.hardsigmoid(input)
-
-
-def hardswish(input, inplace=False):
-    return _C.hardswish_(input) if inplace else _C.hardswish(input)
-
-
-def mish(input, inplace=False):
-    return _C.mish_(input) if inplace else _C.mish(input)
-
-
-def elu(input, alpha=1.0, inplace=False):
-    return _C.elu_(input, alpha) if inplace else _C.elu(input, alpha)
-
-
-def celu(input, alpha=1.0, inplace=False):
-    return _C.celu_(input, alpha) if inplace else _C.celu(input, alpha)
-
-
-def leaky_relu(input, negative_slope=0.01, inplace=False):
-    if inplace:
-        return _C.leaky_relu_(input, negative_slope)
-    return _C.leaky_relu(input, negative_slope)
-
-
-def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    if inplace:
-        return _C.hardtanh_(input, min_val, max_val)
-    return _C.hardtanh(input, min_val, max_val)
-
-
-def threshold(input, threshold, value, inplace=False):
-    if inplace:
-        return _C.threshold_(input, threshold, value)
-    return _C.threshold(input, threshold, value)
+celu = _C._nn.celu
+celu_ = _C._nn.celu_
+elu = _C._nn.elu
+elu_ = _C._nn.elu_
+gelu = _C._nn.gelu
+hardshrink = _C._nn.hardshrink
+hardsigmoid = _C._nn.hardsigmoid
+hardswish = _C._nn.hardswish
+hardtanh = _C._nn.hardtanh
+hardtanh_ = _C._nn.hardtanh_
+leaky_relu = _C._nn.leaky_relu
+leaky_relu_ = _C._nn.leaky_relu_
+logsigmoid = _C._nn.logsigmoid
+mish = _C._nn.mish
+relu = _C._nn.relu
+relu6 = _C._nn.relu6
+relu_ = _C._nn.relu_
+selu = _C._nn.selu
+selu_ = _C._nn.selu_
+sigmoid = _C._nn.sigmoid
+silu = _C._nn.silu
+softplus = _C._nn.softplus
+softshrink = _C._nn.softshrink
+softsign = _C._nn.softsign
+tanh = _C._nn.tanh
+tanhshrink = _C._nn.tanhshrink
+threshold = _C._nn.threshold
+threshold_ = _C._nn.threshold_
 
 
 def prelu(input, weight):
@@ -150,4 +109,4 @@ def glu(input, dim=-1):
     if n % 2:
         raise RuntimeError(f"glu: halving dimension must be even, but dimension {dim} is size {n}")
     a = input.narrow(dim, 0, n // 2)
-    return a * _C.sigmoid(input.narrow(dim, n // 2, n // 2))
+    return a * _C._nn.sigmoid(input.narrow(dim, n // 2, n // 2))

@@ -1,0 +1,165 @@
+// The eager kernels of the op table's elementwise rows. Each entry reads its arguments by their
+// position in the row's schema (ir/ops.def); the binding generator has already checked their
+// types, applied the defaults and, for an in-place spelling, put the operand in argument 0.
+#include "frontend/csrc/eager_kernels.h"
+
+#include "runtime/error.h"
+
+namespace kiln::frontend {
+
+namespace {
+
+using ir::OpKind;
+using UnaryFn = Tensor (*)(const Tensor &);
+using BinaryFn = Tensor (*)(const Tensor &, const Tensor &);
+
+template <UnaryFn F> Tensor unary(const BoundArgs &a) { return F(a.tensor(0)); }
+template <BinaryFn F> Tensor binary(const BoundArgs &a) { return F(a.tensor(0), a.tensor(1)); }
+
+// clang-format off
+const EagerKernel kKernels[] = {
+    {OpKind::Neg, "neg", unary<&ops::neg>},
+    {OpKind::Abs, "abs", unary<&ops::abs>},
+    {OpKind::Exp, "exp", unary<&ops::exp>},
+    {OpKind::Log, "log", unary<&ops::log>},
+    {OpKind::Sqrt, "sqrt", unary<&ops::sqrt>},
+    {OpKind::Rsqrt, "rsqrt", unary<&ops::rsqrt>},
+    {OpKind::Tanh, "tanh", unary<&ops::tanh>},
+    {OpKind::Sigmoid, "sigmoid", unary<&ops::sigmoid>},
+    {OpKind::Erf, "erf", unary<&ops::erf>},
+    {OpKind::Sin, "sin", unary<&ops::sin>},
+    {OpKind::Cos, "cos", unary<&ops::cos>},
+    {OpKind::Tan, "tan", unary<&ops::tan>},
+    {OpKind::Asin, "asin", unary<&ops::asin>},
+    {OpKind::Acos, "acos", unary<&ops::acos>},
+    {OpKind::Atan, "atan", unary<&ops::atan>},
+    {OpKind::Sinh, "sinh", unary<&ops::sinh>},
+    {OpKind::Cosh, "cosh", unary<&ops::cosh>},
+    {OpKind::Asinh, "asinh", unary<&ops::asinh>},
+    {OpKind::Acosh, "acosh", unary<&ops::acosh>},
+    {OpKind::Atanh, "atanh", unary<&ops::atanh>},
+    {OpKind::Log1p, "log1p", unary<&ops::log1p>},
+    {OpKind::Expm1, "expm1", unary<&ops::expm1>},
+    {OpKind::Exp2, "exp2", unary<&ops::exp2>},
+    {OpKind::Log2, "log2", unary<&ops::log2>},
+    {OpKind::Log10, "log10", unary<&ops::log10>},
+    {OpKind::Reciprocal, "reciprocal", unary<&ops::reciprocal>},
+    {OpKind::Floor, "floor", unary<&ops::floor>},
+    {OpKind::Ceil, "ceil", unary<&ops::ceil>},
+    {OpKind::Trunc, "trunc", unary<&ops::trunc>},
+    {OpKind::Frac, "frac", unary<&ops::frac>},
+    {OpKind::Sign, "sign", unary<&ops::sign>},
+    {OpKind::Isnan, "isnan", unary<&ops::isnan>},
+    {OpKind::Isinf, "isinf", unary<&ops::isinf>},
+    {OpKind::Isfinite, "isfinite", unary<&ops::isfinite>},
+    {OpKind::Isposinf, "isposinf", unary<&ops::isposinf>},
+    {OpKind::Isneginf, "isneginf", unary<&ops::isneginf>},
+    {OpKind::Signbit, "signbit", unary<&ops::signbit>},
+    {OpKind::LogicalNot, "logical_not", unary<&ops::logicalNot>},
+    {OpKind::BitwiseNot, "bitwise_not", unary<&ops::bitwiseNot>},
+    {OpKind::BitwiseNot, "__invert__", [](const BoundArgs &a) {
+       Tensor x = a.tensor(0);
+       KILN_CHECK_KIND(Type, !isFloating(x.dtype()),
+                       "~ (operator.invert) is only implemented on integer and bool tensors, "
+                       "got {}", dtypeName(x.dtype()));
+       return ops::bitwiseNot(x);
+     }},
+    // torch's round without decimals also takes integers; with decimals it is round.decimals.
+    {OpKind::Round, "round", [](const BoundArgs &a) {
+       return ops::round(a.tensor(0), a.optInt(1));
+     }},
+    {OpKind::NanToNum, "nan_to_num", [](const BoundArgs &a) {
+       return ops::nanToNum(a.tensor(0), a.optDouble(1).value_or(0.0), a.optDouble(2),
+                            a.optDouble(3));
+     }},
+    {OpKind::Clamp, "clamp", [](const BoundArgs &a) {
+       return ops::clamp(a.tensor(0), a.optTensor(1), a.optTensor(2));
+     }},
+    {OpKind::Clamp, "clamp_min", [](const BoundArgs &a) {
+       return ops::clamp(a.tensor(0), a.tensor(1), std::nullopt);
+     }},
+    {OpKind::Clamp, "clamp_max", [](const BoundArgs &a) {
+       return ops::clamp(a.tensor(0), std::nullopt, a.tensor(1));
+     }},
+    {OpKind::Add, "add", [](const BoundArgs &a) {
+       return ops::add(a.tensor(0), a.tensor(1), a.scalar(2));
+     }},
+    {OpKind::Sub, "sub", [](const BoundArgs &a) {
+       return ops::sub(a.tensor(0), a.tensor(1), a.scalar(2));
+     }},
+    {OpKind::Mul, "mul", binary<&ops::mul>},
+    {OpKind::Div, "div", [](const BoundArgs &a) {
+       return ops::div(a.tensor(0), a.tensor(1), a.optStr(2).value_or(""));
+     }},
+    {OpKind::Pow, "pow", binary<&ops::pow>},
+    // max(input, other) and min(input, other) share their names with the reductions, which
+    // are bound by hand (bind_reduce.cc) until those rows have kernels too.
+    {OpKind::Maximum, "maximum", binary<&ops::maximum>},
+    {OpKind::Minimum, "minimum", binary<&ops::minimum>},
+    {OpKind::Fmax, "fmax", binary<&ops::fmax>},
+    {OpKind::Fmin, "fmin", binary<&ops::fmin>},
+    {OpKind::FloorDivide, "floor_divide", binary<&ops::floorDivide>},
+    {OpKind::Remainder, "remainder", binary<&ops::remainder>},
+    {OpKind::Fmod, "fmod", binary<&ops::fmod>},
+    {OpKind::Atan2, "atan2", binary<&ops::atan2>},
+    {OpKind::Hypot, "hypot", binary<&ops::hypot>},
+    {OpKind::Eq, "eq", binary<&ops::eq>},
+    {OpKind::Ne, "ne", binary<&ops::ne>},
+    {OpKind::Lt, "lt", binary<&ops::lt>},
+    {OpKind::Le, "le", binary<&ops::le>},
+    {OpKind::Gt, "gt", binary<&ops::gt>},
+    {OpKind::Ge, "ge", binary<&ops::ge>},
+    {OpKind::LogicalAnd, "logical_and", binary<&ops::logicalAnd>},
+    {OpKind::LogicalOr, "logical_or", binary<&ops::logicalOr>},
+    {OpKind::LogicalXor, "logical_xor", binary<&ops::logicalXor>},
+    {OpKind::BitwiseAnd, "bitwise_and", binary<&ops::bitwiseAnd>},
+    {OpKind::BitwiseOr, "bitwise_or", binary<&ops::bitwiseOr>},
+    {OpKind::BitwiseXor, "bitwise_xor", binary<&ops::bitwiseXor>},
+    {OpKind::Lerp, "lerp", [](const BoundArgs &a) {
+       return ops::lerp(a.tensor(0), a.tensor(1), a.tensor(2));
+     }},
+    // Activations. An `inplace` argument is read by the binding, not here.
+    {OpKind::Relu, "relu", unary<&ops::relu>},
+    {OpKind::Gelu, "gelu", [](const BoundArgs &a) { return ops::gelu(a.tensor(0), a.str(1)); }},
+    {OpKind::Silu, "silu", unary<&ops::silu>},
+    {OpKind::Softplus, "softplus", [](const BoundArgs &a) {
+       return ops::softplus(a.tensor(0), a.toDouble(1), a.toDouble(2));
+     }},
+    {OpKind::Mish, "mish", unary<&ops::mish>},
+    {OpKind::Elu, "elu", [](const BoundArgs &a) { return ops::elu(a.tensor(0), a.toDouble(1)); }},
+    {OpKind::Elu, "selu", unary<&ops::selu>},
+    {OpKind::Celu, "celu", [](const BoundArgs &a) { return ops::celu(a.tensor(0), a.toDouble(1)); }},
+    {OpKind::LeakyRelu, "leaky_relu", [](const BoundArgs &a) {
+       return ops::leakyRelu(a.tensor(0), a.toDouble(1));
+     }},
+    {OpKind::Hardtanh, "hardtanh", [](const BoundArgs &a) {
+       return ops::hardtanh(a.tensor(0), a.scalar(1), a.scalar(2));
+     }},
+    {OpKind::Hardtanh, "relu6", unary<&ops::relu6>},
+    {OpKind::Hardsigmoid, "hardsigmoid", unary<&ops::hardsigmoid>},
+    {OpKind::Hardswish, "hardswish", unary<&ops::hardswish>},
+    {OpKind::LogSigmoid, "logsigmoid", unary<&ops::logsigmoid>},
+    {OpKind::Softsign, "softsign", unary<&ops::softsign>},
+    {OpKind::Tanhshrink, "tanhshrink", unary<&ops::tanhshrink>},
+    {OpKind::Hardshrink, "hardshrink", [](const BoundArgs &a) {
+       return ops::hardshrink(a.tensor(0), a.toDouble(1));
+     }},
+    {OpKind::Softshrink, "softshrink", [](const BoundArgs &a) {
+       return ops::softshrink(a.tensor(0), a.toDouble(1));
+     }},
+    {OpKind::Threshold, "threshold", [](const BoundArgs &a) {
+       return ops::threshold(a.tensor(0), a.scalar(1), a.scalar(2));
+     }},
+};
+// clang-format on
+
+} // namespace
+
+const EagerKernel *findEagerKernel(ir::OpKind op, std::string_view name) {
+  for (const EagerKernel &k : kKernels)
+    if (k.op == op && k.name == name)
+      return &k;
+  return nullptr;
+}
+
+} // namespace kiln::frontend

@@ -1,0 +1,26 @@
+#pragma once
+/// The eager kernel of each op-table row (ir/ops.def KILN_SPELLING): what a call of any of the
+/// row's spellings runs, given its arguments bound to the row's schema. bind_op_table.cc binds
+/// every spelling of a row that has a kernel here; a row without one is still bound by hand
+/// (bind_reduce.cc, bind_indexing.cc, ...) until it moves here.
+
+#include "frontend/csrc/arg_parser.h"
+#include "ir/op_kind.h"
+
+#include <span>
+#include <string_view>
+
+namespace kiln::frontend {
+
+using EagerFn = Tensor (*)(const BoundArgs &);
+
+struct EagerKernel {
+  ir::OpKind op;
+  std::string_view name; ///< the row's schema name (`selu` for the Elu row that spells selu)
+  EagerFn fn;
+};
+
+/// The kernel of the row of `op` whose schema is called `name`, or null.
+const EagerKernel *findEagerKernel(ir::OpKind op, std::string_view name);
+
+} // namespace kiln::frontend

@@ -1,0 +1,152 @@
+"""The eager bindings generated from the op table (frontend/csrc/bind_op_table.cc): every
+spelling of a row with an eager kernel is callable, binds its arguments to the row's schema,
+refuses a wrong call in torch's words, and honours the in-place, reflected and out= forms."""
+
+import inspect
+import operator
+
+import numpy as np
+import pytest
+import torch
+
+import kiln
+import kiln.nn.functional as F
+from kiln._capture import op_table
+
+
+def _error(fn):
+    try:
+        fn()
+    except TypeError as e:
+        return str(e)
+    raise AssertionError("no TypeError")
+
+
+# (kiln call, torch call): the same wrong call in both; the messages must be equal.
+WRONG_CALLS = [
+    ("kiln.sin('a')", "torch.sin('a')"),
+    ("kiln.sin()", "torch.sin()"),
+    ("kiln.sin(kx, 1)", "torch.sin(tx, 1)"),
+    ("kiln.sin(kx, foo=1)", "torch.sin(tx, foo=1)"),
+    ("kiln.add(kx, 'a')", "torch.add(tx, 'a')"),
+    ("kx.add('a')", "tx.add('a')"),
+    ("kiln.add(kx, kx, 2)", "torch.add(tx, tx, 2)"),
+    ("kx.add(kx, 1)", "tx.add(tx, 1)"),
+    ("kiln.add(kx, kx, input=kx)", "torch.add(tx, tx, input=tx)"),
+    ("F.relu('a')", "torch.nn.functional.relu('a')"),
+    ("F.gelu(kx, approximate=1)", "torch.nn.functional.gelu(tx, approximate=1)"),
+    ("kiln.atan2(kx, [1])", "torch.atan2(tx, [1])"),
+]
+
+
+@pytest.mark.parametrize("kiln_call,torch_call", WRONG_CALLS, ids=[k for k, _ in WRONG_CALLS])
+def test_argument_errors_are_torchs(kiln_call, torch_call):
+    env = {"kiln": kiln, "torch": torch, "F": F, "kx": kiln.ones(2), "tx": torch.ones(2)}
+    assert _error(lambda: eval(kiln_call, env)) == _error(lambda: eval(torch_call, env))
+
+
+def test_argument_errors_name_each_kind():
+    x = kiln.ones(3)
+    assert _error(lambda: kiln.clamp(x, "a")) == (
+        "clamp(): argument 'min' (position 2) must be Number, not str")
+    assert _error(lambda: kiln.round(x, decimals=1.5)) == (
+        "round(): argument 'decimals' must be int, not float")
+    assert _error(lambda: F.relu(x, inplace=1)) == (
+        "relu(): argument 'inplace' must be bool, not int")
+    assert _error(lambda: kiln.nan_to_num(x, nan="a")) == (
+        "nan_to_num(): argument 'nan' must be float, not str")
+    assert _error(lambda: kiln.add(x, x, alpha="a")) == (
+        "add(): argument 'alpha' must be Number, not str")
+    assert _error(lambda: kiln.sin(x, out=3)) == "sin(): argument 'out' must be Tensor, not int"
+
+
+def _rows_with_kernels():
+    """Every table spelling bound from the table: kiln.X, kiln.Tensor.X, kiln.nn.functional.X."""
+    for s in op_table.spellings():
+        if s.path.startswith(("operator.", "builtins.")):
+            continue
+        module, _, name = s.path.rpartition(".")
+        owner = {"kiln": kiln, "kiln.Tensor": kiln.Tensor, "kiln.nn.functional": F}[module]
+        fn = getattr(owner, name, None)
+        if fn is not None and type(fn).__name__ in ("builtin_function_or_method",
+                                                     "method_descriptor"):
+            yield s.path, fn
+
+
+def test_generated_callables_are_builtins_with_the_schema_signature():
+    seen = dict(_rows_with_kernels())
+    for path in ("kiln.sin", "kiln.Tensor.add_", "kiln.Tensor.__radd__", "kiln.nn.functional.relu",
+                 "kiln.clamp", "kiln.Tensor.__invert__", "kiln.nn.functional.hardtanh"):
+        assert path in seen, path
+    assert str(inspect.signature(kiln.add)) == "(input, other, *, alpha=1, out=None)"
+    assert str(inspect.signature(kiln.Tensor.clamp)) == "(self, /, min=None, max=None)"
+    assert str(inspect.signature(F.leaky_relu)) == "(input, negative_slope=0.01, inplace=False)"
+    assert type(kiln.Tensor.add).__name__ == "method_descriptor"
+    assert kiln.sin.__module__ == "kiln._C"
+    assert "sin(Tensor input) -> Tensor" in kiln.sin.__doc__
+
+
+def test_operators_inplace_and_reflected_forms():
+    a = np.array([1.0, -2.0, 3.0], np.float32)
+    x = kiln.tensor(a)
+    np.testing.assert_array_equal((2 - x).numpy(), 2 - a)
+    np.testing.assert_array_equal((2 ** x).numpy(), 2 ** a)
+    np.testing.assert_array_equal((x.__rtruediv__(4)).numpy(), 4 / a)
+    y = x.clone()
+    alias = y
+    y += 1
+    assert y is alias
+    np.testing.assert_array_equal(y.numpy(), a + 1)
+    np.testing.assert_array_equal(x.numpy(), a)  # untouched
+    i = kiln.tensor(np.array([1, -6, 3]))
+    np.testing.assert_array_equal((~i).numpy(), ~np.array([1, -6, 3]))
+    np.testing.assert_array_equal(i.numpy(), [1, -6, 3])  # ~ is not in place
+    with pytest.raises(TypeError, match="only implemented on integer and bool tensors"):
+        operator.invert(x)
+    assert (x == None) is False  # noqa: E711 - the operand is not a tensor: NotImplemented
+    with pytest.raises(TypeError, match="unsupported operand"):
+        x + "a"
+    assert x.__add__("a") is NotImplemented
+    assert x.add_(1) is x
+    np.testing.assert_array_equal(x.numpy(), a + 1)
+
+
+def test_out_and_inplace_flag():
+    a = np.linspace(-2, 2, 6, dtype=np.float32)
+    x, out = kiln.tensor(a), kiln.empty(6)
+    assert kiln.sin(x, out=out) is out
+    np.testing.assert_allclose(out.numpy(), np.sin(a), rtol=1e-6)
+    assert kiln.add(x, 1, out=out, alpha=2) is out
+    np.testing.assert_allclose(out.numpy(), a + 2)
+    v = x.clone()
+    assert F.relu(v, inplace=True) is v
+    np.testing.assert_array_equal(v.numpy(), np.maximum(a, 0))
+    w = x.clone()
+    r = F.hardtanh(w, -0.5, 0.5)
+    assert r is not w
+    np.testing.assert_array_equal(w.numpy(), a)
+    assert F.hardtanh_(w, -0.5, 0.5) is w
+    np.testing.assert_array_equal(w.numpy(), np.clip(a, -0.5, 0.5))
+
+
+def test_inplace_keeps_autograd_rules():
+    leaf = kiln.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        leaf.add_(1)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        F.relu(leaf, inplace=True)
+    h = leaf * 2
+    h.mul_(3)
+    h.sum().backward()
+    np.testing.assert_array_equal(leaf.grad.numpy(), [6.0, 6.0, 6.0])
+
+
+def test_numbers_and_numpy_scalars_as_operands():
+    x = kiln.tensor(np.array([1.0, 2.0], np.float32))
+    assert kiln.add(2, x).tolist() == [3.0, 4.0]
+    assert kiln.mul(x, np.float32(2)).tolist() == [2.0, 4.0]
+    assert kiln.where(x > 1, x, 0.0).tolist() == [0.0, 2.0]
+    assert kiln.clamp(x, min=kiln.tensor(1.5)).tolist() == [1.5, 2.0]
+    assert operator.pow(x, 2).tolist() == [1.0, 4.0]
+    with pytest.raises(TypeError, match=r"sin\(\): argument 'input' \(position 1\) must be Tensor"):
+        kiln.sin(2.0)
