@@ -179,6 +179,7 @@ bool bindArgs(const SchemaBinding &binding, const char *name, PyObject *self, Py
               Py_ssize_t nargs, PyObject *kwnames, BoundArgs &out, std::string *error) {
   const ir::OpSchema &schema = binding.schema;
   out.opName_ = name;
+  out.schemaSize_ = static_cast<int>(schema.args.size());
   const int numArgs = static_cast<int>(schema.args.size());
   const int offset = self ? 1 : 0; // a method's receiver is argument 0, not counted in positions
   const int maxPositional = schema.numPositional() - offset;

@@ -51,6 +51,8 @@ public:
   /// The operand an in-place call computes from, in place of argument 0.
   void overrideFirst(Tensor t) { first_ = std::move(t); }
   const char *opName() const { return opName_; }
+  /// The number of arguments of the schema bound (which of a row's schemas this call took).
+  int schemaSize() const { return schemaSize_; }
 
 private:
   friend bool bindArgs(const SchemaBinding &, const char *, PyObject *, PyObject *const *,
@@ -58,6 +60,7 @@ private:
   PyObject *values_[kMaxSchemaArgs] = {};
   std::optional<Tensor> first_;
   const char *opName_ = "";
+  int schemaSize_ = 0;
 };
 
 /// Binds `self` (a method's receiver, or null) and the vectorcall arguments to the schema.

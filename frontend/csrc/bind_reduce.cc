@@ -1,4 +1,7 @@
-// Reductions, scans, sorting and softmax: kiln.<op> functions and Tensor methods.
+// Reductions, scans and sorting without an eager kernel in the op table yet (max/min with their
+// overloads, var/std, norm, sort/topk, median, unique, ...): kiln.<op> functions and Tensor
+// methods bound by hand. sum, mean, amax, softmax, cumsum, argsort, ... are bound from their
+// ops.def rows (bind_op_table.cc).
 #include "frontend/csrc/bindings.h"
 #include "frontend/csrc/py_convert.h"
 #include "runtime/error.h"
@@ -84,32 +87,17 @@ void bindSums(py::module_ &m, py::class_<Tensor> &t) {
          py::arg("dtype") = py::none());
   };
   auto both = [&](const char *name, auto fn, auto... extra) { bindBoth(m, t, name, fn, extra...); };
-  args(both, "sum", sumLike(&ops::sum, "sum"));
   args(both, "nansum", sumLike(&ops::nansum, "nansum"));
-  args(both, "mean", sumLike(&ops::mean, "mean"));
   args(both, "nanmean", sumLike(&ops::nanmean, "nanmean"));
-  bindBoth(m, t, "prod", &ops::prod, py::arg("dim") = py::none(), py::arg("keepdim") = false,
-           py::kw_only(), py::arg("dtype") = py::none());
 }
 
 void bindExtremes(py::module_ &m, py::class_<Tensor> &t) {
-  auto amaxLike = [](auto fn, const char *op) {
-    return [fn, op](const Tensor &a, py::object dim, bool keepdim) {
-      return fn(a, toDims(dim, op), keepdim);
-    };
-  };
-  bindBoth(m, t, "amax", amaxLike(&ops::amax, "amax"), py::arg("dim") = py::tuple(),
-           py::arg("keepdim") = false);
-  bindBoth(m, t, "amin", amaxLike(&ops::amin, "amin"), py::arg("dim") = py::tuple(),
-           py::arg("keepdim") = false);
   auto maxFn = extremeFn("max", "maximum", &ops::max, &ops::maxDim);
   auto minFn = extremeFn("min", "minimum", &ops::min, &ops::minDim);
   bindBoth(m, t, "max", maxFn, py::arg("dim") = py::none(), py::arg("keepdim") = false,
            py::kw_only(), py::arg("other") = py::none());
   bindBoth(m, t, "min", minFn, py::arg("dim") = py::none(), py::arg("keepdim") = false,
            py::kw_only(), py::arg("other") = py::none());
-  bindBoth(m, t, "argmax", &ops::argmax, py::arg("dim") = py::none(), py::arg("keepdim") = false);
-  bindBoth(m, t, "argmin", &ops::argmin, py::arg("dim") = py::none(), py::arg("keepdim") = false);
   bindBoth(
       m, t, "aminmax",
       [](const Tensor &a, std::optional<int64_t> dim, bool keepdim) {
@@ -146,12 +134,6 @@ void bindStats(py::module_ &m, py::class_<Tensor> &t) {
         return py::make_tuple(v, mean);
       },
       false);
-  bindBoth(
-      m, t, "logsumexp",
-      [](const Tensor &a, py::object dim, bool keepdim) {
-        return ops::logsumexp(a, toDims(dim, "logsumexp"), keepdim);
-      },
-      py::arg("dim"), py::arg("keepdim") = false);
 }
 
 /// torch.norm's p: 'fro' (or None) is the 2-norm, a number is a vector p-norm.
@@ -169,15 +151,6 @@ Tensor norm(const Tensor &a, py::object p, py::object dim, bool keepdim, OptDTyp
 }
 
 void bindLogical(py::module_ &m, py::class_<Tensor> &t) {
-  auto truth = [](auto fn, const char *op) {
-    return [fn, op](const Tensor &a, py::object dim, bool keepdim) {
-      return fn(a, toDims(dim, op), keepdim);
-    };
-  };
-  bindBoth(m, t, "all", truth(&ops::all, "all"), py::arg("dim") = py::none(),
-           py::arg("keepdim") = false);
-  bindBoth(m, t, "any", truth(&ops::any, "any"), py::arg("dim") = py::none(),
-           py::arg("keepdim") = false);
   bindBoth(
       m, t, "count_nonzero",
       [](const Tensor &a, py::object dim) {
@@ -205,10 +178,6 @@ template <typename Fn> auto named(const char *name, Fn fn) {
 }
 
 void bindScans(py::module_ &m, py::class_<Tensor> &t) {
-  bindBoth(m, t, "cumsum", &ops::cumsum, py::arg("dim"), py::kw_only(),
-           py::arg("dtype") = py::none());
-  bindBoth(m, t, "cumprod", &ops::cumprod, py::arg("dim"), py::kw_only(),
-           py::arg("dtype") = py::none());
   bindBoth(
       m, t, "cummax",
       [](const Tensor &a, int64_t dim) { return named("cummax", &ops::cummax)(a, dim); },
@@ -217,13 +186,6 @@ void bindScans(py::module_ &m, py::class_<Tensor> &t) {
       m, t, "cummin",
       [](const Tensor &a, int64_t dim) { return named("cummin", &ops::cummin)(a, dim); },
       py::arg("dim"));
-  bindBoth(m, t, "logcumsumexp", &ops::logcumsumexp, py::arg("dim"));
-}
-
-/// kiln.softmax / Tensor.softmax; the nn.functional forms (dim=None, _stacklevel) are Python.
-void bindSoftmax(py::module_ &m, py::class_<Tensor> &t) {
-  bindBoth(m, t, "softmax", &ops::softmax, py::arg("dim"), py::arg("dtype") = py::none());
-  bindBoth(m, t, "log_softmax", &ops::logSoftmax, py::arg("dim"), py::arg("dtype") = py::none());
 }
 
 /// median/nanmedian: a 0-d tensor without dim, (values, indices) with one.
@@ -255,8 +217,6 @@ void bindSorting(py::module_ &m, py::class_<Tensor> &t) {
         return named("sort", &ops::sort)(a, dim, descending, stable);
       },
       py::arg("dim") = -1, py::arg("descending") = false, py::kw_only(), py::arg("stable") = false);
-  bindBoth(m, t, "argsort", &ops::argsort, py::arg("dim") = -1, py::arg("descending") = false,
-           py::kw_only(), py::arg("stable") = false);
   bindBoth(m, t, "msort", [](const Tensor &a) { return ops::sort(a, 0).first; });
   bindBoth(
       m, t, "topk",
@@ -306,7 +266,6 @@ void bindReduce(py::module_ &m) {
   bindStats(m, t);
   bindLogical(m, t);
   bindScans(m, t);
-  bindSoftmax(m, t);
   bindSorting(m, t);
 }
 

@@ -5,6 +5,10 @@
 
 #include "runtime/error.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
 namespace kiln::frontend {
 
 namespace {
@@ -15,6 +19,21 @@ using BinaryFn = Tensor (*)(const Tensor &, const Tensor &);
 
 template <UnaryFn F> Tensor unary(const BoundArgs &a) { return F(a.tensor(0)); }
 template <BinaryFn F> Tensor binary(const BoundArgs &a) { return F(a.tensor(0), a.tensor(1)); }
+
+/// softmax's dim; F.softmax's dim=None is torch's deprecated implicit choice, with its warning
+/// at the caller's line (`_stacklevel` counts the Python frames of torch's wrapper).
+int64_t softmaxDim(const BoundArgs &a, const char *name) {
+  if (!a.isNone(1))
+    return a.toInt(1);
+  int64_t ndim = a.tensor(0).dim();
+  std::string message = fmt::format("Implicit dimension choice for {} has been deprecated. Change "
+                                    "the call to include dim=X as an argument.",
+                                    name);
+  int stacklevel = static_cast<int>(std::max<int64_t>(1, a.toInt(2) - 2));
+  if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), stacklevel) < 0)
+    throw py::error_already_set();
+  return ndim == 0 || ndim == 1 || ndim == 3 ? 0 : 1;
+}
 
 // clang-format off
 const EagerKernel kKernels[] = {
@@ -149,6 +168,60 @@ const EagerKernel kKernels[] = {
      }},
     {OpKind::Threshold, "threshold", [](const BoundArgs &a) {
        return ops::threshold(a.tensor(0), a.scalar(1), a.scalar(2));
+     }},
+    // Reductions, scans and softmax.
+    {OpKind::Sum, "sum", [](const BoundArgs &a) {
+       return ops::sum(a.tensor(0), a.optIntList(1), a.toBool(2), a.optDType(3));
+     }},
+    {OpKind::Mean, "mean", [](const BoundArgs &a) {
+       return ops::mean(a.tensor(0), a.optIntList(1), a.toBool(2), a.optDType(3));
+     }},
+    {OpKind::Prod, "prod", [](const BoundArgs &a) {
+       return ops::prod(a.tensor(0), a.optInt(1), a.toBool(2), a.optDType(3));
+     }},
+    {OpKind::Amax, "amax", [](const BoundArgs &a) {
+       return ops::amax(a.tensor(0), a.optIntList(1), a.toBool(2));
+     }},
+    {OpKind::Amin, "amin", [](const BoundArgs &a) {
+       return ops::amin(a.tensor(0), a.optIntList(1), a.toBool(2));
+     }},
+    {OpKind::All, "all", [](const BoundArgs &a) {
+       return ops::all(a.tensor(0), a.optIntList(1), a.toBool(2));
+     }},
+    {OpKind::Any, "any", [](const BoundArgs &a) {
+       return ops::any(a.tensor(0), a.optIntList(1), a.toBool(2));
+     }},
+    {OpKind::Argmax, "argmax", [](const BoundArgs &a) {
+       return ops::argmax(a.tensor(0), a.optInt(1), a.toBool(2));
+     }},
+    {OpKind::Argmin, "argmin", [](const BoundArgs &a) {
+       return ops::argmin(a.tensor(0), a.optInt(1), a.toBool(2));
+     }},
+    {OpKind::Logsumexp, "logsumexp", [](const BoundArgs &a) {
+       return ops::logsumexp(a.tensor(0), a.intList(1), a.toBool(2));
+     }},
+    {OpKind::Cumsum, "cumsum", [](const BoundArgs &a) {
+       return ops::cumsum(a.tensor(0), a.toInt(1), a.optDType(2));
+     }},
+    {OpKind::Cumprod, "cumprod", [](const BoundArgs &a) {
+       return ops::cumprod(a.tensor(0), a.toInt(1), a.optDType(2));
+     }},
+    {OpKind::Logcumsumexp, "logcumsumexp", [](const BoundArgs &a) {
+       return ops::logcumsumexp(a.tensor(0), a.toInt(1));
+     }},
+    {OpKind::Argsort, "argsort", [](const BoundArgs &a) {
+       return ops::argsort(a.tensor(0), a.toInt(1), a.toBool(2), a.toBool(3));
+     }},
+    // kiln.softmax(input, dim, dtype) and F.softmax(input, dim=None, _stacklevel=3, dtype=None).
+    {OpKind::Softmax, "softmax", [](const BoundArgs &a) {
+       bool functional = a.schemaSize() == 4;
+       return ops::softmax(a.tensor(0), softmaxDim(a, "softmax"),
+                           a.optDType(functional ? 3 : 2));
+     }},
+    {OpKind::LogSoftmax, "log_softmax", [](const BoundArgs &a) {
+       bool functional = a.schemaSize() == 4;
+       return ops::logSoftmax(a.tensor(0), softmaxDim(a, "log_softmax"),
+                              a.optDType(functional ? 3 : 2));
      }},
 };
 // clang-format on

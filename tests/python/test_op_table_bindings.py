@@ -150,3 +150,29 @@ def test_numbers_and_numpy_scalars_as_operands():
     assert operator.pow(x, 2).tolist() == [1.0, 4.0]
     with pytest.raises(TypeError, match=r"sin\(\): argument 'input' \(position 1\) must be Tensor"):
         kiln.sin(2.0)
+
+
+def test_reduction_rows_bind_their_schemas():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    x = kiln.tensor(a)
+    np.testing.assert_array_equal(x.sum(0).numpy(), a.sum(0))
+    np.testing.assert_array_equal(kiln.sum(x, (0, 1)).numpy(), a.sum())
+    np.testing.assert_array_equal(x.sum(1, True).numpy(), a.sum(1, keepdims=True))
+    assert x.sum(dtype=kiln.float64).dtype == kiln.float64
+    np.testing.assert_array_equal(x.amax().numpy(), a.max())  # dim=[]: every dim
+    assert x.argmax(dim=1).tolist() == [2, 2]
+    assert x.cumsum(1).tolist() == np.cumsum(a, 1).tolist()
+    assert _error(lambda: x.sum(0, 1)) == (
+        "sum(): argument 'keepdim' (position 2) must be bool, not int")
+    assert _error(lambda: x.argmax(dim=(0,))) == "argmax(): argument 'dim' must be int, not tuple"
+    assert _error(lambda: x.cumsum()) == 'cumsum() missing 1 required positional arguments: "dim"'
+
+
+def test_functional_softmax_implicit_dim_warns_at_the_callers_line():
+    x = kiln.ones(2, 3)
+    with pytest.warns(UserWarning, match="Implicit dimension choice for softmax") as record:
+        y = F.softmax(x)
+    assert record[0].filename == __file__
+    np.testing.assert_allclose(y.numpy(), np.full((2, 3), 1 / 3), rtol=1e-6)  # dim 1 for 2-D
+    np.testing.assert_allclose(F.log_softmax(x, 0).numpy(), np.full((2, 3), np.log(0.5)),
+                               rtol=1e-6)

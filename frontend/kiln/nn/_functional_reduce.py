@@ -1,7 +1,8 @@
 """Functional softmax forms (kiln.nn.functional): softmax, log_softmax, softmin.
 
 torch's F forms accept ``dim=None`` (a deprecated legacy rule picks the dim, with a warning),
-``_stacklevel`` and ``dtype``; the work is the C++ kernels behind ``kiln.softmax``.
+``_stacklevel`` and ``dtype``. softmax and log_softmax are generated from the op table;
+softmin, which has no row, is written here.
 """
 
 import warnings
@@ -20,18 +21,9 @@ def _get_softmax_dim(name: str, ndim: int, stacklevel: int) -> int:
     return 0 if ndim in (0, 1, 3) else 1
 
 
-def softmax(input, dim=None, _stacklevel=3, dtype=None):
-    """exp(x) / sum(exp(x)) along ``dim``, max-shifted so it cannot overflow."""
-    if dim is None:
-        dim = _get_softmax_dim("softmax", input.dim(), _stacklevel)
-    return _C.softmax(input, dim, dtype)
-
-
-def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
-    """log(softmax(x)) along ``dim``, computed as x - max - log(sum(exp(x - max)))."""
-    if dim is None:
-        dim = _get_softmax_dim("log_softmax", input.dim(), _stacklevel)
-    return _C.log_softmax(input, dim, dtype)
+# Bound from their ops.def rows (softmax/log_softmax with F's schema, dim=None included).
+softmax = _C._nn.softmax
+log_softmax = _C._nn.log_softmax
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
