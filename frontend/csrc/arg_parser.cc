@@ -48,8 +48,8 @@ bool isIntSequence(PyObject *v) {
 }
 
 bool fits(const SchemaArg &a, PyObject *v, bool numbersAsTensors) {
-  if (v == Py_None)
-    return a.optional || a.type == SchemaType::Any;
+  if (v == Py_None) // torch also takes None for a list that defaults to empty (`roll`'s dims)
+    return a.optional || a.type == SchemaType::Any || (a.defaultText && *a.defaultText == "[]");
   switch (a.type) {
   case SchemaType::Tensor:
     return isTensor(v) || (numbersAsTensors && isNumberLike(v));
@@ -183,6 +183,23 @@ bool bindArgs(const SchemaBinding &binding, const char *name, PyObject *self, Py
   const int numArgs = static_cast<int>(schema.args.size());
   const int offset = self ? 1 : 0; // a method's receiver is argument 0, not counted in positions
   const int maxPositional = schema.numPositional() - offset;
+  // torch's varargs int list: `t.repeat(2, 3)`, `t.flip(0, 1)` when the one positional argument
+  // the caller sees is an int list.
+  if (maxPositional == 1 && nargs >= 1) {
+    const SchemaArg &only = schema.args[offset];
+    bool intList = only.type == SchemaType::IntList || only.type == SchemaType::SymIntList;
+    if (intList && (nargs > 1 || (isIntLike(args[0]) && !PyBool_Check(args[0])))) {
+      py::tuple packed(nargs);
+      for (Py_ssize_t i = 0; i < nargs; ++i)
+        packed[i] = py::reinterpret_borrow<py::object>(args[i]);
+      out.packed_ = std::move(packed);
+      // The vectorcall layout: positional arguments, then the keyword values.
+      std::vector<PyObject *> repacked{out.packed_.ptr()};
+      for (Py_ssize_t k = 0; kwnames && k < PyTuple_GET_SIZE(kwnames); ++k)
+        repacked.push_back(args[nargs + k]);
+      return bindArgs(binding, name, self, repacked.data(), 1, kwnames, out, error);
+    }
+  }
   if (nargs > maxPositional) {
     *error = fmt::format("{}() takes {} positional argument{} but {} {} given", name, maxPositional,
                          maxPositional == 1 ? "" : "s", nargs, nargs == 1 ? "was" : "were");
@@ -223,6 +240,16 @@ bool bindArgs(const SchemaBinding &binding, const char *name, PyObject *self, Py
     }
     if (i < offset || fits(a, v, binding.numbersAsTensors))
       continue;
+    if ((a.type == SchemaType::IntList || a.type == SchemaType::SymIntList) &&
+        (PyTuple_Check(v) || PyList_Check(v))) {
+      for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(v); ++k)
+        if (PyObject *item = PySequence_Fast_ITEMS(v)[k]; !PyIndex_Check(item)) {
+          *error = fmt::format("{}(): argument '{}' failed to unpack the object at pos {} with "
+                               "error \"type must be tuple of ints,but got {}\"",
+                               name, a.name, k + 1, typeName(item));
+          return false;
+        }
+    }
     bool positional = i - offset < nargs;
     *error = fmt::format("{}(): argument '{}'{} must be {}, not {}", name, a.name,
                          positional ? fmt::format(" (position {})", i - offset + 1) : "",

@@ -59,6 +59,7 @@ private:
                        Py_ssize_t, PyObject *, BoundArgs &, std::string *);
   PyObject *values_[kMaxSchemaArgs] = {};
   std::optional<Tensor> first_;
+  py::object packed_; ///< the varargs of an int list, packed into a tuple
   const char *opName_ = "";
   int schemaSize_ = 0;
 };

@@ -374,15 +374,6 @@ void bindMaskOps(py::module_ &m, py::class_<Tensor> &t) {
 }
 
 void bindGatherOps(py::module_ &m, py::class_<Tensor> &t) {
-  auto gather = [](const Tensor &self, int64_t dim, const Tensor &index, bool) {
-    return ops::gather(self, dim, index);
-  };
-  m.def("gather", gather, py::arg("input"), py::arg("dim"), py::arg("index"), py::kw_only(),
-        py::arg("sparse_grad") = false);
-  t.def("gather", gather, py::arg("dim"), py::arg("index"), py::kw_only(),
-        py::arg("sparse_grad") = false);
-  m.def("index_select", &ops::indexSelect, py::arg("input"), py::arg("dim"), py::arg("index"));
-  t.def("index_select", &ops::indexSelect, py::arg("dim"), py::arg("index"));
   m.def("take", &ops::take, py::arg("input"), py::arg("index"));
   t.def("take", &ops::take, py::arg("index"));
   auto indexPut = [](const Tensor &self, py::handle indices, py::handle values, bool acc) {

@@ -84,11 +84,6 @@ Tensor repeatInterleaveAny(const Tensor &self, py::handle repeats, std::optional
   return ops::repeatInterleave(self, repeats.cast<int64_t>(), dim);
 }
 
-Tensor rollAny(const Tensor &self, py::handle shifts, py::handle dims) {
-  std::optional<Shape> d = toDims(dims, "roll");
-  return ops::roll(self, toIntList(shifts, "roll"), d.value_or(Shape{}));
-}
-
 Tensor movedimAny(const Tensor &self, py::handle source, py::handle destination) {
   return ops::movedim(self, toIntList(source, "movedim"), toIntList(destination, "movedim"));
 }
@@ -135,14 +130,12 @@ void bindJoinSplit(py::module_ &m, py::class_<Tensor> &t) {
         py::arg("dim") = 0);
   t.def("tensor_split", tensorSplit, py::arg("indices_or_sections"), py::arg("dim") = 0);
   m.def(
-      "unbind", [](const Tensor &self, int64_t dim) { return toTuple(autograd::unbind(self, dim)); },
+      "unbind",
+      [](const Tensor &self, int64_t dim) { return toTuple(autograd::unbind(self, dim)); },
       py::arg("input"), py::arg("dim") = 0);
 }
 
 void bindRepeatFlip(py::module_ &m, py::class_<Tensor> &t) {
-  t.def("repeat", [](const Tensor &self, py::args args, py::kwargs kwargs) {
-    return ops::repeat(self, varInts(args, kwargs, "repeats", "repeat"));
-  });
   m.def(
       "tile",
       [](const Tensor &self, py::handle dims) { return ops::tile(self, toIntList(dims, "tile")); },
@@ -160,21 +153,12 @@ void bindRepeatFlip(py::module_ &m, py::class_<Tensor> &t) {
         py::arg("dim") = py::none(), py::kw_only(), py::arg("output_size") = py::none());
   t.def("repeat_interleave", repeatInterleave, py::arg("repeats") = py::none(),
         py::arg("dim") = py::none(), py::kw_only(), py::arg("output_size") = py::none());
-  m.def(
-      "flip",
-      [](const Tensor &self, py::handle dims) { return ops::flip(self, toIntList(dims, "flip")); },
-      py::arg("input"), py::arg("dims"));
-  t.def("flip", [](const Tensor &self, py::args args, py::kwargs kwargs) {
-    return ops::flip(self, varInts(args, kwargs, "dims", "flip"));
-  });
   auto fliplr = [](const Tensor &self) { return flipAxis(self, 2, 1, "fliplr"); };
   auto flipud = [](const Tensor &self) { return flipAxis(self, 1, 0, "flipud"); };
   m.def("fliplr", fliplr, py::arg("input"));
   t.def("fliplr", fliplr);
   m.def("flipud", flipud, py::arg("input"));
   t.def("flipud", flipud);
-  m.def("roll", rollAny, py::arg("input"), py::arg("shifts"), py::arg("dims") = py::none());
-  t.def("roll", rollAny, py::arg("shifts"), py::arg("dims") = py::none());
   m.def("movedim", movedimAny, py::arg("input"), py::arg("source"), py::arg("destination"));
   t.def("movedim", movedimAny, py::arg("source"), py::arg("destination"));
   m.def("moveaxis", movedimAny, py::arg("input"), py::arg("source"), py::arg("destination"));
@@ -182,26 +166,6 @@ void bindRepeatFlip(py::module_ &m, py::class_<Tensor> &t) {
 }
 
 void bindTriangleDiag(py::module_ &m, py::class_<Tensor> &t) {
-  m.def("tril", &ops::tril, py::arg("input"), py::arg("diagonal") = 0);
-  t.def("tril", &ops::tril, py::arg("diagonal") = 0);
-  m.def("triu", &ops::triu, py::arg("input"), py::arg("diagonal") = 0);
-  t.def("triu", &ops::triu, py::arg("diagonal") = 0);
-  t.def(
-      "tril_",
-      [](py::object self, int64_t k) {
-        Tensor &s = self.cast<Tensor &>();
-        autograd::applyInplace("tril_", s, ops::tril(autograd::inplaceOperand(s), k));
-        return self;
-      },
-      py::arg("diagonal") = 0);
-  t.def(
-      "triu_",
-      [](py::object self, int64_t k) {
-        Tensor &s = self.cast<Tensor &>();
-        autograd::applyInplace("triu_", s, ops::triu(autograd::inplaceOperand(s), k));
-        return self;
-      },
-      py::arg("diagonal") = 0);
   m.def("diagonal", &ops::diagonal, py::arg("input"), py::arg("offset") = 0, py::arg("dim1") = 0,
         py::arg("dim2") = 1);
   t.def("diagonal", &ops::diagonal, py::arg("offset") = 0, py::arg("dim1") = 0,
@@ -265,7 +229,7 @@ void bindViewFunctions(py::module_ &m) {
       "squeeze",
       [](const Tensor &self, py::object dim) {
         return dim.is_none() ? autograd::squeeze(self)
-                              : autograd::squeeze(self, toIntList(dim, "squeeze"));
+                             : autograd::squeeze(self, toIntList(dim, "squeeze"));
       },
       py::arg("input"), py::arg("dim") = py::none());
   m.def("unsqueeze", &autograd::unsqueeze, py::arg("input"), py::arg("dim"));

@@ -223,6 +223,22 @@ const EagerKernel kKernels[] = {
        return ops::logSoftmax(a.tensor(0), softmaxDim(a, "log_softmax"),
                               a.optDType(functional ? 3 : 2));
      }},
+    // Layout and gathers.
+    {OpKind::Tril, "tril", [](const BoundArgs &a) { return ops::tril(a.tensor(0), a.toInt(1)); }},
+    {OpKind::Triu, "triu", [](const BoundArgs &a) { return ops::triu(a.tensor(0), a.toInt(1)); }},
+    {OpKind::Flip, "flip", [](const BoundArgs &a) { return ops::flip(a.tensor(0), a.intList(1)); }},
+    {OpKind::Roll, "roll", [](const BoundArgs &a) {
+       return ops::roll(a.tensor(0), a.intList(1), a.optIntList(2).value_or(Shape{}));
+     }},
+    {OpKind::Repeat, "repeat", [](const BoundArgs &a) {
+       return ops::repeat(a.tensor(0), a.intList(1));
+     }},
+    {OpKind::Gather, "gather", [](const BoundArgs &a) {
+       return ops::gather(a.tensor(0), a.toInt(1), a.tensor(2));
+     }},
+    {OpKind::IndexSelect, "index_select", [](const BoundArgs &a) {
+       return ops::indexSelect(a.tensor(0), a.toInt(1), a.tensor(2));
+     }},
 };
 // clang-format on
 

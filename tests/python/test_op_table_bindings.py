@@ -176,3 +176,19 @@ def test_functional_softmax_implicit_dim_warns_at_the_callers_line():
     np.testing.assert_allclose(y.numpy(), np.full((2, 3), 1 / 3), rtol=1e-6)  # dim 1 for 2-D
     np.testing.assert_allclose(F.log_softmax(x, 0).numpy(), np.full((2, 3), np.log(0.5)),
                                rtol=1e-6)
+
+
+def test_int_list_varargs_as_torch():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    x, t = kiln.tensor(a), torch.tensor(a)
+    for call in ("x.repeat(2, 3)", "x.repeat((2, 3))", "x.repeat(repeats=[2, 1])", "x.flip(0, 1)",
+                 "x.flip(1)", "kiln.flip(x, [0])", "x.roll(1, None)", "x.roll((1, 1), (0, 1))"):
+        ours = eval(call, {"x": x, "kiln": kiln})
+        theirs = eval(call.replace("kiln.", "torch."), {"x": t, "torch": torch})
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=call)
+    env = {"kiln": kiln, "torch": torch, "kx": x, "tx": t}
+    assert _error(lambda: eval("kiln.flip(kx, 0, 1)", env)) == _error(
+        lambda: eval("torch.flip(tx, 0, 1)", env))
+    for call in ('kx.repeat(2, "a")', 'kiln.sum(kx, dim=(0, "a"))', "kx.flip([0, 1.5])"):
+        torch_call = call.replace("kx", "tx").replace("kiln.", "torch.")
+        assert _error(lambda: eval(call, env)) == _error(lambda: eval(torch_call, env))
