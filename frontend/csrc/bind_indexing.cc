@@ -342,24 +342,6 @@ Tensor toValues(const Tensor &self, py::handle values) {
 }
 
 void bindMaskOps(py::module_ &m, py::class_<Tensor> &t) {
-  auto maskedFill = [](const Tensor &self, const Tensor &mask, py::handle value) {
-    return ops::maskedFill(self, mask, toOperand(value, "masked_fill"));
-  };
-  m.def("masked_fill", maskedFill, py::arg("input"), py::arg("mask"), py::arg("value"));
-  t.def("masked_fill", maskedFill, py::arg("mask"), py::arg("value"));
-  t.def(
-      "masked_fill_",
-      [](py::object self, const Tensor &mask, py::handle value) {
-        Tensor &s = self.cast<Tensor &>();
-        Tensor v = toOperand(value, "masked_fill_");
-        if (autograd::anyRequiresGrad({&s, &v}))
-          autograd::applyInplace("masked_fill_", s,
-                                 ops::maskedFill(autograd::inplaceOperand(s, {&v}), mask, v));
-        else
-          ops::maskedFill_(s, mask, v);
-        return self;
-      },
-      py::arg("mask"), py::arg("value"));
   m.def("masked_select", &ops::maskedSelect, py::arg("input"), py::arg("mask"));
   t.def("masked_select", &ops::maskedSelect, py::arg("mask"));
   auto nonzero = [](const Tensor &self, bool asTuple) -> py::object {
@@ -429,25 +411,6 @@ void bindScatterOps(py::module_ &m, py::class_<Tensor> &t) {
       },
       py::arg("dim"), py::arg("index"), py::arg("src") = py::none(), py::kw_only(),
       py::arg("value") = py::none(), py::arg("reduce") = py::none());
-  auto scatterAdd = [](const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
-    return ops::scatterAdd(self, dim, index, src);
-  };
-  m.def("scatter_add", scatterAdd, py::arg("input"), py::arg("dim"), py::arg("index"),
-        py::arg("src"));
-  t.def("scatter_add", scatterAdd, py::arg("dim"), py::arg("index"), py::arg("src"));
-  t.def(
-      "scatter_add_",
-      [](py::object self, int64_t dim, const Tensor &index, const Tensor &src) {
-        Tensor &x = self.cast<Tensor &>();
-        if (autograd::anyRequiresGrad({&x, &src}))
-          autograd::applyInplace(
-              "scatter_add_", x,
-              ops::scatterAdd(autograd::inplaceOperand(x, {&src}), dim, index, src));
-        else
-          ops::scatterAdd_(x, dim, index, src);
-        return self;
-      },
-      py::arg("dim"), py::arg("index"), py::arg("src"));
 }
 
 void bindReducingScatterOps(py::module_ &m, py::class_<Tensor> &t) {
@@ -471,29 +434,6 @@ void bindReducingScatterOps(py::module_ &m, py::class_<Tensor> &t) {
       },
       py::arg("dim"), py::arg("index"), py::arg("src"), py::arg("reduce"), py::kw_only(),
       py::arg("include_self") = true);
-  auto indexAdd = [](const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source,
-                     py::handle alpha) {
-    return ops::indexAdd(self, dim, index, source, toScalar(alpha, "index_add"));
-  };
-  m.def("index_add", indexAdd, py::arg("input"), py::arg("dim"), py::arg("index"),
-        py::arg("source"), py::kw_only(), py::arg("alpha") = 1);
-  t.def("index_add", indexAdd, py::arg("dim"), py::arg("index"), py::arg("source"), py::kw_only(),
-        py::arg("alpha") = 1);
-  t.def(
-      "index_add_",
-      [](py::object self, int64_t dim, const Tensor &index, const Tensor &source,
-         py::handle alpha) {
-        Tensor &x = self.cast<Tensor &>();
-        Scalar a = toScalar(alpha, "index_add_");
-        if (autograd::anyRequiresGrad({&x, &source}))
-          autograd::applyInplace(
-              "index_add_", x,
-              ops::indexAdd(autograd::inplaceOperand(x, {&source}), dim, index, source, a));
-        else
-          ops::indexAdd_(x, dim, index, source, a);
-        return self;
-      },
-      py::arg("dim"), py::arg("index"), py::arg("source"), py::kw_only(), py::arg("alpha") = 1);
 }
 
 } // namespace

@@ -6,6 +6,7 @@
 // whose message is the diagnostic as compilers print it, `file:line:col: error: message`.
 
 #include "frontend/csrc/bindings.h"
+#include "frontend/csrc/eager_kernels.h"
 #include "ir/op_kind.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -96,6 +97,8 @@ py::list opTable() {
     row["schema"] = std::string(s.schema);
     row["spellings"] = std::string(s.spellings);
     row["fixed"] = std::string(s.fixed);
+    // Whether the row's spellings are bound from it (bind_op_table.cc) or still by hand.
+    row["eager_kernel"] = findEagerKernel(s.op, ir::parseOpSchema(s.schema).name) != nullptr;
     row["attrs"] = attrs;
     row["traits"] = traits;
     rows.append(row);
@@ -118,7 +121,9 @@ void bindIR(py::module_ &m) {
          "sizes, view strides) and prints it; ValueError with `file:line:col: error: ...`.");
   ir.def("op_table", &opTable,
          "The op table's user-facing rows (ir/ops.def KILN_SPELLING): dicts of op keyword, torch "
-         "schema, spellings, fixed attributes, attribute kinds and traits.");
+         "schema, spellings, fixed attributes, attribute kinds, traits and whether the row has an "
+         "eager "
+         "kernel (its spellings are bound from the row).");
   ir.def(
       "canonical_sym_int", [](const std::string &text) { return ir::SymInt::parse(text).str(); },
       py::arg("text"),

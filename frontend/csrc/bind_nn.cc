@@ -32,14 +32,6 @@ void bindNorms(py::module_ &m) {
       py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(),
       py::arg("bias") = py::none(), py::arg("eps") = 1e-5, py::arg("cudnn_enable") = true);
   m.def(
-      "rms_norm",
-      [](const Tensor &input, py::handle normalizedShape, const OptTensor &weight,
-         std::optional<double> eps) {
-        return ops::rmsNorm(input, toIntList(normalizedShape, "rms_norm"), opt(weight), eps);
-      },
-      py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(),
-      py::arg("eps") = py::none());
-  m.def(
       "group_norm",
       [](const Tensor &input, int64_t numGroups, const OptTensor &weight, const OptTensor &bias,
          double eps,
@@ -89,37 +81,6 @@ void bindAttention(py::module_ &m) {
 /// the strings.
 void bindLosses(py::module_ &m) {
   auto red = [](int64_t r, const char *op) { return ops::reductionFromInt(r, op); };
-  m.def(
-      "_nll_loss",
-      [red](const Tensor &input, const Tensor &target, const OptTensor &weight, int64_t reduction,
-            int64_t ignoreIndex) {
-        return ops::nllLoss(input, target, opt(weight), red(reduction, "nll_loss"), ignoreIndex);
-      },
-      py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("reduction") = 1,
-      py::arg("ignore_index") = -100);
-  m.def(
-      "_cross_entropy",
-      [red](const Tensor &input, const Tensor &target, const OptTensor &weight, int64_t reduction,
-            int64_t ignoreIndex, double labelSmoothing) {
-        return ops::crossEntropy(input, target, opt(weight), red(reduction, "cross_entropy"),
-                                 ignoreIndex, labelSmoothing);
-      },
-      py::arg("input"), py::arg("target"), py::arg("weight") = py::none(), py::arg("reduction") = 1,
-      py::arg("ignore_index") = -100, py::arg("label_smoothing") = 0.0);
-  m.def(
-      "_mse_loss",
-      [red](const Tensor &input, const Tensor &target, int64_t reduction, const OptTensor &weight) {
-        return ops::mseLoss(input, target, opt(weight), red(reduction, "mse_loss"));
-      },
-      py::arg("input"), py::arg("target"), py::arg("reduction") = 1,
-      py::arg("weight") = py::none());
-  m.def(
-      "_l1_loss",
-      [red](const Tensor &input, const Tensor &target, int64_t reduction, const OptTensor &weight) {
-        return ops::l1Loss(input, target, opt(weight), red(reduction, "l1_loss"));
-      },
-      py::arg("input"), py::arg("target"), py::arg("reduction") = 1,
-      py::arg("weight") = py::none());
   m.def(
       "_smooth_l1_loss",
       [red](const Tensor &input, const Tensor &target, int64_t reduction, double beta) {

@@ -35,7 +35,7 @@ namespace {
 
 struct Overload {
   const SchemaBinding *binding;
-  EagerFn fn;
+  const EagerKernel *kernel;
   int inplaceArg; ///< the index of a `bool inplace` argument, or -1
 };
 
@@ -129,8 +129,12 @@ PyObject *runInplace(const OpBinding &b, const Overload &o, BoundArgs &bound, Py
   const Tensor *o0 = numOthers > 0 ? &others[0] : &self;
   const Tensor *o1 = numOthers > 1 ? &others[1] : &self;
   const Tensor *o2 = numOthers > 2 ? &others[2] : &self;
+  if (o.kernel->inplace && !autograd::anyRequiresGrad({&self, o0, o1, o2})) {
+    o.kernel->inplace(self, bound);
+    return Py_NewRef(target);
+  }
   bound.overrideFirst(autograd::inplaceOperand(self, {o0, o1, o2}));
-  Tensor result = o.fn(bound);
+  Tensor result = o.kernel->fn(bound);
   autograd::applyInplace(b.name.c_str(), self, result);
   return Py_NewRef(target);
 }
@@ -181,7 +185,7 @@ PyObject *callOp(const OpBinding &b, PyObject *self, PyObject *const *args, Py_s
         return typeError(fmt::format("{}(): an in-place op takes no out= argument", b.name));
       return runInplace(b, *chosen, bound, bound.get(0));
     }
-    Tensor result = chosen->fn(bound);
+    Tensor result = chosen->kernel->fn(bound);
     if (out && out != Py_None) {
       if (!isTensor(out))
         return typeError(fmt::format("{}(): argument 'out' must be Tensor, not {}", b.name,
@@ -368,7 +372,7 @@ void bindOpTable(py::module_ &m) {
             b->site == Site::Module && !b->inplace && ir::hasTrait(row.op, ir::trait::Elementwise);
       }
       int inplaceArg = binding->schema.find("inplace");
-      b->overloads.push_back(Overload{binding, kernel->fn, inplaceArg});
+      b->overloads.push_back(Overload{binding, kernel, inplaceArg});
     }
   }
   for (const auto &key : unbound)

@@ -201,7 +201,6 @@ void bindBroadcastPad(py::module_ &m, py::class_<Tensor> &t) {
       },
       py::arg("input"), py::arg("pad"), py::arg("mode") = "constant",
       py::arg("value") = py::none());
-  m.def("_one_hot", &ops::oneHot, py::arg("tensor"), py::arg("num_classes") = -1);
   m.def("_embedding", &ops::embedding, py::arg("input"), py::arg("weight"),
         py::arg("padding_idx") = py::none());
 }

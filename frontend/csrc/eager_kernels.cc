@@ -20,6 +20,46 @@ using BinaryFn = Tensor (*)(const Tensor &, const Tensor &);
 template <UnaryFn F> Tensor unary(const BoundArgs &a) { return F(a.tensor(0)); }
 template <BinaryFn F> Tensor binary(const BoundArgs &a) { return F(a.tensor(0), a.tensor(1)); }
 
+void warn(const std::string &message) {
+  // Level 1 is the caller's frame: the C function has none of its own.
+  if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) < 0)
+    throw py::error_already_set();
+}
+
+/// torch's loss reduction from `reduction`, or from the deprecated size_average/reduce flags
+/// (with torch's warning) when either is given.
+ops::Reduction lossReduction(const BoundArgs &a, int sizeAverage, int reduce, int reduction) {
+  std::string r = a.str(reduction);
+  if (!a.isNone(sizeAverage) || !a.isNone(reduce)) {
+    warn("size_average and reduce args will be deprecated, please use reduction= instead.");
+    bool average = a.isNone(sizeAverage) || a.toBool(sizeAverage);
+    bool reduced = a.isNone(reduce) || a.toBool(reduce);
+    r = !reduced ? "none" : average ? "mean" : "sum";
+  }
+  if (r == "none")
+    return ops::Reduction::None;
+  if (r == "mean")
+    return ops::Reduction::Mean;
+  KILN_CHECK_KIND(Value, r == "sum", "{} is not a valid value for reduction", r);
+  return ops::Reduction::Sum;
+}
+
+std::string sizeText(const Tensor &t) {
+  std::string dims;
+  for (int64_t d : t.sizes())
+    dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+  return "kiln.Size([" + dims + "])";
+}
+
+/// The elementwise losses broadcast a target of another shape, with torch's warning.
+void warnSizeMismatch(const Tensor &input, const Tensor &target) {
+  if (input.sizes() != target.sizes())
+    warn(fmt::format("Using a target size ({}) that is different to the input size ({}). This "
+                     "will likely lead to incorrect results due to broadcasting. Please ensure "
+                     "they have the same size.",
+                     sizeText(target), sizeText(input)));
+}
+
 /// softmax's dim; F.softmax's dim=None is torch's deprecated implicit choice, with its warning
 /// at the caller's line (`_stacklevel` counts the Python frames of torch's wrapper).
 int64_t softmaxDim(const BoundArgs &a, const char *name) {
@@ -238,6 +278,49 @@ const EagerKernel kKernels[] = {
      }},
     {OpKind::IndexSelect, "index_select", [](const BoundArgs &a) {
        return ops::indexSelect(a.tensor(0), a.toInt(1), a.tensor(2));
+     }},
+    {OpKind::MaskedFill, "masked_fill",
+     [](const BoundArgs &a) { return ops::maskedFill(a.tensor(0), a.tensor(1), a.tensor(2)); },
+     [](Tensor &self, const BoundArgs &a) { ops::maskedFill_(self, a.tensor(1), a.tensor(2)); }},
+    {OpKind::ScatterAdd, "scatter_add",
+     [](const BoundArgs &a) {
+       return ops::scatterAdd(a.tensor(0), a.toInt(1), a.tensor(2), a.tensor(3));
+     },
+     [](Tensor &self, const BoundArgs &a) {
+       ops::scatterAdd_(self, a.toInt(1), a.tensor(2), a.tensor(3));
+     }},
+    {OpKind::IndexAdd, "index_add",
+     [](const BoundArgs &a) {
+       return ops::indexAdd(a.tensor(0), a.toInt(1), a.tensor(2), a.tensor(3), a.scalar(4));
+     },
+     [](Tensor &self, const BoundArgs &a) {
+       ops::indexAdd_(self, a.toInt(1), a.tensor(2), a.tensor(3), a.scalar(4));
+     }},
+    {OpKind::OneHot, "one_hot", [](const BoundArgs &a) {
+       return ops::oneHot(a.tensor(0), a.toInt(1));
+     }},
+    // Normalization and losses (kiln.nn.functional's argument lists, legacy flags included).
+    {OpKind::RmsNorm, "rms_norm", [](const BoundArgs &a) {
+       return ops::rmsNorm(a.tensor(0), a.intList(1), a.optTensor(2).value_or(Tensor()),
+                           a.optDouble(3));
+     }},
+    {OpKind::MseLoss, "mse_loss", [](const BoundArgs &a) {
+       warnSizeMismatch(a.tensor(0), a.tensor(1));
+       return ops::mseLoss(a.tensor(0), a.tensor(1), a.optTensor(5).value_or(Tensor()),
+                           lossReduction(a, 2, 3, 4));
+     }},
+    {OpKind::L1Loss, "l1_loss", [](const BoundArgs &a) {
+       warnSizeMismatch(a.tensor(0), a.tensor(1));
+       return ops::l1Loss(a.tensor(0), a.tensor(1), a.optTensor(5).value_or(Tensor()),
+                          lossReduction(a, 2, 3, 4));
+     }},
+    {OpKind::NllLoss, "nll_loss", [](const BoundArgs &a) {
+       return ops::nllLoss(a.tensor(0), a.tensor(1), a.optTensor(2).value_or(Tensor()),
+                           lossReduction(a, 3, 5, 6), a.toInt(4));
+     }},
+    {OpKind::CrossEntropy, "cross_entropy", [](const BoundArgs &a) {
+       return ops::crossEntropy(a.tensor(0), a.tensor(1), a.optTensor(2).value_or(Tensor()),
+                                lossReduction(a, 3, 5, 6), a.toInt(4), a.toDouble(7));
      }},
 };
 // clang-format on

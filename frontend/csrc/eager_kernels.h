@@ -13,11 +13,16 @@
 namespace kiln::frontend {
 
 using EagerFn = Tensor (*)(const BoundArgs &);
+/// Writes the op's result into `self` (argument 0) directly.
+using EagerInplaceFn = void (*)(Tensor &self, const BoundArgs &);
 
 struct EagerKernel {
   ir::OpKind op;
   std::string_view name; ///< the row's schema name (`selu` for the Elu row that spells selu)
   EagerFn fn;
+  /// An in-place kernel that writes without a temporary (masked_fill_, scatter_add_), used by
+  /// the in-place spellings when nothing requires grad; null: the result of `fn` is copied in.
+  EagerInplaceFn inplace = nullptr;
 };
 
 /// The kernel of the row of `op` whose schema is called `name`, or null.

@@ -192,3 +192,43 @@ def test_int_list_varargs_as_torch():
     for call in ('kx.repeat(2, "a")', 'kiln.sum(kx, dim=(0, "a"))', "kx.flip([0, 1.5])"):
         torch_call = call.replace("kx", "tx").replace("kiln.", "torch.")
         assert _error(lambda: eval(call, env)) == _error(lambda: eval(torch_call, env))
+
+
+def test_losses_bind_torchs_legacy_flags():
+    a = np.array([[0.5, 1.5], [2.0, -1.0]], np.float32)
+    b = np.array([[1.0, 1.0], [0.0, 0.0]], np.float32)
+    x, y = kiln.tensor(a), kiln.tensor(b)
+    tx, ty = torch.tensor(a), torch.tensor(b)
+    for kw in ({}, {"reduction": "sum"}, {"reduction": "none"}):
+        np.testing.assert_allclose(F.mse_loss(x, y, **kw).numpy(),
+                                   torch.nn.functional.mse_loss(tx, ty, **kw).numpy())
+    with pytest.warns(UserWarning, match="size_average and reduce args will be deprecated"):
+        r = F.l1_loss(x, y, size_average=False)
+    assert r.item() == pytest.approx(torch.nn.functional.l1_loss(tx, ty, reduction="sum").item())
+    with pytest.warns(UserWarning, match=r"target size \(kiln.Size\(\[2\]\)\) that is different"):
+        F.mse_loss(x, y[0])
+    with pytest.raises(ValueError, match="avg is not a valid value for reduction"):
+        F.mse_loss(x, y, reduction="avg")
+    logits = kiln.tensor(a)
+    target = kiln.tensor(np.array([1, 0]))
+    for kw in ({}, {"label_smoothing": 0.1}, {"ignore_index": 0}):
+        np.testing.assert_allclose(
+            F.cross_entropy(logits, target, **kw).item(),
+            torch.nn.functional.cross_entropy(tx, torch.tensor([1, 0]), **kw).item(), rtol=1e-6)
+    assert F.one_hot(tensor=kiln.tensor(np.array([0, 2])), num_classes=3).tolist() == [
+        [1, 0, 0], [0, 0, 1]]
+
+
+def test_inplace_kernels_write_without_a_temporary_and_keep_autograd():
+    x = kiln.zeros(2, 3)
+    mask = kiln.tensor(np.array([[True, False, True], [False, False, True]]))
+    assert x.masked_fill_(mask, 2.0) is x
+    assert x.tolist() == [[2.0, 0.0, 2.0], [0.0, 0.0, 2.0]]
+    idx = kiln.tensor(np.array([0, 0, 1]))
+    z = kiln.zeros(2)
+    assert z.index_add_(0, idx, kiln.ones(3), alpha=2) is z
+    assert z.tolist() == [4.0, 2.0]
+    w = kiln.ones(3, requires_grad=True)
+    h = kiln.zeros(2).index_add_(0, idx, w * 3)  # the recorded path: gradients flow to w
+    h.sum().backward()
+    assert w.grad.tolist() == [3.0, 3.0, 3.0]

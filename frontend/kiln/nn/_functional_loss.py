@@ -56,49 +56,11 @@ def _warn_size_mismatch(input, target):
         )
 
 
-def nll_loss(
-    input,
-    target,
-    weight=None,
-    size_average=None,
-    ignore_index=-100,
-    reduce=None,
-    reduction="mean",
-):
-    """Negative log likelihood of log-probabilities ``input`` at class indices ``target``."""
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    return _C._nll_loss(input, target, weight, _reduction_enum(reduction), ignore_index)
-
-
-def cross_entropy(
-    input,
-    target,
-    weight=None,
-    size_average=None,
-    ignore_index=-100,
-    reduce=None,
-    reduction="mean",
-    label_smoothing=0.0,
-):
-    """log_softmax over the class dim fused with nll_loss (or soft-target cross entropy)."""
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    return _C._cross_entropy(
-        input, target, weight, _reduction_enum(reduction), ignore_index, label_smoothing
-    )
-
-
-def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
-    """Mean squared error, broadcasting input and target."""
-    _warn_size_mismatch(input, target)
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    return _C._mse_loss(input, target, _reduction_enum(reduction), weight)
-
-
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
-    """Mean absolute error, broadcasting input and target."""
-    _warn_size_mismatch(input, target)
-    reduction = _legacy_reduction(size_average, reduce, reduction)
-    return _C._l1_loss(input, target, _reduction_enum(reduction), weight)
+# Bound from their ops.def rows (legacy size_average/reduce flags and warnings included).
+nll_loss = _C._nn.nll_loss
+cross_entropy = _C._nn.cross_entropy
+mse_loss = _C._nn.mse_loss
+l1_loss = _C._nn.l1_loss
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):

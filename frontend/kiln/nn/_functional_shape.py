@@ -51,10 +51,7 @@ def _sized(x, dim, size):
 
 
 
-def one_hot(tensor, num_classes=-1):
-    """torch.nn.functional.one_hot: int64 class indices -> int64 one-hot vectors (new last dim)."""
-    return _C._one_hot(tensor, num_classes)
-
+one_hot = _C._nn.one_hot  # bound from its ops.def row
 
 def embedding(
     input,  # noqa: A002
