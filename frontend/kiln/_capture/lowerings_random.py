@@ -1,6 +1,7 @@
 """Lowerings of the random ops whose numbers kernels draw themselves: dropout, ``rand``,
 ``randn``, ``rand_like``, ``randn_like`` and the channel dropouts (``dropout1d/2d/3d``,
-``feature_dropout``: a ``bernoulli`` node with one draw per channel). Each becomes a
+``feature_dropout``: a ``bernoulli`` node with one draw per channel) and the alpha dropouts
+(a ``bernoulli`` keep-mask and SELU's affine map). Each becomes a
 ``philox_state`` node, which reserves the counters eager's op would reserve from the default
 generator when the program runs, and the op over that state, which computes eager's values
 from (seed, offset + element index). So a compiled dropout's mask is the mask eager draws for
@@ -20,6 +21,8 @@ def _s_f_dropout(input, p=0.5, training=True, inplace=False): ...
 def _s_dropout(input, p=0.5, training=True, inplace=False, *, train=None, generator=None): ...
 def _s_feature_dropout(input, p=0.5, train=True, inplace=False, *, training=None,
                        generator=None): ...  # fmt: skip
+def _s_alpha_dropout(input, p=0.5, train=False, inplace=False, *, training=None,
+                     generator=None): ...  # fmt: skip
 def _s_bernoulli_(input, p=0.5, *, generator=None): ...
 def _s_rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
             requires_grad=False, pin_memory=False): ...  # fmt: skip
@@ -141,6 +144,56 @@ _register(_s_f_dropout, "kiln.nn.functional.dropout3d")(
     _channel_dropout(lambda rank: rank == 5, "training", None))
 _register(_s_feature_dropout, "kiln.feature_dropout")(
     _channel_dropout(lambda rank: True, "train", "training"))
+
+
+_SELU_SATURATION = 1.7580993408473766  # -scale * alpha of SELU, where dropped units go
+
+
+def _alpha_dropout(feature: bool, training: str, override: str | None):
+    """kiln.alpha_dropout / feature_alpha_dropout (F's forms call them): dropped units go to
+    SELU's saturation value, then the affine map (a, b) that keeps zero mean and unit variance,
+    computed op by op as eager computes it, over the keep-mask eager draws (one draw per element,
+    or per channel of (N, C, ...) input)."""
+
+    def lower(w, node, a):
+        if (drawn := _dropping(w, node, a, training, override)) is None:
+            return
+        x, p = drawn
+        if x.type.dtype not in ("f16", "bf16", "f32", "f64"):
+            raise Decline("alpha dropout of a non-floating input (eager raises)")
+        loc = node.meta.get("loc")
+        if p == 1:  # eager: input * 0 (the affine map is undefined)
+            _emit_into(w, node, a, a["inplace"], "mul", [x, w.constant(0.0)], {})
+            return
+        sizes = x.type.sizes
+        if feature:
+            if len(sizes) < 2:
+                raise Decline("feature alpha dropout of fewer than 2 dims (eager raises)")
+            sizes = sizes[:2] + ["1"] * (len(sizes) - 2)
+        state = _state(w, node, sizes)
+        (noise,) = w.emit("bernoulli", [state], {"p": 1.0 - p, "size": sizes,
+                                                 "dtype": x.type.dtype}, loc)  # fmt: skip
+        scale = 1.0 / ((_SELU_SATURATION * _SELU_SATURATION * p + 1) * (1 - p)) ** 0.5
+        (dropped,) = w.emit("sub", [noise, w.constant(1.0)], {}, loc)
+        (shift,) = w.emit("mul", [dropped, w.constant(_SELU_SATURATION * scale)], {}, loc)
+        (shift,) = w.emit("add", [shift, w.constant(_SELU_SATURATION * scale * p)], {}, loc)
+        (kept,) = w.emit("mul", [noise, w.constant(scale)], {}, loc)
+        (scaled,) = w.emit("mul", [x, kept], {}, loc)
+        _emit_into(w, node, a, a["inplace"], "add", [scaled, shift], {})
+
+    return lower
+
+
+def _s_f_alpha_dropout(input, p=0.5, training=False, inplace=False): ...
+
+
+_register(_s_alpha_dropout, "kiln.alpha_dropout")(_alpha_dropout(False, "train", "training"))
+_register(_s_alpha_dropout, "kiln.feature_alpha_dropout")(
+    _alpha_dropout(True, "train", "training"))
+_register(_s_f_alpha_dropout, "kiln.nn.functional.alpha_dropout")(
+    _alpha_dropout(False, "training", None))
+_register(_s_f_alpha_dropout, "kiln.nn.functional.feature_alpha_dropout")(
+    _alpha_dropout(True, "training", None))
 
 
 def _emit_sample(op: str, w, node, a, sizes: list[str]) -> None:

@@ -290,3 +290,28 @@ def test_drop_path_of_timm_compiles(dtype):
         return a, b
 
     one_compiled_part(draws_as_eager(samplers, rand(2, 7, dtype=dtype)))
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64], ids=str)
+@pytest.mark.parametrize("p", [0.2, 0.7, 1.0])
+def test_alpha_dropouts_draw_eagers_mask(dtype, p):
+    """Alpha dropout (per element) and feature alpha dropout (per channel), through F, kiln
+    and the modules, in and out of place: eager's values bit for bit, in one compiled part."""
+    x = rand(4, 6, 5).to(dtype)
+    alpha, feature = nn.AlphaDropout(p), nn.FeatureAlphaDropout(p)
+    for fn in (lambda t: F.alpha_dropout(t, p, True) * 2,
+               lambda t: F.feature_alpha_dropout(t, p, training=True) + 1,
+               lambda t: kiln.alpha_dropout(t, p, True),
+               lambda t: kiln.feature_alpha_dropout(t, p, train=True, inplace=True) * 3,
+               lambda t: alpha(t).relu() + feature(t)):
+        one_compiled_part(draws_as_eager(fn, x))
+
+
+def test_alpha_dropout_off_or_of_integers():
+    x = rand(3, 4)
+    off = nn.AlphaDropout(0.5).eval()
+    one_compiled_part(draws_as_eager(lambda t: off(t) + 1, x))
+    kiln.compiler.reset()
+    f = kiln.compile(lambda t: F.alpha_dropout(t, 0.5, True))
+    with pytest.raises(RuntimeError, match="alpha_dropout"):  # eager's error, from eager
+        f(kiln.ones(3, dtype=kiln.int64))
