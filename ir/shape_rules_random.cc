@@ -44,7 +44,22 @@ TensorMeta randomType(const Node &n) {
   default: { // rand, randn, bernoulli
     expectState(n, 0);
     DType dtype = n.attr("dtype")->toDType();
-    if (n.op() == OpKind::Bernoulli) {
+    if (n.op() == OpKind::Bernoulli && n.numOperands() == 2) {
+      const TensorMeta &probs = tensorOperand(n, 1);
+      if (!isFloating(probs.dtype))
+        ruleFails("bernoulli_: not implemented for probability tensors of dtype '{}' (expected a "
+                  "floating point dtype)",
+                  dtypeShortName(probs.dtype));
+      if (n.attr("p"))
+        ruleFails("bernoulli: both a probability tensor and p");
+      std::vector<SymInt> sizes = n.attr("size")->toSymInts();
+      if (broadcastShapes({probs.sizes, sizes}) != sizes)
+        ruleFails("bernoulli_: probability tensor of shape {} cannot be broadcast to the output "
+                  "shape {}",
+                  printSizes(probs.sizes), printSizes(sizes));
+    } else if (n.op() == OpKind::Bernoulli) {
+      if (!n.attr("p"))
+        ruleFails("bernoulli: expected p or a probability tensor");
       double p = n.attr("p")->toDouble();
       if (!(p >= 0.0 && p <= 1.0))
         ruleFails("bernoulli_ expects p to be in [0, 1], but got p={}", p);

@@ -99,12 +99,40 @@ void lowerRand(LowerContext &ctx, const ir::Node &n) {
   }));
 }
 
-/// bernoulli: 1 where the element's uniform is below p, else 0, in the node's dtype.
+/// Whether element `i`'s 53-bit uniform is below the float64 probability `prob`, as eager's
+/// bernoulli_(p tensor) compares them. Eager refuses a probability outside [0, 1] (NaN too): the
+/// seed is then read through an out-of-range gather, which fails the run with an IndexError, and
+/// the caller reruns the part eagerly for eager's own error.
+Val drawsBelow(Ops &ops, BufferId state, const IndexExpr &element, Val prob) {
+  Val valid = ops.bitwiseAnd(ops.ge(prob, ops.constant(0.0, DType::Float64)),
+                             ops.le(prob, ops.constant(1.0, DType::Float64)));
+  Val position = ops.where(valid, ops.constant(0, DType::Int64), ops.constant(2, DType::Int64));
+  Val seed = ops.loadIndirect(state, {IndexExpr(0)}, 0, position);
+  Val offset = ops.load(state, {IndexExpr(1)});
+  Val at = offset + ops.indexValue(element);
+  Val hi = ops.philox(seed, at, ops.constant(0, DType::Int64));
+  Val lo = ops.philox(seed, at, ops.constant(1, DType::Int64));
+  Val bits = hi * ops.constant(int64_t{1} << 21, DType::Int64) +
+             ops.floorDiv(lo, ops.constant(int64_t{1} << 11, DType::Int64));
+  Val uniform = ops.cast(bits, DType::Float64) * ops.constant(std::ldexp(1.0, -53), DType::Float64);
+  return ops.lt(uniform, prob);
+}
+
+/// bernoulli: 1 where the element's uniform is below p (or its probability), else 0, in the
+/// node's dtype.
 void lowerBernoulli(LowerContext &ctx, const ir::Node &n) {
   const ir::TensorMeta &out = n.result(0)->meta();
   BufferId state = ctx.realize(ctx.tensor(n.operand(0)));
   std::vector<SymInt> sizes = out.sizes;
   DType dtype = out.dtype;
+  if (n.numOperands() == 2) {
+    const ir::Value *probs = n.operand(1);
+    ctx.define(n.result(0), ctx.pointwise(sizes, [&](Ops &ops, Idx i) {
+      Val prob = ctx.read(ops, probs, i, sizes, DType::Float64);
+      return ops.cast(drawsBelow(ops, state, elementIndex(i, sizes), prob), dtype);
+    }));
+    return;
+  }
   double p = n.attr("p")->toDouble();
   ctx.define(n.result(0), ctx.pointwise(sizes, [&](Ops &ops, Idx i) {
     return ops.cast(drawsBelow(ops, state, elementIndex(i, sizes), p), dtype);

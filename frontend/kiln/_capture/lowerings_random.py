@@ -97,16 +97,40 @@ _register(_s_f_dropout, "kiln.nn.functional.dropout")(_dropout("training", None)
 _register(_s_dropout, "kiln.dropout")(_dropout("training", "train"))
 
 
+def _s_bernoulli(input, p=None, *, generator=None): ...
+
+
+def _draws(w, p, sizes: list[str], dtype: str):
+    """A bernoulli node's operands after the state and its attributes, for a number p or a
+    probability tensor p (broadcast to `sizes`)."""
+    attrs = {"size": sizes, "dtype": dtype}
+    if type(p) in (int, float):
+        return [], {**attrs, "p": float(p)}
+    return [w.tensor(p)], attrs  # a graph value (a number computed at run time declines)
+
+
 @_register(_s_bernoulli_, "kiln.Tensor.bernoulli_")
 def _bernoulli_(w, node, a):
-    """``x.bernoulli_(p)`` of a number p (DropPath's ``x.new_empty(shape).bernoulli_(keep)``):
-    1 with probability p, else 0, drawn as eager draws them, written into x."""
-    if type(a["p"]) not in (int, float):
-        raise Decline("bernoulli_ of a tensor p or a run-time p")
+    """``x.bernoulli_(p)`` (DropPath's ``x.new_empty(shape).bernoulli_(keep)``): 1 with
+    probability p (a number, or a tensor of them broadcast to x), else 0, drawn as eager draws
+    them, written into x."""
     _no_generator(a, "bernoulli_")
     x = w.tensor(a["input"])
-    attrs = {"p": float(a["p"]), "size": list(x.type.sizes), "dtype": x.type.dtype}
-    _emit_into(w, node, a, True, "bernoulli", [_state(w, node, x.type.sizes)], attrs)
+    sizes = list(x.type.sizes)
+    probs, attrs = _draws(w, a["p"], sizes, x.type.dtype)
+    _emit_into(w, node, a, True, "bernoulli", [_state(w, node, sizes), *probs], attrs)
+
+
+@_register(_s_bernoulli, "kiln.bernoulli", "kiln.Tensor.bernoulli")
+def _bernoulli(w, node, a):
+    """``kiln.bernoulli(probs)``: 1 with each element's probability, else 0, in probs' dtype;
+    ``bernoulli(x, p)`` draws with the number p in x's shape and dtype."""
+    _no_generator(a, "bernoulli")
+    x = w.tensor(a["input"])
+    sizes = list(x.type.sizes)
+    p = a["input"] if a["p"] is None else a["p"]
+    probs, attrs = _draws(w, p, sizes, x.type.dtype)
+    w.emit_node(node, "bernoulli", [_state(w, node, sizes), *probs], attrs)
 
 
 def _channel_dropout(batched, training: str, override: str | None):

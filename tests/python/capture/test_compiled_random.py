@@ -315,3 +315,39 @@ def test_alpha_dropout_off_or_of_integers():
     f = kiln.compile(lambda t: F.alpha_dropout(t, 0.5, True))
     with pytest.raises(RuntimeError, match="alpha_dropout"):  # eager's error, from eager
         f(kiln.ones(3, dtype=kiln.int64))
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64, kiln.float16], ids=str)
+def test_bernoulli_of_probability_tensors(dtype):
+    """kiln.bernoulli(probs), x.bernoulli_(p_tensor) (broadcast) and bernoulli(x, p): eager's
+    draws bit for bit, in one compiled part."""
+    probs = rand(5, 7).abs().clamp(max=1).to(dtype)
+    x = kiln.zeros(3, 5, 7)
+    row = rand(7).abs().clamp(max=1)
+    for fn in (lambda p, t: kiln.bernoulli(p) * 2,
+               lambda p, t: t.clone().bernoulli_(p) + 1,
+               lambda p, t: t.clone().bernoulli_(row) * 3,
+               lambda p, t: p.bernoulli(0.3),
+               lambda p, t: kiln.bernoulli(p, 0.6)):
+        one_compiled_part(draws_as_eager(fn, probs, x))
+
+
+def test_bernoulli_probabilities_outside_0_1_raise_eagers_error():
+    kiln.compiler.reset()
+    f = kiln.compile(lambda p: kiln.bernoulli(p) + 1)
+    f(kiln.tensor([0.0, 1.0]))
+    for bad in ([0.5, 1.5], [-0.1, 0.2], [float("nan"), 0.5]):
+        with pytest.raises(RuntimeError, match="expected all probabilities to be in"):
+            f(kiln.tensor(bad))
+
+
+def test_bernoulli_rule_refuses_what_eager_refuses():
+    state = "%0 = philox_state() {count = 12} : i64[2]"
+    ints = (f"graph @g(%p: i64[3, 4]) {{\n  {state}\n  %1 = bernoulli(%0, %p) "
+            "{dtype = f32, size = [3, 4]} : f32[3, 4]\n  return %1\n}")
+    with pytest.raises(ValueError, match="not implemented for probability tensors of dtype"):
+        kiln._C._ir.verify(ints)
+    wide = (f"graph @g(%p: f32[5]) {{\n  {state}\n  %1 = bernoulli(%0, %p) "
+            "{dtype = f32, size = [3, 4]} : f32[3, 4]\n  return %1\n}")
+    with pytest.raises(ValueError, match="broadcast"):
+        kiln._C._ir.verify(wide)
