@@ -190,3 +190,18 @@ def test_glu_errors():
         F.glu(kt)
     with pytest.raises(RuntimeError, match="scalars"):
         F.glu(make((), "float32")[1])
+
+
+def test_rrelu_eval_is_torchs_and_training_draws_slopes_in_range():
+    tt, kt = make((6, 5), "float32")
+    assert_close(F.rrelu(kt), TF.rrelu(tt))
+    assert_close(kiln.nn.RReLU(0.1, 0.3).eval()(kt), torch.nn.RReLU(0.1, 0.3).eval()(tt))
+    kiln.manual_seed(0)
+    y = F.rrelu(kt, 0.1, 0.3, training=True)
+    x = kt.numpy()
+    ratio = y.numpy()[x < 0] / x[x < 0]
+    assert ((ratio >= 0.1 - 1e-6) & (ratio <= 0.3 + 1e-6)).all() and len(set(ratio.tolist())) > 1
+    assert (y.numpy()[x >= 0] == x[x >= 0]).all()
+    k = kt.clone()
+    assert F.rrelu_(k, training=True) is k
+    assert repr(kiln.nn.RReLU(0.1, 0.3)) == "RReLU(lower=0.1, upper=0.3)"

@@ -1,8 +1,8 @@
 """Elementwise activation functions of kiln.nn.functional (torch's names and signatures).
 
 Every activation of the op table (``ir/ops.def``) is bound from its row in ``kiln._C._nn``, its
-``inplace=True`` writing into ``input``; only ``prelu`` and ``glu``, which have no row, are
-written here.
+``inplace=True`` writing into ``input``; only ``prelu``, ``glu`` and ``rrelu``, which have no
+row, are written here.
 """
 
 from kiln import _C
@@ -27,6 +27,8 @@ __all__ = [
     "relu",
     "relu6",
     "relu_",
+    "rrelu",
+    "rrelu_",
     "selu",
     "selu_",
     "sigmoid",
@@ -110,3 +112,21 @@ def glu(input, dim=-1):
         raise RuntimeError(f"glu: halving dimension must be even, but dimension {dim} is size {n}")
     a = input.narrow(dim, 0, n // 2)
     return a * _C._nn.sigmoid(input.narrow(dim, n // 2, n // 2))
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Randomized leaky ReLU: while training, each negative element is scaled by a slope drawn
+    uniformly from [lower, upper]; in evaluation by their mean (leaky_relu)."""
+    import kiln
+
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace=inplace)
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"rrelu: not implemented for dtype {input.dtype.name}")
+    slope = kiln.empty_like(input).uniform_(lower, upper)
+    result = kiln.where(input >= 0, input, input * slope)
+    return input.copy_(result) if inplace else result
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    return rrelu(input, lower, upper, training, inplace=True)

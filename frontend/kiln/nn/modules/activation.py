@@ -15,6 +15,7 @@ __all__ = [
     "ELU",
     "GELU",
     "GLU",
+    "RReLU",
     "SELU",
     "Hardsigmoid",
     "Hardswish",
@@ -217,6 +218,23 @@ class LeakyReLU(Module):
 
     def extra_repr(self) -> str:
         return f"negative_slope={self.negative_slope}{_inplace_str(self.inplace, ', ')}"
+
+
+class RReLU(Module):
+    """Randomized leaky ReLU: slopes drawn from [lower, upper] while training, their mean in
+    evaluation."""
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False) -> None:
+        super().__init__()
+        self.lower = lower
+        self.upper = upper
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}{_inplace_str(self.inplace, ', ')}"
 
 
 class ELU(Module):
