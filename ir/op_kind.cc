@@ -33,6 +33,11 @@ constexpr OpSpelling kSpellings[] = {
 #include "ir/ops.def"
 };
 
+constexpr EagerSpelling kEagerSpellings[] = {
+#define KILN_EAGER_SPELLING(Schema, Spellings) {Schema, Spellings},
+#include "ir/ops.def"
+};
+
 // [begin, end) of each op's rows in kAttrSpecs; ops.def lists an op's attributes together.
 constexpr auto kAttrRanges = [] {
   std::array<std::pair<int, int>, kNumOpKinds> ranges{};
@@ -105,6 +110,7 @@ std::span<const AttrSpec> attrSpecs(OpKind kind) {
 }
 
 std::span<const OpSpelling> opSpellings() { return kSpellings; }
+std::span<const EagerSpelling> eagerSpellings() { return kEagerSpellings; }
 
 const AttrSpec *findAttrSpec(OpKind kind, std::string_view name) {
   for (const AttrSpec &spec : attrSpecs(kind))

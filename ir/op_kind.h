@@ -104,6 +104,12 @@ struct OpSpelling {
   std::string_view fixed;     ///< attributes every call has (`min_val=0.0, max_val=6.0`), or ""
 };
 
+/// One row of KILN_EAGER_SPELLING: a user-facing op no node kind stands for (see ops.def).
+struct EagerSpelling {
+  std::string_view schema;
+  std::string_view spellings;
+};
+
 /// The number of op kinds.
 inline constexpr int kNumOpKinds = 0
 #define KILN_OP(Enum, Keyword, Operands, Results, Traits) +1
@@ -122,5 +128,7 @@ std::span<const AttrSpec> attrSpecs(OpKind kind);
 const AttrSpec *findAttrSpec(OpKind kind, std::string_view name);
 /// Every KILN_SPELLING row, in table order.
 std::span<const OpSpelling> opSpellings();
+/// Every KILN_EAGER_SPELLING row, in table order.
+std::span<const EagerSpelling> eagerSpellings();
 
 } // namespace kiln::ir

@@ -176,7 +176,8 @@ SchemaBinding::SchemaBinding(ir::OpSchema s) : schema(std::move(s)) {
 }
 
 bool bindArgs(const SchemaBinding &binding, const char *name, PyObject *self, PyObject *const *args,
-              Py_ssize_t nargs, PyObject *kwnames, BoundArgs &out, std::string *error) {
+              Py_ssize_t nargs, PyObject *kwnames, BoundArgs &out, std::string *error,
+              uint32_t numberArgs) {
   const ir::OpSchema &schema = binding.schema;
   out.opName_ = name;
   out.schemaSize_ = static_cast<int>(schema.args.size());
@@ -197,7 +198,7 @@ bool bindArgs(const SchemaBinding &binding, const char *name, PyObject *self, Py
       std::vector<PyObject *> repacked{out.packed_.ptr()};
       for (Py_ssize_t k = 0; kwnames && k < PyTuple_GET_SIZE(kwnames); ++k)
         repacked.push_back(args[nargs + k]);
-      return bindArgs(binding, name, self, repacked.data(), 1, kwnames, out, error);
+      return bindArgs(binding, name, self, repacked.data(), 1, kwnames, out, error, numberArgs);
     }
   }
   if (nargs > maxPositional) {
@@ -238,7 +239,7 @@ bool bindArgs(const SchemaBinding &binding, const char *name, PyObject *self, Py
       missing += fmt::format("{}\"{}\"", numMissing++ ? ", " : "", a.name);
       continue;
     }
-    if (i < offset || fits(a, v, binding.numbersAsTensors))
+    if (i < offset || fits(a, v, binding.numbersAsTensors && (numberArgs >> i & 1)))
       continue;
     if ((a.type == SchemaType::IntList || a.type == SchemaType::SymIntList) &&
         (PyTuple_Check(v) || PyList_Check(v))) {

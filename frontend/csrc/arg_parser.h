@@ -56,7 +56,7 @@ public:
 
 private:
   friend bool bindArgs(const SchemaBinding &, const char *, PyObject *, PyObject *const *,
-                       Py_ssize_t, PyObject *, BoundArgs &, std::string *);
+                       Py_ssize_t, PyObject *, BoundArgs &, std::string *, uint32_t);
   PyObject *values_[kMaxSchemaArgs] = {};
   std::optional<Tensor> first_;
   py::object packed_; ///< the varargs of an int list, packed into a tuple
@@ -67,8 +67,11 @@ private:
 /// Binds `self` (a method's receiver, or null) and the vectorcall arguments to the schema.
 /// Returns false with torch's message in `*error`, naming the op as `name`, when they do not
 /// fit. `out` is never among the keywords here (the caller takes it off first).
+/// `numberArgs` has bit i set when a number may stand for Tensor argument i (as a weak scalar);
+/// by default, every Tensor argument of an op with two or more (`add(x, 2)`).
 bool bindArgs(const SchemaBinding &binding, const char *name, PyObject *self, PyObject *const *args,
-              Py_ssize_t nargs, PyObject *kwnames, BoundArgs &out, std::string *error);
+              Py_ssize_t nargs, PyObject *kwnames, BoundArgs &out, std::string *error,
+              uint32_t numberArgs = ~0u);
 
 /// torch's message for a call that fits none of several overloads: `clamp() received an invalid
 /// combination of arguments - got (Tensor, str), but expected one of: ...`.

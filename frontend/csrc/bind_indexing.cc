@@ -300,27 +300,6 @@ void setItem(Tensor &self, py::handle index, py::handle value) {
     ops::indexPut_(view, p.advanced, v);
 }
 
-Tensor &scatterAny(Tensor &self, int64_t dim, const Tensor &index, py::handle src, py::handle value,
-                   py::handle reduce) {
-  std::string r = reduce.is_none() ? "" : reduce.cast<std::string>();
-  py::handle v = value.is_none() ? src : value;
-  KILN_CHECK_KIND(Type, !v.is_none(), "scatter(): expected a src tensor or a scalar value");
-  if (py::isinstance<Tensor>(v))
-    return ops::scatter_(self, dim, index, v.cast<const Tensor &>(), r);
-  return ops::scatterValue_(self, dim, index, toScalar(v, "scatter"), r);
-}
-
-/// Out-of-place scatter: differentiable with a source tensor and no reduction.
-Tensor scatterOutOfPlace(const Tensor &self, int64_t dim, const Tensor &index, py::handle src,
-                         py::handle value, py::handle reduce) {
-  if (value.is_none() && reduce.is_none() && py::isinstance<Tensor>(src))
-    return ops::scatter(self, dim, index, src.cast<const Tensor &>());
-  const Tensor *s = py::isinstance<Tensor>(src) ? &src.cast<const Tensor &>() : nullptr;
-  requireUntracked("scatter with a value or a reduction", {&self, s});
-  Tensor out = self.clone();
-  return scatterAny(out, dim, index, src, value, reduce);
-}
-
 /// index_put's indices: a tuple/list of tensors or None (None keeps that dim whole).
 std::vector<Tensor> toIndexList(py::handle indices) {
   KILN_CHECK_KIND(Type, PySequence_Check(indices.ptr()) && !py::isinstance<Tensor>(indices),
@@ -381,38 +360,6 @@ void bindGatherOps(py::module_ &m, py::class_<Tensor> &t) {
       py::arg("indices"), py::arg("values"), py::arg("accumulate") = false);
 }
 
-void bindScatterOps(py::module_ &m, py::class_<Tensor> &t) {
-  m.def(
-      "scatter",
-      [](const Tensor &self, int64_t dim, const Tensor &index, py::object src, py::object value,
-         py::object reduce) { return scatterOutOfPlace(self, dim, index, src, value, reduce); },
-      py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src") = py::none(),
-      py::kw_only(), py::arg("value") = py::none(), py::arg("reduce") = py::none());
-  t.def(
-      "scatter",
-      [](const Tensor &self, int64_t dim, const Tensor &index, py::object src, py::object value,
-         py::object reduce) { return scatterOutOfPlace(self, dim, index, src, value, reduce); },
-      py::arg("dim"), py::arg("index"), py::arg("src") = py::none(), py::kw_only(),
-      py::arg("value") = py::none(), py::arg("reduce") = py::none());
-  t.def(
-      "scatter_",
-      [](py::object self, int64_t dim, const Tensor &index, py::object src, py::object value,
-         py::object reduce) {
-        Tensor &x = self.cast<Tensor &>();
-        const Tensor *s = py::isinstance<Tensor>(src) ? &src.cast<const Tensor &>() : nullptr;
-        if (s && value.is_none() && reduce.is_none() && autograd::anyRequiresGrad({&x, s})) {
-          autograd::applyInplace("scatter_", x,
-                                 ops::scatter(autograd::inplaceOperand(x, {s}), dim, index, *s));
-          return self;
-        }
-        requireUntracked("scatter_ with a value or a reduction", {&x, s});
-        scatterAny(x, dim, index, src, value, reduce);
-        return self;
-      },
-      py::arg("dim"), py::arg("index"), py::arg("src") = py::none(), py::kw_only(),
-      py::arg("value") = py::none(), py::arg("reduce") = py::none());
-}
-
 void bindReducingScatterOps(py::module_ &m, py::class_<Tensor> &t) {
   auto scatterReduce = [](const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
                           const std::string &reduce, bool includeSelf) {
@@ -450,7 +397,6 @@ void bindIndexing(py::module_ &m) {
   });
   bindMaskOps(m, t);
   bindGatherOps(m, t);
-  bindScatterOps(m, t);
   bindReducingScatterOps(m, t);
 }
 

@@ -98,7 +98,7 @@ py::list opTable() {
     row["spellings"] = std::string(s.spellings);
     row["fixed"] = std::string(s.fixed);
     // Whether the row's spellings are bound from it (bind_op_table.cc) or still by hand.
-    row["eager_kernel"] = findEagerKernel(s.op, ir::parseOpSchema(s.schema).name) != nullptr;
+    row["eager_kernel"] = findEagerKernel(s.op, ir::parseOpSchema(s.schema)) != nullptr;
     row["attrs"] = attrs;
     row["traits"] = traits;
     rows.append(row);

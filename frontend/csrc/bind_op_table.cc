@@ -37,6 +37,10 @@ struct Overload {
   const SchemaBinding *binding;
   const EagerKernel *kernel;
   int inplaceArg; ///< the index of a `bool inplace` argument, or -1
+  /// The Tensor arguments a number may stand for after no overload bound strictly: those where
+  /// no other overload of the name takes a number (`max(x, 1.5)` is no maximum: max's dim is
+  /// there; `where(c, x, 0.0)` is).
+  uint32_t numberArgs = ~0u;
 };
 
 enum class Site { Module, Functional, Method };
@@ -160,17 +164,19 @@ PyObject *callOp(const OpBinding &b, PyObject *self, PyObject *const *args, Py_s
     if (out)
       args = rest.data();
     BoundArgs bound;
-    std::string error;
+    std::string error, ignored;
     const Overload *chosen = nullptr;
-    for (const Overload &o : b.overloads) {
-      std::string *sink = chosen || !error.empty() ? nullptr : &error;
-      std::string ignored;
-      if (bindArgs(*o.binding, b.name.c_str(), self, args, nargs, kwnames, bound,
-                   sink ? sink : &ignored)) {
-        chosen = &o;
-        break;
+    // An overloaded name binds strictly first (no number for a Tensor argument), then not.
+    const bool overloaded = b.overloads.size() > 1;
+    for (int pass = overloaded ? 0 : 1; pass < 2 && !chosen; ++pass)
+      for (const Overload &o : b.overloads) {
+        std::string *sink = error.empty() && pass == 1 ? &error : &ignored;
+        if (bindArgs(*o.binding, b.name.c_str(), self, args, nargs, kwnames, bound, sink,
+                     pass == 0 ? 0u : o.numberArgs)) {
+          chosen = &o;
+          break;
+        }
       }
-    }
     if (!chosen) {
       if (b.overloads.size() == 1)
         return typeError(error);
@@ -184,6 +190,11 @@ PyObject *callOp(const OpBinding &b, PyObject *self, PyObject *const *args, Py_s
       if (out)
         return typeError(fmt::format("{}(): an in-place op takes no out= argument", b.name));
       return runInplace(b, *chosen, bound, bound.get(0));
+    }
+    if (chosen->kernel->object) {
+      if (out)
+        return typeError(fmt::format("{}(): this form takes no out= argument", b.name));
+      return chosen->kernel->object(bound).release().ptr();
     }
     Tensor result = chosen->kernel->fn(bound);
     if (out && out != Py_None) {
@@ -299,6 +310,26 @@ bool isReflectedDunder(std::string_view n) {
   return isDunder(n) && n.substr(0, 3) == "__r" && n != "__repr__" && n != "__round__";
 }
 
+/// Sets each overload's numberArgs: a Tensor argument takes a number unless another overload
+/// has a numeric argument (int, float, bool, Scalar, int list) at its position.
+void reserveNumberPositions(OpBinding &b) {
+  auto numeric = [](ir::SchemaType t) {
+    using T = ir::SchemaType;
+    return t == T::Int || t == T::SymInt || t == T::Float || t == T::Bool || t == T::Scalar ||
+           t == T::IntList || t == T::SymIntList;
+  };
+  for (Overload &o : b.overloads) {
+    const auto &args = o.binding->schema.args;
+    for (size_t i = 0; i < args.size() && i < 32; ++i)
+      for (const Overload &other : b.overloads) {
+        const auto &theirs = other.binding->schema.args;
+        if (&other != &o && i < theirs.size() && !theirs[i].kwOnly && !args[i].kwOnly &&
+            numeric(theirs[i].type))
+          o.numberArgs &= ~(1u << i);
+      }
+  }
+}
+
 void install(OpBinding &b, py::module_ &module, py::module_ &functional, PyObject *tensorType) {
   b.doc = docOf(b);
   b.def.ml_name = b.name.c_str();
@@ -339,9 +370,19 @@ void bindOpTable(py::module_ &m) {
   // Every (site, name) spelled by a row with a kernel, with its overloads in table order.
   std::map<std::pair<Site, std::string>, OpBinding *> byTarget;
   std::vector<std::pair<Site, std::string>> unbound; // spelled by a row without a kernel
-  for (const ir::OpSpelling &row : ir::opSpellings()) {
+  struct Row {
+    std::optional<ir::OpKind> op;
+    std::string_view schema, spellings;
+  };
+  std::vector<Row> rows;
+  for (const ir::OpSpelling &row : ir::opSpellings())
+    rows.push_back({row.op, row.schema, row.spellings});
+  for (const ir::EagerSpelling &row : ir::eagerSpellings())
+    rows.push_back({std::nullopt, row.schema, row.spellings});
+  for (const Row &row : rows) {
     ir::OpSchema schema = ir::parseOpSchema(row.schema);
-    const EagerKernel *kernel = findEagerKernel(row.op, schema.name);
+    const EagerKernel *kernel = findEagerKernel(row.op, schema);
+    KILN_CHECK(kernel || row.op, "the op-table row '{}' has no eager kernel", row.schema);
     const SchemaBinding *binding = nullptr;
     if (kernel)
       binding = &allSchemas().emplace_back(std::move(schema));
@@ -368,9 +409,11 @@ void bindOpTable(py::module_ &m) {
         b->dunder = isDunder(b->name);
         b->reflected = isReflectedDunder(b->name);
         b->inplace = b->dunder ? isInplaceDunder(b->name) : b->name.back() == '_';
-        b->acceptsOut =
-            b->site == Site::Module && !b->inplace && ir::hasTrait(row.op, ir::trait::Elementwise);
+        b->acceptsOut = b->site == Site::Module && !b->inplace && row.op &&
+                        ir::hasTrait(*row.op, ir::trait::Elementwise);
       }
+      KILN_CHECK(!(b->inplace && kernel->object), "'{}' is spelled in place but returns no tensor",
+                 b->name);
       int inplaceArg = binding->schema.find("inplace");
       b->overloads.push_back(Overload{binding, kernel, inplaceArg});
     }
@@ -378,6 +421,8 @@ void bindOpTable(py::module_ &m) {
   for (const auto &key : unbound)
     KILN_CHECK(!byTarget.count(key),
                "'{}' is spelled by op-table rows with and without an eager kernel", key.second);
+  for (auto &[key, b] : byTarget)
+    reserveNumberPositions(*b);
   PyObject *tensorType = m.attr("Tensor").ptr();
   for (auto &[key, b] : byTarget)
     install(*b, m, functional, tensorType);

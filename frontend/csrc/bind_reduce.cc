@@ -1,7 +1,6 @@
-// Reductions, scans and sorting without an eager kernel in the op table yet (max/min with their
-// overloads, var/std, norm, sort/topk, median, unique, ...): kiln.<op> functions and Tensor
-// methods bound by hand. sum, mean, amax, softmax, cumsum, argsort, ... are bound from their
-// ops.def rows (bind_op_table.cc).
+// Reductions, scans and sorting without an op-table row (var/std, nansum, aminmax, sort/topk,
+// median, unique, ...): kiln.<op> functions and Tensor methods bound by hand. sum, mean, max,
+// min, norm, softmax, cumsum, argsort, ... are bound from their ops.def rows (bind_op_table.cc).
 #include "frontend/csrc/bindings.h"
 #include "frontend/csrc/py_convert.h"
 #include "runtime/error.h"
@@ -53,29 +52,6 @@ template <typename Fn> auto varLike(const char *op, Fn fn) {
   };
 }
 
-/// max/min: over everything, along a dim (values, indices), or elementwise with another tensor.
-template <typename All, typename Dim>
-auto extremeFn(const char *op, const char *binary, All all, Dim byDim) {
-  return [=](const Tensor &a, py::object dim, bool keepdim, py::object other) -> py::object {
-    if (py::isinstance<Tensor>(dim))
-      other = dim;
-    if (!other.is_none()) {
-      // maximum/minimum belong to the elementwise ops; looked up per call, not bound here.
-      py::module_ c = py::module_::import("kiln._C");
-      KILN_CHECK_KIND(NotImplemented, py::hasattr(c, binary),
-                      "{}(input, other): kiln._C.{} is not available", op, binary);
-      return c.attr(binary)(a, other);
-    }
-    if (dim.is_none())
-      return wrap(all(a));
-    KILN_CHECK_KIND(Type, PyIndex_Check(dim.ptr()) && !PyBool_Check(dim.ptr()),
-                    "{}(): dim must be an int or other must be a Tensor, got {}", op,
-                    std::string(py::str(py::type::of(dim).attr("__name__"))));
-    auto [values, indices] = byDim(a, dim.cast<int64_t>(), keepdim);
-    return returnType(op, values, indices);
-  };
-}
-
 void bindSums(py::module_ &m, py::class_<Tensor> &t) {
   auto sumLike = [](auto fn, const char *op) {
     return [fn, op](const Tensor &a, py::object dim, bool keepdim, OptDType dtype) {
@@ -92,12 +68,6 @@ void bindSums(py::module_ &m, py::class_<Tensor> &t) {
 }
 
 void bindExtremes(py::module_ &m, py::class_<Tensor> &t) {
-  auto maxFn = extremeFn("max", "maximum", &ops::max, &ops::maxDim);
-  auto minFn = extremeFn("min", "minimum", &ops::min, &ops::minDim);
-  bindBoth(m, t, "max", maxFn, py::arg("dim") = py::none(), py::arg("keepdim") = false,
-           py::kw_only(), py::arg("other") = py::none());
-  bindBoth(m, t, "min", minFn, py::arg("dim") = py::none(), py::arg("keepdim") = false,
-           py::kw_only(), py::arg("other") = py::none());
   bindBoth(
       m, t, "aminmax",
       [](const Tensor &a, std::optional<int64_t> dim, bool keepdim) {
@@ -136,20 +106,6 @@ void bindStats(py::module_ &m, py::class_<Tensor> &t) {
       false);
 }
 
-/// torch.norm's p: 'fro' (or None) is the 2-norm, a number is a vector p-norm.
-Tensor norm(const Tensor &a, py::object p, py::object dim, bool keepdim, OptDType dtype) {
-  double ord = 2.0;
-  if (py::isinstance<py::str>(p)) {
-    std::string s = p.cast<std::string>();
-    KILN_CHECK_KIND(NotImplemented, s != "nuc",
-                    "norm: p='nuc' (nuclear norm) is not supported by kiln yet");
-    KILN_CHECK_KIND(Value, s == "fro", "norm: unsupported p '{}' (expected 'fro' or a number)", s);
-  } else if (!p.is_none()) {
-    ord = toScalar(p, "norm").toDouble();
-  }
-  return ops::vectorNorm(a, ord, toDims(dim, "norm"), keepdim, dtype);
-}
-
 void bindLogical(py::module_ &m, py::class_<Tensor> &t) {
   bindBoth(
       m, t, "count_nonzero",
@@ -157,8 +113,6 @@ void bindLogical(py::module_ &m, py::class_<Tensor> &t) {
         return ops::countNonzero(a, toDims(dim, "count_nonzero"));
       },
       py::arg("dim") = py::none());
-  bindBoth(m, t, "norm", &norm, py::arg("p") = "fro", py::arg("dim") = py::none(),
-           py::arg("keepdim") = false, py::kw_only(), py::arg("dtype") = py::none());
   m.def(
       "_linalg_vector_norm",
       [](const Tensor &a, py::handle ord, py::object dim, bool keepdim, OptDType dtype) {

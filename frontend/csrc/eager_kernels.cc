@@ -9,6 +9,8 @@
 
 #include <algorithm>
 
+#include <pybind11/stl.h>
+
 namespace kiln::frontend {
 
 namespace {
@@ -58,6 +60,21 @@ void warnSizeMismatch(const Tensor &input, const Tensor &target) {
                      "will likely lead to incorrect results due to broadcasting. Please ensure "
                      "they have the same size.",
                      sizeText(target), sizeText(input)));
+}
+
+/// The ops whose derivative kiln lacks refuse inputs that require grad, saying what to do.
+void requireUntracked(const char *op, std::initializer_list<const Tensor *> ts) {
+  KILN_CHECK_KIND(NotImplemented, !autograd::anyRequiresGrad(ts),
+                  "{} on a tensor that requires grad (or with a value that does) is not "
+                  "differentiable yet; build the result out of place (torch.where, index_put, "
+                  "cat) or run it under kiln.no_grad()",
+                  op);
+}
+
+/// kiln.return_types.<name>(values, indices), the named tuple torch returns.
+py::object returnType(const char *name, Tensor values, Tensor indices) {
+  py::object types = py::module_::import("kiln._ops_reduce").attr("return_types");
+  return types.attr(name)(std::move(values), std::move(indices));
 }
 
 /// softmax's dim; F.softmax's dim=None is torch's deprecated implicit choice, with its warning
@@ -322,14 +339,80 @@ const EagerKernel kKernels[] = {
        return ops::crossEntropy(a.tensor(0), a.tensor(1), a.optTensor(2).value_or(Tensor()),
                                 lossReduction(a, 3, 5, 6), a.toInt(4), a.toDouble(7));
      }},
+    // max/min: over everything, elementwise with another tensor, or along a dim with indices.
+    {OpKind::Maximum, "max", binary<&ops::maximum>},
+    {OpKind::Minimum, "min", binary<&ops::minimum>},
+    {OpKind::Amax, "max", [](const BoundArgs &a) { return ops::max(a.tensor(0)); }},
+    {OpKind::Amin, "min", [](const BoundArgs &a) { return ops::min(a.tensor(0)); }},
+    {std::nullopt, "max", nullptr, nullptr, [](const BoundArgs &a) {
+       auto [values, indices] = ops::maxDim(a.tensor(0), a.toInt(1), a.toBool(2));
+       return returnType("max", std::move(values), std::move(indices));
+     }},
+    {std::nullopt, "min", nullptr, nullptr, [](const BoundArgs &a) {
+       auto [values, indices] = ops::minDim(a.tensor(0), a.toInt(1), a.toBool(2));
+       return returnType("min", std::move(values), std::move(indices));
+     }},
+    {OpKind::Where, "where", [](const BoundArgs &a) {
+       return ops::where(a.tensor(0), a.tensor(1), a.tensor(2));
+     }},
+    // Tensor.where(condition, other): the receiver is the input.
+    {std::nullopt, "where",
+     [](const BoundArgs &a) { return ops::where(a.tensor(1), a.tensor(0), a.tensor(2)); },
+     nullptr, nullptr, 3},
+    // where(condition) is nonzero(condition, as_tuple=True).
+    {std::nullopt, "where", nullptr, nullptr,
+     [](const BoundArgs &a) {
+       return py::object(py::tuple(py::cast(ops::nonzeroTuple(a.tensor(0)))));
+     },
+     1},
+    // torch.norm's p: 'fro' (or None) is the 2-norm, a number a vector p-norm.
+    {OpKind::Norm, "norm", [](const BoundArgs &a) {
+       double ord = 2.0;
+       if (PyUnicode_Check(a.get(1))) {
+         std::string p = a.str(1);
+         KILN_CHECK_KIND(NotImplemented, p != "nuc",
+                         "norm: p='nuc' (nuclear norm) is not supported by kiln yet");
+         KILN_CHECK_KIND(Value, p == "fro", "norm: unsupported p '{}' (expected 'fro' or a number)",
+                         p);
+       } else if (!a.isNone(1)) {
+         ord = a.scalar(1).toDouble();
+       }
+       return ops::vectorNorm(a.tensor(0), ord, a.optIntList(2), a.toBool(3), a.optDType(4));
+     }},
+    // scatter of a source tensor (differentiable without a reduction) or of a value.
+    {OpKind::Scatter, "scatter",
+     [](const BoundArgs &a) {
+       Tensor self = a.tensor(0), index = a.tensor(2), src = a.tensor(3);
+       std::optional<std::string> reduce = a.optStr(4);
+       if (!reduce)
+         return ops::scatter(self, a.toInt(1), index, src);
+       requireUntracked("scatter with a reduction", {&self, &src});
+       Tensor out = self.clone();
+       return ops::scatter_(out, a.toInt(1), index, src, *reduce);
+     },
+     [](Tensor &self, const BoundArgs &a) {
+       ops::scatter_(self, a.toInt(1), a.tensor(2), a.tensor(3), a.optStr(4).value_or(""));
+     }},
+    {std::nullopt, "scatter",
+     [](const BoundArgs &a) {
+       Tensor self = a.tensor(0);
+       requireUntracked("scatter with a value", {&self});
+       Tensor out = self.clone();
+       return ops::scatterValue_(out, a.toInt(1), a.tensor(2), a.scalar(3),
+                                 a.optStr(4).value_or(""));
+     },
+     [](Tensor &self, const BoundArgs &a) {
+       ops::scatterValue_(self, a.toInt(1), a.tensor(2), a.scalar(3), a.optStr(4).value_or(""));
+     }},
 };
 // clang-format on
 
 } // namespace
 
-const EagerKernel *findEagerKernel(ir::OpKind op, std::string_view name) {
+const EagerKernel *findEagerKernel(std::optional<ir::OpKind> op, const ir::OpSchema &schema) {
   for (const EagerKernel &k : kKernels)
-    if (k.op == op && k.name == name)
+    if (k.op == op && k.name == schema.name &&
+        (k.numArgs < 0 || k.numArgs == static_cast<int>(schema.args.size())))
       return &k;
   return nullptr;
 }

@@ -7,25 +7,34 @@
 #include "frontend/csrc/arg_parser.h"
 #include "ir/op_kind.h"
 
+#include <optional>
 #include <span>
 #include <string_view>
 
 namespace kiln::frontend {
 
 using EagerFn = Tensor (*)(const BoundArgs &);
+/// A kernel whose result is not one tensor (values and indices, a tuple of tensors).
+using EagerObjectFn = py::object (*)(const BoundArgs &);
 /// Writes the op's result into `self` (argument 0) directly.
 using EagerInplaceFn = void (*)(Tensor &self, const BoundArgs &);
 
 struct EagerKernel {
-  ir::OpKind op;
+  /// The row's node kind; nullopt for a KILN_EAGER_SPELLING row.
+  std::optional<ir::OpKind> op;
   std::string_view name; ///< the row's schema name (`selu` for the Elu row that spells selu)
   EagerFn fn;
   /// An in-place kernel that writes without a temporary (masked_fill_, scatter_add_), used by
   /// the in-place spellings when nothing requires grad; null: the result of `fn` is copied in.
   EagerInplaceFn inplace = nullptr;
+  /// Set instead of `fn` for a result that is not one tensor (never spelled in place).
+  EagerObjectFn object = nullptr;
+  /// The row's number of arguments, telling apart rows of one name and kind (`where(cond)` and
+  /// Tensor.where's `where(input, condition, other)`); -1: any.
+  int numArgs = -1;
 };
 
-/// The kernel of the row of `op` whose schema is called `name`, or null.
-const EagerKernel *findEagerKernel(ir::OpKind op, std::string_view name);
+/// The kernel of the row of `op` (nullopt: a KILN_EAGER_SPELLING row) with `schema`, or null.
+const EagerKernel *findEagerKernel(std::optional<ir::OpKind> op, const ir::OpSchema &schema);
 
 } // namespace kiln::frontend

@@ -284,7 +284,7 @@ def test_where_with_only_a_condition_is_nonzero():
     assert len(got) == len(expected) == 2
     for g, e in zip(got, expected, strict=True):
         assert_close(g, e)
-    with pytest.raises(TypeError, match="expected both input and other"):
+    with pytest.raises(TypeError, match="where\\(\\) received an invalid combination"):
         kiln.where(kt > 0, kt)
 
 

@@ -251,8 +251,10 @@ def test_scatter_errors():
         k.scatter(0, ik, k, reduce="sum")
     with pytest.raises(RuntimeError, match="sum, prod, mean, amax, amin"):
         k.scatter_reduce(0, ik, k, "max")
-    with pytest.raises(TypeError, match="src tensor or a scalar value"):
+    with pytest.raises(TypeError, match=r"scatter\(\) received an invalid combination"):
         k.scatter(0, ik)
+    with pytest.raises(NotImplementedError, match="scatter with a value on a tensor that requires"):
+        k.clone().requires_grad_().scatter(0, ik, 1.0)
 
 
 # ---- index_add / index_put -----------------------------------------------------------------------

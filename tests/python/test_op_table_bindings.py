@@ -232,3 +232,43 @@ def test_inplace_kernels_write_without_a_temporary_and_keep_autograd():
     h = kiln.zeros(2).index_add_(0, idx, w * 3)  # the recorded path: gradients flow to w
     h.sum().backward()
     assert w.grad.tolist() == [3.0, 3.0, 3.0]
+
+
+def test_every_row_with_a_kernel_is_what_its_spellings_call():
+    """Every op-table row has an eager kernel (F.pad's eager form stays Python: its reflect,
+    replicate and circular derivatives are composed of slices), and every spelling of a row
+    names a callable bound from the table."""
+    rows = kiln._C._ir.op_table()
+    assert [r["schema"].split("(")[0] for r in rows if not r["eager_kernel"]] == ["pad"]
+    bound = dict(_rows_with_kernels())
+    for r in rows:
+        if not r["eager_kernel"]:
+            continue
+        for spelling in r["spellings"].split():
+            if spelling.startswith(("operator.", "builtins.")):
+                continue
+            path = op_table._path(spelling)
+            assert path in bound, path
+
+
+def test_overloaded_names_pick_torchs_overload():
+    a = np.array([[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]], np.float32)
+    x, t = kiln.tensor(a), torch.tensor(a)
+    assert x.max().item() == 6.0
+    values, indices = x.max(1)
+    assert values.tolist() == [5.0, 6.0] and indices.tolist() == [1, 2]
+    assert kiln.min(x, dim=0, keepdim=True).values.tolist() == [[1.0, 2.0, 3.0]]
+    np.testing.assert_array_equal(x.max(kiln.full((3,), 3.0)).numpy(), np.maximum(a, 3))
+    np.testing.assert_array_equal(kiln.where(x > 2, x, 0.0).numpy(), np.where(a > 2, a, 0))
+    np.testing.assert_array_equal(x.where(x > 2, -1.0).numpy(), np.where(a > 2, a, -1))
+    rows, cols = kiln.where(x > 2)
+    assert rows.tolist() == [0, 0, 1, 1] and cols.tolist() == [1, 2, 0, 2]
+    assert x.norm().item() == pytest.approx(t.norm().item())
+    np.testing.assert_allclose(kiln.norm(x, 1, 1).numpy(), t.norm(1, 1).numpy())
+    env = {"kiln": kiln, "torch": torch, "kx": x, "tx": t}
+    for call in ("kx.max(1.5)", "kiln.min(kx, 'a')", "kiln.where(kx > 0, kx)",
+                 "kx.scatter(0, kx.long())"):
+        message = _error(lambda: eval(call, env))
+        assert "received an invalid combination of arguments" in message, message
+    with pytest.raises(NotImplementedError, match="nuclear norm"):
+        x.norm("nuc")

@@ -350,7 +350,7 @@ def test_reduced_float_results_keep_their_dtype(dtype):
 
 def test_max_rejects_a_non_int_dim_and_a_number_other():
     _, k = make((2, 3), "float32")
-    with pytest.raises(TypeError, match="dim must be an int"):
+    with pytest.raises(TypeError, match="max\\(\\) received an invalid combination of arguments"):
         k.max(1.5)
     with pytest.raises(TypeError):
         kiln.min(k, 2.0)
