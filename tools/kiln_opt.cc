@@ -6,13 +6,17 @@
 //   kiln-opt cases.kir --split-input-file --verify-only
 //   kiln-opt model.kir --emit=schedule        the scheduled loop program of each graph
 //   kiln-opt model.kir --emit=mlir            the CPU kernels as MLIR (before the JIT)
+//   kiln-opt model.kir --emit=llvm|asm        their LLVM IR after -O3, or this host's assembly
 //   kiln-opt model.kir --emit=cuda            the CUDA C of each graph
 //
 // Parse and verifier errors print as `file:line:col: error: message` on stderr and make the exit
 // status 1; with --split-input-file each `// -----` chunk is processed on its own, so one file can
 // hold many error cases (lit tests do that).
 
+#include "codegen/cpu/compile.h"
+#include "codegen/cpu/compile_dumps.h"
 #include "codegen/cpu/emit.h"
+#include "codegen/cpu/target.h"
 #include "codegen/cuda/emit.h"
 #include "driver/prepared_graph.h"
 #include "ir/parser.h"
@@ -46,14 +50,17 @@ options:
   --emit STAGE             what to print: kir (default: the graph after the passes given), or,
                            through kiln.compile's pipeline (shape-infer, the graph passes: -p or
                            the default ones, lowering, scheduling), schedule (the scheduled loop
-                           program), mlir (the CPU kernels' MLIR) or cuda (the CUDA C)
+                           program), mlir (the CPU kernels' MLIR), llvm (their LLVM IR after
+                           LLVM's -O3 for this host), asm (this host's assembly) or cuda (the
+                           CUDA C)
   --no-fuse                with --emit: no inlining and no kernel grouping (one kernel per
                            lowered node)
-  --vector-bits N          with --emit=mlir: vector width (default 512: AVX-512; 256: AVX2)
+  --vector-bits N          with --emit=mlir|llvm|asm: vector width (mlir's default 512:
+                           AVX-512; llvm and asm default to what this host has)
   -h, --help               show this help
 )";
 
-enum class Emit { Kir, Schedule, Mlir, Cuda };
+enum class Emit { Kir, Schedule, Mlir, Llvm, Asm, Cuda };
 
 struct Options {
   std::string input;
@@ -62,6 +69,7 @@ struct Options {
   Emit emit = Emit::Kir;
   bool fuse = true;
   int vectorBits = 512;
+  bool vectorBitsGiven = false;
   bool verifyOnly = false;
   bool splitInput = false;
   passes::PassManagerOptions pm;
@@ -118,14 +126,20 @@ Options parseArgs(int argc, char **argv) {
         o.emit = Emit::Schedule;
       else if (value == "mlir")
         o.emit = Emit::Mlir;
+      else if (value == "llvm")
+        o.emit = Emit::Llvm;
+      else if (value == "asm")
+        o.emit = Emit::Asm;
       else if (value == "cuda")
         o.emit = Emit::Cuda;
       else
-        usageError(fmt::format("unknown --emit stage '{}' (kir, schedule, mlir, cuda)", value));
+        usageError(
+            fmt::format("unknown --emit stage '{}' (kir, schedule, mlir, llvm, asm, cuda)", value));
     } else if (arg == "--no-fuse") {
       o.fuse = false;
     } else if (takeValue(argc, argv, i, "--vector-bits", value)) {
       o.vectorBits = std::atoi(value.c_str());
+      o.vectorBitsGiven = true;
     } else if (takeValue(argc, argv, i, "--print-ir-after", value)) {
       o.pm.printAfter.insert(value);
     } else if (arg == "--print-ir-after-all") {
@@ -195,6 +209,21 @@ ir::Diagnostic locate(ir::Diagnostic d, const ir::ParsedModule &module, const st
   return d;
 }
 
+/// The CPU kernels of `schedule` as LLVM IR (after -O3) or assembly for this host, as the JIT
+/// compiles them.
+std::string hostCode(const passes::schedule::Schedule &schedule, const Options &o) {
+  const codegen::cpu::TargetDesc &target = codegen::cpu::hostTarget();
+  codegen::cpu::EmitOptions emit = o.vectorBitsGiven
+                                       ? codegen::cpu::EmitOptions{o.vectorBits}
+                                       : codegen::cpu::emitOptionsForFeatures(target.features);
+  codegen::cpu::CompileOptions compile;
+  compile.dumpStages = true;
+  codegen::cpu::CompileDumps dumps;
+  codegen::cpu::compileToObject(codegen::cpu::emitModule(schedule, emit).text, target, compile,
+                                &dumps);
+  return o.emit == Emit::Llvm ? dumps.llvmIr : dumps.assembly;
+}
+
 /// Runs each graph through kiln.compile's pipeline and prints the stage --emit names, each
 /// after a `// graph @name` line; returns false after reporting an error.
 bool emitStage(ir::ParsedModule &module, const Options &o, const std::string &bufferName,
@@ -221,6 +250,10 @@ bool emitStage(ir::ParsedModule &module, const Options &o, const std::string &bu
       break;
     case Emit::Mlir:
       text = codegen::cpu::emitModule(graph.schedule, {o.vectorBits}).text;
+      break;
+    case Emit::Llvm:
+    case Emit::Asm:
+      text = hostCode(graph.schedule, o);
       break;
     default:
       text = codegen::cuda::emitCuda(graph.schedule.program).source;
