@@ -294,20 +294,19 @@ bool isDunder(std::string_view n) {
   return n.size() > 4 && n.substr(0, 2) == "__" && n.substr(n.size() - 2) == "__";
 }
 
-/// `__iadd__` and the other augmented assignments (`__invert__` is not one).
-bool isInplaceDunder(std::string_view n) {
-  static constexpr std::string_view kOps[] = {"add",    "sub",    "mul",   "truediv", "floordiv",
-                                              "mod",    "pow",    "and",   "or",      "xor",
-                                              "lshift", "rshift", "matmul"};
-  if (!isDunder(n) || n.substr(0, 3) != "__i")
+/// The binary operators with reflected and augmented forms (`__add__`, `__radd__`, `__iadd__`).
+constexpr std::string_view kBinaryOperators[] = {"add",    "sub",    "mul",   "truediv", "floordiv",
+                                                 "mod",    "pow",    "and",   "or",      "xor",
+                                                 "lshift", "rshift", "matmul"};
+
+/// Whether `n` is `__<prefix><op>__` for a binary operator op: `__iadd__` (not `__invert__`),
+/// `__rrshift__` (not `__rshift__`).
+bool isOperatorForm(std::string_view n, char prefix) {
+  if (!isDunder(n) || n[2] != prefix)
     return false;
   std::string_view op = n.substr(3, n.size() - 5);
-  return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
-}
-
-/// `__radd__` and the other reflected operators.
-bool isReflectedDunder(std::string_view n) {
-  return isDunder(n) && n.substr(0, 3) == "__r" && n != "__repr__" && n != "__round__";
+  return std::find(std::begin(kBinaryOperators), std::end(kBinaryOperators), op) !=
+         std::end(kBinaryOperators);
 }
 
 /// Sets each overload's numberArgs: a Tensor argument takes a number unless another overload
@@ -407,10 +406,12 @@ void bindOpTable(py::module_ &m) {
         b->name = target->name;
         b->site = target->site;
         b->dunder = isDunder(b->name);
-        b->reflected = isReflectedDunder(b->name);
-        b->inplace = b->dunder ? isInplaceDunder(b->name) : b->name.back() == '_';
-        b->acceptsOut = b->site == Site::Module && !b->inplace && row.op &&
-                        ir::hasTrait(*row.op, ir::trait::Elementwise);
+        b->reflected = isOperatorForm(b->name, 'r');
+        b->inplace = b->dunder ? isOperatorForm(b->name, 'i') : b->name.back() == '_';
+        // out= on the module functions of elementwise rows and of eager rows of one tensor.
+        b->acceptsOut =
+            b->site == Site::Module && !b->inplace &&
+            (row.op ? ir::hasTrait(*row.op, ir::trait::Elementwise) : kernel->fn != nullptr);
       }
       KILN_CHECK(!(b->inplace && kernel->object), "'{}' is spelled in place but returns no tensor",
                  b->name);

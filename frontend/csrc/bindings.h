@@ -10,7 +10,6 @@ void bindDTypes(pybind11::module_ &m);
 void bindTensor(pybind11::module_ &m);
 void bindAutograd(pybind11::module_ &m);
 void bindInterop(pybind11::module_ &m);
-void bindElementwise(pybind11::module_ &m);
 void bindReduce(pybind11::module_ &m);
 void bindShapeOps(pybind11::module_ &m);
 void bindIndexing(pybind11::module_ &m);

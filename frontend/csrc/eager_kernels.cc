@@ -404,6 +404,26 @@ const EagerKernel kKernels[] = {
      [](Tensor &self, const BoundArgs &a) {
        ops::scatterValue_(self, a.toInt(1), a.tensor(2), a.scalar(3), a.optStr(4).value_or(""));
      }},
+    // Elementwise ops without a node kind (KILN_EAGER_SPELLING rows).
+    {std::nullopt, "square", unary<&ops::square>},
+    {std::nullopt, "positive", unary<&ops::positive>},
+    {std::nullopt, "erfc", unary<&ops::erfc>},
+    {std::nullopt, "rsub", [](const BoundArgs &a) {
+       return ops::sub(a.tensor(1), a.tensor(0), a.scalar(2));
+     }},
+    {std::nullopt, "float_power", binary<&ops::floatPower>},
+    {std::nullopt, "bitwise_left_shift", binary<&ops::bitwiseLeftShift>},
+    {std::nullopt, "bitwise_right_shift", binary<&ops::bitwiseRightShift>},
+    {std::nullopt, "isclose", [](const BoundArgs &a) {
+       return ops::isclose(a.tensor(0), a.tensor(1), a.toDouble(2), a.toDouble(3), a.toBool(4));
+     }},
+    {std::nullopt, "equal", nullptr, nullptr, [](const BoundArgs &a) -> py::object {
+       return py::bool_(ops::equal(a.tensor(0), a.tensor(1)));
+     }},
+    {std::nullopt, "allclose", nullptr, nullptr, [](const BoundArgs &a) -> py::object {
+       return py::bool_(ops::allclose(a.tensor(0), a.tensor(1), a.toDouble(2), a.toDouble(3),
+                                      a.toBool(4)));
+     }},
 };
 // clang-format on
 

@@ -40,7 +40,6 @@ PYBIND11_MODULE(_C, m) {
   bindTensor(m);
   bindAutograd(m);
   bindInterop(m);
-  bindElementwise(m);
   bindReduce(m);
   bindShapeOps(m);
   bindIndexing(m);

@@ -272,3 +272,24 @@ def test_overloaded_names_pick_torchs_overload():
         assert "received an invalid combination of arguments" in message, message
     with pytest.raises(NotImplementedError, match="nuclear norm"):
         x.norm("nuc")
+
+
+def test_eager_only_rows_bind_like_table_rows():
+    a = np.array([1.0, -2.0, 0.5], np.float32)
+    x, t = kiln.tensor(a), torch.tensor(a)
+    np.testing.assert_allclose(kiln.square(x).numpy(), a * a)
+    out = kiln.empty(3)
+    assert kiln.erfc(x, out=out) is out
+    np.testing.assert_allclose(out.numpy(), torch.erfc(t).numpy(), rtol=1e-6)
+    assert (+x).tolist() == x.tolist() and x.positive().tolist() == x.tolist()
+    np.testing.assert_allclose(kiln.rsub(x, 2, alpha=3).numpy(), torch.rsub(t, 2, alpha=3).numpy())
+    np.testing.assert_allclose(x.float_power(2).numpy(), t.float_power(2).numpy())
+    assert kiln.equal(x, x.clone()) is True and kiln.allclose(x, x + 1e-9) is True
+    assert x.isclose(x + 1).tolist() == [False, False, False]
+    i = kiln.tensor(np.array([8, 16, 3]))
+    assert (i >> 1).tolist() == [4, 8, 1] and (1 << i).tolist() == [256, 65536, 8]
+    j = i.clone()
+    j <<= 2
+    assert j.tolist() == [32, 64, 12]
+    message = "square() takes 1 positional argument but 2 were given"
+    assert _error(lambda: kiln.square(x, 2)) == message

@@ -204,8 +204,10 @@ def _is_inplace(path: str) -> bool:
 
 
 def _is_reflected(path: str) -> bool:
-    name = path.rpartition(".")[2]
-    return name.startswith("__r") and name.endswith("__")
+    name = path.rpartition(".")[2]  # __radd__, __rrshift__; not __rshift__
+    if not (name.startswith("__r") and name.endswith("__")):
+        return False
+    return hasattr(operator, f"__{name[3:-2]}__")
 
 
 def spellings() -> list[Spelling]:
