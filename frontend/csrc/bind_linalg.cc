@@ -54,7 +54,6 @@ void bindAddProduct(py::module_ &m, py::class_<Tensor> &t, const char *name,
 
 void bindMatrixProducts(py::module_ &m) {
   auto t = tensorClass(m);
-  bindProduct(m, t, "matmul", "other", &ops::matmul);
   bindProduct(m, t, "mm", "mat2", &ops::mm);
   bindProduct(m, t, "bmm", "mat2", &ops::bmm);
   bindProduct(m, t, "mv", "vec", &ops::mv);
@@ -78,7 +77,6 @@ void bindMatrixProducts(py::module_ &m) {
   bindAddProduct(m, t, "addmm", "addmm_", "mat1", "mat2", &ops::addmm);
   bindAddProduct(m, t, "addmv", "addmv_", "mat", "vec", &ops::addmv);
   bindAddProduct(m, t, "baddbmm", "baddbmm_", "batch1", "batch2", &ops::baddbmm);
-  m.def("_linear", &ops::linear, py::arg("input"), py::arg("weight"), py::arg("bias") = py::none());
   m.def("bilinear", &ops::bilinear, py::arg("input1"), py::arg("input2"), py::arg("weight"),
         py::arg("bias") = py::none());
   m.def("_einsum", [](const std::string &equation, const std::vector<Tensor> &operands) {

@@ -424,6 +424,15 @@ const EagerKernel kKernels[] = {
        return py::bool_(ops::allclose(a.tensor(0), a.tensor(1), a.toDouble(2), a.toDouble(3),
                                       a.toBool(4)));
      }},
+    // Products and layer_norm.
+    {OpKind::Matmul, "matmul", binary<&ops::matmul>},
+    {OpKind::Linear, "linear", [](const BoundArgs &a) {
+       return ops::linear(a.tensor(0), a.tensor(1), a.optTensor(2));
+     }},
+    {OpKind::LayerNorm, "layer_norm", [](const BoundArgs &a) {
+       return ops::layerNorm(a.tensor(0), a.intList(1), a.optTensor(2).value_or(Tensor()),
+                             a.optTensor(3).value_or(Tensor()), a.toDouble(4));
+     }},
 };
 // clang-format on
 

@@ -58,7 +58,12 @@ def test_layer_norm_reduced_input_with_float32_params(dtype):
 def test_layer_norm_non_contiguous_and_int_shape():
     tx, kx = transposed((3, 4, 6), "float32")
     assert not kx.is_contiguous()
-    check(F.layer_norm(kx, 6), TF.layer_norm(tx, (6,)), "float32")
+    check(F.layer_norm(kx, (6,)), TF.layer_norm(tx, (6,)), "float32")
+    with pytest.raises(TypeError) as theirs:
+        TF.layer_norm(tx, 6)
+    with pytest.raises(TypeError) as ours:
+        F.layer_norm(kx, 6)
+    assert str(ours.value) == str(theirs.value)  # torch's words: an int is no shape
 
 
 @pytest.mark.parametrize("shape,norm", [((0, 4), (4,)), ((3, 0), (0,)), ((2, 0, 3), (3,))])

@@ -36,6 +36,9 @@ WRONG_CALLS = [
     ("F.relu('a')", "torch.nn.functional.relu('a')"),
     ("F.gelu(kx, approximate=1)", "torch.nn.functional.gelu(tx, approximate=1)"),
     ("kiln.atan2(kx, [1])", "torch.atan2(tx, [1])"),
+    ("F.linear('a', kx)", "torch.nn.functional.linear('a', tx)"),
+    ("F.layer_norm(kx, 2)", "torch.nn.functional.layer_norm(tx, 2)"),
+    ("kiln.matmul(kx)", "torch.matmul(tx)"),
 ]
 
 

@@ -5,9 +5,7 @@ from kiln import _C
 __all__ = ["linear", "bilinear"]
 
 
-def linear(input, weight, bias=None):  # noqa: A002 - torch's argument name
-    """F.linear: ``input @ weight.T + bias`` over any number of leading dims of input."""
-    return _C._linear(input, weight, bias)
+linear = _C._nn.linear  # bound from its ops.def row
 
 
 def bilinear(input1, input2, weight, bias=None):

@@ -41,10 +41,7 @@ def _verify_spatial_size(size):
         )
 
 
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """Layer normalization over the trailing ``normalized_shape`` dims."""
-    return _C.layer_norm(input, normalized_shape, weight, bias, eps)
-
+layer_norm = _C._nn.layer_norm  # bound from its ops.def row
 
 rms_norm = _C._nn.rms_norm  # bound from its ops.def row
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches around every test
 from test_backend_compiled import rand
-from test_op_table import BINARY, REDUCTIONS, SAMPLES
+from test_op_table import BINARY, PRODUCTS, REDUCTIONS, SAMPLES
 
 import kiln
 from kiln._capture.backend_compiled import CpuBackend
@@ -54,7 +54,9 @@ def grads_match(fn, inputs, *, compiled_backward: bool):
 
 
 def _args(op, layout):
-    binary = op in BINARY
+    binary = op in BINARY or op in PRODUCTS
+    if op in PRODUCTS and layout != "plain":  # a transposed matrix, a strided vector
+        return [rand(17, 3, dtype=kiln.float64).t() * 2, rand(34, dtype=kiln.float64)[::2]]
     if layout == "plain":
         return [rand(3, 17, dtype=kiln.float64) * 2] + (
             [rand(17, dtype=kiln.float64, seed=1) * 2] if binary else [])

@@ -89,6 +89,11 @@ BINARY = {
     "mse_loss": lambda a, b: F.mse_loss(a, b.expand_as(a)),
     "l1_loss": lambda a, b: F.l1_loss(a, b.expand_as(a), reduction="sum"),
 }  # fmt: skip
+# Products of a (m, k) and a (k,) operand: library calls inside the compiled program.
+PRODUCTS = {
+    "matmul": lambda a, b: a.matmul(b) + kiln.matmul(b, a.t()),
+    "linear": lambda a, b: F.linear(a, b.expand(4, b.shape[0]), b[:4]),
+}  # fmt: skip
 REDUCTIONS = {
     "sum": lambda x: x.sum(-1), "prod": lambda x: x.prod(0), "mean": lambda x: x.mean((0,)),
     "amax": lambda x: x.amax(-1, keepdim=True), "amin": lambda x: x.amin(),
@@ -96,6 +101,7 @@ REDUCTIONS = {
     "argmax": lambda x: x.argmax(-1), "argmin": lambda x: x.argmin(0, keepdim=True),
     "logsumexp": lambda x: x.logsumexp(-1), "norm": lambda x: x.norm(dim=-1),
     "rms_norm": lambda x: F.rms_norm(x, (x.shape[-1],)),
+    "layer_norm": lambda x: F.layer_norm(x, (x.shape[-1],), x[0], None, 1e-3),
     "softmax": lambda x: F.softmax(x, -1),
     "log_softmax": lambda x: x.log_softmax(0),
     "tril": lambda x: x.tril(1), "triu": lambda x: kiln.triu(x, -1),
@@ -115,7 +121,7 @@ REDUCTIONS = {
     "index_add": lambda x: x.index_add(1, (x[0].abs() * 5).long() % 3, x, alpha=2),
     "logcumsumexp": lambda x: x.logcumsumexp(-1),
 }  # fmt: skip
-SAMPLES = {**UNARY_FLOAT_MATH, **UNARY_ANY, **BINARY, **REDUCTIONS}
+SAMPLES = {**UNARY_FLOAT_MATH, **UNARY_ANY, **BINARY, **REDUCTIONS, **PRODUCTS}
 
 
 def _eager_accepts(fn, *args) -> bool:
@@ -160,7 +166,7 @@ def test_schema_parsing():
 @pytest.mark.parametrize("dtype", ALL, ids=str)
 def test_op_alone(op, dtype):
     fn = SAMPLES[op]
-    binary = op in BINARY
+    binary = op in BINARY or op in PRODUCTS
     args = (_inputs((3, 17), dtype), _inputs((17,), dtype, seed=1)) if binary else (
         _inputs((3, 17), dtype),)
     if not _eager_accepts(fn, *args):
@@ -173,7 +179,18 @@ def test_op_alone(op, dtype):
     run_compiled(fn, *args)
 
 
-@pytest.mark.parametrize("op", sorted(SAMPLES))
+@pytest.mark.parametrize("op", sorted(PRODUCTS))
+def test_product_layouts(op):
+    """Transposed and broadcast (stride-0) operands, zero-size ones, and a symbolic size."""
+    fn = PRODUCTS[op]
+    for args in [(rand(17, 6).t(), rand(17)), (rand(6, 1).expand(6, 17), rand(34)[::2]),
+                 (rand(0, 5), rand(5))]:
+        run_compiled(fn, *args)
+    backend = run_compiled(fn, rand(5, 9), rand(9), dynamic=True, calls=[(rand(7, 9), rand(9))])
+    assert all(r.eager_nodes == 0 for r in backend.reports)
+
+
+@pytest.mark.parametrize("op", sorted(set(SAMPLES) - set(PRODUCTS)))
 def test_op_layouts(op):
     """Transposed, broadcast, zero-size and 0-d operands, and a symbolic size."""
     fn = SAMPLES[op]
