@@ -202,8 +202,10 @@ bool bindArgs(const SchemaBinding &binding, const char *name, PyObject *self, Py
     }
   }
   if (nargs > maxPositional) {
-    *error = fmt::format("{}() takes {} positional argument{} but {} {} given", name, maxPositional,
-                         maxPositional == 1 ? "" : "s", nargs, nargs == 1 ? "was" : "were");
+    if (error)
+      *error =
+          fmt::format("{}() takes {} positional argument{} but {} {} given", name, maxPositional,
+                      maxPositional == 1 ? "" : "s", nargs, nargs == 1 ? "was" : "were");
     return false;
   }
   std::fill(out.values_, out.values_ + numArgs, nullptr);
@@ -216,12 +218,14 @@ bool bindArgs(const SchemaBinding &binding, const char *name, PyObject *self, Py
     std::string_view kw = keyword(kwnames, k);
     int index = schema.find(kw);
     if (index < offset) {
-      *error = index < 0 ? fmt::format("{}() got an unexpected keyword argument '{}'", name, kw)
-                         : fmt::format("{}() got multiple values for argument '{}'", name, kw);
+      if (error)
+        *error = index < 0 ? fmt::format("{}() got an unexpected keyword argument '{}'", name, kw)
+                           : fmt::format("{}() got multiple values for argument '{}'", name, kw);
       return false;
     }
     if (out.values_[index]) {
-      *error = fmt::format("{}() got multiple values for argument '{}'", name, kw);
+      if (error)
+        *error = fmt::format("{}() got multiple values for argument '{}'", name, kw);
       return false;
     }
     out.values_[index] = args[nargs + k];
@@ -245,21 +249,24 @@ bool bindArgs(const SchemaBinding &binding, const char *name, PyObject *self, Py
         (PyTuple_Check(v) || PyList_Check(v))) {
       for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(v); ++k)
         if (PyObject *item = PySequence_Fast_ITEMS(v)[k]; !PyIndex_Check(item)) {
-          *error = fmt::format("{}(): argument '{}' failed to unpack the object at pos {} with "
-                               "error \"type must be tuple of ints,but got {}\"",
-                               name, a.name, k + 1, typeName(item));
+          if (error)
+            *error = fmt::format("{}(): argument '{}' failed to unpack the object at pos {} with "
+                                 "error \"type must be tuple of ints,but got {}\"",
+                                 name, a.name, k + 1, typeName(item));
           return false;
         }
     }
     bool positional = i - offset < nargs;
-    *error = fmt::format("{}(): argument '{}'{} must be {}, not {}", name, a.name,
-                         positional ? fmt::format(" (position {})", i - offset + 1) : "",
-                         ir::schemaTypeName(a.type), typeName(v));
+    if (error)
+      *error = fmt::format("{}(): argument '{}'{} must be {}, not {}", name, a.name,
+                           positional ? fmt::format(" (position {})", i - offset + 1) : "",
+                           ir::schemaTypeName(a.type), typeName(v));
     return false;
   }
   if (numMissing) {
-    *error =
-        fmt::format("{}() missing {} required positional arguments: {}", name, numMissing, missing);
+    if (error)
+      *error = fmt::format("{}() missing {} required positional arguments: {}", name, numMissing,
+                           missing);
     return false;
   }
   return true;

@@ -65,10 +65,11 @@ private:
 };
 
 /// Binds `self` (a method's receiver, or null) and the vectorcall arguments to the schema.
-/// Returns false with torch's message in `*error`, naming the op as `name`, when they do not
-/// fit. `out` is never among the keywords here (the caller takes it off first).
-/// `numberArgs` has bit i set when a number may stand for Tensor argument i (as a weak scalar);
-/// by default, every Tensor argument of an op with two or more (`add(x, 2)`).
+/// Returns false when they do not fit, with torch's message, naming the op as `name`, in `*error`
+/// (when not null: an overload tried first needs none). `out` is never among the keywords here
+/// (the caller takes it off first). `numberArgs` has bit i set when a number may stand for Tensor
+/// argument i (as a weak scalar); by default, every Tensor argument of an op with two or more
+/// (`add(x, 2)`).
 bool bindArgs(const SchemaBinding &binding, const char *name, PyObject *self, PyObject *const *args,
               Py_ssize_t nargs, PyObject *kwnames, BoundArgs &out, std::string *error,
               uint32_t numberArgs = ~0u);

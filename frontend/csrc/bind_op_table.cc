@@ -164,13 +164,14 @@ PyObject *callOp(const OpBinding &b, PyObject *self, PyObject *const *args, Py_s
     if (out)
       args = rest.data();
     BoundArgs bound;
-    std::string error, ignored;
+    std::string error;
     const Overload *chosen = nullptr;
     // An overloaded name binds strictly first (no number for a Tensor argument), then not.
     const bool overloaded = b.overloads.size() > 1;
     for (int pass = overloaded ? 0 : 1; pass < 2 && !chosen; ++pass)
       for (const Overload &o : b.overloads) {
-        std::string *sink = error.empty() && pass == 1 ? &error : &ignored;
+        // The message of a single overload's refusal; an overload list says the rest.
+        std::string *sink = pass == 1 && !overloaded ? &error : nullptr;
         if (bindArgs(*o.binding, b.name.c_str(), self, args, nargs, kwnames, bound, sink,
                      pass == 0 ? 0u : o.numberArgs)) {
           chosen = &o;

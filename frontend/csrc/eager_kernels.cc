@@ -204,7 +204,9 @@ const EagerKernel kKernels[] = {
     {OpKind::Mish, "mish", unary<&ops::mish>},
     {OpKind::Elu, "elu", [](const BoundArgs &a) { return ops::elu(a.tensor(0), a.toDouble(1)); }},
     {OpKind::Elu, "selu", unary<&ops::selu>},
-    {OpKind::Celu, "celu", [](const BoundArgs &a) { return ops::celu(a.tensor(0), a.toDouble(1)); }},
+    {OpKind::Celu, "celu", [](const BoundArgs &a) {
+       return ops::celu(a.tensor(0), a.toDouble(1));
+     }},
     {OpKind::LeakyRelu, "leaky_relu", [](const BoundArgs &a) {
        return ops::leakyRelu(a.tensor(0), a.toDouble(1));
      }},
