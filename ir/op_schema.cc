@@ -79,6 +79,7 @@ SchemaArg parseArg(std::string_view schema, std::string_view part, bool kwOnly) 
     malformed(schema, fmt::format("argument '{}' has no type or no name", part));
   arg.name = std::string(trim(decl.substr(space + 1)));
   std::string type(trim(decl.substr(0, space)));
+  arg.typeText = type;
   if (!type.empty() && type.back() == '?') {
     arg.optional = true;
     type.pop_back();

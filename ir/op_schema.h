@@ -37,8 +37,10 @@ struct SchemaArg {
   int listSize = 0;      ///< N of `int[N]`, else 0
   /// The default as written (`1`, `None`, `'mean'`, `[]`); nullopt when required.
   std::optional<std::string> defaultText;
-  /// `Type name[=default]`, as torch prints the argument in an overload list.
+  /// `Type name[=default]` as written.
   std::string text;
+  /// The type as written (`int[1]?`, `Tensor?`).
+  std::string typeText;
 };
 
 struct OpSchema {

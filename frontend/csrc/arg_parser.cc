@@ -88,38 +88,14 @@ std::string typeName(PyObject *v) {
   return Py_TYPE(v)->tp_name;
 }
 
-/// A schema default as a Python object: None, True/False, numbers, quoted strings, int lists.
+/// A schema default as a Python object (schemaValue), naming the argument when it is unreadable.
 py::object defaultValue(const ir::OpSchema &schema, const SchemaArg &a) {
-  const std::string &t = *a.defaultText;
-  if (t == "None")
-    return py::none();
-  if (t == "True" || t == "False")
-    return py::bool_(t == "True");
-  if (t.size() >= 2 && (t.front() == '\'' || t.front() == '"') && t.back() == t.front())
-    return py::str(t.substr(1, t.size() - 2));
-  if (t.front() == '[') {
-    py::list items;
-    std::string_view body(t.data() + 1, t.size() - 2);
-    while (!body.empty()) {
-      size_t comma = body.find(',');
-      std::string item(body.substr(0, comma));
-      items.append(py::int_(std::stoll(item)));
-      body = comma == std::string_view::npos ? std::string_view() : body.substr(comma + 1);
-    }
-    return std::move(items);
-  }
   try {
-    size_t used = 0;
-    long long i = std::stoll(t, &used);
-    if (used == t.size())
-      return py::int_(i);
-    double d = std::stod(t, &used);
-    if (used == t.size())
-      return py::float_(d);
-  } catch (const std::exception &) {
+    return schemaValue(*a.defaultText);
+  } catch (const std::invalid_argument &) {
+    throw std::invalid_argument(
+        fmt::format("op schema '{}': cannot read the default of '{}'", schema.text, a.name));
   }
-  throw std::invalid_argument(
-      fmt::format("op schema '{}': cannot read the default of '{}'", schema.text, a.name));
 }
 
 /// The argument as torch prints it in an overload list: `Number alpha = 1`.
@@ -153,6 +129,39 @@ std::string_view keyword(PyObject *kwnames, Py_ssize_t i) {
 }
 
 } // namespace
+
+py::object schemaValue(std::string_view text) {
+  std::string t(text);
+  if (t == "None")
+    return py::none();
+  if (t == "True" || t == "False")
+    return py::bool_(t == "True");
+  if (t.size() >= 2 && (t.front() == '\'' || t.front() == '"') && t.back() == t.front())
+    return py::str(t.substr(1, t.size() - 2));
+  if (!t.empty() && t.front() == '[' && t.back() == ']') {
+    py::list items;
+    std::string_view body(t.data() + 1, t.size() - 2);
+    while (!body.empty()) {
+      size_t comma = body.find(',');
+      items.append(schemaValue(body.substr(0, comma)));
+      body = comma == std::string_view::npos ? std::string_view() : body.substr(comma + 1);
+    }
+    return std::move(items);
+  }
+  while (!t.empty() && t.front() == ' ')
+    t.erase(0, 1);
+  try {
+    size_t used = 0;
+    long long i = std::stoll(t, &used);
+    if (used == t.size())
+      return py::int_(i);
+    double d = std::stod(t, &used);
+    if (used == t.size())
+      return py::float_(d);
+  } catch (const std::exception &) {
+  }
+  throw std::invalid_argument(fmt::format("cannot read the schema value '{}'", text));
+}
 
 bool isTensor(PyObject *obj) { return PyObject_TypeCheck(obj, tensorType()); }
 

@@ -80,6 +80,10 @@ std::string overloadError(std::string_view name, const std::vector<const SchemaB
                           PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames);
 
+/// A schema default or fixed attribute value as a Python object: None, True/False, numbers,
+/// quoted strings, int lists. Throws std::invalid_argument for anything else.
+py::object schemaValue(std::string_view text);
+
 /// Whether `obj` is a kiln.Tensor (a cached type check).
 bool isTensor(PyObject *obj);
 /// Whether `obj` is a Python number or a NumPy scalar.

@@ -5,6 +5,7 @@
 // ones kiln-opt runs, and retype it with the shape-infer pass. Errors are ValueErrors
 // whose message is the diagnostic as compilers print it, `file:line:col: error: message`.
 
+#include "frontend/csrc/arg_parser.h"
 #include "frontend/csrc/bindings.h"
 #include "frontend/csrc/eager_kernels.h"
 #include "ir/op_kind.h"
@@ -97,8 +98,36 @@ py::list opTable() {
     row["schema"] = std::string(s.schema);
     row["spellings"] = std::string(s.spellings);
     row["fixed"] = std::string(s.fixed);
+    ir::OpSchema schema = ir::parseOpSchema(s.schema);
+    py::list args;
+    for (const ir::SchemaArg &a : schema.args) {
+      py::dict arg;
+      arg["name"] = a.name;
+      arg["type"] = a.typeText;
+      arg["kw_only"] = a.kwOnly;
+      if (a.defaultText)
+        arg["default"] = schemaValue(*a.defaultText);
+      args.append(arg);
+    }
+    row["args"] = args;
+    py::dict fixed; // `min_val=0.0, max_val=6.0`
+    for (std::string_view rest = s.fixed; !rest.empty();) {
+      size_t comma = rest.find(',');
+      std::string_view item = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      size_t eq = item.find('=');
+      auto trim = [](std::string_view v) {
+        while (!v.empty() && v.front() == ' ')
+          v.remove_prefix(1);
+        while (!v.empty() && v.back() == ' ')
+          v.remove_suffix(1);
+        return std::string(v);
+      };
+      fixed[py::str(trim(item.substr(0, eq)))] = schemaValue(trim(item.substr(eq + 1)));
+    }
+    row["fixed_values"] = fixed;
     // Whether the row's spellings are bound from it (bind_op_table.cc) or still by hand.
-    row["eager_kernel"] = findEagerKernel(s.op, ir::parseOpSchema(s.schema)) != nullptr;
+    row["eager_kernel"] = findEagerKernel(s.op, schema) != nullptr;
     row["attrs"] = attrs;
     row["traits"] = traits;
     rows.append(row);

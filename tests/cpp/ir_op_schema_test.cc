@@ -27,6 +27,7 @@ TEST_CASE("a schema's arguments: types, optional, keyword-only, list sizes, defa
   CHECK(s.args[1].type == SchemaType::IntList);
   CHECK(s.args[1].listSize == 1);
   CHECK(s.args[1].optional);
+  CHECK(s.args[1].typeText == "int[1]?");
   CHECK(*s.args[1].defaultText == "None");
   CHECK(s.args[2].type == SchemaType::Bool);
   CHECK(!s.args[2].kwOnly);

@@ -14,58 +14,26 @@ operands. Irregular spellings (``Tensor.where``'s argument order, ``var``'s lega
 
 from __future__ import annotations
 
-import ast
 import inspect
 import operator
-import re
 from dataclasses import dataclass
 
 from kiln._capture.graph_build import Decline, dtype_short
 
-__all__ = ["Spelling", "parse_schema", "spellings"]
+__all__ = ["Spelling", "signature", "spellings"]
 
 _OPERAND_TYPES = ("Tensor", "Tensor?", "Scalar", "Scalar?")
-_SCHEMA = re.compile(r"(?P<name>\w+)\((?P<args>.*)\)\s*->\s*\w+\Z")
-_ARG = re.compile(r"(?P<type>[\w\[\]0-9]+\??)\s+(?P<name>\w+)(?:\s*=\s*(?P<default>.+))?\Z")
 
 
-_NAMED = {"None": None, "True": True, "False": False, "[]": []}
-
-
-def _default(text: str):
-    """A schema default as a Python value (literal_eval compiles, so the common forms first:
-    the table is read on the first capture of every process)."""
-    if text in _NAMED:
-        return _NAMED[text] if text != "[]" else []
-    if text[0] in "'\"" and text[-1] == text[0]:
-        return text[1:-1]
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return ast.literal_eval(text)
-
-
-def parse_schema(schema: str) -> tuple[inspect.Signature, dict[str, str]]:
-    """The Python signature of a torch schema and each argument's type."""
-    m = _SCHEMA.match(schema.strip())
-    if m is None:
-        raise ValueError(f"malformed op schema: {schema!r}")
-    params, types, keyword_only = [], {}, False
-    for part in (p.strip() for p in m["args"].split(",")):
-        if part == "*":
-            keyword_only = True
-            continue
-        a = _ARG.match(part)
-        if a is None:
-            raise ValueError(f"malformed argument {part!r} in op schema {schema!r}")
-        kind = (inspect.Parameter.KEYWORD_ONLY if keyword_only
+def signature(args: list[dict]) -> tuple[inspect.Signature, dict[str, str]]:
+    """The Python signature of a row's schema and each argument's type, from the arguments
+    ``op_table()`` exports (parsed once, in C++: ir/op_schema.h)."""
+    params, types = [], {}
+    for a in args:
+        kind = (inspect.Parameter.KEYWORD_ONLY if a["kw_only"]
                 else inspect.Parameter.POSITIONAL_OR_KEYWORD)  # fmt: skip
-        default = inspect.Parameter.empty if a["default"] is None else _default(a["default"])
-        params.append(inspect.Parameter(a["name"], kind, default=default))
+        params.append(inspect.Parameter(a["name"], kind,
+                                        default=a.get("default", inspect.Parameter.empty)))
         types[a["name"]] = a["type"]
     return inspect.Signature(params), types
 
@@ -216,12 +184,8 @@ def spellings() -> list[Spelling]:
 
     out = []
     for row in _C._ir.op_table():
-        sig, types = parse_schema(row["schema"])
-        fixed = tuple(
-            (name.strip(), _default(value.strip()))
-            for name, _, value in (item.partition("=") for item in row["fixed"].split(","))
-            if name.strip()
-        )  # fmt: skip
+        sig, types = signature(row["args"])
+        fixed = tuple(row["fixed_values"].items())
         for spelling in row["spellings"].split():
             path = _path(spelling)
             out.append(Spelling(path, row["op"], sig, types, dict(row["attrs"]), fixed,

@@ -152,14 +152,19 @@ def test_every_table_op_has_a_sample():
     assert ops - set(SAMPLES) == set()
 
 
-def test_schema_parsing():
-    sig, types = op_table.parse_schema(
-        "clamp(Tensor input, Scalar? min=None, Scalar? max=None, *, int[1] dim=[]) -> Tensor")
-    assert list(sig.parameters) == ["input", "min", "max", "dim"]
-    assert sig.parameters["dim"].default == [] and types["min"] == "Scalar?"
-    assert sig.parameters["dim"].kind is sig.parameters["dim"].KEYWORD_ONLY
-    with pytest.raises(ValueError, match="malformed"):
-        op_table.parse_schema("sin(Tensor input")
+def test_schema_signatures_come_from_the_table():
+    (clamp,) = [r for r in _ir.op_table() if r["schema"].startswith("clamp(")]
+    sig, types = op_table.signature(clamp["args"])
+    assert list(sig.parameters) == ["input", "min", "max"]
+    assert sig.parameters["min"].default is None and types["min"] == "Scalar?"
+    (total,) = [r for r in _ir.op_table() if r["schema"].startswith("sum(")]
+    sig, types = op_table.signature(total["args"])
+    assert types["dim"] == "int[1]?" and sig.parameters["keepdim"].default is False
+    assert sig.parameters["dtype"].kind is sig.parameters["dtype"].KEYWORD_ONLY
+    (roll,) = [r for r in _ir.op_table() if r["schema"].startswith("roll(")]
+    assert op_table.signature(roll["args"])[0].parameters["dims"].default == []
+    (relu6,) = [r for r in _ir.op_table() if r["schema"].startswith("relu6(")]
+    assert relu6["fixed_values"] == {"min_val": 0.0, "max_val": 6.0}
 
 
 @pytest.mark.parametrize("op", sorted(SAMPLES))
