@@ -1,6 +1,7 @@
 """kiln.nn layers vs torch.nn layers with the same state: Linear, Embedding, norms, dropout,
 activations, reshapes. (Conv/pool, attention and losses have their own files.)"""
 
+import numpy as np
 import pytest
 import torch
 from conftest import FLOAT_DTYPES, assert_close, make, to_kiln
@@ -317,3 +318,20 @@ def test_upsample(kwargs):
     tm, km = pair("Upsample", **kwargs)
     t, k = make((1, 2, 3, 4), "float32")
     check(tm, km, (t,), (k,))
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0])
+def test_embedding_max_norm_renormalizes_the_rows_read_as_torch(norm_type):
+    g = np.random.default_rng(0)
+    w = (g.standard_normal((10, 4)) * 3).astype(np.float32)
+    idx = np.array([[1, 3, 3], [7, 1, 0]])
+    kw, tw = kiln.tensor(w.copy()), torch.tensor(w.copy())
+    ours = kiln.nn.functional.embedding(kiln.tensor(idx), kw, max_norm=2.0, norm_type=norm_type)
+    theirs = torch.nn.functional.embedding(torch.tensor(idx), tw, max_norm=2.0,
+                                           norm_type=norm_type)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(kw.numpy(), tw.numpy(), rtol=1e-6, atol=1e-6)  # weight renormed
+    assert np.array_equal(kw.numpy()[[2, 4, 5, 6, 8, 9]], w[[2, 4, 5, 6, 8, 9]])  # rows not read
+    layer = kiln.nn.Embedding(10, 4, max_norm=1.0, norm_type=norm_type)
+    out = layer(kiln.tensor(idx))
+    assert (out.detach().norm(norm_type, dim=-1).numpy() <= 1.0 + 1e-5).all()

@@ -64,9 +64,18 @@ def embedding(
 ):
     """torch.nn.functional.embedding: the rows of `weight` at the integer `input` indices.
 
-    padding_idx only matters for gradients (kiln's eager ops have none) but is validated like
-    torch does. max_norm (which renormalizes `weight` in place) is not supported.
+    padding_idx's row gets no gradient and is validated like torch does. With max_norm, the rows
+    the lookup reads are first renormalized in place (torch's embedding_renorm_): a row whose
+    norm_type-norm exceeds max_norm is scaled by max_norm / (norm + 1e-7).
     """
     if max_norm is not None:
-        raise NotImplementedError("embedding: max_norm is not supported")
+        _embedding_renorm_(weight, input, float(max_norm), float(norm_type))
     return _C._embedding(input, weight, padding_idx)
+
+
+def _embedding_renorm_(weight, input, max_norm: float, norm_type: float) -> None:
+    with kiln.no_grad():
+        rows = input.reshape(-1).unique()
+        norms = weight[rows].norm(norm_type, dim=1, keepdim=True)
+        scale = kiln.where(norms > max_norm, max_norm / (norms + 1e-7), kiln.ones_like(norms))
+        weight[rows] = weight[rows] * scale
