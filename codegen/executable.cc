@@ -33,8 +33,8 @@ public:
   std::vector<Tensor> run(std::span<const Tensor> inputs, const ir::SymbolValues &values,
                           std::span<const Tensor> into) const override {
     if (device_.type == DeviceType::CPU)
-      return program_.run(inputs, values);
-    return program_.runOnDevice(inputs, device_, values, into);
+      return program_.run(inputs, values, /*checked=*/true);
+    return program_.runOnDevice(inputs, device_, values, into, /*checked=*/true);
   }
   bool canComputeInPlace(size_t, size_t) const override { return false; }
   Device device() const override { return device_; }

@@ -28,9 +28,9 @@ public:
   virtual ~Executable() = default;
 
   /// Runs the program on one tensor per program input (the graph's inputs, then its weights)
-  /// that the caller checked against the program (driver::Runner::bind; the CPU program does
-  /// not check them again), with every size symbol bound in `values`. Output k is computed in
-  /// `into[k]` where that tensor is defined (see canComputeInPlace).
+  /// that the caller checked against the program (driver::Runner::bind; the CPU and CUDA
+  /// programs do not check them again), with every size symbol bound in `values`. Output k is
+  /// computed in `into[k]` where that tensor is defined (see canComputeInPlace).
   virtual std::vector<Tensor> run(std::span<const Tensor> inputs, const ir::SymbolValues &values,
                                   std::span<const Tensor> into = {}) const = 0;
   /// Whether output `output` may be computed in the memory of input `input`.

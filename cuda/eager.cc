@@ -87,7 +87,8 @@ void build(EagerProgram &entry, const std::string &text, std::string_view op, De
 } // namespace
 
 std::string eagerGraphText(std::string_view op, std::span<const DeviceOperand> operands,
-                           std::string_view attrs, Device device, int results) {
+                           std::string_view attrs, Device device, int results,
+                           ir::SymbolValues *sizes) {
   std::map<int64_t, std::string> symbols;
   bool concrete = false;
   for (const DeviceOperand &o : operands)
@@ -114,6 +115,9 @@ std::string eagerGraphText(std::string_view op, std::span<const DeviceOperand> o
   std::string types;
   for (int r = 0; r < results; ++r)
     types += fmt::format("{}f32[] on {}", r ? ", " : "", device.str());
+  if (sizes)
+    for (const auto &[size, name] : symbols)
+      (*sizes)[name] = size;
   std::string attrText = attrs.empty() ? "" : fmt::format(" {{{}}}", attrs);
   return fmt::format("graph @eager({}) {{\n  {} = {}({}){} : {}\n  return {}\n}}\n", params, names,
                      op, args, attrText, types, names);
@@ -143,7 +147,10 @@ std::vector<Tensor> runEagerOp(std::string_view op, std::span<const DeviceOperan
     }
     inputs.push_back(o.tensor);
   }
-  std::string text = eagerGraphText(op, moved, attrs, device, results);
+  // The text names each distinct size once: its symbols' values are the operands' sizes, so the
+  // program runs them as checked (the Executable contract) with nothing bound twice.
+  ir::SymbolValues sizes;
+  std::string text = eagerGraphText(op, moved, attrs, device, results, &sizes);
   std::string key = fmt::format("{}\n{}", device.index, text);
   std::shared_ptr<EagerProgram> entry;
   {
@@ -155,7 +162,7 @@ std::vector<Tensor> runEagerOp(std::string_view op, std::span<const DeviceOperan
   }
   std::call_once(entry->built, [&] { build(*entry, text, op, device); });
   KILN_CHECK_KIND(NotImplemented, entry->program, "{}", entry->error);
-  std::vector<Tensor> out = entry->program->run(inputs, {}, into);
+  std::vector<Tensor> out = entry->program->run(inputs, sizes, into);
   // A result that is an operand (an op the pipeline folded away) is still a new tensor.
   for (Tensor &t : out)
     for (const Tensor &in : inputs)

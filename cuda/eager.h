@@ -12,6 +12,7 @@
 /// and `x * 0.25` share a program; their value types follow the graph IR's promotion (weak
 /// scalars), which is the eager CPU kernels' too.
 
+#include "ir/sym_int.h"
 #include "runtime/device_ops.h"
 #include "runtime/tensor.h"
 
@@ -33,9 +34,11 @@ std::vector<Tensor> runEagerOp(std::string_view op, std::span<const DeviceOperan
                                std::string_view attrs, Device device, int results = 1,
                                std::span<const Tensor> into = {});
 
-/// The graph text runEagerOp compiles for these arguments (golden tests of the signature).
+/// The graph text runEagerOp compiles for these arguments (golden tests of the signature);
+/// `sizes`, when given, receives the value of each size symbol the text names (`s0`).
 std::string eagerGraphText(std::string_view op, std::span<const DeviceOperand> operands,
-                           std::string_view attrs, Device device, int results = 1);
+                           std::string_view attrs, Device device, int results = 1,
+                           ir::SymbolValues *sizes = nullptr);
 
 /// Eager programs compiled so far in this process (each signature once).
 size_t eagerProgramsCompiled();

@@ -82,7 +82,7 @@ struct CudaProgram::State {
 
   std::vector<BufferId> uses(size_t k) const;
   SymbolValues bind(std::span<const Tensor> inputs, const SymbolValues &given,
-                    std::vector<Tensor> &bound) const;
+                    std::vector<Tensor> &bound, bool checked) const;
   uint64_t ensure(BufferId id, const SymbolValues &values, DeviceBuffers &buffers) const;
   void runExtern(const LoopNode &node, const SymbolValues &values, DeviceBuffers &buffers) const;
   /// `indexError`: the device address of the run's index-error record (0 when no kernel takes
@@ -148,8 +148,9 @@ std::vector<BufferId> CudaProgram::State::uses(size_t k) const {
 }
 
 SymbolValues CudaProgram::State::bind(std::span<const Tensor> inputs, const SymbolValues &given,
-                                      std::vector<Tensor> &bound) const {
-  return ir::loop::bindInputs(program, inputs, given, {kWho, "pass it or an input", true}, bound);
+                                      std::vector<Tensor> &bound, bool checked) const {
+  return ir::loop::bindInputs(program, inputs, given, {kWho, "pass it or an input", true, checked},
+                              bound);
 }
 
 uint64_t CudaProgram::State::ensure(BufferId id, const SymbolValues &values,
@@ -303,10 +304,10 @@ void CudaProgram::State::runNodes(const SymbolValues &values, DeviceBuffers &buf
 }
 
 std::vector<Tensor> CudaProgram::run(std::span<const Tensor> hostInputs,
-                                     const SymbolValues &symbols) const {
+                                     const SymbolValues &symbols, bool checked) const {
   const State &s = *state_;
   std::vector<Tensor> bound(s.program.buffers().size());
-  SymbolValues values = s.bind(hostInputs, symbols, bound);
+  SymbolValues values = s.bind(hostInputs, symbols, bound, checked);
   DeviceBuffers buffers(*s.device, s.program.buffers().size());
   for (BufferId id : s.program.inputs()) {
     const Buffer &b = s.program.buffer(id);
@@ -329,7 +330,7 @@ std::vector<Tensor> CudaProgram::run(std::span<const Tensor> hostInputs,
 
 std::vector<Tensor> CudaProgram::runOnDevice(std::span<const Tensor> inputs, Device device,
                                              const SymbolValues &symbols,
-                                             std::span<const Tensor> into) const {
+                                             std::span<const Tensor> into, bool checked) const {
   const State &s = *state_;
   KILN_CHECK(device.type == DeviceType::CUDA, "cuda program: results on {}, not a CUDA device",
              device.str());
@@ -343,7 +344,7 @@ std::vector<Tensor> CudaProgram::runOnDevice(std::span<const Tensor> inputs, Dev
                   "cuda program: {} tensors to write results into, for {} outputs", into.size(),
                   outputs.size());
   std::vector<Tensor> bound(s.program.buffers().size());
-  SymbolValues values = s.bind(inputs, symbols, bound);
+  SymbolValues values = s.bind(inputs, symbols, bound, checked);
   DeviceBuffers buffers(*s.device, s.program.buffers().size());
   for (BufferId id : s.program.inputs()) {
     Tensor t = bound[id.index];

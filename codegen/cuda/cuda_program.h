@@ -28,8 +28,8 @@
 #include "codegen/cuda/compile.h"
 #include "codegen/cuda/device.h"
 #include "codegen/cuda/emit.h"
-#include "ir/loop/program.h"
 #include "codegen/externs.h"
+#include "ir/loop/program.h"
 #include "runtime/tensor.h"
 
 #include <initializer_list>
@@ -52,8 +52,10 @@ public:
   /// tensor per output buffer. Throws kiln::Error for bad inputs (Type: a dtype; Value: the
   /// count, a rank, a size, strides; a symbol without a value), an argmax/argmin over an empty
   /// range, an extern without an implementation, or a device error.
-  std::vector<Tensor> run(std::span<const Tensor> hostInputs,
-                          const ir::SymbolValues &symbols = {}) const;
+  /// `checked`: the caller checked the inputs against the program and bound every size symbol in
+  /// `symbols` (driver::Runner through the Executable); they are not checked again.
+  std::vector<Tensor> run(std::span<const Tensor> hostInputs, const ir::SymbolValues &symbols = {},
+                          bool checked = false) const;
   std::vector<Tensor> run(std::initializer_list<Tensor> hostInputs,
                           const ir::SymbolValues &symbols = {}) const {
     return run(std::span<const Tensor>(hostInputs.begin(), hostInputs.size()), symbols);
@@ -66,7 +68,7 @@ public:
   /// output that is an input buffer is that input tensor. Throws as run() does.
   std::vector<Tensor> runOnDevice(std::span<const Tensor> inputs, Device device,
                                   const ir::SymbolValues &symbols = {},
-                                  std::span<const Tensor> into = {}) const;
+                                  std::span<const Tensor> into = {}, bool checked = false) const;
 
   /// Registers (or replaces) the host implementation of extern op `op`.
   CudaProgram &registerExtern(const std::string &op, codegen::ExternFn fn);
