@@ -20,6 +20,7 @@ import kiln
 
 
 def cases(fw, mk):
+    F = fw.nn.functional
     a, b = mk(np.ones(1, np.float32)), mk(np.full(1, 2.0, np.float32))
     m = mk(np.ones((4, 4), np.float32))
     return {
@@ -29,6 +30,9 @@ def cases(fw, mk):
         "m.t()": lambda: m.t(),
         "m.sum()": lambda: m.sum(),
         "exp(a)": lambda: fw.exp(a),
+        "a.add(b, alpha=2)": lambda: a.add(b, alpha=2),
+        "m.max(1) (overload)": lambda: m.max(1),
+        "relu(a) (F)": lambda: F.relu(a),
         "m[1]": lambda: m[1],
         "m @ m (4x4)": lambda: m @ m,
     }
@@ -52,19 +56,19 @@ def main() -> None:
     tc = cases(torch, torch.from_numpy)
     print(f"eager dispatch latency, median of {args.rounds} interleaved rounds "
           f"x {args.calls} calls")
-    print(f"{'op':<16}{'kiln us':>10}{'torch us':>10}{'kiln/torch':>12}")
+    print(f"{'op':<20}{'kiln us':>10}{'torch us':>10}{'kiln/torch':>12}")
     for name in kc:
         try:
             kc[name]()
         except Exception as e:  # an op not available yet is reported, not fatal
-            print(f"{name:<16}{'n/a':>10}  ({type(e).__name__}: {e})")
+            print(f"{name:<20}{'n/a':>10}  ({type(e).__name__}: {e})")
             continue
         ks, ts = [], []
         for _ in range(args.rounds):
             ks.append(per_call_us(kc[name], args.calls))
             ts.append(per_call_us(tc[name], args.calls))
         k, t = statistics.median(ks), statistics.median(ts)
-        print(f"{name:<16}{k:>10.2f}{t:>10.2f}{k / t:>12.2f}")
+        print(f"{name:<20}{k:>10.2f}{t:>10.2f}{k / t:>12.2f}")
 
 
 if __name__ == "__main__":

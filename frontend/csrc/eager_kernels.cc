@@ -73,7 +73,9 @@ void requireUntracked(const char *op, std::initializer_list<const Tensor *> ts) 
 
 /// kiln.return_types.<name>(values, indices), the named tuple torch returns.
 py::object returnType(const char *name, Tensor values, Tensor indices) {
-  py::object types = py::module_::import("kiln._ops_reduce").attr("return_types");
+  // Looked up once and kept for the life of the process (never released at exit).
+  static py::handle types =
+      py::object(py::module_::import("kiln._ops_reduce").attr("return_types")).release();
   return types.attr(name)(std::move(values), std::move(indices));
 }
 
