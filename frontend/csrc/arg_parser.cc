@@ -33,7 +33,11 @@ bool isNumpyBool(PyObject *v) {
   return std::strcmp(name, "numpy.bool_") == 0 || std::strcmp(name, "numpy.bool") == 0;
 }
 
-bool isIntLike(PyObject *v) { return PyLong_Check(v) || (PyIndex_Check(v) && !isTensor(v)); }
+/// A Python or NumPy integer (kiln's dtypes and tensors define __index__ but are not ints).
+bool isIntLike(PyObject *v) {
+  return PyLong_Check(v) ||
+         (PyIndex_Check(v) && !isTensor(v) && !PyObject_TypeCheck(v, dtypeType()));
+}
 
 bool isIntSequence(PyObject *v) {
   if (PyTuple_Check(v) || PyList_Check(v)) {

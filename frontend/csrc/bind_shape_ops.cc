@@ -209,12 +209,6 @@ void bindBroadcastPad(py::module_ &m, py::class_<Tensor> &t) {
 /// defines on Tensor.
 void bindViewFunctions(py::module_ &m) {
   m.def(
-      "reshape",
-      [](const Tensor &self, py::handle shape) {
-        return autograd::reshape(self, toIntList(shape, "reshape"));
-      },
-      py::arg("input"), py::arg("shape"));
-  m.def(
       "permute",
       [](const Tensor &self, py::handle dims) {
         return autograd::permute(self, toIntList(dims, "permute"));

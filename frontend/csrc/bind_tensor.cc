@@ -77,17 +77,6 @@ void bindTensor(py::module_ &m) {
   });
 
   // Views (with autograd history: autograd/views.cc).
-  t.def("view", [](const Tensor &self, py::args args) -> py::object {
-    if (args.size() == 1 && py::isinstance<DType>(args[0])) {
-      KILN_CHECK_KIND(NotImplemented, !autograd::anyRequiresGrad({&self}),
-                      "view(dtype) of a tensor that requires grad is not differentiable");
-      return wrap(self.aliasWithDType(args[0].cast<DType>()));
-    }
-    return wrap(autograd::view(self, toShape(args, "view")));
-  });
-  t.def("reshape", [](const Tensor &self, py::args args) {
-    return autograd::reshape(self, toShape(args, "reshape"));
-  });
   t.def("view_as",
         [](const Tensor &self, const Tensor &o) { return autograd::view(self, o.sizes()); });
   t.def("reshape_as",
@@ -156,8 +145,8 @@ void bindTensor(py::module_ &m) {
         Tensor from = toOperand(src, "copy_");
         if (autograd::anyRequiresGrad({&s, &from}))
           // Differentiable: the source broadcast and cast to self is self's new value.
-          autograd::applyInplace(
-              "copy_", s, autograd::to(autograd::expand(from, s.sizes()), s.dtype()));
+          autograd::applyInplace("copy_", s,
+                                 autograd::to(autograd::expand(from, s.sizes()), s.dtype()));
         else
           s.copy_(from);
         return self;

@@ -62,6 +62,11 @@ void warnSizeMismatch(const Tensor &input, const Tensor &target) {
                      sizeText(target), sizeText(input)));
 }
 
+PyObject *dtypeType() {
+  static PyObject *type = py::object(py::module_::import("kiln._C").attr("dtype")).release().ptr();
+  return type;
+}
+
 /// The ops whose derivative kiln lacks refuse inputs that require grad, saying what to do.
 void requireUntracked(const char *op, std::initializer_list<const Tensor *> ts) {
   KILN_CHECK_KIND(NotImplemented, !autograd::anyRequiresGrad(ts),
@@ -436,6 +441,20 @@ const EagerKernel kKernels[] = {
     {OpKind::LayerNorm, "layer_norm", [](const BoundArgs &a) {
        return ops::layerNorm(a.tensor(0), a.intList(1), a.optTensor(2).value_or(Tensor()),
                              a.optTensor(3).value_or(Tensor()), a.toDouble(4));
+     }},
+    // Views (KILN_EAGER_SPELLING rows): view(*size), view(dtype), reshape(*shape).
+    {std::nullopt, "view",
+     [](const BoundArgs &a) {
+       if (PyObject_TypeCheck(a.get(1), reinterpret_cast<PyTypeObject *>(dtypeType()))) {
+         Tensor self = a.tensor(0);
+         KILN_CHECK_KIND(NotImplemented, !autograd::anyRequiresGrad({&self}),
+                         "view(dtype) of a tensor that requires grad is not differentiable");
+         return self.aliasWithDType(*a.optDType(1));
+       }
+       return autograd::view(a.tensor(0), a.intList(1));
+     }},
+    {std::nullopt, "reshape", [](const BoundArgs &a) {
+       return autograd::reshape(a.tensor(0), a.intList(1));
      }},
 };
 // clang-format on

@@ -296,3 +296,20 @@ def test_eager_only_rows_bind_like_table_rows():
     assert j.tolist() == [32, 64, 12]
     message = "square() takes 1 positional argument but 2 were given"
     assert _error(lambda: kiln.square(x, 2)) == message
+
+
+def test_view_and_reshape_rows():
+    x = kiln.arange(6.0)
+    assert x.view(2, 3).shape == (2, 3) and x.view((3, 2)).shape == (3, 2)
+    assert x.view(-1, 2).shape == (3, 2) and x.view(size=(6,)).shape == (6,)
+    assert x.view(kiln.int32).dtype == kiln.int32  # the dtype overload, not a size of 4
+    assert kiln.reshape(x, (2, 3)).shape == (2, 3) and x.reshape(shape=[1, 6]).shape == (1, 6)
+    y = x.view(2, 3)
+    y[0, 0] = 7.0
+    assert x[0].item() == 7.0  # a view shares storage
+    w = kiln.ones(6, requires_grad=True)
+    (w.view(2, 3) * 2).sum().backward()
+    assert w.grad.tolist() == [2.0] * 6
+    assert "received an invalid combination of arguments" in _error(lambda: x.view("a"))
+    with pytest.raises(NotImplementedError, match="view\\(dtype\\) of a tensor that requires"):
+        w.view(kiln.int32)
