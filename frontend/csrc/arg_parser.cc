@@ -35,8 +35,7 @@ bool isNumpyBool(PyObject *v) {
 
 /// A Python or NumPy integer (kiln's dtypes and tensors define __index__ but are not ints).
 bool isIntLike(PyObject *v) {
-  return PyLong_Check(v) ||
-         (PyIndex_Check(v) && !isTensor(v) && !PyObject_TypeCheck(v, dtypeType()));
+  return PyLong_Check(v) || (PyIndex_Check(v) && !isTensor(v) && !isDType(v));
 }
 
 bool isIntSequence(PyObject *v) {
@@ -79,7 +78,7 @@ bool fits(const SchemaArg &a, PyObject *v, bool numbersAsTensors) {
   case SchemaType::Str:
     return PyUnicode_Check(v);
   case SchemaType::ScalarType:
-    return PyObject_TypeCheck(v, dtypeType());
+    return isDType(v);
   case SchemaType::Any:
     return true;
   }
@@ -169,6 +168,8 @@ py::object schemaValue(std::string_view text) {
 
 bool isTensor(PyObject *obj) { return PyObject_TypeCheck(obj, tensorType()); }
 
+bool isDType(PyObject *obj) { return PyObject_TypeCheck(obj, dtypeType()); }
+
 bool isNumberLike(PyObject *obj) {
   if (PyBool_Check(obj) || PyLong_Check(obj) || PyFloat_Check(obj))
     return true;
@@ -186,6 +187,7 @@ SchemaBinding::SchemaBinding(ir::OpSchema s) : schema(std::move(s)) {
     tensors += a.type == SchemaType::Tensor;
   }
   numbersAsTensors = tensors >= 2;
+  numPositional = schema.numPositional();
 }
 
 bool bindArgs(const SchemaBinding &binding, const char *name, PyObject *self, PyObject *const *args,
@@ -193,10 +195,9 @@ bool bindArgs(const SchemaBinding &binding, const char *name, PyObject *self, Py
               uint32_t numberArgs) {
   const ir::OpSchema &schema = binding.schema;
   out.opName_ = name;
-  out.schemaSize_ = static_cast<int>(schema.args.size());
   const int numArgs = static_cast<int>(schema.args.size());
   const int offset = self ? 1 : 0; // a method's receiver is argument 0, not counted in positions
-  const int maxPositional = schema.numPositional() - offset;
+  const int maxPositional = binding.numPositional - offset;
   // torch's varargs int list: `t.repeat(2, 3)`, `t.flip(0, 1)` when the one positional argument
   // the caller sees is an int list.
   if (maxPositional == 1 && nargs >= 1) {

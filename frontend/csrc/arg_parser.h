@@ -21,6 +21,7 @@ struct SchemaBinding {
   std::vector<py::object> defaults; ///< null handle for a required argument
   /// A number may stand for a Tensor argument when the op has two or more (torch's `add(x, 2)`).
   bool numbersAsTensors = false;
+  int numPositional = 0; ///< schema.numPositional(), kept for every call
 };
 
 inline constexpr int kMaxSchemaArgs = 12;
@@ -51,8 +52,6 @@ public:
   /// The operand an in-place call computes from, in place of argument 0.
   void overrideFirst(Tensor t) { first_ = std::move(t); }
   const char *opName() const { return opName_; }
-  /// The number of arguments of the schema bound (which of a row's schemas this call took).
-  int schemaSize() const { return schemaSize_; }
 
 private:
   friend bool bindArgs(const SchemaBinding &, const char *, PyObject *, PyObject *const *,
@@ -61,7 +60,6 @@ private:
   std::optional<Tensor> first_;
   py::object packed_; ///< the varargs of an int list, packed into a tuple
   const char *opName_ = "";
-  int schemaSize_ = 0;
 };
 
 /// Binds `self` (a method's receiver, or null) and the vectorcall arguments to the schema.
@@ -86,6 +84,8 @@ py::object schemaValue(std::string_view text);
 
 /// Whether `obj` is a kiln.Tensor (a cached type check).
 bool isTensor(PyObject *obj);
+/// Whether `obj` is a kiln.dtype.
+bool isDType(PyObject *obj);
 /// Whether `obj` is a Python number or a NumPy scalar.
 bool isNumberLike(PyObject *obj);
 

@@ -242,15 +242,6 @@ bool isFullMask(const Parsed &p) {
   return m.dtype() == DType::Bool && m.sizes() == p.view.sizes();
 }
 
-/// Refuses an in-place write autograd does not follow yet rather than computing wrong gradients.
-void requireUntracked(const char *op, std::initializer_list<const Tensor *> ts) {
-  KILN_CHECK_KIND(NotImplemented, !autograd::anyRequiresGrad(ts),
-                  "{} on a tensor that requires grad (or with a value that does) is not "
-                  "differentiable yet; build the result out of place (torch.where, index_put, "
-                  "cat) or run it under kiln.no_grad()",
-                  op);
-}
-
 /// The value of `x[index] = value` as a tensor of the target's dtype (a number is checked to fit).
 Tensor assignedValue(const Tensor &target, py::handle value) {
   if (isNumber(value)) {

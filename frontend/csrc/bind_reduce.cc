@@ -17,12 +17,6 @@ namespace {
 
 using OptDType = std::optional<DType>;
 
-/// Builds kiln.return_types.<name>(a, b), the named tuple torch returns for (values, indices).
-py::object returnType(const char *name, Tensor a, Tensor b) {
-  py::object types = py::module_::import("kiln._ops_reduce").attr("return_types");
-  return types.attr(name)(std::move(a), std::move(b));
-}
-
 /// Binds fn as kiln.name and as the Tensor method name (the same signature minus `input`).
 template <typename Fn, typename... Extra>
 void bindBoth(py::module_ &m, py::class_<Tensor> &t, const char *name, Fn fn,

@@ -62,29 +62,7 @@ void warnSizeMismatch(const Tensor &input, const Tensor &target) {
                      sizeText(target), sizeText(input)));
 }
 
-PyObject *dtypeType() {
-  static PyObject *type = py::object(py::module_::import("kiln._C").attr("dtype")).release().ptr();
-  return type;
-}
-
-/// The ops whose derivative kiln lacks refuse inputs that require grad, saying what to do.
-void requireUntracked(const char *op, std::initializer_list<const Tensor *> ts) {
-  KILN_CHECK_KIND(NotImplemented, !autograd::anyRequiresGrad(ts),
-                  "{} on a tensor that requires grad (or with a value that does) is not "
-                  "differentiable yet; build the result out of place (torch.where, index_put, "
-                  "cat) or run it under kiln.no_grad()",
-                  op);
-}
-
-/// kiln.return_types.<name>(values, indices), the named tuple torch returns.
-py::object returnType(const char *name, Tensor values, Tensor indices) {
-  // Looked up once and kept for the life of the process (never released at exit).
-  static py::handle types =
-      py::object(py::module_::import("kiln._ops_reduce").attr("return_types")).release();
-  return types.attr(name)(std::move(values), std::move(indices));
-}
-
-/// softmax's dim; F.softmax's dim=None is torch's deprecated implicit choice, with its warning
+/// F.softmax's dim; dim=None is torch's deprecated implicit choice, with its warning
 /// at the caller's line (`_stacklevel` counts the Python frames of torch's wrapper).
 int64_t softmaxDim(const BoundArgs &a, const char *name) {
   if (!a.isNone(1))
@@ -279,16 +257,22 @@ const EagerKernel kKernels[] = {
        return ops::argsort(a.tensor(0), a.toInt(1), a.toBool(2), a.toBool(3));
      }},
     // kiln.softmax(input, dim, dtype) and F.softmax(input, dim=None, _stacklevel=3, dtype=None).
-    {OpKind::Softmax, "softmax", [](const BoundArgs &a) {
-       bool functional = a.schemaSize() == 4;
-       return ops::softmax(a.tensor(0), softmaxDim(a, "softmax"),
-                           a.optDType(functional ? 3 : 2));
-     }},
-    {OpKind::LogSoftmax, "log_softmax", [](const BoundArgs &a) {
-       bool functional = a.schemaSize() == 4;
-       return ops::logSoftmax(a.tensor(0), softmaxDim(a, "log_softmax"),
-                              a.optDType(functional ? 3 : 2));
-     }},
+    {OpKind::Softmax, "softmax",
+     [](const BoundArgs &a) { return ops::softmax(a.tensor(0), a.toInt(1), a.optDType(2)); },
+     nullptr, nullptr, 3},
+    {OpKind::Softmax, "softmax",
+     [](const BoundArgs &a) {
+       return ops::softmax(a.tensor(0), softmaxDim(a, "softmax"), a.optDType(3));
+     },
+     nullptr, nullptr, 4},
+    {OpKind::LogSoftmax, "log_softmax",
+     [](const BoundArgs &a) { return ops::logSoftmax(a.tensor(0), a.toInt(1), a.optDType(2)); },
+     nullptr, nullptr, 3},
+    {OpKind::LogSoftmax, "log_softmax",
+     [](const BoundArgs &a) {
+       return ops::logSoftmax(a.tensor(0), softmaxDim(a, "log_softmax"), a.optDType(3));
+     },
+     nullptr, nullptr, 4},
     // Layout and gathers.
     {OpKind::Tril, "tril", [](const BoundArgs &a) { return ops::tril(a.tensor(0), a.toInt(1)); }},
     {OpKind::Triu, "triu", [](const BoundArgs &a) { return ops::triu(a.tensor(0), a.toInt(1)); }},
@@ -445,7 +429,7 @@ const EagerKernel kKernels[] = {
     // Views (KILN_EAGER_SPELLING rows): view(*size), view(dtype), reshape(*shape).
     {std::nullopt, "view",
      [](const BoundArgs &a) {
-       if (PyObject_TypeCheck(a.get(1), reinterpret_cast<PyTypeObject *>(dtypeType()))) {
+       if (isDType(a.get(1))) {
          Tensor self = a.tensor(0);
          KILN_CHECK_KIND(NotImplemented, !autograd::anyRequiresGrad({&self}),
                          "view(dtype) of a tensor that requires grad is not differentiable");

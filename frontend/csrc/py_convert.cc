@@ -15,8 +15,7 @@ Scalar toScalar(py::handle obj, const char *op) {
   if (PyLong_Check(p)) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(p, &overflow);
-    KILN_CHECK(!overflow, "{}: Python int {} does not fit in int64", op,
-               std::string(py::str(obj)));
+    KILN_CHECK(!overflow, "{}: Python int {} does not fit in int64", op, std::string(py::str(obj)));
     return Scalar(static_cast<int64_t>(v));
   }
   if (PyFloat_Check(p))
@@ -64,11 +63,11 @@ Shape toIntList(py::handle obj, const char *op) {
       out.push_back(flat.select(0, i).item().toInt());
     return out;
   }
-  KILN_CHECK_KIND(Type, PySequence_Check(obj.ptr()),
-                  "{}: expected a sequence of ints, got {}", op,
+  KILN_CHECK_KIND(Type, PySequence_Check(obj.ptr()), "{}: expected a sequence of ints, got {}", op,
                   std::string(py::str(py::type::of(obj).attr("__name__"))));
   for (py::handle h : py::reinterpret_borrow<py::sequence>(obj)) {
-    KILN_CHECK_KIND(Type, PyIndex_Check(h.ptr()) && !PyBool_Check(h.ptr()) ? true : PyLong_Check(h.ptr()),
+    KILN_CHECK_KIND(Type,
+                    PyIndex_Check(h.ptr()) && !PyBool_Check(h.ptr()) ? true : PyLong_Check(h.ptr()),
                     "{}: expected a sequence of ints, found an element of type {}", op,
                     std::string(py::str(py::type::of(h).attr("__name__"))));
     if (py::isinstance<Tensor>(h))
@@ -95,5 +94,20 @@ std::optional<Shape> toDims(py::handle obj, const char *op) {
 }
 
 py::object wrap(Tensor t) { return py::cast(std::move(t)); }
+
+py::object returnType(const char *name, Tensor values, Tensor indices) {
+  // Looked up once and kept for the life of the process (never released at exit).
+  static py::handle types =
+      py::object(py::module_::import("kiln._ops_reduce").attr("return_types")).release();
+  return types.attr(name)(std::move(values), std::move(indices));
+}
+
+void requireUntracked(const char *op, std::initializer_list<const Tensor *> ts) {
+  KILN_CHECK_KIND(NotImplemented, !autograd::anyRequiresGrad(ts),
+                  "{} on a tensor that requires grad (or with a value that does) is not "
+                  "differentiable yet; build the result out of place (torch.where, index_put, "
+                  "cat) or run it under kiln.no_grad()",
+                  op);
+}
 
 } // namespace kiln::frontend

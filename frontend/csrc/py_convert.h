@@ -31,5 +31,10 @@ std::optional<Shape> toDims(py::handle obj, const char *op);
 
 /// Makes a Python object for a Tensor (a kiln.Tensor).
 py::object wrap(Tensor t);
+/// kiln.return_types.<name>(values, indices), the named tuple torch returns.
+py::object returnType(const char *name, Tensor values, Tensor indices);
+/// Refuses an op autograd does not follow yet (a write into, or a result of, a tensor that
+/// requires grad) rather than computing wrong gradients.
+void requireUntracked(const char *op, std::initializer_list<const Tensor *> ts);
 
 } // namespace kiln::frontend

@@ -26,25 +26,32 @@ IndexExpr elementIndex(Idx i, const std::vector<SymInt> &sizes) {
   return ir::loop::flatIndex(i, ir::TensorMeta::contiguous(DType::Float32, sizes).strides);
 }
 
-/// Word `select` of the Philox block at counter offset + `block`, under the (seed, offset)
-/// that buffer `state` holds.
-Val philoxWord(Ops &ops, BufferId state, const IndexExpr &block, Val select) {
-  Val seed = ops.load(state, {IndexExpr(0)}), offset = ops.load(state, {IndexExpr(1)});
-  return ops.philox(seed, offset + ops.indexValue(block), select);
+/// The (seed, offset) a philox_state buffer holds, as values of a body.
+struct PhiloxKey {
+  Val seed, offset;
+};
+
+PhiloxKey loadKey(Ops &ops, BufferId state) {
+  return {ops.load(state, {IndexExpr(0)}), ops.load(state, {IndexExpr(1)})};
+}
+
+/// Word `select` of the Philox block at counter offset + `block` under `key`.
+Val philoxWord(Ops &ops, const PhiloxKey &key, const IndexExpr &block, Val select) {
+  return ops.philox(key.seed, key.offset + ops.indexValue(block), select);
 }
 
 /// 53 random bits (w[first] << 32 | w[first + 1]) >> 11 of block `block` as an i64:
 /// uniformDouble's numerator.
-Val bits53(Ops &ops, BufferId state, const IndexExpr &block, int first) {
-  Val hi = philoxWord(ops, state, block, ops.constant(first, DType::Int64));
-  Val lo = philoxWord(ops, state, block, ops.constant(first + 1, DType::Int64));
+Val bits53(Ops &ops, const PhiloxKey &key, const IndexExpr &block, int first) {
+  Val hi = philoxWord(ops, key, block, ops.constant(first, DType::Int64));
+  Val lo = philoxWord(ops, key, block, ops.constant(first + 1, DType::Int64));
   return hi * ops.constant(int64_t{1} << 21, DType::Int64) +
          ops.floorDiv(lo, ops.constant(int64_t{1} << 11, DType::Int64));
 }
 
 /// uniformDouble: the 53 bits of words first, first + 1 as a uniform in [0, 1) of `acc`.
-Val uniform53(Ops &ops, BufferId state, const IndexExpr &block, int first, DType acc) {
-  return ops.cast(bits53(ops, state, block, first), acc) * ops.constant(std::ldexp(1.0, -53), acc);
+Val uniform53(Ops &ops, const PhiloxKey &key, const IndexExpr &block, int first, DType acc) {
+  return ops.cast(bits53(ops, key, block, first), acc) * ops.constant(std::ldexp(1.0, -53), acc);
 }
 
 /// uniformFloat: the top `bits` of a word as a float32 uniform in [0, 1).
@@ -57,7 +64,8 @@ Val uniformFromWord(Ops &ops, Val word, int bits) {
 /// u < ceil(p * 2^53) (the product is exact).
 Val drawsBelow(Ops &ops, BufferId state, const IndexExpr &element, double p) {
   auto threshold = static_cast<int64_t>(std::ceil(std::ldexp(p, 53)));
-  return ops.lt(bits53(ops, state, element, 0), ops.constant(threshold, DType::Int64));
+  return ops.lt(bits53(ops, loadKey(ops, state), element, 0),
+                ops.constant(threshold, DType::Int64));
 }
 
 /// dropout: input * (kept ? 1 / (1 - p) : 0). Element i is kept when its 53-bit uniform u
@@ -93,8 +101,8 @@ void lowerRand(LowerContext &ctx, const ir::Node &n) {
   ctx.define(n.result(0), ctx.pointwise(sizes, [&](Ops &ops, Idx i) {
     IndexExpr e = elementIndex(i, sizes);
     if (dtype == DType::Float64)
-      return uniform53(ops, state, e, 0, DType::Float64);
-    Val word = philoxWord(ops, state, e, ops.constant(0, DType::Int64));
+      return uniform53(ops, loadKey(ops, state), e, 0, DType::Float64);
+    Val word = philoxWord(ops, loadKey(ops, state), e, ops.constant(0, DType::Int64));
     return ops.cast(uniformFromWord(ops, word, bits), dtype);
   }));
 }
@@ -107,15 +115,9 @@ Val drawsBelow(Ops &ops, BufferId state, const IndexExpr &element, Val prob) {
   Val valid = ops.bitwiseAnd(ops.ge(prob, ops.constant(0.0, DType::Float64)),
                              ops.le(prob, ops.constant(1.0, DType::Float64)));
   Val position = ops.where(valid, ops.constant(0, DType::Int64), ops.constant(2, DType::Int64));
-  Val seed = ops.loadIndirect(state, {IndexExpr(0)}, 0, position);
-  Val offset = ops.load(state, {IndexExpr(1)});
-  Val at = offset + ops.indexValue(element);
-  Val hi = ops.philox(seed, at, ops.constant(0, DType::Int64));
-  Val lo = ops.philox(seed, at, ops.constant(1, DType::Int64));
-  Val bits = hi * ops.constant(int64_t{1} << 21, DType::Int64) +
-             ops.floorDiv(lo, ops.constant(int64_t{1} << 11, DType::Int64));
-  Val uniform = ops.cast(bits, DType::Float64) * ops.constant(std::ldexp(1.0, -53), DType::Float64);
-  return ops.lt(uniform, prob);
+  PhiloxKey key{ops.loadIndirect(state, {IndexExpr(0)}, 0, position),
+                ops.load(state, {IndexExpr(1)})};
+  return ops.lt(uniform53(ops, key, element, 0, DType::Float64), prob);
 }
 
 /// bernoulli: 1 where the element's uniform is below p (or its probability), else 0, in the
@@ -152,15 +154,15 @@ void lowerRandn(LowerContext &ctx, const ir::Node &n) {
   const int64_t perBlock = f64 ? 2 : 4;
   ctx.define(n.result(0), ctx.pointwise(sizes, [&](Ops &ops, Idx i) {
     IndexExpr e = elementIndex(i, sizes);
+    PhiloxKey key = loadKey(ops, state);
     IndexExpr block = ops.indexFloorDiv(e, perBlock), k = ops.indexMod(e, perBlock);
     // float32: a pair of words per two normals, the pair's first word gives u1.
     auto uniform24 = [&](const IndexExpr &select) {
-      return uniformFromWord(ops, philoxWord(ops, state, block, ops.indexValue(select)), 24);
+      return uniformFromWord(ops, philoxWord(ops, key, block, ops.indexValue(select)), 24);
     };
     IndexExpr pair = f64 ? IndexExpr(0) : ops.indexFloorDiv(k, 2) * 2;
-    Val u1 =
-        ops.constant(1.0, acc) - (f64 ? uniform53(ops, state, block, 0, acc) : uniform24(pair));
-    Val u2 = f64 ? uniform53(ops, state, block, 2, acc) : uniform24(pair + 1);
+    Val u1 = ops.constant(1.0, acc) - (f64 ? uniform53(ops, key, block, 0, acc) : uniform24(pair));
+    Val u2 = f64 ? uniform53(ops, key, block, 2, acc) : uniform24(pair + 1);
     Val radius = ops.sqrt(ops.constant(-2.0, acc) * ops.log(u1));
     Val twoPi = ops.constant(f64 ? 2 * std::numbers::pi : 2.0 * std::numbers::pi_v<float>, acc);
     Val angle = twoPi * u2;

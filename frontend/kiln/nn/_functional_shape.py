@@ -76,6 +76,7 @@ def embedding(
 def _embedding_renorm_(weight, input, max_norm: float, norm_type: float) -> None:
     with kiln.no_grad():
         rows = input.reshape(-1).unique()
-        norms = weight[rows].norm(norm_type, dim=1, keepdim=True)
+        read = weight[rows]
+        norms = read.norm(norm_type, dim=1, keepdim=True)
         scale = kiln.where(norms > max_norm, max_norm / (norms + 1e-7), kiln.ones_like(norms))
-        weight[rows] = weight[rows] * scale
+        weight[rows] = read * scale
