@@ -31,7 +31,7 @@ void dgemv(bool trans, int64_t m, int64_t n, double alpha, const double *a, int6
            const double *x, int64_t incx, double beta, double *y, int64_t incy);
 
 /// `count` GEMMs whose operands and results lie at fixed strides (elements) from one another,
-/// in one call that the library parallelizes itself. Returns false, doing nothing, when the
+/// shared out over kiln's pool in runs of whole GEMMs, one library call per run. Returns false, doing nothing, when the
 /// library has no such call (OpenBLAS): the caller loops then.
 bool sgemmBatchStrided(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                        const float *a, int64_t lda, int64_t strideA, const float *b, int64_t ldb,
@@ -42,7 +42,7 @@ bool dgemmBatchStrided(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double
                        int64_t strideB, double beta, double *c, int64_t ldc, int64_t strideC,
                        int64_t count);
 
-/// The thread count the library uses for one call (its own threads, not kiln's pool).
+/// OpenBLAS's own thread count (MKL runs sequentially, split over kiln's pool: blas.cc onPool).
 int threads();
 void setThreads(int n);
 

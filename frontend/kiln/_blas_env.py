@@ -3,11 +3,8 @@
 kiln's float GEMMs run on Intel MKL when the `mkl` package is installed (the set-up installs it;
 `runtime/blas.h` says why), else on the OpenBLAS kiln links. The C++ side loads MKL from the
 path in KILN_MKL_LIB, which is set here to the environment's libmkl_rt unless the user set it or
-chose OpenBLAS with KILN_BLAS=openblas. MKL's OpenMP threads would otherwise spin for 200 ms
-after each call, taking the cores from kiln's own pool: KMP_BLOCKTIME is set to 0 (sleep at
-once) unless the user has set it. Measured on the GPT backward at 2 threads (bench/train.py's
-model): 16.9-17.4 ms with 0, 18.0-20.7 ms with 1, 19.7 ms with the default; a lone GEMM is the
-same either way.
+chose OpenBLAS with KILN_BLAS=openblas. MKL runs sequentially there (kiln's own pool splits
+each GEMM into single-threaded MKL calls, runtime/blas.cc), so it needs no OpenMP settings.
 
 Debian's OpenBLAS 0.3.21 does not recognize recent Xeons and falls back to its generic
 "Prescott" SSE kernels, which are ~7x slower than the AVX-512 ones on the same machine (512x512
@@ -45,8 +42,6 @@ def configure() -> None:
         os.environ.pop("KILN_MKL_LIB", None)
     elif "KILN_MKL_LIB" not in os.environ and (lib := _mkl_library()):
         os.environ["KILN_MKL_LIB"] = lib
-    if "KILN_MKL_LIB" in os.environ:
-        os.environ.setdefault("KMP_BLOCKTIME", "0")
     if "OPENBLAS_CORETYPE" in os.environ:
         return
     flags = _cpu_flags()

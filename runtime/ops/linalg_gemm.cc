@@ -277,9 +277,9 @@ Tensor gemmOperand(const Tensor &t, DType compute) {
   return c;
 }
 
-/// The batch as one strided-batch BLAS call, which the library spreads over its own threads
-/// (kiln's pool would run the small GEMMs with the BLAS serial, paying a thread-count switch per
-/// batch); false when the library has no such call or the offsets are not evenly spaced.
+/// The batch as strided-batch BLAS calls, one run of GEMMs per thread of kiln's pool (one call
+/// per run, not per GEMM); false when the library has no such call or the offsets are not evenly
+/// spaced.
 template <typename T>
 bool stridedBatch(const std::vector<int64_t> &offA, const std::vector<int64_t> &offB, int64_t m,
                   int64_t n, int64_t k, T alpha, MatRef<T> a, MatRef<T> b, T beta, T *c) {

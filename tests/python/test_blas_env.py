@@ -44,11 +44,10 @@ def test_mkl_is_found_in_the_environment_prefix(monkeypatch, tmp_path):
     (tmp_path / "lib" / "libmkl_rt.so.2").write_bytes(b"")
     monkeypatch.setattr(blas_env.sys, "prefix", str(tmp_path))
     monkeypatch.setattr(blas_env.sys, "base_prefix", str(tmp_path))
-    for var in ("KILN_MKL_LIB", "KILN_BLAS", "KMP_BLOCKTIME"):
+    for var in ("KILN_MKL_LIB", "KILN_BLAS"):
         monkeypatch.delenv(var, raising=False)
     blas_env.configure()
     assert os.environ["KILN_MKL_LIB"] == str(tmp_path / "lib" / "libmkl_rt.so.2")
-    assert os.environ["KMP_BLOCKTIME"] == "0"  # MKL's threads sleep instead of spinning
 
 
 def test_openblas_can_be_chosen_and_a_user_mkl_path_wins(monkeypatch, tmp_path):
@@ -59,7 +58,5 @@ def test_openblas_can_be_chosen_and_a_user_mkl_path_wins(monkeypatch, tmp_path):
     assert "KILN_MKL_LIB" not in os.environ
     monkeypatch.delenv("KILN_BLAS")
     monkeypatch.setenv("KILN_MKL_LIB", "/opt/mkl/libmkl_rt.so.2")
-    monkeypatch.setenv("KMP_BLOCKTIME", "200")
     blas_env.configure()
     assert os.environ["KILN_MKL_LIB"] == "/opt/mkl/libmkl_rt.so.2"
-    assert os.environ["KMP_BLOCKTIME"] == "200"

@@ -1,5 +1,7 @@
-"""kiln.set_num_threads bounds the BLAS too (MKL or OpenBLAS), and the BLAS kiln picks gives the
-same products: MKL when the environment has it, OpenBLAS when asked or when MKL cannot load."""
+"""kiln.set_num_threads bounds the BLAS too (OpenBLAS's own threads; MKL runs sequentially, split
+over kiln's pool), the pool's split GEMMs equal NumPy's products at every thread count, and the
+BLAS kiln picks gives the same products: MKL when the environment has it, OpenBLAS when asked or
+when MKL cannot load."""
 
 import ctypes
 import ctypes.util
@@ -26,25 +28,63 @@ def _openblas():
     return None
 
 
-def _thread_count():
-    """The thread count of the BLAS kiln uses, read from the library itself."""
-    if kiln._C._blas() == "mkl":
-        return ctypes.CDLL(os.environ["KILN_MKL_LIB"]).MKL_Get_Max_Threads()
-    return _openblas().openblas_get_num_threads()
-
-
-@pytest.mark.skipif(
-    kiln._C._blas() == "openblas" and _openblas() is None,
-    reason="libopenblas is not loadable by name",
-)
+@pytest.mark.skipif(_openblas() is None, reason="libopenblas is not loadable by name")
 def test_set_num_threads_reaches_the_blas():
     before = kiln.get_num_threads()
     a = kiln.randn(64, 64)
     try:
         for n in (1, 2, 1):
             kiln.set_num_threads(n)
-            a @ a  # BLAS follows the pool's count at its next call
-            assert _thread_count() == n
+            a @ a  # OpenBLAS follows the pool's count at its next call
+            assert _openblas().openblas_get_num_threads() == n
+            if kiln._C._blas() == "mkl":  # sequential: kiln's pool runs its blocks
+                assert ctypes.CDLL(os.environ["KILN_MKL_LIB"]).MKL_Get_Max_Threads() == 1
+    finally:
+        kiln.set_num_threads(before)
+
+
+# (m, n, k): one block (too small to split), row blocks, column blocks (few rows), a 2-D grid
+# at 4 threads, and outputs too small for blocks split over k (a weight gradient's shape).
+POOL_SHAPES = [(8, 8, 8), (512, 96, 64), (20, 700, 64), (300, 260, 50), (16, 27, 5000), (3, 5, 9001)]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 4])
+@pytest.mark.parametrize("shape", POOL_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_split_gemms_equal_numpy(threads, shape, dtype):
+    m, n, k = shape
+    rng = np.random.default_rng(m * n + k)
+    a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
+    c = rng.standard_normal((m, n)).astype(dtype)
+    tol = dict(rtol=2e-4, atol=2e-4 * np.sqrt(k)) if dtype == np.float32 else dict(rtol=1e-10)
+    before = kiln.get_num_threads()
+    try:
+        kiln.set_num_threads(threads)
+        x, y, z = kiln.tensor(a), kiln.tensor(b), kiln.tensor(c)
+        # every transpose flag: blocks and k-slices start at different offsets in each layout
+        xt, yt = kiln.tensor(a.T.copy()).t(), kiln.tensor(b.T.copy()).t()
+        for lhs, rhs in ((x, y), (xt, y), (x, yt), (xt, yt)):
+            np.testing.assert_allclose((lhs @ rhs).numpy(), a @ b, **tol)
+        # beta and alpha reach every block (and only the first k-slice adds beta * c)
+        got = kiln.addmm(z, x, y, beta=0.5, alpha=2.0).numpy()
+        np.testing.assert_allclose(got, 0.5 * c + 2.0 * (a @ b), **tol)
+    finally:
+        kiln.set_num_threads(before)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("count", [1, 2, 5, 32])
+def test_split_batches_equal_numpy(threads, count):
+    rng = np.random.default_rng(count)
+    a = rng.standard_normal((count, 64, 48)).astype(np.float32)
+    b = rng.standard_normal((count, 48, 80)).astype(np.float32)
+    before = kiln.get_num_threads()
+    try:
+        kiln.set_num_threads(threads)
+        got = (kiln.tensor(a) @ kiln.tensor(b)).numpy()
+        np.testing.assert_allclose(got, a @ b, rtol=2e-4, atol=2e-3)
+        got = (kiln.tensor(a) @ kiln.tensor(b.transpose(0, 2, 1).copy()).transpose(1, 2)).numpy()
+        np.testing.assert_allclose(got, a @ b, rtol=2e-4, atol=2e-3)
     finally:
         kiln.set_num_threads(before)
 
