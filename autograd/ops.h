@@ -108,6 +108,8 @@ Tensor fmod(const Tensor &a, const Tensor &b);
 Tensor remainder(const Tensor &a, const Tensor &b);
 Tensor floatPower(const Tensor &a, const Tensor &b);
 Tensor lerp(const Tensor &a, const Tensor &end, const Tensor &weight);
+Tensor addcmul(const Tensor &self, const Tensor &t1, const Tensor &t2, const Scalar &value);
+Tensor addcdiv(const Tensor &self, const Tensor &t1, const Tensor &t2, const Scalar &value);
 
 // ---- activations (ops_elementwise.cc) --------------------------------------------------------
 Tensor relu(const Tensor &a);

@@ -215,6 +215,28 @@ Tensor floatPower(const Tensor &a, const Tensor &b) {
   return out;
 }
 
+Tensor addcmul(const Tensor &self, const Tensor &t1, const Tensor &t2, const Scalar &value) {
+  Tensor out = kiln::ops::addcmul(self, t1, t2, value);
+  record("AddcmulBackward0", {&self, &t1, &t2}, out, [&](const NodePtr &) {
+    return [x = rules::infoOf<B>(self), s1 = SavedTensor(t1), s2 = SavedTensor(t2),
+            v = value.toDouble()](B &bd, const Node &n, Grads &g) {
+      return rules::addcmul(bd, g[0], x, s1.unpack(n), s2.unpack(n), v, Needs::of(n));
+    };
+  });
+  return out;
+}
+
+Tensor addcdiv(const Tensor &self, const Tensor &t1, const Tensor &t2, const Scalar &value) {
+  Tensor out = kiln::ops::addcdiv(self, t1, t2, value);
+  record("AddcdivBackward0", {&self, &t1, &t2}, out, [&](const NodePtr &) {
+    return [x = rules::infoOf<B>(self), s1 = SavedTensor(t1), s2 = SavedTensor(t2),
+            v = value.toDouble()](B &bd, const Node &n, Grads &g) {
+      return rules::addcdiv(bd, g[0], x, s1.unpack(n), s2.unpack(n), v, Needs::of(n));
+    };
+  });
+  return out;
+}
+
 Tensor lerp(const Tensor &a, const Tensor &end, const Tensor &weight) {
   Tensor out = kiln::ops::lerp(a, end, weight);
   record("LerpBackward1", {&a, &end, &weight}, out, [&](const NodePtr &) {

@@ -4,6 +4,7 @@
 #include "frontend/csrc/eager_kernels.h"
 
 #include "runtime/error.h"
+#include "runtime/ops/elementwise.h"
 
 #include <fmt/format.h>
 
@@ -405,6 +406,20 @@ const EagerKernel kKernels[] = {
        return ops::sub(a.tensor(1), a.tensor(0), a.scalar(2));
      }},
     {std::nullopt, "float_power", binary<&ops::floatPower>},
+    {std::nullopt, "addcmul",
+     [](const BoundArgs &a) {
+       return ops::addcmul(a.tensor(0), a.tensor(1), a.tensor(2), a.scalar(3));
+     },
+     [](Tensor &self, const BoundArgs &a) {
+       kiln::ops::addcmul_(self, a.tensor(1), a.tensor(2), a.scalar(3));
+     }},
+    {std::nullopt, "addcdiv",
+     [](const BoundArgs &a) {
+       return ops::addcdiv(a.tensor(0), a.tensor(1), a.tensor(2), a.scalar(3));
+     },
+     [](Tensor &self, const BoundArgs &a) {
+       kiln::ops::addcdiv_(self, a.tensor(1), a.tensor(2), a.scalar(3));
+     }},
     {std::nullopt, "bitwise_left_shift", binary<&ops::bitwiseLeftShift>},
     {std::nullopt, "bitwise_right_shift", binary<&ops::bitwiseRightShift>},
     {std::nullopt, "isclose", [](const BoundArgs &a) {

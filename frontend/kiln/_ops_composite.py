@@ -10,8 +10,6 @@ import kiln
 from kiln import _C
 
 __all__ = [
-    "addcdiv",
-    "addcmul",
     "cdist",
     "cross",
     "diff",
@@ -22,21 +20,6 @@ __all__ = [
     "tensordot",
     "trace",
 ]
-
-
-def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
-    """input + value * tensor1 * tensor2."""
-    return input + value * tensor1 * tensor2
-
-
-def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
-    """input + value * tensor1 / tensor2 (true division; integer tensors raise, as torch's)."""
-    if not (tensor1.is_floating_point() or tensor2.is_floating_point()):
-        raise RuntimeError(
-            "Integer division with addcdiv is no longer supported, and in a future release "
-            "addcdiv will perform a true division of tensor1 and tensor2."
-        )
-    return input + value * tensor1 / tensor2
 
 
 def logaddexp(input, other):  # noqa: A002
@@ -170,8 +153,7 @@ def cdist(x1, x2, p=2.0, compute_mode=None):
 
 
 def _install_methods():
-    for name in ("addcdiv", "addcmul", "cross", "diff", "kron", "logaddexp", "rot90",
-                 "take_along_dim", "trace"):  # fmt: skip
+    for name in ("cross", "diff", "kron", "logaddexp", "rot90", "take_along_dim", "trace"):
         if not hasattr(_C.Tensor, name):
             setattr(_C.Tensor, name, globals()[name])
 

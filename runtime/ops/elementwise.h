@@ -61,6 +61,12 @@ Tensor clamp(const Tensor &a, const std::optional<Tensor> &lo, const std::option
 Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b);
 /// a + weight * (end - a) for floating a; end (and a tensor weight) must share a's dtype.
 Tensor lerp(const Tensor &a, const Tensor &end, const Tensor &weight);
+/// self + value * t1 * t2 and self + value * t1 / t2, broadcast, in the promoted dtype of the
+/// three (addcdiv of integers is torch's error; an integer result casts value to its type).
+Tensor addcmul(const Tensor &self, const Tensor &t1, const Tensor &t2, const Scalar &value);
+Tensor addcdiv(const Tensor &self, const Tensor &t1, const Tensor &t2, const Scalar &value);
+Tensor &addcmul_(Tensor &self, const Tensor &t1, const Tensor &t2, const Scalar &value);
+Tensor &addcdiv_(Tensor &self, const Tensor &t1, const Tensor &t2, const Scalar &value);
 
 /// In-place: self = result cast to self's dtype; throws when the result type cannot be cast
 /// (e.g. a float result into an int tensor), as torch does.

@@ -45,7 +45,9 @@ def test_set_num_threads_reaches_the_blas():
 
 # (m, n, k): one block (too small to split), row blocks, column blocks (few rows), a 2-D grid
 # at 4 threads, and outputs too small for blocks split over k (a weight gradient's shape).
-POOL_SHAPES = [(8, 8, 8), (512, 96, 64), (20, 700, 64), (300, 260, 50), (16, 27, 5000), (3, 5, 9001)]
+POOL_SHAPES = [
+    (8, 8, 8), (512, 96, 64), (20, 700, 64), (300, 260, 50), (16, 27, 5000), (3, 5, 9001)
+]
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3, 4])

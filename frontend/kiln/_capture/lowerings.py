@@ -113,6 +113,18 @@ def _dims(w, dim) -> list[int] | None:
     return dims or None
 
 
+def emit_into(w, node, a, inplace: bool, op: str, operands, attrs) -> None:
+    """`op` as the node's value; in place, also written into the input (``copy_``) unless no
+    one else can see the write."""
+    from kiln._capture.op_table import unobserved
+
+    if not inplace or unobserved(node, a["input"]):
+        w.emit_node(node, op, operands, attrs)
+        return
+    (result,) = w.emit(op, operands, attrs, node.meta.get("loc"))
+    w.emit_node(node, "copy_", [w.tensor(a["input"]), result], {})
+
+
 def _no(*values) -> None:
     """Declines unless every value is None/False (``out=``, ``inplace=True``, ...)."""
     if any(v is not None and v is not False for v in values):

@@ -1,12 +1,11 @@
 """Calls that are a few graph ops together (lowerings.py explains the mechanism): conv1d as a
 conv2d over a height of one, addmm / baddbmm / addmv as a matmul with its scaled addend,
-outer products as a broadcast multiply, F.normalize as a division by the clamped norm, sort and
-topk, cummax / cummin, kthvalue, median and mode as the positions (an extern) and a gather of
-the values at them, group_norm as a grouped
-view normalized over its groups, interpolate as an upsample extern, F.unfold / F.fold as the
-im2col / col2im externs. Each
-node carries the call's source line; the node after the last one must type as eager's result
-(emit_node checks)."""
+outer products as a broadcast multiply, addcmul / addcdiv as their multiply and add,
+F.normalize as a division by the clamped norm, sort and topk, cummax / cummin, kthvalue, median
+and mode as the positions (an extern) and a gather of the values at them, group_norm as a
+grouped view normalized over its groups, interpolate as an upsample extern, F.unfold / F.fold as
+the im2col / col2im externs. Each node carries the call's source line; the node after the last
+one must type as eager's result (emit_node checks)."""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ import math
 import kiln
 from kiln._capture.graph import Node
 from kiln._capture.graph_build import Decline
-from kiln._capture.lowerings import _no, lowering
+from kiln._capture.lowerings import _no, emit_into, lowering
 from kiln.nn import _bicubic as _bicubic_impl
 
 
@@ -472,3 +471,29 @@ def _conv_transpose(spatial: int):
 for _spatial in (1, 2, 3):
     lowering(_s_conv_transpose, f"kiln.conv_transpose{_spatial}d",
              f"kiln.nn.functional.conv_transpose{_spatial}d")(_conv_transpose(_spatial))
+
+
+def _s_addc(input, tensor1, tensor2, *, value=1): ...
+
+
+def _addc(op: str, inplace: bool):
+    def lower(w, node, a):
+        """input + value * tensor1 (*|/) tensor2, as eager's kernel orders it."""
+        value, example = a["value"], node.meta.get("example")
+        if type(value) not in (int, float):
+            raise Decline("a value computed at run time")
+        if not isinstance(example, kiln.Tensor) or not example.is_floating_point():
+            raise Decline(f"{op} of integers (the value is cast to their type)")
+        loc = node.meta.get("loc")
+        x = w.tensor(a["input"])
+        (scaled,) = w.emit("mul", [w.tensor(a["tensor1"]), w.constant(value)], {}, loc)
+        (term,) = w.emit("mul" if op == "addcmul" else "div", [scaled, w.tensor(a["tensor2"])],
+                         {}, loc)  # fmt: skip
+        emit_into(w, node, a, inplace, "add", [x, term], {})
+
+    return lower
+
+
+for _op in ("addcmul", "addcdiv"):
+    lowering(_s_addc, f"kiln.{_op}", f"kiln.Tensor.{_op}")(_addc(_op, False))
+    lowering(_s_addc, f"kiln.Tensor.{_op}_")(_addc(_op, True))

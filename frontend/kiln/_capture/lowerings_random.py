@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import kiln
 from kiln._capture.graph_build import Decline, dtype_short
-from kiln._capture.lowerings import _no, lowering
+from kiln._capture.lowerings import _no, emit_into, lowering
 from kiln._capture.lowerings_nn import _size_args
-from kiln._capture.op_table import unobserved
 
 
 def _s_f_dropout(input, p=0.5, training=True, inplace=False): ...
@@ -70,16 +69,6 @@ def _dropping(w, node, a, training: str, override: str | None):
     return x, p
 
 
-def _emit_into(w, node, a, inplace: bool, op: str, operands, attrs) -> None:
-    """`op` as the node's value; in place, also written into the input (``copy_``) unless no
-    one else can see the write."""
-    if not inplace or unobserved(node, a["input"]):
-        w.emit_node(node, op, operands, attrs)
-        return
-    (result,) = w.emit(op, operands, attrs, node.meta.get("loc"))
-    w.emit_node(node, "copy_", [w.tensor(a["input"]), result], {})
-
-
 def _dropout(training: str, override: str | None):
     """F.dropout / kiln.dropout: the kernel draws the mask."""
 
@@ -87,7 +76,7 @@ def _dropout(training: str, override: str | None):
         if (drawn := _dropping(w, node, a, training, override)) is None:
             return
         x, p = drawn
-        _emit_into(w, node, a, a["inplace"], "dropout", [x, _state(w, node, x.type.sizes)],
+        emit_into(w, node, a, a["inplace"], "dropout", [x, _state(w, node, x.type.sizes)],
                    {"p": float(p)})
 
     return lower
@@ -118,7 +107,7 @@ def _bernoulli_(w, node, a):
     x = w.tensor(a["input"])
     sizes = list(x.type.sizes)
     probs, attrs = _draws(w, a["p"], sizes, x.type.dtype)
-    _emit_into(w, node, a, True, "bernoulli", [_state(w, node, sizes), *probs], attrs)
+    emit_into(w, node, a, True, "bernoulli", [_state(w, node, sizes), *probs], attrs)
 
 
 @_register(_s_bernoulli, "kiln.bernoulli", "kiln.Tensor.bernoulli")
@@ -155,7 +144,7 @@ def _channel_dropout(batched, training: str, override: str | None):
                                                  "dtype": x.type.dtype}, loc)  # fmt: skip
         if p != 1:
             (noise,) = w.emit("mul", [noise, w.constant(1.0 / (1.0 - p))], {}, loc)
-        _emit_into(w, node, a, a["inplace"], "mul", [x, noise], {})
+        emit_into(w, node, a, a["inplace"], "mul", [x, noise], {})
 
     return lower
 
@@ -187,7 +176,7 @@ def _alpha_dropout(feature: bool, training: str, override: str | None):
             raise Decline("alpha dropout of a non-floating input (eager raises)")
         loc = node.meta.get("loc")
         if p == 1:  # eager: input * 0 (the affine map is undefined)
-            _emit_into(w, node, a, a["inplace"], "mul", [x, w.constant(0.0)], {})
+            emit_into(w, node, a, a["inplace"], "mul", [x, w.constant(0.0)], {})
             return
         sizes = x.type.sizes
         if feature:
@@ -203,7 +192,7 @@ def _alpha_dropout(feature: bool, training: str, override: str | None):
         (shift,) = w.emit("add", [shift, w.constant(_SELU_SATURATION * scale * p)], {}, loc)
         (kept,) = w.emit("mul", [noise, w.constant(scale)], {}, loc)
         (scaled,) = w.emit("mul", [x, kept], {}, loc)
-        _emit_into(w, node, a, a["inplace"], "add", [scaled, shift], {})
+        emit_into(w, node, a, a["inplace"], "add", [scaled, shift], {})
 
     return lower
 

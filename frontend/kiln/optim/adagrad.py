@@ -15,7 +15,6 @@ that never had a gradient too.
 from __future__ import annotations
 
 import kiln
-from kiln.optim._pointwise import addcmul_
 from kiln.optim.optimizer import (
     Optimizer,
     _check_tensor_hyper,
@@ -136,6 +135,6 @@ def _adagrad_update(param, grad, state, group):
     if group["weight_decay"] != 0:
         grad = grad.add(param, alpha=group["weight_decay"])
     clr = lr / (1 + (step - 1) * group["lr_decay"])
-    addcmul_(state_sum, grad, grad, 1)
+    state_sum.addcmul_(grad, grad, value=1)
     std = state_sum.sqrt().add_(group["eps"])
-    param.add_(grad * -_get_value(clr) / std)  # addcdiv_(grad, std, value=-clr)
+    param.addcdiv_(grad, std, value=-_get_value(clr))

@@ -22,7 +22,6 @@ it runs the same update.)
 from __future__ import annotations
 
 import kiln
-from kiln.optim._pointwise import addcmul_
 from kiln.optim.optimizer import (
     Optimizer,
     _check_tensor_hyper,
@@ -232,7 +231,7 @@ def _adam_update(param, grad, state, group):
             grad = grad.add(param, alpha=weight_decay)
 
     exp_avg.lerp_(grad, 1 - beta1)
-    addcmul_(exp_avg_sq.mul_(beta2), grad, grad, 1 - beta2)
+    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
 
     step = step_t.item()
     bias_correction1 = 1 - beta1**step
@@ -245,4 +244,4 @@ def _adam_update(param, grad, state, group):
         denom = (max_exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
     else:
         denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-    param.add_(exp_avg * -_get_value(step_size) / denom)  # addcdiv_(exp_avg, denom, -step_size)
+    param.addcdiv_(exp_avg, denom, value=-_get_value(step_size))

@@ -14,7 +14,6 @@ single-tensor update op for op:
 from __future__ import annotations
 
 import kiln
-from kiln.optim._pointwise import addcmul, addcmul_
 from kiln.optim.optimizer import (
     Optimizer,
     _check_tensor_hyper,
@@ -133,17 +132,17 @@ def _rmsprop_update(param, grad, state, group):
     state["step"].add_(1)
     if weight_decay != 0:
         grad = grad.add(param, alpha=weight_decay)
-    addcmul_(square_avg.mul_(alpha), grad, grad, 1 - alpha)
+    square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
     if group["centered"]:
         grad_avg = state["grad_avg"]
         grad_avg.lerp_(grad, 1 - alpha)
-        avg = addcmul(square_avg, grad_avg, grad_avg, -1).sqrt_()
+        avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
     else:
         avg = square_avg.sqrt()
     avg = avg.add_(eps)
     if momentum > 0:
         buf = state["momentum_buffer"]
-        buf.mul_(momentum).add_(grad / avg)  # addcdiv_(grad, avg)
+        buf.mul_(momentum).addcdiv_(grad, avg)
         param.add_(buf, alpha=-lr)
     else:
-        param.add_(grad * -lr / avg)  # addcdiv_(grad, avg, value=-lr)
+        param.addcdiv_(grad, avg, value=-lr)

@@ -206,18 +206,18 @@ def test_addcmul_rounds_once(value, n):
     """kiln's float32 addcmul is self + (value * t1) * t2 with one rounding of the
     multiply-add (torch's CPU kernel fuses it); checked against an exact NumPy reference,
     and against torch where torch's kernels have FMA (AVX2 and up)."""
-    from kiln.optim._pointwise import addcmul, addcmul_
-
     rng = np.random.default_rng(n)
     a, b, c = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
     scaled = (b * np.float32(value)).astype(np.float32)
     ref = (a.astype(np.float64) + scaled.astype(np.float64) * c.astype(np.float64)).astype(
         np.float32
     )
-    got = addcmul(kiln.from_numpy(a.copy()), kiln.from_numpy(b), kiln.from_numpy(c), value)
+    got = kiln.addcmul(
+        kiln.from_numpy(a.copy()), kiln.from_numpy(b), kiln.from_numpy(c), value=value
+    )
     np.testing.assert_array_equal(got.numpy(), ref)
     inplace = kiln.from_numpy(a.copy())
-    assert addcmul_(inplace, kiln.from_numpy(b), kiln.from_numpy(c), value) is inplace
+    assert inplace.addcmul_(kiln.from_numpy(b), kiln.from_numpy(c), value=value) is inplace
     np.testing.assert_array_equal(inplace.numpy(), ref)
     if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
         t = torch.from_numpy(a.copy()).addcmul_(
