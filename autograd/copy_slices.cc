@@ -10,7 +10,8 @@
 //
 // The gradient's region is cut by as_strided, so the base must be laid out densely (any
 // permutation of a contiguous tensor); a write into a view of a sliced or expanded base that
-// needs a gradient is refused.
+// needs a gradient is refused. Under create_graph the same rules run as recorded ops over the
+// region's element positions (index_select, where, index_put), so they differentiate again.
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "runtime/error.h"
@@ -71,11 +72,64 @@ Tensor regionIn(const Region &r, const Tensor &buf) {
   return buf.asStrided(r.sizes, r.strides, buf.storageOffset() + r.offset);
 }
 
-void refuseDoubleBackward(const Grads &g) {
-  KILN_CHECK_KIND(NotImplemented, !(isGradEnabled() && g[0].defined() && g[0].requiresGrad()),
-                  "double backward through an in-place write into a view (CopySlices) is not "
-                  "supported yet; build the value out of place (torch.cat, torch.where, "
-                  "index_put) for create_graph=True");
+/// Whether the backward is itself recorded (create_graph=True): the rules then use ops.
+bool recorded(const Grads &g) { return isGradEnabled() && g[0].defined() && g[0].requiresGrad(); }
+
+/// The region's elements as row-major positions in the base (int64, the view's order), for
+/// the recorded rules. A dense base maps each memory offset to one position.
+Tensor regionPositions(const Region &r) {
+  Shape perm = *denseOrder(r.baseSizes, r.baseStrides);
+  const int64_t rank = static_cast<int64_t>(r.baseSizes.size());
+  Shape rowMajor(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    rowMajor[d] = rowMajor[d + 1] * r.baseSizes[d + 1];
+  Tensor out = Tensor::empty({numelOf(r.sizes)}, DType::Int64);
+  int64_t *pos = out.data<int64_t>();
+  Shape idx(r.sizes.size(), 0);
+  for (int64_t n = 0, total = numelOf(r.sizes); n < total; ++n) {
+    int64_t offset = r.offset;
+    for (size_t k = 0; k < idx.size(); ++k)
+      offset += idx[k] * r.strides[k];
+    int64_t flat = 0;
+    for (int64_t d : perm) // outermost dim first: the offset's digits in the base's strides
+      if (r.baseSizes[d] > 1) {
+        flat += (offset / r.baseStrides[d]) * rowMajor[d];
+        offset %= r.baseStrides[d];
+      }
+    pos[n] = flat;
+    for (int64_t k = static_cast<int64_t>(idx.size()) - 1; k >= 0 && ++idx[k] == r.sizes[k]; --k)
+      idx[k] = 0;
+  }
+  return out;
+}
+
+/// g's region, recorded: the elements at the region's positions, shaped as the view.
+Tensor recordedRegion(const Region &r, const Tensor &g) {
+  Tensor flat = reshape(g, {-1});
+  return reshape(ops::indexSelect(flat, 0, regionPositions(r).to(g.device())), r.sizes);
+}
+
+/// g with the region zeroed, recorded.
+Tensor recordedOutside(const Region &r, const Tensor &g) {
+  Tensor inside = Tensor::empty({numelOf(r.baseSizes)}, DType::Bool);
+  inside.fill_(Scalar(false));
+  Tensor positions = regionPositions(r);
+  const int64_t *pos = positions.data<int64_t>();
+  bool *mask = inside.data<bool>();
+  for (int64_t n = 0, total = numelOf(r.sizes); n < total; ++n)
+    mask[pos[n]] = true;
+  Tensor zero = Tensor::wrapScalar(Scalar(0.0));
+  return ops::where(inside.reshape(r.baseSizes).to(g.device()), zero, g);
+}
+
+/// Zeros of the base's sizes holding g in the region, recorded.
+Tensor recordedPlaced(const Region &r, const Tensor &g) {
+  Tensor zeros = Tensor::empty({numelOf(r.baseSizes)}, g.dtype(), g.device());
+  zeros.fill_(Scalar(0.0));
+  Tensor index = regionPositions(r).to(g.device());
+  Tensor placed = ops::indexPut(zeros, std::span<const Tensor>(&index, 1), reshape(g, {-1}),
+                                /*accumulate=*/true);
+  return reshape(placed, r.baseSizes);
 }
 
 /// Records `out` (a tensor over the view's memory) as the region of base's current history.
@@ -83,7 +137,8 @@ void recordRegion(const Tensor &base, Tensor &out, const Region &r) {
   GradModeGuard on(true); // a stale view may be refreshed while the engine runs without grad
   record("AsStridedBackward0", {&base}, out, [&](const NodePtr &) {
     return [r](B &, const Node &, Grads &g) {
-      refuseDoubleBackward(g);
+      if (recorded(g))
+        return Grads{recordedPlaced(r, g[0])};
       Tensor zeros = Tensor::empty(r.baseSizes, g[0].dtype(), g[0].device());
       zeros.fill_(Scalar(0.0));
       Tensor buf = denseCopy(r, zeros);
@@ -121,7 +176,9 @@ void writeThroughView(const char *op, const Tensor &base, Tensor &view, const Te
   DType resultType = result.dtype();
   record("CopySlices", {&old, &result}, fresh, [&](const NodePtr &) {
     return [r, resultSizes, resultType](B &b, const Node &, Grads &g) {
-      refuseDoubleBackward(g);
+      if (recorded(g))
+        return Grads{recordedOutside(r, g[0]),
+                     b.reduceTo(recordedRegion(r, g[0]), resultSizes, resultType)};
       Tensor buf = denseCopy(r, g[0]);
       Tensor region = regionIn(r, buf);
       Tensor forResult = b.reduceTo(region.clone(), resultSizes, resultType);
