@@ -53,6 +53,23 @@ Tensor EagerBuilder::where(const Tensor &cond, const Tensor &a, const Tensor &b)
 Tensor EagerBuilder::zeroWhere(const Tensor &a, const Tensor &cond) {
   return ops::where(cond, number(0.0), a);
 }
+Tensor EagerBuilder::connect(const Tensor &value, const Tensor &source) {
+  if (!isGradEnabled() || !source.requiresGrad())
+    return value;
+  Tensor out = detach(value);
+  record("ZeroDerivativeBackward", {&value, &source}, out, [&](const NodePtr &) {
+    return
+        [sizes = source.sizes(), dtype = source.dtype()](EagerBuilder &b, const Node &n, Grads &g) {
+          Grads r(2);
+          if (n.needsInputGrad(0))
+            r[0] = g[0];
+          if (n.needsInputGrad(1))
+            r[1] = b.zeros(sizes, dtype);
+          return r;
+        };
+  });
+  return out;
+}
 Tensor EagerBuilder::cast(const Tensor &a, DType dtype) {
   return a.dtype() == dtype ? a : autograd::to(a, dtype);
 }

@@ -65,6 +65,10 @@ struct EagerBuilder {
   Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b);
   /// cond ? 0 : a.
   Tensor zeroWhere(const Tensor &a, const Tensor &cond);
+  /// `value`, recorded as also reading `source` with a zero derivative: a piecewise-linear
+  /// rule's gradient (relu's mask of its input) depends on the input as torch's backward ops
+  /// do, so a second derivative reaches it as zeros instead of leaving it unused.
+  Tensor connect(const Tensor &value, const Tensor &source);
   Tensor cast(const Tensor &a, DType dtype);
   Tensor zeros(const Sizes &sizes, DType dtype);
 

@@ -226,7 +226,9 @@ Out<B> maskedFill(B &b, const V<B> &g, const V<B> &mask, const InputInfo<B> &sel
 // ----------------------------------------------------
 
 template <class B> V<B> neg(B &b, const V<B> &g) { return b.neg(g); }
-template <class B> V<B> abs(B &b, const V<B> &g, const V<B> &x) { return b.mul(g, b.sign(x)); }
+template <class B> V<B> abs(B &b, const V<B> &g, const V<B> &x) {
+  return b.connect(b.mul(g, b.sign(x)), x);
+}
 template <class B> V<B> square(B &b, const V<B> &g, const V<B> &x) {
   return b.mul(g, b.scale(x, 2.0));
 }
@@ -263,9 +265,11 @@ template <class B> V<B> erf(B &b, const V<B> &g, const V<B> &x) {
 
 // ---- activations
 // ---------------------------------------------------------------------------------
+// The piecewise-linear rules read their input only through a mask; `connect` records that
+// dependence (zero derivative), as torch's threshold/leaky_relu/hardtanh backward ops have it.
 
 template <class B> V<B> relu(B &b, const V<B> &g, const V<B> &y) {
-  return b.zeroWhere(g, b.leScalar(y, 0.0));
+  return b.connect(b.zeroWhere(g, b.leScalar(y, 0.0)), y);
 }
 
 /// gelu, exact: Phi(x) + x phi(x); tanh: torch's derivative of its approximation.
@@ -300,7 +304,7 @@ V<B> softplus(B &b, const V<B> &g, const V<B> &x, double beta, double threshold)
 }
 
 template <class B> V<B> leakyRelu(B &b, const V<B> &g, const V<B> &x, double slope) {
-  return b.where(b.gtScalar(x, 0.0), g, b.scale(g, slope));
+  return b.connect(b.where(b.gtScalar(x, 0.0), g, b.scale(g, slope)), x);
 }
 
 template <class B> V<B> elu(B &b, const V<B> &g, const V<B> &x, const V<B> &y, double alpha) {
@@ -308,7 +312,7 @@ template <class B> V<B> elu(B &b, const V<B> &g, const V<B> &x, const V<B> &y, d
 }
 
 template <class B> V<B> hardtanh(B &b, const V<B> &g, const V<B> &x, double lo, double hi) {
-  return b.zeroWhere(g, b.logicalOr(b.leScalar(x, lo), b.geScalar(x, hi)));
+  return b.connect(b.zeroWhere(g, b.logicalOr(b.leScalar(x, lo), b.geScalar(x, hi))), x);
 }
 
 // ---- reductions

@@ -132,22 +132,23 @@ Tensor celu(const Tensor &a, double alpha) {
 Tensor hardshrink(const Tensor &a, double lambd) {
   return unaryFromInput("HardshrinkBackward0", a, kiln::ops::hardshrink(a, lambd),
                         [lambd](B &b, const Tensor &g, const Tensor &x) {
-                          return b.zeroWhere(g, b.leScalar(b.abs(x), lambd));
+                          return b.connect(b.zeroWhere(g, b.leScalar(b.abs(x), lambd)), x);
                         });
 }
 
 Tensor softshrink(const Tensor &a, double lambd) {
   return unaryFromInput("SoftshrinkBackward0", a, kiln::ops::softshrink(a, lambd),
                         [lambd](B &b, const Tensor &g, const Tensor &x) {
-                          return b.zeroWhere(g, b.leScalar(b.abs(x), lambd));
+                          return b.connect(b.zeroWhere(g, b.leScalar(b.abs(x), lambd)), x);
                         });
 }
 
 Tensor threshold(const Tensor &a, const Scalar &threshold, const Scalar &value) {
   double th = threshold.toDouble();
-  return unaryFromInput(
-      "ThresholdBackward0", a, kiln::ops::threshold(a, threshold, value),
-      [th](B &b, const Tensor &g, const Tensor &x) { return b.zeroWhere(g, b.leScalar(x, th)); });
+  return unaryFromInput("ThresholdBackward0", a, kiln::ops::threshold(a, threshold, value),
+                        [th](B &b, const Tensor &g, const Tensor &x) {
+                          return b.connect(b.zeroWhere(g, b.leScalar(x, th)), x);
+                        });
 }
 
 Tensor atan2(const Tensor &a, const Tensor &b) {

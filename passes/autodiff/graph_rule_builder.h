@@ -76,6 +76,8 @@ public:
   Value zeroWhere(Value a, Value cond) {
     return op(ir::OpKind::MaskedFill, {a, cond, number(0.0)});
   }
+  /// Compiled graphs are differentiated once: the link a second derivative needs is not kept.
+  Value connect(Value value, Value) { return value; }
   Value cast(Value a, DType dtype);
   Value zeros(const Sizes &sizes, DType dtype);
 
