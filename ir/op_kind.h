@@ -47,6 +47,9 @@ enum OpTrait : uint32_t {
   Comparison = 1u << 9,
   /// Takes integer and bool operands only (the bitwise ops).
   Integral = 1u << 10,
+  /// Its results never carry a gradient (random draws, indices, sizes, factories, all/any):
+  /// autograd treats them as constants, as it does Comparison and Integral ops.
+  NoGradient = 1u << 11,
 };
 } // namespace trait
 using OpTraits = uint32_t;

@@ -84,7 +84,7 @@ py::list opTable() {
       {ir::trait::View, "view"},         {ir::trait::Reduction, "reduction"},
       {ir::trait::Extern, "extern"},     {ir::trait::InPlace, "inplace"},
       {ir::trait::FloatResult, "float"}, {ir::trait::Comparison, "bool_result"},
-      {ir::trait::Integral, "integral"}};
+      {ir::trait::Integral, "integral"}, {ir::trait::NoGradient, "no_gradient"}};
   py::list rows;
   for (const ir::OpSpelling &s : ir::opSpellings()) {
     py::dict attrs, row;

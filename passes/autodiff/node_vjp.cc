@@ -129,8 +129,8 @@ V embeddingGrad(B &b, const ir::Node &n, V g) {
 
 } // namespace
 
-Differentiability differentiability(const ir::Node &node) {
-  switch (node.op()) {
+Differentiability differentiability(ir::OpKind op) {
+  switch (op) {
   case OpKind::Add:
   case OpKind::Sub:
   case OpKind::Mul:
@@ -192,41 +192,18 @@ Differentiability differentiability(const ir::Node &node) {
   case OpKind::AdaptiveAvgPool2d:
   case OpKind::ScaledDotProductAttention:
     return Differentiability::Rule;
-  case OpKind::Input:
+  case OpKind::Input: // leaves: what flows into them is the caller's business
   case OpKind::Constant:
   case OpKind::Weight:
-  case OpKind::Full:
-  case OpKind::Arange:
-  case OpKind::PhiloxState:
-  case OpKind::Rand:
-  case OpKind::Randn:
-  case OpKind::Bernoulli:
-  case OpKind::SymSize:
-  case OpKind::OneHot:
-  case OpKind::Argmax:
-  case OpKind::Argmin:
-  case OpKind::Argsort:
-  case OpKind::TopkIndices:
-  case OpKind::SelectionIndices:
-  case OpKind::LogicalNot:
-  case OpKind::LogicalAnd:
-  case OpKind::LogicalOr:
-  case OpKind::LogicalXor:
-  case OpKind::Isnan:
-  case OpKind::Isinf:
-  case OpKind::Isfinite:
-  case OpKind::Isposinf:
-  case OpKind::Isneginf:
-  case OpKind::Signbit:
-  case OpKind::All:
-  case OpKind::Any:
     return Differentiability::Constant;
   default:
     break;
   }
-  if (node.hasTrait(ir::trait::Comparison) || node.hasTrait(ir::trait::Integral))
-    return Differentiability::Constant;
-  return hasExtraVjp(node.op()) ? Differentiability::Rule : Differentiability::Missing;
+  // The op table says which ops never carry gradients (ir/ops.def, NoGradient).
+  for (ir::OpTraits t : {ir::trait::NoGradient, ir::trait::Comparison, ir::trait::Integral})
+    if (ir::hasTrait(op, t))
+      return Differentiability::Constant;
+  return hasExtraVjp(op) ? Differentiability::Rule : Differentiability::Missing;
 }
 
 Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {

@@ -16,7 +16,13 @@ enum class Differentiability : uint8_t {
   Missing,  ///< a differentiable op without a compiled derivative yet
 };
 
-Differentiability differentiability(const ir::Node &node);
+/// Rule for the ops nodeVjp differentiates; Constant for the ops ir/ops.def marks NoGradient,
+/// Comparison or Integral (and graph leaves); Missing otherwise (tests/cpp/autodiff_coverage_test
+/// lists them, so a new op must choose).
+Differentiability differentiability(ir::OpKind op);
+inline Differentiability differentiability(const ir::Node &node) {
+  return differentiability(node.op());
+}
 
 /// The gradients of `node`'s operands (nullptr where `need` does not ask or none flows), given
 /// `grad`, the gradient of its one result. Throws Unsupported for a form the rules do not cover.
