@@ -77,6 +77,25 @@ template <typename Inner> void NdLoop::runRange(int64_t begin, int64_t end, Inne
         p += idx[d] * strides_[k][d];
       ptrs[k] = p;
     }
+    if (idx[0] == 0 && nd >= 2) {
+      // Whole rows along dim 1: step the pointers instead of recomputing them per row (a
+      // transposed copy of 32-element rows spent half its time in that recomputation).
+      int64_t rows = std::min(shape_[1] - idx[1], (end - pos) / shape_[0]);
+      if (rows > 0) {
+        for (int64_t r = 0; r < rows; ++r) {
+          inner(ptrs.data(), innerStrides.data(), shape_[0]);
+          for (int k = 0; k < nops_; ++k)
+            ptrs[k] += strides_[k][1];
+        }
+        pos += rows * shape_[0];
+        idx[1] += rows;
+        for (int d = 1; d + 1 < nd && idx[d] == shape_[d]; ++d) {
+          idx[d] = 0;
+          ++idx[d + 1];
+        }
+        continue;
+      }
+    }
     int64_t n = std::min(shape_[0] - idx[0], end - pos);
     inner(ptrs.data(), innerStrides.data(), n);
     pos += n;
