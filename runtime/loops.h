@@ -53,7 +53,7 @@ private:
 
 template <typename Inner> void NdLoop::runRange(int64_t begin, int64_t end, Inner &inner) const {
   const int nd = static_cast<int>(shape_.size());
-  std::array<char *, kMaxOperands> ptrs;
+  std::array<char *, kMaxOperands> ptrs, row;
   std::array<int64_t, kMaxOperands> innerStrides{};
   if (nd == 0) {
     ptrs = base_;
@@ -69,41 +69,40 @@ template <typename Inner> void NdLoop::runRange(int64_t begin, int64_t end, Inne
     idx[d] = rem % shape_[d];
     rem /= shape_[d];
   }
+  // `row` points at the start of the current row (idx[0] = 0); moving to the next row along
+  // dim 1 steps it, and only a carry past dim 1 recomputes it (a transposed copy of 32-element
+  // rows spent half its time recomputing). `inner` has one call site, so it stays inlined.
+  bool fresh = true;
   int64_t pos = begin;
   while (pos < end) {
-    for (int k = 0; k < nops_; ++k) {
-      char *p = base_[k];
-      for (int d = 0; d < nd; ++d)
-        p += idx[d] * strides_[k][d];
-      ptrs[k] = p;
-    }
-    if (idx[0] == 0 && nd >= 2) {
-      // Whole rows along dim 1: step the pointers instead of recomputing them per row (a
-      // transposed copy of 32-element rows spent half its time in that recomputation).
-      int64_t rows = std::min(shape_[1] - idx[1], (end - pos) / shape_[0]);
-      if (rows > 0) {
-        for (int64_t r = 0; r < rows; ++r) {
-          inner(ptrs.data(), innerStrides.data(), shape_[0]);
-          for (int k = 0; k < nops_; ++k)
-            ptrs[k] += strides_[k][1];
-        }
-        pos += rows * shape_[0];
-        idx[1] += rows;
-        for (int d = 1; d + 1 < nd && idx[d] == shape_[d]; ++d) {
-          idx[d] = 0;
-          ++idx[d + 1];
-        }
-        continue;
+    if (fresh) {
+      for (int k = 0; k < nops_; ++k) {
+        char *p = base_[k];
+        for (int d = 1; d < nd; ++d)
+          p += idx[d] * strides_[k][d];
+        row[k] = p;
       }
+      fresh = false;
     }
+    for (int k = 0; k < nops_; ++k)
+      ptrs[k] = row[k] + idx[0] * innerStrides[k];
     int64_t n = std::min(shape_[0] - idx[0], end - pos);
     inner(ptrs.data(), innerStrides.data(), n);
     pos += n;
     idx[0] += n;
-    for (int d = 0; d + 1 < nd && idx[d] == shape_[d]; ++d) {
+    if (idx[0] < shape_[0] || nd == 1)
+      continue; // the range ended mid-row, or there is one row
+    idx[0] = 0;
+    if (++idx[1] < shape_[1]) {
+      for (int k = 0; k < nops_; ++k)
+        row[k] += strides_[k][1];
+      continue;
+    }
+    for (int d = 1; d + 1 < nd && idx[d] == shape_[d]; ++d) {
       idx[d] = 0;
       ++idx[d + 1];
     }
+    fresh = true;
   }
 }
 
