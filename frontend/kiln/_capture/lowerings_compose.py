@@ -497,3 +497,67 @@ def _addc(op: str, inplace: bool):
 for _op in ("addcmul", "addcdiv"):
     lowering(_s_addc, f"kiln.{_op}", f"kiln.Tensor.{_op}")(_addc(_op, False))
     lowering(_s_addc, f"kiln.Tensor.{_op}_")(_addc(_op, True))
+
+
+# --- Elementwise ops the table spells without a node kind (KILN_EAGER_SPELLING rows) ------------
+
+
+def _s_unary(input): ...
+def _s_rsub(input, other, *, alpha=1): ...
+def _s_float_power(input, exponent): ...
+
+
+def _example(node):
+    example = node.meta.get("example")
+    if not isinstance(example, kiln.Tensor):
+        raise Decline("a result that is not a tensor")
+    return example
+
+
+def _square(inplace: bool):
+    def lower(w, node, a):
+        """x * x: torch's square is pow(x, 2), which rounds as the product does."""
+        if _example(node).dtype == kiln.bool:
+            raise Decline("square of bool (an integer result)")
+        x = w.tensor(a["input"])
+        emit_into(w, node, a, inplace, "mul", [x, x], {})
+
+    return lower
+
+
+lowering(_s_unary, "kiln.square", "kiln.Tensor.square")(_square(False))
+lowering(_s_unary, "kiln.square_", "kiln.Tensor.square_")(_square(True))
+
+
+@lowering(_s_unary, "kiln.positive", "kiln.Tensor.positive", "kiln.Tensor.__pos__", "operator.pos")
+def _positive(w, node, a):
+    """The input itself (torch returns self)."""
+    if _example(node).dtype == kiln.bool:
+        raise Decline("positive of bool (torch's error)")
+    w.values[id(node)] = w.tensor(a["input"])
+
+
+@lowering(_s_rsub, "kiln.rsub")
+def _rsub(w, node, a):
+    """other - alpha * input."""
+    alpha = a["alpha"]
+    if type(alpha) not in (int, float):
+        raise Decline("alpha computed at run time")
+    x = w.operand(a["input"])
+    if alpha != 1:
+        (x,) = w.emit("mul", [x, w.constant(alpha)], {}, node.meta.get("loc"))
+    w.emit_node(node, "sub", [w.operand(a["other"]), x], {})
+
+
+@lowering(_s_float_power, "kiln.float_power", "kiln.Tensor.float_power")
+def _float_power(w, node, a):
+    """pow in float64, whatever the operands' dtypes (torch's float_power)."""
+    loc = node.meta.get("loc")
+    operands = []
+    for v in (a["input"], a["exponent"]):
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            operands.append(w.constant(float(v)))
+            continue
+        (cast,) = w.emit("cast", [w.tensor(v)], {"dtype": "f64"}, loc)
+        operands.append(cast)
+    w.emit_node(node, "pow", operands, {})
