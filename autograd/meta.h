@@ -12,6 +12,7 @@
 #include "runtime/tensor.h"
 
 #include <initializer_list>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -26,6 +27,10 @@ struct AutogradMeta {
   std::weak_ptr<autograd::Node> accumulator;
   /// Hooks of a leaf, run on each gradient before it accumulates.
   std::vector<autograd::GradHook> hooks;
+  /// Hooks of a leaf run after a gradient has accumulated into `.grad`, given the leaf
+  /// (torch's register_post_accumulate_grad_hook: data-parallel training starts its gradient
+  /// all-reduce from them).
+  std::vector<std::function<void(const Tensor &)>> postAccumulateHooks;
   /// The base of a view recorded by a differentiable view op, and the base's history the view
   /// was cut from (an in-place write through another view rewrites it: see copy_slices.cc).
   Tensor viewBase;

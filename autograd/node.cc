@@ -41,6 +41,8 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> &&gradOutputs) {
   } else {
     kiln::ops::inplace("add_", m.grad, kiln::ops::add(m.grad, g));
   }
+  for (size_t i = 0; i < m.postAccumulateHooks.size(); ++i) // a hook may add hooks
+    m.postAccumulateHooks[i](leaf);
   return {};
 }
 

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
 
 APT_PACKAGES=(bazel-bootstrap bazel-rules-java bazel-platforms llvm-19-dev libmlir-19-dev
-  mlir-19-tools libfmt-dev catch2 libopenblas-dev pybind11-dev nlohmann-json3-dev)
+  mlir-19-tools libfmt-dev catch2 libopenblas-dev pybind11-dev nlohmann-json3-dev openmpi-bin)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -179,6 +179,28 @@ void bindTensorAutograd(py::class_<Tensor> &t) {
       },
       py::arg("hook"));
   t.def(
+      "register_post_accumulate_grad_hook",
+      [](const Tensor &self, py::function fn) {
+        KILN_CHECK(self.requiresGrad(),
+                   "cannot register a hook on a tensor that doesn't require gradient");
+        KILN_CHECK(autograd::isLeaf(self),
+                   "post accumulate grad hooks cannot be registered on non-leaf tensors");
+        auto removed = std::make_shared<bool>(false);
+        // Released under the GIL: the graph may drop the hook on a thread without it.
+        std::shared_ptr<py::object> held(new py::object(std::move(fn)), [](py::object *o) {
+          py::gil_scoped_acquire gil;
+          delete o;
+        });
+        autograd::meta(self).postAccumulateHooks.push_back([held, removed](const Tensor &leaf) {
+          if (*removed)
+            return;
+          py::gil_scoped_acquire gil;
+          (*held)(wrap(leaf));
+        });
+        return HookHandle{removed};
+      },
+      py::arg("hook"));
+  t.def(
       "backward",
       [](const Tensor &self, py::handle gradient, py::handle retainGraph, bool createGraph,
          py::handle inputs) {

@@ -24,6 +24,7 @@ void bindIR(pybind11::module_ &m);
 /// `_C._ir.GraphBuilder` and `_C._ir.Graph` (called by bindIR on its submodule).
 void bindGraphBuilder(pybind11::module_ &ir);
 void bindCuda(pybind11::module_ &m);
+void bindDistributed(pybind11::module_ &m);
 void bindCompiler(pybind11::module_ &m);
 
 } // namespace kiln::frontend

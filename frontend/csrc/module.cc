@@ -51,4 +51,5 @@ PYBIND11_MODULE(_C, m) {
   bindIR(m);
   bindCompiler(m);
   bindCuda(m);
+  bindDistributed(m);
 }

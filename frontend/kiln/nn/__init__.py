@@ -5,6 +5,6 @@ MultiheadAttention, ...), containers, losses, and the ``functional``, ``init`` a
 submodules.
 """
 
-from kiln.nn import functional, init, utils  # noqa: F401
+from kiln.nn import functional, init, parallel, utils  # noqa: F401
 from kiln.nn.modules import *  # noqa: F403
 from kiln.nn.parameter import Buffer, Parameter  # noqa: F401

@@ -1,0 +1,360 @@
+#include "distributed/process_group.h"
+
+#include "distributed/mpi_library.h"
+#include "runtime/error.h"
+#include "runtime/ops/elementwise.h"
+
+#include <chrono>
+#include <climits>
+#include <thread>
+
+namespace kiln::distributed {
+namespace {
+
+const mpi::Library &lib() { return mpi::library(); }
+
+void check(int code, const std::string &what) {
+  if (code != mpi::kSuccess)
+    fail(ErrorKind::Runtime, "kiln.distributed: {} failed: {}", what, lib().message(code));
+}
+
+const char *opName(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Sum:
+    return "SUM";
+  case ReduceOp::Avg:
+    return "AVG";
+  case ReduceOp::Product:
+    return "PRODUCT";
+  case ReduceOp::Max:
+    return "MAX";
+  case ReduceOp::Min:
+    return "MIN";
+  }
+  return "?";
+}
+
+mpi::Op mpiOp(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Product:
+    return lib().prod;
+  case ReduceOp::Max:
+    return lib().max;
+  case ReduceOp::Min:
+    return lib().min;
+  default:
+    return lib().sum;
+  }
+}
+
+bool isHalf(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
+/// The MPI type a tensor's elements travel as (half precision as 16-bit words when no
+/// arithmetic is done on them).
+mpi::Datatype mpiType(DType t) {
+  switch (t) {
+  case DType::Float32:
+    return lib().f32;
+  case DType::Float64:
+    return lib().f64;
+  case DType::Int64:
+    return lib().i64;
+  case DType::Int32:
+    return lib().i32;
+  case DType::Int16:
+    return lib().i16;
+  case DType::Int8:
+    return lib().i8;
+  case DType::UInt8:
+    return lib().u8;
+  case DType::Bool:
+    return lib().boolean;
+  case DType::Float16:
+  case DType::BFloat16:
+    return lib().u16;
+  default:
+    fail(ErrorKind::Runtime, "kiln.distributed: dtype {} is not supported", dtypeName(t));
+  }
+}
+
+void requireDense(const char *what, const Tensor &t) {
+  KILN_CHECK(t.isCpu(), "kiln.distributed.{}: the MPI backend takes CPU tensors, got {}", what,
+             t.device().str());
+  KILN_CHECK(t.isContiguous(), "kiln.distributed.{}: Tensors must be contiguous", what);
+  KILN_CHECK(t.numel() <= INT_MAX,
+             "kiln.distributed.{}: {} elements exceed MPI's 32-bit count; split the tensor", what,
+             t.numel());
+}
+
+int count(const Tensor &t) { return static_cast<int>(t.numel()); }
+
+/// The buffer a reduction runs on: the tensor itself, or a float32 copy of a half one (MPI has
+/// no 16-bit float arithmetic); finish() writes a copy back and divides an average.
+struct ReduceBuffer {
+  Tensor buffer;
+  std::function<void()> finish;
+};
+
+ReduceBuffer reduceBuffer(const char *what, const Tensor &t, ReduceOp op, int size) {
+  if (op == ReduceOp::Avg)
+    KILN_CHECK(isFloating(t.dtype()),
+               "kiln.distributed.{}: ReduceOp.AVG needs a floating tensor, got {}", what,
+               dtypeName(t.dtype()));
+  KILN_CHECK(t.dtype() != DType::Bool || op == ReduceOp::Max || op == ReduceOp::Min,
+             "kiln.distributed.{}: bool tensors reduce with MAX or MIN only, not {}", what,
+             opName(op));
+  Tensor buf = isHalf(t.dtype()) ? t.to(DType::Float32) : t;
+  Tensor target = t;
+  auto finish = [buf, target, op, size]() mutable {
+    Tensor result = buf;
+    if (op == ReduceOp::Avg)
+      result = ops::div(buf, Tensor::wrapScalar(Scalar(static_cast<double>(size))));
+    if (!result.isSameAs(target))
+      target.copy_(result);
+    target.bumpVersion();
+  };
+  return {buf, finish};
+}
+
+bool gInitialized = false;
+
+} // namespace
+
+bool Work::isCompleted() {
+  if (done_)
+    return true;
+  for (void *&r : requests_) {
+    if (!r)
+      continue;
+    int flag = 0;
+    mpi::Status status{};
+    check(lib().test(&r, &flag, &status), what_);
+    if (!flag)
+      return false;
+    r = nullptr; // MPI_REQUEST_NULL once complete
+  }
+  done_ = true;
+  if (finish_)
+    finish_();
+  return true;
+}
+
+void Work::wait() {
+  using Clock = std::chrono::steady_clock;
+  auto start = Clock::now();
+  auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(timeoutSeconds_));
+  for (int polls = 0; !isCompleted(); ++polls) {
+    if (Clock::now() > deadline)
+      fail(ErrorKind::Runtime,
+           "kiln.distributed: {} on rank {} of {} did not complete within {} s{}: another rank "
+           "exited, skipped this collective or has not reached it (init_process_group's "
+           "timeout= sets the limit)",
+           what_, rank_, size_, timeoutSeconds_, stage_);
+    if (polls > 1000) // spin briefly, then let the other ranks' processes have the cores
+      std::this_thread::sleep_for(std::chrono::microseconds(polls > 20000 ? 1000 : 50));
+  }
+}
+
+ProcessGroup *gWorld = nullptr;
+
+ProcessGroup &ProcessGroup::current() {
+  KILN_CHECK(gInitialized && gWorld,
+             "Default process group has not been initialized, please make sure to call "
+             "init_process_group.");
+  return *gWorld;
+}
+
+ProcessGroup &ProcessGroup::world(double timeoutSeconds) {
+  static ProcessGroup *group = [] {
+    const mpi::Library &l = lib();
+    int already = 0;
+    check(l.initialized(&already), "MPI_Initialized");
+    if (!already) {
+      int provided = 0;
+      check(l.initThread(nullptr, nullptr, mpi::kThreadSerialized, &provided), "MPI_Init");
+    }
+    // Errors come back as codes (kiln raises them) instead of aborting the job.
+    check(l.commSetErrhandler(l.world, l.errorsReturn), "MPI_Comm_set_errhandler");
+    auto *g = new ProcessGroup();
+    check(l.commRank(l.world, &g->rank_), "MPI_Comm_rank");
+    check(l.commSize(l.world, &g->size_), "MPI_Comm_size");
+    return g;
+  }();
+  KILN_CHECK(!group->finalized_,
+             "kiln.distributed: the process group was destroyed; MPI cannot be initialized "
+             "twice in one process");
+  group->timeoutSeconds_ = timeoutSeconds;
+  gInitialized = true;
+  gWorld = group;
+  return *group;
+}
+
+bool ProcessGroup::initialized() { return gInitialized; }
+
+void ProcessGroup::finalize() {
+  if (finalized_)
+    return;
+  int done = 0;
+  lib().finalized(&done);
+  if (!done)
+    check(lib().finalize(), "MPI_Finalize");
+  finalized_ = true;
+  gInitialized = false;
+}
+
+WorkPtr ProcessGroup::start(std::string what) {
+  KILN_CHECK(!finalized_, "kiln.distributed.{}: the process group was destroyed", what);
+  auto w = std::make_shared<Work>();
+  w->what_ = std::move(what);
+  w->timeoutSeconds_ = timeoutSeconds_;
+  w->rank_ = rank_;
+  w->size_ = size_;
+  return w;
+}
+
+void ProcessGroup::checkAgreement(const std::string &what, const Tensor &t, int64_t numel) {
+  if (size_ == 1)
+    return;
+  // One MAX all-reduce gives every rank the largest and (negated) smallest of each value.
+  Tensor meta = Tensor::empty({4}, DType::Int64);
+  int64_t *m = meta.data<int64_t>();
+  int64_t dtype = static_cast<int64_t>(t.dtype());
+  m[0] = numel, m[1] = -numel, m[2] = dtype, m[3] = -dtype;
+  WorkPtr w = start(what);
+  w->stage_ = " (while the ranks compared their tensors)";
+  w->requests_.push_back(nullptr);
+  check(lib().iallreduce(mpi::kInPlace, m, 4, lib().i64, lib().max, lib().world,
+                         &w->requests_.back()),
+        what);
+  w->wait();
+  KILN_CHECK(m[0] == -m[1],
+             "kiln.distributed.{}: the ranks passed tensors of different sizes ({} to {} "
+             "elements; this rank, {}, passed {})",
+             what, -m[1], m[0], rank_, numel);
+  KILN_CHECK(m[2] == -m[3],
+             "kiln.distributed.{}: the ranks passed tensors of different dtypes (this rank, {}, "
+             "passed {})",
+             what, rank_, dtypeName(t.dtype()));
+}
+
+WorkPtr ProcessGroup::allReduce(const Tensor &t, ReduceOp op) {
+  requireDense("all_reduce", t);
+  checkAgreement("all_reduce", t, t.numel());
+  ReduceBuffer rb = reduceBuffer("all_reduce", t, op, size_);
+  WorkPtr w = start("all_reduce");
+  w->finish_ = rb.finish;
+  w->requests_.push_back(nullptr);
+  check(lib().iallreduce(mpi::kInPlace, rb.buffer.rawData(), count(rb.buffer),
+                         mpiType(rb.buffer.dtype()), mpiOp(op), lib().world, &w->requests_[0]),
+        "all_reduce");
+  return w;
+}
+
+WorkPtr ProcessGroup::broadcast(const Tensor &t, int src) {
+  requireDense("broadcast", t);
+  KILN_CHECK(src >= 0 && src < size_, "kiln.distributed.broadcast: src {} is not a rank of {}", src,
+             size_);
+  checkAgreement("broadcast", t, t.numel());
+  WorkPtr w = start("broadcast");
+  Tensor target = t;
+  w->finish_ = [target]() mutable { target.bumpVersion(); };
+  w->requests_.push_back(nullptr);
+  check(lib().ibcast(t.rawData(), count(t), mpiType(t.dtype()), src, lib().world, &w->requests_[0]),
+        "broadcast");
+  return w;
+}
+
+WorkPtr ProcessGroup::allGather(const Tensor &out, const Tensor &in) {
+  requireDense("all_gather", out);
+  requireDense("all_gather", in);
+  KILN_CHECK(out.numel() == in.numel() * size_ && out.dtype() == in.dtype(),
+             "kiln.distributed.all_gather: the output must hold world_size ({}) times the "
+             "input's {} elements of {}, got {} of {}",
+             size_, in.numel(), dtypeName(in.dtype()), out.numel(), dtypeName(out.dtype()));
+  checkAgreement("all_gather", in, in.numel());
+  WorkPtr w = start("all_gather");
+  Tensor target = out;
+  w->finish_ = [target]() mutable { target.bumpVersion(); };
+  w->requests_.push_back(nullptr);
+  mpi::Datatype type = mpiType(in.dtype());
+  check(lib().iallgather(in.rawData(), count(in), type, out.rawData(), count(in), type, lib().world,
+                         &w->requests_[0]),
+        "all_gather");
+  return w;
+}
+
+WorkPtr ProcessGroup::reduceScatter(const Tensor &out, const Tensor &in, ReduceOp op) {
+  requireDense("reduce_scatter", out);
+  requireDense("reduce_scatter", in);
+  KILN_CHECK(in.numel() == out.numel() * size_ && out.dtype() == in.dtype(),
+             "kiln.distributed.reduce_scatter: the input must hold world_size ({}) times the "
+             "output's {} elements of {}, got {} of {}",
+             size_, out.numel(), dtypeName(out.dtype()), in.numel(), dtypeName(in.dtype()));
+  checkAgreement("reduce_scatter", in, in.numel());
+  ReduceBuffer rb = reduceBuffer("reduce_scatter", out, op, size_);
+  Tensor source = isHalf(in.dtype()) ? in.to(DType::Float32) : in;
+  WorkPtr w = start("reduce_scatter");
+  w->finish_ = [finish = rb.finish, source] { finish(); };
+  w->requests_.push_back(nullptr);
+  check(lib().ireduceScatterBlock(source.rawData(), rb.buffer.rawData(), count(rb.buffer),
+                                  mpiType(rb.buffer.dtype()), mpiOp(op), lib().world,
+                                  &w->requests_[0]),
+        "reduce_scatter");
+  return w;
+}
+
+WorkPtr ProcessGroup::reduce(const Tensor &t, int dst, ReduceOp op) {
+  requireDense("reduce", t);
+  KILN_CHECK(dst >= 0 && dst < size_, "kiln.distributed.reduce: dst {} is not a rank of {}", dst,
+             size_);
+  checkAgreement("reduce", t, t.numel());
+  ReduceBuffer rb = reduceBuffer("reduce", t, op, size_);
+  WorkPtr w = start("reduce");
+  bool root = rank_ == dst;
+  if (root)
+    w->finish_ = rb.finish;
+  w->requests_.push_back(nullptr);
+  check(lib().ireduce(root ? mpi::kInPlace : rb.buffer.rawData(),
+                      root ? rb.buffer.rawData() : nullptr, count(rb.buffer),
+                      mpiType(rb.buffer.dtype()), mpiOp(op), dst, lib().world, &w->requests_[0]),
+        "reduce");
+  return w;
+}
+
+WorkPtr ProcessGroup::send(const Tensor &t, int dst, int tag) {
+  requireDense("send", t);
+  KILN_CHECK(dst >= 0 && dst < size_ && dst != rank_,
+             "kiln.distributed.send: dst {} is not another rank of {}", dst, size_);
+  WorkPtr w = start("send to rank " + std::to_string(dst));
+  Tensor keep = t; // alive until the send completes
+  w->finish_ = [keep] {};
+  w->requests_.push_back(nullptr);
+  check(lib().isend(t.rawData(), count(t), mpiType(t.dtype()), dst, tag, lib().world,
+                    &w->requests_[0]),
+        "send");
+  return w;
+}
+
+WorkPtr ProcessGroup::recv(const Tensor &t, int src, int tag) {
+  requireDense("recv", t);
+  KILN_CHECK(src >= 0 && src < size_ && src != rank_,
+             "kiln.distributed.recv: src {} is not another rank of {}", src, size_);
+  WorkPtr w = start("recv from rank " + std::to_string(src));
+  Tensor target = t;
+  w->finish_ = [target]() mutable { target.bumpVersion(); };
+  w->requests_.push_back(nullptr);
+  check(lib().irecv(t.rawData(), count(t), mpiType(t.dtype()), src, tag, lib().world,
+                    &w->requests_[0]),
+        "recv");
+  return w;
+}
+
+WorkPtr ProcessGroup::barrier() {
+  WorkPtr w = start("barrier");
+  w->requests_.push_back(nullptr);
+  check(lib().ibarrier(lib().world, &w->requests_[0]), "barrier");
+  return w;
+}
+
+} // namespace kiln::distributed

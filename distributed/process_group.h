@@ -1,0 +1,79 @@
+#pragma once
+/// The process group of kiln.distributed: every process of an MPI job (launched by mpirun or
+/// kilnrun) and the collectives of torch.distributed on CPU tensors, over Open MPI.
+///
+/// Each operation is started non-blocking and finished by Work::wait, which polls it with a
+/// deadline: a rank that died, skipped the collective or passed a different tensor makes the
+/// others raise an error naming the operation and the rank within the group's timeout, never
+/// hang. Before each collective the ranks compare what they pass (element count and dtype) in
+/// one small all-reduce, so a mismatch is an error on every rank instead of corrupt data.
+
+#include "runtime/tensor.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::distributed {
+
+enum class ReduceOp { Sum, Avg, Product, Max, Min };
+
+/// An operation in flight.
+class Work {
+public:
+  /// Polls once; true when finished (its result written).
+  bool isCompleted();
+  /// Blocks until finished; throws when the group's timeout passes first.
+  void wait();
+
+private:
+  friend class ProcessGroup;
+  std::vector<void *> requests_;
+  std::function<void()> finish_; ///< after completion: the average's division, a copy back
+  std::string what_;
+  std::string stage_; ///< "while the ranks compared their tensors", or empty
+  double timeoutSeconds_ = 0;
+  int rank_ = 0, size_ = 0;
+  bool done_ = false;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+class ProcessGroup {
+public:
+  /// The world group, initializing MPI on first use (a process started without mpirun is a
+  /// world of one).
+  static ProcessGroup &world(double timeoutSeconds);
+  /// Whether world() has been called and not finalized.
+  static bool initialized();
+  /// The initialized world group; throws torch's error before init_process_group.
+  static ProcessGroup &current();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  void setTimeout(double seconds) { timeoutSeconds_ = seconds; }
+
+  WorkPtr allReduce(const Tensor &t, ReduceOp op);
+  WorkPtr broadcast(const Tensor &t, int src);
+  /// out holds size() blocks of in's elements, in rank order.
+  WorkPtr allGather(const Tensor &out, const Tensor &in);
+  /// in holds size() blocks of out's elements; out gets block rank() reduced over ranks.
+  WorkPtr reduceScatter(const Tensor &out, const Tensor &in, ReduceOp op);
+  WorkPtr reduce(const Tensor &t, int dst, ReduceOp op);
+  WorkPtr send(const Tensor &t, int dst, int tag);
+  WorkPtr recv(const Tensor &t, int src, int tag);
+  WorkPtr barrier();
+  /// Finalizes MPI (destroy_process_group); the group cannot be used again in this process.
+  void finalize();
+
+private:
+  ProcessGroup() = default;
+  WorkPtr start(std::string what);
+  void checkAgreement(const std::string &what, const Tensor &t, int64_t numel);
+
+  int rank_ = 0, size_ = 1;
+  double timeoutSeconds_ = 1800;
+  bool finalized_ = false;
+};
+
+} // namespace kiln::distributed

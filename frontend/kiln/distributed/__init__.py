@@ -1,0 +1,234 @@
+"""kiln.distributed: torch.distributed's process-group API on Open MPI.
+
+Launch the processes with ``kilnrun --nproc-per-node N script.py`` (or ``mpirun -np N python
+script.py``); each calls ``init_process_group("mpi")`` and then the collectives below on CPU
+tensors. Collectives are in place as torch's are; ``async_op=True`` returns a work handle whose
+``wait()`` finishes it. Every operation has a deadline (``timeout=`` of init_process_group, 30
+minutes by default, as torch's): a rank that died, skipped a collective or passed a tensor of
+another size or dtype makes the others raise a RuntimeError naming the operation and the rank,
+instead of hanging. The C++ side is distributed/process_group.h.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import os
+
+import kiln
+from kiln import _C
+
+_D = _C._distributed
+ReduceOp = _D.ReduceOp
+
+__all__ = [
+    "ReduceOp",
+    "all_gather",
+    "all_gather_into_tensor",
+    "all_reduce",
+    "barrier",
+    "broadcast",
+    "destroy_process_group",
+    "get_backend",
+    "get_rank",
+    "get_world_size",
+    "init_process_group",
+    "irecv",
+    "is_available",
+    "is_initialized",
+    "isend",
+    "recv",
+    "reduce",
+    "reduce_scatter_tensor",
+    "send",
+]
+
+_DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)
+
+
+def is_available() -> bool:
+    return True
+
+
+def is_initialized() -> bool:
+    return _D.is_initialized()
+
+
+def _env_int(*names):
+    for name in names:
+        if os.environ.get(name, "").strip():
+            return int(os.environ[name])
+    return None
+
+
+def init_process_group(backend="mpi", init_method=None, timeout=None, world_size=-1, rank=-1,
+                       store=None, group_name="", pg_options=None, device_id=None):  # fmt: skip
+    """Joins the MPI job this process was launched in (torch's signature). The rank and world
+    size come from MPI; given ones (or torch's RANK / WORLD_SIZE variables) must agree."""
+    if backend not in ("mpi", None) and str(backend).lower() not in ("mpi", "cpu:mpi"):
+        raise ValueError(
+            f"kiln.distributed: backend {backend!r} is not available; kiln runs collectives on "
+            "Open MPI (backend='mpi') for CPU tensors"
+        )
+    if is_initialized():
+        raise ValueError("trying to initialize the default process group twice!")
+    if timeout is None:
+        timeout = _DEFAULT_TIMEOUT
+    seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else timeout
+    got_rank, got_size = _D.init(float(seconds))
+    _WORLD["rank"], _WORLD["size"] = got_rank, got_size
+    # MPI must be finalized before exit (mpirun reports a process that did not as failed);
+    # torch scripts often never call destroy_process_group.
+    atexit.register(_finalize_at_exit)
+    want_rank = rank if rank >= 0 else _env_int("RANK")
+    want_size = world_size if world_size > 0 else _env_int("WORLD_SIZE")
+    if want_size is not None and want_size != got_size:
+        raise RuntimeError(
+            f"kiln.distributed: world_size={want_size} was asked, but the MPI job has {got_size} "
+            "processes (launch with kilnrun --nproc-per-node N or mpirun -np N)"
+        )
+    if want_rank is not None and want_rank != got_rank:
+        raise RuntimeError(
+            f"kiln.distributed: rank={want_rank} was asked, but MPI gave this process rank "
+            f"{got_rank}"
+        )
+
+
+def destroy_process_group(group=None) -> None:
+    _D.finalize()
+    _WORLD.clear()
+
+
+def _finalize_at_exit():
+    if is_initialized():
+        destroy_process_group()
+
+
+def get_backend(group=None) -> str:
+    _require_init()
+    return "mpi"
+
+
+def get_rank(group=None) -> int:
+    _require_init()
+    return _WORLD["rank"]
+
+
+def get_world_size(group=None) -> int:
+    _require_init()
+    return _WORLD["size"]
+
+
+_WORLD: dict = {}  # rank and size of the initialized group
+
+
+def _require_init():
+    if not is_initialized():
+        raise ValueError(
+            "Default process group has not been initialized, please make sure to call "
+            "init_process_group."
+        )
+
+
+def _check_tensor(name, tensor):
+    if not isinstance(tensor, kiln.Tensor):
+        raise TypeError(
+            f"kiln.distributed.{name}: expected a kiln.Tensor, got {type(tensor).__name__}"
+        )
+
+
+def _finish(work, async_op):
+    if async_op:
+        return work
+    work.wait()
+    return None
+
+
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+    _check_tensor("all_reduce", tensor)
+    return _finish(_D.all_reduce(tensor, op), async_op)
+
+
+def broadcast(tensor, src=0, group=None, async_op=False, group_src=None):
+    _check_tensor("broadcast", tensor)
+    return _finish(_D.broadcast(tensor, src if group_src is None else group_src), async_op)
+
+
+def reduce(tensor, dst=0, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
+    _check_tensor("reduce", tensor)
+    return _finish(_D.reduce(tensor, dst if group_dst is None else group_dst, op), async_op)
+
+
+def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
+    _check_tensor("all_gather_into_tensor", output_tensor)
+    _check_tensor("all_gather_into_tensor", input_tensor)
+    return _finish(_D.all_gather(output_tensor, input_tensor), async_op)
+
+
+class _Then:
+    """A work handle that runs `then` once its work has finished."""
+
+    def __init__(self, work, then):
+        self._work, self._then, self._done = work, then, False
+
+    def is_completed(self):
+        if not self._done and self._work.is_completed():
+            self._then()
+            self._done = True
+        return self._done
+
+    def wait(self):
+        if not self._done:
+            self._work.wait()
+            self._then()
+            self._done = True
+        return True
+
+
+def all_gather(tensor_list, tensor, group=None, async_op=False):
+    """Each rank's `tensor` into tensor_list[rank]."""
+    _check_tensor("all_gather", tensor)
+    if len(tensor_list) != get_world_size():
+        raise RuntimeError(
+            f"kiln.distributed.all_gather: tensor_list has {len(tensor_list)} tensors for a "
+            f"world of {get_world_size()}"
+        )
+    flat = kiln.empty((get_world_size(),) + tuple(tensor.shape), dtype=tensor.dtype)
+    work = _D.all_gather(flat, tensor.contiguous())
+
+    def scatter():
+        for i, t in enumerate(tensor_list):
+            t.copy_(flat[i])
+
+    return _finish(_Then(work, scatter), async_op)
+
+
+def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):  # noqa: A002
+    _check_tensor("reduce_scatter_tensor", output)
+    _check_tensor("reduce_scatter_tensor", input)
+    return _finish(_D.reduce_scatter(output, input, op), async_op)
+
+
+def isend(tensor, dst=None, group=None, tag=0, group_dst=None):
+    _check_tensor("isend", tensor)
+    return _D.send(tensor, dst if group_dst is None else group_dst, tag)
+
+
+def irecv(tensor, src=None, group=None, tag=0, group_src=None):
+    _check_tensor("irecv", tensor)
+    if src is None and group_src is None:
+        raise RuntimeError("kiln.distributed.irecv: src is required (no receive from any rank)")
+    return _D.recv(tensor, src if group_src is None else group_src, tag)
+
+
+def send(tensor, dst=None, group=None, tag=0, group_dst=None):
+    isend(tensor, dst, group, tag, group_dst).wait()
+
+
+def recv(tensor, src=None, group=None, tag=0, group_src=None):
+    irecv(tensor, src, group, tag, group_src).wait()
+    return src if group_src is None else group_src
+
+
+def barrier(group=None, async_op=False, device_ids=None):
+    return _finish(_D.barrier(), async_op)

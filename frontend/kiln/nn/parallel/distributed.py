@@ -1,0 +1,208 @@
+"""DistributedDataParallel: torch's data-parallel wrapper on kiln.distributed (Open MPI).
+
+At construction the parameters and buffers are broadcast from rank 0, so every process starts
+from the same model. The parameters that require grad are grouped into buckets of about
+``bucket_cap_mb`` megabytes, in reverse registration order (the order the backward produces their
+gradients). A post-accumulate-grad hook on each parameter counts it ready; when a bucket's last
+gradient has accumulated, the bucket is flattened and its all-reduce starts without waiting,
+so the next layers' backward runs while it travels. When the last bucket has started, all are
+waited for and each ``.grad`` becomes the average over ranks. ``no_sync()`` skips the reduction
+(gradients accumulate locally, and the next synchronized backward averages the sum), and
+``find_unused_parameters=True`` marks the parameters the forward's outputs do not reach ready at
+the end of the forward, as torch does. Buffers (BatchNorm statistics) are broadcast from rank 0
+before each forward when ``broadcast_buffers`` (the default).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+
+import kiln
+import kiln.distributed as dist
+from kiln.nn.modules.module import Module
+
+__all__ = ["DistributedDataParallel"]
+
+_UNFINISHED = (
+    "Expected to have finished reduction in the prior iteration before starting a new one. This "
+    "error indicates that your module has parameters that were not used in producing loss. You "
+    "can enable unused parameter detection by passing the keyword argument "
+    "`find_unused_parameters=True` to `kiln.nn.parallel.DistributedDataParallel`, and by making "
+    "sure all `forward` function outputs participate in calculating loss. Parameters that did "
+    "not receive a gradient on this rank: {names}"
+)
+
+
+class _Bucket:
+    def __init__(self, indices):
+        self.indices = indices
+        self.pending = len(indices)
+        self.flat = None
+        self.work = None
+
+
+class DistributedDataParallel(Module):
+    def __init__(self, module, device_ids=None, output_device=None, dim=0,
+                 broadcast_buffers=True, process_group=None, bucket_cap_mb=None,
+                 find_unused_parameters=False, check_reduction=False,
+                 gradient_as_bucket_view=False, static_graph=False,
+                 delay_all_reduce_named_params=None, param_to_hook_all_reduce=None,
+                 mixed_precision=None, device_mesh=None):  # fmt: skip
+        super().__init__()
+        if not dist.is_initialized():
+            raise ValueError(
+                "Default process group has not been initialized, please make sure to call "
+                "init_process_group."
+            )
+        self.module = module
+        self.broadcast_buffers = broadcast_buffers
+        self.find_unused_parameters = find_unused_parameters
+        self._sync = True
+        named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        if not named:
+            raise RuntimeError(
+                "DistributedDataParallel is not needed when a module doesn't have any parameter "
+                "that requires a gradient."
+            )
+        self._names = [n for n, _ in named]
+        self._params = [p for _, p in named]
+        with kiln.no_grad():
+            for t in list(module.parameters()) + list(module.buffers()):
+                dist.broadcast(t.detach(), src=0)
+        self._buckets, self._bucket_of = self._make_buckets(bucket_cap_mb or 25)
+        self._ready = [False] * len(self._params)
+        self._started = 0
+        self._expect_reduction = False
+        me = weakref.ref(self)  # the hooks must not keep the wrapper (and model) alive
+        self._handles = [
+            p.register_post_accumulate_grad_hook(lambda _, i=i: _on_ready(me, i))
+            for i, p in enumerate(self._params)
+        ]
+
+    def _make_buckets(self, cap_mb):
+        cap = cap_mb * 1024 * 1024
+        buckets, current, size, dtype = [], [], 0, None
+        for i in reversed(range(len(self._params))):
+            p = self._params[i]
+            nbytes = p.numel() * p.element_size()
+            if current and (size + nbytes > cap or p.dtype != dtype):
+                buckets.append(_Bucket(current))
+                current, size = [], 0
+            current.append(i)
+            size += nbytes
+            dtype = p.dtype
+        if current:
+            buckets.append(_Bucket(current))
+        bucket_of = {}
+        for b, bucket in enumerate(buckets):
+            for i in bucket.indices:
+                bucket_of[i] = b
+        return buckets, bucket_of
+
+    # --- the reduction --------------------------------------------------------------------------
+
+    def _param_ready(self, i):
+        if not self._sync or self._ready[i]:
+            return
+        self._ready[i] = True
+        bucket = self._buckets[self._bucket_of[i]]
+        bucket.pending -= 1
+        if bucket.pending == 0:
+            self._start(bucket)
+
+    def _start(self, bucket):
+        grads = []
+        for i in bucket.indices:
+            p = self._params[i]
+            g = p.grad if p.grad is not None else kiln.zeros_like(p)
+            grads.append(g.detach().reshape(-1))
+        bucket.flat = kiln.cat(grads) if len(grads) > 1 else grads[0].clone()
+        bucket.work = dist.all_reduce(bucket.flat, op=dist.ReduceOp.AVG, async_op=True)
+        self._started += 1
+        if self._started == len(self._buckets):
+            self._finish()
+
+    def _finish(self):
+        with kiln.no_grad():
+            for bucket in self._buckets:
+                bucket.work.wait()
+                offset = 0
+                for i in bucket.indices:
+                    p = self._params[i]
+                    n = p.numel()
+                    averaged = bucket.flat[offset : offset + n].view(p.shape)
+                    if p.grad is None:
+                        p.grad = averaged.clone()
+                    else:
+                        p.grad.copy_(averaged)
+                    offset += n
+                bucket.flat = bucket.work = None
+                bucket.pending = len(bucket.indices)
+        self._ready = [False] * len(self._params)
+        self._started = 0
+        self._expect_reduction = False
+
+    def _mark_unused(self, outputs):
+        """Parameters the outputs' autograd graph does not reach count as ready now."""
+        # `seen` keeps the node objects alive: an id is only unique while its object lives, and
+        # a live node's wrapper is the one returned for it again.
+        reached, seen, stack = set(), {}, []
+        for t in _tensors(outputs):
+            if t.grad_fn is not None:
+                stack.append(t.grad_fn)
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen[id(node)] = node
+            if node.name() == "AccumulateGrad":
+                reached.add(node.variable.data_ptr())
+            stack.extend(fn for fn, _ in node.next_functions if fn is not None)
+        for i, p in enumerate(self._params):
+            if p.data_ptr() not in reached:
+                self._param_ready(i)
+
+    # --- Module ---------------------------------------------------------------------------------
+
+    def forward(self, *inputs, **kwargs):
+        if self._expect_reduction and self._started < len(self._buckets):
+            missing = [self._names[i] for i, r in enumerate(self._ready) if not r]
+            raise RuntimeError(_UNFINISHED.format(names=", ".join(missing)))
+        if self.broadcast_buffers:
+            with kiln.no_grad():
+                for b in self.module.buffers():
+                    dist.broadcast(b, src=0)
+        out = self.module(*inputs, **kwargs)
+        if kiln.is_grad_enabled() and self._sync:
+            self._expect_reduction = True
+            if self.find_unused_parameters:
+                self._mark_unused(out)
+        return out
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Gradients accumulate locally inside; the first backward after it averages them."""
+        before = self._sync
+        self._sync = False
+        try:
+            yield
+        finally:
+            self._sync = before
+
+
+def _on_ready(ref, i):
+    ddp = ref()
+    if ddp is not None:
+        ddp._param_ready(i)
+
+
+def _tensors(obj):
+    if isinstance(obj, kiln.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _tensors(o)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            yield from _tensors(o)

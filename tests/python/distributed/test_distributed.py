@@ -1,0 +1,157 @@
+"""kiln.distributed on Open MPI, run as real multi-process jobs through tools/kilnrun on this
+machine (loopback): every collective against NumPy at 2 and 4 ranks, DistributedDataParallel
+training against single-process training on the whole batch, and faults (a rank that skips a
+collective, a rank that dies, mismatched tensors) ending every rank with a clear error within
+the timeout instead of a hang."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import kiln
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+KILNRUN = os.path.join(ROOT, "tools", "kilnrun")
+pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI not installed")
+
+
+def kilnrun(n, script, *args, timeout=120):
+    env = dict(os.environ, KILN_NUM_THREADS="1")
+    return subprocess.run([KILNRUN, "--nproc-per-node", str(n), os.path.join(HERE, script),
+                           *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                          env=env)  # fmt: skip
+
+
+def data(r, dtype, shape=(5,)):
+    return (np.arange(np.prod(shape)).reshape(shape) % 7 + r + 1).astype(dtype)
+
+
+REDUCE = {"SUM": np.sum, "MAX": np.max, "MIN": np.min, "PRODUCT": np.prod, "AVG": np.mean}
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_collectives_equal_numpy(tmp_path, n):
+    run = kilnrun(n, "worker_collectives.py", tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    ranks = [np.load(tmp_path / f"rank{r}.npz") for r in range(n)]
+    for r, got in enumerate(ranks):
+        for dt in ("float32", "float64", "float16", "bfloat16", "int64"):
+            np_dt = "float32" if dt == "bfloat16" else dt
+            for op, fn in REDUCE.items():
+                if op == "AVG" and dt == "int64":
+                    continue
+                want = fn(np.stack([data(q, np_dt).astype(np.float64) for q in range(n)]), axis=0)
+                tol = {"float16": 2e-3, "bfloat16": 1e-2}.get(dt, 1e-6)
+                np.testing.assert_allclose(got[f"all_reduce_{dt}_{op}"], want, rtol=tol,
+                                           err_msg=f"rank {r} {dt} {op}")  # fmt: skip
+        np.testing.assert_array_equal(got["broadcast"], data(n - 1, "float32", (2, 3)))
+        np.testing.assert_array_equal(
+            got["all_gather"], np.stack([data(q, "float32", (2, 3)) for q in range(n)])
+        )
+        np.testing.assert_array_equal(
+            got["all_gather_into_tensor"],
+            np.concatenate([data(q, "int64", (4,)) for q in range(n)]),
+        )
+        total = sum(data(q, "float32", (n * 3,)) for q in range(n))
+        np.testing.assert_array_equal(got["reduce_scatter"], total[r * 3 : (r + 1) * 3])
+        np.testing.assert_array_equal(got["ring"], data((r - 1) % n, "float32"))
+    np.testing.assert_array_equal(
+        ranks[0]["reduce"], np.max([data(q, "float64") for q in range(n)], axis=0)
+    )
+
+
+def test_ddp_trains_as_one_process_on_the_whole_batch(tmp_path):
+    run = kilnrun(2, "worker_ddp.py", tmp_path, os.path.join(ROOT, "bench"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    got = np.load(tmp_path / "ddp.npz")
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    from train_models import gpt_classes
+
+    kiln.manual_seed(100)  # rank 0's initial weights, which DDP broadcast
+    model = gpt_classes(kiln, vocab=32, block=8, n_embd=16, n_head=2, n_layer=2)()
+    opt = kiln.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
+    rng = np.random.default_rng(0)
+    idx, tgt = rng.integers(0, 32, (4, 8)), rng.integers(0, 32, (4, 8))
+    losses = []
+    for _ in range(5):
+        _, loss = model(kiln.tensor(idx), kiln.tensor(tgt))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        kiln.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+    np.testing.assert_allclose(got["losses"], losses, rtol=1e-5)
+    for k, v in model.state_dict().items():
+        np.testing.assert_allclose(got[f"w_{k}"], v.numpy(), rtol=1e-4, atol=1e-5, err_msg=k)
+    # no_sync accumulation, then one synchronized backward: the average of the ranks' sums
+    mlp = kiln.nn.Sequential(kiln.nn.Linear(6, 8), kiln.nn.Tanh(), kiln.nn.Linear(8, 2))
+    unused = kiln.nn.Linear(3, 3)
+    kiln.manual_seed(7)
+    for p in list(mlp.parameters()) + list(unused.parameters()):
+        with kiln.no_grad():
+            p.copy_(kiln.randn(p.shape) * 0.5)
+    x = kiln.tensor(np.random.default_rng(1).standard_normal((8, 6)).astype(np.float32))
+    (mlp(x).pow(2).sum() / 2).backward()
+    for i, p in enumerate(mlp.parameters()):
+        np.testing.assert_allclose(got[f"mlp_grad{i}"], p.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_rank_that_skips_a_collective_times_out_with_the_name_of_it():
+    start = time.monotonic()
+    run = kilnrun(2, "worker_faults.py", "skip", timeout=60)
+    assert run.returncode != 0
+    assert "all_reduce on rank 0 of 2 did not complete within 3" in run.stdout, run.stdout
+    assert time.monotonic() - start < 30
+
+
+def test_a_rank_that_dies_ends_the_job_with_an_error():
+    start = time.monotonic()
+    run = kilnrun(2, "worker_faults.py", "die", timeout=60)
+    assert run.returncode != 0
+    text = run.stdout + run.stderr
+    # mpirun names the process ([[job,1],rank]) and its status, and stops the others
+    assert "exited with non-zero status" in text and ",1]" in text and "Exit code:    3" in text
+    assert time.monotonic() - start < 30
+
+
+def test_mismatched_tensors_are_an_error_on_every_rank():
+    run = kilnrun(2, "worker_faults.py", "mismatch", timeout=60)
+    assert run.returncode != 0
+    for r in (0, 1):
+        assert f"rank {r} raised: kiln.distributed.all_reduce: the ranks passed tensors of " \
+               "different sizes (4 to 5 elements" in run.stdout, run.stdout  # fmt: skip
+
+
+def test_kilnrun_builds_the_mpirun_command(monkeypatch):
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import kilnrun as kr
+
+    a = kr.parse(["--nproc-per-node", "3", "train.py", "--lr", "0.1"])
+    monkeypatch.delenv("KILN_NUM_THREADS", raising=False)
+    cmd, env = kr.command(a, python="/py", cores=12)
+    assert cmd[1:3] == ["-np", "3"] and "--tag-output" in cmd and "--oversubscribe" in cmd
+    assert cmd[-4:] == ["/py", "train.py", "--lr", "0.1"]
+    assert env["KILN_NUM_THREADS"] == "4"  # the cores shared out among the local processes
+    with pytest.raises(SystemExit, match="at least 1"):
+        kr.command(kr.parse(["--nproc-per-node", "0", "x.py"]))
+
+
+def test_collectives_need_an_initialized_group():
+    import kiln.distributed as dist
+
+    if dist.is_initialized():
+        pytest.skip("a group is initialized in this process")
+    with pytest.raises(ValueError, match="has not been initialized"):
+        dist.get_rank()
+    with pytest.raises(RuntimeError, match="has not been initialized"):
+        dist.all_reduce(kiln.ones(2))
+    with pytest.raises(ValueError, match="backend 'nccl' is not available"):
+        dist.init_process_group("nccl")

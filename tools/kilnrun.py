@@ -1,0 +1,63 @@
+"""kilnrun: runs a training script in N processes of one Open MPI job, like torchrun.
+
+    kilnrun --nproc-per-node N [--hostfile FILE] [--threads T] script.py [script args...]
+
+On one machine it starts N local processes (`mpirun -np N`); with --hostfile (Open MPI's format:
+one `host slots=K` line per machine, reachable by ssh) the job spans the listed machines and N
+is the total. Each process's output lines start with `[rank]` (mpirun's --tag-output). kiln's
+threads per process default to the machine's cores divided by the local processes (torchrun
+sets OMP_NUM_THREADS=1; kiln keeps the cores busy instead), unless KILN_NUM_THREADS is set or
+--threads is given. Each process reads its rank from MPI in kiln.distributed.init_process_group;
+RANK, WORLD_SIZE and LOCAL_RANK are not needed. If any process exits with an error, mpirun
+stops the others and kilnrun exits with that status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(prog="kilnrun", description=__doc__.split("\n\n")[0])
+    p.add_argument("--nproc-per-node", "--nproc_per_node", dest="nproc", type=int, required=True)
+    p.add_argument("--hostfile", help="Open MPI host file: the job spans these machines")
+    p.add_argument("--threads", type=int, help="kiln threads per process")
+    p.add_argument("script")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    return p.parse_args(argv)
+
+
+def command(a, python=sys.executable, cores=None):
+    """The mpirun command line and environment for `a` (separate for tests)."""
+    if a.nproc < 1:
+        raise SystemExit("kilnrun: --nproc-per-node must be at least 1")
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        raise SystemExit("kilnrun: mpirun not found; install Open MPI (openmpi-bin)")
+    env = dict(os.environ)
+    cores = cores or os.cpu_count() or 1
+    threads = a.threads or int(env.get("KILN_NUM_THREADS") or max(1, cores // a.nproc))
+    env["KILN_NUM_THREADS"] = str(threads)
+    cmd = [mpirun, "-np", str(a.nproc), "--tag-output", "--bind-to", "none",
+           "-x", "KILN_NUM_THREADS", "-x", "PYTHONPATH"]  # fmt: skip
+    if a.hostfile:
+        cmd += ["--hostfile", a.hostfile]
+    else:
+        cmd += ["--oversubscribe"]  # more processes than cores is allowed on one machine
+    if hasattr(os, "getuid") and os.getuid() == 0:
+        cmd += ["--allow-run-as-root"]
+    return cmd + [python, a.script, *a.args], env
+
+
+def main(argv=None) -> int:
+    a = parse(sys.argv[1:] if argv is None else argv)
+    cmd, env = command(a)
+    os.execve(cmd[0], cmd, env)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())
