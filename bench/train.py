@@ -12,9 +12,13 @@
    group update) beside torch's CPU default (its single-tensor loop) and `foreach`, and kiln's
    single-tensor update (`foreach=False`) beside torch's.
 
-Rounds are interleaved (kiln, torch, kiln, ...) and medians are reported. The markdown table is
-printed and written atomically to bench/results/train.md (`--quick`: small shapes and few
-rounds, a smoke test; it writes only where `--out` says).
+Rounds are interleaved (kiln, torch, kiln, ...) and medians are reported. At several threads the
+backward rows are measured a second time with each framework alone in its own process ("own
+process" rows, medians over alternating child processes): in one process, the threads one
+framework leaves spinning after its parallel regions (torch's OpenMP pool) take cores from the
+other's next kernel, which skews the shared-process rows by tens of percent either way. The
+markdown table is printed and written atomically to bench/results/train.md (`--quick`: small
+shapes and few rounds, a smoke test; it writes only where `--out` says).
 
     .venv/bin/python bench/train.py [--quick] [--out PATH]
 """
@@ -23,8 +27,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -166,17 +172,51 @@ def bench_optimizer(work: Workload, rounds: int, name: str, options: dict, varia
     return out
 
 
-def run_all(args) -> dict:
+def workloads(quick: bool):
     rng = np.random.default_rng(0)
-    vocab, block = (64, 16) if args.quick else (512, 64)
-    n_embd, layers = (32, 1) if args.quick else (128, 4)
-    idx = rng.integers(0, vocab, (2 if args.quick else 8, block))
+    vocab, block = (64, 16) if quick else (512, 64)
+    n_embd, layers = (32, 1) if quick else (128, 4)
+    idx = rng.integers(0, vocab, (2 if quick else 8, block))
     gpt = Workload("gpt", lambda m: gpt_classes(m, vocab, block, n_embd, 4, layers)(),
                    (idx, np.roll(idx, -1, axis=1)))
-    width, res, n = (8, 16, 4) if args.quick else (32, 32, 16)
+    width, res, n = (8, 16, 4) if quick else (32, 32, 16)
     conv = Workload("conv", lambda m: conv_net(m, width),
                     (rng.standard_normal((n, 3, res, res)).astype(np.float32),
                      rng.integers(0, 10, n)))
+    return gpt, conv
+
+
+def child_backward(lib: str, threads: int, rounds: int, quick: bool) -> None:
+    """Child process: backward medians of one framework alone, as JSON on stdout."""
+    torch.set_num_threads(threads)
+    kiln.set_num_threads(threads)
+    gpt, conv = workloads(quick)
+    out = {}
+    for work in (gpt, conv):
+        run = work.backward_step(lib)
+        for _ in range(rounds):
+            run()
+        out[work.name] = statistics.median(run.elapsed[1:])
+    print(json.dumps(out))
+
+
+def isolated_backward(threads: int, args) -> dict:
+    """Medians over alternating child processes, each running one framework alone."""
+    samples = {lib: {"gpt": [], "conv": []} for lib in ("kiln", "torch")}
+    for _ in range(3 if args.quick else 5):
+        for lib in ("kiln", "torch"):
+            cmd = [sys.executable, __file__, "--child", lib, str(threads), str(args.rounds)]
+            cmd += ["--quick"] if args.quick else []
+            got = json.loads(subprocess.run(cmd, capture_output=True, text=True,
+                                            check=True).stdout.strip().splitlines()[-1])
+            for name, value in got.items():
+                samples[lib][name].append(value)
+    return {f"{name} backward (own process)": {lib: statistics.median(samples[lib][name])
+                                               for lib in samples} for name in ("gpt", "conv")}
+
+
+def run_all(args) -> dict:
+    gpt, conv = workloads(args.quick)
     results = {}
     for threads in args.threads:
         torch.set_num_threads(threads)
@@ -184,6 +224,7 @@ def run_all(args) -> dict:
         results[threads] = {
             "gpt backward": bench_backward(gpt, args.rounds),
             "conv backward": bench_backward(conv, args.rounds),
+            **(isolated_backward(threads, args) if threads > 1 else {}),
             "recording": bench_recording(args.rounds, args.inner),
             "forward modes": bench_forward_modes(gpt, args.rounds),
             "adamw": bench_adamw(gpt, args.rounds),
@@ -207,7 +248,10 @@ def render(args, results) -> str:
     for threads, r in results.items():
         lines += [f"## {threads} thread{'s' if threads > 1 else ''}", "",
                   "| measurement | kiln | torch | ratio |", "| --- | --- | --- | --- |"]
-        for name in ("gpt backward", "conv backward"):
+        for name in ("gpt backward", "conv backward", "gpt backward (own process)",
+                     "conv backward (own process)"):
+            if name not in r:
+                continue
             k, t = r[name]["kiln"], r[name]["torch"]
             lines.append(f"| {name} | {ms(k)} | {ms(t)} | {k / t:.2f} |")
         (kp, kg), (tp, tg) = r["recording"]["kiln"], r["recording"]["torch"]
@@ -234,7 +278,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smoke mode: small shapes, few rounds")
     ap.add_argument("--out", default=None, help=f"markdown output (default {DEFAULT_OUT})")
+    ap.add_argument("--child", nargs=3, metavar=("LIB", "THREADS", "ROUNDS"),
+                    help=argparse.SUPPRESS)  # one framework's backward alone (isolated rows)
     args = ap.parse_args(argv)
+    if args.child:
+        lib, threads, rounds = args.child
+        child_backward(lib, int(threads), int(rounds), args.quick)
+        return 0
     args.rounds, args.inner = (3, 200) if args.quick else (11, 5000)
     all_threads = os.cpu_count() or 1
     args.threads = [1] if args.quick or all_threads == 1 else [1, all_threads]
