@@ -40,6 +40,8 @@ from kiln import autograd  # noqa: E402,F401,I001
 from kiln import func  # noqa: E402,F401,I001
 from kiln import optim  # noqa: E402,F401,I001  (after nn: its hooks come from kiln.nn)
 from kiln import compiler  # noqa: E402,F401,I001
+from kiln import distributed  # noqa: E402,F401,I001
+from kiln import utils  # noqa: E402,F401,I001
 from kiln._capture.compile import compile  # noqa: E402,F401,A001,I001 - torch spelling
 from kiln._capture.context import mark_dynamic, mark_static  # noqa: E402,F401,I001
 from kiln._capture.explain import explain  # noqa: E402,F401,I001

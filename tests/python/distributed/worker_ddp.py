@@ -22,10 +22,15 @@ opt = kiln.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01
 rng = np.random.default_rng(0)
 idx = rng.integers(0, 32, (4, 8))
 tgt = rng.integers(0, 32, (4, 8))
+data = kiln.utils.data.TensorDataset(kiln.tensor(idx), kiln.tensor(tgt))
+sampler = kiln.utils.data.DistributedSampler(data, shuffle=False)  # rows r, r + n, ...
+loader = kiln.utils.data.DataLoader(data, batch_size=4 // n, sampler=sampler)
 losses = []
-for _ in range(5):
-    mine = slice(r * 4 // n, (r + 1) * 4 // n)
-    _, loss = ddp(kiln.tensor(idx[mine]), kiln.tensor(tgt[mine]))
+for epoch in range(5):
+    sampler.set_epoch(epoch)
+    (xb, yb), *rest = list(loader)
+    assert not rest  # one batch per rank per epoch
+    _, loss = ddp(xb, yb)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     kiln.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

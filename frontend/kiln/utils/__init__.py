@@ -1,0 +1,5 @@
+"""kiln.utils: torch.utils's data loading (``kiln.utils.data``)."""
+
+from kiln.utils import data
+
+__all__ = ["data"]
