@@ -102,6 +102,13 @@ def test_ddp_trains_as_one_process_on_the_whole_batch(tmp_path):
     (mlp(x).pow(2).sum() / 2).backward()
     for i, p in enumerate(mlp.parameters()):
         np.testing.assert_allclose(got[f"mlp_grad{i}"], p.grad.numpy(), rtol=1e-5, atol=1e-6)
+    # kiln.compile of the DDP model (one compiled part, no eager node, on every rank): its
+    # averaged gradients of the whole shard equal one process's of the whole batch
+    for p in mlp.parameters():
+        p.grad = None
+    (mlp(x).pow(2).sum() / 2).backward()
+    for i, p in enumerate(mlp.parameters()):
+        np.testing.assert_allclose(got[f"compiled_grad{i}"], p.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_a_rank_that_skips_a_collective_times_out_with_the_name_of_it():

@@ -66,7 +66,20 @@ with ddp2.no_sync():
     ddp2(mine[:2]).pow(2).sum().backward()
 ddp2(mine[2:]).pow(2).sum().backward()
 mlp_grads = [p.grad.numpy() for p in mlp.parameters()]
+
+# kiln.compile(ddp): the wrapped model's forward and backward compile; the reduction is DDP's
+from kiln._capture.backend_compiled import CpuBackend  # noqa: E402
+
+backend = CpuBackend(fallback=False)
+compiled = kiln.compile(ddp2, backend=backend)
+for p in mlp.parameters():
+    p.grad = None
+compiled(mine).pow(2).sum().backward()
+compiled_grads = [p.grad.numpy() for p in mlp.parameters()]
+(report,) = backend.reports
+assert report.eager_nodes == 0 and report.fallbacks == [], report.fallbacks
 if r == 0:
     weights = {f"w_{k}": v for k, v in state.items()}
     grads = {f"mlp_grad{i}": g for i, g in enumerate(mlp_grads)}
+    grads.update({f"compiled_grad{i}": g for i, g in enumerate(compiled_grads)})
     np.savez(f"{out_dir}/ddp.npz", losses=np.array(losses), **weights, **grads)
