@@ -43,6 +43,7 @@ from kiln import compiler  # noqa: E402,F401,I001
 from kiln import distributed  # noqa: E402,F401,I001
 from kiln import utils  # noqa: E402,F401,I001
 from kiln.serialization import load, save  # noqa: E402,F401,I001
+from kiln import amp, backends  # noqa: E402,F401,I001
 from kiln._capture.compile import compile  # noqa: E402,F401,A001,I001 - torch spelling
 from kiln._capture.context import mark_dynamic, mark_static  # noqa: E402,F401,I001
 from kiln._capture.explain import explain  # noqa: E402,F401,I001

@@ -180,6 +180,16 @@ class DistributedDataParallel(Module):
                 self._mark_unused(out)
         return out
 
+    @property
+    def require_backward_grad_sync(self) -> bool:
+        """torch's switch (nanoGPT sets it per micro-step): False skips the reduction, as
+        inside no_sync()."""
+        return self._sync
+
+    @require_backward_grad_sync.setter
+    def require_backward_grad_sync(self, value: bool) -> None:
+        self._sync = bool(value)
+
     @contextlib.contextmanager
     def no_sync(self):
         """Gradients accumulate locally inside; the first backward after it averages them."""

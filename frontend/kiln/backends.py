@@ -1,0 +1,33 @@
+"""kiln.backends: torch.backends' switches that training scripts set.
+
+``cuda.matmul.allow_tf32``, ``cudnn.allow_tf32``, ``cudnn.benchmark`` and
+``cudnn.deterministic`` are accepted and recorded: kiln's float32 GEMMs never use TF32, and its
+kernels are deterministic, so they change nothing. ``cpu.get_cpu_capability()`` names the
+vector ISA kiln's eager float kernels run with.
+"""
+
+from __future__ import annotations
+
+import types
+
+_matmul = types.SimpleNamespace(
+    allow_tf32=False,
+    allow_fp16_reduced_precision_reduction=True,
+    allow_bf16_reduced_precision_reduction=True,
+)
+cuda = types.SimpleNamespace(matmul=_matmul)
+cudnn = types.SimpleNamespace(allow_tf32=True, benchmark=False, deterministic=False, enabled=True)
+
+
+def _cpu_capability() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            flags = next((line for line in f if line.startswith("flags")), "")
+    except OSError:
+        return "DEFAULT"
+    if " avx512f " in flags + " " and " avx512bw" in flags:
+        return "AVX512"
+    return "AVX2" if " avx2" in flags else "DEFAULT"
+
+
+cpu = types.SimpleNamespace(get_cpu_capability=_cpu_capability)
