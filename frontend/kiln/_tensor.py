@@ -184,6 +184,14 @@ def _index(self) -> int:
     return int(self.item())
 
 
+def _format(self, spec: str) -> str:
+    """f"{loss:.4f}" formats a zero-dim tensor's value, as torch does; other tensors take only
+    the empty spec (their repr)."""
+    if self.dim() == 0:
+        return format(self.item(), spec)
+    return object.__format__(self, spec)
+
+
 def _install() -> None:
     t = Tensor
     t.size = _size
@@ -202,6 +210,7 @@ def _install() -> None:
     t.__index__ = _index
     t.__int__ = lambda self: int(self.item())
     t.__float__ = lambda self: float(self.item())
+    t.__format__ = _format
     t.__hash__ = lambda self: id(self)
     t.__array__ = lambda self, dtype=None, copy=None: (
         self.numpy() if dtype is None else self.numpy().astype(dtype)

@@ -7,6 +7,7 @@ the timeout instead of a hang."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -162,3 +163,20 @@ def test_collectives_need_an_initialized_group():
         dist.all_reduce(kiln.ones(2))
     with pytest.raises(ValueError, match="backend 'nccl' is not available"):
         dist.init_process_group("nccl")
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_nanogpt_train_script_runs_with_the_import_swapped(tmp_path, ranks):
+    script = os.path.join(HERE, "nanogpt_train.py")
+    if ranks == 1:
+        run = subprocess.run([sys.executable, script, str(tmp_path)], capture_output=True,
+                             text=True, timeout=300)  # fmt: skip
+    else:
+        run = kilnrun(ranks, "nanogpt_train.py", tmp_path, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    # mpirun tags each write with its rank; print() writes its text and its newline apart
+    text = re.sub(r"\[1,\d+\]<std(out|err)>:", "", run.stdout)
+    losses = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith("iter ")]  # fmt: skip
+    assert len(losses) == 6 and all(np.isfinite(losses)), run.stdout
+    assert text.count("checkpoint iter 3") == ranks

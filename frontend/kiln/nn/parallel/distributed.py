@@ -10,7 +10,8 @@ waited for and each ``.grad`` becomes the average over ranks. ``no_sync()`` skip
 (gradients accumulate locally, and the next synchronized backward averages the sum), and
 ``find_unused_parameters=True`` marks the parameters the forward's outputs do not reach ready at
 the end of the forward, as torch does. Buffers (BatchNorm statistics) are broadcast from rank 0
-before each forward when ``broadcast_buffers`` (the default).
+before each synchronized training forward when ``broadcast_buffers`` (the default); a forward
+under no_grad or with the reduction off runs locally, with no collective.
 """
 
 from __future__ import annotations
@@ -169,12 +170,16 @@ class DistributedDataParallel(Module):
         if self._expect_reduction and self._started < len(self._buckets):
             missing = [self._names[i] for i, r in enumerate(self._ready) if not r]
             raise RuntimeError(_UNFINISHED.format(names=", ".join(missing)))
-        if self.broadcast_buffers:
+        training = kiln.is_grad_enabled() and self._sync
+        if self.broadcast_buffers and training:
+            # Only synchronized training forwards talk to the other ranks: an evaluation under
+            # no_grad on one rank (nanoGPT's estimate_loss on the master) must not wait for
+            # the others.
             with kiln.no_grad():
                 for b in self.module.buffers():
                     dist.broadcast(b, src=0)
         out = self.module(*inputs, **kwargs)
-        if kiln.is_grad_enabled() and self._sync:
+        if training:
             self._expect_reduction = True
             if self.find_unused_parameters:
                 self._mark_unused(out)
