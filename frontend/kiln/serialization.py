@@ -63,6 +63,9 @@ class _Pickler(pickle._Pickler):  # the Python pickler: its save_global can be e
         super().__init__(file, protocol)
         self.storages: dict = {}  # key -> contiguous bytes
         self._keys: dict = {}  # (address, dtype, shape, strides) -> key
+        # Every tensor whose address is a key stays alive until the dump ends: a freed copy's
+        # address could be reused by the next one, which would then be taken for it.
+        self._alive: list = []
         self.dispatch = dict(self.dispatch)
 
     def persistent_id(self, obj):
@@ -86,8 +89,9 @@ class _Pickler(pickle._Pickler):  # the Python pickler: its save_global can be e
     def _tensor_reduce(self, t):
         if t.device.type != "cpu":
             t = t.cpu()
+        ident = (t.data_ptr(), str(t.dtype), tuple(t.shape), tuple(t.stride()))
+        self._alive.append(t)
         data = t.detach().contiguous()
-        ident = (data.data_ptr(), str(data.dtype), tuple(data.shape), tuple(t.stride()))
         key = self._keys.get(ident)
         if key is None:
             key = self._keys[ident] = str(len(self.storages))

@@ -142,3 +142,14 @@ def test_a_failed_save_leaves_the_previous_file_and_no_temporary(tmp_path):
         kiln.save({"w": kiln.zeros(3), "bad": Unpicklable()}, path)
     np.testing.assert_array_equal(kiln.load(path)["w"].numpy(), np.ones(3))
     assert sorted(os.listdir(tmp_path)) == ["ckpt.pt"]
+
+
+def test_many_non_contiguous_tensors_keep_their_own_values():
+    """Each transposed tensor is copied to a contiguous buffer to be written; a freed buffer's
+    address must not make the next tensor look like one already written."""
+    tensors = [(kiln.arange(4096.0) * i).reshape(64, 64).t() for i in range(20)]
+    assert not tensors[0].is_contiguous()
+    buf = io.BytesIO()
+    kiln.save(tensors, buf)
+    for i, t in enumerate(kiln.load(io.BytesIO(buf.getvalue()))):
+        np.testing.assert_array_equal(t.numpy(), np.arange(4096.0).reshape(64, 64).T * i)
