@@ -102,30 +102,20 @@ template <class B> Out<B> mul(B &b, const V<B> &g, const V<B> &x, const V<B> &y,
   return r;
 }
 
-/// self + value * t1 * t2 (addcmul) or self + value * t1 / t2 (addcdiv).
+/// self + value * t1 * t2 (addcmul) or, with `divide`, self + value * t1 / t2 (addcdiv).
 template <class B>
 Out<B> addcmul(B &b, const V<B> &g, const InputInfo<B> &self, const V<B> &t1, const V<B> &t2,
-               double value, Needs need) {
+               double value, bool divide, Needs need) {
   Out<B> r(3);
   if (need[0])
     r[0] = b.reduceTo(g, self.sizes, self.dtype);
   if (need[1])
-    r[1] = b.reduceTo(b.mul(g, b.scale(t2, value)), B::sizes(t1), B::dtype(t1));
+    r[1] = b.reduceTo(divide ? b.div(b.scale(g, value), t2) : b.mul(g, b.scale(t2, value)),
+                      B::sizes(t1), B::dtype(t1));
   if (need[2])
-    r[2] = b.reduceTo(b.mul(g, b.scale(t1, value)), B::sizes(t2), B::dtype(t2));
-  return r;
-}
-template <class B>
-Out<B> addcdiv(B &b, const V<B> &g, const InputInfo<B> &self, const V<B> &t1, const V<B> &t2,
-               double value, Needs need) {
-  Out<B> r(3);
-  if (need[0])
-    r[0] = b.reduceTo(g, self.sizes, self.dtype);
-  if (need[1])
-    r[1] = b.reduceTo(b.div(b.scale(g, value), t2), B::sizes(t1), B::dtype(t1));
-  if (need[2])
-    r[2] = b.reduceTo(b.neg(b.div(b.mul(g, b.scale(t1, value)), b.mul(t2, t2))), B::sizes(t2),
-                      B::dtype(t2));
+    r[2] = b.reduceTo(divide ? b.neg(b.div(b.mul(g, b.scale(t1, value)), b.mul(t2, t2)))
+                             : b.mul(g, b.scale(t1, value)),
+                      B::sizes(t2), B::dtype(t2));
   return r;
 }
 

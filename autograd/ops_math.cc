@@ -216,26 +216,30 @@ Tensor floatPower(const Tensor &a, const Tensor &b) {
   return out;
 }
 
-Tensor addcmul(const Tensor &self, const Tensor &t1, const Tensor &t2, const Scalar &value) {
-  Tensor out = kiln::ops::addcmul(self, t1, t2, value);
-  record("AddcmulBackward0", {&self, &t1, &t2}, out, [&](const NodePtr &) {
-    return [x = rules::infoOf<B>(self), s1 = SavedTensor(t1), s2 = SavedTensor(t2),
-            v = value.toDouble()](B &bd, const Node &n, Grads &g) {
-      return rules::addcmul(bd, g[0], x, s1.unpack(n), s2.unpack(n), v, Needs::of(n));
-    };
-  });
+namespace {
+/// addcmul or (divide) addcdiv: the eager kernel, recorded with the one rule both share.
+Tensor addc(bool divide, const Tensor &self, const Tensor &t1, const Tensor &t2,
+            const Scalar &value) {
+  Tensor out =
+      divide ? kiln::ops::addcdiv(self, t1, t2, value) : kiln::ops::addcmul(self, t1, t2, value);
+  record(divide ? "AddcdivBackward0" : "AddcmulBackward0", {&self, &t1, &t2}, out,
+         [&](const NodePtr &) {
+           return [x = rules::infoOf<B>(self), s1 = SavedTensor(t1), s2 = SavedTensor(t2),
+                   v = value.toDouble(), divide](B &bd, const Node &n, Grads &g) {
+             return rules::addcmul(bd, g[0], x, s1.unpack(n), s2.unpack(n), v, divide,
+                                   Needs::of(n));
+           };
+         });
   return out;
+}
+} // namespace
+
+Tensor addcmul(const Tensor &self, const Tensor &t1, const Tensor &t2, const Scalar &value) {
+  return addc(false, self, t1, t2, value);
 }
 
 Tensor addcdiv(const Tensor &self, const Tensor &t1, const Tensor &t2, const Scalar &value) {
-  Tensor out = kiln::ops::addcdiv(self, t1, t2, value);
-  record("AddcdivBackward0", {&self, &t1, &t2}, out, [&](const NodePtr &) {
-    return [x = rules::infoOf<B>(self), s1 = SavedTensor(t1), s2 = SavedTensor(t2),
-            v = value.toDouble()](B &bd, const Node &n, Grads &g) {
-      return rules::addcdiv(bd, g[0], x, s1.unpack(n), s2.unpack(n), v, Needs::of(n));
-    };
-  });
-  return out;
+  return addc(true, self, t1, t2, value);
 }
 
 Tensor lerp(const Tensor &a, const Tensor &end, const Tensor &weight) {

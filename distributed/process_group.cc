@@ -47,8 +47,6 @@ mpi::Op mpiOp(ReduceOp op) {
   }
 }
 
-bool isHalf(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
-
 /// The MPI type a tensor's elements travel as (half precision as 16-bit words when no
 /// arithmetic is done on them).
 mpi::Datatype mpiType(DType t) {
@@ -103,7 +101,7 @@ ReduceBuffer reduceBuffer(const char *what, const Tensor &t, ReduceOp op, int si
   KILN_CHECK(t.dtype() != DType::Bool || op == ReduceOp::Max || op == ReduceOp::Min,
              "kiln.distributed.{}: bool tensors reduce with MAX or MIN only, not {}", what,
              opName(op));
-  Tensor buf = isHalf(t.dtype()) ? t.to(DType::Float32) : t;
+  Tensor buf = isReducedFloat(t.dtype()) ? t.to(DType::Float32) : t;
   Tensor target = t;
   auto finish = [buf, target, op, size]() mutable {
     Tensor result = buf;
@@ -116,22 +114,30 @@ ReduceBuffer reduceBuffer(const char *what, const Tensor &t, ReduceOp op, int si
   return {buf, finish};
 }
 
-bool gInitialized = false;
+/// The completion step of an operation that wrote `t` (its version moves) and read `keep`: both
+/// stay alive until the operation is done.
+std::function<void()> written(Tensor t, Tensor keep = Tensor()) {
+  return [t, keep]() mutable { t.bumpVersion(); };
+}
+/// The completion step of an operation that only read `t`: it stays alive until then.
+std::function<void()> keeping(Tensor t) {
+  return [t] {};
+}
+
+ProcessGroup *gWorld = nullptr;
 
 } // namespace
 
 bool Work::isCompleted() {
   if (done_)
     return true;
-  for (void *&r : requests_) {
-    if (!r)
-      continue;
+  if (request_) {
     int flag = 0;
     mpi::Status status{};
-    check(lib().test(&r, &flag, &status), what_);
+    check(lib().test(&request_, &flag, &status), what_);
     if (!flag)
       return false;
-    r = nullptr; // MPI_REQUEST_NULL once complete
+    request_ = nullptr; // MPI_REQUEST_NULL once complete
   }
   done_ = true;
   if (finish_)
@@ -156,10 +162,8 @@ void Work::wait() {
   }
 }
 
-ProcessGroup *gWorld = nullptr;
-
 ProcessGroup &ProcessGroup::current() {
-  KILN_CHECK(gInitialized && gWorld,
+  KILN_CHECK(initialized(),
              "Default process group has not been initialized, please make sure to call "
              "init_process_group.");
   return *gWorld;
@@ -185,12 +189,11 @@ ProcessGroup &ProcessGroup::world(double timeoutSeconds) {
              "kiln.distributed: the process group was destroyed; MPI cannot be initialized "
              "twice in one process");
   group->timeoutSeconds_ = timeoutSeconds;
-  gInitialized = true;
   gWorld = group;
   return *group;
 }
 
-bool ProcessGroup::initialized() { return gInitialized; }
+bool ProcessGroup::initialized() { return gWorld && !gWorld->finalized_; }
 
 void ProcessGroup::finalize() {
   if (finalized_)
@@ -200,32 +203,31 @@ void ProcessGroup::finalize() {
   if (!done)
     check(lib().finalize(), "MPI_Finalize");
   finalized_ = true;
-  gInitialized = false;
 }
 
-WorkPtr ProcessGroup::start(std::string what) {
+WorkPtr ProcessGroup::start(std::string what, std::function<void()> finish) {
   KILN_CHECK(!finalized_, "kiln.distributed.{}: the process group was destroyed", what);
   auto w = std::make_shared<Work>();
   w->what_ = std::move(what);
+  w->finish_ = std::move(finish);
   w->timeoutSeconds_ = timeoutSeconds_;
   w->rank_ = rank_;
   w->size_ = size_;
   return w;
 }
 
-void ProcessGroup::checkAgreement(const std::string &what, const Tensor &t, int64_t numel) {
+void ProcessGroup::checkAgreement(const std::string &what, const Tensor &t) {
   if (size_ == 1)
     return;
+  const int64_t numel = t.numel();
   // One MAX all-reduce gives every rank the largest and (negated) smallest of each value.
   Tensor meta = Tensor::empty({4}, DType::Int64);
   int64_t *m = meta.data<int64_t>();
   int64_t dtype = static_cast<int64_t>(t.dtype());
   m[0] = numel, m[1] = -numel, m[2] = dtype, m[3] = -dtype;
-  WorkPtr w = start(what);
+  WorkPtr w = start(what, written(meta));
   w->stage_ = " (while the ranks compared their tensors)";
-  w->requests_.push_back(nullptr);
-  check(lib().iallreduce(mpi::kInPlace, m, 4, lib().i64, lib().max, lib().world,
-                         &w->requests_.back()),
+  check(lib().iallreduce(mpi::kInPlace, m, 4, lib().i64, lib().max, lib().world, &w->request_),
         what);
   w->wait();
   KILN_CHECK(m[0] == -m[1],
@@ -240,13 +242,11 @@ void ProcessGroup::checkAgreement(const std::string &what, const Tensor &t, int6
 
 WorkPtr ProcessGroup::allReduce(const Tensor &t, ReduceOp op) {
   requireDense("all_reduce", t);
-  checkAgreement("all_reduce", t, t.numel());
+  checkAgreement("all_reduce", t);
   ReduceBuffer rb = reduceBuffer("all_reduce", t, op, size_);
-  WorkPtr w = start("all_reduce");
-  w->finish_ = rb.finish;
-  w->requests_.push_back(nullptr);
+  WorkPtr w = start("all_reduce", rb.finish);
   check(lib().iallreduce(mpi::kInPlace, rb.buffer.rawData(), count(rb.buffer),
-                         mpiType(rb.buffer.dtype()), mpiOp(op), lib().world, &w->requests_[0]),
+                         mpiType(rb.buffer.dtype()), mpiOp(op), lib().world, &w->request_),
         "all_reduce");
   return w;
 }
@@ -255,12 +255,9 @@ WorkPtr ProcessGroup::broadcast(const Tensor &t, int src) {
   requireDense("broadcast", t);
   KILN_CHECK(src >= 0 && src < size_, "kiln.distributed.broadcast: src {} is not a rank of {}", src,
              size_);
-  checkAgreement("broadcast", t, t.numel());
-  WorkPtr w = start("broadcast");
-  Tensor target = t;
-  w->finish_ = [target]() mutable { target.bumpVersion(); };
-  w->requests_.push_back(nullptr);
-  check(lib().ibcast(t.rawData(), count(t), mpiType(t.dtype()), src, lib().world, &w->requests_[0]),
+  checkAgreement("broadcast", t);
+  WorkPtr w = start("broadcast", written(t));
+  check(lib().ibcast(t.rawData(), count(t), mpiType(t.dtype()), src, lib().world, &w->request_),
         "broadcast");
   return w;
 }
@@ -272,14 +269,11 @@ WorkPtr ProcessGroup::allGather(const Tensor &out, const Tensor &in) {
              "kiln.distributed.all_gather: the output must hold world_size ({}) times the "
              "input's {} elements of {}, got {} of {}",
              size_, in.numel(), dtypeName(in.dtype()), out.numel(), dtypeName(out.dtype()));
-  checkAgreement("all_gather", in, in.numel());
-  WorkPtr w = start("all_gather");
-  Tensor target = out;
-  w->finish_ = [target]() mutable { target.bumpVersion(); };
-  w->requests_.push_back(nullptr);
+  checkAgreement("all_gather", in);
+  WorkPtr w = start("all_gather", written(out, in));
   mpi::Datatype type = mpiType(in.dtype());
   check(lib().iallgather(in.rawData(), count(in), type, out.rawData(), count(in), type, lib().world,
-                         &w->requests_[0]),
+                         &w->request_),
         "all_gather");
   return w;
 }
@@ -291,15 +285,12 @@ WorkPtr ProcessGroup::reduceScatter(const Tensor &out, const Tensor &in, ReduceO
              "kiln.distributed.reduce_scatter: the input must hold world_size ({}) times the "
              "output's {} elements of {}, got {} of {}",
              size_, out.numel(), dtypeName(out.dtype()), in.numel(), dtypeName(in.dtype()));
-  checkAgreement("reduce_scatter", in, in.numel());
+  checkAgreement("reduce_scatter", in);
   ReduceBuffer rb = reduceBuffer("reduce_scatter", out, op, size_);
-  Tensor source = isHalf(in.dtype()) ? in.to(DType::Float32) : in;
-  WorkPtr w = start("reduce_scatter");
-  w->finish_ = [finish = rb.finish, source] { finish(); };
-  w->requests_.push_back(nullptr);
+  Tensor source = isReducedFloat(in.dtype()) ? in.to(DType::Float32) : in;
+  WorkPtr w = start("reduce_scatter", [finish = rb.finish, source] { finish(); });
   check(lib().ireduceScatterBlock(source.rawData(), rb.buffer.rawData(), count(rb.buffer),
-                                  mpiType(rb.buffer.dtype()), mpiOp(op), lib().world,
-                                  &w->requests_[0]),
+                                  mpiType(rb.buffer.dtype()), mpiOp(op), lib().world, &w->request_),
         "reduce_scatter");
   return w;
 }
@@ -308,16 +299,14 @@ WorkPtr ProcessGroup::reduce(const Tensor &t, int dst, ReduceOp op) {
   requireDense("reduce", t);
   KILN_CHECK(dst >= 0 && dst < size_, "kiln.distributed.reduce: dst {} is not a rank of {}", dst,
              size_);
-  checkAgreement("reduce", t, t.numel());
+  checkAgreement("reduce", t);
   ReduceBuffer rb = reduceBuffer("reduce", t, op, size_);
-  WorkPtr w = start("reduce");
-  bool root = rank_ == dst;
-  if (root)
-    w->finish_ = rb.finish;
-  w->requests_.push_back(nullptr);
+  const bool root = rank_ == dst;
+  // Only the root's tensor receives the result; the others' buffer is only read.
+  WorkPtr w = start("reduce", root ? rb.finish : keeping(rb.buffer));
   check(lib().ireduce(root ? mpi::kInPlace : rb.buffer.rawData(),
                       root ? rb.buffer.rawData() : nullptr, count(rb.buffer),
-                      mpiType(rb.buffer.dtype()), mpiOp(op), dst, lib().world, &w->requests_[0]),
+                      mpiType(rb.buffer.dtype()), mpiOp(op), dst, lib().world, &w->request_),
         "reduce");
   return w;
 }
@@ -326,12 +315,8 @@ WorkPtr ProcessGroup::send(const Tensor &t, int dst, int tag) {
   requireDense("send", t);
   KILN_CHECK(dst >= 0 && dst < size_ && dst != rank_,
              "kiln.distributed.send: dst {} is not another rank of {}", dst, size_);
-  WorkPtr w = start("send to rank " + std::to_string(dst));
-  Tensor keep = t; // alive until the send completes
-  w->finish_ = [keep] {};
-  w->requests_.push_back(nullptr);
-  check(lib().isend(t.rawData(), count(t), mpiType(t.dtype()), dst, tag, lib().world,
-                    &w->requests_[0]),
+  WorkPtr w = start("send to rank " + std::to_string(dst), keeping(t));
+  check(lib().isend(t.rawData(), count(t), mpiType(t.dtype()), dst, tag, lib().world, &w->request_),
         "send");
   return w;
 }
@@ -340,20 +325,15 @@ WorkPtr ProcessGroup::recv(const Tensor &t, int src, int tag) {
   requireDense("recv", t);
   KILN_CHECK(src >= 0 && src < size_ && src != rank_,
              "kiln.distributed.recv: src {} is not another rank of {}", src, size_);
-  WorkPtr w = start("recv from rank " + std::to_string(src));
-  Tensor target = t;
-  w->finish_ = [target]() mutable { target.bumpVersion(); };
-  w->requests_.push_back(nullptr);
-  check(lib().irecv(t.rawData(), count(t), mpiType(t.dtype()), src, tag, lib().world,
-                    &w->requests_[0]),
+  WorkPtr w = start("recv from rank " + std::to_string(src), written(t));
+  check(lib().irecv(t.rawData(), count(t), mpiType(t.dtype()), src, tag, lib().world, &w->request_),
         "recv");
   return w;
 }
 
 WorkPtr ProcessGroup::barrier() {
-  WorkPtr w = start("barrier");
-  w->requests_.push_back(nullptr);
-  check(lib().ibarrier(lib().world, &w->requests_[0]), "barrier");
+  WorkPtr w = start("barrier", nullptr);
+  check(lib().ibarrier(lib().world, &w->request_), "barrier");
   return w;
 }
 

@@ -13,7 +13,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <vector>
 
 namespace kiln::distributed {
 
@@ -29,8 +28,9 @@ public:
 
 private:
   friend class ProcessGroup;
-  std::vector<void *> requests_;
-  std::function<void()> finish_; ///< after completion: the average's division, a copy back
+  void *request_ = nullptr;      ///< the MPI request; null once complete
+  std::function<void()> finish_; ///< after completion: the average's division, a copy back; it
+                                 ///< also holds the operands' memory until then
   std::string what_;
   std::string stage_; ///< "while the ranks compared their tensors", or empty
   double timeoutSeconds_ = 0;
@@ -44,7 +44,7 @@ public:
   /// The world group, initializing MPI on first use (a process started without mpirun is a
   /// world of one).
   static ProcessGroup &world(double timeoutSeconds);
-  /// Whether world() has been called and not finalized.
+  /// Whether world() has been called and the group not finalized.
   static bool initialized();
   /// The initialized world group; throws torch's error before init_process_group.
   static ProcessGroup &current();
@@ -68,8 +68,9 @@ public:
 
 private:
   ProcessGroup() = default;
-  WorkPtr start(std::string what);
-  void checkAgreement(const std::string &what, const Tensor &t, int64_t numel);
+  /// A Work for `what` with its completion step; the caller starts its request.
+  WorkPtr start(std::string what, std::function<void()> finish);
+  void checkAgreement(const std::string &what, const Tensor &t);
 
   int rank_ = 0, size_ = 1;
   double timeoutSeconds_ = 1800;

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import types
 
+from kiln._blas_env import _cpu_flags
+
 _matmul = types.SimpleNamespace(
     allow_tf32=False,
     allow_fp16_reduced_precision_reduction=True,
@@ -20,14 +22,10 @@ cudnn = types.SimpleNamespace(allow_tf32=True, benchmark=False, deterministic=Fa
 
 
 def _cpu_capability() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            flags = next((line for line in f if line.startswith("flags")), "")
-    except OSError:
-        return "DEFAULT"
-    if " avx512f " in flags + " " and " avx512bw" in flags:
+    flags = _cpu_flags()
+    if {"avx512f", "avx512bw"} <= flags:
         return "AVX512"
-    return "AVX2" if " avx2" in flags else "DEFAULT"
+    return "AVX2" if "avx2" in flags else "DEFAULT"
 
 
 cpu = types.SimpleNamespace(get_cpu_capability=_cpu_capability)

@@ -1,4 +1,5 @@
 // Window max/average kernels behind every pooling op, parallel over planes.
+#include "runtime/fast_math.h"
 #include "runtime/ops/pool_impl.h"
 
 #include "runtime/thread_pool.h"
@@ -88,9 +89,7 @@ template <typename T>
   if constexpr (std::is_floating_point_v<T>)
     take = take | (v != v);
   if constexpr (std::is_same_v<T, float>) {
-    const int32_t m = -static_cast<int32_t>(take);
-    best =
-        std::bit_cast<float>((std::bit_cast<int32_t>(v) & m) | (std::bit_cast<int32_t>(best) & ~m));
+    best = selectBits(-static_cast<int32_t>(take), v, best);
   } else if constexpr (std::is_same_v<T, double>) {
     const int64_t m = -static_cast<int64_t>(take);
     best = std::bit_cast<double>((std::bit_cast<int64_t>(v) & m) |
