@@ -1,6 +1,7 @@
 """Per-call time of the heavier eager ops on one thread, kiln vs PyTorch, in one run.
 
-Shapes are those of the demo model (tools/demo.py): batch 4, 64 tokens, width 128, 4 heads.
+Shapes are those of the demo model (tools/demo.py): batch 4, 64 tokens, width 128, 4 heads,
+plus 262,144-element float math and a conv net's 2 x 2 max pooling.
 Rounds are interleaved (kiln, torch, kiln, ...) and the median per call is reported.
 
     .venv/bin/python bench/nn_ops.py [--rounds 9]
@@ -29,9 +30,10 @@ def make_cases():
     x, w, b = arr(4, 64, 128), arr(384, 128), arr(384)
     q, h = arr(4, 4, 64, 32), arr(4, 64, 512)
     a, m = arr(512, 512), arr(1 << 20)
+    e, img = arr(8, 64, 512), arr(16, 32, 32, 32)
     cases = {}
     for fw, F, mk in ((kiln, kF, kiln.from_numpy), (torch, tF, torch.from_numpy)):
-        X, W, B, Q, H, A = map(mk, (x, w, b, q, h, a))
+        X, W, B, Q, H, A, E, IMG = map(mk, (x, w, b, q, h, a, e, img))
         M16 = mk(m).half()
         cases[fw.__name__] = {
             "linear 256x128->384": lambda X=X, W=W, B=B, F=F: F.linear(X, W, B),
@@ -42,6 +44,16 @@ def make_cases():
             "gelu tanh 131K": lambda H=H, F=F: F.gelu(H, approximate="tanh"),
             "matmul 512x512": lambda A=A: A @ A,
             "f16 add 1M": lambda M=M16: M + M,
+            "exp 262K": lambda E=E: E.exp(),
+            "erf 262K": lambda E=E: E.erf(),
+            "gelu 262K": lambda E=E, F=F: F.gelu(E),
+            "sigmoid 262K": lambda E=E: E.sigmoid(),
+            "tanh 262K": lambda E=E: E.tanh(),
+            "transposed copy 4x4x64x32": lambda X=X: X.reshape(4, 64, 4, 32).transpose(1, 2)
+            .contiguous(),  # fmt: skip
+            "max_pool2d 2x2 16x32x32x32 (indices)": lambda IMG=IMG, F=F: F.max_pool2d(
+                IMG, 2, return_indices=True
+            ),
         }
     return cases["kiln"], cases["torch"]
 
