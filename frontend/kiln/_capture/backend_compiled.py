@@ -67,6 +67,7 @@ from kiln._capture.graph import (
     target_name,
 )
 from kiln._capture.graph_build import GraphWriter, Val
+from kiln._capture.loops import LoopCall
 
 __all__ = ["BackendCompilerFailed", "CpuBackend", "PartitionReport", "compile_graph"]
 
@@ -83,7 +84,9 @@ class PartitionReport:
     compiled part's ``CompiledGraph.info`` (compile time, cache hit or miss, kernels);
     ``eager_calls``: calls of compiled parts that ran eagerly because their inputs did not match
     what they were compiled for; ``backward_parts``: compiled parts that also compiled their
-    backward (training: their info has ``backward``, ``saved`` and ``saved_bytes``).
+    backward (training: their info has ``backward``, ``saved`` and ``saved_bytes``);
+    ``loops``: the report of each loop node's body, whose counts and fallbacks are included in
+    this report's.
     """
 
     def __init__(self, name: str):
@@ -96,6 +99,7 @@ class PartitionReport:
         self.eager_nodes = 0
         self.eager_calls = 0
         self.backward_parts = 0
+        self.loops: list[PartitionReport] = []  # the body of each loop node (loops.py)
 
     def __repr__(self) -> str:
         return (f"PartitionReport({self.name}: {len(self.parts)} compiled parts, "
@@ -316,6 +320,10 @@ class _Partitioner:
             id(n) for n in self.calls
             if is_impure(n) and not _kernel_random(n) and not _compilable_mutation(n)
         }  # fmt: skip
+        # A loop node's results, read through getitem nodes, leave with the node (loops.py).
+        self.loop_items = {id(u) for n in self.calls if isinstance(n.target, LoopCall)
+                           for u in n.users if u.target is operator.getitem}
+        self.eager |= self.loop_items
         self.checked: set[tuple] = set()
         self.types = self._symbolic_types()
         self.debug_code = "output_code" in getattr(logs, "_debug", ())
@@ -511,6 +519,10 @@ class _Partitioner:
         while i < len(self.calls):
             node = self.calls[i]
             part = planned.get(id(node))
+            if isinstance(node.target, LoopCall) or id(node) in self.loop_items:
+                self._emit_loop(pg, env, node)
+                i += 1
+                continue
             if part is None:
                 self._emit_eager(pg, env, node)
                 i += 1
@@ -592,6 +604,23 @@ class _Partitioner:
                                 node.meta.get("example"), node.meta.get("loc"))
         self.report.eager.append(node.name)
         self.report.eager_nodes += 1
+
+    def _emit_loop(self, pg: Graph, env: dict, node: Node) -> None:
+        """A loop node runs its body compiled as a graph of its own (its report joins this
+        graph's); a getitem of its results is one of its outputs."""
+        target = node.target
+        if isinstance(target, LoopCall):
+            body = compile_graph(target.body, fallback=self.fallback, fuse=self.fuse)
+            r = body.kiln_report
+            self.report.loops.append(r)
+            self.report.compiled_nodes += r.compiled_nodes
+            self.report.eager_nodes += r.eager_nodes
+            self.report.eager_calls += r.eager_calls
+            self.report.fallbacks += [(name, what, f"in loop body {r.name}: {reason}")
+                                      for name, what, reason in r.fallbacks]
+            target = target.with_body(body)
+        env[id(node)] = pg.call(target, _remap(node.args, env), _remap(node.kwargs, env),
+                                node.meta.get("example"), node.meta.get("loc"))
 
     def _emit_part(self, pg: Graph, env: dict, part: _Part, compiled, index: int) -> None:
         name = f"{self.graph.name}_part{index}"

@@ -11,7 +11,7 @@ import functools
 import operator
 
 import kiln
-from kiln._capture import calls_object
+from kiln._capture import calls_object, loops
 from kiln._capture import variables as V
 
 
@@ -63,6 +63,13 @@ def _obj(v):
 
 
 def _range(frame, args, kwargs):
+    if any(isinstance(a, V.SymIntVar) for a in args) and loops.iterated_next(frame):
+        # `for t in range(steps)` with `steps` a dynamic int: the loop node (loops.py) takes
+        # the bounds at run time; an unrolled loop specializes them when it starts.
+        value = V.ConstVar(range(*[a.hint if isinstance(a, V.SymIntVar) else a.const()
+                                   for a in args]))
+        value.sym_bounds = list(args)
+        return value
     bounds = [frame.const_index(a) for a in args]
     return V.ConstVar(range(*bounds))
 

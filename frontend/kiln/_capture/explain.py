@@ -176,6 +176,14 @@ class CaptureInfo:
                                        code.co_firstlineno, record.recompile_reason)
 
 
+def _loop_bodies(report) -> list:
+    """The reports of a graph's loop nodes' bodies, nested loops included."""
+    found = []
+    for body in report.loops:
+        found += [body, *_loop_bodies(body)]
+    return found
+
+
 # --- ExplainOutput -----------------------------------------------------------------------------
 
 
@@ -241,6 +249,9 @@ class ExplainOutput:
                        f"nodes, {r.eager_nodes} eager nodes")
             out += [f"    fallback {name} ({target}): {reason}"
                     for name, target, reason in c.fallbacks]
+            out += [f"    loop node {body.name}: body in {len(body.parts)} compiled parts, "
+                    f"{body.compiled_nodes} compiled nodes, {body.eager_nodes} eager nodes"
+                    for body in _loop_bodies(r)]
             for k, info in enumerate(r.infos):
                 if "backward" in info:
                     out.append(f"    part{k} trains: forward {info['kernels']} kernels, backward "

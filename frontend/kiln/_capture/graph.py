@@ -142,7 +142,8 @@ _RANDOM_OPS = frozenset(
 )
 _EFFECT_OPS = frozenset(
     "print breakpoint input warn manual_seed seed set_rng_state set_default_dtype "
-    "set_num_threads set_grad_enabled setattr delattr setitem delitem _assert".split()
+    "set_num_threads set_grad_enabled setattr delattr setitem delitem _assert "
+    "kiln_loop".split()  # a loop node (loops.py) writes into arrays from outside the loop
 )
 
 

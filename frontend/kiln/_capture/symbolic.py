@@ -16,7 +16,7 @@ import os
 import sys
 
 import kiln
-from kiln._capture import logs
+from kiln._capture import logs, loops
 from kiln._capture import variables as V
 from kiln._capture.calls import CallMixin
 from kiln._capture.sources import GlobalSource
@@ -485,12 +485,22 @@ class Frame(CallMixin):
         if isinstance(value, V.IteratorVar):
             self.push(value)
             return
-        self.push(V.IteratorVar(self.unpack_iterable(value)))
+        it = V.IteratorVar(self.unpack_iterable(value))
+        if isinstance(value, V.ConstVar) and type(value.value) is range:
+            it.range = value.value  # a long one may become a loop node (loops.py)
+            it.sym_bounds = getattr(value, "sym_bounds", None)
+        self.push(it)
 
     def op_FOR_ITER(self, inst):
         it = self.stack[-1]
         if not isinstance(it, V.IteratorVar):
             raise V.Unsupported(f"iteration over {type(it).__name__}")
+        if it.range is not None and it.pos == 0:
+            if loops.try_capture(self, inst, it):
+                return
+            for bound in it.sym_bounds or ():  # unrolled: for these bounds only
+                if isinstance(bound, V.SymIntVar):
+                    self.concrete_int(bound)
         item = it.next_item()
         if item is None:
             self.pop()

@@ -9,6 +9,8 @@ or recorded. Every variable can be rebuilt into a real Python value at run time
 
 from __future__ import annotations
 
+import itertools
+
 
 class Unsupported(Exception):
     """The evaluator cannot capture this instruction; the frame breaks the graph here."""
@@ -36,9 +38,16 @@ class RestartStatic(Exception):
 
 
 class VT:
-    """Base of all symbolic values. `source` says where a value read from outside came from."""
+    """Base of all symbolic values. `source` says where a value read from outside came from;
+    `serial` orders their creation (loops.py tells the values a loop body made from older ones)."""
 
     source = None
+    _serials = itertools.count()
+
+    def __new__(cls, *args, **kwargs):
+        obj = super().__new__(cls)
+        obj.serial = next(VT._serials)
+        return obj
 
     def python_type(self):
         raise Unsupported(f"type of {self!r} is unknown")
@@ -202,6 +211,9 @@ class SliceVar(VT):
 
 class IteratorVar(VT):
     """An iterator over a sequence known at capture time (lists, tuples, ranges, zip, ...)."""
+
+    range = None  # the range iterated over, when it is one
+    sym_bounds = None  # its bounds as variables when some is a run-time int
 
     def __init__(self, items) -> None:
         self.items = list(items)

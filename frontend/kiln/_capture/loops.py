@@ -1,0 +1,354 @@
+"""Python `for` loops over a long `range`, captured as one loop node instead of unrolled.
+
+Unrolled, a 1,000-step time loop records its body 1,000 times: a graph of thousands of nodes
+that takes seconds to compile and is captured again for every other step count. Here the body
+is evaluated once into a graph of its own (`BodyGraph`): the locals it rebinds (the loop-carried
+values) are its inputs and outputs, and the values it reads from outside the loop are lifted to
+inputs. The outer graph gets one `LoopCall` node, which runs the body graph `trips` times,
+feeding the carried outputs back; the backend compiles the body like any graph
+(backend_compiled.py). Writes into arrays that live outside the loop (NumPy's
+`B[1:-1, 1:-1] = ...`) go into their memory on every iteration, as the Python loop's would.
+
+One evaluation stands for every iteration only when nothing differs between them, so a loop is
+captured this way when: it runs at least `MIN_TRIPS` times; its index variable is not read; it
+has no `break`, `return`, `yield`, `try` or `with`; it changes no Python object (lists, dicts,
+attributes, cells, globals); it records at least one tensor op; and every local it rebinds keeps
+its dtype, shape and kind (a tensor) or its value (anything else). Any other loop is unrolled as
+before, which is always correct.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import kiln
+from kiln._capture import logs
+from kiln._capture import variables as V
+from kiln._capture.graph import Graph, Node
+
+MIN_TRIPS = 8
+# A loop of a constant count whose unrolled graph has at most this many ops is unrolled: it
+# compiles fast, fuses across iterations and pays no per-iteration call.
+UNROLL_OPS = 256
+
+_REJECTED_OPS = {
+    "RETURN_VALUE": "returns from inside the loop",
+    "YIELD_VALUE": "yields inside the loop",
+    "STORE_GLOBAL": "assigns a global",
+    "STORE_DEREF": "assigns a closure variable",
+    "DELETE_FAST": "deletes a local",
+    "STORE_NAME": "assigns a name",
+    "LOAD_CLOSURE": "makes a closure",
+    "BEFORE_WITH": "enters a with block",
+    "PUSH_EXC_INFO": "handles an exception",
+}
+
+
+class NotALoopNode(Exception):  # noqa: N818 - a signal: unroll the loop instead
+    pass
+
+
+class BodyGraph(Graph):
+    """The graph of one iteration: carried values are inputs made up front (`carried`), and a
+    node of an enclosing graph used by a call is lifted to an input the first time."""
+
+    def __init__(self, outer: Graph, name: str) -> None:
+        super().__init__(name)
+        self.outer = outer
+        self.grad_enabled = outer.grad_enabled
+        self.lifted: dict[int, Node] = {}
+        self.sources: list[Node | None] = []  # per input: the enclosing graph's node, or None
+
+    def placeholder(self, name: str, example, sym_sizes=None) -> Node:
+        # A value first read inside the loop (an array global) is an input of the enclosing
+        # graph; calls lift it from there like any outside value.
+        return self.outer.placeholder(name, example, sym_sizes)
+
+    def carried(self, name: str, example, sym_sizes=None) -> Node:
+        self.sources.append(None)
+        return super().placeholder(f"{name}_in", example, sym_sizes)
+
+    def lift(self, node: Node) -> Node:
+        if node.graph is self:
+            return node
+        found = self.lifted.get(id(node))
+        if found is None:
+            example = node.meta.get("example")
+            if not isinstance(example, kiln.Tensor):
+                raise NotALoopNode("the body reads a Python value computed from tensors")
+            found = super().placeholder(node.name, example, node.meta.get("sym_sizes"))
+            self.lifted[id(node)] = found
+            self.sources.append(node)
+        return found
+
+    def call(self, target, args: tuple, kwargs: dict, example, loc=None) -> Node:
+        return super().call(target, _lifted(args, self.lift), _lifted(kwargs, self.lift),
+                            example, loc)
+
+    def output(self, values: list) -> Node:
+        return super().output(_lifted(list(values), self.lift))
+
+
+def _lifted(value, lift):
+    if isinstance(value, Node):
+        return lift(value)
+    if type(value) in (tuple, list):
+        return type(value)(_lifted(v, lift) for v in value)
+    if type(value) is dict:
+        return {k: _lifted(v, lift) for k, v in value.items()}
+    if type(value) is slice:
+        return slice(_lifted(value.start, lift), _lifted(value.stop, lift),
+                     _lifted(value.step, lift))
+    return value
+
+
+class LoopCall:
+    """A graph node's target: the runs of `body` a `range(start, stop, step)` loop makes (the
+    node's first three arguments, ints known at run time), on the node's other arguments (the
+    body graph's inputs, in order), each run's first outputs replacing the carried inputs at
+    `carried_slots`. Returns the last run's outputs (the carried inputs when it makes no run).
+    `run_body` is the body as the backend compiled it; without a backend (a custom one,
+    KILN_BACKEND=eager) the body runs as Python."""
+
+    __module__ = "kiln.compiled"
+
+    def __init__(self, body: BodyGraph, carried_slots: list[int], run_body=None):
+        self.body = body
+        self.carried_slots = carried_slots
+        self.run_body = run_body
+        self.__name__ = self.__qualname__ = "kiln_loop"
+
+    def with_body(self, run_body) -> LoopCall:
+        return LoopCall(self.body, self.carried_slots, run_body)
+
+    def __call__(self, start: int, stop: int, step: int, *args):
+        run = self.run_body if self.run_body is not None else self.body.forward
+        args = list(args)
+        outputs = tuple(args[slot] for slot in self.carried_slots)
+        for _ in range(start, stop, step):
+            outputs = run(*args)
+            for k, slot in enumerate(self.carried_slots):
+                args[slot] = outputs[k]
+        return tuple(outputs)
+
+    def __repr__(self) -> str:
+        return f"<kiln loop of {self.body.name}>"
+
+
+# --- capture ----------------------------------------------------------------------------------
+
+
+def _body_instructions(frame, for_index: int, exit_offset: int) -> list:
+    """The loop body's instructions (after FOR_ITER, up to the exit), checked for a shape that
+    one evaluation can stand for."""
+    start = frame.insts[for_index].offset
+    body = []
+    for inst in frame.insts[for_index + 1:]:
+        if inst.offset >= exit_offset:
+            break
+        if inst.opname in _REJECTED_OPS:
+            raise NotALoopNode(f"the loop {_REJECTED_OPS[inst.opname]}")
+        if "JUMP" in inst.opname and not (start <= inst.argval < exit_offset):
+            raise NotALoopNode("the loop has a break")
+        body.append(inst)
+    from kiln._capture.bytecode import in_exception_region
+
+    if any(in_exception_region(frame.code, inst.offset) for inst in body):
+        raise NotALoopNode("the loop is inside or holds a try block")
+    return body
+
+
+def _index_name(frame, body: list) -> str:
+    first = body[0] if body else None
+    if first is None or first.opname != "STORE_FAST":
+        raise NotALoopNode("the loop unpacks its index")
+    name = first.argval
+    if any(i.opname in ("LOAD_FAST", "LOAD_FAST_CHECK") and i.argval == name for i in body):
+        raise NotALoopNode(f"the body reads the loop index {name!r}")
+    if name in frame.code.co_cellvars:
+        raise NotALoopNode("the loop index is a closure variable")
+    return name
+
+
+def iterated_next(frame) -> bool:
+    """Whether the value a call returns is iterated by a `for` loop right away (GET_ITER,
+    FOR_ITER follow the call)."""
+    following = [i.opname for i in frame.insts[frame.ip:frame.ip + 2]]
+    return following == ["GET_ITER", "FOR_ITER"]
+
+
+def _read_outside(frame, names: list, body: list) -> set:
+    """The names among `names` that code outside the loop body reads."""
+    inside = {id(i) for i in body}
+    return {i.argval for i in frame.insts
+            if i.opname == "LOAD_FAST" and i.argval in names and id(i) not in inside}
+
+
+def _same_kind(before: V.VT, after: V.VT) -> bool:
+    """Whether a rebound local is the same for every iteration: a tensor of the same dtype, shape
+    and kind (array or tensor), or the same Python value."""
+    if isinstance(before, V.TensorVar) or isinstance(after, V.TensorVar):
+        if not (isinstance(before, V.TensorVar) and isinstance(after, V.TensorVar)):
+            return False
+        a, b = before.example, after.example
+        return (a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape)
+                and a._device_str == b._device_str and before.numpy == after.numpy
+                and a.requires_grad == b.requires_grad)
+    if after is before:
+        return True
+    if isinstance(before, V.ConstVar) and isinstance(after, V.ConstVar):
+        return type(before.value) is type(after.value) and before.value == after.value
+    return False
+
+
+def try_capture(frame, inst, it: V.IteratorVar) -> bool:
+    """At a FOR_ITER over a fresh `range`: records the whole loop as one node and continues
+    after it (True), or leaves everything as it was so the loop unrolls (False)."""
+    ctx = frame.ctx
+    symbolic = it.sym_bounds is not None
+    if it.pos != 0 or not it.items or (len(it.items) < MIN_TRIPS and not symbolic):
+        return False
+    if ctx.has_symbols:
+        return False  # the body graph would need the enclosing graph's symbols
+    for_index = frame.ip - 1
+    loop_loc, loop_line = ctx.loc, frame.lineno
+    try:
+        body_insts = _body_instructions(frame, for_index, inst.argval)
+        index_name = _index_name(frame, body_insts)
+        stored = list(dict.fromkeys(i.argval for i in body_insts if i.opname == "STORE_FAST"))
+        live = _read_outside(frame, stored, body_insts)
+        if symbolic and index_name in live:
+            raise NotALoopNode("the loop index is read after a loop of run-time length")
+    except NotALoopNode as e:
+        logs.log("graph", f"loop at line {loop_line} unrolled: {e}")
+        return False
+    stored.remove(index_name)
+    saved = (frame.stack[:], dict(frame.locals), frame.kw_names, ctx.grad_enabled,
+             len(ctx.undo), ctx._typed_upto, dict(ctx._int_syms))
+    outer = ctx.graph
+    loops = sum(isinstance(n.target, LoopCall) for n in outer.nodes)
+    body = BodyGraph(outer, f"{outer.name}_loop{loops}")
+    before = {name: frame.locals[name] for name in stored if name in frame.locals}
+    carried = [name for name, v in before.items() if isinstance(v, V.TensorVar)]
+    first_serial = next(V.VT._serials)
+    try:
+        ctx.graph, ctx._typed_upto = body, 0
+        for name in carried:
+            var = copy.copy(before[name])
+            var.source = var.array_source = None  # which array it is differs per iteration
+            var.node = body.carried(name, var.example, var.node.meta.get("sym_sizes"))
+            frame.locals[name] = var
+        frame.push(it.items[0])
+        while frame.ip != for_index:
+            frame.step(frame.insts[frame.ip])
+        results = _check_iteration(frame, saved, stored, before, carried, live, symbolic, body,
+                                   first_serial, len(it.items))
+    except (V.Unsupported, NotALoopNode) as e:
+        ctx.graph, ctx.loc, frame.lineno = outer, loop_loc, loop_line
+        _restore(frame, saved, for_index)
+        logs.log("graph", f"loop at line {loop_line} unrolled: {e}")
+        return False
+    except BaseException:
+        ctx.graph, ctx.loc, frame.lineno = outer, loop_loc, loop_line
+        _restore(frame, saved, for_index)
+        raise
+    ctx.graph, ctx.loc, frame.lineno = outer, loop_loc, loop_line
+    ctx._typed_upto, ctx._int_syms = saved[5], saved[6]
+    for name in stored:  # temporaries nobody reads after the loop
+        if name not in before and name not in live:
+            frame.locals.pop(name, None)
+    if index_name in live:
+        frame.locals[index_name] = it.items[-1]
+    else:
+        frame.locals.pop(index_name, None)
+    _record(frame, it, body, before, carried, results, inst)
+    return True
+
+
+def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body,
+                     first_serial: int, trips: int):
+    """The values the iteration leaves, checked to stand for every iteration; returns the
+    body's outputs (carried values first, then the temporaries read after the loop) as
+    (name, variable) pairs."""
+    stack, _, _, grad, undo_len = saved[:5]
+    if len(frame.stack) != len(stack) or frame.ctx.grad_enabled != grad:
+        raise NotALoopNode("the iteration changes the evaluation stack or the grad mode")
+    if any(obj.serial < first_serial for obj, _, _ in frame.ctx.undo[undo_len:]):
+        raise NotALoopNode("the body changes a Python object made before the loop (a list, "
+                           "dict, attribute or cell)")
+    temporaries = []
+    for name in stored:
+        after = frame.locals.get(name)
+        if name in carried and after.node is body.inputs[carried.index(name)]:
+            # Rebound to itself (`w -= lr * grad`): the same array on every iteration, updated
+            # in its memory, as aliases of it see it; passed in, not fed back.
+            body.sources[carried.index(name)] = before[name].node
+            continue
+        if name in before:
+            if not _same_kind(before[name], after):
+                raise NotALoopNode(f"{name!r} changes from one iteration to the next")
+        elif name not in live:
+            continue
+        elif symbolic:
+            raise NotALoopNode(f"{name!r} is read after a loop of run-time length")
+        elif isinstance(after, V.TensorVar):
+            temporaries.append(name)
+        elif not isinstance(after, V.ConstVar):
+            raise NotALoopNode(f"{name!r} is a {type(after).__name__} made in the loop")
+    if body.op_count() == 0:
+        raise NotALoopNode("the body records no tensor op")
+    if not symbolic and trips * body.op_count() <= UNROLL_OPS:
+        raise NotALoopNode(f"unrolled, {trips} x {body.op_count()} ops fuse across iterations")
+    for name in carried:
+        ex = frame.locals[name].example
+        if ex.requires_grad and frame.ctx.grad_enabled:
+            raise NotALoopNode(f"{name!r} requires grad (autograd through a loop node)")
+    fed_back = [name for k, name in enumerate(carried) if body.sources[k] is None]
+    for name in carried:
+        if name not in fed_back:
+            frame.locals[name] = before[name]
+    results = [(name, frame.locals[name]) for name in fed_back + temporaries]
+    body.output([v.node for _, v in results])
+    return results
+
+
+def _restore(frame, saved, for_index: int) -> None:
+    stack, locals_, kw_names, grad, undo_len = saved[:5]
+    ctx = frame.ctx
+    frame.stack, frame.locals, frame.kw_names = stack, locals_, kw_names
+    ctx.grad_enabled = grad
+    while len(ctx.undo) > undo_len:
+        obj, attr, old = ctx.undo.pop()
+        setattr(obj, attr, old)
+    ctx._typed_upto, ctx._int_syms = saved[5], saved[6]
+    frame.ip = for_index + 1
+
+
+def _record(frame, it, body: BodyGraph, before: dict, carried: list, results: list,
+            inst) -> None:
+    """The loop node in the enclosing graph, its results bound to the locals, and the frame
+    moved past the loop as if it had run."""
+    import operator
+
+    ctx = frame.ctx
+    outer = ctx.graph
+    if it.sym_bounds is None:
+        start, stop, step = it.range.start, it.range.stop, it.range.step
+    else:  # range(stop), range(start, stop) or range(start, stop, step)
+        bounds = [b.node if isinstance(b, V.SymIntVar) else b.const() for b in it.sym_bounds]
+        start, stop, step = [0, *bounds, 1] if len(bounds) == 1 else [*bounds, 1][:3]
+    initial = iter(before[name].node for k, name in enumerate(carried)
+                   if body.sources[k] is None)
+    args = tuple(next(initial) if src is None else src for src in body.sources)
+    slots = [k for k, src in enumerate(body.sources) if src is None]
+    examples = tuple(v.example for _, v in results)
+    node = outer.call(LoopCall(body, slots), (start, stop, step, *args), {}, examples,
+                      loc=ctx.loc)
+    for k, (name, var) in enumerate(results):
+        item = outer.call(operator.getitem, (node, k), {}, var.example, loc=ctx.loc)
+        out = copy.copy(var)
+        out.node, out.source = item, None
+        frame.locals[name] = out
+    it.pos = len(it.items)
+    frame.pop()  # the iterator
+    frame.jump_to(inst.argval)

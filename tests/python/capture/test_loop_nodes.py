@@ -1,0 +1,279 @@
+"""Python `for` loops over a long range become one loop node (kiln/_capture/loops.py).
+
+Each case runs the same function under NumPy/eager and kiln.compile and compares every result
+and every array written in place; the structure checks say whether the loop became a node
+(with a body graph of one iteration's size) or was unrolled, and that nothing ran on eager
+kernels.
+"""
+
+import numpy as np
+import pytest
+from corpus_util import compiler_of
+
+import kiln
+from kiln._capture import loops
+from kiln._capture.loops import LoopCall
+
+
+@pytest.fixture
+def no_unroll(monkeypatch):
+    """Small test loops become loop nodes too (by default a constant loop whose unrolled graph
+    stays small is unrolled)."""
+    monkeypatch.setattr(loops, "UNROLL_OPS", 0)
+
+
+def loop_nodes(report) -> list:
+    return [n for g in report.graphs for n in g.nodes if isinstance(n.target, LoopCall)]
+
+
+def eager_nodes(report) -> int:
+    return sum(c.report.eager_nodes for c in report.captures if c.report is not None)
+
+
+def run_both(fn, *args):
+    """fn on copies of args eagerly and through kiln.explain; returns (want, got, report, want
+    args, got args)."""
+    want_args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    got_args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    want = fn(*want_args)
+    kiln.compiler.reset()
+    report = kiln.explain(fn)(*got_args)
+    return want, report.result, report, want_args, got_args
+
+
+def assert_same(got, want):
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            assert_same(g, w)
+        return
+    if isinstance(want, kiln.Tensor):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+        return
+    assert type(got) is type(want)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def jacobi_2d(steps, A, B):
+    for _t in range(1, steps):
+        B[1:-1, 1:-1] = 0.2 * (A[1:-1, 1:-1] + A[1:-1, :-2] + A[1:-1, 2:] + A[2:, 1:-1] +
+                               A[:-2, 1:-1])
+        A[1:-1, 1:-1] = 0.2 * (B[1:-1, 1:-1] + B[1:-1, :-2] + B[1:-1, 2:] + B[2:, 1:-1] +
+                               B[:-2, 1:-1])
+
+
+def test_stencil_time_loop_is_one_node_with_one_iteration_body():
+    rng = np.random.default_rng(0)
+    A = rng.random((30, 40))
+    want, got, report, wa, ga = run_both(jacobi_2d, 200, A, A.copy())
+    for w, g in zip(wa[1:], ga[1:], strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    assert report.graph_count == 1 and report.graph_break_count == 0
+    (node,) = loop_nodes(report)
+    body = node.target.body
+    assert body.op_count() < 40  # one iteration (24 ops), not 199 copies
+    assert report.op_count == 1  # the loop node is the whole graph
+    assert eager_nodes(report) == 0
+    assert "loop node" in report.report()
+
+
+def test_run_time_step_count_does_not_recompile_per_value():
+    compiled = kiln.compile(jacobi_2d)
+    records: list = []
+    compiler_of(compiled).recorder = records
+    rng = np.random.default_rng(1)
+    for steps in [9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 1, 0]:
+        A = rng.random((12, 12))
+        want_a, want_b = A.copy(), A.copy()
+        got_a, got_b = A.copy(), A.copy()
+        jacobi_2d(steps, want_a, want_b)
+        compiled(steps, got_a, got_b)
+        np.testing.assert_allclose(got_a, want_a, rtol=1e-12)
+        np.testing.assert_allclose(got_b, want_b, rtol=1e-12)
+    # the first count, then one graph whose loop node takes the count at run time
+    assert len(records) == 2, [r.recompile_reason for r in records]
+    assert not any("L['steps'] ==" in g for g in records[-1].guards)
+
+
+def test_rebound_arrays_are_carried_and_fed_back(no_unroll):
+    def gd(X, y, lr, steps):
+        w = np.zeros(X.shape[1])
+        b = 0.0 * y[:1]
+        for _ in range(steps):
+            r = X @ w + b - y
+            w = w - lr * (X.T @ r) / X.shape[0]
+            b = b - lr * r.mean(keepdims=True)
+        return w, b
+
+    rng = np.random.default_rng(2)
+    want, got, report, _, _ = run_both(gd, rng.random((40, 6)), rng.random(40), 0.1, 30)
+    assert_same(got, want)
+    assert len(loop_nodes(report)) == 1 and eager_nodes(report) == 0
+
+
+def test_in_place_update_of_an_input_is_seen_by_the_caller(no_unroll):
+    def sgd(w, X, y, lr):
+        for _ in range(25):
+            grad = X.T @ (X @ w - y) / X.shape[0]
+            w -= lr * grad
+        return np.mean((X @ w - y) ** 2)
+
+    rng = np.random.default_rng(3)
+    want, got, report, wa, ga = run_both(sgd, np.zeros(5), rng.random((50, 5)),
+                                         rng.random(50), 0.1)
+    assert_same(got, want)
+    np.testing.assert_allclose(ga[0], wa[0], rtol=1e-12)
+    assert len(loop_nodes(report)) == 1 and eager_nodes(report) == 0
+
+
+def test_swapped_buffers_alternate_between_the_callers_arrays(no_unroll):
+    def swap(steps, A, B):
+        for _ in range(steps):
+            B[1:-1] = 0.33333 * (A[:-2] + A[1:-1] + A[2:])
+            A, B = B, A
+        return A
+
+    rng = np.random.default_rng(4)
+    for steps in (9, 10):
+        A, B = rng.random(64), rng.random(64)
+        want_a, want_b, got_a, got_b = A.copy(), B.copy(), A.copy(), B.copy()
+        want = swap(steps, want_a, want_b)
+        kiln.compiler.reset()
+        got = kiln.compile(swap)(steps, got_a, got_b)
+        np.testing.assert_allclose(got_a, want_a, rtol=1e-12)
+        np.testing.assert_allclose(got_b, want_b, rtol=1e-12)
+        # the returned array is the caller's array the last swap left in A (a view of it)
+        assert np.shares_memory(got, got_a if want is want_a else got_b)
+
+
+def test_temporaries_read_after_the_loop_hold_the_last_iteration(no_unroll):
+    def f(a):
+        for i in range(10):  # noqa: B007 - read after the loop
+            tmp = a * 2.0
+            a = a + tmp * 0.01
+        return a, tmp, i
+
+    want, got, report, _, _ = run_both(f, np.linspace(0.0, 1.0, 17))
+    assert_same(got[:2], want[:2])
+    assert got[2] == want[2] == 9
+    assert len(loop_nodes(report)) == 1
+
+
+@pytest.mark.parametrize("case", ["index", "break", "list", "type_change", "shape_change"])
+def test_loops_one_iteration_cannot_stand_for_are_unrolled(case, no_unroll):
+    def reads_index(a):
+        for i in range(10):
+            a = a + i
+        return a
+
+    def breaks(a):
+        for _ in range(10):
+            a = a * 1.5
+            if a.shape[0] > 3:
+                break
+        return a
+
+    def appends(a):
+        seen = []
+        for _ in range(10):
+            a = a + 1.0
+            seen.append(a)
+        return a, seen[3]
+
+    def changes_type(a):
+        acc = None
+        for _ in range(10):
+            acc = a * 2.0 if acc is None else acc + a
+        return acc
+
+    def changes_shape(a):
+        for _ in range(8):
+            a = np.concatenate([a, a[:1]])
+        return a
+
+    fn = {"index": reads_index, "break": breaks, "list": appends, "type_change": changes_type,
+          "shape_change": changes_shape}[case]
+    want, got, report, _, _ = run_both(fn, np.arange(5.0))
+    assert_same(got, want)
+    assert loop_nodes(report) == []
+    assert report.graph_break_count == 0
+
+
+def test_kiln_tensor_loop_and_nested_loops(no_unroll):
+    def f(x, y):
+        for _ in range(12):
+            for _ in range(9):
+                x = x * 0.5 + y
+            y = y.sin()
+        return x, y
+
+    x, y = kiln.randn(4, 8), kiln.randn(4, 8)
+    want = f(x, y)
+    kiln.compiler.reset()
+    report = kiln.explain(f)(x, y)
+    assert_same(report.result, want)
+    (outer,) = loop_nodes(report)
+    inner = [n for n in outer.target.body.nodes if isinstance(n.target, LoopCall)]
+    assert len(inner) == 1
+    assert eager_nodes(report) == 0
+    assert report.report().count("loop node") == 2
+
+
+def test_values_that_require_grad_unroll_and_train_like_eager(no_unroll):
+    def f(x, w):
+        for _ in range(10):
+            x = (x * w).tanh()
+        return x.sum()
+
+    x = kiln.randn(3, 4)
+    w1 = kiln.randn(4).requires_grad_()
+    w2 = w1.detach().clone().requires_grad_()
+    f(x, w1).backward()
+    kiln.compiler.reset()
+    report = kiln.explain(f)(x, w2)
+    report.result.backward()
+    np.testing.assert_allclose(w2.grad.numpy(), w1.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert loop_nodes(report) == []
+
+
+def test_custom_backend_runs_the_loop_body_as_python():
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(gm)
+        return gm
+
+    rng = np.random.default_rng(5)
+    A = rng.random((10, 10))
+    want_a, want_b, got_a, got_b = A.copy(), A.copy(), A.copy(), A.copy()
+    jacobi_2d(20, want_a, want_b)
+    kiln.compiler.reset()
+    kiln.compile(jacobi_2d, backend=backend)(20, got_a, got_b)
+    np.testing.assert_allclose(got_a, want_a, rtol=1e-12)
+    assert any(isinstance(n.target, LoopCall) for g in seen for n in g.nodes)
+    assert "kiln_loop(" in seen[0].code
+
+
+def test_a_graph_break_in_the_body_unrolls_and_still_matches(no_unroll):
+    def f(a):
+        for _ in range(9):
+            a = a + 1.0
+            print(end="")
+        return a
+
+    want, got, report, _, _ = run_both(f, np.arange(3.0))
+    assert_same(got, want)
+    assert loop_nodes(report) == []
+    assert report.graph_break_count >= 1
+
+
+def test_a_short_constant_loop_is_unrolled_and_fuses_across_iterations():
+    def f(a):
+        for _ in range(10):
+            a = a * 0.5 + 1.0
+        return a
+
+    want, got, report, _, _ = run_both(f, np.arange(6.0))
+    assert_same(got, want)
+    assert loop_nodes(report) == []  # 10 x 2 ops: below loops.UNROLL_OPS
+    assert eager_nodes(report) == 0
