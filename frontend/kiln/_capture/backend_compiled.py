@@ -615,7 +615,6 @@ class _Partitioner:
             self.report.loops.append(r)
             self.report.compiled_nodes += r.compiled_nodes
             self.report.eager_nodes += r.eager_nodes
-            self.report.eager_calls += r.eager_calls
             self.report.fallbacks += [(name, what, f"in loop body {r.name}: {reason}")
                                       for name, what, reason in r.fallbacks]
             target = target.with_body(body)

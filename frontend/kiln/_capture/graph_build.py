@@ -375,11 +375,11 @@ class GraphWriter:
             attrs["args"] = args_text
         example = node.meta.get("example")
         multi = isinstance(example, (tuple, list))
-        types = (
-            [self.value_type(e) for e in example]
-            if multi
-            else [self.value_type(example, node.meta.get("sym_sizes"))]
-        )
+        if multi:  # a loop node knows its results' symbolic sizes (loops.py)
+            each = node.meta.get("result_sym_sizes") or [None] * len(example)
+            types = [self.value_type(e, s) for e, s in zip(example, each, strict=True)]
+        else:
+            types = [self.value_type(example, node.meta.get("sym_sizes"))]
         results = iter(self.emit("call", operands, attrs, node.meta.get("loc"),
                                  [t for t in types if t is not None]))  # fmt: skip
         vals = [next(results) if t is not None else None for t in types]

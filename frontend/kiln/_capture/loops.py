@@ -208,8 +208,6 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
     symbolic = it.sym_bounds is not None
     if it.pos != 0 or not it.items or (len(it.items) < MIN_TRIPS and not symbolic):
         return False
-    if ctx.has_symbols:
-        return False  # the body graph would need the enclosing graph's symbols
     for_index = frame.ip - 1
     loop_loc, loop_line = ctx.loc, frame.lineno
     try:
@@ -243,6 +241,8 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
             frame.step(frame.insts[frame.ip])
         results = _check_iteration(frame, saved, stored, before, carried, live, symbolic, body,
                                    first_serial, len(it.items))
+        # the results' sizes as symbols, so what reads them after the loop stays symbolic
+        sizes = [ctx._sizes_of(v.node) if ctx.has_symbols else None for _, v in results]
     except (V.Unsupported, NotALoopNode) as e:
         ctx.graph, ctx.loc, frame.lineno = outer, loop_loc, loop_line
         _restore(frame, saved, for_index)
@@ -261,7 +261,7 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         frame.locals[index_name] = it.items[-1]
     else:
         frame.locals.pop(index_name, None)
-    _record(frame, it, body, before, carried, results, inst)
+    _record(frame, it, body, before, carried, results, sizes, inst)
     return True
 
 
@@ -325,7 +325,7 @@ def _restore(frame, saved, for_index: int) -> None:
 
 
 def _record(frame, it, body: BodyGraph, before: dict, carried: list, results: list,
-            inst) -> None:
+            sizes: list, inst) -> None:
     """The loop node in the enclosing graph, its results bound to the locals, and the frame
     moved past the loop as if it had run."""
     import operator
@@ -344,8 +344,11 @@ def _record(frame, it, body: BodyGraph, before: dict, carried: list, results: li
     examples = tuple(v.example for _, v in results)
     node = outer.call(LoopCall(body, slots), (start, stop, step, *args), {}, examples,
                       loc=ctx.loc)
+    node.meta["result_sym_sizes"] = sizes
     for k, (name, var) in enumerate(results):
         item = outer.call(operator.getitem, (node, k), {}, var.example, loc=ctx.loc)
+        if sizes[k] is not None:
+            item.meta["sym_sizes"] = sizes[k]
         out = copy.copy(var)
         out.node, out.source = item, None
         frame.locals[name] = out

@@ -277,3 +277,23 @@ def test_a_short_constant_loop_is_unrolled_and_fuses_across_iterations():
     assert_same(got, want)
     assert loop_nodes(report) == []  # 10 x 2 ops: below loops.UNROLL_OPS
     assert eager_nodes(report) == 0
+
+
+def test_symbolic_sizes_flow_through_the_loop_node():
+    def f(x, y, n):
+        for _ in range(n):
+            x = (x * 0.5 + y).tanh()
+        return x.sum(-1)
+
+    compiled = kiln.compile(f)
+    records: list = []
+    compiler_of(compiled).recorder = records
+    for batch in (4, 5, 6, 9):
+        x, y = kiln.randn(batch, 16), kiln.randn(batch, 16)
+        assert_same(compiled(x, y, 200), f(x, y, 200))
+    assert len(records) == 2  # static, then one graph for every batch size
+    report = records[-1].report
+    (body,) = report.loops
+    # the body and the part after the loop ran compiled for every size (no specialization)
+    assert report.eager_calls == 0 and body.eager_calls == 0
+    assert report.eager_nodes == 0
