@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 import kiln
-from kiln._capture.graph import Graph, Node, sanitize_name, sym_size, target_name
+from kiln._capture.graph import Graph, Node, nodes_in, sanitize_name, sym_size, target_name
 
 __all__ = ["Decline", "ExportOptions", "GraphWriter", "build_graph", "graph_text"]
 
@@ -133,6 +133,16 @@ def scalar_type(value) -> str | None:
 
 
 # --- The writer ---------------------------------------------------------------------------------
+
+
+def varies_per_iteration(node: Node) -> bool:
+    """Whether an int node is computed from a loop node's index (loops.py): its example is
+    one iteration's value, not a constant."""
+    if node.meta.get("loop_index"):
+        return True
+    return node.op == "call" and any(
+        type(a.meta.get("example")) is int and varies_per_iteration(a)
+        for a in nodes_in((node.args, node.kwargs)))
 
 
 class GraphWriter:
@@ -280,10 +290,14 @@ class GraphWriter:
         raise Decline("expected an int")
 
     def int_(self, v) -> int:
-        """A constant int argument (an int-valued node counts as its example value)."""
+        """A constant int argument (an int-valued node counts as its example value, unless it
+        changes between the iterations of a loop node)."""
         if type(v) is int:
             return v
         if isinstance(v, Node) and type(v.meta.get("example")) is int:
+            if varies_per_iteration(v):
+                raise Decline("an int that changes between loop iterations where a constant "
+                              "is needed")
             return v.meta["example"]
         raise Decline("expected a constant int")
 
@@ -342,6 +356,8 @@ class GraphWriter:
                 return self.canonical(fmt.format(*(f"({self.sym(a)})" for a in args)))
         except (Decline, ValueError, IndexError, ZeroDivisionError):
             pass
+        if varies_per_iteration(node):
+            return None  # no constant stands for it: only its run-time value may be used
         return str(example)
 
     def emit_call(self, node: Node) -> None:

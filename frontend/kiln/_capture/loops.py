@@ -9,12 +9,15 @@ feeding the carried outputs back; the backend compiles the body like any graph
 (backend_compiled.py). Writes into arrays that live outside the loop (NumPy's
 `B[1:-1, 1:-1] = ...`) go into their memory on every iteration, as the Python loop's would.
 
-One evaluation stands for every iteration only when nothing differs between them, so a loop is
-captured this way when: it runs at least `MIN_TRIPS` times; its index variable is not read; it
-has no `break`, `return`, `yield`, `try` or `with`; it changes no Python object (lists, dicts,
-attributes, cells, globals); it records at least one tensor op; and every local it rebinds keeps
-its dtype, shape and kind (a tensor) or its value (anything else). Any other loop is unrolled as
-before, which is always correct.
+One evaluation stands for every iteration only when nothing but the index differs between
+them (the index, when read, is a run-time int input of the body, kept out of anything compiled
+as a constant), so a loop is captured this way when: it runs at least `MIN_TRIPS` times (or its
+bounds are run-time ints); its index is not needed as a Python value (a branch on it); it has
+no `break`, `return`, `yield`, `try` or `with`; it changes no Python object made before it
+(lists, dicts, attributes, cells, globals); it records at least one tensor op; and every local
+it rebinds keeps its dtype, shape and kind (a tensor) or its value (anything else). Any other
+loop is unrolled as before, which is always correct; so is a constant loop whose unrolled graph
+stays small (`UNROLL_OPS`), which fuses across iterations.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ _REJECTED_OPS = {
 }
 
 
+INDEX = "the loop index"  # BodyGraph.sources entry of the index input
+
+
 class NotALoopNode(Exception):  # noqa: N818 - a signal: unroll the loop instead
     pass
 
@@ -57,7 +63,8 @@ class BodyGraph(Graph):
         self.outer = outer
         self.grad_enabled = outer.grad_enabled
         self.lifted: dict[int, Node] = {}
-        self.sources: list[Node | None] = []  # per input: the enclosing graph's node, or None
+        # per input: the enclosing graph's node, None for a carried value, or INDEX
+        self.sources: list = []
 
     def placeholder(self, name: str, example, sym_sizes=None) -> Node:
         # A value first read inside the loop (an array global) is an input of the enclosing
@@ -67,6 +74,15 @@ class BodyGraph(Graph):
     def carried(self, name: str, example, sym_sizes=None) -> Node:
         self.sources.append(None)
         return super().placeholder(f"{name}_in", example, sym_sizes)
+
+    def index(self, name: str, example: int) -> Node:
+        """The loop index as an int input with a symbol of its own: sizes and values computed
+        from it stay run-time (graph_build.varies_per_iteration keeps it out of constants)."""
+        self.sources.append(INDEX)
+        node = super().placeholder(name, example)
+        node.meta["sym"] = f"loop_{name}"
+        node.meta["loop_index"] = True
+        return node
 
     def lift(self, node: Node) -> Node:
         if node.graph is self:
@@ -106,26 +122,32 @@ class LoopCall:
     """A graph node's target: the runs of `body` a `range(start, stop, step)` loop makes (the
     node's first three arguments, ints known at run time), on the node's other arguments (the
     body graph's inputs, in order), each run's first outputs replacing the carried inputs at
-    `carried_slots`. Returns the last run's outputs (the carried inputs when it makes no run).
-    `run_body` is the body as the backend compiled it; without a backend (a custom one,
-    KILN_BACKEND=eager) the body runs as Python."""
+    `carried_slots` and the index going to `index_slot` when the body reads it. Returns the
+    last run's outputs (the carried inputs when it makes no run). `run_body` is the body as the
+    backend compiled it; without a backend (a custom one, KILN_BACKEND=eager) the body runs as
+    Python."""
 
     __module__ = "kiln.compiled"
 
-    def __init__(self, body: BodyGraph, carried_slots: list[int], run_body=None):
+    def __init__(self, body: BodyGraph, carried_slots: list[int], index_slot: int | None,
+                 run_body=None):
         self.body = body
         self.carried_slots = carried_slots
+        self.index_slot = index_slot
         self.run_body = run_body
         self.__name__ = self.__qualname__ = "kiln_loop"
 
     def with_body(self, run_body) -> LoopCall:
-        return LoopCall(self.body, self.carried_slots, run_body)
+        return LoopCall(self.body, self.carried_slots, self.index_slot, run_body)
 
     def __call__(self, start: int, stop: int, step: int, *args):
         run = self.run_body if self.run_body is not None else self.body.forward
         args = list(args)
         outputs = tuple(args[slot] for slot in self.carried_slots)
-        for _ in range(start, stop, step):
+        index_slot = self.index_slot
+        for i in range(start, stop, step):
+            if index_slot is not None:
+                args[index_slot] = i
             outputs = run(*args)
             for k, slot in enumerate(self.carried_slots):
                 args[slot] = outputs[k]
@@ -158,16 +180,15 @@ def _body_instructions(frame, for_index: int, exit_offset: int) -> list:
     return body
 
 
-def _index_name(frame, body: list) -> str:
+def _index_name(frame, body: list) -> tuple[str, bool]:
+    """The loop index's name, and whether the body reads it."""
     first = body[0] if body else None
     if first is None or first.opname != "STORE_FAST":
         raise NotALoopNode("the loop unpacks its index")
     name = first.argval
-    if any(i.opname in ("LOAD_FAST", "LOAD_FAST_CHECK") and i.argval == name for i in body):
-        raise NotALoopNode(f"the body reads the loop index {name!r}")
     if name in frame.code.co_cellvars:
         raise NotALoopNode("the loop index is a closure variable")
-    return name
+    return name, any(i.opname == "LOAD_FAST" and i.argval == name for i in body)
 
 
 def iterated_next(frame) -> bool:
@@ -212,7 +233,7 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
     loop_loc, loop_line = ctx.loc, frame.lineno
     try:
         body_insts = _body_instructions(frame, for_index, inst.argval)
-        index_name = _index_name(frame, body_insts)
+        index_name, index_read = _index_name(frame, body_insts)
         stored = list(dict.fromkeys(i.argval for i in body_insts if i.opname == "STORE_FAST"))
         live = _read_outside(frame, stored, body_insts)
         if symbolic and index_name in live:
@@ -236,14 +257,17 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
             var.source = var.array_source = None  # which array it is differs per iteration
             var.node = body.carried(name, var.example, var.node.meta.get("sym_sizes"))
             frame.locals[name] = var
-        frame.push(it.items[0])
+        index = it.items[0]
+        if index_read:  # a run-time int of the body, set by the node on each iteration
+            index = V.SymIntVar(body.index(index_name, index.const()), index.const(), None)
+        frame.push(index)
         while frame.ip != for_index:
             frame.step(frame.insts[frame.ip])
         results = _check_iteration(frame, saved, stored, before, carried, live, symbolic, body,
                                    first_serial, len(it.items))
         # the results' sizes as symbols, so what reads them after the loop stays symbolic
         sizes = [ctx._sizes_of(v.node) if ctx.has_symbols else None for _, v in results]
-    except (V.Unsupported, NotALoopNode) as e:
+    except (V.Unsupported, V.RestartStatic, NotALoopNode) as e:
         ctx.graph, ctx.loc, frame.lineno = outer, loop_loc, loop_line
         _restore(frame, saved, for_index)
         logs.log("graph", f"loop at line {loop_line} unrolled: {e}")
@@ -339,11 +363,13 @@ def _record(frame, it, body: BodyGraph, before: dict, carried: list, results: li
         start, stop, step = [0, *bounds, 1] if len(bounds) == 1 else [*bounds, 1][:3]
     initial = iter(before[name].node for k, name in enumerate(carried)
                    if body.sources[k] is None)
-    args = tuple(next(initial) if src is None else src for src in body.sources)
+    args = tuple(next(initial) if src is None else start if src is INDEX else src
+                 for src in body.sources)
     slots = [k for k, src in enumerate(body.sources) if src is None]
+    index_slot = body.sources.index(INDEX) if INDEX in body.sources else None
     examples = tuple(v.example for _, v in results)
-    node = outer.call(LoopCall(body, slots), (start, stop, step, *args), {}, examples,
-                      loc=ctx.loc)
+    node = outer.call(LoopCall(body, slots, index_slot), (start, stop, step, *args), {},
+                      examples, loc=ctx.loc)
     node.meta["result_sym_sizes"] = sizes
     for k, (name, var) in enumerate(results):
         item = outer.call(operator.getitem, (node, k), {}, var.example, loc=ctx.loc)

@@ -173,8 +173,25 @@ def loop_over_rows(x):
     return acc
 
 
-def test_size_used_as_a_python_int_specializes():
+def odd_rows(x):
+    acc = x[0]
+    for i in range(1, x.shape[0]):
+        if i % 2:  # the index as a Python value: the loop unrolls
+            acc = acc + x[i] * i
+    return acc
+
+
+def test_a_loop_over_a_symbolic_size_is_one_loop_node():
     p = Probe(loop_over_rows)
+    p.check(rand(2, 3), expect_captures=1)
+    p.check(rand(3, 3), expect_captures=2)
+    assert not any("==" in g for g in p.guards())  # the row count is read at run time
+    for n in (4, 7, 2):
+        p.check(rand(n, 3), expect_captures=2)
+
+
+def test_size_used_as_a_python_int_specializes():
+    p = Probe(odd_rows)
     p.check(rand(2, 3), expect_captures=1)
     p.check(rand(3, 3), expect_captures=2)
     assert "s0 == 3" in p.guards()  # the loop unrolled for s0 == 3 only

@@ -159,13 +159,53 @@ def test_temporaries_read_after_the_loop_hold_the_last_iteration(no_unroll):
     assert len(loop_nodes(report)) == 1
 
 
-@pytest.mark.parametrize("case", ["index", "break", "list", "type_change", "shape_change"])
-def test_loops_one_iteration_cannot_stand_for_are_unrolled(case, no_unroll):
-    def reads_index(a):
-        for i in range(10):
-            a = a + i
+def test_the_index_is_a_run_time_value_of_the_body(no_unroll):
+    def escape_time(cr, ci, steps):
+        zr, zi = np.zeros_like(cr), np.zeros_like(ci)
+        n = np.zeros(cr.shape, dtype=np.int64)
+        for k in range(steps):
+            inside = zr * zr + zi * zi < 4.0
+            n[inside] = k
+            zr, zi = (np.where(inside, zr * zr - zi * zi + cr, zr),
+                      np.where(inside, 2.0 * zr * zi + ci, zi))
+        return n
+
+    cr, ci = np.meshgrid(np.linspace(-2.0, 0.5, 40), np.linspace(-1.2, 1.2, 30))
+    want, got, report, _, _ = run_both(escape_time, cr, ci, 25)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == want.dtype
+    (node,) = loop_nodes(report)
+    assert node.target.index_slot is not None
+    assert eager_nodes(report) == 0
+
+
+def test_an_index_needed_as_a_constant_runs_that_op_eagerly(no_unroll):
+    def rolls(a, steps):
+        for k in range(steps):
+            a = a + np.roll(a, k) * 0.01
         return a
 
+    want, got, report, _, _ = run_both(rolls, np.arange(7.0), 30)
+    assert_same(got, want)  # each iteration rolls by its own k, not by the first one's
+    assert len(loop_nodes(report)) == 1
+    fallbacks = [f for graph in report.fallbacks for f in graph]
+    assert any("changes between loop iterations" in reason for _, _, reason in fallbacks)
+
+
+def test_a_branch_on_the_index_unrolls(no_unroll):
+    def every_other(a, steps):
+        for k in range(steps):
+            if k % 2 == 0:
+                a = a + 1.0
+        return a
+
+    want, got, report, _, _ = run_both(every_other, np.arange(3.0), 12)
+    assert_same(got, want)
+    assert loop_nodes(report) == []
+
+
+@pytest.mark.parametrize("case", ["break", "list", "type_change", "shape_change"])
+def test_loops_one_iteration_cannot_stand_for_are_unrolled(case, no_unroll):
     def breaks(a):
         for _ in range(10):
             a = a * 1.5
@@ -191,7 +231,7 @@ def test_loops_one_iteration_cannot_stand_for_are_unrolled(case, no_unroll):
             a = np.concatenate([a, a[:1]])
         return a
 
-    fn = {"index": reads_index, "break": breaks, "list": appends, "type_change": changes_type,
+    fn = {"break": breaks, "list": appends, "type_change": changes_type,
           "shape_change": changes_shape}[case]
     want, got, report, _, _ = run_both(fn, np.arange(5.0))
     assert_same(got, want)
