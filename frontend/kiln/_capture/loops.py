@@ -226,6 +226,8 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
     """At a FOR_ITER over a fresh `range`: records the whole loop as one node and continues
     after it (True), or leaves everything as it was so the loop unrolls (False)."""
     ctx = frame.ctx
+    if not ctx.loop_nodes:
+        return False
     symbolic = it.sym_bounds is not None
     if it.pos != 0 or not it.items or (len(it.items) < MIN_TRIPS and not symbolic):
         return False

@@ -52,6 +52,7 @@ class _ExportCompiler(Compiler):
         ctx = CaptureContext(f"{code.co_name}_0", labels, False if static else self.dynamic,
                             {} if static else state.auto_dynamic)
         ctx.break_at = state.__dict__.get("break_at", set())
+        ctx.loop_nodes = False
         ctx.grad_enabled = kiln.is_grad_enabled()
         locals_ = {}
         for i, value in enumerate(args):

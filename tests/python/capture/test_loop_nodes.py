@@ -337,3 +337,15 @@ def test_symbolic_sizes_flow_through_the_loop_node():
     # the body and the part after the loop ran compiled for every size (no specialization)
     assert report.eager_calls == 0 and body.eager_calls == 0
     assert report.eager_nodes == 0
+
+
+def test_export_unrolls_long_loops_into_one_program(no_unroll):
+    def damped(x, y):
+        for _ in range(12):
+            x = x * 0.9 + y
+        return x
+
+    x, y = kiln.randn(3, 4), kiln.randn(3, 4)
+    program = kiln.export(damped, (x, y))
+    assert "kiln_loop" not in program.graph_text
+    assert_same(program.module()(x, y), damped(x, y))
