@@ -325,10 +325,10 @@ def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body
         raise NotALoopNode("the body records no tensor op")
     if not symbolic and trips * body.op_count() <= UNROLL_OPS:
         raise NotALoopNode(f"unrolled, {trips} x {body.op_count()} ops fuse across iterations")
-    for name in carried:
-        ex = frame.locals[name].example
-        if ex.requires_grad and frame.ctx.grad_enabled:
-            raise NotALoopNode(f"{name!r} requires grad (autograd through a loop node)")
+    for node in body.nodes:
+        ex = node.meta.get("example")
+        if isinstance(ex, kiln.Tensor) and ex.requires_grad:  # autograd records each step
+            raise NotALoopNode(f"the body computes values that require grad ({node.name})")
     fed_back = [name for k, name in enumerate(carried) if body.sources[k] is None]
     for name in carried:
         if name not in fed_back:

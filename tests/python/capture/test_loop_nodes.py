@@ -349,3 +349,20 @@ def test_export_unrolls_long_loops_into_one_program(no_unroll):
     program = kiln.export(damped, (x, y))
     assert "kiln_loop" not in program.graph_text
     assert_same(program.module()(x, y), damped(x, y))
+
+
+def test_a_body_using_a_parameter_that_requires_grad_unrolls(no_unroll):
+    def fill(w, steps):
+        out = kiln.zeros(steps, 4)
+        for t in range(steps):
+            out[t] = (w * 0.5).tanh()
+        return out.sum()
+
+    w1 = kiln.randn(4).requires_grad_()
+    w2 = w1.detach().clone().requires_grad_()
+    fill(w1, 10).backward()
+    kiln.compiler.reset()
+    report = kiln.explain(fill)(w2, 10)
+    report.result.backward()
+    np.testing.assert_allclose(w2.grad.numpy(), w1.grad.numpy(), rtol=1e-5)
+    assert loop_nodes(report) == []
