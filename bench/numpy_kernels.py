@@ -197,6 +197,10 @@ KERNELS = [
            writes=(1, 2)),
     Kernel("jacobi_2d", jacobi_2d, lambda r, s: (10, _f64(r, 60 * s, 60 * s),
                                                  _f64(r, 60 * s, 60 * s)), writes=(1, 2)),
+    # jacobi_2d's stencil for 500 time steps: a loop node in kiln (one body, compiled once);
+    # unrolled by torch.compile (a 2,000-op graph)
+    Kernel("jacobi_2d_500", jacobi_2d, lambda r, s: (500, _f64(r, 32 * s, 32 * s),
+                                                     _f64(r, 32 * s, 32 * s)), writes=(1, 2)),
     Kernel("heat_3d", heat_3d, lambda r, s: (5, _f64(r, 12 * s, 12 * s, 12 * s),
                                              _f64(r, 12 * s, 12 * s, 12 * s)), writes=(1, 2)),
     Kernel("clip_compute", clip_compute,
