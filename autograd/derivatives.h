@@ -252,6 +252,7 @@ template <class B> V<B> sigmoid(B &b, const V<B> &g, const V<B> &y) {
 template <class B> V<B> erf(B &b, const V<B> &g, const V<B> &x) {
   return b.mul(g, b.scale(b.exp(b.neg(b.mul(x, x))), kTwoOverSqrtPi));
 }
+template <class B> V<B> erfc(B &b, const V<B> &g, const V<B> &x) { return b.neg(erf(b, g, x)); }
 
 // ---- activations
 // ---------------------------------------------------------------------------------

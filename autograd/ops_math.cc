@@ -68,8 +68,7 @@ KILN_FROM_INPUT(atanh, "AtanhBackward0", b.div(g, b.rsubScalar(b.mul(x, x), 1.0)
 KILN_FROM_OUTPUT(exp2, "Exp2Backward0", b.mul(g, b.scale(y, kLn2)))
 KILN_FROM_INPUT(log2, "Log2Backward0", b.div(g, b.scale(x, kLn2)))
 KILN_FROM_INPUT(log10, "Log10Backward0", b.div(g, b.scale(x, kLn10)))
-KILN_FROM_INPUT(erfc, "ErfcBackward0",
-                b.neg(b.mul(g, b.scale(b.exp(b.neg(b.mul(x, x))), kTwoOverSqrtPi))))
+KILN_FROM_INPUT(erfc, "ErfcBackward0", rules::erfc(b, g, x))
 KILN_FROM_INPUT(frac, "FracBackward0", g)
 KILN_FROM_INPUT(selu, "EluBackward0",
                 b.where(b.gtScalar(x, 0.0), b.scale(g, 1.0507009873554804934),

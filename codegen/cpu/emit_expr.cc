@@ -261,6 +261,8 @@ Value emitMath(Builder &b, ExprKind kind, std::string_view op, std::span<const V
   if (kind != ExprKind::Atan2 && kind != ExprKind::Asin && kind != ExprKind::Acos)
     if (std::optional<Value> r = vectorLibmCall(b, kind, args))
       return *r;
+  if (kind == ExprKind::Erfc) // no MLIR op (1 - erf loses the tail): libm per element
+    return scalarLibmCall(b, kind, args[0]);
   if ((kind == ExprKind::Sin || kind == ExprKind::Cos) && args[0].elem == "f32")
     return sinCos32(b, args[0], kind == ExprKind::Cos);
   if (kind == ExprKind::Asin || kind == ExprKind::Acos) {

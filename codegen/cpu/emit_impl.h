@@ -185,8 +185,11 @@ std::optional<Value> powByConstant(Builder &b, const Value &x, double y);
 bool vectorLibmAvailable();
 /// The libm function `kind` computes when libmvec has a vector form of it ("" when not).
 std::string_view vectorLibmFunction(ExprKind kind);
-/// `kind` on f64 vectors of 2, 4 or 8 lanes as one libmvec call (within 4 ulp), or nullopt.
+/// `kind` on f64 vectors of 2, 4 or 8 lanes (and erfc on f32 vectors of 4, 8 or 16) as one
+/// libmvec call (within 4 ulp), or nullopt.
 std::optional<Value> vectorLibmCall(Builder &b, ExprKind kind, std::span<const Value> args);
+/// `kind` on a scalar as one call of libm (`erfc`, `erfcf`): math without an MLIR op.
+Value scalarLibmCall(Builder &b, ExprKind kind, const Value &x);
 /// `v` (compute type of `from`) converted to the compute type of `to`, with the rounding of `to`.
 Value emitCast(Builder &b, const Value &v, DType from, DType to);
 /// Loads `buffer` at flat offset `index` (at the first lane); `lanes` > 0 with `coeff` the

@@ -3,6 +3,7 @@
 // programs (float64 throughout) would then run their exp and log at libm's scalar speed.
 
 #include "codegen/cpu/emit_impl.h"
+#include "runtime/error.h"
 
 #include <dlfcn.h>
 #include <fmt/ranges.h>
@@ -71,8 +72,7 @@ Value log64(Builder &b, const Value &x) {
   Value shifted = b.binary("arith.subi", bits, i64(0x3FE6A09E667F3BCDll));
   Value e = b.binary("arith.subi", b.binary("arith.shrsi", shifted, i64(52)),
                      b.select(subnormal, i64(54), i64(0)));
-  Value mbits = b.binary("arith.addi",
-                         b.binary("arith.andi", shifted, i64(0x000FFFFFFFFFFFFFll)),
+  Value mbits = b.binary("arith.addi", b.binary("arith.andi", shifted, i64(0x000FFFFFFFFFFFFFll)),
                          i64(0x3FE6A09E667F3BCDll));
   Value m = b.convert("arith.bitcast", mbits, "f64");
   Value f = b.binary("arith.subf", m, k(1.0));
@@ -81,9 +81,12 @@ Value log64(Builder &b, const Value &x) {
   Value w = b.binary("arith.mulf", z, z);
   // fdlibm's Lg1..Lg7: R(z) = t1 + t2, even and odd powers of w = z^2 evaluated apart.
   Value lg[8] = {{},
-                 k(6.666666666666735130e-01), k(3.999999999940941908e-01),
-                 k(2.857142874366239149e-01), k(2.222219843214978396e-01),
-                 k(1.818357216161805012e-01), k(1.531383769920937332e-01),
+                 k(6.666666666666735130e-01),
+                 k(3.999999999940941908e-01),
+                 k(2.857142874366239149e-01),
+                 k(2.222219843214978396e-01),
+                 k(1.818357216161805012e-01),
+                 k(1.531383769920937332e-01),
                  k(1.479819860511658591e-01)};
   Value t1 = b.binary("arith.mulf", w, fma64(b, fma64(b, w, lg[6], lg[4]), w, lg[2]));
   Value t2 =
@@ -139,12 +142,17 @@ std::optional<Value> vectorLibmCall(Builder &b, ExprKind kind, std::span<const V
   int lanes = 0;
   for (const Value &a : args)
     lanes = std::max(lanes, a.lanes);
-  // glibc's vector ABI names: b = SSE (2 x f64), d = AVX2 (4), e = AVX-512 (8).
-  char isa = lanes == 2 ? 'b' : lanes == 4 ? 'd' : lanes == 8 ? 'e' : 0;
-  if (fn.empty() || isa == 0 || args[0].elem != "f64" || !vectorLibmAvailable())
+  const std::string &elem = args[0].elem;
+  // f32 math is polynomial (lowering.cc) except erfc, which MLIR has no op for.
+  bool f32 = elem == "f32" && kind == ExprKind::Erfc;
+  // glibc's vector ABI names by register width: b = SSE, d = AVX2, e = AVX-512.
+  int bits = lanes * (f32 ? 32 : 64);
+  char isa = bits == 128 ? 'b' : bits == 256 ? 'd' : bits == 512 ? 'e' : 0;
+  if (fn.empty() || isa == 0 || (elem != "f64" && !f32) || !vectorLibmAvailable())
     return std::nullopt;
-  std::string name = fmt::format("_ZGV{}N{}{}_{}", isa, lanes, std::string(args.size(), 'v'), fn);
-  std::string vec = fmt::format("vector<{}xf64>", lanes);
+  std::string name = fmt::format("_ZGV{}N{}{}_{}{}", isa, lanes, std::string(args.size(), 'v'), fn,
+                                 f32 ? "f" : "");
+  std::string vec = fmt::format("vector<{}x{}>", lanes, elem);
   std::vector<std::string> names, types;
   for (const Value &a : args) {
     names.push_back(b.broadcast(a, lanes).name);
@@ -152,8 +160,18 @@ std::optional<Value> vectorLibmCall(Builder &b, ExprKind kind, std::span<const V
   }
   std::string signature = fmt::format("({}) -> {}", fmt::join(types, ", "), vec);
   b.externals()[name] = signature;
-  Value r{b.fresh(), "f64", lanes};
+  Value r{b.fresh(), elem, lanes};
   b.emit("{} = func.call @{}({}) : {}", r.name, name, fmt::join(names, ", "), signature);
+  return r;
+}
+
+Value scalarLibmCall(Builder &b, ExprKind kind, const Value &x) {
+  KILN_CHECK(!x.isVector(), "cpu emitter: {} of a vector without libmvec", libmName(kind));
+  std::string name = fmt::format("{}{}", libmName(kind), x.elem == "f32" ? "f" : "");
+  std::string signature = fmt::format("({}) -> {}", x.elem, x.elem);
+  b.externals()[name] = signature;
+  Value r{b.fresh(), x.elem, 0};
+  b.emit("{} = func.call @{}({}) : {}", r.name, name, x.name, signature);
   return r;
 }
 

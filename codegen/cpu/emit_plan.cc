@@ -60,7 +60,8 @@ bool libmPerElement(ExprKind kind) {
 int widestBits(const LoopNode &node) {
   int bits = 8;
   for (const Expr *e : node.body->exprs()) {
-    if (e->dtype == DType::Float64 && libmPerElement(e->kind))
+    // erfc has no MLIR op: f32 too is libmvec's per vector, or libm's per element
+    if ((e->dtype == DType::Float64 || e->kind == ExprKind::Erfc) && libmPerElement(e->kind))
       return 0;
     bits = std::max(bits, computeBits(e->dtype));
   }

@@ -89,6 +89,7 @@ const EagerKernel kKernels[] = {
     {OpKind::Tanh, "tanh", unary<&ops::tanh>},
     {OpKind::Sigmoid, "sigmoid", unary<&ops::sigmoid>},
     {OpKind::Erf, "erf", unary<&ops::erf>},
+    {OpKind::Erfc, "erfc", unary<&ops::erfc>},
     {OpKind::Sin, "sin", unary<&ops::sin>},
     {OpKind::Cos, "cos", unary<&ops::cos>},
     {OpKind::Tan, "tan", unary<&ops::tan>},
@@ -401,7 +402,6 @@ const EagerKernel kKernels[] = {
     // Elementwise ops without a node kind (KILN_EAGER_SPELLING rows).
     {std::nullopt, "square", unary<&ops::square>},
     {std::nullopt, "positive", unary<&ops::positive>},
-    {std::nullopt, "erfc", unary<&ops::erfc>},
     {std::nullopt, "rsub", [](const BoundArgs &a) {
        return ops::sub(a.tensor(1), a.tensor(0), a.scalar(2));
      }},

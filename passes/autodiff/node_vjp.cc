@@ -152,6 +152,7 @@ Differentiability differentiability(ir::OpKind op) {
   case OpKind::Tanh:
   case OpKind::Sigmoid:
   case OpKind::Erf:
+  case OpKind::Erfc:
   case OpKind::Sin:
   case OpKind::Cos:
   case OpKind::Relu:
@@ -264,6 +265,8 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
     return one(rules::sigmoid(b, g, out));
   case OpKind::Erf:
     return one(rules::erf(b, g, in(0)));
+  case OpKind::Erfc:
+    return one(rules::erfc(b, g, in(0)));
   case OpKind::Sin:
     return one(rules::sin(b, g, in(0)));
   case OpKind::Cos:

@@ -218,6 +218,8 @@ Val unaryBody(Ops &ops, const ir::Node &n, Val x, DType result) {
     return ops.sigmoid(x);
   case OpKind::Erf:
     return ops.erf(x);
+  case OpKind::Erfc:
+    return ops.erfc(x);
   case OpKind::Sin:
     return ops.sin(x);
   case OpKind::Cos:

@@ -271,6 +271,8 @@ class CallMixin(AccessMixin):
             return calls_numpy.call_function(self, fn.fn, args, kwargs)
         if calls_numpy.is_fold(fn):
             return calls_numpy.fold_call(self, fn, args, kwargs)
+        if isinstance(fn, V.FunctionVar) and (runner := ops.allowed_in_graph(fn.fn)):
+            return ops.record(self.ctx, runner, list(args), dict(kwargs))
         if isinstance(fn, V.FunctionVar) and getattr(fn.fn, "_kiln_disabled", False):
             raise V.Unsupported(f"call to {fn.fn.__qualname__}(), which kiln.compiler.disable "
                                 "keeps eager", "this is intended: the call runs eagerly")

@@ -102,6 +102,19 @@ def reset() -> None:
     reset_code_states()
 
 
+def allow_in_graph(fn):
+    """Records calls of `fn` in the graph as one node, run as `fn` itself (not traced into):
+    for a function on tensors that kiln should not look inside (a custom op, a library call).
+    It must return tensors (or a tuple or list of them) and have no other effects; the compiler
+    cannot compile it, so it runs eagerly between compiled parts. Returns `fn`."""
+    if not callable(fn):
+        raise TypeError(f"allow_in_graph expects a function, got {type(fn).__name__}")
+    from kiln._capture import ops
+
+    ops.ALLOWED_IN_GRAPH[id(fn)] = (fn, disable(fn))  # the node runs it uncaptured
+    return fn
+
+
 def disable(fn=None, recursive=True):
     """Runs `fn` (and, with recursive=True, everything it calls) eagerly, never captured."""
     if fn is None:

@@ -44,6 +44,17 @@ DATA_DEPENDENT_FUNCTIONS = {"nonzero", "unique", "masked_select", "equal", "allc
                             "from_numpy", "tensor", "as_tensor", "asarray"}
 
 
+# kiln.compiler.allow_in_graph's functions: id -> (function, what the node calls); the function
+# is kept alive, so the id stays valid
+ALLOWED_IN_GRAPH: dict = {}
+
+
+def allowed_in_graph(fn):
+    """The callable a node for `fn` runs (`fn` without capture), or None if not allowed."""
+    entry = ALLOWED_IN_GRAPH.get(id(fn))
+    return entry[1] if entry is not None and entry[0] is fn else None
+
+
 # Functions that update some tensor arguments in place (running statistics): at capture time
 # they run on clones of every tensor argument, so the caller's buffers change once, at run time.
 MUTATES_ARGUMENTS = {"batch_norm", "instance_norm"}

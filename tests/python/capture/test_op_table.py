@@ -42,6 +42,7 @@ UNARY_FLOAT_MATH = {
     "exp": lambda x: x.exp(), "log": lambda x: positive(x).log(),
     "sqrt": lambda x: positive(x).sqrt(), "rsqrt": lambda x: positive(x).rsqrt(),
     "tanh": lambda x: x.tanh(), "sigmoid": lambda x: x.sigmoid(), "erf": lambda x: kiln.erf(x),
+    "erfc": lambda x: x.erfc(),
     "sin": lambda x: x.sin(), "cos": lambda x: kiln.cos(x), "tan": lambda x: unit(x).tan(),
     "asin": lambda x: unit(x).asin(), "acos": lambda x: kiln.arccos(unit(x)),
     "atan": lambda x: x.atan(), "sinh": lambda x: x.sinh(), "cosh": lambda x: x.cosh(),
