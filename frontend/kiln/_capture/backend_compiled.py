@@ -165,9 +165,10 @@ class _Proxy:
 
     __slots__ = ("name", "meta")
 
-    def __init__(self, node: Node, sym_sizes=None, sym=None):
+    def __init__(self, node: Node, sym_sizes=None, sym=None, example=None):
         self.name = node.name
-        self.meta = {"example": node.meta.get("example"), "loc": None}
+        example = node.meta.get("example") if example is None else example
+        self.meta = {"example": example, "loc": None}
         sym_sizes = node.meta.get("sym_sizes") if sym_sizes is None else sym_sizes
         sym = node.meta.get("sym") if sym is None else sym
         if sym_sizes is not None:
@@ -181,8 +182,12 @@ class _RunWriter(GraphWriter):
     parameters, `outputs` the returned values. Records which builder nodes each node made."""
 
     def __init__(self, name: str, inputs: list, nodes: list[Node], outputs: list[Node],
-                 types: dict | None = None):
+                 types: dict | None = None, input_values: list | None = None):
         super().__init__(Graph(name))
+        # the values of one call (tensors, ints) to type the inputs by instead of the examples
+        self.input_values = input_values
+        if input_values is not None:
+            self.example_sizes = False
         self.run_inputs, self.run_nodes, self.run_outputs = inputs, nodes, outputs
         self.types = types or {}
         self.owner: dict[int, Node] = {}  # builder position (number + 1) -> node that made it
@@ -202,8 +207,12 @@ class _RunWriter(GraphWriter):
         super().emit_call(node)
 
     def write(self):
-        proxies = [_Proxy(node, *self.types.get(id(node), (None, None)))
-                   for node in self.run_inputs]
+        if self.input_values is not None:
+            proxies = [_Proxy(node, _concrete_sizes(v), str(v) if type(v) is int else None, v)
+                       for node, v in zip(self.run_inputs, self.input_values, strict=True)]
+        else:
+            proxies = [_Proxy(node, *self.types.get(id(node), (None, None)))
+                       for node in self.run_inputs]
         for proxy in proxies:
             self._used_symbols.update(
                 s for s in proxy.meta.get("sym_sizes") or () if isinstance(s, str))
@@ -569,20 +578,21 @@ class _Partitioner:
     def _emit_training(self, pg: Graph, env: dict, part: _Part, index: int) -> bool:
         """Compiles a part whose inputs require grad as a forward and a backward graph
         (training.py); False (the fallback noted) when it cannot, so its nodes run eagerly and
-        eager autograd records them."""
+        eager autograd records them. A part with symbolic sizes compiles per input shape
+        (training.PerShapeTraining): the derivative rules need sizes as numbers."""
         name = f"{self.graph.name}_part{index}"
         reason = None
         try:
-            w = _RunWriter(name, part.inputs, part.nodes, part.outputs, self.types)
-            built = w.write()
-            needs = [_requires_grad(n) for n in part.inputs]
-            # nodes a no_grad block computed: their examples do not require grad
-            no_grad = [pos for pos, n in w.owner.items() if not _requires_grad(n)]
-            options = {"fuse": self.fuse, "input_symbols": w.input_symbols,
-                       "dump_stages": self.debug_code}
-            forward, backward, spec = training.build(built, needs, no_grad, name, options)
+            fn, info = _build_training(part.inputs, part.nodes, part.outputs, name, self.fuse,
+                                       self.debug_code, types=self.types)
         except Exception as e:  # noqa: BLE001 - what has no compiled derivative runs eagerly
             reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if reason is not None and self.types and "symbolic" in reason:
+            try:
+                fn, info = self._per_shape_training(part, name)
+                reason = None
+            except Exception as e:  # noqa: BLE001
+                reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if reason is not None:
             self.report.fallbacks.append((part.nodes[0].name,
                                           f"backward of {len(part.nodes)} nodes", reason))
@@ -590,14 +600,28 @@ class _Partitioner:
                 raise BackendCompilerFailed(f"kiln CPU backend: {self.graph.name}: compiled "
                                             f"training of {len(part.nodes)} nodes: {reason}")
             return False
-        self._emit_call(pg, env, part,
-                        training.TrainingPart(forward, backward, spec, len(part.outputs), name))
-        info = forward.info
-        info.update(backward=backward.info, saved=len(spec["saved"]),
-                    saved_bytes=spec["saved_bytes"])
+        self._emit_call(pg, env, part, fn)
         self._record_part(part, info)
         self.report.backward_parts += 1
         return True
+
+    def _per_shape_training(self, part: _Part, name: str):
+        """A PerShapeTraining for `part`, built once now for the capture's own shapes (so a part
+        that cannot train for other reasons falls back here, not at run time)."""
+        inputs, nodes, outputs = _private_copy(part)
+        fuse, debug = self.fuse, self.debug_code
+
+        def build(values):
+            return _build_training(inputs, nodes, outputs, name, fuse, debug,
+                                   input_values=list(values))[0]
+
+        examples = [n.meta.get("example") for n in part.inputs]
+        first, info = _build_training(inputs, nodes, outputs, name, fuse, debug,
+                                      input_values=examples)
+        per_shape = training.PerShapeTraining(build, _eager_function(part, name), name,
+                                              self.report)
+        per_shape.add(examples, first)
+        return per_shape, dict(info, per_shape=True)
 
     def _emit_eager(self, pg: Graph, env: dict, node: Node) -> None:
         env[id(node)] = pg.call(node.target, _remap(node.args, env), _remap(node.kwargs, env),
@@ -725,6 +749,61 @@ def _part_device(part: _Part) -> str:
     if len(devices) > 1:
         raise ValueError(f"tensors on several devices ({', '.join(sorted(devices))})")
     return devices.pop() if devices else "cpu"
+
+
+def _concrete_sizes(value):
+    return [str(d) for d in value.shape] if isinstance(value, kiln.Tensor) else None
+
+
+def _build_training(inputs, nodes, outputs, name: str, fuse: bool, debug: bool, *, types=None,
+                    input_values=None):
+    """(TrainingPart, info) of these nodes, typed by `types` (symbolic) or by the values of one
+    call (`input_values`)."""
+    w = _RunWriter(name, inputs, nodes, outputs, types, input_values)
+    built = w.write()
+    needs = [_requires_grad(n) for n in inputs]
+    # nodes a no_grad block computed: their examples do not require grad
+    no_grad = [pos for pos, n in w.owner.items() if not _requires_grad(n)]
+    options = {"fuse": fuse, "input_symbols": w.input_symbols, "dump_stages": debug}
+    forward, backward, spec = training.build(built, needs, no_grad, name, options)
+    info = forward.info
+    info.update(backward=backward.info, saved=len(spec["saved"]),
+                saved_bytes=spec["saved_bytes"])
+    return training.TrainingPart(forward, backward, spec, len(outputs), name), info
+
+
+def _light(example):
+    """A stand-in for an example with its dtype, shape, device and requires_grad, and no
+    memory of its own (a 0-d tensor expanded)."""
+    if isinstance(example, kiln.Tensor):
+        one = kiln.zeros((), dtype=example.dtype, device=example.device)
+        if example.requires_grad:
+            one.requires_grad_(True)
+        return one.expand(example.shape)
+    if isinstance(example, (tuple, list)):
+        return type(example)(_light(e) for e in example)
+    return example
+
+
+def _private_copy(part: _Part):
+    """The part's inputs, nodes and outputs copied into a graph of their own whose examples
+    hold no memory (what a PerShapeTraining keeps to build the part again for other shapes)."""
+    g = Graph("per_shape")
+    env: dict[int, Node] = {}
+
+    def copy_meta(src: Node, dst: Node) -> None:  # not the capture's sizes: a call's are used
+        dst.meta.update({k: v for k, v in src.meta.items()
+                         if k not in ("example", "sym_sizes", "sym")})
+
+    for n in part.inputs:
+        env[id(n)] = p = g.placeholder(n.name, _light(n.meta.get("example")))
+        copy_meta(n, p)
+    for n in part.nodes:
+        env[id(n)] = c = g.call(n.target, _remap(n.args, env), _remap(n.kwargs, env),
+                                _light(n.meta.get("example")), n.meta.get("loc"))
+        copy_meta(n, c)
+    return ([env[id(n)] for n in part.inputs], [env[id(n)] for n in part.nodes],
+            [env[id(n)] for n in part.outputs])
 
 
 def _eager_function(part: _Part, name: str):

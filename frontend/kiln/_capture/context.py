@@ -374,6 +374,15 @@ def _annotate_sizes(name: str, nodes: list, int_syms: dict) -> None:
     if not nodes:
         return
     inside = {id(n) for n in nodes}
+    # A multi-result node (a split) typed earlier is built again with its getitems: a tuple
+    # cannot be an input of the graph the writer builds.
+    pieces = {id(a): a for n in nodes for a in nodes_in((n.args, n.kwargs))
+              if id(a) not in inside and a.op == "call"
+              and isinstance(a.meta.get("example"), (tuple, list))}
+    if pieces:
+        order = {id(n): i for i, n in enumerate(nodes[0].graph.nodes)}
+        nodes = sorted(pieces.values(), key=lambda a: order[id(a)]) + list(nodes)
+        inside.update(pieces)
     inputs, types = {}, {}
     for n in nodes:
         for a in nodes_in((n.args, n.kwargs)):
@@ -401,7 +410,7 @@ def _annotate_sizes(name: str, nodes: list, int_syms: dict) -> None:
         if not isinstance(val, Val):
             continue
         if val.type == "int":
-            if val.sym is None or val.sym.lstrip("-").isdigit():
+            if val.sym is None or id(node) in writer.example_ints:
                 break  # the nodes after it may read it: they stay untyped
             ints[id(node)] = val.sym
             continue

@@ -254,9 +254,10 @@ class ExplainOutput:
                     for body in _loop_bodies(r)]
             for k, info in enumerate(r.infos):
                 if "backward" in info:
-                    out.append(f"    part{k} trains: forward {info['kernels']} kernels, backward "
-                               f"{info['backward']['kernels']} kernels, {info['saved']} saved "
-                               f"values ({info['saved_bytes']} bytes)")
+                    shapes = " (compiled per input shape)" if info.get("per_shape") else ""
+                    out.append(f"    part{k} trains{shapes}: forward {info['kernels']} kernels, "
+                               f"backward {info['backward']['kernels']} kernels, "
+                               f"{info['saved']} saved values ({info['saved_bytes']} bytes)")
         out.append("Guards:")
         for c in self.captures:
             out.append(f"  {c.name} (in {c.function}):")

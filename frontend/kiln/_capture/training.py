@@ -77,3 +77,49 @@ class TrainingPart:
 
         _C._autograd._record_function("CompiledFunctionBackward", run_backward, inputs, grad_of)
         return outs
+
+
+class PerShapeTraining:
+    """A training part whose capture has symbolic sizes. The derivative rules read sizes as
+    numbers, so its forward and backward are compiled for each distinct shape (and layout) of
+    its inputs, on first sight: one capture serves every batch size, each size compiling once.
+    Past `LIMIT` shapes (or where a shape does not compile) the part runs eagerly, and eager
+    autograd records it."""
+
+    LIMIT = 16
+
+    def __init__(self, build, eager, name: str, report):
+        self.build = build  # input values -> TrainingPart
+        self.eager = eager
+        self.report = report
+        self.parts: dict = {}
+        self.__name__ = self.__qualname__ = name
+        self.__module__ = "kiln.compiled"
+
+    @staticmethod
+    def key(values) -> tuple:
+        return tuple((v.dtype, tuple(v.shape), v.stride(), v._device_str)
+                     if isinstance(v, kiln.Tensor) else v for v in values)
+
+    def add(self, values, part) -> None:
+        self.parts[self.key(values)] = part
+
+    def __call__(self, *args):
+        key = self.key(args)
+        part = self.parts.get(key, False)
+        if part is False:
+            part = None
+            if len(self.parts) < self.LIMIT:
+                try:
+                    part = self.build(args)
+                except Exception as e:  # noqa: BLE001 - this shape runs eagerly
+                    logs.log("perf", f"backend: {self.__name__}: no compiled training for "
+                                     f"these shapes: {e}")
+            self.parts[key] = part
+            if part is not None:
+                shapes = [list(a.shape) for a in args if isinstance(a, kiln.Tensor)]
+                logs.log("perf", f"backend: {self.__name__}: compiled training for {shapes}")
+        if part is None:
+            self.report.eager_calls += 1
+            return self.eager(*args)
+        return part(*args)

@@ -358,11 +358,11 @@ def test_scaled_dot_product_attention_gradients(case):
     trained_in_one_part(backend)
 
 
-def test_symbolic_sizes_train_on_eager_kernels_with_the_reason():
+def test_symbolic_sizes_train_compiled_per_shape():
     w = kiln.randn(6, 4).requires_grad_()
-    backend = CpuBackend()
+    backend = CpuBackend(fallback=False)
     compiled = kiln.compile(lambda x: (x @ w).tanh().sum(), backend=backend, dynamic=True)
-    for rows in (3, 5):
+    for rows in (3, 5, 3, 7):
         x = kiln.randn(rows, 6)
         w.grad = None
         compiled(x).backward()
@@ -370,8 +370,9 @@ def test_symbolic_sizes_train_on_eager_kernels_with_the_reason():
         w.grad = None
         (x @ w).tanh().sum().backward()
         close(got, w.grad)
-    reasons = [reason for r in backend.reports for _, _, reason in r.fallbacks]
-    assert any("symbolic" in reason for reason in reasons), reasons
+    (report,) = backend.reports  # one symbolic capture for every row count
+    assert report.fallbacks == [] and report.eager_nodes == 0 and report.eager_calls == 0
+    assert report.backward_parts == 1 and report.infos[0]["per_shape"]
 
 
 def test_rms_norm_with_weight_gradients():

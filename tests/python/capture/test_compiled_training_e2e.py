@@ -91,3 +91,39 @@ def test_conv_batchnorm_net_trains_compiled_as_eager_and_torch():
     trained_without_fallbacks(backend)
     out = kiln.explain(km)(kiln.tensor(x))
     assert out.fallbacks == [[]] and out.backward_parts == [1]
+
+
+def test_nanogpt_trains_compiled_with_changing_batch_and_sequence_sizes():
+    """Sizes that change between steps become symbolic (automatic dynamic); the part then
+    compiles its forward and backward per input shape (training.PerShapeTraining), so no step
+    runs on eager kernels and the losses stay eager's."""
+    torch.manual_seed(1)
+    tm, km, em = gpt_classes(torch)(), gpt_classes(kiln)(), gpt_classes(kiln)()
+    copy_weights(tm, km)
+    copy_weights(tm, em)
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(km, backend=backend)
+    opts = [m.configure_optimizers(0.1, 3e-3, (0.9, 0.95)) for m in (tm, km, em)]
+    rng = np.random.default_rng(1)
+    shapes = [(4, 8), (3, 8), (4, 6), (2, 5), (4, 8), (3, 8), (2, 7), (4, 6)]
+    for step, shape in enumerate(shapes):
+        x = rng.integers(0, 48, shape)
+        y = np.roll(x, -1, axis=1)
+        losses = []
+        for lib, model, opt in ((torch, tm, opts[0]), (kiln, compiled, opts[1]),
+                                (kiln, em, opts[2])):
+            _, loss = model(lib.tensor(x), lib.tensor(y))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        t, c, e = losses
+        np.testing.assert_allclose(c, e, rtol=5e-5, err_msg=f"compiled vs eager at step {step}")
+        np.testing.assert_allclose(c, t, rtol=3e-4, err_msg=f"compiled vs torch at step {step}")
+    noise = {f"transformer.h.{i}.attn.c_attn.bias": slice(32, 64) for i in range(2)}
+    assert_same_weights(tm, km, atol=3e-4, noise=noise)
+    trained_without_fallbacks(backend)
+    assert len(backend.reports) <= 3  # static, then symbolic graphs (no capture per size)
+    assert all(r.eager_calls == 0 for r in backend.reports)
+    per_shape = [info for r in backend.reports for info in r.infos if info.get("per_shape")]
+    assert per_shape, "the symbolic capture compiled no per-shape training part"

@@ -174,8 +174,13 @@ def test_nanogpt_train_script_runs_with_the_import_swapped(tmp_path, ranks):
     else:
         run = kilnrun(ranks, "nanogpt_train.py", tmp_path, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
-    # mpirun tags each write with its rank; print() writes its text and its newline apart
-    text = re.sub(r"\[1,\d+\]<std(out|err)>:", "", run.stdout)
+    # mpirun tags each write with its rank; print() writes its text and its newline apart, so
+    # the ranks' pieces interleave: each rank's output is its pieces joined in order
+    pieces = re.split(r"\[1,(\d+)\]<std(?:out|err)>:", run.stdout)
+    by_rank: dict = {}
+    for rank, piece in zip(pieces[1::2], pieces[2::2], strict=True):
+        by_rank[rank] = by_rank.get(rank, "") + piece
+    text = pieces[0] + "".join(by_rank.values())
     losses = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
               if line.startswith("iter ")]  # fmt: skip
     assert len(losses) == 6 and all(np.isfinite(losses)), run.stdout
