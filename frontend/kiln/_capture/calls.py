@@ -45,6 +45,12 @@ _UNBIND = inspect.signature(_unbind_signature)
 _ASSERT = inspect.signature(_assert_signature)
 
 
+def _is_optimizer_update(fn) -> bool:
+    """An optimizer's step or zero_grad (of kiln.optim's classes, or a subclass's)."""
+    return (getattr(fn, "__name__", "") in ("step", "zero_grad")
+            and (getattr(fn, "__module__", None) or "").startswith("kiln.optim"))
+
+
 def _is_kiln_function(fn) -> bool:
     """A kiln op (a pybind11 function, or a Python-level op of kiln, kiln.nn.functional...)
     recorded as one graph node rather than inlined."""
@@ -273,6 +279,11 @@ class CallMixin(AccessMixin):
             return calls_numpy.fold_call(self, fn, args, kwargs)
         if isinstance(fn, V.FunctionVar) and (runner := ops.allowed_in_graph(fn.fn)):
             return ops.record(self.ctx, runner, list(args), dict(kwargs))
+        if isinstance(fn, V.FunctionVar) and _is_optimizer_update(fn.fn):
+            raise V.Unsupported(
+                f"{fn.fn.__qualname__}() is not captured: kiln.optim updates run eagerly, one "
+                "fused C++ call per parameter group",
+                "compile the model (or the forward and loss) and call the optimizer outside it")
         if isinstance(fn, V.FunctionVar) and getattr(fn.fn, "_kiln_disabled", False):
             raise V.Unsupported(f"call to {fn.fn.__qualname__}(), which kiln.compiler.disable "
                                 "keeps eager", "this is intended: the call runs eagerly")
@@ -315,7 +326,8 @@ class CallMixin(AccessMixin):
         ex = t.example
         if name in ops.DATA_DEPENDENT_METHODS:
             reason = ops.DATA_DEPENDENT_METHODS[name] or f"Tensor.{name}()"
-            raise V.Unsupported(reason, "keep values as tensors inside compiled code")
+            raise V.Unsupported(reason, "" if name == "backward" else
+                                "keep values as tensors inside compiled code")
         if name == "size":
             if args or "dim" in kwargs:
                 d = (args[0] if args else kwargs["dim"]).const()

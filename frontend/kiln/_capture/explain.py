@@ -59,7 +59,8 @@ HINTS: list[tuple[str, str]] = [
     (r"creating a .* module",
      "create modules outside the compiled function (for example in __init__)"),
     (r"inference_mode", "use kiln.no_grad() inside compiled code"),
-    (r"autograd", "call backward() outside the compiled function"),
+    (r"autograd", "call backward() outside the compiled function: the compiled forward "
+                  "records its compiled backward, which loss.backward() runs"),
     (r"iteration over a tensor|iteration over a 0-d",
      "iterate over range(t.shape[0]) or use a tensor op instead of iterating a tensor"),
     (r"symbolic|float arithmetic on symbolic",

@@ -66,3 +66,26 @@ def test_allow_in_graph_records_one_node_that_runs_the_function_uncaptured():
 def test_allow_in_graph_rejects_what_is_not_callable():
     with pytest.raises(TypeError, match="expects a function"):
         kiln.compiler.allow_in_graph(3)
+
+
+def test_a_whole_training_step_breaks_with_reasons_that_say_what_to_do():
+    model = kiln.nn.Linear(4, 2)
+    opt = kiln.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    x, y = kiln.randn(8, 4), kiln.randn(8, 2)
+    before = model.weight.detach().clone()
+    out = kiln.explain(train_step)(x, y)
+    assert not kiln.equal(model.weight.detach(), before)  # the step ran
+    reasons = [(br.reason, br.hint) for br in out.break_reasons]
+    assert len(reasons) == 3
+    assert "zero_grad() is not captured" in reasons[0][0]
+    assert "call backward() outside the compiled function" in reasons[1][1]
+    assert "step() is not captured" in reasons[2][0] and "optimizer outside" in reasons[2][1]
+    assert out.graph_count == 1  # the forward and loss between the breaks
