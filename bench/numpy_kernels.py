@@ -133,6 +133,23 @@ def heat_3d(TSTEPS, A, B):
             B[1:-1, 1:-1, 1:-1])
 
 
+def jacobi_solve(b, R, D, tol, maxiter):
+    x = np.zeros_like(b)
+    for _ in range(maxiter):
+        x_new = (b - R @ x) / D
+        if np.abs(x_new - x).max() < tol:
+            break
+        x = x_new
+    return x
+
+
+def _jacobi_system(rng, s):
+    n = 100 * s
+    A = rng.random((n, n)) + np.eye(n) * (n * 0.6)  # diagonally dominant: ~90 iterations
+    D = np.diag(A).copy()
+    return (rng.random(n), A - np.diag(D), D, 1e-10, 1000)
+
+
 def clip_compute(array_1, array_2, a, b, c):
     return np.clip(array_1, 2, 10) * a + array_2 * b + c
 
@@ -203,6 +220,8 @@ KERNELS = [
                                                      _f64(r, 32 * s, 32 * s)), writes=(1, 2)),
     Kernel("heat_3d", heat_3d, lambda r, s: (5, _f64(r, 12 * s, 12 * s, 12 * s),
                                              _f64(r, 12 * s, 12 * s, 12 * s)), writes=(1, 2)),
+    # an iterative solver that stops when it converges: a loop node with a break in kiln
+    Kernel("jacobi_solve", jacobi_solve, _jacobi_system),
     Kernel("clip_compute", clip_compute,
            lambda r, s: (r.integers(0, 20, (300 * s, 300)), r.integers(0, 20, (300 * s, 300)),
                          4, 3, 9)),

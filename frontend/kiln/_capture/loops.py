@@ -11,13 +11,15 @@ feeding the carried outputs back; the backend compiles the body like any graph
 
 One evaluation stands for every iteration only when nothing but the index differs between
 them (the index, when read, is a run-time int input of the body, kept out of anything compiled
-as a constant), so a loop is captured this way when: it runs at least `MIN_TRIPS` times (or its
-bounds are run-time ints); its index is not needed as a Python value (a branch on it); it has
-no `break`, `return`, `yield`, `try` or `with`; it changes no Python object made before it
-(lists, dicts, attributes, cells, globals); it records at least one tensor op; and every local
-it rebinds keeps its dtype, shape and kind (a tensor) or its value (anything else). Any other
-loop is unrolled as before, which is always correct; so is a constant loop whose unrolled graph
-stays small (`UNROLL_OPS`), which fuses across iterations.
+as a constant), so a loop is captured this way when: it runs at least `MIN_TRIPS` times (or
+its bounds are run-time ints); its index is not needed as a Python value (a branch on it); it
+has no `return`, `yield`, `try` or `with`, and at most one `break`, as `if <tensor>: break`
+with no tensor written after the test (the node tests the condition on each iteration and,
+when it breaks, returns what the locals held at the test); it changes no Python object made
+before it (lists, dicts, attributes, cells, globals); it records at least one tensor op; and
+every local it rebinds keeps its dtype, shape and kind (a tensor) or its value (anything
+else). Any other loop is unrolled as before, which is always correct; so is a constant loop
+whose unrolled graph stays small (`UNROLL_OPS`), which fuses across iterations.
 """
 
 from __future__ import annotations
@@ -130,25 +132,33 @@ class LoopCall:
     __module__ = "kiln.compiled"
 
     def __init__(self, body: BodyGraph, carried_slots: list[int], index_slot: int | None,
-                 run_body=None):
+                 breaks_when: bool | None = None, run_body=None):
         self.body = body
         self.carried_slots = carried_slots
         self.index_slot = index_slot
+        self.breaks_when = breaks_when  # a break test's value that ends the loop, or None
         self.run_body = run_body
         self.__name__ = self.__qualname__ = "kiln_loop"
 
     def with_body(self, run_body) -> LoopCall:
-        return LoopCall(self.body, self.carried_slots, self.index_slot, run_body)
+        return LoopCall(self.body, self.carried_slots, self.index_slot, self.breaks_when,
+                        run_body)
 
     def __call__(self, start: int, stop: int, step: int, *args):
         run = self.run_body if self.run_body is not None else self.body.forward
         args = list(args)
         outputs = tuple(args[slot] for slot in self.carried_slots)
         index_slot = self.index_slot
+        breaks_when = self.breaks_when
         for i in range(start, stop, step):
             if index_slot is not None:
                 args[index_slot] = i
             outputs = run(*args)
+            if breaks_when is not None:  # (test, the iteration's results, the break's)
+                n = (len(outputs) - 1) // 2
+                if bool(outputs[0]) == breaks_when:
+                    return tuple(outputs[1 + n:])
+                outputs = outputs[1:1 + n]
             for k, slot in enumerate(self.carried_slots):
                 args[slot] = outputs[k]
         return tuple(outputs)
@@ -160,9 +170,23 @@ class LoopCall:
 # --- capture ----------------------------------------------------------------------------------
 
 
-def _body_instructions(frame, for_index: int, exit_offset: int) -> list:
+class BreakPoint:
+    """The one `if cond: break` of a loop body: the conditional jump before the break block,
+    whether a true condition breaks, and, once the iteration passed it, the condition and the
+    locals there (what the loop leaves when it breaks)."""
+
+    def __init__(self, offset: int, breaks_when: bool, break_is_fallthrough: bool) -> None:
+        self.offset = offset
+        self.breaks_when = breaks_when
+        self.break_is_fallthrough = break_is_fallthrough
+        self.cond = None
+        self.locals: dict | None = None
+        self.nodes_before = 0  # body nodes recorded before the condition was tested
+
+
+def _body_instructions(frame, for_index: int, exit_offset: int):
     """The loop body's instructions (after FOR_ITER, up to the exit), checked for a shape that
-    one evaluation can stand for."""
+    one evaluation can stand for, and its BreakPoint if it has one `if cond: break`."""
     start = frame.insts[for_index].offset
     body = []
     for inst in frame.insts[for_index + 1:]:
@@ -170,14 +194,50 @@ def _body_instructions(frame, for_index: int, exit_offset: int) -> list:
             break
         if inst.opname in _REJECTED_OPS:
             raise NotALoopNode(f"the loop {_REJECTED_OPS[inst.opname]}")
-        if "JUMP" in inst.opname and not (start <= inst.argval < exit_offset):
-            raise NotALoopNode("the loop has a break")
         body.append(inst)
     from kiln._capture.bytecode import in_exception_region
 
     if any(in_exception_region(frame.code, inst.offset) for inst in body):
         raise NotALoopNode("the loop is inside or holds a try block")
-    return body
+    breaks = [k for k, inst in enumerate(body)
+              if "JUMP" in inst.opname and not (start <= inst.argval < exit_offset)]
+    if not breaks:
+        return body, None
+    if len(breaks) > 1:
+        raise NotALoopNode("the loop has more than one break")
+    return body, _break_point(body, breaks[0], exit_offset)
+
+
+def _break_point(body: list, k: int, exit_offset: int) -> BreakPoint:
+    """`POP_JUMP_IF_x; POP_TOP; JUMP exit` (the break block falls through from the test) or a
+    test jumping to `POP_TOP; JUMP exit`: CPython 3.11's `if cond: break`."""
+    jump = body[k]
+    if jump.opname != "JUMP_FORWARD" or jump.argval != exit_offset or k < 1 or \
+            body[k - 1].opname != "POP_TOP":
+        raise NotALoopNode("the loop breaks in a way other than `if cond: break`")
+    block = body[k - 1].offset
+    tests = ("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE")
+    before = body[k - 2] if k >= 2 else None
+    if before is not None and before.opname in tests and before.argval == jump.offset + 2:
+        # falls through into the break block: a true test breaks unless it jumps on true
+        return BreakPoint(before.offset, before.opname.endswith("FALSE"), True)
+    into = [i for i in body if i.opname in tests and i.argval == block]
+    if len(into) != 1:
+        raise NotALoopNode("the loop breaks in a way other than `if cond: break`")
+    return BreakPoint(into[0].offset, into[0].opname.endswith("TRUE"), False)
+
+
+def record_break(frame, cond: V.VT, inst) -> None:
+    """The loop body reached its break test: remember the condition and the locals, and go on
+    along the path that does not break (what the rest of the iteration computes)."""
+    bp = frame.loop_break
+    if not isinstance(cond, V.TensorVar) or bp.cond is not None:
+        raise NotALoopNode("the break test is not a tensor condition tested once per iteration")
+    bp.cond = cond
+    bp.locals = dict(frame.locals)
+    bp.nodes_before = len(frame.ctx.graph.nodes)
+    if bp.break_is_fallthrough:
+        frame.jump_to(inst.argval)
 
 
 def _index_name(frame, body: list) -> tuple[str, bool]:
@@ -234,11 +294,11 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
     for_index = frame.ip - 1
     loop_loc, loop_line = ctx.loc, frame.lineno
     try:
-        body_insts = _body_instructions(frame, for_index, inst.argval)
+        body_insts, brk = _body_instructions(frame, for_index, inst.argval)
         index_name, index_read = _index_name(frame, body_insts)
         stored = list(dict.fromkeys(i.argval for i in body_insts if i.opname == "STORE_FAST"))
         live = _read_outside(frame, stored, body_insts)
-        if symbolic and index_name in live:
+        if (symbolic or brk is not None) and index_name in live:
             raise NotALoopNode("the loop index is read after a loop of run-time length")
     except NotALoopNode as e:
         logs.log("graph", f"loop at line {loop_line} unrolled: {e}")
@@ -263,18 +323,22 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         if index_read:  # a run-time int of the body, set by the node on each iteration
             index = V.SymIntVar(body.index(index_name, index.const()), index.const(), None)
         frame.push(index)
+        frame.loop_break = brk
         while frame.ip != for_index:
             frame.step(frame.insts[frame.ip])
+        frame.loop_break = None
         results = _check_iteration(frame, saved, stored, before, carried, live, symbolic, body,
-                                   first_serial, len(it.items))
+                                   first_serial, len(it.items), brk)
         # the results' sizes as symbols, so what reads them after the loop stays symbolic
         sizes = [ctx._sizes_of(v.node) if ctx.has_symbols else None for _, v in results]
     except (V.Unsupported, V.RestartStatic, NotALoopNode) as e:
+        frame.loop_break = None
         ctx.graph, ctx.loc, frame.lineno = outer, loop_loc, loop_line
         _restore(frame, saved, for_index)
         logs.log("graph", f"loop at line {loop_line} unrolled: {e}")
         return False
     except BaseException:
+        frame.loop_break = None
         ctx.graph, ctx.loc, frame.lineno = outer, loop_loc, loop_line
         _restore(frame, saved, for_index)
         raise
@@ -287,12 +351,12 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         frame.locals[index_name] = it.items[-1]
     else:
         frame.locals.pop(index_name, None)
-    _record(frame, it, body, before, carried, results, sizes, inst)
+    _record(frame, it, body, before, carried, results, sizes, inst, brk)
     return True
 
 
 def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body,
-                     first_serial: int, trips: int):
+                     first_serial: int, trips: int, brk: BreakPoint | None):
     """The values the iteration leaves, checked to stand for every iteration; returns the
     body's outputs (carried values first, then the temporaries read after the loop) as
     (name, variable) pairs."""
@@ -334,8 +398,34 @@ def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body
         if name not in fed_back:
             frame.locals[name] = before[name]
     results = [(name, frame.locals[name]) for name in fed_back + temporaries]
-    body.output([v.node for _, v in results])
+    if brk is None:
+        body.output([v.node for _, v in results])
+        return results
+    body.output([brk.cond.node] + [v.node for _, v in results]
+                + [v.node for v in _break_values(brk, results, before, body)])
     return results
+
+
+def _break_values(brk: BreakPoint, results: list, before: dict, body: BodyGraph) -> list:
+    """What each result holds when the loop breaks: its value at the break test, checked to be
+    this iteration's (or the iteration's input, for a carried value not yet rebound), and the
+    body checked to write nothing after the test (it runs whole on the breaking iteration)."""
+    from kiln._capture.graph import is_impure
+
+    if brk.cond is None:
+        raise NotALoopNode("the iteration did not reach the break test")
+    if any(is_impure(n) for n in body.nodes[brk.nodes_before:]):
+        raise NotALoopNode("the body writes into a tensor after its break test")
+    values = []
+    for name, var in results:
+        at_break = brk.locals.get(name)
+        fresh = isinstance(at_break, V.TensorVar) and at_break.node.graph is body
+        if not fresh or (name not in before and at_break is before.get(name)):
+            raise NotALoopNode(f"{name!r} at the break is not a value of the iteration")
+        if not _same_kind(var, at_break):
+            raise NotALoopNode(f"{name!r} differs between the break and the iteration's end")
+        values.append(at_break)
+    return values
 
 
 def _restore(frame, saved, for_index: int) -> None:
@@ -351,7 +441,7 @@ def _restore(frame, saved, for_index: int) -> None:
 
 
 def _record(frame, it, body: BodyGraph, before: dict, carried: list, results: list,
-            sizes: list, inst) -> None:
+            sizes: list, inst, brk: BreakPoint | None) -> None:
     """The loop node in the enclosing graph, its results bound to the locals, and the frame
     moved past the loop as if it had run."""
     import operator
@@ -370,8 +460,9 @@ def _record(frame, it, body: BodyGraph, before: dict, carried: list, results: li
     slots = [k for k, src in enumerate(body.sources) if src is None]
     index_slot = body.sources.index(INDEX) if INDEX in body.sources else None
     examples = tuple(v.example for _, v in results)
-    node = outer.call(LoopCall(body, slots, index_slot), (start, stop, step, *args), {},
-                      examples, loc=ctx.loc)
+    breaks_when = brk.breaks_when if brk is not None else None
+    node = outer.call(LoopCall(body, slots, index_slot, breaks_when), (start, stop, step, *args),
+                      {}, examples, loc=ctx.loc)
     node.meta["result_sym_sizes"] = sizes
     for k, (name, var) in enumerate(results):
         item = outer.call(operator.getitem, (node, k), {}, var.example, loc=ctx.loc)

@@ -104,6 +104,7 @@ class Frame(CallMixin):
         self.kw_names = None
         self.lineno = code.co_firstlineno
         self.yields = None  # a list when running a generator function to completion
+        self.loop_break = None  # the BreakPoint of the loop body being captured (loops.py)
         # The innermost frame of user code: graph nodes recorded inside kiln's own module code
         # (an inlined nn.ReLU.forward) take the location of the user's line that called it.
         self.user_frame = self if not is_kiln_file(code.co_filename) else (
@@ -438,6 +439,10 @@ class Frame(CallMixin):
     op_JUMP_BACKWARD_NO_INTERRUPT = op_JUMP_FORWARD
 
     def _pop_jump(self, inst, when: bool):
+        brk = self.loop_break
+        if brk is not None and inst.offset == brk.offset:  # a loop node's `if cond: break`
+            loops.record_break(self, self.pop(), inst)
+            return
         value = self.stack[-1]
         if self.truth(value) == when:
             self.pop()

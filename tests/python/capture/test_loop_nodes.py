@@ -366,3 +366,62 @@ def test_a_body_using_a_parameter_that_requires_grad_unrolls(no_unroll):
     report.result.backward()
     np.testing.assert_allclose(w2.grad.numpy(), w1.grad.numpy(), rtol=1e-5)
     assert loop_nodes(report) == []
+
+
+def jacobi_solve(b, R, D, tol, maxiter):
+    x = np.zeros_like(b)
+    for _ in range(maxiter):
+        x_new = (b - R @ x) / D
+        if np.abs(x_new - x).max() < tol:
+            break
+        x = x_new
+    return x
+
+
+@pytest.mark.parametrize("tol", [1e-3, 1e-10, 1e-300, 10.0])  # early, late, never, at once
+def test_a_data_dependent_break_ends_the_loop_node(tol):
+    rng = np.random.default_rng(6)
+    n = 40
+    A = rng.random((n, n)) + n * np.eye(n)
+    D = np.diag(A).copy()
+    want, got, report, _, _ = run_both(jacobi_solve, rng.random(n), A - np.diag(D), D, tol, 200)
+    np.testing.assert_array_equal(got, want)  # the same iterate: the break at the same step
+    (node,) = loop_nodes(report)
+    assert node.target.breaks_when is True
+    assert report.graph_break_count == 0 and eager_nodes(report) == 0
+
+
+def test_break_with_values_rebound_before_the_test_and_kiln_tensors():
+    def iterate(x, y, steps):
+        for _ in range(steps):
+            x = (x * 0.5 + y).tanh()
+            if (x - y).abs().max() < 0.3:
+                break
+        return x
+
+    for steps in (50, 2000):
+        x, y = kiln.randn(3, 5), kiln.randn(3, 5) * 0.1
+        want = iterate(x, y, steps)
+        kiln.compiler.reset()
+        report = kiln.explain(iterate)(x, y, steps)
+        assert_same(report.result, want)
+        assert len(loop_nodes(report)) == 1
+
+
+def test_a_write_after_the_break_test_unrolls(no_unroll):
+    def writes_after(a, out):
+        for _ in range(20):
+            a = a * 0.9
+            if a.sum() < 1.0:
+                break
+            out[0] += 1.0  # runs only on iterations that do not break
+        return a
+
+    a = np.full(4, 3.0)
+    want_out, got_out = np.zeros(1), np.zeros(1)
+    want = writes_after(a.copy(), want_out)
+    kiln.compiler.reset()
+    report = kiln.explain(writes_after)(a.copy(), got_out)
+    assert_same(report.result, want)
+    np.testing.assert_array_equal(got_out, want_out)
+    assert loop_nodes(report) == []
