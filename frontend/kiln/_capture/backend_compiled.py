@@ -49,6 +49,7 @@ partition and each fallback's reason, ``perf`` compile times and kernel-cache hi
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 import re
@@ -186,8 +187,6 @@ class _RunWriter(GraphWriter):
         super().__init__(Graph(name))
         # the values of one call (tensors, ints) to type the inputs by instead of the examples
         self.input_values = input_values
-        if input_values is not None:
-            self.example_sizes = False
         self.run_inputs, self.run_nodes, self.run_outputs = inputs, nodes, outputs
         self.types = types or {}
         self.owner: dict[int, Node] = {}  # builder position (number + 1) -> node that made it
@@ -587,7 +586,7 @@ class _Partitioner:
                                        self.debug_code, types=self.types)
         except Exception as e:  # noqa: BLE001 - what has no compiled derivative runs eagerly
             reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        if reason is not None and self.types and "symbolic" in reason:
+        if reason is not None and self.types:  # a dynamic capture: compile per shape instead
             try:
                 fn, info = self._per_shape_training(part, name)
                 reason = None
@@ -600,6 +599,8 @@ class _Partitioner:
                 raise BackendCompilerFailed(f"kiln CPU backend: {self.graph.name}: compiled "
                                             f"training of {len(part.nodes)} nodes: {reason}")
             return False
+        if isinstance(fn, training.TrainingPart):  # (a PerShapeTraining's parts have theirs)
+            fn.fallback = (_eager_function(part, name), self.report)
         self._emit_call(pg, env, part, fn)
         self._record_part(part, info)
         self.report.backward_parts += 1
@@ -609,17 +610,21 @@ class _Partitioner:
         """A PerShapeTraining for `part`, built once now for the capture's own shapes (so a part
         that cannot train for other reasons falls back here, not at run time)."""
         inputs, nodes, outputs = _private_copy(part)
-        fuse, debug = self.fuse, self.debug_code
+        fuse, debug, report = self.fuse, self.debug_code, self.report
+        eager = _eager_function(part, name)
 
         def build(values):
-            return _build_training(inputs, nodes, outputs, name, fuse, debug,
-                                   input_values=list(values))[0]
+            with _examples_for(inputs, nodes, values):
+                built = _build_training(inputs, nodes, outputs, name, fuse, debug,
+                                        input_values=list(values))[0]
+            built.fallback = (eager, report)
+            return built
 
         examples = [n.meta.get("example") for n in part.inputs]
-        first, info = _build_training(inputs, nodes, outputs, name, fuse, debug,
+        first, info = _build_training(part.inputs, part.nodes, part.outputs, name, fuse, debug,
                                       input_values=examples)
-        per_shape = training.PerShapeTraining(build, _eager_function(part, name), name,
-                                              self.report)
+        first.fallback = (eager, report)
+        per_shape = training.PerShapeTraining(build, eager, name, report)
         per_shape.add(examples, first)
         return per_shape, dict(info, per_shape=True)
 
@@ -783,6 +788,41 @@ def _light(example):
     if isinstance(example, (tuple, list)):
         return type(example)(_light(e) for e in example)
     return example
+
+
+@contextlib.contextmanager
+def _examples_for(inputs: list, nodes: list, values):
+    """Gives the nodes of a `_private_copy` the examples eager computes from one call's
+    `values` (with the capture's requires_grad), so lowerings and the checks against examples
+    see this call's shapes; the memoryless ones are put back after. The inputs are cloned, and
+    the default generator is put back, so the call's tensors and random stream stay as they
+    were."""
+    light = {id(n): n.meta.get("example") for n in [*inputs, *nodes]}
+    state = kiln.default_generator.get_state()
+    env: dict[int, object] = {}
+    try:
+        with kiln.no_grad():
+            for n, v in zip(inputs, values, strict=True):
+                env[id(n)] = v.detach().clone() if isinstance(v, kiln.Tensor) else v
+            for n in nodes:
+                env[id(n)] = n.target(*_remap(n.args, env), **_remap(n.kwargs, env))
+        for n in [*inputs, *nodes]:
+            n.meta["example"] = _grad_like(env[id(n)], light[id(n)])
+        yield
+    finally:
+        kiln.default_generator.set_state(state)
+        for n in [*inputs, *nodes]:
+            n.meta["example"] = light[id(n)]
+
+
+def _grad_like(value, like):
+    """`value` requiring grad where the capture's example `like` did."""
+    if isinstance(value, kiln.Tensor):
+        value = value.detach()
+        return value.requires_grad_(True) if getattr(like, "requires_grad", False) else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(_grad_like(v, lk) for v, lk in zip(value, like, strict=True))
+    return value
 
 
 def _private_copy(part: _Part):

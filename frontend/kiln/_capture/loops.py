@@ -305,13 +305,14 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         return False
     stored.remove(index_name)
     saved = (frame.stack[:], dict(frame.locals), frame.kw_names, ctx.grad_enabled,
-             len(ctx.undo), ctx._typed_upto, dict(ctx._int_syms))
+             len(ctx.undo), ctx._typed_upto, dict(ctx._int_syms), _iterator_positions(frame))
     outer = ctx.graph
     loops = sum(isinstance(n.target, LoopCall) for n in outer.nodes)
     body = BodyGraph(outer, f"{outer.name}_loop{loops}")
     before = {name: frame.locals[name] for name in stored if name in frame.locals}
     carried = [name for name, v in before.items() if isinstance(v, V.TensorVar)]
     first_serial = next(V.VT._serials)
+    outer_break = frame.loop_break  # an enclosing loop node's break test, in this same frame
     try:
         ctx.graph, ctx._typed_upto = body, 0
         for name in carried:
@@ -326,19 +327,19 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         frame.loop_break = brk
         while frame.ip != for_index:
             frame.step(frame.insts[frame.ip])
-        frame.loop_break = None
+        frame.loop_break = outer_break
         results = _check_iteration(frame, saved, stored, before, carried, live, symbolic, body,
                                    first_serial, len(it.items), brk)
         # the results' sizes as symbols, so what reads them after the loop stays symbolic
         sizes = [ctx._sizes_of(v.node) if ctx.has_symbols else None for _, v in results]
     except (V.Unsupported, V.RestartStatic, NotALoopNode) as e:
-        frame.loop_break = None
+        frame.loop_break = outer_break
         ctx.graph, ctx.loc, frame.lineno = outer, loop_loc, loop_line
         _restore(frame, saved, for_index)
         logs.log("graph", f"loop at line {loop_line} unrolled: {e}")
         return False
     except BaseException:
-        frame.loop_break = None
+        frame.loop_break = outer_break
         ctx.graph, ctx.loc, frame.lineno = outer, loop_loc, loop_line
         _restore(frame, saved, for_index)
         raise
@@ -363,13 +364,16 @@ def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body
     stack, _, _, grad, undo_len = saved[:5]
     if len(frame.stack) != len(stack) or frame.ctx.grad_enabled != grad:
         raise NotALoopNode("the iteration changes the evaluation stack or the grad mode")
+    if any(it.pos != pos for it, pos in saved[7]):
+        raise NotALoopNode("the body advances an iterator made before the loop")
     if any(obj.serial < first_serial for obj, _, _ in frame.ctx.undo[undo_len:]):
         raise NotALoopNode("the body changes a Python object made before the loop (a list, "
                            "dict, attribute or cell)")
     temporaries = []
     for name in stored:
         after = frame.locals.get(name)
-        if name in carried and after.node is body.inputs[carried.index(name)]:
+        if name in carried and isinstance(after, V.TensorVar) and \
+                after.node is body.inputs[carried.index(name)]:
             # Rebound to itself (`w -= lr * grad`): the same array on every iteration, updated
             # in its memory, as aliases of it see it; passed in, not fed back.
             body.sources[carried.index(name)] = before[name].node
@@ -419,8 +423,7 @@ def _break_values(brk: BreakPoint, results: list, before: dict, body: BodyGraph)
     values = []
     for name, var in results:
         at_break = brk.locals.get(name)
-        fresh = isinstance(at_break, V.TensorVar) and at_break.node.graph is body
-        if not fresh or (name not in before and at_break is before.get(name)):
+        if not (isinstance(at_break, V.TensorVar) and at_break.node.graph is body):
             raise NotALoopNode(f"{name!r} at the break is not a value of the iteration")
         if not _same_kind(var, at_break):
             raise NotALoopNode(f"{name!r} differs between the break and the iteration's end")
@@ -428,8 +431,22 @@ def _break_values(brk: BreakPoint, results: list, before: dict, body: BodyGraph)
     return values
 
 
+def _iterator_positions(frame) -> list:
+    """(iterator, position) of the iterators the frames hold (`next(it)` in a body moves one:
+    the iteration would then not stand for the others, and a fallback must undo it)."""
+    found = []
+    while frame is not None:
+        for v in [*frame.stack, *frame.locals.values()]:
+            if isinstance(v, V.IteratorVar):
+                found.append((v, v.pos))
+        frame = frame.parent
+    return found
+
+
 def _restore(frame, saved, for_index: int) -> None:
     stack, locals_, kw_names, grad, undo_len = saved[:5]
+    for it, pos in saved[7]:
+        it.pos = pos
     ctx = frame.ctx
     frame.stack, frame.locals, frame.kw_names = stack, locals_, kw_names
     ctx.grad_enabled = grad

@@ -54,14 +54,26 @@ class TrainingPart:
         self.input_grads = list(spec["input_grads"])
         self.__name__ = self.__qualname__ = name
         self.__module__ = "kiln.compiled"
+        # (the part's nodes as eager code, its PartitionReport): inputs the forward was not
+        # compiled for (an int it specialized) run there, and eager autograd records them
+        self.fallback = None
 
     def __call__(self, *args):
-        raw = self.forward(*args)
+        try:
+            raw = self.forward(*args)
+        except _C._compiler.SpecializationError as e:
+            if self.fallback is None:
+                raise
+            eager, report = self.fallback
+            logs.log("perf", f"backend: {self.__name__} runs eagerly for these inputs: {e}")
+            report.eager_calls += 1
+            return eager(*args)
         outs = raw[: self.num_outputs]
         inputs = [args[i] for i in self.input_grads]
         if not (_C._autograd.is_grad_enabled() and any(t.requires_grad for t in inputs)):
             return outs
-        saved = [args[i].contiguous() if is_input else raw[i] for is_input, i in self.saved]
+        saved = [(args[i].contiguous() if isinstance(args[i], kiln.Tensor) else args[i])
+                 if is_input else raw[i] for is_input, i in self.saved]
         grad_of = [outs[k] for k in self.grad_outputs]
         shapes = [(o.shape, o.dtype) for o in grad_of]
         backward, name = self.backward, self.__name__
@@ -115,7 +127,7 @@ class PerShapeTraining:
                 except Exception as e:  # noqa: BLE001 - this shape runs eagerly
                     logs.log("perf", f"backend: {self.__name__}: no compiled training for "
                                      f"these shapes: {e}")
-            self.parts[key] = part
+                self.parts[key] = part  # a shape that failed stays eager
             if part is not None:
                 shapes = [list(a.shape) for a in args if isinstance(a, kiln.Tensor)]
                 logs.log("perf", f"backend: {self.__name__}: compiled training for {shapes}")

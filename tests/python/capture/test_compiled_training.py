@@ -5,6 +5,7 @@ derivative still trains correctly on the eager kernels."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches around every test
 
@@ -384,3 +385,44 @@ def test_rms_norm_with_weight_gradients():
 
     backend = grads_as_eager(fn, lambda _: [kiln.randn(2, 5, 16).requires_grad_()], [w, lin])
     trained_in_one_part(backend)
+
+
+def test_per_shape_training_types_each_shape_by_its_own_values():
+    # interpolate's lowering reads its output size from the example: a part built for another
+    # shape must see that shape's example, not the capture's
+    w = kiln.randn(1, 3, 1, 1).requires_grad_()
+
+    def fn(x):
+        return (F.interpolate(x, scale_factor=2.0, mode="nearest") * w).tanh().sum()
+
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(fn, backend=backend, dynamic=True)
+    for h, wd in ((4, 4), (5, 6), (8, 8), (5, 6)):
+        x = kiln.randn(2, 3, h, wd)
+        w.grad = None
+        loss = compiled(x)
+        loss.backward()
+        got_loss, got = loss.item(), w.grad.clone()
+        w.grad = None
+        want_loss = fn(x)
+        want_loss.backward()
+        np.testing.assert_allclose(got_loss, want_loss.item(), rtol=1e-5)
+        close(got, w.grad)
+    assert all(r.eager_calls == 0 for r in backend.reports)
+
+
+def test_a_symbolic_int_saved_for_backward():
+    w = kiln.randn(5).requires_grad_()
+
+    def fn(x):
+        return (x * w).sum() * (x.shape[0] ** 2)
+
+    compiled = kiln.compile(fn, dynamic=True)
+    for rows in (3, 4):
+        x = kiln.randn(rows, 5)
+        w.grad = None
+        compiled(x).backward()
+        got = w.grad.clone()
+        w.grad = None
+        fn(x).backward()
+        close(got, w.grad)

@@ -425,3 +425,48 @@ def test_a_write_after_the_break_test_unrolls(no_unroll):
     assert_same(report.result, want)
     np.testing.assert_array_equal(got_out, want_out)
     assert loop_nodes(report) == []
+
+
+@pytest.mark.parametrize("unroll", [True, False])
+def test_an_iterator_advanced_in_the_body_is_not_one_iteration(unroll, monkeypatch):
+    if not unroll:
+        monkeypatch.setattr(loops, "UNROLL_OPS", 0)
+
+    def f(a):
+        it = iter(range(100))
+        for _ in range(10):
+            a = a + next(it)
+        return a
+
+    want, got, report, _, _ = run_both(f, np.arange(4.0))
+    assert_same(got, want)  # 45 added: each iteration its own item, none skipped
+    assert loop_nodes(report) == []
+
+
+def test_a_carried_tensor_rebound_to_a_number_unrolls(no_unroll):
+    def f(a):
+        x = a * 1.0
+        for _ in range(20):
+            a = a + x
+            x = 0.0
+        return a
+
+    want, got, report, _, _ = run_both(f, np.arange(4.0))
+    assert_same(got, want)
+    assert loop_nodes(report) == []
+
+
+def test_an_outer_break_survives_an_inner_loop_node(no_unroll):
+    def f(a, b):
+        for _ in range(50):
+            for _ in range(10):
+                b = b * 0.9 + 0.01
+            a = a + b
+            if a.sum() > 20.0:
+                break
+        return a, b
+
+    want, got, report, _, _ = run_both(f, np.zeros(3), np.ones(3))
+    assert_same(got, want)
+    (outer,) = loop_nodes(report)
+    assert outer.target.breaks_when is True
