@@ -32,9 +32,12 @@ from kiln._capture import variables as V
 from kiln._capture.graph import Graph, Node
 
 MIN_TRIPS = 8
-# A loop of a constant count whose unrolled graph has at most this many ops is unrolled: it
-# compiles fast, fuses across iterations and pays no per-iteration call.
-UNROLL_OPS = 256
+# A loop of a constant count whose unrolled graph has at most UNROLL_OPS ops, on tensors of
+# fewer than SMALL_ELEMENTS elements, is unrolled: an iteration's work is then a few
+# microseconds, which the node's call per iteration would add to. Larger tensors run faster as
+# a node (each iteration's kernels stay small and cache-friendly) and compile faster.
+UNROLL_OPS = 1024
+SMALL_ELEMENTS = 1 << 16
 
 _REJECTED_OPS = {
     "RETURN_VALUE": "returns from inside the loop",
@@ -187,7 +190,10 @@ class BreakPoint:
 def _body_instructions(frame, for_index: int, exit_offset: int):
     """The loop body's instructions (after FOR_ITER, up to the exit), checked for a shape that
     one evaluation can stand for, and its BreakPoint if it has one `if cond: break`."""
-    start = frame.insts[for_index].offset
+    head = for_index  # a jump back lands on the EXTENDED_ARGs of a long loop's FOR_ITER
+    while head > 0 and frame.insts[head - 1].opname == "EXTENDED_ARG":
+        head -= 1
+    start = frame.insts[head].offset
     body = []
     for inst in frame.insts[for_index + 1:]:
         if inst.offset >= exit_offset:
@@ -391,8 +397,8 @@ def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body
             raise NotALoopNode(f"{name!r} is a {type(after).__name__} made in the loop")
     if body.op_count() == 0:
         raise NotALoopNode("the body records no tensor op")
-    if not symbolic and trips * body.op_count() <= UNROLL_OPS:
-        raise NotALoopNode(f"unrolled, {trips} x {body.op_count()} ops fuse across iterations")
+    if not symbolic and trips * body.op_count() <= UNROLL_OPS and _largest(body) < SMALL_ELEMENTS:
+        raise NotALoopNode(f"unrolled, {trips} x {body.op_count()} ops on small tensors")
     for node in body.nodes:
         ex = node.meta.get("example")
         if isinstance(ex, kiln.Tensor) and ex.requires_grad:  # autograd records each step
@@ -441,6 +447,13 @@ def _iterator_positions(frame) -> list:
                 found.append((v, v.pos))
         frame = frame.parent
     return found
+
+
+def _largest(body: BodyGraph) -> int:
+    """The element count of the body's largest tensor."""
+    sizes = [n.meta["example"].numel() for n in body.nodes
+             if isinstance(n.meta.get("example"), kiln.Tensor)]
+    return max(sizes, default=0)
 
 
 def _restore(frame, saved, for_index: int) -> None:

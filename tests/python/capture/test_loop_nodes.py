@@ -276,7 +276,7 @@ def test_values_that_require_grad_unroll_and_train_like_eager(no_unroll):
     assert loop_nodes(report) == []
 
 
-def test_custom_backend_runs_the_loop_body_as_python():
+def test_custom_backend_runs_the_loop_body_as_python(no_unroll):
     seen = []
 
     def backend(gm, example_inputs):
@@ -315,11 +315,22 @@ def test_a_short_constant_loop_is_unrolled_and_fuses_across_iterations():
 
     want, got, report, _, _ = run_both(f, np.arange(6.0))
     assert_same(got, want)
-    assert loop_nodes(report) == []  # 10 x 2 ops: below loops.UNROLL_OPS
+    assert loop_nodes(report) == []  # 10 x 2 ops on 6 elements: below loops.UNROLL_OPS
     assert eager_nodes(report) == 0
 
 
-def test_symbolic_sizes_flow_through_the_loop_node():
+def test_a_constant_loop_on_large_arrays_is_a_node():
+    def f(a):
+        for _ in range(10):
+            a = a * 0.5 + 1.0
+        return a
+
+    want, got, report, _, _ = run_both(f, np.arange(float(loops.SMALL_ELEMENTS)))
+    assert_same(got, want)
+    assert len(loop_nodes(report)) == 1
+
+
+def test_symbolic_sizes_flow_through_the_loop_node(no_unroll):
     def f(x, y, n):
         for _ in range(n):
             x = (x * 0.5 + y).tanh()
@@ -379,7 +390,7 @@ def jacobi_solve(b, R, D, tol, maxiter):
 
 
 @pytest.mark.parametrize("tol", [1e-3, 1e-10, 1e-300, 10.0])  # early, late, never, at once
-def test_a_data_dependent_break_ends_the_loop_node(tol):
+def test_a_data_dependent_break_ends_the_loop_node(tol, no_unroll):
     rng = np.random.default_rng(6)
     n = 40
     A = rng.random((n, n)) + n * np.eye(n)
@@ -391,7 +402,7 @@ def test_a_data_dependent_break_ends_the_loop_node(tol):
     assert report.graph_break_count == 0 and eager_nodes(report) == 0
 
 
-def test_break_with_values_rebound_before_the_test_and_kiln_tensors():
+def test_break_with_values_rebound_before_the_test_and_kiln_tensors(no_unroll):
     def iterate(x, y, steps):
         for _ in range(steps):
             x = (x * 0.5 + y).tanh()
@@ -470,3 +481,29 @@ def test_an_outer_break_survives_an_inner_loop_node(no_unroll):
     assert_same(got, want)
     (outer,) = loop_nodes(report)
     assert outer.target.breaks_when is True
+
+
+def test_a_body_long_enough_for_extended_jump_arguments(no_unroll):
+    def heat(steps, A, B):
+        for _ in range(1, steps):
+            B[1:-1, 1:-1, 1:-1] = (
+                0.125 * (A[2:, 1:-1, 1:-1] - 2.0 * A[1:-1, 1:-1, 1:-1] + A[:-2, 1:-1, 1:-1]) +
+                0.125 * (A[1:-1, 2:, 1:-1] - 2.0 * A[1:-1, 1:-1, 1:-1] + A[1:-1, :-2, 1:-1]) +
+                0.125 * (A[1:-1, 1:-1, 2:] - 2.0 * A[1:-1, 1:-1, 1:-1] + A[1:-1, 1:-1, 0:-2]) +
+                A[1:-1, 1:-1, 1:-1])
+            A[1:-1, 1:-1, 1:-1] = (
+                0.125 * (B[2:, 1:-1, 1:-1] - 2.0 * B[1:-1, 1:-1, 1:-1] + B[:-2, 1:-1, 1:-1]) +
+                0.125 * (B[1:-1, 2:, 1:-1] - 2.0 * B[1:-1, 1:-1, 1:-1] + B[1:-1, :-2, 1:-1]) +
+                0.125 * (B[1:-1, 1:-1, 2:] - 2.0 * B[1:-1, 1:-1, 1:-1] + B[1:-1, 1:-1, 0:-2]) +
+                B[1:-1, 1:-1, 1:-1])
+
+    import dis
+
+    back = [i for i in dis.get_instructions(heat) if i.opname == "JUMP_BACKWARD"]
+    assert back and back[0].arg > 255  # the jump back lands on FOR_ITER's EXTENDED_ARG
+    rng = np.random.default_rng(7)
+    A = rng.random((6, 7, 8))
+    want, got, report, wa, ga = run_both(heat, 20, A, A.copy())
+    for w, g in zip(wa[1:], ga[1:], strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    assert len(loop_nodes(report)) == 1 and eager_nodes(report) == 0
