@@ -138,6 +138,22 @@ def call_impl(frame, impl, args, kwargs) -> V.VT:
     return result
 
 
+def reflag(value: V.VT, array: bool) -> V.VT:
+    """wrap_numpy's conversions as captured: the same tensor seen as an array (or no longer),
+    no copy and no node."""
+    import copy
+
+    if not isinstance(value, V.TensorVar):
+        if array:
+            raise V.Unsupported(f"wrap_numpy: a {type(value).__name__} where a tensor was "
+                                "expected")
+        return value  # a Python or NumPy scalar result stays what it is
+    out = copy.copy(value)
+    out.numpy = array
+    out.source = out.array_source = None
+    return out
+
+
 def _flag(result: V.VT) -> None:
     if isinstance(result, V.TensorVar):
         result.numpy = True

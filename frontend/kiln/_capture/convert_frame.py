@@ -29,6 +29,7 @@ from kiln._capture.symbolic import Frame, user_frames
 
 _KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(kiln.__file__)))
 _NN_MODULES_DIR = os.path.join(_KILN_DIR, "kiln", "nn", "modules") + os.sep
+_WRAP_NUMPY_FILE = os.path.join(_KILN_DIR, "kiln", "_numpy", "__init__.py")
 
 
 class CaptureError(RuntimeError):
@@ -116,7 +117,10 @@ def _should_skip(code) -> bool:
     filename = code.co_filename
     if filename.startswith(_KILN_DIR + os.sep):
         # The forward of a kiln.nn layer is model code, captured like a user module's
-        # (kiln.compile(nn.Sequential(...)) starts in Sequential.forward); the rest is library.
+        # (kiln.compile(nn.Sequential(...)) starts in Sequential.forward), and so is
+        # wrap_numpy's wrapper (its tensors become arrays without a copy); the rest is library.
+        if filename == _WRAP_NUMPY_FILE and code.co_name == "wrapper":
+            return False
         return not (filename.startswith(_NN_MODULES_DIR) and code.co_name == "forward")
     if filename.startswith("<kiln-") or filename.startswith("<frozen"):
         return True

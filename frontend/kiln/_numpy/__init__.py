@@ -72,3 +72,40 @@ def to_ndarray(t):
     if a.ndim == 0:
         return a[()]
     return a
+
+
+def wrap_numpy(fn):
+    """`fn`, NumPy code, taking and returning kiln tensors (torch.compiler.wrap_numpy): the
+    code sees its tensor arguments as ndarrays, and its ndarray (and NumPy scalar) results come
+    back as tensors. Under kiln.compile the NumPy calls become kiln ops on the tensors
+    themselves, with no conversion, so the code compiles for their device; uncompiled, the
+    arguments convert through `.numpy()` (CPU tensors only) and the results back."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        args, kwargs = _mapped(as_array, (args, kwargs), kiln.Tensor)
+        return _mapped(as_tensor, fn(*args, **kwargs), (np.ndarray, np.generic))
+
+    return wrapper
+
+
+def as_array(t):
+    """A tensor as NumPy code sees it (captured: the same tensor, flagged an array)."""
+    return t.detach().numpy()
+
+
+def as_tensor(a):
+    """An array result as a tensor (captured: the same tensor, no longer flagged)."""
+    return kiln.from_numpy(np.ascontiguousarray(a) if isinstance(a, np.ndarray) else
+                           np.asarray(a))
+
+
+def _mapped(fn, value, types):
+    if isinstance(value, types):
+        return fn(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_mapped(fn, v, types) for v in value)
+    if isinstance(value, dict):
+        return {k: _mapped(fn, v, types) for k, v in value.items()}
+    return value
