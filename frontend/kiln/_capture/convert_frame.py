@@ -119,7 +119,7 @@ def _should_skip(code) -> bool:
         # The forward of a kiln.nn layer is model code, captured like a user module's
         # (kiln.compile(nn.Sequential(...)) starts in Sequential.forward), and so is
         # wrap_numpy's wrapper (its tensors become arrays without a copy); the rest is library.
-        if filename == _WRAP_NUMPY_FILE and code.co_name == "wrapper":
+        if filename == _WRAP_NUMPY_FILE and code.co_qualname == "wrap_numpy.<locals>.wrapper":
             return False
         return not (filename.startswith(_NN_MODULES_DIR) and code.co_name == "forward")
     if filename.startswith("<kiln-") or filename.startswith("<frozen"):

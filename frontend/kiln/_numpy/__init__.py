@@ -87,6 +87,9 @@ def wrap_numpy(fn):
         args, kwargs = _mapped(as_array, (args, kwargs), kiln.Tensor)
         return _mapped(as_tensor, fn(*args, **kwargs), (np.ndarray, np.generic))
 
+    # A code object of its own, named after `fn`: captures of two wrapped functions are two
+    # entries (not one code's recompiles), reported under the user's name.
+    wrapper.__code__ = wrapper.__code__.replace(co_name=getattr(fn, "__name__", "wrapper"))
     return wrapper
 
 

@@ -3,6 +3,8 @@ the tensors are seen as arrays with no copy and the NumPy calls compile (on the 
 device: tests/python/cuda/test_cuda_numpy.py); uncompiled, CPU tensors convert through NumPy.
 Results equal NumPy's on the same data, with NumPy's dtypes."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -60,3 +62,21 @@ def test_float32_tensors_follow_numpy_promotion():
     for g, w in zip(got, want, strict=True):
         assert g.numpy().dtype == w.dtype  # float32, float64 (NEP 50), int32
         np.testing.assert_allclose(g.numpy(), w, rtol=1e-6)
+
+
+def test_wrapped_functions_are_separate_entries_named_as_the_user_wrote():
+    fns = []
+    for k in range(10):  # more than the recompile limit, were they one code object
+        def f(a, k=k):
+            return np.cos(a) + k
+
+        fns.append(kiln.compile(kiln.compiler.wrap_numpy(f)))
+    x = kiln.randn(4, dtype=kiln.float64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k, fn in enumerate(fns):
+            np.testing.assert_allclose(fn(x).numpy(), np.cos(x.numpy()) + k, rtol=1e-12)
+    assert not [w for w in caught if "recompile limit" in str(w.message)]
+    report = kiln.explain(kiln.compiler.wrap_numpy(scores.__wrapped__))(x, x)
+    assert report.captures[0].name.startswith("scores")
+    assert report.recompiles == []
