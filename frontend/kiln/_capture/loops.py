@@ -399,9 +399,9 @@ def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body
         raise NotALoopNode("the body records no tensor op")
     if not symbolic and trips * body.op_count() <= UNROLL_OPS and _largest(body) < SMALL_ELEMENTS:
         raise NotALoopNode(f"unrolled, {trips} x {body.op_count()} ops on small tensors")
-    for node in body.nodes:
+    for node in body.nodes:  # (inputs may require grad: under no_grad nothing records)
         ex = node.meta.get("example")
-        if isinstance(ex, kiln.Tensor) and ex.requires_grad:  # autograd records each step
+        if node.op == "call" and isinstance(ex, kiln.Tensor) and ex.requires_grad:
             raise NotALoopNode(f"the body computes values that require grad ({node.name})")
     fed_back = [name for k, name in enumerate(carried) if body.sources[k] is None]
     for name in carried:

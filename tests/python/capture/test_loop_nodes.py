@@ -507,3 +507,23 @@ def test_a_body_long_enough_for_extended_jump_arguments(no_unroll):
     for w, g in zip(wa[1:], ga[1:], strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-12)
     assert len(loop_nodes(report)) == 1 and eager_nodes(report) == 0
+
+
+def test_a_sampling_loop_over_a_module_under_no_grad_is_a_node(no_unroll):
+    kiln.manual_seed(0)
+    emb = kiln.nn.Embedding(64, 8)
+    net = kiln.nn.Sequential(kiln.nn.Linear(8, 16), kiln.nn.SiLU(), kiln.nn.Linear(16, 8))
+
+    def sample(x, steps):
+        for t in range(steps):  # the parameters require grad; under no_grad nothing records
+            x = x - 0.05 * net(x + emb(kiln.full((x.shape[0],), steps - 1 - t,
+                                                 dtype=kiln.int64)))
+        return x
+
+    x = kiln.randn(4, 8)
+    with kiln.no_grad():
+        want = sample(x, 40)
+        kiln.compiler.reset()
+        report = kiln.explain(sample)(x, 40)
+    assert_same(report.result, want)
+    assert len(loop_nodes(report)) == 1
