@@ -62,7 +62,7 @@ class _Builder:
         if isinstance(v, V.NullVar):
             return "_NULL"
         if isinstance(v, V.ListVar):
-            return "[" + ", ".join(self.expr(i) for i in v.items) + "]"
+            return self.shared(v, lambda: "[" + ", ".join(self.expr(i) for i in v.items) + "]")
         if isinstance(v, V.TupleVar):
             inner = ", ".join(self.expr(i) for i in v.items)
             if v.tuple_type is tuple:
@@ -70,8 +70,8 @@ class _Builder:
             return f"{self.const(v.tuple_type)}({inner})" if hasattr(v.tuple_type, "_fields") \
                 else f"{self.const(v.tuple_type)}(({inner}{',' if len(v.items) == 1 else ''}))"
         if isinstance(v, V.DictVar):
-            return "{" + ", ".join(f"{self.const(k)}: {self.expr(x)}" for k, x in v.items.items()) \
-                + "}"
+            return self.shared(v, lambda: "{" + ", ".join(
+                f"{self.const(k)}: {self.expr(x)}" for k, x in v.items.items()) + "}")
         if isinstance(v, V.SliceVar):
             return f"slice({self.expr(v.start)}, {self.expr(v.stop)}, {self.expr(v.step)})"
         if isinstance(v, V.ObjectVar):
@@ -127,6 +127,17 @@ class _Builder:
                 contents = "" if c.contents is None else self.expr(c.contents)
                 self.lines.append(f"    {name} = _CellType({contents})")
         return self.cells[id(c)]
+
+    def shared(self, v, build) -> str:
+        """A list or dict made during the capture, built once per entry call however often it
+        is referenced, so identity holds (`E` in the locals and `E.append` on the stack at a
+        break are one list: appends through either land in it)."""
+        if id(v) not in self.objects:
+            text = build()
+            name = f"_obj{len(self.objects)}"
+            self.objects[id(v)] = name
+            self.lines.append(f"    {name} = {text}")
+        return self.objects[id(v)]
 
     def new_object(self, v: V.NewObjectVar) -> str:
         """An object created during the capture, built once per entry call (however often it

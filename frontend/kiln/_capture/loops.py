@@ -342,7 +342,8 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         frame.loop_break = outer_break
         ctx.graph, ctx.loc, frame.lineno = outer, loop_loc, loop_line
         _restore(frame, saved, for_index)
-        logs.log("graph", f"loop at line {loop_line} unrolled: {e}")
+        why = str(e) or "the loop index is needed as a Python value"  # RestartStatic
+        logs.log("graph", f"loop at line {loop_line} unrolled: {why}")
         return False
     except BaseException:
         frame.loop_break = outer_break

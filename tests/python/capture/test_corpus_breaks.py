@@ -523,3 +523,28 @@ def test_mutating_a_default_list_breaks():
     first = compiled(x)
     second = compiled(x)
     assert_same(second - first, kiln.ones(2))
+
+
+def test_a_list_made_in_compiled_code_keeps_its_identity_across_a_break():
+    # at the break `E` is a local and `E.append` is on the stack: rebuilt as two lists, the
+    # append after the break landed in a copy and the first energy was lost
+    def energies(x, v, steps):
+        E = []
+        for _ in range(steps):
+            v = v - 0.01 * x
+            x = x + 0.01 * v
+            E.append(float((v * v).sum()))
+        return x, E
+
+    x, v = kiln.randn(50, dtype=kiln.float64), kiln.randn(50, dtype=kiln.float64)
+    want = energies(x, v, 12)
+    got = kiln.compile(energies)(x, v, 12)
+    assert_same(got[0], want[0])
+    assert len(got[1]) == 12 and np.allclose(got[1], want[1], rtol=1e-12)
+
+    def one(x):
+        out = {"first": []}
+        out["first"].append(float(x.sum()))
+        return out
+
+    assert kiln.compile(one)(x)["first"] == one(x)["first"]
