@@ -328,9 +328,14 @@ def fast_ufunc(frame, ufunc, args: list) -> V.VT | None:
         return None
     kfn, compute = entry
     specs = []
-    for a in args:
+    floating = all(a.example.dtype.is_floating_point for a in args if isinstance(a, V.TensorVar))
+    for i, a in enumerate(args):
         if isinstance(a, V.TensorVar):
             specs.append(a.example.dtype)
+        elif isinstance(a, V.SymIntVar) and i > 0 and floating:
+            # a run-time int (a loop node's index) after a float array: a weak Python int,
+            # whose value cannot change the result's dtype (NEP 50)
+            specs.append(int)
         else:
             sp = _scalar_spec(a)
             if sp is None:
@@ -360,6 +365,8 @@ def _cast(frame, t: V.TensorVar, dtype) -> V.VT:
 def _operand(frame, a: V.VT, dtype, first: bool) -> V.VT:
     if isinstance(a, V.TensorVar):
         return a if a.example.dtype == dtype else _cast(frame, a, dtype)
+    if isinstance(a, V.SymIntVar):  # after a float array (fast_ufunc): the op promotes it
+        return a
     value = a.value
     value = float(value) if dtype.is_floating_point else bool(value) if dtype == kiln.bool \
         else int(value)

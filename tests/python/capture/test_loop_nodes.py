@@ -527,3 +527,20 @@ def test_a_sampling_loop_over_a_module_under_no_grad_is_a_node(no_unroll):
         report = kiln.explain(sample)(x, 40)
     assert_same(report.result, want)
     assert len(loop_nodes(report)) == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_numpy_arithmetic_with_the_index_compiles_with_numpy_dtypes(dtype, no_unroll):
+    def weighted(a, steps):
+        total = np.zeros_like(a)
+        for k in range(steps):
+            total += a * k  # a weak Python int: the array's dtype (NEP 50)
+            a = np.sqrt(a + 1.0)
+        return total, a
+
+    a = np.random.default_rng(8).random(64).astype(dtype)
+    want, got, report, _, _ = run_both(weighted, a, 25)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-6 if dtype == np.float32 else 1e-12)
+    assert len(loop_nodes(report)) == 1 and eager_nodes(report) == 0
