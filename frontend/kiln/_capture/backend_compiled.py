@@ -65,6 +65,7 @@ from kiln._capture.graph import (
     inplace_flag,
     is_impure,
     nodes_in,
+    replace_nodes,
     target_name,
 )
 from kiln._capture.graph_build import GraphWriter, Val
@@ -859,17 +860,7 @@ def _eager_function(part: _Part, name: str):
 
 def _remap(value, env: dict):
     """`value` with every Node replaced by env[id(node)] (through tuples, lists, dicts, slices)."""
-    if isinstance(value, Node):
-        return env[id(value)]
-    if type(value) is tuple:
-        return tuple(_remap(v, env) for v in value)
-    if type(value) is list:
-        return [_remap(v, env) for v in value]
-    if type(value) is dict:
-        return {k: _remap(v, env) for k, v in value.items()}
-    if type(value) is slice:
-        return slice(_remap(value.start, env), _remap(value.stop, env), _remap(value.step, env))
-    return value
+    return replace_nodes(value, lambda n: env[id(n)])
 
 
 def _output_code(name: str, compiled, llvm: bool) -> str:

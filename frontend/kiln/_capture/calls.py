@@ -274,8 +274,8 @@ class CallMixin(AccessMixin):
         if isinstance(fn, calls_numpy.NumpyCallVar):
             return calls_numpy.call_method(self, fn, args, kwargs)
         if isinstance(fn, V.FunctionVar) and _numpy_loaded() and (
-                fn.fn is _knp().as_array or fn.fn is _knp().as_tensor):
-            return calls_numpy.reflag(args[0], array=fn.fn is _knp().as_array)
+                fn.fn is calls_numpy._knp().as_array or fn.fn is calls_numpy._knp().as_tensor):
+            return calls_numpy.reflag(args[0], array=fn.fn is calls_numpy._knp().as_array)
         if isinstance(fn, V.FunctionVar) and _numpy_loaded() and _knp_is_numpy(fn.fn):
             return calls_numpy.call_function(self, fn.fn, args, kwargs)
         if calls_numpy.is_fold(fn):
@@ -587,12 +587,6 @@ def _numpy_loaded() -> bool:
     import sys
 
     return "numpy" in sys.modules
-
-
-def _knp():
-    from kiln import _numpy
-
-    return _numpy
 
 
 def _knp_is_numpy(fn) -> bool:

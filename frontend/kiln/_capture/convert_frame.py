@@ -25,7 +25,7 @@ from kiln._capture import variables as V
 from kiln._capture.calls import library_dirs
 from kiln._capture.context import CaptureContext
 from kiln._capture.sources import ArgSource, ClosureSource
-from kiln._capture.symbolic import Frame, user_frames
+from kiln._capture.symbolic import Frame, Snapshot, user_frames
 
 _KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(kiln.__file__)))
 _NN_MODULES_DIR = os.path.join(_KILN_DIR, "kiln", "nn", "modules") + os.sep
@@ -432,21 +432,11 @@ class TopFrame(Frame):
                 return Return(self.return_value)
 
     def _snapshot(self, graph):
-        iters = [(v, v.pos) for v in self.stack if isinstance(v, V.IteratorVar)]
-        iters += [(v, v.pos) for v in self.locals.values() if isinstance(v, V.IteratorVar)]
-        calls = len(graph.nodes) - len(graph.inputs)
-        return (self.ip, list(self.stack), dict(self.locals), calls, len(self.ctx.undo),
-                self.kw_names, self.ctx.grad_enabled, iters)
+        return Snapshot(self), len(graph.nodes) - len(graph.inputs)
 
     def _restore(self, snapshot, graph):
-        ip, stack, locals_, calls, undo_len, kw_names, grad, iters = snapshot
-        self.ip, self.stack, self.locals, self.kw_names = ip, stack, locals_, kw_names
-        self.ctx.grad_enabled = grad
-        for v, pos in iters:
-            v.pos = pos
-        while len(self.ctx.undo) > undo_len:
-            obj, attr, old = self.ctx.undo.pop()
-            setattr(obj, attr, old)
+        state, calls = snapshot
+        state.restore(self)
         while len(graph.nodes) - len(graph.inputs) > calls:
             node = graph.nodes[-1]
             for user in list(node.users):

@@ -68,6 +68,20 @@ def _map_nodes(value, fn):
             _map_nodes(v, fn)
 
 
+def replace_nodes(value, fn):
+    """`value` with every Node nested in tuples, lists, dicts and slices replaced by fn(node)."""
+    if isinstance(value, Node):
+        return fn(value)
+    if type(value) in (tuple, list):
+        return type(value)(replace_nodes(v, fn) for v in value)
+    if type(value) is dict:
+        return {k: replace_nodes(v, fn) for k, v in value.items()}
+    if type(value) is slice:
+        return slice(replace_nodes(value.start, fn), replace_nodes(value.stop, fn),
+                     replace_nodes(value.step, fn))
+    return value
+
+
 def nodes_in(value) -> list[Node]:
     """The distinct Nodes nested in `value`, in order of first appearance."""
     found: dict[int, Node] = {}

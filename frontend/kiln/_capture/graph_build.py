@@ -157,9 +157,6 @@ class GraphWriter:
         self._symbols: dict[str, str] = {}
         self._canon: dict[str, str] = {}
         self._used_symbols: set[str] = set()
-        # whether nodes' sizes are checked against their capture examples (not when built for
-        # the inputs of another call: training.PerShapeTraining)
-        self.example_sizes = True
         self.example_ints: set[int] = set()  # int nodes spelled by their example (`_int_sym`)
 
     # -- symbolic ints ---------------------------------------------------------------------------
@@ -240,7 +237,7 @@ class GraphWriter:
         number = scalar_type(node.meta.get("example"))
         # A number's type is given too: rules take it where Python's decides (`2 ** -1`).
         (val,) = self.emit(op, operands, attrs, node.meta.get("loc"), [number] if number else None)
-        _check_against_example(val, node, op, self.example_sizes)
+        _check_against_example(val, node, op)
         self.values[id(node)] = val
         return val
 
@@ -460,14 +457,14 @@ class GraphWriter:
             raise ValueError(f"{self.graph.name}: {e}") from None
 
 
-def _check_against_example(val: Val, node: Node, op: str, sizes: bool = True) -> None:
+def _check_against_example(val: Val, node: Node, op: str) -> None:
     example = node.meta.get("example")
     if isinstance(example, kiln.Tensor):
         t = val.type
-        same = not sizes or all(not s.lstrip("-").isdigit() or int(s) == n
-                                for s, n in zip(t.sizes, example.shape, strict=True))
         agrees = (val.is_tensor and t.dtype == dtype_short(example.dtype)
-                  and len(t.sizes) == example.dim() and same)  # fmt: skip
+                  and len(t.sizes) == example.dim()
+                  and all(not s.lstrip("-").isdigit() or int(s) == n
+                          for s, n in zip(t.sizes, example.shape, strict=True)))  # fmt: skip
         if not agrees:
             raise Decline(f"{op} is typed {t!r} by its rule, but eager gave "
                           f"{dtype_short(example.dtype)}{list(example.shape)}")

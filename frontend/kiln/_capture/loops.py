@@ -29,7 +29,7 @@ import copy
 import kiln
 from kiln._capture import logs
 from kiln._capture import variables as V
-from kiln._capture.graph import Graph, Node
+from kiln._capture.graph import Graph, Node, replace_nodes
 
 MIN_TRIPS = 8
 # A loop of a constant count whose unrolled graph has at most UNROLL_OPS ops, on tensors of
@@ -103,24 +103,12 @@ class BodyGraph(Graph):
         return found
 
     def call(self, target, args: tuple, kwargs: dict, example, loc=None) -> Node:
-        return super().call(target, _lifted(args, self.lift), _lifted(kwargs, self.lift),
+        lift = self.lift
+        return super().call(target, replace_nodes(args, lift), replace_nodes(kwargs, lift),
                             example, loc)
 
     def output(self, values: list) -> Node:
-        return super().output(_lifted(list(values), self.lift))
-
-
-def _lifted(value, lift):
-    if isinstance(value, Node):
-        return lift(value)
-    if type(value) in (tuple, list):
-        return type(value)(_lifted(v, lift) for v in value)
-    if type(value) is dict:
-        return {k: _lifted(v, lift) for k, v in value.items()}
-    if type(value) is slice:
-        return slice(_lifted(value.start, lift), _lifted(value.stop, lift),
-                     _lifted(value.step, lift))
-    return value
+        return super().output(replace_nodes(list(values), self.lift))
 
 
 class LoopCall:
@@ -310,8 +298,10 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         logs.log("graph", f"loop at line {loop_line} unrolled: {e}")
         return False
     stored.remove(index_name)
-    saved = (frame.stack[:], dict(frame.locals), frame.kw_names, ctx.grad_enabled,
-             len(ctx.undo), ctx._typed_upto, dict(ctx._int_syms), _iterator_positions(frame))
+    from kiln._capture.symbolic import Snapshot
+
+    saved = Snapshot(frame)
+    typing = ctx._typed_upto, dict(ctx._int_syms)  # the enclosing graph's shape inference
     outer = ctx.graph
     loops = sum(isinstance(n.target, LoopCall) for n in outer.nodes)
     body = BodyGraph(outer, f"{outer.name}_loop{loops}")
@@ -341,17 +331,19 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
     except (V.Unsupported, V.RestartStatic, NotALoopNode) as e:
         frame.loop_break = outer_break
         ctx.graph, ctx.loc, frame.lineno = outer, loop_loc, loop_line
-        _restore(frame, saved, for_index)
+        saved.restore(frame)
+        ctx._typed_upto, ctx._int_syms = typing
         why = str(e) or "the loop index is needed as a Python value"  # RestartStatic
         logs.log("graph", f"loop at line {loop_line} unrolled: {why}")
         return False
     except BaseException:
         frame.loop_break = outer_break
         ctx.graph, ctx.loc, frame.lineno = outer, loop_loc, loop_line
-        _restore(frame, saved, for_index)
+        saved.restore(frame)
+        ctx._typed_upto, ctx._int_syms = typing
         raise
     ctx.graph, ctx.loc, frame.lineno = outer, loop_loc, loop_line
-    ctx._typed_upto, ctx._int_syms = saved[5], saved[6]
+    ctx._typed_upto, ctx._int_syms = typing
     for name in stored:  # temporaries nobody reads after the loop
         if name not in before and name not in live:
             frame.locals.pop(name, None)
@@ -368,12 +360,11 @@ def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body
     """The values the iteration leaves, checked to stand for every iteration; returns the
     body's outputs (carried values first, then the temporaries read after the loop) as
     (name, variable) pairs."""
-    stack, _, _, grad, undo_len = saved[:5]
-    if len(frame.stack) != len(stack) or frame.ctx.grad_enabled != grad:
+    if len(frame.stack) != len(saved.stack) or frame.ctx.grad_enabled != saved.grad_enabled:
         raise NotALoopNode("the iteration changes the evaluation stack or the grad mode")
-    if any(it.pos != pos for it, pos in saved[7]):
+    if saved.iterators_moved():
         raise NotALoopNode("the body advances an iterator made before the loop")
-    if any(obj.serial < first_serial for obj, _, _ in frame.ctx.undo[undo_len:]):
+    if any(obj.serial < first_serial for obj, _, _ in frame.ctx.undo[saved.undo_len:]):
         raise NotALoopNode("the body changes a Python object made before the loop (a list, "
                            "dict, attribute or cell)")
     temporaries = []
@@ -438,37 +429,11 @@ def _break_values(brk: BreakPoint, results: list, before: dict, body: BodyGraph)
     return values
 
 
-def _iterator_positions(frame) -> list:
-    """(iterator, position) of the iterators the frames hold (`next(it)` in a body moves one:
-    the iteration would then not stand for the others, and a fallback must undo it)."""
-    found = []
-    while frame is not None:
-        for v in [*frame.stack, *frame.locals.values()]:
-            if isinstance(v, V.IteratorVar):
-                found.append((v, v.pos))
-        frame = frame.parent
-    return found
-
-
 def _largest(body: BodyGraph) -> int:
     """The element count of the body's largest tensor."""
     sizes = [n.meta["example"].numel() for n in body.nodes
              if isinstance(n.meta.get("example"), kiln.Tensor)]
     return max(sizes, default=0)
-
-
-def _restore(frame, saved, for_index: int) -> None:
-    stack, locals_, kw_names, grad, undo_len = saved[:5]
-    for it, pos in saved[7]:
-        it.pos = pos
-    ctx = frame.ctx
-    frame.stack, frame.locals, frame.kw_names = stack, locals_, kw_names
-    ctx.grad_enabled = grad
-    while len(ctx.undo) > undo_len:
-        obj, attr, old = ctx.undo.pop()
-        setattr(obj, attr, old)
-    ctx._typed_upto, ctx._int_syms = saved[5], saved[6]
-    frame.ip = for_index + 1
 
 
 def _record(frame, it, body: BodyGraph, before: dict, carried: list, results: list,

@@ -85,6 +85,37 @@ class ReturnSignal(Exception):
         self.value = value
 
 
+class Snapshot:
+    """What evaluating instructions of `frame` can change, to put back when they turn out not
+    to be capturable: its position, stack and locals, the grad mode, the Python objects changed
+    since (the capture's undo log) and the positions of the iterators its frames hold."""
+
+    def __init__(self, frame) -> None:
+        self.ip, self.kw_names = frame.ip, frame.kw_names
+        self.stack, self.locals = list(frame.stack), dict(frame.locals)
+        self.grad_enabled, self.undo_len = frame.ctx.grad_enabled, len(frame.ctx.undo)
+        self.iterators = []
+        f = frame
+        while f is not None:
+            self.iterators += [(v, v.pos) for v in [*f.stack, *f.locals.values()]
+                               if isinstance(v, V.IteratorVar)]
+            f = f.parent
+
+    def iterators_moved(self) -> bool:
+        return any(it.pos != pos for it, pos in self.iterators)
+
+    def restore(self, frame) -> None:
+        frame.ip, frame.kw_names = self.ip, self.kw_names
+        frame.stack, frame.locals = self.stack, self.locals
+        ctx = frame.ctx
+        ctx.grad_enabled = self.grad_enabled
+        for it, pos in self.iterators:
+            it.pos = pos
+        while len(ctx.undo) > self.undo_len:
+            obj, attr, old = ctx.undo.pop()
+            setattr(obj, attr, old)
+
+
 class Frame(CallMixin):
     """One code object being evaluated symbolically."""
 
