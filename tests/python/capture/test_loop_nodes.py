@@ -162,7 +162,7 @@ def test_temporaries_read_after_the_loop_hold_the_last_iteration(no_unroll):
     want, got, report, _, _ = run_both(f, np.linspace(0.0, 1.0, 17))
     assert_same(got[:2], want[:2])
     assert got[2] == want[2] == 9
-    assert len(loop_nodes(report)) == 1
+    assert len(loop_nodes(report)) == 1 and eager_nodes(report) == 0
 
 
 def test_the_index_is_a_run_time_value_of_the_body(no_unroll):
@@ -333,7 +333,7 @@ def test_a_constant_loop_on_large_arrays_is_a_node():
 
     want, got, report, _, _ = run_both(f, np.arange(float(loops.SMALL_ELEMENTS)))
     assert_same(got, want)
-    assert len(loop_nodes(report)) == 1
+    assert len(loop_nodes(report)) == 1 and eager_nodes(report) == 0
 
 
 def test_symbolic_sizes_flow_through_the_loop_node(no_unroll):
@@ -412,7 +412,7 @@ def test_break_with_values_rebound_before_the_test_and_kiln_tensors(no_unroll):
         kiln.compiler.reset()
         report = kiln.explain(iterate)(x, y, steps)
         assert_same(report.result, want)
-        assert len(loop_nodes(report)) == 1
+        assert len(loop_nodes(report)) == 1 and eager_nodes(report) == 0
 
 
 def test_a_write_after_the_break_test_unrolls(no_unroll):
@@ -477,6 +477,7 @@ def test_an_outer_break_survives_an_inner_loop_node(no_unroll):
     assert_same(got, want)
     (outer,) = loop_nodes(report)
     assert outer.target.breaks_when is True
+    assert eager_nodes(report) == 0
 
 
 def test_a_body_long_enough_for_extended_jump_arguments(no_unroll):
@@ -510,6 +511,10 @@ def test_a_sampling_loop_over_a_module_under_no_grad_is_a_node(no_unroll):
         report = kiln.explain(sample)(x, 40)
     assert_same(report.result, want)
     assert len(loop_nodes(report)) == 1
+    # the module compiles; only the step's int arithmetic and the full() of it run eagerly
+    reasons = [reason for graph in report.fallbacks for _, _, reason in graph]
+    assert len(reasons) == eager_nodes(report) == 2
+    assert all("run time" in r or "Python numbers" in r for r in reasons), reasons
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
