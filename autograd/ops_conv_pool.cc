@@ -238,23 +238,26 @@ Tensor pad(const Tensor &self, IntList widths, const std::string &mode,
   Tensor out = kiln::ops::pad(self, widths, mode, value);
   if (!anyRequiresGrad({&self}))
     return out;
-  KILN_CHECK_KIND(NotImplemented,
-                  mode == "constant" &&
-                      std::all_of(widths.begin(), widths.end(), [](int64_t w) { return w >= 0; }),
-                  "pad: the derivative of mode='{}' (or of negative padding) is not implemented "
-                  "yet",
-                  mode);
+  KILN_CHECK_KIND(NotImplemented, mode == "constant",
+                  "pad: the derivative of mode='{}' is not implemented yet", mode);
+  const bool crops = std::any_of(widths.begin(), widths.end(), [](int64_t w) { return w < 0; });
   record("ConstantPadNdBackward0", {&self}, out, [&](const NodePtr &) {
-    return
-        [w = Shape(widths.begin(), widths.end()), xs = self.sizes()](B &b, const Node &, Grads &g) {
-          Tensor r = g[0];
-          // widths pair up from the last dim backwards: (left, right) of dim -1, then of dim -2.
-          for (size_t i = 0; i + 1 < w.size() && i / 2 < xs.size(); i += 2) {
-            int64_t dim = static_cast<int64_t>(xs.size()) - 1 - static_cast<int64_t>(i / 2);
-            r = b.slice(r, dim, w[i], w[i] + xs[dim], 1);
-          }
-          return Grads{r};
-        };
+    return [w = Shape(widths.begin(), widths.end()), xs = self.sizes(), crops](B &b, const Node &,
+                                                                               Grads &g) {
+      if (crops) { // the inverse crop: a crop's inverse is a zero fill
+        Shape inverse;
+        for (int64_t v : w)
+          inverse.push_back(-v);
+        return Grads{kiln::ops::pad(g[0], inverse, "constant", 0.0)};
+      }
+      Tensor r = g[0];
+      // widths pair up from the last dim backwards: (left, right) of dim -1, then of dim -2.
+      for (size_t i = 0; i + 1 < w.size() && i / 2 < xs.size(); i += 2) {
+        int64_t dim = static_cast<int64_t>(xs.size()) - 1 - static_cast<int64_t>(i / 2);
+        r = b.slice(r, dim, w[i], w[i] + xs[dim], 1);
+      }
+      return Grads{r};
+    };
   });
   return out;
 }

@@ -109,3 +109,34 @@ def conv_net(m, width=8, classes=10):
         nn.Flatten(),
         nn.Linear(2 * width, classes),
     )
+
+
+def unet(m, width=8, classes=3):
+    """A two-level U-Net for segmentation: reflect-padded conv-BN-ReLU blocks, max-pool down, a
+    transposed-convolution and a bilinear upsampling on the way up, skip connections joined by
+    cat, per-pixel class logits (the decoder ops of image-to-image models)."""
+    nn, F = m.nn, m.nn.functional
+
+    def block(cin, cout):
+        return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, padding_mode="reflect", bias=False),
+                             nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+    class UNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.down1, self.down2 = block(3, width), block(width, 2 * width)
+            self.bottom = block(2 * width, 2 * width)
+            self.up2 = nn.ConvTranspose2d(2 * width, 2 * width, 2, stride=2)
+            self.dec2, self.dec1 = block(4 * width, width), block(2 * width, width)
+            self.head = nn.Conv2d(width, classes, 1)
+
+        def forward(self, x):
+            s1 = self.down1(x)
+            s2 = self.down2(F.max_pool2d(s1, 2))
+            b = self.bottom(F.max_pool2d(s2, 2))
+            d2 = self.dec2(m.cat([self.up2(b), s2], 1))
+            up = F.interpolate(d2, scale_factor=2, mode="bilinear", align_corners=False)
+            return self.head(self.dec1(m.cat([up, s1], 1)))
+
+    return UNet()
+

@@ -192,6 +192,9 @@ Differentiability differentiability(ir::OpKind op) {
   case OpKind::AvgPool2d:
   case OpKind::AdaptiveAvgPool2d:
   case OpKind::ScaledDotProductAttention:
+  case OpKind::ConvTranspose1d:
+  case OpKind::ConvTranspose2d:
+  case OpKind::BatchNorm:
     return Differentiability::Rule;
   case OpKind::Input: // leaves: what flows into them is the caller's business
   case OpKind::Constant:
@@ -204,7 +207,7 @@ Differentiability differentiability(ir::OpKind op) {
   for (ir::OpTraits t : {ir::trait::NoGradient, ir::trait::Comparison, ir::trait::Integral})
     if (ir::hasTrait(op, t))
       return Differentiability::Constant;
-  return hasExtraVjp(op) ? Differentiability::Rule : Differentiability::Missing;
+  return hasExtraVjp(op) || hasLayoutVjp(op) ? Differentiability::Rule : Differentiability::Missing;
 }
 
 Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
@@ -398,12 +401,19 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
     return adaptiveAvgPoolVjp(b, n, g);
   case OpKind::ScaledDotProductAttention:
     return attentionVjp(b, n, g, need);
+  case OpKind::ConvTranspose1d:
+  case OpKind::ConvTranspose2d:
+    return convTransposeVjp(b, n, g, need);
+  case OpKind::BatchNorm:
+    return batchNormVjp(b, n, g, need);
   case OpKind::Dropout: // the same counters draw the same mask
     return Grads{b.op(OpKind::Dropout, {g, in(1)}, {{"p", n.attr("p")->toDouble()}}), nullptr};
   default:
     break;
   }
   if (std::optional<Grads> r = extraVjp(b, n, g, need))
+    return *r;
+  if (std::optional<Grads> r = layoutVjp(b, n, g, need))
     return *r;
   throw Unsupported(fmt::format("'{}' has no compiled derivative yet", n.keyword()));
 }

@@ -35,9 +35,19 @@ bool hasExtraVjp(ir::OpKind op);
 std::optional<std::vector<ir::Value *>> extraVjp(GraphRuleBuilder &b, const ir::Node &node,
                                                  ir::Value *grad, autograd::rules::Needs need);
 
+/// The rules of node_vjp_layout.cc (stack, pad, interpolation, fold / unfold, advanced
+/// indexing): whether `op` has one, and its gradients (nullopt for another op).
+bool hasLayoutVjp(ir::OpKind op);
+std::optional<std::vector<ir::Value *>> layoutVjp(GraphRuleBuilder &b, const ir::Node &node,
+                                                  ir::Value *grad, autograd::rules::Needs need);
+
 /// The rules of node_vjp_nn.cc (im2col forms), which nodeVjp dispatches to.
 std::vector<ir::Value *> convolutionVjp(GraphRuleBuilder &b, const ir::Node &node, ir::Value *grad,
                                         autograd::rules::Needs need);
+std::vector<ir::Value *> convTransposeVjp(GraphRuleBuilder &b, const ir::Node &node,
+                                          ir::Value *grad, autograd::rules::Needs need);
+std::vector<ir::Value *> batchNormVjp(GraphRuleBuilder &b, const ir::Node &node, ir::Value *grad,
+                                      autograd::rules::Needs need);
 std::vector<ir::Value *> maxPoolVjp(GraphRuleBuilder &b, const ir::Node &node, ir::Value *grad);
 std::vector<ir::Value *> avgPoolVjp(GraphRuleBuilder &b, const ir::Node &node, ir::Value *grad);
 std::vector<ir::Value *> attentionVjp(GraphRuleBuilder &b, const ir::Node &node, ir::Value *grad,

@@ -252,6 +252,87 @@ V normGrad(B &b, const ir::Node &n, V g) {
   return b.zeroWhere(b.mul(gk, local), b.eqScalar(nk, 0.0));
 }
 
+/// Exclusive products along dim from the left and from the right: their product at i is the
+/// product of every other element, exact with zeros (as eager's prod rule).
+V othersProduct(B &b, V x, int64_t dim) {
+  Sizes xs = B::sizes(x);
+  const int64_t n = xs[dim];
+  Sizes edge = xs;
+  edge[dim] = 1;
+  V ones = b.op(OpKind::Full, {},
+                {{"size", std::vector<ir::SymInt>(edge.begin(), edge.end())},
+                 {"dtype", B::dtype(x)},
+                 {"value", 1.0}});
+  auto exclusive = [&](V v) {
+    return b.op(OpKind::Cumprod, {b.cat({ones, b.slice(v, dim, 0, n - 1, 1)}, dim)},
+                {{"dim", dim}});
+  };
+  return b.mul(exclusive(x), b.flip(exclusive(b.flip(x, {dim})), {dim}));
+}
+
+V prodGrad(B &b, const ir::Node &n, V g) {
+  V x = b.cast(n.operand(0), B::dtype(n.result(0)));
+  Sizes xs = B::sizes(x);
+  const DType dt = B::dtype(n.operand(0));
+  if (xs.empty())
+    return b.cast(g, dt);
+  const ir::Attribute *d = n.attr("dim");
+  if (!d || d->toInts().empty()) { // the product of all elements
+    V flat = b.reshape(x, {-1});
+    if (B::sizes(flat)[0] == 0)
+      return b.zeros(xs, dt);
+    return b.cast(b.reshape(b.mul(g, othersProduct(b, flat, 0)), xs), dt);
+  }
+  const int64_t dim = wrap(d->toInts().at(0), static_cast<int64_t>(xs.size()));
+  if (xs[dim] == 0)
+    return b.zeros(xs, dt);
+  const bool keepdim = n.attr("keepdim") && n.attr("keepdim")->toBool();
+  V gk = keepdim ? g : b.unsqueeze(g, dim);
+  return b.cast(b.mul(gk, othersProduct(b, x, dim)), dt);
+}
+
+/// grad_i = sum over j >= i of g_j exp(x_i - y_j), in log space with g split by sign (eager's
+/// rule): exp(x + rlcse(log g+ - y)) - exp(x + rlcse(log g- - y)), rlcse the reversed scan.
+V logcumsumexpGrad(B &b, const ir::Node &n, V g) {
+  V x = n.operand(0), y = n.result(0);
+  const int64_t rank = x->meta().rank();
+  if (rank == 0)
+    return g;
+  const int64_t dim = wrap(n.attr("dim")->toInt(), rank);
+  auto part = [&](V gp) {
+    V t = b.flip(b.sub(b.log(gp), y), {dim});
+    V r = b.flip(b.op(OpKind::Logcumsumexp, {t}, {{"dim", dim}}), {dim});
+    return b.exp(b.add(x, r));
+  };
+  V zero = b.number(0.0);
+  return b.sub(part(b.op(OpKind::Maximum, {g, zero})),
+               part(b.op(OpKind::Maximum, {b.neg(g), zero})));
+}
+
+/// var and std over `dim` (all when absent) with `correction` (default 1), by eager's rule.
+V varianceGrad(B &b, const ir::Node &n, V g) {
+  V x = n.operand(0);
+  Sizes xs = B::sizes(x);
+  const int64_t rank = static_cast<int64_t>(xs.size());
+  const ir::Attribute *d = n.attr("dim");
+  B::DimList dims = d && !d->toInts().empty() ? B::DimList(d->toInts()) : std::nullopt;
+  double count = 1;
+  if (dims) {
+    for (int64_t dim : *dims)
+      count *= static_cast<double>(xs[wrap(dim, std::max<int64_t>(rank, 1))]);
+  } else {
+    for (int64_t s : xs)
+      count *= static_cast<double>(s);
+  }
+  const bool keepdim = n.attr("keepdim") && n.attr("keepdim")->toBool();
+  std::optional<V> stdOut;
+  if (n.op() == OpKind::Std)
+    stdOut = n.result(0);
+  if (rank == 0) // one element: mean and x coincide, the spread is flat
+    return b.zeros(xs, B::dtype(x));
+  return autograd::rules::var(b, g, x, dims, number(n, "correction", 1.0), keepdim, count, stdOut);
+}
+
 } // namespace
 
 bool hasExtraVjp(OpKind op) {
@@ -309,6 +390,10 @@ bool hasExtraVjp(OpKind op) {
   case OpKind::IndexAdd:
   case OpKind::Norm:
   case OpKind::Scatter:
+  case OpKind::Prod:
+  case OpKind::Logcumsumexp:
+  case OpKind::Var:
+  case OpKind::Std:
     return true;
   default:
     return false;
@@ -362,6 +447,13 @@ std::optional<Grads> extraVjp(B &b, const ir::Node &n, V g, autograd::rules::Nee
     return rmsNormGrad(b, n, g, need);
   case OpKind::Norm:
     return Grads{normGrad(b, n, g)};
+  case OpKind::Prod:
+    return Grads{prodGrad(b, n, g)};
+  case OpKind::Logcumsumexp:
+    return Grads{logcumsumexpGrad(b, n, g)};
+  case OpKind::Var:
+  case OpKind::Std:
+    return Grads{varianceGrad(b, n, g)};
   case OpKind::Scatter: { // the overwritten positions of self get none; src gets g there
     if (n.attr("reduce"))
       throw Unsupported("scatter with reduce has no compiled derivative yet");

@@ -113,6 +113,105 @@ std::vector<V> convolutionVjp(B &b, const ir::Node &n, V g, autograd::rules::Nee
   return r;
 }
 
+namespace {
+
+Sizes listAttr(const ir::Node &n, std::string_view name, int64_t fallback, size_t count) {
+  const ir::Attribute *a = n.attr(name);
+  Sizes v = a ? a->toInts() : Sizes{};
+  if (v.empty())
+    v.push_back(fallback);
+  if (v.size() == 1)
+    v.resize(count, v[0]);
+  if (v.size() != count)
+    throw Unsupported(fmt::format("{}: '{}' needs {} values", n.keyword(), name, count));
+  return v;
+}
+
+} // namespace
+
+/// conv_transpose1d / 2d is the adjoint of a convolution: its input gradient is that
+/// convolution of g (same stride, padding, dilation and groups), and its weight gradient the
+/// input times the unfolded columns of g (the roles of x and g in conv2d's weight rule swapped).
+/// A 1-d one runs as a 2-d one of height 1.
+std::vector<V> convTransposeVjp(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
+  const bool oneD = n.op() == OpKind::ConvTranspose1d;
+  if (n.op() == OpKind::ConvTranspose3d)
+    throw Unsupported("conv_transpose3d has no compiled derivative yet");
+  V x = n.operand(0), w = n.operand(1);
+  const size_t spatial = oneD ? 1 : 2;
+  if (B::sizes(x).size() != spatial + 2)
+    throw Unsupported(
+        fmt::format("{} of an unbatched input has no compiled derivative yet", n.keyword()));
+  Sizes stride = listAttr(n, "stride", 1, spatial), padding = listAttr(n, "padding", 0, spatial),
+        dilation = listAttr(n, "dilation", 1, spatial);
+  if (oneD) { // height 1: no padding, unit stride and dilation
+    x = b.unsqueeze(x, 2), w = b.unsqueeze(w, 2), g = b.unsqueeze(g, 2);
+    stride.insert(stride.begin(), 1), padding.insert(padding.begin(), 0);
+    dilation.insert(dilation.begin(), 1);
+  }
+  Sizes xs = B::sizes(x), ws = B::sizes(w);
+  const int64_t groups = n.attr("groups") ? n.attr("groups")->toInt() : 1;
+  auto flat = [&](V v) { return oneD ? b.squeezeDim(v, 2) : v; };
+  std::vector<V> r(3);
+  if (need[0])
+    r[0] = flat(b.op(
+        OpKind::Conv2d, {g, w},
+        {{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}}));
+  if (need[1]) {
+    V cols = b.op(OpKind::Unfold, {g},
+                  {{"kernel_size", Sizes{ws[2], ws[3]}},
+                   {"stride", stride},
+                   {"padding", padding},
+                   {"dilation", dilation}});
+    const int64_t l = B::sizes(cols)[2];
+    if (l != xs[2] * xs[3])
+      throw Unsupported(
+          fmt::format("{}: the windows of the output do not tile the input", n.keyword()));
+    V c = b.reshape(cols, {xs[0], groups, B::sizes(cols)[1] / groups, l});
+    V xg = b.reshape(x, {xs[0], groups, xs[1] / groups, l});
+    V wg = b.sum(b.matmul(xg, b.transpose(c, -1, -2)), Sizes{0}, false);
+    r[1] = flat(b.reshape(wg, ws));
+  }
+  if (need[2] && n.numOperands() > 2)
+    r[2] = b.sum(g, Sizes{0, 2, 3}, false);
+  return r;
+}
+
+/// Inference batch_norm, y = (x - mean) rstd w + bias per channel (dim 1) with the running
+/// statistics as operands: pointwise in x, reductions over the other dims for the rest.
+std::vector<V> batchNormVjp(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
+  V x = n.operand(0), mean = n.operand(1), var = n.operand(2);
+  V w = n.numOperands() > 3 ? n.operand(3) : nullptr;
+  Sizes xs = B::sizes(x);
+  if (xs.size() < 2)
+    throw Unsupported("batch_norm of a rank-1 input has no compiled derivative yet");
+  Sizes channel(xs.size(), 1), others{0};
+  channel[1] = xs[1];
+  for (size_t d = 2; d < xs.size(); ++d)
+    others.push_back(static_cast<int64_t>(d));
+  const ir::Attribute *e = n.attr("eps");
+  V rstd = b.powScalar(b.addScalar(var, e ? e->toDouble() : 1e-5), -0.5);
+  auto perChannel = [&](V v) { return b.reshape(v, channel); };
+  auto toChannel = [&](V v, V operand) {
+    return b.cast(b.sum(v, others, false), B::dtype(operand));
+  };
+  V gs = w ? b.mul(g, perChannel(w)) : g; // the gradient of the normalized value
+  V centered = b.sub(x, perChannel(mean));
+  std::vector<V> r(n.numOperands());
+  if (need[0])
+    r[0] = b.cast(b.mul(gs, perChannel(rstd)), B::dtype(x));
+  if (need[1])
+    r[1] = b.neg(toChannel(b.mul(gs, perChannel(rstd)), mean));
+  if (need[2])
+    r[2] = toChannel(b.mul(b.mul(gs, centered), perChannel(b.scale(b.powScalar(rstd, 3.0), -0.5))),
+                     var);
+  if (w && need[3])
+    r[3] = toChannel(b.mul(g, b.mul(centered, perChannel(rstd))), w);
+  if (n.numOperands() > 4 && need[4])
+    r[4] = toChannel(g, n.operand(4));
+  return r;
+}
+
 std::vector<V> maxPoolVjp(B &b, const ir::Node &n, V g) {
   // eager's kernel: the indices of each window's first maximum recomputed from x, and the
   // gradient added there (an extern: no im2col of the input to save or recompute)

@@ -19,6 +19,17 @@ def test_pad_constant(dtype):
     assert_close(kiln.pad(k, [2, 0], "constant", 1.5), TF.pad(t, [2, 0], "constant", 1.5))
 
 
+@pytest.mark.parametrize("pad", [(1, 2), (-1, 2), (-2, -1, 1, 0), (0, -4, 2, -1)])
+def test_pad_constant_gradient(pad):
+    """Negative widths crop: their gradient is the inverse pad (zeros where cropped)."""
+    t, k = make((2, 3, 5), "float64")
+    t.requires_grad_(), k.requires_grad_()
+    w, kw = make(TF.pad(t, pad).shape, "float64")
+    (TF.pad(t, pad) * w).sum().backward()
+    (KF.pad(k, pad) * kw).sum().backward()
+    assert_close(k.grad, t.grad)
+
+
 def test_pad_constant_layouts():
     t, k = make((3, 4), "float32")
     assert_close(KF.pad(k.t(), (1, 2, 0, 1)), TF.pad(t.t(), (1, 2, 0, 1)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import itertools
 import operator
 
 import kiln
@@ -83,6 +84,29 @@ def _enumerate(frame, args, kwargs):
 def _zip(frame, args, kwargs):
     lists = [frame.unpack_iterable(a) for a in args]
     return V.IteratorVar([V.TupleVar(list(t)) for t in zip(*lists, strict=False)])
+
+
+def _repeat(frame, args, kwargs):
+    """itertools.repeat(x, n) with a known count (torch's _pair and _ntuple use it)."""
+    times = args[1] if len(args) > 1 else kwargs.get("times")
+    if times is None:
+        raise V.Unsupported("itertools.repeat without a count is endless")
+    return V.IteratorVar([args[0]] * frame.const_index(times))
+
+
+def _chain(frame, args, kwargs):
+    return V.IteratorVar([v for a in args for v in frame.unpack_iterable(a)])
+
+
+def _chain_from_iterable(frame, args, kwargs):
+    return _chain(frame, frame.unpack_iterable(args[0]), {})
+
+
+def _product(frame, args, kwargs):
+    if kwargs:
+        raise V.Unsupported("itertools.product with repeat=")
+    lists = [frame.unpack_iterable(a) for a in args]
+    return V.IteratorVar([V.TupleVar(list(t)) for t in itertools.product(*lists)])
 
 
 def _list(frame, args, kwargs):
@@ -305,5 +329,9 @@ HANDLERS = {
     builtins.callable: _callable,
     AssertionError: _assert_error,
     functools.partial: _partial,
+    itertools.repeat: _repeat,
+    itertools.chain: _chain,
+    itertools.chain.from_iterable: _chain_from_iterable,
+    itertools.product: _product,
 }
 _ = kiln

@@ -8,6 +8,8 @@ call; no Python runs on a cache hit.
 
 from __future__ import annotations
 
+import types
+
 from kiln import _C
 from kiln._capture.sources import (
     ArgSource,
@@ -45,6 +47,11 @@ class GuardSet:
     def id(self, source, value) -> None:
         label = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
         label = label or type(value).__name__
+        if isinstance(value, (types.BuiltinMethodType, types.MethodType)) and not isinstance(
+                value.__self__, types.ModuleType):
+            # bound anew on every access (itertools.chain.from_iterable): equal, never the same
+            self._add(("eq", source), source, "check_equals", (value,), f"{source} == {label}")
+            return
         self._add(("id", source), source, "check_id", (value,), f"{source} is {label}")
 
     def equals(self, source, value) -> None:

@@ -19,7 +19,7 @@ from kiln._capture.backend_compiled import CpuBackend  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "bench"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "autograd"))
 from test_training import assert_same_weights, copy_weights  # noqa: E402
-from train_models import conv_net, gpt_classes  # noqa: E402
+from train_models import conv_net, gpt_classes, unet  # noqa: E402
 
 STEPS = 30
 
@@ -101,6 +101,35 @@ def test_conv_batchnorm_net_trains_compiled_as_eager_and_torch():
     trained_without_fallbacks(backend)
     out = kiln.explain(km)(kiln.tensor(x))
     assert out.fallbacks == [[]] and out.backward_parts == [1]
+
+
+def test_unet_trains_compiled_as_torch():
+    """Reflect padding, transposed convolution, bilinear upsampling and skip cats: the decoder
+    ops train compiled (forward and backward) with torch's losses and weights."""
+    torch.manual_seed(2)
+    tm, km = unet(torch), unet(kiln)
+    copy_weights(tm, km)
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(km, backend=backend)
+    topt = torch.optim.Adam(tm.parameters(), lr=3e-3)
+    kopt = kiln.optim.Adam(km.parameters(), lr=3e-3)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 3, 16, 16)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64) + (x[:, 1] > 0.5)  # a learnable per-pixel target
+    first = None
+    for step in range(STEPS // 2):
+        losses = []
+        for lib, model, opt in ((torch, tm, topt), (kiln, compiled, kopt)):
+            opt.zero_grad()
+            loss = lib.nn.functional.cross_entropy(model(lib.tensor(x)), lib.tensor(y))
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        np.testing.assert_allclose(losses[1], losses[0], rtol=1e-3, err_msg=f"loss at {step}")
+        first = first if first is not None else losses[0]
+    assert losses[0] < 0.8 * first
+    assert_same_weights(tm, km, atol=2e-3)
+    trained_without_fallbacks(backend)
 
 
 def test_nanogpt_trains_compiled_with_changing_batch_and_sequence_sizes():

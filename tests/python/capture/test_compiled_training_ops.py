@@ -17,7 +17,7 @@ import kiln
 from kiln._capture.backend_compiled import CpuBackend
 
 # Ops whose backward is not compiled yet (they train on the eager kernels).
-EAGER_BACKWARD = {"prod", "cumprod", "logcumsumexp"}
+EAGER_BACKWARD = {"cumprod"}
 # Ops with no gradient at all (integer or bool results).
 NO_GRAD = {
     "isnan", "isinf", "isfinite", "isposinf", "isneginf", "signbit", "logical_not",
@@ -25,8 +25,7 @@ NO_GRAD = {
     "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "all", "any", "argmax",
     "argmin", "one_hot", "argsort", "floor_divide",
 }  # fmt: skip
-# pad's sample has a negative width, whose derivative eager does not take either
-DIFFERENTIABLE = sorted(set(SAMPLES) - NO_GRAD - {"pad"})
+DIFFERENTIABLE = sorted(set(SAMPLES) - NO_GRAD)
 
 
 def grads_match(fn, inputs, *, compiled_backward: bool):

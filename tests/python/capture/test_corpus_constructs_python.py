@@ -6,6 +6,7 @@ See test_corpus_constructs.py for what every program is checked for.
 
 import dataclasses
 import functools
+import itertools
 import math
 from collections import namedtuple
 
@@ -239,6 +240,18 @@ def enumerate_and_zip(xs, ws):
     for i, (t, w) in enumerate(zip(xs, ws, strict=True), start=1):
         out = out + t * (w * i)
     return out
+
+
+@case(lambda: (r(2, 3, 6, 5),), ops=9)
+def itertools_repeat_chain_product(x):
+    # torch.nn's _pair / _reverse_repeat_tuple helpers, and padding lists built by chaining
+    kernel = tuple(itertools.repeat(2, 2))
+    pads = list(itertools.chain.from_iterable((p, p) for p in reversed((1, 0))))
+    pads = list(itertools.chain(pads[:2], [0, 1]))
+    total = x * 0
+    for i, j in itertools.product(range(2), (0, 1)):
+        total = total + x[:, :, i::2, j::2].sum() if i == j else total
+    return F.avg_pool2d(F.pad(x, pads), kernel), total
 
 
 @case(x34, ops=4)
