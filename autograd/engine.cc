@@ -1,5 +1,6 @@
 #include "autograd/engine.h"
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/meta.h"
 #include "autograd/ops.h"
@@ -163,6 +164,7 @@ bool GraphTask::shouldRun(Node *node) const {
 }
 
 std::vector<Tensor> GraphTask::run(size_t numResults) {
+  autocast::Suspend noAutocast; // gradients keep the dtypes the forward recorded
   std::vector<Tensor> results(numResults);
   countDependencies();
   if (onlyCaptures_)

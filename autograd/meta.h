@@ -11,8 +11,8 @@
 #include "autograd/node.h"
 #include "runtime/tensor.h"
 
-#include <initializer_list>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <vector>

@@ -151,6 +151,15 @@ Tensor bmm(const Tensor &a, const Tensor &b);
 Tensor linear(const Tensor &input, const Tensor &weight, const std::optional<Tensor> &bias);
 Tensor addmm(const Tensor &self, const Tensor &mat1, const Tensor &mat2,
              const Scalar &beta = Scalar(int64_t{1}), const Scalar &alpha = Scalar(int64_t{1}));
+Tensor mv(const Tensor &mat, const Tensor &vec);
+Tensor dot(const Tensor &a, const Tensor &b, const char *op = "dot");
+Tensor outer(const Tensor &a, const Tensor &b);
+Tensor addmv(const Tensor &self, const Tensor &mat, const Tensor &vec,
+             const Scalar &beta = Scalar(int64_t{1}), const Scalar &alpha = Scalar(int64_t{1}));
+Tensor baddbmm(const Tensor &self, const Tensor &batch1, const Tensor &batch2,
+               const Scalar &beta = Scalar(int64_t{1}), const Scalar &alpha = Scalar(int64_t{1}));
+Tensor bilinear(const Tensor &input1, const Tensor &input2, const Tensor &weight,
+                const std::optional<Tensor> &bias);
 
 // ---- nn (ops_nn.cc) -------------------------------------------------------------------------
 /// A loss's per-element values reduced as `reduction` says (differentiable).

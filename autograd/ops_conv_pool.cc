@@ -5,6 +5,7 @@
 // derivative), so a backward run with create_graph=True records them: double backward and
 // forward-mode AD work through convolutions and pooling. With grad mode off those ops run their
 // kernels directly.
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "runtime/error.h"
@@ -127,8 +128,11 @@ Tensor avgPool3dBackward(B &b, const Shape &xs, const Tensor &g, const PoolOptio
 }
 } // namespace
 
-Tensor convolution(int64_t spatialDims, const Tensor &input, const Tensor &weight,
-                   const std::optional<Tensor> &bias, const ConvOptions &opts) {
+Tensor convolution(int64_t spatialDims, const Tensor &input_, const Tensor &weight_,
+                   const std::optional<Tensor> &bias_, const ConvOptions &opts) {
+  const Tensor input = autocast::lower(input_);
+  const Tensor weight = autocast::lower(weight_);
+  const std::optional<Tensor> bias = autocast::lower(bias_);
   const Tensor *pb = bias ? &*bias : nullptr;
   if (!anyRequiresGrad({&input, &weight, pb}))
     return kiln::ops::convolution(spatialDims, input, weight, bias, opts);
@@ -197,8 +201,11 @@ Tensor convolution(int64_t spatialDims, const Tensor &input, const Tensor &weigh
   return out;
 }
 
-Tensor convTranspose(int64_t spatialDims, const Tensor &input, const Tensor &weight,
-                     const std::optional<Tensor> &bias, const ConvTransposeOptions &opts) {
+Tensor convTranspose(int64_t spatialDims, const Tensor &input_, const Tensor &weight_,
+                     const std::optional<Tensor> &bias_, const ConvTransposeOptions &opts) {
+  const Tensor input = autocast::lower(input_);
+  const Tensor weight = autocast::lower(weight_);
+  const std::optional<Tensor> bias = autocast::lower(bias_);
   Tensor out = kiln::ops::convTranspose(spatialDims, input, weight, bias, opts);
   const Tensor *pb = bias ? &*bias : nullptr;
   if (!anyRequiresGrad({&input, &weight, pb}))

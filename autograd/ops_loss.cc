@@ -1,6 +1,7 @@
 // Differentiable losses beyond cross entropy, nll and mse (ops_nn.cc), normalize, var_mean and
 // adaptive max pooling: decompositions into differentiable ops while recording, the fused
 // kernels otherwise (and on device tensors, where a backward raises).
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "runtime/error.h"
@@ -27,8 +28,11 @@ bool decompose(const char *op, std::initializer_list<const Tensor *> inputs, Ten
 }
 } // namespace
 
-Tensor l1Loss(const Tensor &input, const Tensor &target, const Tensor &weight,
+Tensor l1Loss(const Tensor &input_, const Tensor &target_, const Tensor &weight_,
               Reduction reduction) {
+  const Tensor input = autocast::widen(input_);
+  const Tensor target = autocast::widen(target_);
+  const Tensor weight = autocast::widen(weight_);
   Tensor out;
   if (!decompose("l1_loss", {&input, &target, &weight}, out,
                  [&] { return kiln::ops::l1Loss(input, target, weight, reduction); }))
@@ -40,7 +44,9 @@ Tensor l1Loss(const Tensor &input, const Tensor &target, const Tensor &weight,
   return reduction == Reduction::Mean ? div(sum(wl), sum(weight)) : reduced(wl, reduction);
 }
 
-Tensor smoothL1Loss(const Tensor &input, const Tensor &target, Reduction reduction, double beta) {
+Tensor smoothL1Loss(const Tensor &input_, const Tensor &target_, Reduction reduction, double beta) {
+  const Tensor input = autocast::widen(input_);
+  const Tensor target = autocast::widen(target_);
   Tensor out;
   if (!decompose("smooth_l1_loss", {&input, &target}, out,
                  [&] { return kiln::ops::smoothL1Loss(input, target, reduction, beta); }))
@@ -52,8 +58,11 @@ Tensor smoothL1Loss(const Tensor &input, const Tensor &target, Reduction reducti
   return reduced(l, reduction);
 }
 
-Tensor huberLoss(const Tensor &input, const Tensor &target, const Tensor &weight,
+Tensor huberLoss(const Tensor &input_, const Tensor &target_, const Tensor &weight_,
                  Reduction reduction, double delta) {
+  const Tensor input = autocast::widen(input_);
+  const Tensor target = autocast::widen(target_);
+  const Tensor weight = autocast::widen(weight_);
   Tensor out;
   if (!decompose("huber_loss", {&input, &target, &weight}, out,
                  [&] { return kiln::ops::huberLoss(input, target, weight, reduction, delta); }))
@@ -64,7 +73,9 @@ Tensor huberLoss(const Tensor &input, const Tensor &target, const Tensor &weight
   return reduced(weight.defined() ? mul(l, weight) : l, reduction);
 }
 
-Tensor klDiv(const Tensor &input, const Tensor &target, Reduction reduction, bool logTarget) {
+Tensor klDiv(const Tensor &input_, const Tensor &target_, Reduction reduction, bool logTarget) {
+  const Tensor input = autocast::widen(input_);
+  const Tensor target = autocast::widen(target_);
   Tensor out;
   if (!decompose("kl_div", {&input, &target}, out,
                  [&] { return kiln::ops::klDiv(input, target, reduction, logTarget); }))
@@ -81,8 +92,13 @@ Tensor klDiv(const Tensor &input, const Tensor &target, Reduction reduction, boo
   return reduced(l, reduction);
 }
 
-Tensor binaryCrossEntropyWithLogits(const Tensor &input, const Tensor &target, const Tensor &weight,
-                                    const Tensor &posWeight, Reduction reduction) {
+Tensor binaryCrossEntropyWithLogits(const Tensor &input_, const Tensor &target_,
+                                    const Tensor &weight_, const Tensor &posWeight_,
+                                    Reduction reduction) {
+  const Tensor input = autocast::widen(input_);
+  const Tensor target = autocast::widen(target_);
+  const Tensor weight = autocast::widen(weight_);
+  const Tensor posWeight = autocast::widen(posWeight_);
   Tensor out;
   if (!decompose("binary_cross_entropy_with_logits", {&input, &target, &weight, &posWeight}, out,
                  [&] {
@@ -98,8 +114,11 @@ Tensor binaryCrossEntropyWithLogits(const Tensor &input, const Tensor &target, c
   return reduced(weight.defined() ? mul(l, weight) : l, reduction);
 }
 
-Tensor binaryCrossEntropy(const Tensor &input, const Tensor &target, const Tensor &weight,
+Tensor binaryCrossEntropy(const Tensor &input_, const Tensor &target_, const Tensor &weight_,
                           Reduction reduction) {
+  const Tensor input = autocast::widen(input_);
+  const Tensor target = autocast::widen(target_);
+  const Tensor weight = autocast::widen(weight_);
   Tensor out;
   if (!decompose("binary_cross_entropy", {&input, &target, &weight}, out,
                  [&] { return kiln::ops::binaryCrossEntropy(input, target, weight, reduction); }))

@@ -1,5 +1,6 @@
 // Differentiable nn ops: layer_norm and embedding have rules; the losses and attention run as
 // their decomposition into differentiable ops while recording (their fused kernels otherwise).
+#include "autograd/autocast.h"
 #include "autograd/derivatives.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
@@ -38,8 +39,11 @@ Tensor reduced(const Tensor &perElement, Reduction reduction) {
   return reduction == Reduction::Sum ? sum(perElement) : mean(perElement);
 }
 
-Tensor layerNorm(const Tensor &input, IntList normalizedShape, const Tensor &weight,
-                 const Tensor &bias, double eps) {
+Tensor layerNorm(const Tensor &input_, IntList normalizedShape, const Tensor &weight_,
+                 const Tensor &bias_, double eps) {
+  const Tensor input = autocast::widenOnCuda(input_);
+  const Tensor weight = autocast::widenOnCuda(weight_);
+  const Tensor bias = autocast::widenOnCuda(bias_);
   Tensor out = kiln::ops::layerNorm(input, normalizedShape, weight, bias, eps);
   record("NativeLayerNormBackward0", {&input, &weight, &bias}, out, [&](const NodePtr &) {
     std::optional<rules::InputInfo<B>> bi;
@@ -85,8 +89,11 @@ Tensor rmsNorm(const Tensor &input, IntList normalizedShape, const Tensor &weigh
   return weight.defined() ? mul(y, weight) : y;
 }
 
-Tensor groupNorm(const Tensor &input, int64_t numGroups, const Tensor &weight, const Tensor &bias,
-                 double eps) {
+Tensor groupNorm(const Tensor &input_, int64_t numGroups, const Tensor &weight_,
+                 const Tensor &bias_, double eps) {
+  const Tensor input = autocast::widenOnCuda(input_);
+  const Tensor weight = autocast::widenOnCuda(weight_);
+  const Tensor bias = autocast::widenOnCuda(bias_);
   if (!anyRequiresGrad({&input, &weight, &bias}))
     return kiln::ops::groupNorm(input, numGroups, weight, bias, eps);
   if (Tensor out = kiln::ops::groupNorm(input, numGroups, weight, bias, eps); // as rms_norm
@@ -125,8 +132,10 @@ Tensor embedding(const Tensor &indices, const Tensor &weight, std::optional<int6
   return out;
 }
 
-Tensor nllLoss(const Tensor &input, const Tensor &target, const Tensor &weight, Reduction reduction,
-               int64_t ignoreIndex) {
+Tensor nllLoss(const Tensor &input_, const Tensor &target, const Tensor &weight_,
+               Reduction reduction, int64_t ignoreIndex) {
+  const Tensor input = autocast::widen(input_);
+  const Tensor weight = autocast::widen(weight_);
   checkWeightConstant(weight);
   Tensor out = kiln::ops::nllLoss(input, target, weight, reduction, ignoreIndex);
   if (anyRequiresGrad({&input}) && recordUnsupportedOnDevice("nll_loss", {&input}, out))
@@ -152,8 +161,11 @@ Tensor nllLoss(const Tensor &input, const Tensor &target, const Tensor &weight, 
   return out;
 }
 
-Tensor crossEntropy(const Tensor &input, const Tensor &target, const Tensor &weight,
+Tensor crossEntropy(const Tensor &input_, const Tensor &target_, const Tensor &weight_,
                     Reduction reduction, int64_t ignoreIndex, double labelSmoothing) {
+  const Tensor input = autocast::widen(input_);
+  const Tensor target = autocast::widen(target_);
+  const Tensor weight = autocast::widen(weight_);
   checkWeightConstant(weight);
   if (!anyRequiresGrad({&input}))
     return kiln::ops::crossEntropy(input, target, weight, reduction, ignoreIndex, labelSmoothing);
@@ -208,8 +220,11 @@ Tensor crossEntropy(const Tensor &input, const Tensor &target, const Tensor &wei
              mul(smoothReduced, number(labelSmoothing / classes)));
 }
 
-Tensor mseLoss(const Tensor &input, const Tensor &target, const Tensor &weight,
+Tensor mseLoss(const Tensor &input_, const Tensor &target_, const Tensor &weight_,
                Reduction reduction) {
+  const Tensor input = autocast::widen(input_);
+  const Tensor target = autocast::widen(target_);
+  const Tensor weight = autocast::widen(weight_);
   if (!anyRequiresGrad({&input, &target, &weight}))
     return kiln::ops::mseLoss(input, target, weight, reduction);
   if (onDevice({&input, &target, &weight})) {
@@ -227,9 +242,13 @@ Tensor mseLoss(const Tensor &input, const Tensor &target, const Tensor &weight,
   return reduced(wl, reduction);
 }
 
-Tensor scaledDotProductAttention(const Tensor &query, const Tensor &key, const Tensor &value,
-                                 const Tensor &attnMask, double dropoutP, bool isCausal,
+Tensor scaledDotProductAttention(const Tensor &query_, const Tensor &key_, const Tensor &value_,
+                                 const Tensor &attnMask_, double dropoutP, bool isCausal,
                                  std::optional<double> scale, bool enableGqa) {
+  const Tensor query = autocast::lower(query_);
+  const Tensor key = autocast::lower(key_);
+  const Tensor value = autocast::lower(value_);
+  const Tensor attnMask = autocast::lower(attnMask_);
   if (!anyRequiresGrad({&query, &key, &value, &attnMask}))
     return kiln::ops::scaledDotProductAttention(query, key, value, attnMask, dropoutP, isCausal,
                                                 scale, enableGqa);

@@ -1,4 +1,5 @@
 // Differentiable reductions and softmax.
+#include "autograd/autocast.h"
 #include "autograd/derivatives.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
@@ -108,7 +109,8 @@ Tensor logsumexp(const Tensor &a, const DimList &dims, bool keepdim) {
   return out;
 }
 
-Tensor softmax(const Tensor &a, int64_t dim, std::optional<DType> dtype) {
+Tensor softmax(const Tensor &a_, int64_t dim, std::optional<DType> dtype) {
+  const Tensor a = autocast::widenOnCuda(a_);
   Tensor out = kiln::ops::softmax(a, dim, dtype);
   int64_t d = wrapDim(dim, std::max<int64_t>(a.dim(), 1), "softmax");
   record("SoftmaxBackward0", {&a}, out, [&](const NodePtr &self) {
@@ -123,7 +125,8 @@ Tensor softmax(const Tensor &a, int64_t dim, std::optional<DType> dtype) {
   return out;
 }
 
-Tensor logSoftmax(const Tensor &a, int64_t dim, std::optional<DType> dtype) {
+Tensor logSoftmax(const Tensor &a_, int64_t dim, std::optional<DType> dtype) {
+  const Tensor a = autocast::widenOnCuda(a_);
   Tensor out = kiln::ops::logSoftmax(a, dim, dtype);
   int64_t d = wrapDim(dim, std::max<int64_t>(a.dim(), 1), "log_softmax");
   record("LogSoftmaxBackward0", {&a}, out, [&](const NodePtr &self) {

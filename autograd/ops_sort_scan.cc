@@ -1,4 +1,5 @@
 // Differentiable sorts, scans, products, norms and layout ops (flip, roll, repeat).
+#include "autograd/autocast.h"
 #include "autograd/derivatives.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
@@ -199,7 +200,9 @@ Tensor logcumsumexp(const Tensor &a, int64_t dim) {
   return out;
 }
 
-Tensor prod(const Tensor &a, std::optional<int64_t> dim, bool keepdim, std::optional<DType> dtype) {
+Tensor prod(const Tensor &a_, std::optional<int64_t> dim, bool keepdim,
+            std::optional<DType> dtype) {
+  const Tensor a = autocast::widen(a_);
   Tensor out = kiln::ops::prod(a, dim, keepdim, dtype);
   record("ProdBackward0", {&a}, out, [&](const NodePtr &) {
     return [sa = SavedTensor(a), dim, keepdim](B &b, const Node &n, Grads &g) {

@@ -1,6 +1,7 @@
 // Autograd's Python surface: Tensor.grad / grad_fn / backward / register_hook / retain_grad /
 // detach, grad_fn nodes (`next_functions`), and kiln._C._autograd (the engine entry points and the
 // per-thread grad mode that kiln.no_grad and friends set).
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/meta.h"
@@ -344,6 +345,41 @@ void bindAutograd(py::module_ &m) {
       py::arg("name"), py::arg("backward"), py::arg("inputs"), py::arg("outputs"));
   ag.def("is_grad_enabled", &autograd::isGradEnabled);
   ag.def("_set_grad_enabled", &autograd::setGradEnabled, py::arg("mode"));
+  // Autocast regions (kiln.amp.autocast): per thread, per device type.
+  auto deviceType = [](const std::string &device) {
+    KILN_CHECK(device == "cpu" || device == "cuda",
+               "User specified an unsupported autocast device_type '{}'", device);
+    return device == "cuda" ? DeviceType::CUDA : DeviceType::CPU;
+  };
+  ag.def(
+      "_autocast_region",
+      [deviceType](const std::string &device) {
+        autograd::autocast::Region r = autograd::autocast::region(deviceType(device));
+        return py::make_tuple(r.enabled, r.dtype);
+      },
+      py::arg("device_type"));
+  ag.def(
+      "_set_autocast_region",
+      [deviceType](const std::string &device, bool enabled, DType dtype) {
+        autograd::autocast::setRegion(deviceType(device), {enabled, dtype});
+      },
+      py::arg("device_type"), py::arg("enabled"), py::arg("dtype"));
+  ag.def("_autocast_any_enabled", &autograd::autocast::anyEnabled);
+  ag.def(
+      "_autocast_policy",
+      [](const std::string &keyword) {
+        switch (autograd::autocast::policy(keyword)) {
+        case autograd::autocast::Policy::Lower:
+          return "lower";
+        case autograd::autocast::Policy::Widen:
+          return "float32";
+        case autograd::autocast::Policy::WidenOnCuda:
+          return "float32_cuda";
+        default:
+          return "";
+        }
+      },
+      py::arg("keyword"));
   ag.def("is_inference_mode_enabled", &autograd::isInferenceMode);
   ag.def("_set_inference_mode", &autograd::setInferenceMode, py::arg("mode"));
   ag.def(

@@ -44,6 +44,16 @@ from kiln import distributed  # noqa: E402,F401,I001
 from kiln import utils  # noqa: E402,F401,I001
 from kiln.serialization import load, save  # noqa: E402,F401,I001
 from kiln import amp, backends  # noqa: E402,F401,I001
+from kiln.amp.autocast import (  # noqa: E402,F401,I001 - torch.autocast and its state
+    autocast,
+    get_autocast_cpu_dtype,
+    get_autocast_dtype,
+    get_autocast_gpu_dtype,
+    is_autocast_cpu_enabled,
+    is_autocast_enabled,
+    set_autocast_dtype,
+    set_autocast_enabled,
+)
 from kiln._capture.compile import compile  # noqa: E402,F401,A001,I001 - torch spelling
 from kiln._capture.context import mark_dynamic, mark_static  # noqa: E402,F401,I001
 from kiln._capture.explain import explain  # noqa: E402,F401,I001

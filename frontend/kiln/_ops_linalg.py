@@ -5,6 +5,7 @@ which are thin wrappers over rank-generic C++ bindings.
 """
 
 from kiln import _C
+from kiln._einsum_grad import einsum as _einsum
 
 __all__ = [
     "adaptive_avg_pool1d",
@@ -42,7 +43,7 @@ def einsum(*args):
         equation, operands = args[0], args[1:]
         if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
             operands = operands[0]
-        return _C._einsum(equation, list(operands))
+        return _einsum(equation, list(operands))
     operands = list(args[0::2])
     sublists = list(args[1::2])
     output = None
@@ -53,7 +54,7 @@ def einsum(*args):
     equation = ",".join(_sublist_to_subscripts(s) for s in sublists)
     if output is not None:
         equation += "->" + _sublist_to_subscripts(output)
-    return _C._einsum(equation, operands)
+    return _einsum(equation, operands)
 
 
 def _adaptive_size(output_size, nd, op):
