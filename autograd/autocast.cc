@@ -74,6 +74,7 @@ Policy policy(std::string_view keyword) {
       {"conv_transpose2d", Policy::Lower},
       {"conv_transpose3d", Policy::Lower},
       {"scaled_dot_product_attention", Policy::Lower},
+      {"einsum", Policy::Lower}, // torch's runs as bmm (kiln's casts in kiln/_einsum_grad.py)
       {"cross_entropy", Policy::Widen},
       {"nll_loss", Policy::Widen},
       {"mse_loss", Policy::Widen},

@@ -279,6 +279,7 @@ Tensor upsampleLinear(const Tensor &input, IntList outputSize, bool alignCorners
 Tensor indexSelect(const Tensor &self, int64_t dim, const Tensor &index);
 Tensor tril(const Tensor &self, int64_t diagonal = 0);
 Tensor triu(const Tensor &self, int64_t diagonal = 0);
+std::vector<Tensor> meshgrid(std::span<const Tensor> tensors, const std::string &indexing = "ij");
 
 } // namespace kiln::autograd::ops
 

@@ -207,3 +207,29 @@ Tensor &applyInplace(const char *op, Tensor &self, const Tensor &result) {
 }
 
 } // namespace kiln::autograd
+
+namespace kiln::autograd::ops {
+
+std::vector<Tensor> meshgrid(std::span<const Tensor> tensors, const std::string &indexing) {
+  std::vector<Tensor> grids = kiln::ops::meshgrid(tensors, indexing); // checks, no-grad values
+  std::vector<const Tensor *> inputs;
+  for (const Tensor &t : tensors)
+    inputs.push_back(&t);
+  bool any = false;
+  for (const Tensor *t : inputs)
+    any = any || anyRequiresGrad({t});
+  if (!any)
+    return grids;
+  // Each grid is its input viewed along its own dim and expanded: views, as torch's.
+  const Shape sizes = grids.front().sizes();
+  const bool xy = indexing == "xy" && tensors.size() >= 2;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    Shape shape(sizes.size(), 1);
+    size_t dim = xy && i < 2 ? 1 - i : i;
+    shape[dim] = sizes[dim];
+    grids[i] = autograd::expand(autograd::reshape(tensors[i], shape), sizes);
+  }
+  return grids;
+}
+
+} // namespace kiln::autograd::ops

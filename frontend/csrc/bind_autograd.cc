@@ -365,6 +365,14 @@ void bindAutograd(py::module_ &m) {
       },
       py::arg("device_type"), py::arg("enabled"), py::arg("dtype"));
   ag.def("_autocast_any_enabled", &autograd::autocast::anyEnabled);
+  // One int for every region's state (0: none enabled), what compiled code is guarded on.
+  ag.def("_autocast_key", [] {
+    auto code = [](DeviceType d) {
+      autograd::autocast::Region r = autograd::autocast::region(d);
+      return r.enabled ? 1 + 2 * static_cast<int64_t>(r.dtype) : 0;
+    };
+    return code(DeviceType::CPU) + 1024 * code(DeviceType::CUDA);
+  });
   ag.def(
       "_autocast_policy",
       [](const std::string &keyword) {

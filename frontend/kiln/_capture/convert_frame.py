@@ -255,6 +255,11 @@ class Compiler:
 
         ctx.guards.flag(_grad_mode._state, "grad_enabled", ctx.grad_enabled,
                         f"grad mode is {'enabled' if ctx.grad_enabled else 'disabled'}")
+        from kiln.amp.autocast import _state as autocast_state
+
+        ctx.autocast = autocast_state.regions()
+        regions = ", ".join(f"{d} {t}" for d, t in ctx.autocast.items()) or "none"
+        ctx.guards.flag(autocast_state, "key", autocast_state.key, f"autocast regions: {regions}")
         locals_ = {}
         for i, value in enumerate(args):
             locals_[code.co_varnames[i]] = ctx.wrap(value, ArgSource(i, labels[i]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 
 import kiln
+from kiln import _C
 from kiln._capture import variables as V
 from kiln._capture.graph import MUTATING_DUNDERS, inplace_flag
 
@@ -134,6 +135,8 @@ def target_name(target) -> str:
 def record(ctx, target, args: list, kwargs: dict, name: str | None = None) -> V.VT:
     """Records `target(*args, **kwargs)` in the graph and returns the result's variable."""
     name = name or target_name(target)
+    if ctx.autocast:
+        args, kwargs = _autocast_operands(ctx, name, args, kwargs)
     ex_args = [to_example(a) for a in args]
     ex_kwargs = {k: to_example(v) for k, v in kwargs.items()}
     inplace = is_inplace(target, name, ex_kwargs, ex_args)
@@ -170,6 +173,36 @@ def record(ctx, target, args: list, kwargs: dict, name: str | None = None) -> V.
     if isinstance(example, (tuple, list)):  # after the pieces' getitem nodes: sizes see them
         _guard_piece_count(ctx, args, example)
     return result
+
+
+_AUTOCAST_NAMES = {"__matmul__": "matmul", "__rmatmul__": "matmul"}
+
+
+def _autocast_operands(ctx, name: str, args: list, kwargs: dict):
+    """The operands of an op on autocast's lists as an enabled region casts them (eager does it
+    where the op starts, autograd/autocast.h): cast nodes in front of the op, so the compiled
+    graph computes in the dtypes eager does. The op lists are C++'s, asked by op name."""
+    key = name.rsplit(".", 1)[-1]
+    policy = _C._autograd._autocast_policy(_AUTOCAST_NAMES.get(key, key))
+    if not policy:
+        return args, kwargs
+
+    def cast(v):
+        if not isinstance(v, V.TensorVar) or not v.example.is_floating_point():
+            return v
+        device = v.example.device.type
+        dtype = ctx.autocast.get(device)
+        if dtype is None or (policy == "float32_cuda" and device != "cuda"):
+            return v
+        if policy == "lower":
+            if v.example.dtype in (kiln.float64, dtype):
+                return v
+            return record(ctx, kiln.Tensor.to, [v, V.ObjectVar(dtype)], {}, "to")
+        if v.example.dtype not in (kiln.float16, kiln.bfloat16):
+            return v
+        return record(ctx, kiln.Tensor.to, [v, V.ObjectVar(kiln.float32)], {}, "to")
+
+    return [cast(a) for a in args], {k: cast(v) for k, v in kwargs.items()}
 
 
 def _guard_piece_count(ctx, args, pieces) -> None:

@@ -68,6 +68,26 @@ def set_autocast_dtype(device_type: str, dtype) -> None:
     _C._autograd._set_autocast_region(device_type, enabled, dtype)
 
 
+class _State:
+    """What compiled code is guarded on: every region's state as one int (0: none enabled)."""
+
+    @property
+    def key(self) -> int:
+        return _C._autograd._autocast_key()
+
+    def regions(self) -> dict:
+        """{device type: the dtype of its enabled region} (empty: none enabled)."""
+        out = {}
+        for device in _SUPPORTED:
+            enabled, dtype = _C._autograd._autocast_region(device)
+            if enabled:
+                out[device] = dtype
+        return out
+
+
+_state = _State()
+
+
 def is_autocast_cpu_enabled() -> bool:
     return is_autocast_enabled("cpu")
 

@@ -40,12 +40,14 @@ def methods():
 def first_result(name):
     x = kiln.randn(3, 4, dtype=kiln.float64).requires_grad_()
     y = kiln.randn(3, 4, dtype=kiln.float64)
+    v = kiln.randn(4, dtype=kiln.float64)
     fn = getattr(kiln.Tensor, name)
-    for args in ((), (y,), (1,), (0,)):
+    # matrix forms, then vector ones (dot, outer) and matrix-vector ones (mv)
+    for self, args in ((x, ()), (x, (y,)), (x, (1,)), (x, (0,)), (x, (v,)), (x[0], (v,))):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                return fn(x, *args)
+                return fn(self, *args)
         except Exception:  # noqa: BLE001 - this argument list does not fit the method
             continue
     return None
@@ -121,7 +123,10 @@ def test_no_function_silently_drops_history():
             ):
                 continue
             r = None
-            for args in ((x,), (x, x), (x, 1), (x, 2)):
+            m, v = x[0, 0], x[0, 0, 0]  # a matrix and a vector (products: mv, dot, addmv)
+            probes = ((x,), (x, x), (x, 1), (x, 2), (m, v), (v, v), ("ij->j", m),
+                      (v[:4], m, v), (x[0], x[0], x[0]), (m, m, x[0, :, :, :4]))
+            for args in probes:
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")

@@ -98,3 +98,12 @@ def test_bilinear_gradient(lead):
     check(lambda a, b, w: torch.nn.functional.bilinear(a, b, w),
           lambda a, b, w: kiln.nn.functional.bilinear(a, b, w), (*lead, 4), (*lead, 3),
           (2, 4, 3))
+
+
+@pytest.mark.parametrize("indexing", ["ij", "xy"])
+def test_meshgrid_gradient(indexing):
+    check(lambda a, b, c: sum(g * (k + 1) for k, g in enumerate(torch.meshgrid(a, b, c,
+                                                                                indexing=indexing))),
+          lambda a, b, c: sum(g * (k + 1) for k, g in enumerate(kiln.meshgrid(a, b, c,
+                                                                              indexing=indexing))),
+          (3,), (4,), (2,))

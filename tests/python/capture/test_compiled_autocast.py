@@ -1,0 +1,79 @@
+"""kiln.compile under kiln.autocast: a compiled function called inside a region gets the casts
+eager makes as cast nodes of its graph (same dtypes, values within the narrow type's rounding,
+nothing on eager kernels), is guarded on the regions (entering or leaving one captures again),
+and trains compiled with eager's gradients. A region opened inside compiled code breaks the
+graph and runs eagerly, with eager's results."""
+
+import numpy as np
+import pytest
+from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches around every test
+
+import kiln
+import kiln.nn.functional as F
+from kiln._capture.backend_compiled import CpuBackend
+
+TARGETS = kiln.tensor([0, 1, 2, 3, 0, 1, 2, 3])
+
+
+def mlp():
+    kiln.manual_seed(0)
+    return kiln.nn.Sequential(kiln.nn.Linear(16, 32), kiln.nn.GELU(), kiln.nn.Linear(32, 4))
+
+
+def close(a, b, tol):
+    np.testing.assert_allclose(a.detach().float().numpy(), b.detach().float().numpy(), rtol=tol,
+                               atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [kiln.bfloat16, kiln.float16])
+def test_inference_inside_a_region_compiles_the_casts(dtype):
+    m = mlp()
+
+    def step(x):
+        out = m(x)
+        return out, F.cross_entropy(out, TARGETS), out.softmax(-1)
+
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(step, backend=backend)
+    x = kiln.randn(8, 16)
+    for enabled in (True, False, True):
+        with kiln.autocast("cpu", dtype=dtype, enabled=enabled):
+            want, got = step(x), compiled(x)
+        for w, g in zip(want, got, strict=True):
+            assert g.dtype == w.dtype
+            close(g, w, 1e-2 if w.dtype != kiln.float32 or enabled else 1e-6)
+    assert want[0].dtype == dtype and want[1].dtype == kiln.float32  # linear down, loss up
+    assert len(backend.reports) == 2, "one capture per region state"
+    assert all(r.eager_nodes == 0 for r in backend.reports)
+    guards = kiln.explain(step)(x).guards
+    assert any(g.startswith("autocast regions: none") for g in guards)
+
+
+def test_training_inside_a_region_matches_eager():
+    eager, model = mlp(), mlp()
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(model, backend=backend)
+    x = kiln.randn(8, 16)
+    for net in (eager, compiled):
+        with kiln.autocast("cpu"):
+            loss = F.cross_entropy(net(x), TARGETS)
+        loss.backward()
+    assert sum(r.backward_parts for r in backend.reports) == 1
+    assert all(r.eager_nodes == 0 for r in backend.reports)
+    for (name, p), (_, q) in zip(eager.named_parameters(), model.named_parameters(), strict=True):
+        assert q.grad.dtype == kiln.float32, name
+        close(q.grad, p.grad, 2e-2)
+
+
+def test_a_region_inside_compiled_code_runs_eagerly_with_eager_results():
+    def f(a, b):
+        with kiln.autocast("cpu", dtype=kiln.bfloat16):
+            y = (a @ b).relu()
+        return y, y.float() * 2
+
+    a, b = kiln.randn(4, 8), kiln.randn(8, 3)
+    want, got = f(a, b), kiln.compile(f)(a, b)
+    for w, g in zip(want, got, strict=True):
+        assert g.dtype == w.dtype
+        close(g, w, 0)
+    assert kiln.explain(f)(a, b).graph_break_count >= 1
