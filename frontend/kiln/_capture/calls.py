@@ -311,6 +311,9 @@ class CallMixin(AccessMixin):
         if isinstance(fn, V.GradModeExitVar):
             self.ctx.grad_enabled = fn.previous
             return V.ConstVar(None)
+        if isinstance(fn, V.AutocastExitVar):
+            autocast_region(self.ctx, fn.device, *fn.previous)
+            return V.ConstVar(None)
         if isinstance(fn, (V.ObjectVar, V.ConstVar)):
             return self.call_object(fn.value if isinstance(fn, V.ObjectVar) else fn.value,
                                     args, kwargs)
@@ -470,6 +473,12 @@ class CallMixin(AccessMixin):
             return V.GradModeVar(bool(args[0].const()))
         if fn is kiln.inference_mode:
             raise V.Unsupported("inference_mode() blocks are not captured")
+        if fn is kiln.autocast:  # built now: its arguments are constants of the code
+            try:
+                return V.ObjectVar(fn(*[_const_arg(a) for a in args],
+                                      **{k: _const_arg(v) for k, v in kwargs.items()}))
+            except (TypeError, ValueError, RuntimeError) as e:
+                raise V.Unsupported(f"autocast(): {e}") from None
         if _is_kiln_function(fn):
             return self.call_kiln(fn, args, kwargs)
         if isinstance(fn, type) and issubclass(fn, tuple) and hasattr(fn, "_fields"):
@@ -581,6 +590,25 @@ class CallMixin(AccessMixin):
         if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
             raise V.Unsupported("coroutines are not captured")
         return child.run()
+
+
+def _const_arg(v: V.VT):
+    if isinstance(v, V.ConstVar):
+        return v.value
+    if isinstance(v, V.ObjectVar) and isinstance(v.value, kiln.dtype):
+        return v.value
+    raise V.Unsupported(f"autocast() with a {type(v).__name__} argument")
+
+
+def autocast_region(ctx, device: str, enabled: bool, dtype) -> None:
+    """Sets `device`'s autocast region for the rest of the capture: in `ctx.autocast` (which
+    casts ops.record inserts) and in the C++ state (which the examples are computed under, as
+    eager runs them)."""
+    kiln._C._autograd._set_autocast_region(device, enabled, dtype)
+    if enabled:
+        ctx.autocast[device] = dtype
+    else:
+        ctx.autocast.pop(device, None)
 
 
 def _numpy_loaded() -> bool:

@@ -111,6 +111,8 @@ class _Builder:
             return fn
         if isinstance(v, V.GradModeExitVar):
             return f"_grad_exit({v.previous!r})"
+        if isinstance(v, V.AutocastExitVar):
+            return f"_autocast_exit({v.device!r}, {v.previous[0]!r}, {self.const(v.previous[1])})"
         if isinstance(v, V.GradModeVar):
             return f"_grad_mode({v.enabled!r})"
         raise V.Unsupported(f"cannot rebuild a {type(v).__name__} after a graph break")
@@ -230,6 +232,7 @@ def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_n
         _graph=graph_fn, _MethodType=types.MethodType, _FunctionType=types.FunctionType,
         _CellType=types.CellType, _partial=__import__("functools").partial,
         _with_kwdefaults=_with_kwdefaults, _grad_exit=_grad_exit, _grad_mode=_grad_mode,
+        _autocast_exit=_AutocastExit,
         _NULL=NULL_MARK, _object_new=object.__new__,
     )
     namespace.update(extra_ns)
@@ -265,6 +268,28 @@ class _GradExit:
         from kiln import _grad_mode
 
         _grad_mode._set_grad_enabled(self.previous)
+
+
+class _AutocastExit:
+    """The `__exit__` of an autocast block a graph break left open: restores the region."""
+
+    def __init__(self, device: str, enabled: bool, dtype) -> None:
+        self.device, self.enabled, self.dtype = device, enabled, dtype
+
+    def __call__(self, *exc) -> None:
+        from kiln import _C
+
+        _C._autograd._set_autocast_region(self.device, self.enabled, self.dtype)
+
+
+def set_autocast_regions(regions: dict) -> None:
+    """Sets every device's autocast region to `regions` (device -> dtype of an enabled one): the
+    regions the captured code had opened where a graph break resumes it."""
+    from kiln import _C
+
+    for device in ("cpu", "cuda"):
+        dtype = regions.get(device, _C._autograd._autocast_region(device)[1])
+        _C._autograd._set_autocast_region(device, device in regions, dtype)
 
 
 def _grad_exit(previous):

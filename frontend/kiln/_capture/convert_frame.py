@@ -258,6 +258,7 @@ class Compiler:
         from kiln.amp.autocast import _state as autocast_state
 
         ctx.autocast = autocast_state.regions()
+        ctx.entry_autocast = dict(ctx.autocast)
         regions = ", ".join(f"{d} {t}" for d, t in ctx.autocast.items()) or "none"
         ctx.guards.flag(autocast_state, "key", autocast_state.key, f"autocast regions: {regions}")
         locals_ = {}
@@ -274,7 +275,12 @@ class Compiler:
                     contents = None
                 closure.append(V.CellVar(contents, ClosureSource(i, code.co_freevars[i])))
         top = TopFrame(ctx, code, func.__globals__, locals_, closure=closure)
-        outcome = top.run_top()
+        regions = {d: _C._autograd._autocast_region(d) for d in ("cpu", "cuda")}
+        try:
+            outcome = top.run_top()
+        finally:  # a block the code opens changes them while it is evaluated
+            for device, (enabled, dtype) in regions.items():
+                _C._autograd._set_autocast_region(device, enabled, dtype)
         for (source, sizes) in ctx.seen_sizes.items():
             path = _path_of(source)
             if path is not None:
@@ -358,6 +364,8 @@ class Compiler:
         result_vars.update({f"l{i}": v for i, v in enumerate(plain.values())})
         result_vars.update({f"c{i}": v for i, v in enumerate(cells.values())})
 
+        b_regions = "_autocast_regions"  # the regions open at the break (a block inside the code)
+
         def body(e: dict) -> str:  # e: the Python expression rebuilding each variable
             items = ", ".join(e[f"s{i}"] for i in range(len(stack)))
             local_items = ", ".join(f"{k!r}: {e[f'l{i}']}" for i, k in enumerate(plain))
@@ -367,6 +375,7 @@ class Compiler:
                 f"_locals = {{{local_items}}}",
                 f"_cells = {{{cell_items}}}",
                 f"_set_grad({ctx.grad_enabled!r})",
+                *([f"_set_autocast({b_regions})"] if ctx.autocast != ctx.entry_autocast else []),
                 "return _do_break(_func, _stack, _locals, _cells)",
             ])
 
@@ -374,7 +383,9 @@ class Compiler:
         from kiln import _grad_mode
 
         return codegen.make_entry(ctx, graph_fn, outputs, body, result_vars,
-                                  {"_do_break": handler, "_set_grad": _grad_mode._set_grad_enabled})
+                                  {"_do_break": handler, "_set_grad": _grad_mode._set_grad_enabled,
+                                   "_set_autocast": codegen.set_autocast_regions,
+                                   "_autocast_regions": dict(ctx.autocast)})
 
 
 def _without_capture(fn):

@@ -87,13 +87,15 @@ class ReturnSignal(Exception):
 
 class Snapshot:
     """What evaluating instructions of `frame` can change, to put back when they turn out not
-    to be capturable: its position, stack and locals, the grad mode, the Python objects changed
-    since (the capture's undo log) and the positions of the iterators its frames hold."""
+    to be capturable: its position, stack and locals, the grad mode and autocast regions, the
+    Python objects changed since (the capture's undo log) and the positions of the iterators its
+    frames hold."""
 
     def __init__(self, frame) -> None:
         self.ip, self.kw_names = frame.ip, frame.kw_names
         self.stack, self.locals = list(frame.stack), dict(frame.locals)
         self.grad_enabled, self.undo_len = frame.ctx.grad_enabled, len(frame.ctx.undo)
+        self.autocast = dict(frame.ctx.autocast)
         self.iterators = []
         f = frame
         while f is not None:
@@ -109,6 +111,12 @@ class Snapshot:
         frame.stack, frame.locals = self.stack, self.locals
         ctx = frame.ctx
         ctx.grad_enabled = self.grad_enabled
+        if ctx.autocast != self.autocast:
+            from kiln._capture.calls import autocast_region
+
+            for device in set(ctx.autocast) | set(self.autocast):
+                dtype = self.autocast.get(device, ctx.autocast.get(device))
+                autocast_region(ctx, device, device in self.autocast, dtype)
         for it, pos in self.iterators:
             it.pos = pos
         while len(ctx.undo) > self.undo_len:
@@ -597,6 +605,16 @@ class Frame(CallMixin):
     # -- with blocks -------------------------------------------------------------------
     def op_BEFORE_WITH(self, inst):
         mgr = self.pop()
+        if isinstance(mgr, V.ObjectVar) and isinstance(mgr.value, kiln.autocast):
+            from kiln._capture.calls import autocast_region
+
+            region = mgr.value
+            previous = tuple(kiln._C._autograd._autocast_region(region.device))
+            dtype = region.fast_dtype if region._enabled else previous[1]
+            autocast_region(self.ctx, region.device, region._enabled, dtype)
+            self.push(V.AutocastExitVar(region.device, previous))
+            self.push(V.ConstVar(None))
+            return
         if not isinstance(mgr, V.GradModeVar):
             raise V.Unsupported(f"with-block over {type(mgr).__name__}")
         previous = self.ctx.grad_enabled

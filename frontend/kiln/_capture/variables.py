@@ -340,6 +340,15 @@ class GradModeVar(VT):
         self.enabled = enabled
 
 
+class AutocastExitVar(VT):
+    """The `__exit__` of a `kiln.autocast` block opened in compiled code: puts back the region
+    of `device` the block replaced (`previous`: enabled, dtype)."""
+
+    def __init__(self, device: str, previous: tuple) -> None:
+        self.device = device
+        self.previous = previous
+
+
 class GradModeExitVar(VT):
     """The `__exit__` a with-block keeps on the stack: restores the previous grad mode."""
 

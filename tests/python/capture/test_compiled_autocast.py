@@ -1,8 +1,8 @@
 """kiln.compile under kiln.autocast: a compiled function called inside a region gets the casts
 eager makes as cast nodes of its graph (same dtypes, values within the narrow type's rounding,
 nothing on eager kernels), is guarded on the regions (entering or leaving one captures again),
-and trains compiled with eager's gradients. A region opened inside compiled code breaks the
-graph and runs eagerly, with eager's results."""
+and trains compiled with eager's gradients. A region opened inside compiled code compiles the
+same way, and a graph break inside it resumes with the region open."""
 
 import numpy as np
 import pytest
@@ -65,15 +65,42 @@ def test_training_inside_a_region_matches_eager():
         close(q.grad, p.grad, 2e-2)
 
 
-def test_a_region_inside_compiled_code_runs_eagerly_with_eager_results():
+def test_a_region_opened_inside_compiled_code_compiles():
     def f(a, b):
         with kiln.autocast("cpu", dtype=kiln.bfloat16):
             y = (a @ b).relu()
-        return y, y.float() * 2
+            loss = F.mse_loss(y, y * 0.5)
+            with kiln.autocast("cpu", enabled=False):
+                full = a @ b
+        return y, y.float() * 2, loss, full, a @ b
 
     a, b = kiln.randn(4, 8), kiln.randn(8, 3)
-    want, got = f(a, b), kiln.compile(f)(a, b)
+    backend = CpuBackend(fallback=False)
+    want, got = f(a, b), kiln.compile(f, backend=backend)(a, b)
+    assert [g.dtype for g in got] == [kiln.bfloat16] + [kiln.float32] * 4
     for w, g in zip(want, got, strict=True):
         assert g.dtype == w.dtype
         close(g, w, 0)
-    assert kiln.explain(f)(a, b).graph_break_count >= 1
+    assert kiln.explain(f)(a, b).graph_break_count == 0
+    assert backend.reports[0].eager_nodes == 0
+    assert not kiln.is_autocast_enabled("cpu")  # the capture put the regions back
+
+
+def test_a_graph_break_inside_a_region_resumes_inside_it(capsys):
+    def f(a, b):
+        with kiln.autocast("cpu"):
+            y = a @ b
+            print("inside")
+            w = y @ b.t()
+        return w, a @ b
+
+    a, b = kiln.randn(4, 8), kiln.randn(8, 8)
+    compiled = kiln.compile(f)
+    want = f(a, b)
+    for _ in range(2):  # the capture, then the compiled entry with its break
+        got = compiled(a, b)
+        assert [g.dtype for g in got] == [kiln.bfloat16, kiln.float32]
+        for w, g in zip(want, got, strict=True):
+            close(g, w, 0)
+        assert not kiln.is_autocast_enabled("cpu")
+    assert capsys.readouterr().out.count("inside") == 3
