@@ -233,3 +233,42 @@ std::vector<Tensor> meshgrid(std::span<const Tensor> tensors, const std::string 
 }
 
 } // namespace kiln::autograd::ops
+
+namespace kiln::autograd::ops {
+
+Tensor movedim(const Tensor &self, IntList source, IntList destination) {
+  Tensor out = kiln::ops::movedim(self, source, destination); // checks, and the no-grad view
+  if (!anyRequiresGrad({&self}))
+    return out;
+  // torch's order: the moved dims at their destinations, the others in order around them
+  const int64_t n = self.dim();
+  auto wrap = [n](int64_t d) { return d < 0 ? d + std::max<int64_t>(n, 1) : d; };
+  Shape perm(n, -1);
+  std::vector<bool> moved(n, false);
+  for (size_t i = 0; i < source.size(); ++i) {
+    perm[wrap(destination[i])] = wrap(source[i]);
+    moved[wrap(source[i])] = true;
+  }
+  int64_t next = 0;
+  for (int64_t &p : perm) {
+    if (p >= 0)
+      continue;
+    while (moved[next])
+      ++next;
+    p = next++;
+  }
+  return autograd::permute(self, perm);
+}
+
+Tensor maskedSelect(const Tensor &self, const Tensor &mask) {
+  Tensor out = kiln::ops::maskedSelect(self, mask); // checks, and the no-grad values
+  if (!anyRequiresGrad({&self}))
+    return out;
+  // the elements of self (broadcast with the mask) where it is set, as a differentiable gather
+  Shape shape = broadcastShapes(self.sizes(), mask.sizes(), "masked_select");
+  Tensor flat = autograd::reshape(autograd::expand(self, shape), {-1});
+  Tensor where = kiln::ops::nonzero(mask.expand(shape).reshape({-1})).reshape({-1});
+  return indexSelect(flat, 0, where);
+}
+
+} // namespace kiln::autograd::ops

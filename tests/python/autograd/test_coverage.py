@@ -16,6 +16,7 @@ import kiln
 NON_DIFFERENTIABLE = {
     "detach",
     "new_empty",
+    "new_full",
     "new_ones",
     "new_tensor",
     "new_zeros",
@@ -43,7 +44,8 @@ def first_result(name):
     v = kiln.randn(4, dtype=kiln.float64)
     fn = getattr(kiln.Tensor, name)
     # matrix forms, then vector ones (dot, outer) and matrix-vector ones (mv)
-    for self, args in ((x, ()), (x, (y,)), (x, (1,)), (x, (0,)), (x, (v,)), (x[0], (v,))):
+    for self, args in ((x, ()), (x, (y,)), (x, (1,)), (x, (0,)), (x, (v,)), (x[0], (v,)),
+                       (x, (0, 1)), (x, (y > 0,))):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -125,7 +127,8 @@ def test_no_function_silently_drops_history():
             r = None
             m, v = x[0, 0], x[0, 0, 0]  # a matrix and a vector (products: mv, dot, addmv)
             probes = ((x,), (x, x), (x, 1), (x, 2), (m, v), (v, v), ("ij->j", m),
-                      (v[:4], m, v), (x[0], x[0], x[0]), (m, m, x[0, :, :, :4]))
+                      (v[:4], m, v), (x[0], x[0], x[0]), (m, m, x[0, :, :, :4]), (m, 0, 1),
+                      (m, m > 0))
             for args in probes:
                 try:
                     with warnings.catch_warnings():
