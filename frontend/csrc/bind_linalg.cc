@@ -3,6 +3,7 @@
 // kiln/nn/_functional_conv.py and kiln/nn/_functional_linalg.py.
 #include "frontend/csrc/bindings.h"
 #include "frontend/csrc/py_convert.h"
+#include "runtime/onednn.h"
 #include "runtime/ops/conv.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/interpolate.h"
@@ -82,6 +83,9 @@ void bindMatrixProducts(py::module_ &m) {
   m.def("_einsum", [](const std::string &equation, const std::vector<Tensor> &operands) {
     return ops::einsum(equation, operands);
   });
+  // Whether bfloat16 products run on oneDNN here, and how many it has run.
+  m.def("_onednn_stats",
+        [] { return py::make_tuple(onednn::available(DType::BFloat16), onednn::calls()); });
 }
 
 /// Binds torch.convNd(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1);

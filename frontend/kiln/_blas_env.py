@@ -10,6 +10,9 @@ Debian's OpenBLAS 0.3.21 does not recognize recent Xeons and falls back to its g
 "Prescott" SSE kernels, which are ~7x slower than the AVX-512 ones on the same machine (512x512
 sgemm, one thread: 22 ms vs 3.2 ms). OpenBLAS reads OPENBLAS_CORETYPE once, when it is loaded,
 so kiln sets it here from the CPU's flags — only when the user has not set it.
+
+bfloat16 GEMMs run on oneDNN where the CPU has bfloat16 dot products (runtime/onednn.h): its
+library comes from the `onednn-cpu-gomp` package, found here the same way as MKL's.
 """
 
 import glob
@@ -37,7 +40,18 @@ def _mkl_library() -> str | None:
     return None
 
 
+def _dnnl_library() -> str | None:
+    """libdnnl.so.3 from the `onednn-cpu-gomp` package of this environment (in <prefix>/lib)."""
+    for prefix in dict.fromkeys((sys.prefix, sys.base_prefix)):
+        path = os.path.join(prefix, "lib", "libdnnl.so.3")
+        if os.path.exists(path):
+            return path
+    return None
+
+
 def configure() -> None:
+    if "KILN_DNNL_LIB" not in os.environ and (dnnl := _dnnl_library()):
+        os.environ["KILN_DNNL_LIB"] = dnnl  # bfloat16 GEMMs (runtime/onednn.h)
     if os.environ.get("KILN_BLAS", "").lower() == "openblas":
         os.environ.pop("KILN_MKL_LIB", None)
     elif "KILN_MKL_LIB" not in os.environ and (lib := _mkl_library()):

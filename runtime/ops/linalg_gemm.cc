@@ -2,6 +2,7 @@
 // and the batched tensor GEMM every matrix product in kiln goes through.
 #include "runtime/blas.h"
 #include "runtime/copy.h"
+#include "runtime/onednn.h"
 #include "runtime/ops/linalg_impl.h"
 #include "runtime/thread_pool.h"
 
@@ -9,6 +10,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -311,6 +313,56 @@ bool stridedBatch(const std::vector<int64_t> &offA, const std::vector<int64_t> &
                                    sa, b.data + offB[0], lb->ld, sb, beta, c, ldc, m * n, count);
 }
 
+/// `t` as a oneDNN operand of rank `rank` (leading batch dims of size 1 added; a broadcast dim,
+/// stride 0, given as size 1, which oneDNN broadcasts).
+onednn::Operand dnnlOperand(const Tensor &t, size_t rank) {
+  onednn::Operand o;
+  const size_t pad = rank - static_cast<size_t>(t.dim());
+  o.dims.assign(pad, 1);
+  o.strides.assign(pad, std::max<int64_t>(1, t.numel()));
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const bool broadcast = t.stride(d) == 0 && t.size(d) > 1;
+    o.dims.push_back(broadcast ? 1 : t.size(d));
+    o.strides.push_back(broadcast ? 0 : t.stride(d));
+  }
+  o.data = t.rawData();
+  return o;
+}
+
+/// The product on oneDNN in the operands' own narrow dtype (bfloat16 on CPUs with its dot
+/// products): plain products and addmm's `self + a @ b` (as oneDNN's bias); nullopt for the
+/// rest (scaled forms, empty or oddly strided operands), which widen to float32 BLAS instead.
+std::optional<Tensor> narrowGemm(const Tensor &a, const Tensor &b, const Tensor *self,
+                                 const Scalar &alpha, const Scalar &beta, const Shape &outShape) {
+  const DType dt = a.dtype();
+  if (!onednn::available(dt) || !a.isCpu() || b.dtype() != dt || alpha.toDouble() != 1.0)
+    return std::nullopt;
+  const bool bias = self != nullptr && beta.toDouble() != 0.0;
+  if (bias && (beta.toDouble() != 1.0 || self->dtype() != dt ||
+               static_cast<size_t>(self->dim()) > outShape.size()))
+    return std::nullopt;
+  for (int64_t s : {a.size(-2), a.size(-1), b.size(-1)})
+    if (s == 0)
+      return std::nullopt;
+  auto plain = [](const Tensor &t) {
+    return blasLayout(t.size(-2), t.size(-1), t.stride(-2), t.stride(-1)) ? t : t.contiguous();
+  };
+  Tensor pa = plain(a), pb = plain(b);
+  Tensor out = Tensor::empty(outShape, dt, a.device());
+  const size_t rank = outShape.size();
+  onednn::Operand biasOp;
+  if (bias) {
+    biasOp = dnnlOperand(*self, rank);
+    for (size_t d = 0; d < rank; ++d)
+      if (biasOp.dims[d] != 1 && biasOp.dims[d] != outShape[d])
+        return std::nullopt;
+  }
+  if (!onednn::matmul(dt, dnnlOperand(pa, rank), dnnlOperand(pb, rank), bias ? &biasOp : nullptr,
+                      dnnlOperand(out, rank)))
+    return std::nullopt;
+  return out;
+}
+
 } // namespace
 
 Tensor batchedGemm(const Tensor &a, const Tensor &b, const Tensor *self, const Scalar &alpha,
@@ -323,6 +375,9 @@ Tensor batchedGemm(const Tensor &a, const Tensor &b, const Tensor *self, const S
   Shape outShape = batch;
   outShape.push_back(m);
   outShape.push_back(n);
+  if (compute != dt)
+    if (std::optional<Tensor> narrow = narrowGemm(a, b, self, alpha, beta, outShape))
+      return *narrow;
   Tensor ac = gemmOperand(a, compute), bc = gemmOperand(b, compute);
   Tensor out = Tensor::empty(outShape, compute, a.device());
   bool useSelf = self != nullptr && beta.toDouble() != 0.0;

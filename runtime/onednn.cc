@@ -1,0 +1,221 @@
+#include "runtime/onednn.h"
+
+#include "runtime/thread_pool.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace kiln::onednn {
+namespace {
+
+// The few declarations of oneDNN 3's C API (include/oneapi/dnnl/dnnl.h) kiln calls: opaque
+// handles, int64 dims, the argument indices and data types below.
+using Handle = void *;
+using Dims = int64_t[12];
+struct ExecArg {
+  int arg;
+  Handle memory;
+};
+constexpr int kCpuEngine = 1, kInOrderStream = 1;
+constexpr int kArgSrc = 1, kArgDst = 17, kArgWeights = 33, kArgBias = 41;
+
+int dnnlType(DType t) {
+  switch (t) {
+  case DType::Float16:
+    return 1;
+  case DType::BFloat16:
+    return 2;
+  case DType::Float32:
+    return 3;
+  default:
+    return 0;
+  }
+}
+
+struct Api {
+  int (*engineCreate)(Handle *, int, size_t);
+  int (*streamCreate)(Handle *, Handle, unsigned);
+  int (*streamWait)(Handle);
+  int (*mdCreate)(Handle *, int, const int64_t *, int, const int64_t *);
+  int (*mdDestroy)(Handle);
+  int (*matmulPd)(Handle *, Handle, Handle, Handle, Handle, Handle, Handle);
+  int (*pdDestroy)(Handle);
+  int (*primitiveCreate)(Handle *, Handle);
+  int (*primitiveDestroy)(Handle);
+  int (*execute)(Handle, Handle, int, const ExecArg *);
+  int (*memoryCreate)(Handle *, Handle, Handle, void *);
+  int (*setHandle)(Handle, void *);
+  void (*ompSetThreads)(int);
+  Handle engine = nullptr, stream = nullptr;
+};
+
+template <typename F> bool bind(void *lib, const char *name, F &fn) {
+  fn = reinterpret_cast<F>(dlsym(lib, name));
+  return fn != nullptr;
+}
+
+const Api *loadApi() {
+  const char *off = std::getenv("KILN_ONEDNN");
+  if (off && std::strcmp(off, "0") == 0)
+    return nullptr;
+  const char *path = std::getenv("KILN_DNNL_LIB");
+  void *lib = dlopen(path && *path ? path : "libdnnl.so.3", RTLD_NOW | RTLD_LOCAL);
+  if (!lib)
+    return nullptr;
+  static Api api;
+  bool ok = bind(lib, "dnnl_engine_create", api.engineCreate) &&
+            bind(lib, "dnnl_stream_create", api.streamCreate) &&
+            bind(lib, "dnnl_stream_wait", api.streamWait) &&
+            bind(lib, "dnnl_memory_desc_create_with_strides", api.mdCreate) &&
+            bind(lib, "dnnl_memory_desc_destroy", api.mdDestroy) &&
+            bind(lib, "dnnl_matmul_primitive_desc_create", api.matmulPd) &&
+            bind(lib, "dnnl_primitive_desc_destroy", api.pdDestroy) &&
+            bind(lib, "dnnl_primitive_create", api.primitiveCreate) &&
+            bind(lib, "dnnl_primitive_destroy", api.primitiveDestroy) &&
+            bind(lib, "dnnl_primitive_execute", api.execute) &&
+            bind(lib, "dnnl_memory_create", api.memoryCreate) &&
+            bind(lib, "dnnl_memory_set_data_handle", api.setHandle);
+  // The OpenMP runtime the library links (libgomp): dlsym searches its dependencies too.
+  bind(lib, "omp_set_num_threads", api.ompSetThreads);
+  if (!ok || api.engineCreate(&api.engine, kCpuEngine, 0) != 0 ||
+      api.streamCreate(&api.stream, api.engine, kInOrderStream) != 0) {
+    std::fprintf(stderr, "kiln: %s is not a usable oneDNN 3 library; GEMMs stay on BLAS\n",
+                 path && *path ? path : "libdnnl.so.3");
+    return nullptr;
+  }
+  return &api;
+}
+
+const Api *api() {
+  static const Api *a = loadApi();
+  return a;
+}
+
+/// The CPU's flags from /proc/cpuinfo (empty when unreadable).
+std::string cpuFlags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("flags", 0) == 0)
+      return line + " ";
+  return {};
+}
+
+bool hasFlag(const std::string &flags, const char *flag) {
+  return flags.find(std::string(" ") + flag + " ") != std::string::npos;
+}
+
+/// A primitive for one shape, with memory objects whose data pointers each call sets.
+struct Entry {
+  Handle primitive = nullptr, a = nullptr, b = nullptr, bias = nullptr, dst = nullptr;
+};
+
+std::mutex gMutex;
+std::map<std::vector<int64_t>, Entry> gCache;
+std::atomic<int64_t> gCalls{0};
+thread_local int gThreads = 0; // what this thread last gave OpenMP (a per-thread setting)
+
+Handle memoryDesc(const Api &api, const Operand &o, int type) {
+  Dims dims{}, strides{};
+  const int rank = static_cast<int>(o.dims.size());
+  for (int i = 0; i < rank; ++i)
+    dims[i] = o.dims[i], strides[i] = o.strides[i];
+  Handle md = nullptr;
+  if (api.mdCreate(&md, rank, dims, type, strides) != 0)
+    return nullptr;
+  return md;
+}
+
+/// Builds the primitive and its memory objects, or an empty entry when oneDNN refuses.
+Entry build(const Api &api, int type, const Operand &a, const Operand &b, const Operand *bias,
+            const Operand &dst) {
+  Entry e;
+  Handle mds[4] = {memoryDesc(api, a, type), memoryDesc(api, b, type),
+                   bias ? memoryDesc(api, *bias, type) : nullptr, memoryDesc(api, dst, type)};
+  Handle pd = nullptr;
+  if (mds[0] && mds[1] && mds[3] && (!bias || mds[2]) &&
+      api.matmulPd(&pd, api.engine, mds[0], mds[1], mds[2], mds[3], nullptr) == 0 &&
+      api.primitiveCreate(&e.primitive, pd) == 0) {
+    Handle *objs[4] = {&e.a, &e.b, &e.bias, &e.dst};
+    for (int i = 0; i < 4; ++i)
+      if (mds[i])
+        api.memoryCreate(objs[i], mds[i], api.engine, nullptr);
+  }
+  if (pd)
+    api.pdDestroy(pd);
+  for (Handle md : mds)
+    if (md)
+      api.mdDestroy(md);
+  return e;
+}
+
+std::vector<int64_t> keyOf(DType dtype, const Operand &a, const Operand &b, const Operand *bias,
+                           const Operand &dst) {
+  std::vector<int64_t> key{static_cast<int64_t>(dtype), bias ? 1 : 0};
+  for (const Operand *o : {&a, &b, bias, &dst}) {
+    if (!o)
+      continue;
+    key.insert(key.end(), o->dims.begin(), o->dims.end());
+    key.insert(key.end(), o->strides.begin(), o->strides.end());
+  }
+  return key;
+}
+
+} // namespace
+
+bool available(DType dtype) {
+  if (dtype != DType::BFloat16 || api() == nullptr)
+    return false;
+  static const bool native = [] {
+    std::string flags = cpuFlags();
+    return hasFlag(flags, "avx512_bf16") || hasFlag(flags, "amx_bf16");
+  }();
+  return native;
+}
+
+bool matmul(DType dtype, const Operand &a, const Operand &b, const Operand *bias,
+            const Operand &dst) {
+  // Inside a parallel region of kiln's pool the GEMM stays on one thread: OpenMP would start a
+  // team per pool thread.
+  if (!available(dtype) || inParallelRegion())
+    return false;
+  const Api &lib = *api();
+  std::lock_guard<std::mutex> lock(gMutex);
+  std::vector<int64_t> key = keyOf(dtype, a, b, bias, dst);
+  auto it = gCache.find(key);
+  if (it == gCache.end()) {
+    if (gCache.size() >= 512) // shapes of a workload are few: a full cache is a varying one
+      gCache.clear();         // (primitives kept alive by oneDNN's own cache are reused)
+    it = gCache.emplace(key, build(lib, dnnlType(dtype), a, b, bias, dst)).first;
+  }
+  const Entry &e = it->second;
+  if (!e.primitive)
+    return false;
+  if (lib.ompSetThreads && gThreads != numThreads()) {
+    gThreads = numThreads();
+    lib.ompSetThreads(gThreads);
+  }
+  lib.setHandle(e.a, const_cast<void *>(a.data));
+  lib.setHandle(e.b, const_cast<void *>(b.data));
+  lib.setHandle(e.dst, const_cast<void *>(dst.data));
+  ExecArg args[4] = {{kArgSrc, e.a}, {kArgWeights, e.b}, {kArgDst, e.dst}, {kArgBias, e.bias}};
+  if (bias)
+    lib.setHandle(e.bias, const_cast<void *>(bias->data));
+  if (lib.execute(e.primitive, lib.stream, bias ? 4 : 3, args) != 0)
+    return false;
+  lib.streamWait(lib.stream);
+  gCalls.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+int64_t calls() { return gCalls.load(std::memory_order_relaxed); }
+
+} // namespace kiln::onednn

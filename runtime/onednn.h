@@ -1,0 +1,35 @@
+#pragma once
+/// oneDNN's matmul for the narrow float types, opened with dlopen (PyPI's onednn-cpu-gomp: the
+/// set-up installs it; KILN_DNNL_LIB names the library, which kiln/_blas_env.py sets to the
+/// environment's copy). On a CPU with bfloat16 dot products (AVX512-BF16 or AMX) its bfloat16
+/// GEMM runs them natively, about twice as fast as float32 BLAS, where kiln's own path widens
+/// the operands to float32 first; elsewhere (and with KILN_ONEDNN=0, or without the library)
+/// `matmul` declines and the caller keeps that path. Primitives are cached by shape, strides and
+/// dtype; oneDNN's OpenMP threads follow kiln.set_num_threads.
+
+#include "runtime/dtype.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace kiln::onednn {
+
+/// One operand of `matmul`: dims and strides in elements (the same rank for every operand;
+/// batch dims of size 1 broadcast), and its data.
+struct Operand {
+  std::vector<int64_t> dims, strides;
+  const void *data = nullptr;
+};
+
+/// Whether `matmul` runs `dtype` here (the library loaded, the CPU has the instructions).
+bool available(DType dtype);
+
+/// dst = a @ b (+ bias, broadcast over dst) in `dtype` for every operand, accumulating in
+/// float32; false (dst untouched) when oneDNN cannot run it, so the caller computes it instead.
+bool matmul(DType dtype, const Operand &a, const Operand &b, const Operand *bias,
+            const Operand &dst);
+
+/// How many products `matmul` has run (tests and benchmarks check which path ran).
+int64_t calls();
+
+} // namespace kiln::onednn
