@@ -53,6 +53,7 @@ struct Api {
   int (*execute)(Handle, Handle, int, const ExecArg *);
   int (*memoryCreate)(Handle *, Handle, Handle, void *);
   int (*setHandle)(Handle, void *);
+  int (*memoryDestroy)(Handle);
   void (*ompSetThreads)(int);
   Handle engine = nullptr, stream = nullptr;
 };
@@ -82,7 +83,8 @@ const Api *loadApi() {
             bind(lib, "dnnl_primitive_destroy", api.primitiveDestroy) &&
             bind(lib, "dnnl_primitive_execute", api.execute) &&
             bind(lib, "dnnl_memory_create", api.memoryCreate) &&
-            bind(lib, "dnnl_memory_set_data_handle", api.setHandle);
+            bind(lib, "dnnl_memory_set_data_handle", api.setHandle) &&
+            bind(lib, "dnnl_memory_destroy", api.memoryDestroy);
   // The OpenMP runtime the library links (libgomp): dlsym searches its dependencies too.
   bind(lib, "omp_set_num_threads", api.ompSetThreads);
   if (!ok || api.engineCreate(&api.engine, kCpuEngine, 0) != 0 ||
@@ -188,27 +190,38 @@ bool matmul(DType dtype, const Operand &a, const Operand &b, const Operand *bias
   if (!available(dtype) || inParallelRegion())
     return false;
   const Api &lib = *api();
+  if (lib.ompSetThreads && gThreads != numThreads()) { // before a primitive is made for them
+    gThreads = numThreads();
+    lib.ompSetThreads(gThreads);
+  }
   std::lock_guard<std::mutex> lock(gMutex);
+  // oneDNN splits a primitive's work for the thread count it was created under
   std::vector<int64_t> key = keyOf(dtype, a, b, bias, dst);
+  key.push_back(numThreads());
   auto it = gCache.find(key);
   if (it == gCache.end()) {
-    if (gCache.size() >= 512) // shapes of a workload are few: a full cache is a varying one
-      gCache.clear();         // (primitives kept alive by oneDNN's own cache are reused)
+    if (gCache.size() >= 512) { // a workload's shapes are few: a full cache is a varying one
+      for (auto &[k, old] : gCache) {
+        if (old.primitive)
+          lib.primitiveDestroy(old.primitive);
+        for (Handle m : {old.a, old.b, old.bias, old.dst})
+          if (m)
+            lib.memoryDestroy(m);
+      }
+      gCache.clear();
+    }
     it = gCache.emplace(key, build(lib, dnnlType(dtype), a, b, bias, dst)).first;
   }
   const Entry &e = it->second;
   if (!e.primitive)
     return false;
-  if (lib.ompSetThreads && gThreads != numThreads()) {
-    gThreads = numThreads();
-    lib.ompSetThreads(gThreads);
-  }
   lib.setHandle(e.a, const_cast<void *>(a.data));
   lib.setHandle(e.b, const_cast<void *>(b.data));
   lib.setHandle(e.dst, const_cast<void *>(dst.data));
   ExecArg args[4] = {{kArgSrc, e.a}, {kArgWeights, e.b}, {kArgDst, e.dst}, {kArgBias, e.bias}};
   if (bias)
     lib.setHandle(e.bias, const_cast<void *>(bias->data));
+  parkWorkers(); // oneDNN's OpenMP threads run on the cores kiln's idle workers spin on
   if (lib.execute(e.primitive, lib.stream, bias ? 4 : 3, args) != 0)
     return false;
   lib.streamWait(lib.stream);
