@@ -379,15 +379,21 @@ Tensor batchNorm(const Tensor &input, const Tensor &weight, const Tensor &bias,
       kiln::ops::batchNorm(input, weight, bias, runningMean, runningVar, training, momentum, eps);
   const bool batchStats = training || !runningMean.defined() || !runningVar.defined();
   record("NativeBatchNormBackward0", {&input, &weight, &bias}, out, [&](const NodePtr &) {
+    // the affine parameters may be wider than the input (float32 under bfloat16 autocast):
+    // their gradients come back in their own dtype
+    const DType wdt = weight.defined() ? weight.dtype() : input.dtype();
+    const DType bdt = bias.defined() ? bias.dtype() : input.dtype();
     return [sx = SavedTensor(input), sw = SavedTensor(weight),
             rm = batchStats ? Tensor() : runningMean.clone(),
-            rv = batchStats ? Tensor() : runningVar.clone(), eps](B &b, const Node &n, Grads &g) {
+            rv = batchStats ? Tensor() : runningVar.clone(), eps, wdt,
+            bdt](B &b, const Node &n, Grads &g) {
       Tensor x = sx.unpack(n);
       if (!isGradEnabled() && x.isCpu() && g[0].isCpu()) { // one fused pass per channel
         Tensor w = sw.defined() ? sw.unpack(n) : Tensor();
         auto r = kiln::ops::batchNormBackward(g[0], x, w, rm, rv, eps, n.needsInputGrad(0),
                                               n.needsInputGrad(1), n.needsInputGrad(2));
-        return Grads{r.input, r.weight, r.bias};
+        return Grads{r.input, r.weight.defined() ? r.weight.to(wdt) : r.weight,
+                     r.bias.defined() ? r.bias.to(bdt) : r.bias};
       }
       const int64_t rank = x.dim(), c = x.size(1);
       Shape dims = allButChannel(rank), chan(rank, 1);
@@ -419,9 +425,9 @@ Tensor batchNorm(const Tensor &input, const Tensor &weight, const Tensor &bias,
         }
       }
       if (n.needsInputGrad(1))
-        r[1] = b.sum(b.mul(g[0], xhat), dl, false);
+        r[1] = b.cast(b.sum(b.mul(g[0], xhat), dl, false), wdt);
       if (n.needsInputGrad(2))
-        r[2] = b.sum(g[0], dl, false);
+        r[2] = b.cast(b.sum(g[0], dl, false), bdt);
       return r;
     };
   });

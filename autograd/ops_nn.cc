@@ -60,6 +60,11 @@ Tensor layerNorm(const Tensor &input_, IntList normalizedShape, const Tensor &we
       if (!isGradEnabled() && x.isCpu() && g[0].isCpu()) { // one fused pass per row
         auto r = kiln::ops::layerNormBackward(g[0], x, shape, w ? *w : Tensor(), eps, need[0],
                                               need[1] && w, need[2] && bi);
+        // parameters wider than the input (float32 under autocast) get their own dtype back
+        if (r.weight.defined() && w)
+          r.weight = r.weight.to(w->dtype());
+        if (r.bias.defined() && bi)
+          r.bias = r.bias.to(bi->dtype);
         return Grads{r.input, r.weight, r.bias};
       }
       return rules::layerNorm(bd, g[0], x, w, bi, static_cast<int64_t>(shape.size()), eps, need);

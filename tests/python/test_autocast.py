@@ -155,3 +155,31 @@ def test_bad_arguments():
     with region:
         assert (kiln.ones(2, 2) @ kiln.ones(2, 2)).dtype == kiln.float32
     assert kiln.amp.is_autocast_available("cpu") and not kiln.amp.is_autocast_available("xpu")
+
+
+def _norm_net(m):
+    nn = m.nn
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.Flatten(), nn.Linear(8 * 6 * 6, 16), nn.LayerNorm(16),
+                         nn.Linear(16, 4))
+
+
+def test_norm_layers_on_narrow_inputs_give_float32_parameter_gradients():
+    """BatchNorm and LayerNorm after an autocast product see bfloat16 inputs with float32
+    parameters: every parameter's gradient is float32 and near torch's."""
+    torch.manual_seed(0)
+    tm, km = _norm_net(torch), _norm_net(kiln)
+    km.load_state_dict({k: kiln.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    (x,) = arrays((4, 3, 6, 6))
+    y = np.array([0, 1, 2, 3])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        lt = TF.cross_entropy(tm(torch.tensor(x)), torch.tensor(y))
+    with kiln.autocast("cpu", dtype=kiln.bfloat16):
+        lk = KF.cross_entropy(km(kiln.tensor(x)), kiln.tensor(y))
+    lt.backward()
+    lk.backward()
+    np.testing.assert_allclose(lk.item(), lt.item(), rtol=2e-2)
+    for (name, tp), (_, kp) in zip(tm.named_parameters(), km.named_parameters(), strict=True):
+        assert kp.grad.dtype == kiln.float32, name
+        np.testing.assert_allclose(kp.grad.numpy(), tp.grad.numpy(), rtol=0.1, atol=2e-2,
+                                   err_msg=name)
