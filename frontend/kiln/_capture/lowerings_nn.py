@@ -244,8 +244,8 @@ def _batch_norm_training(w, node, a):
         raise Decline("batch_norm training with a cumulative running average (momentum=None)")
     if a["weight"] is None and a["bias"] is not None:
         raise Decline("batch_norm bias without weight")
-    if x.type.dtype not in ("f32", "f64") or len(x.type.sizes) < 2:
-        raise Decline("batch_norm training of a float32/float64 (N, C, ...) input only")
+    if x.type.dtype not in ("f32", "f64", "bf16", "f16") or len(x.type.sizes) < 2:
+        raise Decline("batch_norm training of a floating (N, C, ...) input only")
     if not all(re.fullmatch(r"[0-9]+", s) for s in x.type.sizes):
         raise Decline("batch_norm training with symbolic sizes")
     sizes = [int(s) for s in x.type.sizes]
@@ -258,6 +258,9 @@ def _batch_norm_training(w, node, a):
     def op(name, *operands, **attrs):
         return w.emit(name, list(operands), attrs, loc)[0]
 
+    narrow = x.type.dtype if x.type.dtype in ("bf16", "f16") else None
+    if narrow:  # statistics and the affine map in float32, the result in the input's dtype
+        x = op("cast", x, dtype="f32")
     mean = op("mean", x, dim=dims, keepdim=True)
     centered = op("sub", x, mean)
     var = op("mean", op("mul", centered, centered), dim=dims, keepdim=True)
@@ -269,16 +272,20 @@ def _batch_norm_training(w, node, a):
             kept = op("mul", running, w.constant(1.0 - m))
             moved = op("mul", op("reshape", stat, shape=[channels]), w.constant(factor))
             op("copy_", running, op("add", kept, moved))
+    def result(name, operands):
+        if narrow:
+            w.emit_node(node, "cast", [op(name, *operands)], {"dtype": narrow})
+        else:
+            w.emit_node(node, name, operands, {})
+
     if a["weight"] is None:
-        w.emit_node(node, "mul", [centered, rstd], {})
-        return
+        return result("mul", [centered, rstd])
     scaled = op("mul", centered, rstd)
     weight = op("reshape", w.tensor(a["weight"]), shape=shape)
     if a["bias"] is None:
-        w.emit_node(node, "mul", [scaled, weight], {})
-        return
+        return result("mul", [scaled, weight])
     bias = op("reshape", w.tensor(a["bias"]), shape=shape)
-    w.emit_node(node, "add", [op("mul", scaled, weight), bias], {})
+    result("add", [op("mul", scaled, weight), bias])
 
 
 def _s_max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,

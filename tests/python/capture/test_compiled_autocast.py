@@ -104,3 +104,31 @@ def test_a_graph_break_inside_a_region_resumes_inside_it(capsys):
             close(g, w, 0)
         assert not kiln.is_autocast_enabled("cpu")
     assert capsys.readouterr().out.count("inside") == 3
+
+
+def conv_bn_net():
+    kiln.manual_seed(0)
+    nn = kiln.nn
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 4 * 4, 4))
+
+
+def test_conv_batchnorm_training_inside_a_region_compiles():
+    """BatchNorm in training mode on a bfloat16 input (after an autocast convolution): its
+    statistics and affine map in float32 as eager's kernel, the result bfloat16; the running
+    statistics and every gradient as eager's."""
+    eager, model = conv_bn_net(), conv_bn_net()
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(model, backend=backend)
+    x = kiln.randn(4, 3, 8, 8)
+    for net in (eager, compiled):
+        with kiln.autocast("cpu"):
+            loss = F.cross_entropy(net(x), TARGETS[:4])
+        loss.backward()
+    assert all(r.eager_nodes == 0 and not r.fallbacks for r in backend.reports)
+    assert sum(r.backward_parts for r in backend.reports) == 1
+    close(model[1].running_mean, eager[1].running_mean, 1e-2)
+    close(model[1].running_var, eager[1].running_var, 1e-2)
+    for (name, p), (_, q) in zip(eager.named_parameters(), model.named_parameters(), strict=True):
+        assert q.grad.dtype == kiln.float32, name
+        close(q.grad, p.grad, 3e-2)
