@@ -134,46 +134,13 @@ Tensor cumsum(const Tensor &a, int64_t dim, std::optional<DType> dtype) {
   return out;
 }
 
-namespace {
-
-/// The gradient of cumprod along the last dim of contiguous [lines, n] doubles, exact with
-/// zeros: grad_i = (x_0 ... x_{i-1}) * Q_i, where Q_i = g_i + x_{i+1} Q_{i+1} gathers every later
-/// output's share (a reverse linear scan, no division).
-void cumprodGradLines(const double *x, const double *g, double *out, int64_t lines, int64_t n) {
-  for (int64_t l = 0; l < lines; ++l, x += n, g += n, out += n) {
-    double q = 0;
-    for (int64_t i = n - 1; i >= 0; --i) {
-      q = g[i] + (i + 1 < n ? x[i + 1] * q : 0.0);
-      out[i] = q;
-    }
-    double before = 1;
-    for (int64_t i = 0; i < n; ++i) {
-      out[i] *= before;
-      before *= x[i];
-    }
-  }
-}
-
-Tensor cumprodGrad(const Tensor &x, const Tensor &g, int64_t dim) {
-  if (x.dim() == 0)
-    return g.to(x.dtype());
-  int64_t last = x.dim() - 1;
-  Tensor xs = kiln::ops::movedim(x, {dim}, {last}).to(DType::Float64).contiguous();
-  Tensor gs = kiln::ops::movedim(g, {dim}, {last}).to(DType::Float64).contiguous();
-  Tensor out = Tensor::empty(xs.sizes(), DType::Float64);
-  int64_t n = xs.size(last);
-  cumprodGradLines(xs.data<double>(), gs.data<double>(), out.data<double>(), n ? xs.numel() / n : 0,
-                   n);
-  return kiln::ops::movedim(out, {last}, {dim}).to(x.dtype()).contiguous();
-}
-
-} // namespace
-
 Tensor cumprod(const Tensor &a, int64_t dim, std::optional<DType> dtype) {
   Tensor out = kiln::ops::cumprod(a, dim, dtype);
   record("CumprodBackward0", {&a}, out, [&](const NodePtr &) {
     return [sa = SavedTensor(a), d = wrapDim(dim, std::max<int64_t>(a.dim(), 1), "cumprod")](
-               B &, const Node &n, Grads &g) { return Grads{cumprodGrad(sa.unpack(n), g[0], d)}; };
+               B &, const Node &n, Grads &g) {
+      return Grads{kiln::ops::cumprodBackward(sa.unpack(n), g[0], d)};
+    };
   });
   return out;
 }

@@ -103,6 +103,10 @@ void addScansAndSorts(ExternTable &t) {
   };
   t.emplace("cumsum", scan("cumsum", ops::cumsum));
   t.emplace("cumprod", scan("cumprod", ops::cumprod));
+  t.emplace("cumprod_backward", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("cumprod_backward", in, 2, 2);
+    return std::vector<Tensor>{ops::cumprodBackward(in[0], in[1], attrs.at("dim").toInt())};
+  });
   t.emplace("argsort", [](Inputs in, const ir::Attributes &attrs) {
     expectInputs("argsort", in, 1, 1);
     return std::vector<Tensor>{ops::argsort(in[0], intOr(attrs, "dim", -1),

@@ -146,6 +146,7 @@ bool isScanOrSortOp(OpKind op) {
   case OpKind::UpsampleLinear:
   case OpKind::Cumsum:
   case OpKind::Cumprod:
+  case OpKind::CumprodBackward:
   case OpKind::Argsort:
   case OpKind::TopkIndices:
   case OpKind::Logcumsumexp:
@@ -196,6 +197,8 @@ TensorMeta scanOrSortType(const Node &n) {
   }
   case OpKind::Argsort:
     return TensorMeta::contiguous(DType::Int64, in.sizes, in.device);
+  case OpKind::CumprodBackward:
+    return TensorMeta::contiguous(in.dtype, in.sizes, in.device);
   case OpKind::Logcumsumexp:
     if (!isFloating(in.dtype))
       ruleFails("logcumsumexp: not implemented for {}", dtypeShortName(in.dtype));

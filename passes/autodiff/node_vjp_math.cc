@@ -391,6 +391,7 @@ bool hasExtraVjp(OpKind op) {
   case OpKind::Norm:
   case OpKind::Scatter:
   case OpKind::Prod:
+  case OpKind::Cumprod:
   case OpKind::Logcumsumexp:
   case OpKind::Var:
   case OpKind::Std:
@@ -451,6 +452,9 @@ std::optional<Grads> extraVjp(B &b, const ir::Node &n, V g, autograd::rules::Nee
     return Grads{prodGrad(b, n, g)};
   case OpKind::Logcumsumexp:
     return Grads{logcumsumexpGrad(b, n, g)};
+  case OpKind::Cumprod: // eager's exact reverse scan, as an extern
+    return Grads{b.op(OpKind::CumprodBackward, {x, g},
+                      {{"dim", wrap(n.attr("dim")->toInt(), std::max<int64_t>(rank, 1))}})};
   case OpKind::Var:
   case OpKind::Std:
     return Grads{varianceGrad(b, n, g)};

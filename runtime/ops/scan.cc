@@ -4,6 +4,7 @@
 #include "runtime/device_ops.h"
 #include "runtime/error.h"
 #include "runtime/ops/reduce_impl.h"
+#include "runtime/ops/shape_ops.h"
 
 #include <cmath>
 #include <memory>
@@ -146,6 +147,43 @@ Tensor cumprod(const Tensor &a, int64_t dim, std::optional<DType> dtype) {
                     joinAttrs({fmt::format("dim = {}", dim),
                                dtype ? dtypeAttr("dtype", *dtype) : std::string()}));
   return cumulative("cumprod", true, a, dim, dtype);
+}
+
+namespace {
+
+/// The gradient of cumprod along the last dim of contiguous [lines, n] doubles, exact with
+/// zeros: grad_i = (x_0 ... x_{i-1}) * Q_i, where Q_i = g_i + x_{i+1} Q_{i+1} gathers every later
+/// output's share (a reverse linear scan, no division).
+void cumprodGradLines(const double *x, const double *g, double *out, int64_t lines, int64_t n) {
+  for (int64_t l = 0; l < lines; ++l, x += n, g += n, out += n) {
+    double q = 0;
+    for (int64_t i = n - 1; i >= 0; --i) {
+      q = g[i] + (i + 1 < n ? x[i + 1] * q : 0.0);
+      out[i] = q;
+    }
+    double before = 1;
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] *= before;
+      before *= x[i];
+    }
+  }
+}
+
+} // namespace
+
+Tensor cumprodBackward(const Tensor &x, const Tensor &g, int64_t dim) {
+  if (x.dim() == 0)
+    return g.to(x.dtype());
+  if (dim < 0)
+    dim += x.dim();
+  int64_t last = x.dim() - 1;
+  Tensor xs = movedim(x, {dim}, {last}).to(DType::Float64).contiguous();
+  Tensor gs = movedim(g, {dim}, {last}).to(DType::Float64).contiguous();
+  Tensor out = Tensor::empty(xs.sizes(), DType::Float64);
+  int64_t n = xs.size(last);
+  cumprodGradLines(xs.data<double>(), gs.data<double>(), out.data<double>(), n ? xs.numel() / n : 0,
+                   n);
+  return movedim(out, {last}, {dim}).to(x.dtype()).contiguous();
 }
 
 std::pair<Tensor, Tensor> cummax(const Tensor &a, int64_t dim) {

@@ -13,6 +13,9 @@ namespace kiln::ops {
 Tensor cumsum(const Tensor &a, int64_t dim, std::optional<DType> dtype = {});
 /// torch.cumprod: like cumsum, with products.
 Tensor cumprod(const Tensor &a, int64_t dim, std::optional<DType> dtype = {});
+/// The gradient of cumprod(x) along dim given the output's gradient `grad`, in x's dtype:
+/// exact with zeros (a reverse scan, no division), computed in double.
+Tensor cumprodBackward(const Tensor &x, const Tensor &grad, int64_t dim);
 /// torch.cummax: running max and the index of its latest occurrence (NaN sticks once seen).
 std::pair<Tensor, Tensor> cummax(const Tensor &a, int64_t dim);
 /// torch.cummin: running min and the index of its latest occurrence.

@@ -1,8 +1,8 @@
 """Compiled gradients of the statistics, layout and transposed-convolution ops against eager
-autograd (float64): var/std, prod, logcumsumexp, stack, every pad mode, interpolation (nearest,
-nearest-exact, linear, bilinear, trilinear; up and down, integer and fractional ratios),
-fold/unfold, advanced indexing with negative and repeated indices, conv_transpose1d/2d and
-inference batch_norm. Each trains in one compiled part with no eager node."""
+autograd (float64): var/std, prod, logcumsumexp, cumprod, stack, every pad mode, interpolation
+(nearest, nearest-exact, linear, bilinear, trilinear; up and down, integer and fractional
+ratios), fold/unfold, advanced indexing with negative and repeated indices, conv_transpose1d/2d
+and inference batch_norm. Each trains in one compiled part with no eager node."""
 
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ STATS = {
     # exact zeros, once and twice in a row: the rule divides by nothing
     "prod_zeros": lambda x: (x * (x.abs() > 0.6)).prod(2),
     "logcumsumexp": lambda x: x.logcumsumexp(1),
+    "cumprod": lambda x: x.cumprod(-1),
+    "cumprod_zeros": lambda x: kiln.cumprod(x * (x.abs() > 0.6), 1),  # the extern's exact scan
     "logcumsumexp_last": lambda x: kiln.logcumsumexp(x * 3, -1),
 }
 
