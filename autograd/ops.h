@@ -281,6 +281,7 @@ Tensor tril(const Tensor &self, int64_t diagonal = 0);
 Tensor triu(const Tensor &self, int64_t diagonal = 0);
 std::vector<Tensor> meshgrid(std::span<const Tensor> tensors, const std::string &indexing = "ij");
 Tensor movedim(const Tensor &self, IntList source, IntList destination);
+std::vector<Tensor> broadcastTensors(std::span<const Tensor> tensors);
 Tensor maskedSelect(const Tensor &self, const Tensor &mask);
 
 } // namespace kiln::autograd::ops

@@ -236,6 +236,14 @@ std::vector<Tensor> meshgrid(std::span<const Tensor> tensors, const std::string 
 
 namespace kiln::autograd::ops {
 
+std::vector<Tensor> broadcastTensors(std::span<const Tensor> tensors) {
+  std::vector<Tensor> out = kiln::ops::broadcastTensors(tensors); // checks, no-grad views
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (anyRequiresGrad({&tensors[i]}))
+      out[i] = autograd::expand(tensors[i], out[i].sizes());
+  return out;
+}
+
 Tensor movedim(const Tensor &self, IntList source, IntList destination) {
   Tensor out = kiln::ops::movedim(self, source, destination); // checks, and the no-grad view
   if (!anyRequiresGrad({&self}))

@@ -32,7 +32,7 @@ _SIMPLE_BUILTINS = {
 # and are inlined like user code, so their tensor ops are recorded one by one.
 # The composite ops too: written in kiln ops, they are captured part by part.
 _INLINED_KILN_MODULES = ("kiln._capture", "kiln.nn.modules", "kiln._ops_composite",
-                         "kiln.nn._functional_composite", "kiln._numpy")  # fmt: skip
+                         "kiln.nn._functional_composite", "kiln._numpy", "kiln.linalg")  # fmt: skip
 
 
 def _unflatten_signature(input, dim, sizes): ...

@@ -128,7 +128,7 @@ def test_no_function_silently_drops_history():
             m, v = x[0, 0], x[0, 0, 0]  # a matrix and a vector (products: mv, dot, addmv)
             probes = ((x,), (x, x), (x, 1), (x, 2), (m, v), (v, v), ("ij->j", m),
                       (v[:4], m, v), (x[0], x[0], x[0]), (m, m, x[0, :, :, :4]), (m, 0, 1),
-                      (m, m > 0))
+                      (m, m > 0), (m, m[:1]), (m[:1], m))
             for args in probes:
                 try:
                     with warnings.catch_warnings():

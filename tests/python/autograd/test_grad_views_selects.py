@@ -1,5 +1,6 @@
-"""Gradients of movedim/moveaxis and masked_select against torch's (they returned results that
-did not require grad: the coverage probes of test_coverage.py found them)."""
+"""Gradients of movedim/moveaxis, masked_select and broadcast_tensors against torch's (they
+returned results that did not require grad: the coverage probes of test_coverage.py found the
+first two, kiln.linalg.cross the third)."""
 
 import numpy as np
 import pytest
@@ -32,3 +33,11 @@ def test_masked_select_gradient(mask_shape):
     check(fn(torch), fn(kiln), (3, 4))
     check(lambda x: x.masked_select(torch.tensor(mask)), lambda x: x.masked_select(
         kiln.tensor(mask)), (3, 4))
+
+
+def test_broadcast_tensors_gradient():
+    def fn(lib):
+        return lambda a, b, c: sum(t * (k + 1)
+                                   for k, t in enumerate(lib.broadcast_tensors(a, b, c)))
+
+    check(fn(torch), fn(kiln), (3, 1), (1, 4), (4,))
