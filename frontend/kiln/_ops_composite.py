@@ -152,10 +152,38 @@ def cdist(x1, x2, p=2.0, compute_mode=None):
     return d.norm(p=p, dim=-1)
 
 
+def _unfold(self, dimension, size, step):
+    """Tensor.unfold: every window of `size` elements along `dimension`, `step` apart, as a
+    new last dim (ViT patches: x.unfold(2, p, p).unfold(3, p, p)). One index_select of the
+    windows' positions, so it records autograd and compiles; a copy, not torch's strided view,
+    so writes into the result do not reach self."""
+    rank = max(self.dim(), 1)
+    if not -rank <= dimension < rank:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, "
+                         f"{rank - 1}], but got {dimension})")
+    dim = dimension % rank
+    length = self.shape[dim] if self.dim() else 1
+    if size > length:
+        raise RuntimeError(f"maximum size for tensor at dimension {dim} is {length} but size is "
+                           f"{size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    x = self if self.dim() else self.reshape(1)
+    windows = (length - size) // step + 1
+    starts = kiln.arange(windows, device=x.device) * step
+    positions = (starts.unsqueeze(1) + kiln.arange(size, device=x.device)).reshape(-1)
+    picked = x.index_select(dim, positions)
+    shape = list(x.shape[:dim]) + [windows, size] + list(x.shape[dim + 1:])
+    order = [*range(dim + 1), *range(dim + 2, len(shape)), dim + 1]  # the window dim last
+    return picked.reshape(shape).permute(order)
+
+
 def _install_methods():
     for name in ("cross", "diff", "kron", "logaddexp", "rot90", "take_along_dim", "trace"):
         if not hasattr(_C.Tensor, name):
             setattr(_C.Tensor, name, globals()[name])
+    if not hasattr(_C.Tensor, "unfold"):
+        _C.Tensor.unfold = _unfold
 
 
 _install_methods()

@@ -23,6 +23,7 @@ def _s_select(input, dim, index): ...
 def _s_narrow(input, dim, start, length): ...
 def _s_other(input, other): ...
 def _s_broadcast_to(input, size): ...
+def _s_movedim(input, source, destination): ...
 
 
 def _shape_list(sizes):
@@ -85,6 +86,27 @@ def _permute_method(w, node, a):
 @lowering(_s_permute, "kiln.permute")
 def _permute(w, node, a):
     w.emit_node(node, "permute", [w.tensor(a["input"])], {"dims": w.ints(a["dims"])})
+
+
+@lowering(_s_movedim, "kiln.movedim", "kiln.moveaxis", "kiln.Tensor.movedim",
+          "kiln.Tensor.moveaxis")
+def _movedim(w, node, a):
+    """A permute: the moved dims at their destinations, the others in order around them."""
+    x = w.tensor(a["input"])
+    rank = len(x.type.sizes)
+    src, dst = a["source"], a["destination"]
+    src = w.ints(src) if isinstance(src, (list, tuple)) else [w.int_(src)]
+    dst = w.ints(dst) if isinstance(dst, (list, tuple)) else [w.int_(dst)]
+    if len(src) != len(dst) or rank == 0:
+        raise Decline("movedim: source and destination of different lengths (eager raises)")
+    src, dst = [d % rank for d in src], [d % rank for d in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise Decline("movedim: repeated dims (eager raises)")
+    perm = [-1] * rank
+    for s_, d_ in zip(src, dst, strict=True):
+        perm[d_] = s_
+    rest = iter(d for d in range(rank) if d not in src)
+    w.emit_node(node, "permute", [x], {"dims": [p if p >= 0 else next(rest) for p in perm]})
 
 
 _TRANSPOSES = [f"kiln.{n}" for n in ("transpose", "swapaxes", "swapdims")]
