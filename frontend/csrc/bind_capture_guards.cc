@@ -36,9 +36,10 @@ std::vector<int64_t> optionalInts(py::handle seq, const char *what) {
 }
 
 void checkTensor(GuardNode &node, DType dtype, py::sequence sizes, py::object strides,
-                 bool requiresGrad, std::string text) {
+                 bool requiresGrad, const std::string &device, std::string text) {
   LeafCheck c = leaf(LeafCheck::Kind::Tensor, kTensorTier, std::move(text));
   c.dtype = dtype;
+  c.n = tensorDeviceCode(Device::parse(device));
   c.requiresGrad = requiresGrad;
   c.sizes = optionalInts(sizes, "sizes");
   if (strides.is_none())
@@ -150,7 +151,7 @@ void bindGuards(py::module_ &m) {
            py::arg("strides"), py::arg("text"),
            "NumPy array geometry through the buffer protocol (strides in bytes, None: any).");
   node.def("check_tensor", &checkTensor, py::arg("dtype"), py::arg("sizes"), py::arg("strides"),
-           py::arg("requires_grad"), py::arg("text"));
+           py::arg("requires_grad"), py::arg("device"), py::arg("text"));
   node.def(
       "bind_size",
       [](GuardNode &n, int64_t dim, int64_t sym, std::string text) {

@@ -11,12 +11,19 @@
 
 namespace kiln::frontend {
 
-std::optional<Device> targetDevice(py::handle device, const char *op) {
-  if (device.is_none())
-    return std::nullopt;
-  std::string s = py::str(device);
-  Device d =
-      PyLong_Check(device.ptr()) ? Device{DeviceType::CUDA, device.cast<int>()} : Device::parse(s);
+namespace {
+
+// The device factories use without a device= argument: kiln.set_default_device's, unless a
+// `with kiln.device(...)` block of this thread says otherwise (torch's semantics).
+std::optional<std::string> gDefaultDevice;
+thread_local std::optional<std::string> tBlockDevice;
+
+const std::optional<std::string> &defaultDevice() {
+  return tBlockDevice ? tBlockDevice : gDefaultDevice;
+}
+
+/// The CUDA device `s` names (nullopt for the CPU), checked to exist.
+std::optional<Device> cudaDevice(const Device &d, const std::string &s, const char *op) {
   if (d.type == DeviceType::CPU)
     return std::nullopt;
   std::string reason;
@@ -31,8 +38,28 @@ std::optional<Device> targetDevice(py::handle device, const char *op) {
   return d;
 }
 
-void checkDevice(py::handle device, const char *op) {
-  if (std::optional<Device> d = targetDevice(device, op))
+/// The device `device=` names (nullopt for None or the CPU).
+std::optional<Device> explicitDevice(py::handle device, const char *op) {
+  if (device.is_none())
+    return std::nullopt;
+  std::string s = py::str(device);
+  Device d =
+      PyLong_Check(device.ptr()) ? Device{DeviceType::CUDA, device.cast<int>()} : Device::parse(s);
+  return cudaDevice(d, s, op);
+}
+
+} // namespace
+
+std::optional<Device> targetDevice(py::handle device, const char *op) {
+  if (device.is_none()) {
+    const std::optional<std::string> &fallback = defaultDevice();
+    return fallback ? cudaDevice(Device::parse(*fallback), *fallback, op) : std::nullopt;
+  }
+  return explicitDevice(device, op);
+}
+
+void checkDevice(py::handle device, const char *op) { // a generator is on the CPU unless asked
+  if (std::optional<Device> d = explicitDevice(device, op))
     fail(ErrorKind::NotImplemented,
          "{}: device='{}' is not supported by this factory yet; create the tensor on the CPU "
          "and move it with .to('{}')",
@@ -246,6 +273,22 @@ void bindFactory(py::module_ &m) {
   bindRanges(m);
   bindTensorData(m);
   bindRandom(m);
+  // kiln.set_default_device and `with kiln.device(...)` (kiln/_default_device.py); None: the CPU
+  // (for the global default) or no block (for this thread's).
+  auto parsed = [](const std::optional<std::string> &d) -> std::optional<std::string> {
+    if (!d)
+      return d;
+    Device::parse(*d); // ValueError for an unknown device
+    return d;
+  };
+  m.def("_set_default_device",
+        [parsed](std::optional<std::string> d) { gDefaultDevice = parsed(d); });
+  m.def("_set_block_device", [parsed](std::optional<std::string> d) {
+    std::optional<std::string> previous = tBlockDevice;
+    tBlockDevice = parsed(d);
+    return previous;
+  });
+  m.def("_default_device", [] { return defaultDevice().value_or("cpu"); });
 }
 
 } // namespace kiln::frontend

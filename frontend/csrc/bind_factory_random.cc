@@ -285,13 +285,22 @@ void bindDistributions(py::module_ &m) {
       py::arg("input"), py::arg("p"), py::arg("train"), py::arg("generator") = py::none());
 }
 
-/// Binds Tensor.name(args..., *, generator=None) as an in-place sampler that returns self.
+/// Binds Tensor.name(args..., *, generator=None) as an in-place sampler that returns self. A
+/// device tensor (nn.init on a model made under `with kiln.device("cuda")`) is filled from the
+/// CPU generator through a host copy: kiln has no device generator yet.
 template <typename... Args, typename Fn>
 void defInPlace(py::class_<Tensor> &t, const char *name, Fn fn, Args... args) {
   t.def(
       name,
       [name, fn](py::object self, py::handle a, py::handle b, py::handle generator) {
-        fn(self.cast<Tensor &>(), a, b, toGenerator(generator, name));
+        Tensor &s = self.cast<Tensor &>();
+        if (s.isCpu()) {
+          fn(s, a, b, toGenerator(generator, name));
+        } else {
+          Tensor host = Tensor::empty(s.sizes(), s.dtype());
+          fn(host, a, b, toGenerator(generator, name));
+          s.copy_(host);
+        }
         return self;
       },
       args..., py::kw_only(), py::arg("generator") = py::none());

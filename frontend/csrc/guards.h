@@ -18,6 +18,7 @@
 /// raises. Building (adding nodes or checks) while the same manager is being evaluated (a check
 /// that re-enters Python) is refused, so the tree never changes under an evaluation.
 
+#include "runtime/device.h"
 #include "runtime/dtype.h"
 
 #include <pybind11/pybind11.h>
@@ -36,6 +37,12 @@ class GuardManager;
 struct GuardEval;
 
 /// One leaf check on a node's value. `tier` orders the checks of a node by cost.
+/// A tensor's device as one number (0: the CPU, 1 + index: a CUDA device), what a tensor check
+/// compares in LeafCheck::n.
+inline int64_t tensorDeviceCode(const Device &d) {
+  return d.type == DeviceType::CPU ? 0 : 1 + d.index;
+}
+
 struct LeafCheck {
   enum class Kind : uint8_t {
     Type,

@@ -131,7 +131,7 @@ bool tensorMatches(const LeafCheck &c, PyObject *obj) {
     return false;
   const TensorImpl &impl = t->impl();
   if (impl.dtype != c.dtype || impl.sizes.size() != c.sizes.size() ||
-      impl.requiresGrad != c.requiresGrad)
+      impl.requiresGrad != c.requiresGrad || tensorDeviceCode(t->device()) != c.n)
     return false;
   return geometryMatches(c, impl.sizes, impl.strides);
 }
@@ -158,8 +158,8 @@ bool arrayMatches(const LeafCheck &c, PyObject *obj) {
   if (!b.ok)
     return false;
   const Py_buffer &v = b.view;
-  if (static_cast<size_t>(v.ndim) != c.sizes.size() || v.itemsize != c.n ||
-      v.format == nullptr || c.format != v.format)
+  if (static_cast<size_t>(v.ndim) != c.sizes.size() || v.itemsize != c.n || v.format == nullptr ||
+      c.format != v.format)
     return false;
   return geometryMatches(c, v.shape, v.strides);
 }

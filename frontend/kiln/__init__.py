@@ -9,7 +9,14 @@ from kiln import _blas_env
 _blas_env.configure()  # must run before _C loads the BLAS
 
 from kiln import _C  # noqa: E402
-from kiln._tensor import Size, Tensor, device, dtype  # noqa: E402,F401
+from kiln._tensor import (  # noqa: E402,F401
+    Size,
+    Tensor,
+    device,
+    dtype,
+    get_default_device,
+    set_default_device,
+)
 
 bool = _C.dtype.bool  # noqa: A001 - torch spelling
 uint8 = _C.dtype.uint8

@@ -6,6 +6,8 @@ parsing (``size()``, ``to()``, ``tolist()``) so every op still runs in C++.
 
 from __future__ import annotations
 
+import threading
+
 from kiln import _C
 
 Tensor = _C.Tensor
@@ -61,6 +63,40 @@ class device:  # noqa: N801 - torch spelling
 
     def __hash__(self) -> int:
         return hash((self.type, self.index or 0))
+
+    def __enter__(self):
+        """`with kiln.device("cuda"):` factories without device= make tensors here (this
+        thread, until the block ends; blocks nest)."""
+        _blocks.__dict__.setdefault("saved", []).append(_C._set_block_device(str(self)))
+        return self
+
+    def __exit__(self, *exc):
+        _C._set_block_device(_blocks.saved.pop())
+        return False
+
+
+_blocks = threading.local()
+
+
+def set_default_device(dev) -> None:
+    """torch.set_default_device: where factories without device= make tensors (None: the CPU);
+    a `with kiln.device(...)` block overrides it in its thread."""
+    _C._set_default_device(None if dev is None else str(device(dev)))
+
+
+def get_default_device() -> device:
+    return device(_C._default_device())
+
+
+class _DefaultDevice:
+    """What compiled code is guarded on: the device factories without device= use."""
+
+    @property
+    def name(self) -> str:
+        return _C._default_device()
+
+
+default_device_state = _DefaultDevice()
 
 
 def _size(self, dim=None):

@@ -261,6 +261,10 @@ class Compiler:
         ctx.entry_autocast = dict(ctx.autocast)
         regions = ", ".join(f"{d} {t}" for d, t in ctx.autocast.items()) or "none"
         ctx.guards.flag(autocast_state, "key", autocast_state.key, f"autocast regions: {regions}")
+        from kiln._tensor import default_device_state
+
+        if (where := default_device_state.name) != "cpu":  # factories make tensors there
+            ctx.guards.flag(default_device_state, "name", where, f"default device is {where}")
         locals_ = {}
         for i, value in enumerate(args):
             locals_[code.co_varnames[i]] = ctx.wrap(value, ArgSource(i, labels[i]))

@@ -77,11 +77,12 @@ class GuardSet:
         shown = [sym_names.get(d, "?") if s is None else str(s) for d, s in enumerate(sizes)] if (
             sym_names is not None
         ) else [("?" if s is None else str(s)) for s in sizes]
+        where = t._device_str
         text = (
             f"{source}: tensor {t.dtype}[{', '.join(shown)}] strides {tuple(t.stride())}"
-            f" requires_grad={t.requires_grad}"
+            f" requires_grad={t.requires_grad}" + ("" if where == "cpu" else f" on {where}")
         )
-        args = (t.dtype, sizes, strides, bool(t.requires_grad))
+        args = (t.dtype, sizes, strides, bool(t.requires_grad), where)
         self._add(("tensor", source), source, "check_tensor", args, text)
 
     def ndarray(self, source, arr, dynamic_dims=(), sym_names=None) -> None:
