@@ -255,7 +255,7 @@ Tensor pad(const Tensor &self, IntList widths, const std::string &mode,
         Shape inverse;
         for (int64_t v : w)
           inverse.push_back(-v);
-        return Grads{kiln::ops::pad(g[0], inverse, "constant", 0.0)};
+        return Grads{pad(g[0], inverse, "constant", 0.0)}; // recorded under create_graph
       }
       Tensor r = g[0];
       // widths pair up from the last dim backwards: (left, right) of dim -1, then of dim -2.

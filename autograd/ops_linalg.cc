@@ -146,7 +146,9 @@ Tensor bilinear(const Tensor &input1, const Tensor &input2, const Tensor &weight
   Tensor out = kiln::ops::bilinear(input1, input2, weight, bias); // checks, and the no-grad value
   if (!anyRequiresGrad({&input1, &input2, &weight, pb}))
     return out;
-  // y[n, o] = sum_ij x1[n, i] W[o, i, j] x2[n, j], as differentiable products
+  // y[n, o] = sum_ij x1[n, i] W[o, i, j] x2[n, j], as differentiable products (in the operands'
+  // dtype: bilinear is on no autocast list, so its matmul must not be cast)
+  autocast::Suspend sameDtype;
   const int64_t o = weight.size(0), i = weight.size(1), j = weight.size(2);
   Tensor x1 = autograd::reshape(input1, {-1, i}), x2 = autograd::reshape(input2, {-1, j});
   Tensor w = autograd::reshape(autograd::permute(weight, {1, 0, 2}), {i, o * j});

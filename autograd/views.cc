@@ -250,7 +250,9 @@ Tensor movedim(const Tensor &self, IntList source, IntList destination) {
     return out;
   // torch's order: the moved dims at their destinations, the others in order around them
   const int64_t n = self.dim();
-  auto wrap = [n](int64_t d) { return d < 0 ? d + std::max<int64_t>(n, 1) : d; };
+  if (n == 0) // nothing moves: a view of self with its history
+    return autograd::permute(self, {});
+  auto wrap = [n](int64_t d) { return d < 0 ? d + n : d; };
   Shape perm(n, -1);
   std::vector<bool> moved(n, false);
   for (size_t i = 0; i < source.size(); ++i) {

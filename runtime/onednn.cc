@@ -128,6 +128,8 @@ thread_local int gThreads = 0; // what this thread last gave OpenMP (a per-threa
 Handle memoryDesc(const Api &api, const Operand &o, int type) {
   Dims dims{}, strides{};
   const int rank = static_cast<int>(o.dims.size());
+  if (rank > 12) // oneDNN's most dims: BLAS takes the product instead
+    return nullptr;
   for (int i = 0; i < rank; ++i)
     dims[i] = o.dims[i], strides[i] = o.strides[i];
   Handle md = nullptr;

@@ -365,11 +365,12 @@ void bindAutograd(py::module_ &m) {
       },
       py::arg("device_type"), py::arg("enabled"), py::arg("dtype"));
   ag.def("_autocast_any_enabled", &autograd::autocast::anyEnabled);
-  // One int for every region's state (0: none enabled), what compiled code is guarded on.
+  // One int for every region's state (enabled and dtype), what compiled code is guarded on: a
+  // block built in compiled code reads the dtype even of a disabled region.
   ag.def("_autocast_key", [] {
     auto code = [](DeviceType d) {
       autograd::autocast::Region r = autograd::autocast::region(d);
-      return r.enabled ? 1 + 2 * static_cast<int64_t>(r.dtype) : 0;
+      return (r.enabled ? 1 : 0) + 2 * static_cast<int64_t>(r.dtype);
     };
     return code(DeviceType::CPU) + 1024 * code(DeviceType::CUDA);
   });

@@ -150,6 +150,12 @@ std::vector<V> convTransposeVjp(B &b, const ir::Node &n, V g, autograd::rules::N
     dilation.insert(dilation.begin(), 1);
   }
   Sizes xs = B::sizes(x), ws = B::sizes(w);
+  const Sizes outPad = listAttr(n, "output_padding", 0, spatial);
+  for (size_t d = 0; d < spatial; ++d)
+    if (outPad[d] >= stride[d + (oneD ? 1 : 0)]) // the adjoint convolution would see extra rows
+      throw Unsupported(fmt::format("{} with output_padding >= stride has no compiled "
+                                    "derivative yet",
+                                    n.keyword()));
   const int64_t groups = n.attr("groups") ? n.attr("groups")->toInt() : 1;
   auto flat = [&](V v) { return oneD ? b.squeezeDim(v, 2) : v; };
   std::vector<V> r(3);

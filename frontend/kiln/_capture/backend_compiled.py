@@ -57,7 +57,7 @@ import time
 
 import kiln
 from kiln import _C
-from kiln._capture import logs, lowerings, lowerings_random, training
+from kiln._capture import codegen, logs, lowerings, lowerings_random, training
 from kiln._capture.graph import (
     Graph,
     Node,
@@ -630,8 +630,9 @@ class _Partitioner:
         return per_shape, dict(info, per_shape=True)
 
     def _emit_eager(self, pg: Graph, env: dict, node: Node) -> None:
-        env[id(node)] = pg.call(node.target, _remap(node.args, env), _remap(node.kwargs, env),
-                                node.meta.get("example"), node.meta.get("loc"))
+        env[id(node)] = pg.call(codegen.eager_target(node), _remap(node.args, env),
+                                _remap(node.kwargs, env), node.meta.get("example"),
+                                node.meta.get("loc"))
         self.report.eager.append(node.name)
         self.report.eager_nodes += 1
 
@@ -852,7 +853,7 @@ def _eager_function(part: _Part, name: str):
     g = Graph(name)
     env = {id(n): g.placeholder(n.name, n.meta.get("example")) for n in part.inputs}
     for n in part.nodes:
-        env[id(n)] = g.call(n.target, _remap(n.args, env), _remap(n.kwargs, env),
+        env[id(n)] = g.call(codegen.eager_target(n), _remap(n.args, env), _remap(n.kwargs, env),
                             n.meta.get("example"), n.meta.get("loc"))
     g.output([env[id(n)] for n in part.outputs])
     return g.compile_python()

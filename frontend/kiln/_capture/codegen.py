@@ -292,6 +292,36 @@ def set_autocast_regions(regions: dict) -> None:
         _C._autograd._set_autocast_region(device, device in regions, dtype)
 
 
+class InRegions:
+    """A node's callable run inside the autocast regions that a block of the compiled code had
+    open where it was captured: at run time the regions are the caller's, and an op that runs
+    eagerly (an opaque call, a part's eager fallback) casts by them."""
+
+    __module__ = "kiln.compiled"
+
+    def __init__(self, fn, regions: dict) -> None:
+        self.fn, self.regions = fn, regions
+        self.__name__ = self.__qualname__ = getattr(fn, "__name__", "call")
+
+    def __call__(self, *args, **kwargs):
+        from kiln import _C
+
+        saved = {d: _C._autograd._autocast_region(d) for d in ("cpu", "cuda")}
+        set_autocast_regions(self.regions)
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            for device, (enabled, dtype) in saved.items():
+                _C._autograd._set_autocast_region(device, enabled, dtype)
+
+
+def eager_target(node):
+    """The callable that runs `node` eagerly: its target, inside the regions of an autocast block
+    the code opened around it (ops.record notes them)."""
+    regions = node.meta.get("autocast_block")
+    return node.target if regions is None else InRegions(node.target, regions)
+
+
 def _grad_exit(previous):
     return _GradExit(previous)
 

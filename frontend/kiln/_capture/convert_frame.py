@@ -255,12 +255,7 @@ class Compiler:
 
         ctx.guards.flag(_grad_mode._state, "grad_enabled", ctx.grad_enabled,
                         f"grad mode is {'enabled' if ctx.grad_enabled else 'disabled'}")
-        from kiln.amp.autocast import _state as autocast_state
-
-        ctx.autocast = autocast_state.regions()
-        ctx.entry_autocast = dict(ctx.autocast)
-        regions = ", ".join(f"{d} {t}" for d, t in ctx.autocast.items()) or "none"
-        ctx.guards.flag(autocast_state, "key", autocast_state.key, f"autocast regions: {regions}")
+        autocast_at_entry(ctx)
         from kiln._tensor import default_device_state
 
         if (where := default_device_state.name) != "cpu":  # factories make tensors there
@@ -279,12 +274,7 @@ class Compiler:
                     contents = None
                 closure.append(V.CellVar(contents, ClosureSource(i, code.co_freevars[i])))
         top = TopFrame(ctx, code, func.__globals__, locals_, closure=closure)
-        regions = {d: _C._autograd._autocast_region(d) for d in ("cpu", "cuda")}
-        try:
-            outcome = top.run_top()
-        finally:  # a block the code opens changes them while it is evaluated
-            for device, (enabled, dtype) in regions.items():
-                _C._autograd._set_autocast_region(device, enabled, dtype)
+        outcome = run_keeping_regions(top)
         for (source, sizes) in ctx.seen_sizes.items():
             path = _path_of(source)
             if path is not None:
@@ -390,6 +380,28 @@ class Compiler:
                                   {"_do_break": handler, "_set_grad": _grad_mode._set_grad_enabled,
                                    "_set_autocast": codegen.set_autocast_regions,
                                    "_autocast_regions": dict(ctx.autocast)})
+
+
+def autocast_at_entry(ctx) -> None:
+    """The autocast regions open when the code is called: the capture's starting regions
+    (ctx.autocast, which ops.record casts for) and a guard on them."""
+    from kiln.amp.autocast import _state as autocast_state
+
+    ctx.autocast = autocast_state.regions()
+    ctx.entry_autocast = dict(ctx.autocast)
+    regions = ", ".join(f"{d} {t}" for d, t in ctx.autocast.items()) or "none"
+    ctx.guards.flag(autocast_state, "key", autocast_state.key, f"autocast regions: {regions}")
+
+
+def run_keeping_regions(top):
+    """top.run_top(), with the C++ autocast regions put back afterwards: a block the code opens
+    changes them while it is evaluated (and a break inside it leaves the block open)."""
+    regions = {d: _C._autograd._autocast_region(d) for d in ("cpu", "cuda")}
+    try:
+        return top.run_top()
+    finally:
+        for device, (enabled, dtype) in regions.items():
+            _C._autograd._set_autocast_region(device, enabled, dtype)
 
 
 def _without_capture(fn):

@@ -162,6 +162,8 @@ def record(ctx, target, args: list, kwargs: dict, name: str | None = None) -> V.
     node = ctx.graph.call(target, tuple(to_graph_arg(a) for a in args),
                           {k: to_graph_arg(v) for k, v in kwargs.items()}, example, loc=ctx.loc)
     node.meta["grad_enabled"] = ctx.grad_enabled
+    if ctx.autocast != getattr(ctx, "entry_autocast", ctx.autocast):  # a block the code opened
+        node.meta["autocast_block"] = dict(ctx.autocast)
     if inplace:
         for var, clone in mutated:
             var.example = clone
@@ -188,6 +190,10 @@ def _autocast_operands(ctx, name: str, args: list, kwargs: dict):
         return args, kwargs
 
     def cast(v):
+        if isinstance(v, (V.ListVar, V.TupleVar)):  # einsum's operand list
+            items = [cast(i) for i in v.items]
+            return V.ListVar(items) if isinstance(v, V.ListVar) else V.TupleVar(
+                items, None, v.tuple_type)
         if not isinstance(v, V.TensorVar) or not v.example.is_floating_point():
             return v
         device = v.example.device.type

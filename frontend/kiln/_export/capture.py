@@ -24,6 +24,8 @@ from kiln._capture.convert_frame import (
     Compiler,
     TopFrame,
     _state_labels,
+    autocast_at_entry,
+    run_keeping_regions,
 )
 from kiln._capture.graph_build import ExportOptions, build_graph
 from kiln._capture.sources import ArgSource, ClosureSource
@@ -54,6 +56,7 @@ class _ExportCompiler(Compiler):
         ctx.break_at = state.__dict__.get("break_at", set())
         ctx.loop_nodes = False
         ctx.grad_enabled = kiln.is_grad_enabled()
+        autocast_at_entry(ctx)
         locals_ = {}
         for i, value in enumerate(args):
             locals_[code.co_varnames[i]] = ctx.wrap(value, ArgSource(i, labels[i]))
@@ -68,7 +71,7 @@ class _ExportCompiler(Compiler):
                     contents = None
                 closure.append(V.CellVar(contents, source))
         top = TopFrame(ctx, code, func.__globals__, locals_, closure=closure)
-        outcome = top.run_top()
+        outcome = run_keeping_regions(top)
         return self._finish(func, code, state, ctx, top, outcome, recompile_reason)
 
     def _finish(self, func, code, state, ctx: CaptureContext, top, outcome, recompile_reason):

@@ -132,3 +132,58 @@ def test_conv_batchnorm_training_inside_a_region_compiles():
     for (name, p), (_, q) in zip(eager.named_parameters(), model.named_parameters(), strict=True):
         assert q.grad.dtype == kiln.float32, name
         close(q.grad, p.grad, 3e-2)
+
+
+def test_an_eager_op_in_a_block_runs_in_the_blocks_regions():
+    """An op the compiler leaves to eager (conv2d with padding='same' is one) inside a block the
+    code opens runs in that block's regions, not the caller's."""
+
+    def f(x, w):
+        with kiln.autocast("cpu", enabled=False):
+            y = F.conv2d(x, w, padding="same")
+        return y, x @ x.transpose(-1, -2)
+
+    x, w = kiln.randn(1, 2, 5, 5), kiln.randn(3, 2, 3, 3)
+    with kiln.autocast("cpu"):
+        want, got = f(x, w), kiln.compile(f)(x, w)
+    assert [g.dtype for g in got] == [w.dtype for w in want] == [kiln.float32, kiln.bfloat16]
+    for a, b in zip(want, got, strict=True):
+        close(b, a, 0)
+
+
+def test_list_form_einsum_gets_the_casts():
+    def f(a, b):
+        return kiln.einsum("ij,jk->ki", [a, b])
+
+    a, b = kiln.randn(3, 4), kiln.randn(4, 5)
+    with kiln.autocast("cpu"):
+        want, got = f(a, b), kiln.compile(f)(a, b)
+    assert got.dtype == want.dtype == kiln.bfloat16
+    close(got, want, 0)
+
+
+def test_the_guard_sees_the_region_dtype_a_block_reads():
+    def f(a):
+        with kiln.autocast("cpu"):  # the dtype of the region at the time
+            return a @ a
+
+    compiled, a = kiln.compile(f), kiln.randn(3, 3)
+    assert compiled(a).dtype == kiln.bfloat16
+    kiln.set_autocast_dtype("cpu", kiln.float16)
+    try:
+        assert compiled(a).dtype == f(a).dtype == kiln.float16
+    finally:
+        kiln.set_autocast_dtype("cpu", kiln.bfloat16)
+
+
+def test_export_puts_the_regions_back_when_it_fails():
+    def f(x):
+        with kiln.autocast("cpu"):
+            y = x @ x
+            if y.sum() > 0:  # a data-dependent branch: export refuses it
+                return y
+            return -y
+
+    with pytest.raises(Exception, match="graph break"):
+        kiln.export(f, (kiln.randn(3, 3),))
+    assert not kiln.is_autocast_enabled("cpu")

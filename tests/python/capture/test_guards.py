@@ -249,7 +249,7 @@ def test_accessors_are_shared_and_root_rules():
 def tensor_guard(dtype=kiln.float32, sizes=(2, 3), strides=(3, 1), requires_grad=False):
     gm = C.GuardManager()
     gm.root.arg(0).check_tensor(dtype, list(sizes), strides and list(strides), requires_grad,
-                                "tensor")
+                                "cpu", "tensor")
     return gm
 
 
@@ -348,7 +348,7 @@ def test_describe_order():
     gm.add_sym_ge_const(0, 2, "sym")
     x = gm.root.arg(0)
     x.bind_size(0, 0, "x bind")
-    x.check_tensor(kiln.float32, [None], [1], False, "x tensor")
+    x.check_tensor(kiln.float32, [None], [1], False, "cpu", "x tensor")
     x.check_len(3, "x len")
     x.check_equals((1, 2), "x tuple")
     x.check_type(kiln.Tensor, "x type")
@@ -423,7 +423,7 @@ def test_building_during_evaluation_is_refused():
 def test_resume_style_arguments():
     # Python calls check() with any tuple as the "args" (e.g. a resume function's live values).
     gm = C.GuardManager()
-    gm.root.arg(0).check_tensor(kiln.float32, [2], [1], False, "t")
+    gm.root.arg(0).check_tensor(kiln.float32, [2], [1], False, "cpu", "t")
     gm.root.arg(1).check_equals(math.pi, "pi")
     assert gm.check((kiln.zeros(2), math.pi), None)
     assert gm.first_failure((kiln.zeros(2), 3.0), None) == "pi"

@@ -3,8 +3,12 @@ float16 (CUDA's default), softmax in float32 (CUDA's list widens it, the CPU's d
 the same under kiln.compile, against the CPU computing the same casts."""
 
 import numpy as np
+import pytest
 
 import kiln
+
+pytestmark = pytest.mark.skipif(not kiln.cuda.is_available(),
+                                reason="no CUDA device (the emulator: KILN_CUDA_EMULATOR=1)")
 
 
 def inputs():

@@ -4,9 +4,13 @@ compiled code is guarded on input devices and the default device (a function com
 tensors captures again for CUDA ones)."""
 
 import numpy as np
+import pytest
 
 import kiln
 from kiln._capture.backend_compiled import CpuBackend
+
+pytestmark = pytest.mark.skipif(not kiln.cuda.is_available(),
+                                reason="no CUDA device (the emulator: KILN_CUDA_EMULATOR=1)")
 
 
 def test_factories_and_modules_follow_the_block():
