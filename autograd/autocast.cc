@@ -45,6 +45,12 @@ std::optional<Tensor> lower(const std::optional<Tensor> &t) {
   return lower(*t);
 }
 
+Tensor lowerOnCuda(const Tensor &t) {
+  if (!enabledAnywhere || !t.defined() || t.device().type != DeviceType::CUDA)
+    return t;
+  return lower(t);
+}
+
 Tensor widen(const Tensor &t) {
   if (!enabledAnywhere || !t.defined() || !isNarrow(t.dtype()) ||
       !regions[slot(t.device().type)].enabled)
@@ -75,6 +81,8 @@ Policy policy(std::string_view keyword) {
       {"conv_transpose3d", Policy::Lower},
       {"scaled_dot_product_attention", Policy::Lower},
       {"einsum", Policy::Lower}, // torch's runs as bmm (kiln's casts in kiln/_einsum_grad.py)
+      {"mv", Policy::LowerOnCuda},
+      {"addmv", Policy::LowerOnCuda},
       {"cross_entropy", Policy::Widen},
       {"nll_loss", Policy::Widen},
       {"mse_loss", Policy::Widen},

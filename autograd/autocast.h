@@ -31,13 +31,15 @@ bool anyEnabled();
 /// another type except float64 (torch leaves float64 alone); `t` otherwise.
 Tensor lower(const Tensor &t);
 std::optional<Tensor> lower(const std::optional<Tensor> &t);
+/// `lower` on CUDA tensors only (mv and addmv: on torch's CUDA list, not its CPU one).
+Tensor lowerOnCuda(const Tensor &t);
 /// `t` in float32 when its device's region is enabled and `t` is float16 or bfloat16.
 Tensor widen(const Tensor &t);
 /// `widen` on CUDA tensors only (softmax, log_softmax and the norms keep the narrow type under
 /// CPU autocast, as torch's CPU op lists say).
 Tensor widenOnCuda(const Tensor &t);
 
-enum class Policy : uint8_t { None, Lower, Widen, WidenOnCuda };
+enum class Policy : uint8_t { None, Lower, LowerOnCuda, Widen, WidenOnCuda };
 /// The policy of the op-table op spelled `keyword` (what the wrappers above apply).
 Policy policy(std::string_view keyword);
 

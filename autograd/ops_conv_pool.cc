@@ -222,15 +222,31 @@ Tensor convTranspose(int64_t spatialDims, const Tensor &input_, const Tensor &we
       Grads r(3);
       const bool batched = static_cast<int64_t>(xs.size()) == nd + 2;
       Tensor gout = batched ? g[0] : b.unsqueeze(g[0], 0);
+      // An output_padding of at least the stride (allowed below the dilation) leaves trailing
+      // output positions no input element reaches: the convolution of g has `extra` positions
+      // there, cut from the input gradient and met by zeros in the weight gradient.
+      Shape extra(nd), widths;
+      const int64_t lead = batched ? 2 : 1;
+      for (int64_t d = 0; d < nd; ++d)
+        extra[d] =
+            (gout.size(2 + d) + 2 * padding[d] - dilation[d] * (ws[2 + d] - 1) - 1) / stride[d] +
+            1 - xs[lead + d];
+      for (int64_t d = nd - 1; d >= 0; --d)
+        widths.insert(widths.end(), {0, extra[d]});
       if (n.needsInputGrad(0)) {
         Tensor gx = autograd::ops::convolution(nd, gout, sw.unpack(n), std::nullopt,
                                                ConvOptions{stride, padding, dilation, groups, ""});
+        for (int64_t d = 0; d < nd; ++d)
+          if (extra[d] > 0)
+            gx = b.slice(gx, 2 + d, 0, xs[lead + d], 1);
         r[0] = batched ? gx : b.squeezeDim(gx, 0);
       }
       if (n.needsInputGrad(1)) { // the convolution's weight gradient, roles swapped
         Tensor x = sx.unpack(n);
-        r[1] = convWeightGrad(b, nd, gout, batched ? x : b.unsqueeze(x, 0), ws, stride, padding,
-                              dilation, groups);
+        x = batched ? x : b.unsqueeze(x, 0);
+        if (std::any_of(extra.begin(), extra.end(), [](int64_t e) { return e > 0; }))
+          x = pad(x, widths, "constant", 0.0);
+        r[1] = convWeightGrad(b, nd, gout, x, ws, stride, padding, dilation, groups);
       }
       if (n.needsInputGrad(2))
         r[2] = convBiasGrad(b, gout);

@@ -100,7 +100,9 @@ Tensor addProduct(const char *name, const Tensor &self, const Tensor &a, const T
 
 } // namespace
 
-Tensor mv(const Tensor &mat, const Tensor &vec) { // not on autocast's lists, as torch
+Tensor mv(const Tensor &mat_, const Tensor &vec_) {
+  const Tensor mat = autocast::lowerOnCuda(mat_); // on torch's CUDA list, not its CPU one
+  const Tensor vec = autocast::lowerOnCuda(vec_);
   return product("MvBackward0", mat, vec, kiln::ops::mv(mat, vec));
 }
 
@@ -125,8 +127,11 @@ Tensor outer(const Tensor &a, const Tensor &b) {
   return out;
 }
 
-Tensor addmv(const Tensor &self, const Tensor &mat, const Tensor &vec, const Scalar &beta,
-             const Scalar &alpha) { // not on autocast's lists, as torch
+Tensor addmv(const Tensor &self_, const Tensor &mat_, const Tensor &vec_, const Scalar &beta,
+             const Scalar &alpha) {
+  const Tensor self = autocast::lowerOnCuda(self_); // on torch's CUDA list, not its CPU one
+  const Tensor mat = autocast::lowerOnCuda(mat_);
+  const Tensor vec = autocast::lowerOnCuda(vec_);
   return addProduct("AddmvBackward0", self, mat, vec, beta, alpha,
                     kiln::ops::addmv(self, mat, vec, beta, alpha));
 }

@@ -380,6 +380,8 @@ void bindAutograd(py::module_ &m) {
         switch (autograd::autocast::policy(keyword)) {
         case autograd::autocast::Policy::Lower:
           return "lower";
+        case autograd::autocast::Policy::LowerOnCuda:
+          return "lower_cuda";
         case autograd::autocast::Policy::Widen:
           return "float32";
         case autograd::autocast::Policy::WidenOnCuda:

@@ -96,3 +96,22 @@ def test_every_conv_transpose_compiles_into_one_part(spatial, batched):
     (report,) = backend.reports
     assert report.eager_nodes == 0 and len(report.parts) == 1
     assert report.infos[0]["extern_kernels"] == 1
+
+
+@pytest.mark.parametrize("kw", [dict(stride=1, dilation=2, output_padding=1),
+                                dict(stride=2, dilation=3, output_padding=2, padding=1)],
+                         ids=["stride1", "stride2_padded"])
+def test_gradients_with_output_padding_past_the_stride(kw):
+    """torch allows output_padding >= stride below the dilation: trailing output positions no
+    input element reaches, which the backward must not hand back to the input."""
+    rng = np.random.default_rng(0)
+    a, w = rng.standard_normal((1, 2, 4, 5)), rng.standard_normal((2, 3, 2, 3))
+    t, tw = torch.tensor(a, requires_grad=True), torch.tensor(w, requires_grad=True)
+    k, kw_ = kiln.tensor(a, requires_grad=True), kiln.tensor(w, requires_grad=True)
+    yt = torch.nn.functional.conv_transpose2d(t, tw, **kw)
+    yk = kiln.nn.functional.conv_transpose2d(k, kw_, **kw)
+    g = rng.standard_normal(tuple(yt.shape))
+    (yt * torch.tensor(g)).sum().backward()
+    (yk * kiln.tensor(g)).sum().backward()
+    np.testing.assert_allclose(k.grad.numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(kw_.grad.numpy(), tw.grad.numpy(), rtol=1e-10, atol=1e-12)

@@ -198,9 +198,9 @@ def _autocast_operands(ctx, name: str, args: list, kwargs: dict):
             return v
         device = v.example.device.type
         dtype = ctx.autocast.get(device)
-        if dtype is None or (policy == "float32_cuda" and device != "cuda"):
+        if dtype is None or (policy.endswith("_cuda") and device != "cuda"):
             return v
-        if policy == "lower":
+        if policy in ("lower", "lower_cuda"):
             if v.example.dtype in (kiln.float64, dtype):
                 return v
             return record(ctx, kiln.Tensor.to, [v, V.ObjectVar(dtype)], {}, "to")

@@ -137,6 +137,16 @@ def test_conv_transpose1d(kwargs):
               x64(4, 2, 3, seed=1), x64(2 * kwargs.get("groups", 1), seed=2))
 
 
+def test_conv_transpose_with_output_padding_past_the_stride_trains_eagerly():
+    """output_padding >= stride (allowed below the dilation): the adjoint convolution would give
+    the input gradient extra rows, so this part trains on eager kernels, with eager's grads."""
+    report = grads_match(lambda x, w: F.conv_transpose2d(x, w, stride=1, dilation=2,
+                                                         output_padding=1).tanh(),
+                         [x64(1, 2, 4, 4), x64(2, 3, 2, 2, seed=1)], compiled_backward=False)
+    assert report.backward_parts == 0
+    assert any("output_padding" in reason for _, _, reason in report.fallbacks)
+
+
 def test_conv_transpose_module_in_a_decoder():
     kiln.manual_seed(0)
     up = kiln.nn.ConvTranspose2d(4, 2, 4, stride=2, padding=1).double()

@@ -43,3 +43,4 @@ def test_compiled_cuda_code_in_a_region():
         assert g.dtype == w.dtype and g.device == w.device
         np.testing.assert_allclose(g.cpu().float().numpy(), w.cpu().float().numpy(), rtol=1e-2,
                                    atol=1e-2)
+
