@@ -365,6 +365,9 @@ void bindAutograd(py::module_ &m) {
       },
       py::arg("device_type"), py::arg("enabled"), py::arg("dtype"));
   ag.def("_autocast_any_enabled", &autograd::autocast::anyEnabled);
+  ag.def(
+      "_autocast_lower", [](const Tensor &t) { return autograd::autocast::lower(t); },
+      py::arg("tensor"));
   // One int for every region's state (enabled and dtype), what compiled code is guarded on: a
   // block built in compiled code reads the dtype even of a disabled region.
   ag.def("_autocast_key", [] {

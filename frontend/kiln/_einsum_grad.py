@@ -84,17 +84,10 @@ class Einsum(Function):
 
 
 def lowered(operands: list) -> list:
-    """The operands as autocast's lower-precision dtype inside an enabled region (einsum runs as
-    batched GEMMs, which autocast lists)."""
+    """The operands as autocast casts a batched GEMM's (einsum runs as them), by the C++ rule."""
     if not _C._autograd._autocast_any_enabled():
         return operands
-    out = []
-    for t in operands:
-        enabled, dtype = _C._autograd._autocast_region(t.device.type)
-        if enabled and t.is_floating_point() and t.dtype not in (kiln.float64, dtype):
-            t = t.to(dtype)
-        out.append(t)
-    return out
+    return [_C._autograd._autocast_lower(t) for t in operands]
 
 
 def einsum(equation: str, operands: list):

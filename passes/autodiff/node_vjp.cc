@@ -15,8 +15,6 @@ using Info = rules::InputInfo<B>;
 
 namespace {
 
-int64_t wrap(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
-
 Info info(V v) {
   if (!v->isTensor())
     return {{}, DType::Float64};
@@ -52,20 +50,6 @@ B::DimList dimsAttr(const ir::Node &n) {
   if (dims.empty())
     return std::nullopt;
   return dims;
-}
-
-/// The number of elements a reduction over `dims` folds into one.
-double reducedCount(const B::Sizes &sizes, const B::DimList &dims) {
-  const int64_t rank = static_cast<int64_t>(sizes.size());
-  double count = 1;
-  if (!dims) {
-    for (int64_t s : sizes)
-      count *= static_cast<double>(s);
-    return count;
-  }
-  for (int64_t d : *dims)
-    count *= static_cast<double>(sizes[wrap(d, rank)]);
-  return count;
 }
 
 /// The value of a `constant` scalar operand (the exponent of x ** 2).
@@ -331,7 +315,7 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
     const int64_t rank = static_cast<int64_t>(dims.size());
     std::vector<int64_t> inverse(dims.size());
     for (int64_t i = 0; i < rank; ++i)
-      inverse[wrap(dims[i], rank)] = i;
+      inverse[wrapDim(dims[i], rank)] = i;
     return one(b.permute(g, inverse));
   }
   case OpKind::Transpose:
@@ -339,10 +323,10 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
   case OpKind::Expand:
     return one(b.reduceTo(g, B::sizes(in(0)), B::dtype(in(0))));
   case OpKind::Unsqueeze:
-    return one(b.squeezeDim(g, wrap(n.attr("dim")->toInt(), out->meta().rank())));
+    return one(b.squeezeDim(g, wrapDim(n.attr("dim")->toInt(), out->meta().rank())));
   case OpKind::Slice: {
     B::Sizes xs = B::sizes(in(0));
-    const int64_t dim = wrap(intAttr(n, "dim", 0), static_cast<int64_t>(xs.size()));
+    const int64_t dim = wrapDim(intAttr(n, "dim", 0), static_cast<int64_t>(xs.size()));
     const int64_t size = xs[dim];
     const int64_t start = clampBound(constantIntAttr(n, "start").value_or(0), size);
     const int64_t end = clampBound(constantIntAttr(n, "end").value_or(size), size);
@@ -350,7 +334,7 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
   }
   case OpKind::Select: {
     B::Sizes xs = B::sizes(in(0));
-    const int64_t dim = wrap(n.attr("dim")->toInt(), static_cast<int64_t>(xs.size()));
+    const int64_t dim = wrapDim(n.attr("dim")->toInt(), static_cast<int64_t>(xs.size()));
     int64_t index = *constantIntAttr(n, "index");
     if (index < 0)
       index += xs[dim];
@@ -358,7 +342,7 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
   }
   case OpKind::Cat: {
     const int64_t rank = out->meta().rank();
-    const int64_t dim = wrap(intAttr(n, "dim", 0), rank);
+    const int64_t dim = wrapDim(intAttr(n, "dim", 0), rank);
     Grads r(n.numOperands());
     int64_t offset = 0;
     for (int i = 0; i < n.numOperands(); ++i) {

@@ -16,6 +16,24 @@ enum class Differentiability : uint8_t {
   Missing,  ///< a differentiable op without a compiled derivative yet
 };
 
+/// A dim counted from the end (negative) as one counted from the front.
+inline int64_t wrapDim(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
+
+/// The number of elements a reduction over `dims` (all when absent) folds into one.
+inline double reducedCount(const GraphRuleBuilder::Sizes &sizes,
+                           const GraphRuleBuilder::DimList &dims) {
+  const int64_t rank = static_cast<int64_t>(sizes.size());
+  double count = 1;
+  if (!dims) {
+    for (int64_t s : sizes)
+      count *= static_cast<double>(s);
+    return count;
+  }
+  for (int64_t d : *dims)
+    count *= static_cast<double>(sizes[wrapDim(d, rank)]);
+  return count;
+}
+
 /// Rule for the ops nodeVjp differentiates; Constant for the ops ir/ops.def marks NoGradient,
 /// Comparison or Integral (and graph leaves); Missing otherwise (tests/cpp/autodiff_coverage_test
 /// lists them, so a new op must choose).

@@ -15,8 +15,6 @@ using Sizes = B::Sizes;
 
 namespace {
 
-int64_t wrap(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
-
 /// `part` added into zeros of `sizes` at [start, start + its length) along dim.
 V placeAt(B &b, V part, const Sizes &sizes, int64_t dim, int64_t start) {
   const int64_t len = B::sizes(part)[dim];
@@ -116,7 +114,7 @@ ir::Attributes windowAttrs(const ir::Node &n) {
 V indexGrad(B &b, const ir::Node &n, V g) {
   V x = n.operand(0), index = n.operand(1);
   Sizes xs = B::sizes(x);
-  const int64_t dim = wrap(n.attr("dim")->toInt(), static_cast<int64_t>(xs.size()));
+  const int64_t dim = wrapDim(n.attr("dim")->toInt(), static_cast<int64_t>(xs.size()));
   V i = b.cast(index, DType::Int64);
   i = b.reshape(b.where(b.ltScalar(i, 0.0), b.add(i, b.integer(xs[dim])), i), {-1});
   Sizes rows(xs.begin(), xs.begin() + dim);
@@ -145,7 +143,7 @@ bool hasLayoutVjp(OpKind op) {
 std::optional<Grads> layoutVjp(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
   switch (n.op()) {
   case OpKind::Stack: {
-    const int64_t dim = wrap(n.attr("dim") ? n.attr("dim")->toInt() : 0, g->meta().rank());
+    const int64_t dim = wrapDim(n.attr("dim") ? n.attr("dim")->toInt() : 0, g->meta().rank());
     Grads r(n.numOperands());
     for (int i = 0; i < n.numOperands(); ++i)
       if (need[i])

@@ -32,8 +32,6 @@ V toOperand(B &b, V grad, V operand, bool needed) {
   return b.reduceTo(grad, B::sizes(operand), B::dtype(operand));
 }
 
-int64_t wrap(int64_t dim, int64_t rank) { return dim < 0 ? dim + rank : dim; }
-
 V reduced(B &b, V per, const ir::Node &n) {
   const ir::Attribute *r = n.attr("reduction");
   const std::string reduction = r ? r->toString() : "mean";
@@ -283,7 +281,7 @@ V prodGrad(B &b, const ir::Node &n, V g) {
       return b.zeros(xs, dt);
     return b.cast(b.reshape(b.mul(g, othersProduct(b, flat, 0)), xs), dt);
   }
-  const int64_t dim = wrap(d->toInts().at(0), static_cast<int64_t>(xs.size()));
+  const int64_t dim = wrapDim(d->toInts().at(0), static_cast<int64_t>(xs.size()));
   if (xs[dim] == 0)
     return b.zeros(xs, dt);
   const bool keepdim = n.attr("keepdim") && n.attr("keepdim")->toBool();
@@ -298,7 +296,7 @@ V logcumsumexpGrad(B &b, const ir::Node &n, V g) {
   const int64_t rank = x->meta().rank();
   if (rank == 0)
     return g;
-  const int64_t dim = wrap(n.attr("dim")->toInt(), rank);
+  const int64_t dim = wrapDim(n.attr("dim")->toInt(), rank);
   auto part = [&](V gp) {
     V t = b.flip(b.sub(b.log(gp), y), {dim});
     V r = b.flip(b.op(OpKind::Logcumsumexp, {t}, {{"dim", dim}}), {dim});
@@ -316,20 +314,13 @@ V varianceGrad(B &b, const ir::Node &n, V g) {
   const int64_t rank = static_cast<int64_t>(xs.size());
   const ir::Attribute *d = n.attr("dim");
   B::DimList dims = d && !d->toInts().empty() ? B::DimList(d->toInts()) : std::nullopt;
-  double count = 1;
-  if (dims) {
-    for (int64_t dim : *dims)
-      count *= static_cast<double>(xs[wrap(dim, std::max<int64_t>(rank, 1))]);
-  } else {
-    for (int64_t s : xs)
-      count *= static_cast<double>(s);
-  }
+  if (rank == 0) // one element: mean and x coincide, the spread is flat
+    return b.zeros(xs, B::dtype(x));
+  const double count = reducedCount(xs, dims);
   const bool keepdim = n.attr("keepdim") && n.attr("keepdim")->toBool();
   std::optional<V> stdOut;
   if (n.op() == OpKind::Std)
     stdOut = n.result(0);
-  if (rank == 0) // one element: mean and x coincide, the spread is flat
-    return b.zeros(xs, B::dtype(x));
   return autograd::rules::var(b, g, x, dims, number(n, "correction", 1.0), keepdim, count, stdOut);
 }
 
@@ -431,7 +422,7 @@ std::optional<Grads> extraVjp(B &b, const ir::Node &n, V g, autograd::rules::Nee
                                             n.attr("keepdim") && n.attr("keepdim")->toBool())};
   }
   case OpKind::Cumsum: { // the reversed running sum of g
-    const int64_t dim = wrap(n.attr("dim")->toInt(), rank);
+    const int64_t dim = wrapDim(n.attr("dim")->toInt(), rank);
     V rev = b.flip(g, {dim});
     V sums = b.op(OpKind::Cumsum, {rev}, {{"dim", dim}});
     return Grads{b.cast(b.flip(sums, {dim}), B::dtype(x))};
@@ -454,7 +445,7 @@ std::optional<Grads> extraVjp(B &b, const ir::Node &n, V g, autograd::rules::Nee
     return Grads{logcumsumexpGrad(b, n, g)};
   case OpKind::Cumprod: // eager's exact reverse scan, as an extern
     return Grads{b.op(OpKind::CumprodBackward, {x, g},
-                      {{"dim", wrap(n.attr("dim")->toInt(), std::max<int64_t>(rank, 1))}})};
+                      {{"dim", wrapDim(n.attr("dim")->toInt(), std::max<int64_t>(rank, 1))}})};
   case OpKind::Var:
   case OpKind::Std:
     return Grads{varianceGrad(b, n, g)};

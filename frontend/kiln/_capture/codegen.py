@@ -282,16 +282,6 @@ class _AutocastExit:
         _C._autograd._set_autocast_region(self.device, self.enabled, self.dtype)
 
 
-def set_autocast_regions(regions: dict) -> None:
-    """Sets every device's autocast region to `regions` (device -> dtype of an enabled one): the
-    regions the captured code had opened where a graph break resumes it."""
-    from kiln import _C
-
-    for device in ("cpu", "cuda"):
-        dtype = regions.get(device, _C._autograd._autocast_region(device)[1])
-        _C._autograd._set_autocast_region(device, device in regions, dtype)
-
-
 class InRegions:
     """A node's callable run inside the autocast regions that a block of the compiled code had
     open where it was captured: at run time the regions are the caller's, and an op that runs
@@ -304,15 +294,11 @@ class InRegions:
         self.__name__ = self.__qualname__ = getattr(fn, "__name__", "call")
 
     def __call__(self, *args, **kwargs):
-        from kiln import _C
+        from kiln.amp.autocast import regions_kept, set_regions
 
-        saved = {d: _C._autograd._autocast_region(d) for d in ("cpu", "cuda")}
-        set_autocast_regions(self.regions)
-        try:
+        with regions_kept():
+            set_regions(self.regions)
             return self.fn(*args, **kwargs)
-        finally:
-            for device, (enabled, dtype) in saved.items():
-                _C._autograd._set_autocast_region(device, enabled, dtype)
 
 
 def eager_target(node):

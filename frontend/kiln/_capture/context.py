@@ -85,6 +85,7 @@ class CaptureContext:
         self.static_only = dynamic is False
         self.loop_nodes = True  # export unrolls instead: a .kir program has no loop node
         self.autocast: dict = {}  # device type -> dtype of each enabled autocast region
+        self.entry_autocast: dict = {}  # the regions open when the captured code was called
         self._typed_upto = 0  # graph.nodes before this index were given to shape inference
         self._int_syms: dict = {}  # id(int node) -> its SymInt text, as the .kir writer spells it
 

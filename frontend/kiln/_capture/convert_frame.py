@@ -358,8 +358,6 @@ class Compiler:
         result_vars.update({f"l{i}": v for i, v in enumerate(plain.values())})
         result_vars.update({f"c{i}": v for i, v in enumerate(cells.values())})
 
-        b_regions = "_autocast_regions"  # the regions open at the break (a block inside the code)
-
         def body(e: dict) -> str:  # e: the Python expression rebuilding each variable
             items = ", ".join(e[f"s{i}"] for i in range(len(stack)))
             local_items = ", ".join(f"{k!r}: {e[f'l{i}']}" for i, k in enumerate(plain))
@@ -369,16 +367,19 @@ class Compiler:
                 f"_locals = {{{local_items}}}",
                 f"_cells = {{{cell_items}}}",
                 f"_set_grad({ctx.grad_enabled!r})",
-                *([f"_set_autocast({b_regions})"] if ctx.autocast != ctx.entry_autocast else []),
+                # the regions a block inside the code had open at the break
+                *(["_set_autocast(_autocast_regions)"] if ctx.autocast != ctx.entry_autocast
+                  else []),
                 "return _do_break(_func, _stack, _locals, _cells)",
             ])
 
         handler = BreakHandler(self, func, code, state, outcome)
         from kiln import _grad_mode
+        from kiln.amp.autocast import set_regions
 
         return codegen.make_entry(ctx, graph_fn, outputs, body, result_vars,
                                   {"_do_break": handler, "_set_grad": _grad_mode._set_grad_enabled,
-                                   "_set_autocast": codegen.set_autocast_regions,
+                                   "_set_autocast": set_regions,
                                    "_autocast_regions": dict(ctx.autocast)})
 
 
@@ -396,12 +397,10 @@ def autocast_at_entry(ctx) -> None:
 def run_keeping_regions(top):
     """top.run_top(), with the C++ autocast regions put back afterwards: a block the code opens
     changes them while it is evaluated (and a break inside it leaves the block open)."""
-    regions = {d: _C._autograd._autocast_region(d) for d in ("cpu", "cuda")}
-    try:
+    from kiln.amp.autocast import regions_kept
+
+    with regions_kept():
         return top.run_top()
-    finally:
-        for device, (enabled, dtype) in regions.items():
-            _C._autograd._set_autocast_region(device, enabled, dtype)
 
 
 def _without_capture(fn):

@@ -162,7 +162,7 @@ def record(ctx, target, args: list, kwargs: dict, name: str | None = None) -> V.
     node = ctx.graph.call(target, tuple(to_graph_arg(a) for a in args),
                           {k: to_graph_arg(v) for k, v in kwargs.items()}, example, loc=ctx.loc)
     node.meta["grad_enabled"] = ctx.grad_enabled
-    if ctx.autocast != getattr(ctx, "entry_autocast", ctx.autocast):  # a block the code opened
+    if ctx.autocast != ctx.entry_autocast:  # a block the code opened
         node.meta["autocast_block"] = dict(ctx.autocast)
     if inplace:
         for var, clone in mutated:

@@ -12,6 +12,7 @@ op would make become cast nodes of the graph.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
 
@@ -86,6 +87,26 @@ class _State:
 
 
 _state = _State()
+
+
+def set_regions(regions: dict) -> None:
+    """Sets every device's region to `regions` (device -> dtype of an enabled one; a device
+    left out is disabled, keeping its dtype)."""
+    for device in _SUPPORTED:
+        dtype = regions.get(device, _C._autograd._autocast_region(device)[1])
+        _C._autograd._set_autocast_region(device, device in regions, dtype)
+
+
+@contextlib.contextmanager
+def regions_kept():
+    """Puts every device's region back as it was when the block ends (capture evaluates code
+    that opens blocks; compiled code runs ops in regions its blocks had open)."""
+    saved = {d: _C._autograd._autocast_region(d) for d in _SUPPORTED}
+    try:
+        yield
+    finally:
+        for device, (enabled, dtype) in saved.items():
+            _C._autograd._set_autocast_region(device, enabled, dtype)
 
 
 def is_autocast_cpu_enabled() -> bool:

@@ -31,6 +31,24 @@ def trained_without_fallbacks(backend):
     assert sum(r.backward_parts for r in backend.reports) >= 1
 
 
+def classification_steps(torch_side, kiln_side, batches, rtol: float):
+    """One cross-entropy training step per (x, y) batch in torch (model, optimizer) and kiln
+    (compiled model, optimizer), the losses equal at every step; returns torch's first loss and
+    the last step's (torch, kiln) losses."""
+    first = None
+    for step, (x, y) in enumerate(batches):
+        losses = []
+        for lib, (model, opt) in ((torch, torch_side), (kiln, kiln_side)):
+            opt.zero_grad()
+            loss = lib.nn.functional.cross_entropy(model(lib.tensor(x)), lib.tensor(y))
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        np.testing.assert_allclose(losses[1], losses[0], rtol=rtol, err_msg=f"loss at {step}")
+        first = first if first is not None else losses[0]
+    return first, losses
+
+
 def train_gpts(seed: int, shapes: list, clip: bool):
     """nanoGPT from the same weights trained in torch, in kiln under kiln.compile (a strict
     backend) and in kiln eager, one batch of next-token targets of each shape in `shapes` per
@@ -83,23 +101,13 @@ def test_conv_batchnorm_net_trains_compiled_as_eager_and_torch():
     topt = torch.optim.SGD(tm.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
     kopt = kiln.optim.SGD(km.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
     rng = np.random.default_rng(1)
-    first = None
-    for step in range(STEPS):
-        x = rng.standard_normal((8, 3, 16, 16)).astype(np.float32)
-        y = rng.integers(0, 10, 8)
-        losses = []
-        for lib, model, opt in ((torch, tm, topt), (kiln, compiled, kopt)):
-            opt.zero_grad()
-            loss = lib.nn.functional.cross_entropy(model(lib.tensor(x)), lib.tensor(y))
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        np.testing.assert_allclose(losses[1], losses[0], rtol=5e-4, err_msg=f"loss at {step}")
-        first = first if first is not None else losses[0]
+    batches = [(rng.standard_normal((8, 3, 16, 16)).astype(np.float32), rng.integers(0, 10, 8))
+               for _ in range(STEPS)]
+    first, losses = classification_steps((tm, topt), (compiled, kopt), batches, rtol=5e-4)
     assert losses[0] < first  # the loss went down
     assert_same_weights(tm, km, atol=5e-4)  # running statistics and num_batches_tracked too
     trained_without_fallbacks(backend)
-    out = kiln.explain(km)(kiln.tensor(x))
+    out = kiln.explain(km)(kiln.tensor(batches[-1][0]))
     assert out.fallbacks == [[]] and out.backward_parts == [1]
 
 
@@ -116,17 +124,8 @@ def test_unet_trains_compiled_as_torch():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((4, 3, 16, 16)).astype(np.float32)
     y = (x[:, 0] > 0).astype(np.int64) + (x[:, 1] > 0.5)  # a learnable per-pixel target
-    first = None
-    for step in range(STEPS // 2):
-        losses = []
-        for lib, model, opt in ((torch, tm, topt), (kiln, compiled, kopt)):
-            opt.zero_grad()
-            loss = lib.nn.functional.cross_entropy(model(lib.tensor(x)), lib.tensor(y))
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        np.testing.assert_allclose(losses[1], losses[0], rtol=1e-3, err_msg=f"loss at {step}")
-        first = first if first is not None else losses[0]
+    first, losses = classification_steps((tm, topt), (compiled, kopt), [(x, y)] * (STEPS // 2),
+                                         rtol=1e-3)
     assert losses[0] < 0.8 * first
     assert_same_weights(tm, km, atol=2e-3)
     trained_without_fallbacks(backend)
