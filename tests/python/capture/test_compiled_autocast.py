@@ -156,10 +156,12 @@ def test_list_form_einsum_gets_the_casts():
         return kiln.einsum("ij,jk->ki", [a, b])
 
     a, b = kiln.randn(3, 4), kiln.randn(4, 5)
+    backend = CpuBackend(fallback=False)
     with kiln.autocast("cpu"):
-        want, got = f(a, b), kiln.compile(f)(a, b)
+        want, got = f(a, b), kiln.compile(f, backend=backend)(a, b)
     assert got.dtype == want.dtype == kiln.bfloat16
     close(got, want, 0)
+    assert backend.reports[0].eager_nodes == 0
 
 
 def test_the_guard_sees_the_region_dtype_a_block_reads():

@@ -39,6 +39,7 @@ def test_compiled_cuda_code_in_a_region():
     compiled = kiln.compile(fn)
     with kiln.autocast("cuda"):
         want, got = fn(a, b), compiled(a, b)
+        assert kiln.explain(fn)(a, b).graph_break_count == 0
     for w, g in zip(want, got, strict=True):
         assert g.dtype == w.dtype and g.device == w.device
         np.testing.assert_allclose(g.cpu().float().numpy(), w.cpu().float().numpy(), rtol=1e-2,
