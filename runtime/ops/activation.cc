@@ -25,11 +25,9 @@ Tensor clampSameType(const char *op, const Tensor &a, const Scalar &lo, const Sc
   dispatchCompute(compute, [&]<typename T>() {
     if constexpr (!std::is_same_v<T, bool>) {
       T l = castScalarChecked<T>(op, lo, a.dtype()), h = castScalarChecked<T>(op, hi, a.dtype());
-      cpuKernel<T, T>(out, in, [l, h](T x) -> T {
-        if (x != x)
-          return x;
-        return x < l ? l : (x > h ? h : x);
-      });
+      // The NaN-propagating selects vectorize; a branch on NaN kept the loop scalar (20x slower).
+      cpuKernel<T, T>(out, in,
+                      [l, h](T x) -> T { return minPropagateNan(maxPropagateNan(x, l), h); });
     }
   });
   return compute == a.dtype() ? out : out.to(a.dtype());

@@ -42,11 +42,11 @@ Tensor addcOp(const char *op, const Tensor &self, const Tensor &t1, const Tensor
     dispatchFloating(t, [&]<typename S>() {
       using T = OpMath<S>;
       const T v = static_cast<T>(value.toDouble());
-      cpuKernel<S, S, S, S>(out, ins, [v](S x, S a, S b) -> S {
+      cpuKernelWidened<S, S, S, S>(out, ins, [v](T x, T a, T b) -> T {
         if constexpr (Divide)
-          return S(T(x) + v * T(a) / T(b));
+          return x + v * a / b;
         else
-          return S(T(x) + v * T(a) * T(b));
+          return x + v * a * b;
       });
     });
     return out;

@@ -199,7 +199,16 @@ Tensor convolution(int64_t nd, const Tensor &input, const Tensor &weight,
   Tensor xc = x.to(compute).contiguous(), wc = weight.to(compute).contiguous();
   Tensor bc = bias ? bias->to(compute).contiguous() : Tensor();
   Tensor out = Tensor::empty(plan.outShape, compute, input.device());
-  if (compute == DType::Float32 && convDirectApplies(plan.geom, plan.outPerGroup)) {
+  auto depthwise = [&]<typename T>() {
+    convDepthwise<T>(plan.geom, plan.batch, plan.groups, plan.outPerGroup, xc.data<T>(),
+                     wc.data<T>(), bias ? bc.data<T>() : nullptr, out.data<T>());
+  };
+  bool isDepthwise = plan.geom.channels == 1 && plan.groups > 1;
+  if (isDepthwise && compute == DType::Float32) {
+    depthwise.template operator()<float>();
+  } else if (isDepthwise && compute == DType::Float64) {
+    depthwise.template operator()<double>();
+  } else if (compute == DType::Float32 && convDirectApplies(plan.geom, plan.outPerGroup)) {
     convDirect(plan.geom, plan.batch, plan.groups, plan.outPerGroup, xc.data<float>(),
                wc.data<float>(), bias ? bc.data<float>() : nullptr, out.data<float>());
   } else {

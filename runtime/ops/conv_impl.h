@@ -56,6 +56,12 @@ bool convDirectApplies(const ConvGeometry &g, int64_t outPerGroup);
 void convDirect(const ConvGeometry &g, int64_t batch, int64_t groups, int64_t outPerGroup,
                 const float *x, const float *w, const float *bias, float *out);
 
+/// The same convolution for one input channel per group (g.channels == 1: depthwise), any
+/// stride, padding and dilation, float or double (conv_depthwise.cc).
+template <typename T>
+void convDepthwise(const ConvGeometry &g, int64_t batch, int64_t groups, int64_t outPerGroup,
+                   const T *x, const T *w, const T *bias, T *out);
+
 /// A per-dim parameter given as one value or one per spatial dim, expanded to `nd` values.
 /// Throws torch's "expected stride to be a single integer value or a list of 2 values" error.
 Shape expandParam(const char *op, const char *name, IntList v, int64_t nd);

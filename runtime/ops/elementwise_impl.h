@@ -54,9 +54,9 @@ Tensor binaryKernel(const char *op, const Tensor &a, const Tensor &b, DType comm
     Tensor out = Tensor::empty(shape, outDType, a.device());
     auto run = [&]<typename H>() {
       if (outDType == DType::Bool)
-        cpuKernel<bool, H, H>(out, ins, [f](H x, H y) -> bool { return f(float(x), float(y)); });
+        cpuKernelWidened<bool, H, H>(out, ins, [f](float x, float y) -> bool { return f(x, y); });
       else
-        cpuKernel<H, H, H>(out, ins, [f](H x, H y) -> H { return H(f(float(x), float(y))); });
+        cpuKernelWidened<H, H, H>(out, ins, f);
     };
     if (common == DType::Float16)
       run.template operator()<Half>();
@@ -89,6 +89,22 @@ Tensor binaryKernel(const char *op, const Tensor &a, const Tensor &b, DType comm
 /// Runs out = f(a) with T the compute type of `dtype` (a is cast to dtype first).
 template <typename F> Tensor unaryKernel(const Tensor &a, DType dtype, DType outDType, F f) {
   DType compute = computeDType(dtype);
+  if (compute != dtype && (outDType == dtype || outDType == DType::Bool)) {
+    // float16/bfloat16: read and write the 16-bit values, computing in float (no copies).
+    Tensor in[1] = {a.to(dtype)};
+    Tensor out = Tensor::empty(a.sizes(), outDType, a.device());
+    auto run = [&]<typename H>() {
+      if (outDType == DType::Bool)
+        cpuKernelWidened<bool, H>(out, in, [f](float x) -> bool { return f(x); });
+      else
+        cpuKernelWidened<H, H>(out, in, f);
+    };
+    if (dtype == DType::Float16)
+      run.template operator()<Half>();
+    else
+      run.template operator()<BFloat16>();
+    return out;
+  }
   DType kernelOut = outDType == dtype ? compute : outDType;
   Tensor in[1] = {a.to(compute)};
   Tensor out = Tensor::empty(a.sizes(), kernelOut, a.device());
@@ -103,10 +119,6 @@ template <typename F> Tensor unaryKernel(const Tensor &a, DType dtype, DType out
 
 /// Float ops promote integers and bool to the default float dtype (torch.exp(int) is float).
 inline DType floatResult(DType t) { return isFloating(t) ? t : defaultFloatDType(); }
-
-/// The type float16/bfloat16 values are computed in (float); other types compute as themselves.
-template <typename T>
-using OpMath = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
 
 /// Throws torch's NotImplementedError for a dtype `op` has no kernel for.
 [[noreturn]] inline void unsupportedDType(const char *op, DType t) {
@@ -145,10 +157,7 @@ template <typename Fn> decltype(auto) dispatchFloating(DType t, Fn &&fn) {
 template <typename F> Tensor floatUnaryKernel(const Tensor &a, DType dtype, F f) {
   Tensor in[1] = {a.to(dtype)};
   Tensor out = Tensor::empty(a.sizes(), dtype, a.device());
-  dispatchFloating(dtype, [&]<typename S>() {
-    using T = OpMath<S>;
-    cpuKernel<S, S>(out, in, [f](S x) -> S { return S(f(T(x))); });
-  });
+  dispatchFloating(dtype, [&]<typename S>() { cpuKernelWidened<S, S>(out, in, f); });
   return out;
 }
 
@@ -166,15 +175,12 @@ Tensor floatBinaryKernel(const char *op, const Tensor &a, const Tensor &b, DType
     Tensor in[1] = {a.to(dtype).expand(shape)};
     dispatchFloating(dtype, [&]<typename S>() {
       using T = OpMath<S>;
-      cpuKernel<S, S>(out, in, [f, y](S x) -> S { return S(f(T(x), T(y))); });
+      cpuKernelWidened<S, S>(out, in, [f, y](T x) -> T { return f(x, T(y)); });
     });
     return out;
   }
   Tensor ins[2] = {a.to(dtype).expand(shape), b.to(dtype).expand(shape)};
-  dispatchFloating(dtype, [&]<typename S>() {
-    using T = OpMath<S>;
-    cpuKernel<S, S, S>(out, ins, [f](S x, S y) -> S { return S(f(T(x), T(y))); });
-  });
+  dispatchFloating(dtype, [&]<typename S>() { cpuKernelWidened<S, S, S>(out, ins, f); });
   return out;
 }
 
@@ -210,6 +216,21 @@ template <typename T> T castScalarChecked(const char *op, const Scalar &s, DType
     return static_cast<T>(s.toInt());
   else
     return static_cast<T>(s.toDouble());
+}
+
+/// max/min that return a NaN operand (torch.maximum/minimum, clamp, hardtanh); written as
+/// selects the compiler vectorizes.
+template <typename T> T maxPropagateNan(T x, T y) {
+  if constexpr (std::is_same_v<T, bool>)
+    return x || y;
+  else
+    return (x > y || x != x) ? x : y;
+}
+template <typename T> T minPropagateNan(T x, T y) {
+  if constexpr (std::is_same_v<T, bool>)
+    return x && y;
+  else
+    return (x < y || x != x) ? x : y;
 }
 
 /// True when some element of t is zero (integer division checks its divisor with this).

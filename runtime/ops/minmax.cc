@@ -10,19 +10,6 @@ namespace kiln::ops {
 using namespace detail;
 
 namespace {
-template <typename T> T maxPropagateNan(T x, T y) {
-  if constexpr (std::is_same_v<T, bool>)
-    return x || y;
-  else
-    return (x > y || x != x) ? x : y;
-}
-template <typename T> T minPropagateNan(T x, T y) {
-  if constexpr (std::is_same_v<T, bool>)
-    return x && y;
-  else
-    return (x < y || x != x) ? x : y;
-}
-
 /// clamp with Python-number bounds: one pass, bounds held in registers.
 Tensor clampScalar(const Tensor &a, DType t, const std::optional<Tensor> &lo,
                    const std::optional<Tensor> &hi) {
@@ -162,10 +149,10 @@ Tensor lerp(const Tensor &a, const Tensor &end, const Tensor &weight) {
       return std::abs(wt) < T(0.5) ? x + wt * (y - x) : y - (y - x) * (T(1) - wt);
     };
     if (scalarWeight)
-      cpuKernel<S, S, S>(out, std::span<const Tensor>(ins, 2),
-                         [f, w](S x, S y) -> S { return S(f(T(x), T(y), T(w))); });
+      cpuKernelWidened<S, S, S>(out, std::span<const Tensor>(ins, 2),
+                                [f, w](T x, T y) -> T { return f(x, y, T(w)); });
     else
-      cpuKernel<S, S, S, S>(out, ins, [f](S x, S y, S wt) -> S { return S(f(T(x), T(y), T(wt))); });
+      cpuKernelWidened<S, S, S, S>(out, ins, f);
   });
   return out;
 }

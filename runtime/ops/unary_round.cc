@@ -27,10 +27,7 @@ template <typename F> Tensor floatPredicate(const Tensor &a, bool nonFloatValue,
     return out;
   }
   Tensor in[1] = {a};
-  dispatchFloating(a.dtype(), [&]<typename S>() {
-    using T = OpMath<S>;
-    cpuKernel<bool, S>(out, in, [f](S x) -> bool { return f(T(x)); });
-  });
+  dispatchFloating(a.dtype(), [&]<typename S>() { cpuKernelWidened<bool, S>(out, in, f); });
   return out;
 }
 
