@@ -48,7 +48,7 @@ def workloads(batch: int, gpt_layers: int):
         return model(x)
 
     def gpt_logits(model, idx):
-        return model(idx)[0]
+        return model(idx, idx)[0]  # nanoGPT's forward takes targets; the loss is computed too
 
     vision = [("ResNet-18", lambda m: resnet(m, (2, 2, 2, 2))),
               ("ResNet-50", lambda m: resnet(m, (3, 4, 6, 3), bottleneck=True)),

@@ -2,8 +2,9 @@
 
 Shapes are those of the demo model (tools/demo.py): batch 4, 64 tokens, width 128, 4 heads,
 plus 262,144-element float math, float16/bfloat16 math, the hardtanh family at a MobileNetV2
-block's size (2x144x16x16), MobileNetV2's depthwise convolutions (stride 1 and 2) and a conv
-net's 2 x 2 max pooling.
+block's size (2x144x16x16), MobileNetV2's depthwise convolutions (stride 1 and 2), ResNet's
+convolutions (the 7x7 stem, 3x3 at stride 1 and 2, 1x1) and a conv net's 2 x 2 max pooling.
+With KILN_ONEDNN=0 kiln's convolutions run on its own kernels instead of oneDNN.
 Rounds are interleaved (kiln, torch, kiln, ...) and the median per call is reported.
 
     .venv/bin/python bench/nn_ops.py [--rounds 9] [--threads 1]
@@ -35,10 +36,13 @@ def make_cases():
     e, img = arr(8, 64, 512), arr(16, 32, 32, 32)
     blk, dw56, dw14, dww = arr(2, 144, 16, 16), arr(1, 144, 56, 56), arr(1, 384, 14, 14), arr(
         384, 1, 3, 3)
+    stem, stemw, r56, w33, w11 = arr(1, 3, 224, 224), arr(64, 3, 7, 7), arr(1, 64, 56, 56), arr(
+        128, 64, 3, 3), arr(256, 64, 1, 1)
     cases = {}
     for fw, F, mk in ((kiln, kF, kiln.from_numpy), (torch, tF, torch.from_numpy)):
         X, W, B, Q, H, A, E, IMG = map(mk, (x, w, b, q, h, a, e, img))
         BLK, DW56, DW14, DWW = map(mk, (blk, dw56, dw14, dww))
+        STEM, STEMW, R56, W33, W11 = map(mk, (stem, stemw, r56, w33, w11))
         M16 = mk(m).half()
         E16, EB16 = E.half(), E.to(fw.bfloat16)
         cases[fw.__name__] = {
@@ -71,6 +75,12 @@ def make_cases():
                 X, W, padding=1, stride=2, groups=144),
             "dw conv 3x3 384x14x14": lambda X=DW14, W=DWW, F=F: F.conv2d(
                 X, W, padding=1, groups=384),
+            "conv 7x7 s2 stem 3->64 @224": lambda X=STEM, W=STEMW, F=F: F.conv2d(
+                X, W, stride=2, padding=3),
+            "conv 3x3 64->64 @56": lambda X=R56, W=W33[:64], F=F: F.conv2d(X, W, padding=1),
+            "conv 3x3 s2 64->128 @56": lambda X=R56, W=W33, F=F: F.conv2d(
+                X, W, stride=2, padding=1),
+            "conv 1x1 64->256 @56": lambda X=R56, W=W11, F=F: F.conv2d(X, W),
             "max_pool2d 2x2 16x32x32x32 (indices)": lambda IMG=IMG, F=F: F.max_pool2d(
                 IMG, 2, return_indices=True
             ),

@@ -1,4 +1,7 @@
+// oneDNN's matmul for bfloat16 GEMMs, and the library loader the convolution shares
+// (onednn_api.h).
 #include "runtime/onednn.h"
+#include "runtime/onednn_api.h"
 
 #include "runtime/thread_pool.h"
 
@@ -14,18 +17,7 @@
 #include <string>
 
 namespace kiln::onednn {
-namespace {
-
-// The few declarations of oneDNN 3's C API (include/oneapi/dnnl/dnnl.h) kiln calls: opaque
-// handles, int64 dims, the argument indices and data types below.
-using Handle = void *;
-using Dims = int64_t[12];
-struct ExecArg {
-  int arg;
-  Handle memory;
-};
-constexpr int kCpuEngine = 1, kInOrderStream = 1;
-constexpr int kArgSrc = 1, kArgDst = 17, kArgWeights = 33, kArgBias = 41;
+namespace detail {
 
 int dnnlType(DType t) {
   switch (t) {
@@ -40,24 +32,7 @@ int dnnlType(DType t) {
   }
 }
 
-struct Api {
-  int (*engineCreate)(Handle *, int, size_t);
-  int (*streamCreate)(Handle *, Handle, unsigned);
-  int (*streamWait)(Handle);
-  int (*mdCreate)(Handle *, int, const int64_t *, int, const int64_t *);
-  int (*mdDestroy)(Handle);
-  int (*matmulPd)(Handle *, Handle, Handle, Handle, Handle, Handle, Handle);
-  int (*pdDestroy)(Handle);
-  int (*primitiveCreate)(Handle *, Handle);
-  int (*primitiveDestroy)(Handle);
-  int (*execute)(Handle, Handle, int, const ExecArg *);
-  int (*memoryCreate)(Handle *, Handle, Handle, void *);
-  int (*setHandle)(Handle, void *);
-  int (*memoryDestroy)(Handle);
-  void (*ompSetThreads)(int);
-  Handle engine = nullptr, stream = nullptr;
-};
-
+namespace {
 template <typename F> bool bind(void *lib, const char *name, F &fn) {
   fn = reinterpret_cast<F>(dlsym(lib, name));
   return fn != nullptr;
@@ -76,8 +51,13 @@ const Api *loadApi() {
             bind(lib, "dnnl_stream_create", api.streamCreate) &&
             bind(lib, "dnnl_stream_wait", api.streamWait) &&
             bind(lib, "dnnl_memory_desc_create_with_strides", api.mdCreate) &&
+            bind(lib, "dnnl_memory_desc_create_with_tag", api.mdCreateWithTag) &&
             bind(lib, "dnnl_memory_desc_destroy", api.mdDestroy) &&
+            bind(lib, "dnnl_memory_desc_equal", api.mdEqual) &&
             bind(lib, "dnnl_matmul_primitive_desc_create", api.matmulPd) &&
+            bind(lib, "dnnl_convolution_forward_primitive_desc_create", api.convPd) &&
+            bind(lib, "dnnl_reorder_primitive_desc_create", api.reorderPd) &&
+            bind(lib, "dnnl_primitive_desc_query_md", api.pdQueryMd) &&
             bind(lib, "dnnl_primitive_desc_destroy", api.pdDestroy) &&
             bind(lib, "dnnl_primitive_create", api.primitiveCreate) &&
             bind(lib, "dnnl_primitive_destroy", api.primitiveDestroy) &&
@@ -96,24 +76,57 @@ const Api *loadApi() {
   return &api;
 }
 
+/// The CPU's flags from /proc/cpuinfo (empty when unreadable), space-terminated.
+const std::string &cpuFlags() {
+  static const std::string flags = [] {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("flags", 0) == 0)
+        return line + " ";
+    return std::string();
+  }();
+  return flags;
+}
+
+thread_local int gThreads = 0; // what this thread last gave OpenMP (a per-thread setting)
+} // namespace
+
 const Api *api() {
   static const Api *a = loadApi();
   return a;
 }
 
-/// The CPU's flags from /proc/cpuinfo (empty when unreadable).
-std::string cpuFlags() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("flags", 0) == 0)
-      return line + " ";
-  return {};
+bool cpuHas(const char *flag) {
+  return cpuFlags().find(std::string(" ") + flag + " ") != std::string::npos;
 }
 
-bool hasFlag(const std::string &flags, const char *flag) {
-  return flags.find(std::string(" ") + flag + " ") != std::string::npos;
+void syncThreads(const Api &api) {
+  if (api.ompSetThreads && gThreads != numThreads()) {
+    gThreads = numThreads();
+    api.ompSetThreads(gThreads);
+  }
 }
+
+Handle stridedDesc(const Api &api, const std::vector<int64_t> &dims,
+                   const std::vector<int64_t> &strides, int type) {
+  Dims d{}, s{};
+  const int rank = static_cast<int>(dims.size());
+  if (rank > 12) // oneDNN's most dims: BLAS takes the product instead
+    return nullptr;
+  for (int i = 0; i < rank; ++i)
+    d[i] = dims[i], s[i] = strides[i];
+  Handle md = nullptr;
+  if (api.mdCreate(&md, rank, d, type, s) != 0)
+    return nullptr;
+  return md;
+}
+
+} // namespace detail
+
+using namespace detail;
+
+namespace {
 
 /// A primitive for one shape, with memory objects whose data pointers each call sets.
 struct Entry {
@@ -123,27 +136,15 @@ struct Entry {
 std::mutex gMutex;
 std::map<std::vector<int64_t>, Entry> gCache;
 std::atomic<int64_t> gCalls{0};
-thread_local int gThreads = 0; // what this thread last gave OpenMP (a per-thread setting)
-
-Handle memoryDesc(const Api &api, const Operand &o, int type) {
-  Dims dims{}, strides{};
-  const int rank = static_cast<int>(o.dims.size());
-  if (rank > 12) // oneDNN's most dims: BLAS takes the product instead
-    return nullptr;
-  for (int i = 0; i < rank; ++i)
-    dims[i] = o.dims[i], strides[i] = o.strides[i];
-  Handle md = nullptr;
-  if (api.mdCreate(&md, rank, dims, type, strides) != 0)
-    return nullptr;
-  return md;
-}
 
 /// Builds the primitive and its memory objects, or an empty entry when oneDNN refuses.
 Entry build(const Api &api, int type, const Operand &a, const Operand &b, const Operand *bias,
             const Operand &dst) {
   Entry e;
-  Handle mds[4] = {memoryDesc(api, a, type), memoryDesc(api, b, type),
-                   bias ? memoryDesc(api, *bias, type) : nullptr, memoryDesc(api, dst, type)};
+  Handle mds[4] = {stridedDesc(api, a.dims, a.strides, type),
+                   stridedDesc(api, b.dims, b.strides, type),
+                   bias ? stridedDesc(api, bias->dims, bias->strides, type) : nullptr,
+                   stridedDesc(api, dst.dims, dst.strides, type)};
   Handle pd = nullptr;
   if (mds[0] && mds[1] && mds[3] && (!bias || mds[2]) &&
       api.matmulPd(&pd, api.engine, mds[0], mds[1], mds[2], mds[3], nullptr) == 0 &&
@@ -178,10 +179,7 @@ std::vector<int64_t> keyOf(DType dtype, const Operand &a, const Operand &b, cons
 bool available(DType dtype) {
   if (dtype != DType::BFloat16 || api() == nullptr)
     return false;
-  static const bool native = [] {
-    std::string flags = cpuFlags();
-    return hasFlag(flags, "avx512_bf16") || hasFlag(flags, "amx_bf16");
-  }();
+  static const bool native = cpuHas("avx512_bf16") || cpuHas("amx_bf16");
   return native;
 }
 
@@ -192,10 +190,7 @@ bool matmul(DType dtype, const Operand &a, const Operand &b, const Operand *bias
   if (!available(dtype) || inParallelRegion())
     return false;
   const Api &lib = *api();
-  if (lib.ompSetThreads && gThreads != numThreads()) { // before a primitive is made for them
-    gThreads = numThreads();
-    lib.ompSetThreads(gThreads);
-  }
+  syncThreads(lib);
   std::lock_guard<std::mutex> lock(gMutex);
   // oneDNN splits a primitive's work for the thread count it was created under
   std::vector<int64_t> key = keyOf(dtype, a, b, bias, dst);

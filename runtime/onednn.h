@@ -1,11 +1,11 @@
 #pragma once
-/// oneDNN's matmul for the narrow float types, opened with dlopen (PyPI's onednn-cpu-gomp: the
-/// set-up installs it; KILN_DNNL_LIB names the library, which kiln/_blas_env.py sets to the
-/// environment's copy). On a CPU with bfloat16 dot products (AVX512-BF16 or AMX) its bfloat16
-/// GEMM runs them natively, about twice as fast as float32 BLAS, where kiln's own path widens
-/// the operands to float32 first; elsewhere (and with KILN_ONEDNN=0, or without the library)
-/// `matmul` declines and the caller keeps that path. Primitives are cached by shape, strides and
-/// dtype; oneDNN's OpenMP threads follow kiln.set_num_threads.
+/// oneDNN's matmul for the narrow float types and its convolution, opened with dlopen (PyPI's
+/// onednn-cpu-gomp: the set-up installs it; KILN_DNNL_LIB names the library, which
+/// kiln/_blas_env.py sets to the environment's copy). On a CPU with bfloat16 dot products
+/// (AVX512-BF16 or AMX) its bfloat16 GEMM runs them natively, about twice as fast as float32 BLAS,
+/// where kiln's own path widens the operands to float32 first; elsewhere (and with KILN_ONEDNN=0,
+/// or without the library) `matmul` declines and the caller keeps that path. Primitives are cached
+/// by shape, strides and dtype; oneDNN's OpenMP threads follow kiln.set_num_threads.
 
 #include "runtime/dtype.h"
 
@@ -31,5 +31,26 @@ bool matmul(DType dtype, const Operand &a, const Operand &b, const Operand *bias
 
 /// How many products `matmul` has run (tests and benchmarks check which path ran).
 int64_t calls();
+
+/// A convolution over 1 to 3 spatial dims: input [batch, channels, in...], weights
+/// [outChannels, channels / groups, kernel...], output [batch, outChannels, out...], all
+/// contiguous; bias [outChannels].
+struct ConvShape {
+  int64_t batch = 0, channels = 0, outChannels = 0, groups = 1;
+  std::vector<int64_t> in, out, kernel, stride, dilation, padBefore, padAfter;
+};
+
+/// Whether `convolution` runs `dtype` here: float32 with the library loaded, bfloat16 where the
+/// CPU also has bfloat16 dot products.
+bool convolutionAvailable(DType dtype);
+
+/// out = conv(x, w) (+ bias) in `dtype` (onednn_conv.cc): oneDNN picks the blocked layouts its
+/// fastest kernel wants, and the operands are reordered into them and back around each call.
+/// False (out untouched) when oneDNN cannot run it, so the caller computes it instead.
+bool convolution(DType dtype, const ConvShape &shape, const void *x, const void *w,
+                 const void *bias, void *out);
+
+/// How many convolutions `convolution` has run.
+int64_t convolutionCalls();
 
 } // namespace kiln::onednn

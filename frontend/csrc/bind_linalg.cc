@@ -86,6 +86,12 @@ void bindMatrixProducts(py::module_ &m) {
   // Whether bfloat16 products run on oneDNN here, and how many it has run.
   m.def("_onednn_stats",
         [] { return py::make_tuple(onednn::available(DType::BFloat16), onednn::calls()); });
+  // Whether float32 and bfloat16 convolutions run on oneDNN here, and how many it has run.
+  m.def("_onednn_conv_stats", [] {
+    return py::make_tuple(onednn::convolutionAvailable(DType::Float32),
+                          onednn::convolutionAvailable(DType::BFloat16),
+                          onednn::convolutionCalls());
+  });
 }
 
 /// Binds torch.convNd(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1);

@@ -3,6 +3,7 @@
 #include "runtime/device_ops.h"
 
 #include "runtime/error.h"
+#include "runtime/onednn.h"
 #include "runtime/ops/conv_impl.h"
 #include "runtime/ops/linalg_impl.h"
 
@@ -22,7 +23,8 @@ struct ConvPlan {
   int64_t batch = 0;
   int64_t groups = 1;
   int64_t outPerGroup = 0;
-  Shape outShape; // [N, O, *spatial]
+  Shape outShape;            // [N, O, *spatial]
+  Shape padBefore, padAfter; // per spatial dim
 };
 
 void checkInputRank(const char *op, int64_t nd, const Tensor &input, const Tensor &weight) {
@@ -139,6 +141,8 @@ ConvPlan planConv(const char *op, int64_t nd, const Tensor &x, const Tensor &wei
     kernel[d] = k;
   }
   setWindow(p.geom, kernel, stride, before, dilation);
+  p.padBefore = before;
+  p.padAfter = after;
   return p;
 }
 
@@ -172,6 +176,38 @@ void convKernel(const ConvPlan &p, const T *x, const T *w, const T *bias, T *out
   });
 }
 
+/// The convolution on oneDNN in x's own dtype (float32, or bfloat16 computed natively), or
+/// nothing when oneDNN declines it. Measured per layer kind (bench/nn_ops.py's conv rows): the
+/// blocked kernels win on windows (the 7x7 stem 2x, strided and deep 3x3s 10-20%) despite the
+/// reorders; 1x1 convolutions are one GEMM on the input already, where the reorders cost more
+/// than they save, and depthwise ones are faster on conv_depthwise.cc's kernel.
+std::optional<Tensor> onednnConvolution(const ConvPlan &plan, const Tensor &x, const Tensor &weight,
+                                        const std::optional<Tensor> &bias) {
+  DType dt = x.dtype();
+  const int64_t nd = static_cast<int64_t>(plan.outShape.size()) - 2;
+  onednn::ConvShape s;
+  s.batch = plan.batch;
+  s.channels = x.size(1);
+  s.outChannels = weight.size(0);
+  s.groups = plan.groups;
+  for (int64_t d = 0; d < nd; ++d) {
+    s.in.push_back(x.size(d + 2));
+    s.out.push_back(plan.outShape[d + 2]);
+    s.kernel.push_back(weight.size(d + 2));
+    s.stride.push_back(plan.geom.stride[3 - nd + d]);
+    s.dilation.push_back(plan.geom.dilation[3 - nd + d]);
+  }
+  s.padBefore.assign(plan.padBefore.begin(), plan.padBefore.end());
+  s.padAfter.assign(plan.padAfter.begin(), plan.padAfter.end());
+  Tensor xc = x.contiguous(), wc = weight.to(dt).contiguous();
+  Tensor bc = bias ? bias->to(dt).contiguous() : Tensor();
+  Tensor out = Tensor::empty(plan.outShape, dt, x.device());
+  if (out.numel() == 0 || !onednn::convolution(dt, s, xc.rawData(), wc.rawData(),
+                                               bias ? bc.rawData() : nullptr, out.rawData()))
+    return std::nullopt;
+  return out;
+}
+
 const char *convName(int64_t nd) { return nd == 1 ? "conv1d" : nd == 2 ? "conv2d" : "conv3d"; }
 
 } // namespace
@@ -196,6 +232,11 @@ Tensor convolution(int64_t nd, const Tensor &input, const Tensor &weight,
   Tensor x = batched ? input : input.unsqueeze(0);
   ConvPlan plan = planConv(op, nd, x, weight, bias, opts);
   DType dt = input.dtype(), compute = computeDType(dt);
+  bool isDepthwise = plan.geom.channels == 1 && plan.groups > 1;
+  if (!isDepthwise && plan.geom.kernelVolume() > 1 && onednn::convolutionAvailable(dt)) {
+    if (std::optional<Tensor> out = onednnConvolution(plan, x, weight, bias))
+      return batched ? *out : out->squeeze({0});
+  }
   Tensor xc = x.to(compute).contiguous(), wc = weight.to(compute).contiguous();
   Tensor bc = bias ? bias->to(compute).contiguous() : Tensor();
   Tensor out = Tensor::empty(plan.outShape, compute, input.device());
@@ -203,7 +244,6 @@ Tensor convolution(int64_t nd, const Tensor &input, const Tensor &weight,
     convDepthwise<T>(plan.geom, plan.batch, plan.groups, plan.outPerGroup, xc.data<T>(),
                      wc.data<T>(), bias ? bc.data<T>() : nullptr, out.data<T>());
   };
-  bool isDepthwise = plan.geom.channels == 1 && plan.groups > 1;
   if (isDepthwise && compute == DType::Float32) {
     depthwise.template operator()<float>();
   } else if (isDepthwise && compute == DType::Float64) {

@@ -1,0 +1,65 @@
+#pragma once
+/// The part of oneDNN 3's C API kiln calls (include/oneapi/dnnl/dnnl.h), opened with dlopen, and
+/// the helpers its matmul (onednn.cc) and convolution (onednn_conv.cc) share. Internal to
+/// runtime/.
+
+#include "runtime/onednn.h"
+
+#include <cstdint>
+#include <string>
+
+namespace kiln::onednn::detail {
+
+using Handle = void *;
+using Dims = int64_t[12];
+struct ExecArg {
+  int arg;
+  Handle memory;
+};
+constexpr int kCpuEngine = 1, kInOrderStream = 1;
+constexpr int kArgSrc = 1, kArgDst = 17, kArgWeights = 33, kArgBias = 41;
+constexpr int kFormatAny = 1, kForwardInference = 96, kConvolutionDirect = 1;
+constexpr int kQuerySrcMd = 129, kQueryWeightsMd = 131, kQueryDstMd = 133;
+inline void *const kAllocate = reinterpret_cast<void *>(static_cast<size_t>(-1));
+
+/// oneDNN's data type for a kiln dtype (0: none).
+int dnnlType(DType t);
+
+struct Api {
+  int (*engineCreate)(Handle *, int, size_t);
+  int (*streamCreate)(Handle *, Handle, unsigned);
+  int (*streamWait)(Handle);
+  int (*mdCreate)(Handle *, int, const int64_t *, int, const int64_t *);
+  int (*mdCreateWithTag)(Handle *, int, const int64_t *, int, int);
+  int (*mdDestroy)(Handle);
+  int (*mdEqual)(Handle, Handle);
+  int (*matmulPd)(Handle *, Handle, Handle, Handle, Handle, Handle, Handle);
+  int (*convPd)(Handle *, Handle, int, int, Handle, Handle, Handle, Handle, const int64_t *,
+                const int64_t *, const int64_t *, const int64_t *, Handle);
+  int (*reorderPd)(Handle *, Handle, Handle, Handle, Handle, Handle);
+  Handle (*pdQueryMd)(Handle, int, int);
+  int (*pdDestroy)(Handle);
+  int (*primitiveCreate)(Handle *, Handle);
+  int (*primitiveDestroy)(Handle);
+  int (*execute)(Handle, Handle, int, const ExecArg *);
+  int (*memoryCreate)(Handle *, Handle, Handle, void *);
+  int (*setHandle)(Handle, void *);
+  int (*memoryDestroy)(Handle);
+  void (*ompSetThreads)(int);
+  Handle engine = nullptr, stream = nullptr;
+};
+
+/// The loaded library, or null (KILN_ONEDNN=0, no library, not a oneDNN 3).
+const Api *api();
+
+/// Whether the CPU's /proc/cpuinfo flags name `flag`.
+bool cpuHas(const char *flag);
+
+/// Gives oneDNN's OpenMP runtime kiln's thread count, before a primitive is made for it.
+void syncThreads(const Api &api);
+
+/// A plain (strided) memory descriptor of `dims`, or null past oneDNN's 12 dims.
+Handle stridedDesc(const Api &api, const std::vector<int64_t> &dims,
+                   const std::vector<int64_t> &strides, int type);
+
+} // namespace kiln::onednn::detail

@@ -1,0 +1,129 @@
+"""Convolutions on oneDNN (runtime/onednn_conv.cc) against torch: windows of every kind run there
+(blocked layouts, reorders around each call), 1x1 and depthwise ones stay on kiln's kernels,
+bfloat16 runs natively where the CPU has bfloat16 dot products, and KILN_ONEDNN=0 (or no
+library) gives the same results on kiln's own kernels."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import assert_close, make
+
+import kiln
+import kiln.nn.functional as KF
+
+FLOAT32, BF16, _ = kiln._C._onednn_conv_stats()
+needs_onednn = pytest.mark.skipif(not FLOAT32, reason="oneDNN is not installed here")
+
+
+def calls():
+    return kiln._C._onednn_conv_stats()[2]
+
+
+WINDOWS = [
+    # (op, input, weight, kwargs)
+    ("conv2d", (1, 3, 64, 64), (16, 3, 7, 7), {"stride": 2, "padding": 3}),  # a stem
+    ("conv2d", (2, 16, 20, 20), (32, 16, 3, 3), {"padding": 1}),
+    ("conv2d", (2, 16, 21, 19), (24, 16, 3, 3), {"stride": 2, "padding": 1}),
+    ("conv2d", (1, 8, 17, 13), (8, 8, 3, 3), {"padding": 2, "dilation": 2}),
+    ("conv2d", (1, 8, 12, 12), (8, 8, 2, 4), {"padding": "same"}),  # asymmetric padding
+    ("conv2d", (2, 16, 12, 12), (32, 4, 3, 3), {"padding": 1, "groups": 4}),
+    ("conv2d", (1, 8, 9, 9), (8, 8, 3, 3), {"stride": 3}),  # the last column never read
+    ("conv1d", (3, 8, 50), (16, 8, 5), {"padding": 2, "stride": 2}),
+    ("conv3d", (2, 4, 6, 7, 9), (8, 4, 3, 2, 3), {"padding": (1, 0, 1)}),
+]
+
+
+@needs_onednn
+@pytest.mark.filterwarnings("ignore:Using padding='same'")
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("op,xs,ws,kw", WINDOWS)
+def test_window_convolutions_run_on_onednn(op, xs, ws, kw, bias):
+    tx, kx = make(xs, "float32", seed=0, low=-1.0, high=1.0)
+    tw, kw_ = make(ws, "float32", seed=1, low=-1.0, high=1.0)
+    tb, kb = make((ws[0],), "float32", seed=2) if bias else (None, None)
+    before = calls()
+    got = getattr(KF, op)(kx, kw_, kb, **kw)
+    assert calls() == before + 1, "the convolution did not run on oneDNN"
+    assert_close(got, getattr(F, op)(tx, tw, tb, **kw), atol=5e-5, rtol=5e-5)
+
+
+@needs_onednn
+def test_unbatched_input_and_a_second_call_reuse_the_primitive():
+    tx, kx = make((16, 20, 20), "float32", seed=3)
+    tw, kw = make((8, 16, 3, 3), "float32", seed=4)
+    for _ in range(2):  # the second call takes the cached primitive and its buffers
+        assert_close(KF.conv2d(kx, kw, padding=1), F.conv2d(tx, tw, padding=1), atol=1e-4,
+                     rtol=1e-4)
+
+
+@needs_onednn
+@pytest.mark.parametrize("ws,kw", [((32, 16, 1, 1), {}), ((16, 1, 3, 3), {"groups": 16})])
+def test_pointwise_and_depthwise_stay_on_kiln_kernels(ws, kw):
+    tx, kx = make((2, 16, 14, 14), "float32", seed=5)
+    tw, kw_ = make(ws, "float32", seed=6)
+    before = calls()
+    got = KF.conv2d(kx, kw_, **kw)
+    assert calls() == before
+    assert_close(got, F.conv2d(tx, tw, **kw), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.skipif(not BF16, reason="no oneDNN or no bfloat16 dot products on this CPU")
+def test_bfloat16_convolution_runs_natively():
+    tx, kx = make((2, 16, 14, 14), "float32", seed=7, low=-1.0, high=1.0)
+    tw, kw = make((32, 16, 3, 3), "float32", seed=8, low=-1.0, high=1.0)
+    tb, kb = make((32,), "float32", seed=9)
+    before = calls()
+    got = KF.conv2d(kx.to(kiln.bfloat16), kw.to(kiln.bfloat16), kb.to(kiln.bfloat16), padding=1)
+    assert calls() == before + 1
+    assert got.dtype == kiln.bfloat16
+    want = F.conv2d(tx.bfloat16(), tw.bfloat16(), tb.bfloat16(), padding=1)
+    assert_close(got, want, atol=0.1, rtol=0.02)
+
+
+@needs_onednn
+def test_threads_agree():
+    _, kx = make((2, 16, 21, 30), "float32", seed=10)
+    _, kw = make((24, 16, 3, 3), "float32", seed=11)
+    kiln.set_num_threads(1)
+    try:
+        want = KF.conv2d(kx, kw, padding=1).numpy()
+        kiln.set_num_threads(2)
+        got = KF.conv2d(kx, kw, padding=1).numpy()
+    finally:
+        kiln.set_num_threads(0)
+    assert abs(got - want).max() <= 1e-5
+
+
+def test_without_onednn_kiln_kernels_give_torch_results():
+    """KILN_ONEDNN=0: the direct and im2col kernels, checked by their own test file."""
+    here = os.path.dirname(__file__)
+    env = dict(os.environ, KILN_ONEDNN="0")
+    code = ("import kiln, sys; assert kiln._C._onednn_conv_stats() == (False, False, 0); "
+            "import pytest; sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', "
+            f"{os.path.join(here, 'test_conv_direct.py')!r}, "
+            f"{os.path.join(here, 'test_conv_depthwise.py')!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=here, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_compiled_conv_net_runs_its_windows_on_onednn():
+    torch.manual_seed(0)
+    tnet = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                               torch.nn.Conv2d(8, 8, 3, stride=2, padding=1)).eval()
+    knet = kiln.nn.Sequential(kiln.nn.Conv2d(3, 8, 3, padding=1), kiln.nn.ReLU(),
+                              kiln.nn.Conv2d(8, 8, 3, stride=2, padding=1)).eval()
+    knet.load_state_dict({k: kiln.tensor(v.numpy()) for k, v in tnet.state_dict().items()})
+    tx, kx = make((2, 3, 16, 16), "float32", seed=12)
+    compiled = kiln.compile(knet)
+    with kiln.no_grad(), torch.no_grad():
+        compiled(kx)  # capture and compile
+        before = calls()
+        got = compiled(kx)
+        want = tnet(tx)
+    assert calls() - before == (2 if FLOAT32 else 0)
+    assert_close(got, want, atol=1e-4, rtol=1e-4)
