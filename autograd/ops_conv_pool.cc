@@ -4,7 +4,8 @@
 // transposed convolution and the transposed one's a convolution, unfold and fold are each other's
 // derivative), so a backward run with create_graph=True records them: double backward and
 // forward-mode AD work through convolutions and pooling. With grad mode off those ops run their
-// kernels directly.
+// kernels directly, and a backward that records nothing (no create_graph) computes a
+// convolution's input and weight gradients on oneDNN's backward kernels where they run.
 #include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
@@ -175,6 +176,28 @@ Tensor convolution(int64_t spatialDims, const Tensor &input_, const Tensor &weig
       const bool batched = static_cast<int64_t>(xs.size()) == nd + 2;
       if (!batched)
         gout = b.unsqueeze(gout, 0);
+      if (!isGradEnabled() && gout.isCpu()) { // oneDNN's backward kernels, where they run
+        const bool needX = n.needsInputGrad(0), needW = n.needsInputGrad(1);
+        Tensor x = needW ? sx.unpack(n) : Tensor(), w = needX ? sw.unpack(n) : Tensor();
+        if (needW && !batched)
+          x = x.unsqueeze(0);
+        // Planning needs both operands' sizes: a gradient not asked for saved no operand, so a
+        // broadcast scalar of its sizes stands in (no memory).
+        auto sized = [&](Shape sizes) { return kiln::ops::zeros({}, gout.dtype()).expand(sizes); };
+        Shape batchedXs = xs;
+        if (!batched)
+          batchedXs.insert(batchedXs.begin(), 1);
+        Tensor shapeX = needW ? x : sized(batchedXs), shapeW = needX ? w : sized(ws);
+        ConvOptions o{stride, padding, dilation, groups, ""};
+        if (auto fast = kiln::ops::convolutionBackward(nd, gout, shapeX, shapeW, o, needX, needW)) {
+          if (needX)
+            r[0] = batched ? fast->input : fast->input.squeeze({0});
+          r[1] = fast->weight;
+          if (n.needsInputGrad(2))
+            r[2] = convBiasGrad(b, gout);
+          return r;
+        }
+      }
       if (n.needsInputGrad(0)) {
         Tensor w = sw.unpack(n);
         Shape outPad(nd);

@@ -47,24 +47,28 @@ const Api *loadApi() {
   if (!lib)
     return nullptr;
   static Api api;
-  bool ok = bind(lib, "dnnl_engine_create", api.engineCreate) &&
-            bind(lib, "dnnl_stream_create", api.streamCreate) &&
-            bind(lib, "dnnl_stream_wait", api.streamWait) &&
-            bind(lib, "dnnl_memory_desc_create_with_strides", api.mdCreate) &&
-            bind(lib, "dnnl_memory_desc_create_with_tag", api.mdCreateWithTag) &&
-            bind(lib, "dnnl_memory_desc_destroy", api.mdDestroy) &&
-            bind(lib, "dnnl_memory_desc_equal", api.mdEqual) &&
-            bind(lib, "dnnl_matmul_primitive_desc_create", api.matmulPd) &&
-            bind(lib, "dnnl_convolution_forward_primitive_desc_create", api.convPd) &&
-            bind(lib, "dnnl_reorder_primitive_desc_create", api.reorderPd) &&
-            bind(lib, "dnnl_primitive_desc_query_md", api.pdQueryMd) &&
-            bind(lib, "dnnl_primitive_desc_destroy", api.pdDestroy) &&
-            bind(lib, "dnnl_primitive_create", api.primitiveCreate) &&
-            bind(lib, "dnnl_primitive_destroy", api.primitiveDestroy) &&
-            bind(lib, "dnnl_primitive_execute", api.execute) &&
-            bind(lib, "dnnl_memory_create", api.memoryCreate) &&
-            bind(lib, "dnnl_memory_set_data_handle", api.setHandle) &&
-            bind(lib, "dnnl_memory_destroy", api.memoryDestroy);
+  bool ok =
+      bind(lib, "dnnl_engine_create", api.engineCreate) &&
+      bind(lib, "dnnl_stream_create", api.streamCreate) &&
+      bind(lib, "dnnl_stream_wait", api.streamWait) &&
+      bind(lib, "dnnl_memory_desc_create_with_strides", api.mdCreate) &&
+      bind(lib, "dnnl_memory_desc_create_with_tag", api.mdCreateWithTag) &&
+      bind(lib, "dnnl_memory_desc_destroy", api.mdDestroy) &&
+      bind(lib, "dnnl_memory_desc_equal", api.mdEqual) &&
+      bind(lib, "dnnl_matmul_primitive_desc_create", api.matmulPd) &&
+      bind(lib, "dnnl_convolution_forward_primitive_desc_create", api.convPd) &&
+      bind(lib, "dnnl_convolution_backward_data_primitive_desc_create", api.convBackwardDataPd) &&
+      bind(lib, "dnnl_convolution_backward_weights_primitive_desc_create",
+           api.convBackwardWeightsPd) &&
+      bind(lib, "dnnl_reorder_primitive_desc_create", api.reorderPd) &&
+      bind(lib, "dnnl_primitive_desc_query_md", api.pdQueryMd) &&
+      bind(lib, "dnnl_primitive_desc_destroy", api.pdDestroy) &&
+      bind(lib, "dnnl_primitive_create", api.primitiveCreate) &&
+      bind(lib, "dnnl_primitive_destroy", api.primitiveDestroy) &&
+      bind(lib, "dnnl_primitive_execute", api.execute) &&
+      bind(lib, "dnnl_memory_create", api.memoryCreate) &&
+      bind(lib, "dnnl_memory_set_data_handle", api.setHandle) &&
+      bind(lib, "dnnl_memory_destroy", api.memoryDestroy);
   // The OpenMP runtime the library links (libgomp): dlsym searches its dependencies too.
   bind(lib, "omp_set_num_threads", api.ompSetThreads);
   if (!ok || api.engineCreate(&api.engine, kCpuEngine, 0) != 0 ||

@@ -50,7 +50,15 @@ bool convolutionAvailable(DType dtype);
 bool convolution(DType dtype, const ConvShape &shape, const void *x, const void *w,
                  const void *bias, void *out);
 
-/// How many convolutions `convolution` has run.
+/// A convolution's gradients on oneDNN, as `convolution` (bias gradients are the caller's sum):
+/// gradInput from the output's gradient and the weights, gradWeight from the input and the
+/// output's gradient. False (output untouched) when oneDNN cannot run it.
+bool convolutionBackwardData(DType dtype, const ConvShape &shape, const void *gradOut,
+                             const void *w, void *gradInput);
+bool convolutionBackwardWeights(DType dtype, const ConvShape &shape, const void *x,
+                                const void *gradOut, void *gradWeight);
+
+/// How many convolution passes (forward or backward) oneDNN has run.
 int64_t convolutionCalls();
 
 } // namespace kiln::onednn

@@ -18,8 +18,11 @@ struct ExecArg {
 };
 constexpr int kCpuEngine = 1, kInOrderStream = 1;
 constexpr int kArgSrc = 1, kArgDst = 17, kArgWeights = 33, kArgBias = 41;
-constexpr int kFormatAny = 1, kForwardInference = 96, kConvolutionDirect = 1;
-constexpr int kQuerySrcMd = 129, kQueryWeightsMd = 131, kQueryDstMd = 133;
+constexpr int kArgDiffSrc = 129, kArgDiffDst = 145, kArgDiffWeights = 161;
+constexpr int kFormatAny = 1, kForwardTraining = 64, kForwardInference = 96;
+constexpr int kConvolutionDirect = 1;
+constexpr int kQuerySrcMd = 129, kQueryDiffSrcMd = 130, kQueryWeightsMd = 131,
+              kQueryDiffWeightsMd = 132, kQueryDstMd = 133, kQueryDiffDstMd = 134;
 inline void *const kAllocate = reinterpret_cast<void *>(static_cast<size_t>(-1));
 
 /// oneDNN's data type for a kiln dtype (0: none).
@@ -36,6 +39,11 @@ struct Api {
   int (*matmulPd)(Handle *, Handle, Handle, Handle, Handle, Handle, Handle);
   int (*convPd)(Handle *, Handle, int, int, Handle, Handle, Handle, Handle, const int64_t *,
                 const int64_t *, const int64_t *, const int64_t *, Handle);
+  int (*convBackwardDataPd)(Handle *, Handle, int, Handle, Handle, Handle, const int64_t *,
+                            const int64_t *, const int64_t *, const int64_t *, Handle, Handle);
+  int (*convBackwardWeightsPd)(Handle *, Handle, int, Handle, Handle, Handle, Handle,
+                               const int64_t *, const int64_t *, const int64_t *, const int64_t *,
+                               Handle, Handle);
   int (*reorderPd)(Handle *, Handle, Handle, Handle, Handle, Handle);
   Handle (*pdQueryMd)(Handle, int, int);
   int (*pdDestroy)(Handle);

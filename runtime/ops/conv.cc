@@ -176,14 +176,8 @@ void convKernel(const ConvPlan &p, const T *x, const T *w, const T *bias, T *out
   });
 }
 
-/// The convolution on oneDNN in x's own dtype (float32, or bfloat16 computed natively), or
-/// nothing when oneDNN declines it. Measured per layer kind (bench/nn_ops.py's conv rows): the
-/// blocked kernels win on windows (the 7x7 stem 2x, strided and deep 3x3s 10-20%) despite the
-/// reorders; 1x1 convolutions are one GEMM on the input already, where the reorders cost more
-/// than they save, and depthwise ones are faster on conv_depthwise.cc's kernel.
-std::optional<Tensor> onednnConvolution(const ConvPlan &plan, const Tensor &x, const Tensor &weight,
-                                        const std::optional<Tensor> &bias) {
-  DType dt = x.dtype();
+/// The geometry oneDNN's convolution takes, from a plan of x [N, C, *spatial] and weight.
+onednn::ConvShape onednnShape(const ConvPlan &plan, const Tensor &x, const Tensor &weight) {
   const int64_t nd = static_cast<int64_t>(plan.outShape.size()) - 2;
   onednn::ConvShape s;
   s.batch = plan.batch;
@@ -199,6 +193,18 @@ std::optional<Tensor> onednnConvolution(const ConvPlan &plan, const Tensor &x, c
   }
   s.padBefore.assign(plan.padBefore.begin(), plan.padBefore.end());
   s.padAfter.assign(plan.padAfter.begin(), plan.padAfter.end());
+  return s;
+}
+
+/// The convolution on oneDNN in x's own dtype (float32, or bfloat16 computed natively), or
+/// nothing when oneDNN declines it. Measured per layer kind (bench/nn_ops.py's conv rows): the
+/// blocked kernels win on windows (the 7x7 stem 2x, strided and deep 3x3s 10-20%) despite the
+/// reorders; 1x1 convolutions are one GEMM on the input already, where the reorders cost more
+/// than they save, and depthwise ones are faster on conv_depthwise.cc's kernel.
+std::optional<Tensor> onednnConvolution(const ConvPlan &plan, const Tensor &x, const Tensor &weight,
+                                        const std::optional<Tensor> &bias) {
+  DType dt = x.dtype();
+  onednn::ConvShape s = onednnShape(plan, x, weight);
   Tensor xc = x.contiguous(), wc = weight.to(dt).contiguous();
   Tensor bc = bias ? bias->to(dt).contiguous() : Tensor();
   Tensor out = Tensor::empty(plan.outShape, dt, x.device());
@@ -261,6 +267,35 @@ Tensor convolution(int64_t nd, const Tensor &input, const Tensor &weight,
   if (compute != dt)
     out = out.to(dt);
   return batched ? out : out.squeeze({0});
+}
+
+std::optional<ConvGrads> convolutionBackward(int64_t nd, const Tensor &grad, const Tensor &input,
+                                             const Tensor &weight, const ConvOptions &opts,
+                                             bool needInput, bool needWeight) {
+  DType dt = grad.dtype();
+  if (!onednn::convolutionAvailable(dt) || !grad.isCpu() || input.dtype() != dt ||
+      weight.dtype() != dt || input.dim() != nd + 2)
+    return std::nullopt;
+  ConvPlan plan = planConv(convName(nd), nd, input, weight, std::nullopt, opts);
+  // The measurement behind the forward's choice holds here too: a 1x1 window is GEMMs already.
+  if (plan.geom.kernelVolume() == 1 || grad.sizes() != plan.outShape)
+    return std::nullopt;
+  onednn::ConvShape s = onednnShape(plan, input, weight);
+  Tensor g = grad.contiguous();
+  ConvGrads r;
+  if (needInput) {
+    Tensor w = weight.contiguous();
+    r.input = Tensor::empty(input.sizes(), dt, input.device());
+    if (!onednn::convolutionBackwardData(dt, s, g.rawData(), w.rawData(), r.input.rawData()))
+      return std::nullopt;
+  }
+  if (needWeight) {
+    Tensor x = input.contiguous();
+    r.weight = Tensor::empty(weight.sizes(), dt, weight.device());
+    if (!onednn::convolutionBackwardWeights(dt, s, x.rawData(), g.rawData(), r.weight.rawData()))
+      return std::nullopt;
+  }
+  return r;
 }
 
 } // namespace kiln::ops

@@ -1,10 +1,12 @@
 #pragma once
 /// Eager convolutions with PyTorch semantics (F.conv1d/2d/3d, F.conv_transpose1d/2d/3d,
-/// F.unfold, F.fold), implemented as im2col + GEMM, parallel over batch x groups; float32
-/// stride-1 forward convolutions run a direct AVX-512 kernel instead where the CPU has one
-/// (conv_direct.cc). Inputs may be batched ([N, C, *spatial]) or unbatched ([C, *spatial]);
-/// float16/bfloat16 are computed in float32; integer dtypes are accepted where torch's CPU
-/// kernels accept them.
+/// F.unfold, F.fold). A forward convolution with a window runs on oneDNN where it is installed
+/// (runtime/onednn_conv.cc; float32, and bfloat16 where the CPU has bfloat16 dot products), a
+/// depthwise one on conv_depthwise.cc's direct kernel; otherwise float32 stride-1 convolutions
+/// run a direct AVX-512 kernel where the CPU has one (conv_direct.cc) and the rest im2col +
+/// GEMM, parallel over batch x groups. Inputs may be batched ([N, C, *spatial]) or unbatched
+/// ([C, *spatial]); float16/bfloat16 are otherwise computed in float32; integer dtypes are
+/// accepted where torch's CPU kernels accept them.
 
 #include "runtime/tensor.h"
 
@@ -26,6 +28,20 @@ struct ConvOptions {
 /// F.conv1d / conv2d / conv3d for spatialDims = 1, 2, 3.
 Tensor convolution(int64_t spatialDims, const Tensor &input, const Tensor &weight,
                    const std::optional<Tensor> &bias, const ConvOptions &opts);
+
+/// A convolution's input and weight gradients (each undefined where not asked for).
+struct ConvGrads {
+  Tensor input, weight;
+};
+
+/// The gradients of convolution(spatialDims, input, weight, ., opts) at `grad` (the output's
+/// gradient; batched input [N, C, *spatial]) computed by oneDNN's backward kernels, or nothing
+/// where they cannot run (no library, mixed dtypes, a 1x1 window): the caller then composes
+/// them from differentiable ops.
+std::optional<ConvGrads> convolutionBackward(int64_t spatialDims, const Tensor &grad,
+                                             const Tensor &input, const Tensor &weight,
+                                             const ConvOptions &opts, bool needInput,
+                                             bool needWeight);
 
 /// Options of a transposed convolution (the adjoint of a forward convolution).
 struct ConvTransposeOptions {

@@ -127,3 +127,55 @@ def test_compiled_conv_net_runs_its_windows_on_onednn():
         want = tnet(tx)
     assert calls() - before == (2 if FLOAT32 else 0)
     assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+@needs_onednn
+@pytest.mark.filterwarnings("ignore:Using padding='same'")
+@pytest.mark.parametrize("op,xs,ws,kw", WINDOWS + [
+    ("conv2d", (2, 12, 15, 15), (12, 1, 3, 3), {"stride": 2, "padding": 1, "groups": 12}),
+])
+def test_backward_runs_on_onednn_and_equals_torch(op, xs, ws, kw):
+    tx, kx = make(xs, "float32", seed=13, low=-1.0, high=1.0)
+    tw, kw_ = make(ws, "float32", seed=14, low=-1.0, high=1.0)
+    tb, kb = make((ws[0],), "float32", seed=15)
+    for t in (tx, tw, tb, kx, kw_, kb):
+        t.requires_grad_(True)
+    tout = getattr(F, op)(tx, tw, tb, **kw)
+    kout = getattr(KF, op)(kx, kw_, kb, **kw)
+    tg, kg = make(tuple(tout.shape), "float32", seed=16)
+    before = calls()
+    kout.backward(kg)
+    assert calls() == before + 2, "the input and weight gradients did not run on oneDNN"
+    tout.backward(tg)
+    for k, t in ((kx, tx), (kw_, tw), (kb, tb)):
+        assert_close(k.grad, t.grad, atol=2e-4, rtol=2e-4)
+
+
+@needs_onednn
+@pytest.mark.parametrize("need", ["input", "weight"])
+def test_backward_of_one_operand_and_unbatched_input(need):
+    tx, kx = make((8, 11, 9), "float32", seed=17)
+    tw, kw = make((6, 8, 3, 3), "float32", seed=18)
+    for t in ((tx, kx) if need == "input" else (tw, kw)):
+        t.requires_grad_(True)
+    before = calls()
+    KF.conv2d(kx, kw, padding=1, stride=2).square().sum().backward()
+    assert calls() == before + 2  # the forward and one backward pass
+    F.conv2d(tx, tw, padding=1, stride=2).square().sum().backward()
+    k, t = (kx, tx) if need == "input" else (kw, tw)
+    assert_close(k.grad, t.grad, atol=1e-4, rtol=1e-4)
+    assert (kw if need == "input" else kx).grad is None
+
+
+def test_double_backward_keeps_the_differentiable_rule():
+    tx, kx = make((1, 3, 7, 7), "float64", seed=19)
+    tw, kw = make((4, 3, 3, 3), "float64", seed=20)
+    for t in (tx, tw, kx, kw):
+        t.requires_grad_(True)
+    (kgx,) = kiln.autograd.grad(KF.conv2d(kx, kw, padding=1).square().sum(), kx,
+                                create_graph=True)
+    (tgx,) = torch.autograd.grad(F.conv2d(tx, tw, padding=1).square().sum(), tx,
+                                 create_graph=True)
+    kgx.sum().backward()
+    tgx.sum().backward()
+    assert_close(kw.grad, tw.grad, atol=1e-10, rtol=1e-10)
