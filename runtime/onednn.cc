@@ -43,7 +43,18 @@ const Api *loadApi() {
   if (off && std::strcmp(off, "0") == 0)
     return nullptr;
   const char *path = std::getenv("KILN_DNNL_LIB");
+  // After each primitive, oneDNN's OpenMP threads spin waiting for the next one, on the cores
+  // kiln's own pool needs for the kernels in between (two pools spinning on two cores). libgomp
+  // reads its wait policy once, when it loads: unless the user chose one, or something loaded
+  // libgomp already, make that load's policy passive, and restore the environment after (a
+  // libgomp another library bundles, torch's, reads its own at its load).
+  const bool passive =
+      !std::getenv("OMP_WAIT_POLICY") && !dlopen("libgomp.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (passive)
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
   void *lib = dlopen(path && *path ? path : "libdnnl.so.3", RTLD_NOW | RTLD_LOCAL);
+  if (passive)
+    unsetenv("OMP_WAIT_POLICY");
   if (!lib)
     return nullptr;
   static Api api;

@@ -1,8 +1,11 @@
-// Transposed convolution: per (image, group), col = W^T @ x followed by col2im into the output,
-// the adjoint of the forward convolution's im2col + GEMM.
+// Transposed convolution: the adjoint of a forward convolution, so oneDNN's backward-data pass
+// of that convolution where it runs; otherwise per (image, group), col = W^T @ x followed by
+// col2im into the output, the adjoint of the forward convolution's im2col + GEMM.
 #include "runtime/error.h"
+#include "runtime/onednn.h"
 #include "runtime/ops/conv.h"
 #include "runtime/ops/conv_impl.h"
+#include "runtime/ops/elementwise.h"
 #include "runtime/ops/linalg_impl.h"
 
 #include <vector>
@@ -125,6 +128,46 @@ void transposeKernel(const TransposePlan &p, const T *x, const T *w, const T *bi
   });
 }
 
+/// The transposed convolution as oneDNN's backward-data pass of the forward convolution from
+/// its output to its input, in x's own dtype; nothing where oneDNN cannot run it (an
+/// output_padding beyond the padding would need a negative trailing pad).
+std::optional<Tensor> onednnTranspose(const TransposePlan &p, int64_t nd, const Tensor &x,
+                                      const Tensor &weight, const std::optional<Tensor> &bias) {
+  const ConvGeometry &g = p.geom;
+  onednn::ConvShape s;
+  s.batch = p.batch;
+  s.channels = p.outShape[1];
+  s.outChannels = weight.size(0);
+  s.groups = p.groups;
+  for (int64_t d = 0; d < nd; ++d) {
+    const int i = static_cast<int>(3 - nd + d);
+    s.in.push_back(g.in[i]);
+    s.out.push_back(g.out[i]);
+    s.kernel.push_back(g.kernel[i]);
+    s.stride.push_back(g.stride[i]);
+    s.dilation.push_back(g.dilation[i]);
+    s.padBefore.push_back(g.padBefore[i]);
+    // The trailing pad that makes the forward convolution's output exactly g.out.
+    int64_t after = (g.out[i] - 1) * g.stride[i] + g.dilation[i] * (g.kernel[i] - 1) + 1 - g.in[i] -
+                    g.padBefore[i];
+    if (after < 0)
+      return std::nullopt;
+    s.padAfter.push_back(after);
+  }
+  DType dt = x.dtype();
+  Tensor xc = x.contiguous(), wc = weight.to(dt).contiguous();
+  Tensor out = Tensor::empty(p.outShape, dt, x.device());
+  if (out.numel() == 0 ||
+      !onednn::convolutionBackwardData(dt, s, xc.rawData(), wc.rawData(), out.rawData()))
+    return std::nullopt;
+  if (bias) {
+    Shape channel(p.outShape.size(), 1);
+    channel[1] = p.outShape[1];
+    out = add(out, bias->to(dt).reshape(channel));
+  }
+  return out;
+}
+
 const char *transposeName(int64_t nd) {
   return nd == 1 ? "conv_transpose1d" : nd == 2 ? "conv_transpose2d" : "conv_transpose3d";
 }
@@ -143,6 +186,10 @@ Tensor convTranspose(int64_t nd, const Tensor &input, const Tensor &weight,
   checkTransposeArgs(op, nd, x, weight, bias, opts.groups);
   TransposePlan plan = planTranspose(op, nd, x, weight, opts);
   DType dt = input.dtype(), compute = computeDType(dt);
+  if (onednn::convolutionAvailable(dt) && plan.geom.kernelVolume() > 1) {
+    if (std::optional<Tensor> out = onednnTranspose(plan, nd, x, weight, bias))
+      return batched ? *out : out->squeeze({0});
+  }
   Tensor xc = x.to(compute).contiguous(), wc = weight.to(compute).contiguous();
   Tensor bc = bias ? bias->to(compute).contiguous() : Tensor();
   Tensor out = Tensor::empty(plan.outShape, compute, input.device());

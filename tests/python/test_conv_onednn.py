@@ -179,3 +179,40 @@ def test_double_backward_keeps_the_differentiable_rule():
     kgx.sum().backward()
     tgx.sum().backward()
     assert_close(kw.grad, tw.grad, atol=1e-10, rtol=1e-10)
+
+
+TRANSPOSED = [
+    # (op, input, weight [in, out / groups, *kernel], kwargs)
+    ("conv_transpose2d", (2, 16, 7, 7), (16, 8, 4, 4), {"stride": 2, "padding": 1}),  # a decoder
+    ("conv_transpose2d", (1, 8, 5, 6), (8, 4, 3, 3), {"stride": 2, "padding": 1,
+                                                      "output_padding": 1}),
+    ("conv_transpose2d", (2, 8, 5, 5), (8, 3, 3, 2), {"groups": 2, "dilation": (2, 1)}),
+    ("conv_transpose1d", (2, 6, 9), (6, 4, 5), {"stride": 3, "padding": 2}),
+    ("conv_transpose3d", (1, 4, 3, 4, 5), (4, 2, 2, 3, 3), {"stride": 2, "padding": (0, 1, 1)}),
+]
+
+
+@needs_onednn
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("op,xs,ws,kw", TRANSPOSED)
+def test_transposed_convolutions_run_on_onednn(op, xs, ws, kw, bias):
+    tx, kx = make(xs, "float32", seed=21, low=-1.0, high=1.0)
+    tw, kw_ = make(ws, "float32", seed=22, low=-1.0, high=1.0)
+    out_channels = ws[1] * kw.get("groups", 1)
+    tb, kb = make((out_channels,), "float32", seed=23) if bias else (None, None)
+    before = calls()
+    got = getattr(KF, op)(kx, kw_, kb, **kw)
+    assert calls() == before + 1, "the transposed convolution did not run on oneDNN"
+    assert_close(got, getattr(F, op)(tx, tw, tb, **kw), atol=5e-5, rtol=5e-5)
+
+
+@needs_onednn
+def test_output_padding_past_the_padding_stays_on_kiln_kernels():
+    # output_padding 1 > padding 0: the forward convolution would need a trailing pad of -1
+    tx, kx = make((1, 4, 5, 5), "float32", seed=24)
+    tw, kw = make((4, 3, 3, 3), "float32", seed=25)
+    before = calls()
+    got = KF.conv_transpose2d(kx, kw, stride=2, output_padding=1)
+    assert calls() == before
+    assert_close(got, F.conv_transpose2d(tx, tw, stride=2, output_padding=1), atol=1e-4,
+                 rtol=1e-4)
