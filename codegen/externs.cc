@@ -35,6 +35,18 @@ void expectInputs(const char *op, Inputs in, size_t lo, size_t hi) {
   KILN_CHECK_KIND(Value, in.size() >= lo && in.size() <= hi, "extern {}: {} inputs", op, in.size());
 }
 
+/// The options of a conv2d or convolution_weight_grad extern (absent lists take torch's
+/// defaults).
+ops::ConvOptions convOptions(const ir::Attributes &attrs) {
+  ops::ConvOptions o;
+  o.stride = ints(attrs, "stride", {1});
+  o.padding = ints(attrs, "padding", {0});
+  o.dilation = ints(attrs, "dilation", {1});
+  auto g = attrs.find("groups");
+  o.groups = g == attrs.end() ? 1 : g->second.toInt();
+  return o;
+}
+
 /// The window options of a max_pool2d / avg_pool2d extern (absent lists take torch's defaults).
 ops::PoolOptions poolOptions(const ir::Attributes &attrs) {
   ops::PoolOptions o;
@@ -251,16 +263,15 @@ ExternTable buildTable() {
   });
   t.emplace("conv2d", [](Inputs in, const ir::Attributes &attrs) {
     expectInputs("conv2d", in, 2, 3);
-    ops::ConvOptions o;
-    o.stride = ints(attrs, "stride", {1});
-    o.padding = ints(attrs, "padding", {0});
-    o.dilation = ints(attrs, "dilation", {1});
-    auto g = attrs.find("groups");
-    o.groups = g == attrs.end() ? 1 : g->second.toInt();
     std::optional<Tensor> bias;
     if (in.size() == 3)
       bias = in[2];
-    return std::vector<Tensor>{ops::convolution(2, in[0], in[1], bias, o)};
+    return std::vector<Tensor>{ops::convolution(2, in[0], in[1], bias, convOptions(attrs))};
+  });
+  t.emplace("convolution_weight_grad", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("convolution_weight_grad", in, 2, 2);
+    return std::vector<Tensor>{ops::convolutionWeightGrad(
+        2, in[1], in[0], ints(attrs, "weight_size", {}), convOptions(attrs))};
   });
   t.emplace("scaled_dot_product_attention", [](Inputs in, const ir::Attributes &attrs) {
     expectInputs("scaled_dot_product_attention", in, 3, 4);

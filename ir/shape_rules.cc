@@ -396,6 +396,12 @@ std::optional<ValueType> inferResultType(const Node &n, SymAssumptions *assumed)
     return contiguous(tensorOperand(n, 0).dtype, poolSizes(n));
   case OpKind::MaxPool2dBackward:
     return contiguous(tensorOperand(n, 1).dtype, tensorOperand(n, 0).sizes);
+  case OpKind::ConvolutionWeightGrad: {
+    std::vector<SymInt> sizes;
+    for (int64_t s : n.attr("weight_size")->toInts())
+      sizes.push_back(SymInt(s));
+    return contiguous(tensorOperand(n, 1).dtype, sizes);
+  }
   case OpKind::SliceScatter:
   case OpKind::SelectScatter:
     scatterSourceSizes(n, assumed);

@@ -36,5 +36,6 @@ void checkContiguous(const Node &n);
 void checkBatchNorm(const Node &n);
 void checkPool(const Node &n);
 void checkPoolBackward(const Node &n);
+void checkConvolutionWeightGrad(const Node &n);
 
 } // namespace kiln::ir::detail

@@ -235,6 +235,8 @@ void checkOpRules(const Node &n) {
     return checkPool(n);
   case OpKind::MaxPool2dBackward:
     return checkPoolBackward(n);
+  case OpKind::ConvolutionWeightGrad:
+    return checkConvolutionWeightGrad(n);
   case OpKind::SliceScatter:
   case OpKind::SelectScatter:
     return checkScatter(n);

@@ -4,6 +4,8 @@
 #include "ir/shape_rules_nn_impl.h"
 #include "ir/verifier_impl.h"
 
+#include <fmt/ranges.h>
+
 namespace kiln::ir::detail {
 
 void checkArange(const Node &n) {
@@ -77,6 +79,25 @@ void checkPoolBackward(const Node &n) {
               dtypeShortName(x.dtype), dtypeShortName(g.dtype));
   expectSameDevice(n);
   expectSizes(tensorResult(n).sizes, x.sizes, "max_pool2d_backward has the input's shape");
+}
+
+void checkConvolutionWeightGrad(const Node &n) {
+  const TensorMeta &x = tensorOperand(n, 0), &g = tensorOperand(n, 1);
+  if (!isFloating(g.dtype) || g.dtype != x.dtype)
+    ruleFails("{} needs a floating gradient of the input's dtype, got {} and {}", n.keyword(),
+              dtypeShortName(x.dtype), dtypeShortName(g.dtype));
+  if (x.sizes.size() != 4 || g.sizes.size() != 4)
+    ruleFails("{} needs a batched 2-d input and gradient, got {} and {}", n.keyword(),
+              printSizes(x.sizes), printSizes(g.sizes));
+  std::vector<int64_t> ws = n.attr("weight_size")->toInts();
+  const int64_t groups = n.attr("groups") ? n.attr("groups")->toInt() : 1;
+  if (ws.size() != 4 || groups < 1 || ws[0] % groups != 0 || ws[1] * groups != x.sizes[1] ||
+      g.sizes[1] != ws[0])
+    ruleFails("{}: weight_size {} does not fit an input of {} channels, a gradient of {} and "
+              "{} group(s)",
+              n.keyword(), fmt::format("[{}]", fmt::join(ws, ", ")), x.sizes[1].str(),
+              g.sizes[1].str(), groups);
+  expectSameDevice(n);
 }
 
 } // namespace kiln::ir::detail

@@ -152,6 +152,12 @@ void lowerConv2d(LowerContext &ctx, const ir::Node &n) {
   ctx.define(n.result(0), y);
 }
 
+void lowerConvolutionWeightGrad(LowerContext &ctx, const ir::Node &n) {
+  ctx.define(n.result(0),
+             external(ctx, n, "convolution_weight_grad", realizeAll(ctx, n, 2),
+                      copyAttrs(n, {"dilation", "groups", "padding", "stride", "weight_size"})));
+}
+
 void lowerAttention(LowerContext &ctx, const ir::Node &n) {
   ctx.define(n.result(0),
              external(ctx, n, "scaled_dot_product_attention", realizeAll(ctx, n, n.numOperands()),
@@ -298,6 +304,7 @@ void registerNN(Registry &r) {
   r.add(OpKind::Matmul, lowerMatmul);
   r.add(OpKind::Linear, lowerLinear);
   r.add(OpKind::Conv2d, lowerConv2d);
+  r.add(OpKind::ConvolutionWeightGrad, lowerConvolutionWeightGrad);
   r.add(OpKind::ScaledDotProductAttention, lowerAttention);
   r.add(OpKind::LayerNorm, lowerLayerNorm);
   r.add(OpKind::RmsNorm, lowerRmsNorm);

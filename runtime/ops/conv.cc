@@ -5,7 +5,10 @@
 #include "runtime/error.h"
 #include "runtime/onednn.h"
 #include "runtime/ops/conv_impl.h"
+#include "runtime/ops/factory.h"
+#include "runtime/ops/linalg.h"
 #include "runtime/ops/linalg_impl.h"
+#include "runtime/ops/reduce.h"
 
 #include <algorithm>
 #include <fmt/ranges.h>
@@ -296,6 +299,40 @@ std::optional<ConvGrads> convolutionBackward(int64_t nd, const Tensor &grad, con
       return std::nullopt;
   }
   return r;
+}
+
+Tensor convolutionWeightGrad(int64_t nd, const Tensor &grad, const Tensor &input,
+                             IntList weightSizes, const ConvOptions &opts) {
+  KILN_CHECK(nd >= 1 && nd <= 2 && input.dim() == nd + 2 && grad.dim() == nd + 2,
+             "convolution_weight_grad: expected a batched 1-d or 2-d input and gradient, got {} "
+             "and {}",
+             input.shapeStr(), grad.shapeStr());
+  Shape ws(weightSizes.begin(), weightSizes.end());
+  Tensor x = input.to(grad.dtype());
+  Tensor shaped = zeros({}, grad.dtype()).expand(ws); // sizes only: the weights are not read
+  if (auto r = convolutionBackward(nd, grad, x, shaped, opts, false, true))
+    return r->weight;
+  if (nd == 1) { // as 2-d over a height of one
+    ConvOptions o = opts;
+    auto widen = [](const Shape &v, int64_t fill) {
+      return Shape{fill, v.empty() ? fill : v.back()};
+    };
+    o.stride = widen(opts.stride, 1);
+    o.padding = widen(opts.padding, 0);
+    o.dilation = widen(opts.dilation, 1);
+    Tensor w = convolutionWeightGrad(2, grad.unsqueeze(2), x.unsqueeze(2),
+                                     Shape{ws[0], ws[1], 1, ws[2]}, o);
+    return w.reshape(ws);
+  }
+  ConvPlan plan = planConv("conv2d", 2, x, shaped, std::nullopt, opts);
+  const int64_t n = x.size(0), groups = plan.groups;
+  Tensor cols =
+      unfold(x, {ws[2], ws[3]}, {plan.geom.dilation[1], plan.geom.dilation[2]},
+             {plan.padBefore[0], plan.padBefore[1]}, {plan.geom.stride[1], plan.geom.stride[2]});
+  const int64_t l = cols.size(2), ck = cols.size(1) / groups;
+  Tensor c = cols.reshape({n, groups, ck, l});
+  Tensor g = grad.reshape({n, groups, ws[0] / groups, l});
+  return sum(matmul(g, c.transpose(-1, -2)), DimList(Shape{0}), false).reshape(ws);
 }
 
 } // namespace kiln::ops

@@ -43,6 +43,12 @@ std::optional<ConvGrads> convolutionBackward(int64_t spatialDims, const Tensor &
                                              const ConvOptions &opts, bool needInput,
                                              bool needWeight);
 
+/// The weight gradient of convolution(spatialDims, input, weight of weightSizes, ., opts) at
+/// `grad`, in grad's dtype: convolutionBackward's where it runs, else im2col columns of the
+/// input times the gradient (1 and 2 spatial dims).
+Tensor convolutionWeightGrad(int64_t spatialDims, const Tensor &grad, const Tensor &input,
+                             IntList weightSizes, const ConvOptions &opts);
+
 /// Options of a transposed convolution (the adjoint of a forward convolution).
 struct ConvTransposeOptions {
   Shape stride{1};

@@ -127,7 +127,10 @@ def test_unet_trains_compiled_as_torch():
     first, losses = classification_steps((tm, topt), (compiled, kopt), [(x, y)] * (STEPS // 2),
                                          rtol=1e-3)
     assert losses[0] < 0.8 * first
-    assert_same_weights(tm, km, atol=2e-3)
+    # up2's bias is a per-channel constant that dec2's convolution keeps constant (reflect
+    # padding too) and its BatchNorm subtracts: its exact gradient is 0, so what Adam steps on
+    # is rounding noise.
+    assert_same_weights(tm, km, atol=2e-3, noise={"up2.bias": slice(0, 16)})
     trained_without_fallbacks(backend)
 
 
