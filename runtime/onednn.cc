@@ -66,6 +66,7 @@ const Api *loadApi() {
       bind(lib, "dnnl_memory_desc_create_with_tag", api.mdCreateWithTag) &&
       bind(lib, "dnnl_memory_desc_destroy", api.mdDestroy) &&
       bind(lib, "dnnl_memory_desc_equal", api.mdEqual) &&
+      bind(lib, "dnnl_memory_desc_get_size", api.mdSize) &&
       bind(lib, "dnnl_matmul_primitive_desc_create", api.matmulPd) &&
       bind(lib, "dnnl_convolution_forward_primitive_desc_create", api.convPd) &&
       bind(lib, "dnnl_convolution_backward_data_primitive_desc_create", api.convBackwardDataPd) &&
@@ -112,6 +113,11 @@ const Api *api() {
   return a;
 }
 
+std::mutex &executionMutex() {
+  static std::mutex m;
+  return m;
+}
+
 bool cpuHas(const char *flag) {
   return cpuFlags().find(std::string(" ") + flag + " ") != std::string::npos;
 }
@@ -148,7 +154,6 @@ struct Entry {
   Handle primitive = nullptr, a = nullptr, b = nullptr, bias = nullptr, dst = nullptr;
 };
 
-std::mutex gMutex;
 std::map<std::vector<int64_t>, Entry> gCache;
 std::atomic<int64_t> gCalls{0};
 
@@ -206,7 +211,7 @@ bool matmul(DType dtype, const Operand &a, const Operand &b, const Operand *bias
     return false;
   const Api &lib = *api();
   syncThreads(lib);
-  std::lock_guard<std::mutex> lock(gMutex);
+  std::lock_guard<std::mutex> lock(executionMutex());
   // oneDNN splits a primitive's work for the thread count it was created under
   std::vector<int64_t> key = keyOf(dtype, a, b, bias, dst);
   key.push_back(numThreads());

@@ -6,6 +6,7 @@
 #include "runtime/onednn.h"
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 namespace kiln::onednn::detail {
@@ -23,7 +24,6 @@ constexpr int kFormatAny = 1, kForwardTraining = 64, kForwardInference = 96;
 constexpr int kConvolutionDirect = 1;
 constexpr int kQuerySrcMd = 129, kQueryDiffSrcMd = 130, kQueryWeightsMd = 131,
               kQueryDiffWeightsMd = 132, kQueryDstMd = 133, kQueryDiffDstMd = 134;
-inline void *const kAllocate = reinterpret_cast<void *>(static_cast<size_t>(-1));
 
 /// oneDNN's data type for a kiln dtype (0: none).
 int dnnlType(DType t);
@@ -36,6 +36,7 @@ struct Api {
   int (*mdCreateWithTag)(Handle *, int, const int64_t *, int, int);
   int (*mdDestroy)(Handle);
   int (*mdEqual)(Handle, Handle);
+  size_t (*mdSize)(Handle);
   int (*matmulPd)(Handle *, Handle, Handle, Handle, Handle, Handle, Handle);
   int (*convPd)(Handle *, Handle, int, int, Handle, Handle, Handle, Handle, const int64_t *,
                 const int64_t *, const int64_t *, const int64_t *, Handle);
@@ -59,6 +60,10 @@ struct Api {
 
 /// The loaded library, or null (KILN_ONEDNN=0, no library, not a oneDNN 3).
 const Api *api();
+
+/// Held while a primitive runs and while the caches change: every primitive runs on the one
+/// stream, and an OpenMP team at a time.
+std::mutex &executionMutex();
 
 /// Whether the CPU's /proc/cpuinfo flags name `flag`.
 bool cpuHas(const char *flag);

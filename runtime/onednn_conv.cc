@@ -7,11 +7,11 @@
 #include "runtime/onednn.h"
 #include "runtime/onednn_api.h"
 
+#include "runtime/tensor.h"
 #include "runtime/thread_pool.h"
 
 #include <atomic>
 #include <map>
-#include <mutex>
 
 namespace kiln::onednn {
 
@@ -24,11 +24,14 @@ constexpr int kArgFrom = 1, kArgTo = 17;
 enum class Pass { Forward, BackwardData, BackwardWeights };
 
 /// One execution argument: the plain memory whose data pointer each call sets and, when the
-/// primitive chose another layout, a oneDNN-owned buffer in it and the reorder between them.
+/// primitive chose another layout, a memory in it (of `blockedBytes`, given a buffer per call:
+/// cached buffers would hold every layer's activations for the life of the process) and the
+/// reorder between them.
 struct Bound {
   int arg = 0;
   bool input = true; // reordered plain -> blocked before the primitive, else after it
   Handle plain = nullptr, blocked = nullptr, reorder = nullptr;
+  size_t blockedBytes = 0;
 };
 
 struct Entry {
@@ -36,7 +39,6 @@ struct Entry {
   std::vector<Bound> operands; // in the order the call passes their pointers
 };
 
-std::mutex gMutex;
 std::map<std::vector<int64_t>, Entry> gCache;
 std::atomic<int64_t> gCalls{0};
 
@@ -69,7 +71,8 @@ bool bindOperand(const Api &api, Entry &e, int arg, bool input, Handle plainMd, 
     return false;
   if (api.mdEqual(plainMd, chosen))
     return true;
-  if (api.memoryCreate(&b.blocked, chosen, api.engine, kAllocate) != 0)
+  b.blockedBytes = api.mdSize(chosen);
+  if (api.memoryCreate(&b.blocked, chosen, api.engine, nullptr) != 0)
     return false;
   Handle pd = nullptr;
   int status = input ? api.reorderPd(&pd, plainMd, api.engine, chosen, api.engine, nullptr)
@@ -198,7 +201,7 @@ bool run(DType dtype, Pass pass, const ConvShape &shape, std::initializer_list<c
     return false;
   const Api &lib = *api();
   syncThreads(lib);
-  std::lock_guard<std::mutex> lock(gMutex);
+  std::lock_guard<std::mutex> lock(executionMutex());
   std::vector<int64_t> key = keyOf(dtype, pass, shape, hasBias);
   auto it = gCache.find(key);
   if (it == gCache.end()) {
@@ -213,9 +216,15 @@ bool run(DType dtype, Pass pass, const ConvShape &shape, std::initializer_list<c
   if (!e.primitive)
     return false;
   std::vector<ExecArg> args;
+  std::vector<Tensor> buffers; // the blocked operands' memory for this call (64-byte aligned)
+  buffers.reserve(e.operands.size());
   const void *const *pointer = data.begin();
   for (const Bound &b : e.operands) {
     lib.setHandle(b.plain, const_cast<void *>(*pointer++));
+    if (b.blocked) {
+      buffers.push_back(Tensor::empty({static_cast<int64_t>(b.blockedBytes)}, DType::UInt8));
+      lib.setHandle(b.blocked, buffers.back().rawData());
+    }
     args.push_back({b.arg, b.blocked ? b.blocked : b.plain});
   }
   parkWorkers(); // oneDNN's OpenMP threads run on the cores kiln's idle workers spin on

@@ -1,6 +1,7 @@
 // The compiled derivatives of convolution and the 2-d pools: the weight gradient of a
-// convolution is the convolution_weight_grad extern (oneDNN's backward-weights pass, or im2col
-// columns times the output gradient), the input gradient a transposed convolution; average
+// convolution is the convolution_weight_grad extern on the CPU (oneDNN's backward-weights pass,
+// or im2col columns times the output gradient) and those columns times the gradient as graph
+// ops on a device, the input gradient a transposed convolution; average
 // pooling's input gradient is each window's share placed back by `fold` (col2im), which sums where
 // windows overlap; max pooling's is eager's indexed kernel (max_pool2d_backward).
 #include "passes/autodiff/node_vjp.h"
@@ -99,13 +100,22 @@ std::vector<V> convolutionVjp(B &b, const ir::Node &n, V g, autograd::rules::Nee
                  {"dilation", win.dilation},
                  {"groups", groups}});
   }
-  if (need[1])
+  if (need[1] && x->meta().device.type == DeviceType::CPU) {
     r[1] = b.op(OpKind::ConvolutionWeightGrad, {x, g},
                 {{"stride", win.stride},
                  {"padding", win.padding},
                  {"dilation", win.dilation},
                  {"groups", groups},
                  {"weight_size", ws}});
+  } else if (need[1]) { // on a device, as GEMMs there (the extern is a host kernel)
+    const int64_t batch = xs[0], out = ws[0];
+    V cols = b.op(OpKind::Unfold, {x}, windowAttrs(win, win.padding));
+    const int64_t l = B::sizes(cols)[2], ck = B::sizes(cols)[1] / groups;
+    V c = b.reshape(cols, {batch, groups, ck, l});
+    V gg = b.reshape(g, {batch, groups, out / groups, l});
+    V wg = b.sum(b.matmul(gg, b.transpose(c, -1, -2)), Sizes{0}, false);
+    r[1] = b.reshape(wg, ws);
+  }
   if (need[2] && n.numOperands() > 2)
     r[2] = b.sum(g, Sizes{0, 2, 3}, false);
   return r;

@@ -242,7 +242,8 @@ Tensor convolution(int64_t nd, const Tensor &input, const Tensor &weight,
   ConvPlan plan = planConv(op, nd, x, weight, bias, opts);
   DType dt = input.dtype(), compute = computeDType(dt);
   bool isDepthwise = plan.geom.channels == 1 && plan.groups > 1;
-  if (!isDepthwise && plan.geom.kernelVolume() > 1 && onednn::convolutionAvailable(dt)) {
+  if (!isDepthwise && plan.geom.kernelVolume() > 1 && x.numel() > 0 && weight.numel() > 0 &&
+      onednn::convolutionAvailable(dt)) {
     if (std::optional<Tensor> out = onednnConvolution(plan, x, weight, bias))
       return batched ? *out : out->squeeze({0});
   }
@@ -277,7 +278,8 @@ std::optional<ConvGrads> convolutionBackward(int64_t nd, const Tensor &grad, con
                                              bool needInput, bool needWeight) {
   DType dt = grad.dtype();
   if (!onednn::convolutionAvailable(dt) || !grad.isCpu() || input.dtype() != dt ||
-      weight.dtype() != dt || input.dim() != nd + 2)
+      weight.dtype() != dt || input.dim() != nd + 2 || grad.numel() == 0 || input.numel() == 0 ||
+      weight.numel() == 0)
     return std::nullopt;
   ConvPlan plan = planConv(convName(nd), nd, input, weight, std::nullopt, opts);
   // The measurement behind the forward's choice holds here too: a 1x1 window is GEMMs already.
@@ -303,6 +305,9 @@ std::optional<ConvGrads> convolutionBackward(int64_t nd, const Tensor &grad, con
 
 Tensor convolutionWeightGrad(int64_t nd, const Tensor &grad, const Tensor &input,
                              IntList weightSizes, const ConvOptions &opts) {
+  KILN_CHECK(opts.paddingMode.empty(),
+             "convolution_weight_grad: expected explicit padding, got padding='{}'",
+             opts.paddingMode);
   KILN_CHECK(nd >= 1 && nd <= 2 && input.dim() == nd + 2 && grad.dim() == nd + 2,
              "convolution_weight_grad: expected a batched 1-d or 2-d input and gradient, got {} "
              "and {}",

@@ -186,7 +186,9 @@ Tensor convTranspose(int64_t nd, const Tensor &input, const Tensor &weight,
   checkTransposeArgs(op, nd, x, weight, bias, opts.groups);
   TransposePlan plan = planTranspose(op, nd, x, weight, opts);
   DType dt = input.dtype(), compute = computeDType(dt);
-  if (onednn::convolutionAvailable(dt) && plan.geom.kernelVolume() > 1) {
+  // A bias added after oneDNN's rounding would round a bfloat16 result twice.
+  if (onednn::convolutionAvailable(dt) && plan.geom.kernelVolume() > 1 && x.numel() > 0 &&
+      weight.numel() > 0 && (!bias || dt == DType::Float32)) {
     if (std::optional<Tensor> out = onednnTranspose(plan, nd, x, weight, bias))
       return batched ? *out : out->squeeze({0});
   }

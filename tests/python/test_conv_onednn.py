@@ -216,3 +216,27 @@ def test_output_padding_past_the_padding_stays_on_kiln_kernels():
     assert calls() == before
     assert_close(got, F.conv_transpose2d(tx, tw, stride=2, output_padding=1), atol=1e-4,
                  rtol=1e-4)
+
+
+def test_empty_batch_forward_and_backward():
+    tx = torch.zeros(0, 4, 8, 8, requires_grad=True)
+    tw = torch.randn(6, 4, 3, 3, requires_grad=True)
+    kx = kiln.zeros(0, 4, 8, 8, requires_grad=True)
+    kw = kiln.tensor(tw.detach().numpy(), requires_grad=True)
+    ky, ty = KF.conv2d(kx, kw, padding=1), F.conv2d(tx, tw, padding=1)
+    assert tuple(ky.shape) == tuple(ty.shape)
+    ky.sum().backward()
+    ty.sum().backward()
+    assert_close(kw.grad, tw.grad)
+    assert_close(kx.grad, tx.grad)
+
+
+@pytest.mark.skipif(not BF16, reason="no oneDNN or no bfloat16 dot products on this CPU")
+def test_bfloat16_transposed_convolution_with_bias_rounds_once():
+    tx, kx = make((2, 8, 5, 5), "float32", seed=26, low=-1.0, high=1.0)
+    tw, kw = make((8, 4, 3, 3), "float32", seed=27, low=-1.0, high=1.0)
+    tb, kb = make((4,), "float32", seed=28)
+    bf = kiln.bfloat16
+    got = KF.conv_transpose2d(kx.to(bf), kw.to(bf), kb.to(bf), stride=2)
+    want = F.conv_transpose2d(tx.bfloat16(), tw.bfloat16(), tb.bfloat16(), stride=2)
+    assert_close(got, want, atol=0.05, rtol=0.02)
