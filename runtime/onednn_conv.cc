@@ -42,13 +42,6 @@ struct Entry {
 std::map<std::vector<int64_t>, Entry> gCache;
 std::atomic<int64_t> gCalls{0};
 
-std::vector<int64_t> contiguousStrides(const std::vector<int64_t> &dims) {
-  std::vector<int64_t> strides(dims.size(), 1);
-  for (size_t i = dims.size(); i-- > 1;)
-    strides[i - 1] = strides[i] * dims[i];
-  return strides;
-}
-
 void destroy(const Api &api, Entry &e) {
   if (e.primitive)
     api.primitiveDestroy(e.primitive);

@@ -17,22 +17,6 @@ template <typename F> Tensor floatActivation(const char *op, const Tensor &a, F 
   return floatUnaryKernel(a, a.dtype(), f);
 }
 
-/// Clamps to [lo, hi] in a's own dtype (hardtanh's rule: the limits are cast, never promoted).
-Tensor clampSameType(const char *op, const Tensor &a, const Scalar &lo, const Scalar &hi) {
-  DType compute = computeDType(a.dtype());
-  Tensor in[1] = {a.to(compute)};
-  Tensor out = Tensor::empty(a.sizes(), compute, a.device());
-  dispatchCompute(compute, [&]<typename T>() {
-    if constexpr (!std::is_same_v<T, bool>) {
-      T l = castScalarChecked<T>(op, lo, a.dtype()), h = castScalarChecked<T>(op, hi, a.dtype());
-      // The NaN-propagating selects vectorize; a branch on NaN kept the loop scalar (20x slower).
-      cpuKernel<T, T>(out, in,
-                      [l, h](T x) -> T { return minPropagateNan(maxPropagateNan(x, l), h); });
-    }
-  });
-  return compute == a.dtype() ? out : out.to(a.dtype());
-}
-
 constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
 constexpr double kSeluScale = 1.0507009873554804934193349852946;
 
@@ -67,7 +51,7 @@ Tensor hardtanh(const Tensor &a, const Scalar &minVal, const Scalar &maxVal) {
                   maxVal.toDouble());
   KILN_CHECK(a.dtype() != DType::UInt8 || minVal.toDouble() >= 0,
              "hardtanh: cannot do hardtanh on an unsigned type (uint8) with negative limits");
-  return clampSameType("hardtanh", a, minVal, maxVal);
+  return clampToScalars("hardtanh", a, a.dtype(), minVal, maxVal);
 }
 
 Tensor threshold(const Tensor &a, const Scalar &threshold, const Scalar &value) {

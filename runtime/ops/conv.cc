@@ -179,24 +179,11 @@ void convKernel(const ConvPlan &p, const T *x, const T *w, const T *bias, T *out
   });
 }
 
-/// The geometry oneDNN's convolution takes, from a plan of x [N, C, *spatial] and weight.
-onednn::ConvShape onednnShape(const ConvPlan &plan, const Tensor &x, const Tensor &weight) {
+/// The geometry oneDNN's convolution takes, from a plan of x [N, C, *spatial].
+onednn::ConvShape planShape(const ConvPlan &plan) {
   const int64_t nd = static_cast<int64_t>(plan.outShape.size()) - 2;
-  onednn::ConvShape s;
-  s.batch = plan.batch;
-  s.channels = x.size(1);
-  s.outChannels = weight.size(0);
-  s.groups = plan.groups;
-  for (int64_t d = 0; d < nd; ++d) {
-    s.in.push_back(x.size(d + 2));
-    s.out.push_back(plan.outShape[d + 2]);
-    s.kernel.push_back(weight.size(d + 2));
-    s.stride.push_back(plan.geom.stride[3 - nd + d]);
-    s.dilation.push_back(plan.geom.dilation[3 - nd + d]);
-  }
-  s.padBefore.assign(plan.padBefore.begin(), plan.padBefore.end());
-  s.padAfter.assign(plan.padAfter.begin(), plan.padAfter.end());
-  return s;
+  return onednnShape(plan.geom, nd, plan.batch, plan.groups, plan.geom.channels * plan.groups,
+                     plan.outShape[1], plan.padAfter);
 }
 
 /// The convolution on oneDNN in x's own dtype (float32, or bfloat16 computed natively), or
@@ -206,16 +193,42 @@ onednn::ConvShape onednnShape(const ConvPlan &plan, const Tensor &x, const Tenso
 /// than they save, and depthwise ones are faster on conv_depthwise.cc's kernel.
 std::optional<Tensor> onednnConvolution(const ConvPlan &plan, const Tensor &x, const Tensor &weight,
                                         const std::optional<Tensor> &bias) {
+  if (x.numel() == 0 || weight.numel() == 0)
+    return std::nullopt;
   DType dt = x.dtype();
-  onednn::ConvShape s = onednnShape(plan, x, weight);
   Tensor xc = x.contiguous(), wc = weight.to(dt).contiguous();
   Tensor bc = bias ? bias->to(dt).contiguous() : Tensor();
   Tensor out = Tensor::empty(plan.outShape, dt, x.device());
-  if (out.numel() == 0 || !onednn::convolution(dt, s, xc.rawData(), wc.rawData(),
-                                               bias ? bc.rawData() : nullptr, out.rawData()))
+  if (!onednn::convolution(dt, planShape(plan), xc.rawData(), wc.rawData(),
+                           bias ? bc.rawData() : nullptr, out.rawData()))
     return std::nullopt;
   return out;
 }
+
+} // namespace
+
+onednn::ConvShape detail::onednnShape(const ConvGeometry &g, int64_t nd, int64_t batch,
+                                      int64_t groups, int64_t inChannels, int64_t outChannels,
+                                      IntList padAfter) {
+  onednn::ConvShape s;
+  s.batch = batch;
+  s.channels = inChannels;
+  s.outChannels = outChannels;
+  s.groups = groups;
+  for (int64_t d = 0; d < nd; ++d) {
+    const size_t i = static_cast<size_t>(3 - nd + d); // 1-d and 2-d are right-aligned in g
+    s.in.push_back(g.in[i]);
+    s.out.push_back(g.out[i]);
+    s.kernel.push_back(g.kernel[i]);
+    s.stride.push_back(g.stride[i]);
+    s.dilation.push_back(g.dilation[i]);
+    s.padBefore.push_back(g.padBefore[i]);
+  }
+  s.padAfter.assign(padAfter.begin(), padAfter.end());
+  return s;
+}
+
+namespace {
 
 const char *convName(int64_t nd) { return nd == 1 ? "conv1d" : nd == 2 ? "conv2d" : "conv3d"; }
 
@@ -242,8 +255,7 @@ Tensor convolution(int64_t nd, const Tensor &input, const Tensor &weight,
   ConvPlan plan = planConv(op, nd, x, weight, bias, opts);
   DType dt = input.dtype(), compute = computeDType(dt);
   bool isDepthwise = plan.geom.channels == 1 && plan.groups > 1;
-  if (!isDepthwise && plan.geom.kernelVolume() > 1 && x.numel() > 0 && weight.numel() > 0 &&
-      onednn::convolutionAvailable(dt)) {
+  if (!isDepthwise && plan.geom.kernelVolume() > 1 && onednn::convolutionAvailable(dt)) {
     if (std::optional<Tensor> out = onednnConvolution(plan, x, weight, bias))
       return batched ? *out : out->squeeze({0});
   }
@@ -285,7 +297,7 @@ std::optional<ConvGrads> convolutionBackward(int64_t nd, const Tensor &grad, con
   // The measurement behind the forward's choice holds here too: a 1x1 window is GEMMs already.
   if (plan.geom.kernelVolume() == 1 || grad.sizes() != plan.outShape)
     return std::nullopt;
-  onednn::ConvShape s = onednnShape(plan, input, weight);
+  onednn::ConvShape s = planShape(plan);
   Tensor g = grad.contiguous();
   ConvGrads r;
   if (needInput) {

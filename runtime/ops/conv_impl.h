@@ -4,6 +4,7 @@
 /// (used by transposed convolution and fold), and the argument checks conv, fold and unfold
 /// share. Not part of the public op API.
 
+#include "runtime/onednn.h"
 #include "runtime/tensor.h"
 
 #include <array>
@@ -61,6 +62,11 @@ void convDirect(const ConvGeometry &g, int64_t batch, int64_t groups, int64_t ou
 template <typename T>
 void convDepthwise(const ConvGeometry &g, int64_t batch, int64_t groups, int64_t outPerGroup,
                    const T *x, const T *w, const T *bias, T *out);
+
+/// oneDNN's description of the convolution of geometry `g` over its last `nd` spatial dims
+/// (batch images, groups, in/out channels in all groups, the trailing pads per dim).
+onednn::ConvShape onednnShape(const ConvGeometry &g, int64_t nd, int64_t batch, int64_t groups,
+                              int64_t inChannels, int64_t outChannels, IntList padAfter);
 
 /// A per-dim parameter given as one value or one per spatial dim, expanded to `nd` values.
 /// Throws torch's "expected stride to be a single integer value or a list of 2 values" error.

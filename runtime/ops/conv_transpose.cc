@@ -133,32 +133,25 @@ void transposeKernel(const TransposePlan &p, const T *x, const T *w, const T *bi
 /// output_padding beyond the padding would need a negative trailing pad).
 std::optional<Tensor> onednnTranspose(const TransposePlan &p, int64_t nd, const Tensor &x,
                                       const Tensor &weight, const std::optional<Tensor> &bias) {
+  if (x.numel() == 0 || weight.numel() == 0)
+    return std::nullopt;
   const ConvGeometry &g = p.geom;
-  onednn::ConvShape s;
-  s.batch = p.batch;
-  s.channels = p.outShape[1];
-  s.outChannels = weight.size(0);
-  s.groups = p.groups;
+  Shape padAfter;
   for (int64_t d = 0; d < nd; ++d) {
-    const int i = static_cast<int>(3 - nd + d);
-    s.in.push_back(g.in[i]);
-    s.out.push_back(g.out[i]);
-    s.kernel.push_back(g.kernel[i]);
-    s.stride.push_back(g.stride[i]);
-    s.dilation.push_back(g.dilation[i]);
-    s.padBefore.push_back(g.padBefore[i]);
+    const size_t i = static_cast<size_t>(3 - nd + d);
     // The trailing pad that makes the forward convolution's output exactly g.out.
     int64_t after = (g.out[i] - 1) * g.stride[i] + g.dilation[i] * (g.kernel[i] - 1) + 1 - g.in[i] -
                     g.padBefore[i];
     if (after < 0)
       return std::nullopt;
-    s.padAfter.push_back(after);
+    padAfter.push_back(after);
   }
+  onednn::ConvShape s =
+      onednnShape(g, nd, p.batch, p.groups, p.outShape[1], weight.size(0), padAfter);
   DType dt = x.dtype();
   Tensor xc = x.contiguous(), wc = weight.to(dt).contiguous();
   Tensor out = Tensor::empty(p.outShape, dt, x.device());
-  if (out.numel() == 0 ||
-      !onednn::convolutionBackwardData(dt, s, xc.rawData(), wc.rawData(), out.rawData()))
+  if (!onednn::convolutionBackwardData(dt, s, xc.rawData(), wc.rawData(), out.rawData()))
     return std::nullopt;
   if (bias) {
     Shape channel(p.outShape.size(), 1);
@@ -187,8 +180,8 @@ Tensor convTranspose(int64_t nd, const Tensor &input, const Tensor &weight,
   TransposePlan plan = planTranspose(op, nd, x, weight, opts);
   DType dt = input.dtype(), compute = computeDType(dt);
   // A bias added after oneDNN's rounding would round a bfloat16 result twice.
-  if (onednn::convolutionAvailable(dt) && plan.geom.kernelVolume() > 1 && x.numel() > 0 &&
-      weight.numel() > 0 && (!bias || dt == DType::Float32)) {
+  if (onednn::convolutionAvailable(dt) && plan.geom.kernelVolume() > 1 &&
+      (!bias || dt == DType::Float32)) {
     if (std::optional<Tensor> out = onednnTranspose(plan, nd, x, weight, bias))
       return batched ? *out : out->squeeze({0});
   }

@@ -233,6 +233,11 @@ template <typename T> T minPropagateNan(T x, T y) {
     return (x < y || x != x) ? x : y;
 }
 
+/// a clamped to [lo, hi] (a missing bound: none) in dtype t, one pass with the bounds cast to t
+/// (checked, naming `op`): clamp with Python-number bounds, hardtanh (minmax.cc).
+Tensor clampToScalars(const char *op, const Tensor &a, DType t, const std::optional<Scalar> &lo,
+                      const std::optional<Scalar> &hi);
+
 /// True when some element of t is zero (integer division checks its divisor with this).
 bool anyZero(const Tensor &t);
 

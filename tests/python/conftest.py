@@ -50,6 +50,12 @@ def make(shape, dtype, seed=0, low=-3.0, high=3.0):
     return t, to_kiln(t)
 
 
+def grad_pair(*shape, seed=0):
+    """The same float64 standard-normal values as a torch and a kiln leaf requiring grad."""
+    a = np.random.default_rng(seed).standard_normal(shape)
+    return torch.tensor(a, requires_grad=True), kiln.tensor(a, requires_grad=True)
+
+
 def assert_close(k, t, atol=None, rtol=None, check_dtype=True):
     """Asserts kiln tensor `k` equals torch tensor `t` in dtype, shape and values."""
     assert isinstance(k, kiln.Tensor), f"expected a kiln.Tensor, got {type(k)}"

@@ -23,6 +23,19 @@ def calls():
     return kiln._C._onednn_conv_stats()[2]
 
 
+def once_on_onednn(op, xs, ws, kw, bias_channels, seed):
+    """kiln's `op` (asserted to run once on oneDNN) and torch's, on the same random operands; a
+    bias of `bias_channels` unless that is None."""
+    tx, kx = make(xs, "float32", seed=seed, low=-1.0, high=1.0)
+    tw, kw_ = make(ws, "float32", seed=seed + 1, low=-1.0, high=1.0)
+    tb, kb = (make((bias_channels,), "float32", seed=seed + 2) if bias_channels
+              else (None, None))
+    before = calls()
+    got = getattr(KF, op)(kx, kw_, kb, **kw)
+    assert calls() == before + 1, f"{op} did not run on oneDNN"
+    return got, getattr(F, op)(tx, tw, tb, **kw)
+
+
 WINDOWS = [
     # (op, input, weight, kwargs)
     ("conv2d", (1, 3, 64, 64), (16, 3, 7, 7), {"stride": 2, "padding": 3}),  # a stem
@@ -42,13 +55,8 @@ WINDOWS = [
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("op,xs,ws,kw", WINDOWS)
 def test_window_convolutions_run_on_onednn(op, xs, ws, kw, bias):
-    tx, kx = make(xs, "float32", seed=0, low=-1.0, high=1.0)
-    tw, kw_ = make(ws, "float32", seed=1, low=-1.0, high=1.0)
-    tb, kb = make((ws[0],), "float32", seed=2) if bias else (None, None)
-    before = calls()
-    got = getattr(KF, op)(kx, kw_, kb, **kw)
-    assert calls() == before + 1, "the convolution did not run on oneDNN"
-    assert_close(got, getattr(F, op)(tx, tw, tb, **kw), atol=5e-5, rtol=5e-5)
+    got, want = once_on_onednn(op, xs, ws, kw, ws[0] if bias else None, seed=0)
+    assert_close(got, want, atol=5e-5, rtol=5e-5)
 
 
 @needs_onednn
@@ -196,14 +204,9 @@ TRANSPOSED = [
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("op,xs,ws,kw", TRANSPOSED)
 def test_transposed_convolutions_run_on_onednn(op, xs, ws, kw, bias):
-    tx, kx = make(xs, "float32", seed=21, low=-1.0, high=1.0)
-    tw, kw_ = make(ws, "float32", seed=22, low=-1.0, high=1.0)
     out_channels = ws[1] * kw.get("groups", 1)
-    tb, kb = make((out_channels,), "float32", seed=23) if bias else (None, None)
-    before = calls()
-    got = getattr(KF, op)(kx, kw_, kb, **kw)
-    assert calls() == before + 1, "the transposed convolution did not run on oneDNN"
-    assert_close(got, getattr(F, op)(tx, tw, tb, **kw), atol=5e-5, rtol=5e-5)
+    got, want = once_on_onednn(op, xs, ws, kw, out_channels if bias else None, seed=21)
+    assert_close(got, want, atol=5e-5, rtol=5e-5)
 
 
 @needs_onednn

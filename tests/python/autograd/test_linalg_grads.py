@@ -7,12 +7,9 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+from conftest import grad_pair as pair  # noqa: E402
+
 import kiln  # noqa: E402
-
-
-def pair(*shape, seed=0):
-    a = np.random.default_rng(seed).standard_normal(shape)
-    return torch.tensor(a, requires_grad=True), kiln.tensor(a, requires_grad=True)
 
 
 def check(fn_t, fn_k, *shapes):
