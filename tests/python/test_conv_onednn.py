@@ -14,6 +14,7 @@ from conftest import assert_close, make
 
 import kiln
 import kiln.nn.functional as KF
+from kiln._capture.backend_compiled import CpuBackend
 
 FLOAT32, BF16, _ = kiln._C._onednn_conv_stats()
 needs_onednn = pytest.mark.skipif(not FLOAT32, reason="oneDNN is not installed here")
@@ -127,13 +128,16 @@ def test_compiled_conv_net_runs_its_windows_on_onednn():
                               kiln.nn.Conv2d(8, 8, 3, stride=2, padding=1)).eval()
     knet.load_state_dict({k: kiln.tensor(v.numpy()) for k, v in tnet.state_dict().items()})
     tx, kx = make((2, 3, 16, 16), "float32", seed=12)
-    compiled = kiln.compile(knet)
+    backend = CpuBackend(fallback=False)  # a declined node raises instead of running eagerly
+    compiled = kiln.compile(knet, backend=backend)
     with kiln.no_grad(), torch.no_grad():
         compiled(kx)  # capture and compile
         before = calls()
         got = compiled(kx)
         want = tnet(tx)
     assert calls() - before == (2 if FLOAT32 else 0)
+    assert len(backend.reports) == 1 and len(backend.reports[0].parts) == 1
+    assert backend.reports[0].eager_nodes == 0
     assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
