@@ -158,7 +158,9 @@ public:
 
 private:
   void select(size_t n) {
-    node_ = &program_.nodes()[n];
+    // The extents the schedule runs its loops with (loops merged into the lane).
+    scheduled_ = passes::schedule::asScheduled(program_.nodes()[n], loops_[n]);
+    node_ = &scheduled_;
     plan_ = planOf(n);
     auto it = stashOf_.find(n);
     stash_ = it == stashOf_.end() ? std::nullopt : std::optional<BufferId>(it->second);
@@ -538,6 +540,7 @@ private:
   const std::vector<passes::schedule::LoopOrder> &loops_;
   EmitOptions options_;
   const LoopNode *node_ = nullptr;
+  LoopNode scheduled_; ///< the selected node as asScheduled gives it
   NodePlan plan_;
   const std::set<BufferId> *registers_ = nullptr;
   std::map<size_t, BufferId> stashOf_; ///< reduction node → the buffer it stashes values in

@@ -135,6 +135,72 @@ std::string tileVarOf(const LoopNode &node, const LoopOrder &order) {
   return best ? ir::loop::loopVarName(*best) : "";
 }
 
+/// Whether loop `outer` and loop `inner` (of extent `innerExtent`, just inside it) of `node`
+/// walk its memory as one loop: every index of the body is affine in both, with the outer
+/// coefficient the inner one times innerExtent ([Note: merged lane loops]).
+bool walksAsOneLoop(const LoopNode &node, const std::string &outer, const std::string &inner,
+                    const SymInt &innerExtent) {
+  ir::loop::VarRanges ranges = node.varRanges();
+  for (const Expr *e : node.body->exprs()) {
+    if (!e->isLoad() && e->kind != ExprKind::Index)
+      continue;
+    std::optional<ir::loop::AffineForm> form = ir::loop::affineForm(e->index, ranges);
+    if (!form)
+      return false;
+    auto coeff = [&](const std::string &var) {
+      auto it = form->coeffs.find(var);
+      return it == form->coeffs.end() ? SymInt(0) : it->second;
+    };
+    if (!(coeff(outer) == coeff(inner) * innerExtent))
+      return false;
+  }
+  return true;
+}
+
+/// How many loops outside the lane of `node`, alone in its kernel, run as part of the lane
+/// ([Note: merged lane loops]).
+size_t loopsToMerge(const LoopProgram &p, const LoopNode &node, const LoopOrder &order) {
+  bool reduce = order.lane == LaneKind::Reduce;
+  if (order.lane == LaneKind::None || !order.tileVar.empty() ||
+      (!reduce && node.kind != LoopNodeKind::Pointwise) ||
+      (reduce &&
+       (node.reduction == ReductionKind::ArgMax || node.reduction == ReductionKind::ArgMin)))
+    return 0;
+  const std::vector<SymInt> &ranges = reduce ? node.reductionRanges : node.ranges;
+  auto var = [&](size_t d) {
+    return reduce ? ir::loop::reductionVarName(d) : ir::loop::loopVarName(d);
+  };
+  // A symbolic extent counts as 1 where a lower bound is needed (the rows left to the threads)
+  // and as wide enough where an upper one is (the lane: nothing merges into it).
+  auto atLeast = [](const SymInt &e) { return e.constant().value_or(1); };
+  size_t lane = ranges.size() - 1, merged = 0;
+  std::optional<int64_t> extent = ranges[lane].constant();
+  // Range loops keep i0 and enough rows outside the lane for the threads.
+  for (size_t d = lane; d-- > (reduce ? 0 : 1);) {
+    if (!extent || *extent >= kMergedLaneTarget)
+      break;
+    if (!reduce) {
+      int64_t rows = 1;
+      for (size_t j = 0; j < d; ++j)
+        rows *= atLeast(ranges[j]);
+      if (rows < kMinRowsOutsideLane)
+        break;
+    }
+    std::optional<int64_t> outer = ranges[d].constant();
+    bool unit = outer == 1;
+    bool oneLoop = unit || walksAsOneLoop(node, var(d), var(d + 1), ranges[d + 1]);
+    for (BufferId out : reduce || unit ? std::vector<BufferId>{} : node.outputs) {
+      const std::vector<SymInt> &strides = p.buffer(out).meta.strides;
+      oneLoop = oneLoop && strides[d] == strides[d + 1] * ranges[d + 1];
+    }
+    if (!oneLoop)
+      break;
+    extent = outer ? std::optional<int64_t>(*extent * *outer) : std::nullopt;
+    ++merged;
+  }
+  return merged;
+}
+
 } // namespace
 
 std::vector<LoopOrder> chooseLoopOrders(const LoopProgram &p) {
@@ -174,8 +240,10 @@ void settleKernels(const LoopProgram &p, std::vector<Kernel> &kernels,
         order.lane = LaneKind::None;
         order.laneVar.clear();
       }
-      if (!shared)
+      if (!shared) {
         order.tileVar = tileVarOf(node, order);
+        order.mergedIntoLane = loopsToMerge(p, node, order);
+      }
       size_t loops = node.ranges.size();
       if (shared)
         order.parallelLoops = k.outer.size();
@@ -184,6 +252,8 @@ void settleKernels(const LoopProgram &p, std::vector<Kernel> &kernels,
       else // the innermost range loop stays a loop, unless a reduction loop is inside it
         order.parallelLoops =
             order.lane == LaneKind::Reduce ? loops : std::max<size_t>(1, loops - 1);
+      if (order.lane == LaneKind::Range && order.mergedIntoLane > 0)
+        order.parallelLoops = loops - 1 - order.mergedIntoLane;
       order.parallelLoops = std::min(order.parallelLoops, loops);
       if (k.parallel.empty())
         for (size_t d = 0; d < order.parallelLoops; ++d)

@@ -63,7 +63,10 @@ std::string nodeStr(const Schedule &s, size_t index) {
                        ir::printType(s.program.buffer(id).meta), storageStr(s.buffers[id.index]));
   const LoopOrder &loops = s.loops[index];
   std::string order = fmt::format("order {}", joinNames(loops.vars));
-  if (!loops.laneVar.empty())
+  if (!loops.laneVar.empty() && loops.mergedIntoLane > 0) // the loops it walks as one
+    order += fmt::format(" vector {}{}..{}", loops.laneVar[0],
+                         std::stoul(loops.laneVar.substr(1)) - loops.mergedIntoLane, loops.laneVar);
+  else if (!loops.laneVar.empty())
     order += " vector " + loops.laneVar;
   if (!loops.tileVar.empty())
     order += " tile " + loops.tileVar;

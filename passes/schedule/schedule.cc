@@ -14,6 +14,20 @@ bool onePointPerShared(const ir::loop::LoopNode &node, size_t shared) {
   return true;
 }
 
+ir::loop::LoopNode asScheduled(const ir::loop::LoopNode &node, const LoopOrder &order) {
+  ir::loop::LoopNode scheduled = node;
+  if (order.mergedIntoLane == 0)
+    return scheduled;
+  std::vector<SymInt> &ranges =
+      order.lane == LaneKind::Reduce ? scheduled.reductionRanges : scheduled.ranges;
+  size_t lane = ranges.size() - 1;
+  for (size_t d = lane - order.mergedIntoLane; d < lane; ++d) {
+    ranges[lane] = ranges[lane] * ranges[d];
+    ranges[d] = SymInt(1);
+  }
+  return scheduled;
+}
+
 Schedule schedule(const LoopProgram &program, const ScheduleOptions &options) {
   std::vector<bool> inlined = options.fuse && options.inlineProducers
                                   ? detail::chooseInlined(program)

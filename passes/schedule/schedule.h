@@ -104,7 +104,29 @@ struct LoopOrder {
   /// How many leading range loops make the launch range (flattened into one range of their
   /// product, split over threads); 0 for a node without range loops.
   size_t parallelLoops = 0;
+  /// How many loops just outside the lane run as part of it ([Note: merged lane loops]): the
+  /// lane walks the product of their extents and its own, and they stay at 0.
+  size_t mergedIntoLane = 0;
 };
+
+/// [Note: merged lane loops]
+/// A lane of a few elements (the 3 of a [512, 512, 3, 3] weight, the 7 of a 7x7 feature map)
+/// runs as a scalar tail: the vector never fills. When every access of a node is affine in the
+/// lane and the loop outside it, with the outer loop's coefficient the lane's coefficient times
+/// the lane's extent (a contiguous pair of dims, for every load, index value and store), the two
+/// loops are one loop over the product: fix the outer variable at 0 and let the lane variable run
+/// over the product, and every offset stays the same. A node alone in its kernel merges loops
+/// into a range lane while the lane has fewer than kMergedLaneTarget elements and at least
+/// kMinRowsOutsideLane rows stay outside it to split over threads (never i0; a symbolic size
+/// counts as 1 row; a symbolic lane is wide enough, so a symbolic loop merges last); a
+/// reduction merges its reduction loops into a reduce lane the same way (no rows needed).
+/// asScheduled() is the node with those extents, what the code generator runs.
+inline constexpr int64_t kMergedLaneTarget = 64;
+inline constexpr int64_t kMinRowsOutsideLane = 64;
+
+/// `node` with the extents its loops run with under `order`: the loops merged into the lane at
+/// extent 1, the lane at the product ([Note: merged lane loops]). `node` itself otherwise.
+ir::loop::LoopNode asScheduled(const ir::loop::LoopNode &node, const LoopOrder &order);
 
 enum class StorageKind : uint8_t {
   Input,     ///< bound by the caller
