@@ -1,5 +1,6 @@
 #include "ir/op_kind.h"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -110,6 +111,41 @@ std::span<const AttrSpec> attrSpecs(OpKind kind) {
 }
 
 std::span<const OpSpelling> opSpellings() { return kSpellings; }
+
+namespace {
+
+/// The binary operators with reflected and augmented forms (`__add__`, `__radd__`, `__iadd__`).
+constexpr std::string_view kBinaryOperators[] = {"add",    "sub",    "mul",   "truediv", "floordiv",
+                                                 "mod",    "pow",    "and",   "or",      "xor",
+                                                 "lshift", "rshift", "matmul"};
+
+bool isBinaryOperator(std::string_view op) {
+  return std::find(std::begin(kBinaryOperators), std::end(kBinaryOperators), op) !=
+         std::end(kBinaryOperators);
+}
+
+bool isDunder(std::string_view n) {
+  return n.size() > 4 && n.substr(0, 2) == "__" && n.substr(n.size() - 2) == "__";
+}
+
+} // namespace
+
+SpellingForm spellingForm(std::string_view spelling) {
+  size_t dot = spelling.rfind('.');
+  std::string_view module = dot == std::string_view::npos ? "" : spelling.substr(0, dot);
+  std::string_view name = dot == std::string_view::npos ? spelling : spelling.substr(dot + 1);
+  if (module == "operator") { // iadd ... iand, ior (whose pure forms are and_, or_)
+    std::string_view op = name.size() > 1 && name[0] == 'i' ? name.substr(1) : "";
+    if (!op.empty() && op.back() == '_')
+      op.remove_suffix(1);
+    return {isBinaryOperator(op), false};
+  }
+  if (isDunder(name)) { // __iadd__, __radd__; not __invert__, __rshift__
+    std::string_view op = name.substr(3, name.size() - 5);
+    return {name[2] == 'i' && isBinaryOperator(op), name[2] == 'r' && isBinaryOperator(op)};
+  }
+  return {!name.empty() && name.back() == '_', false};
+}
 std::span<const EagerSpelling> eagerSpellings() { return kEagerSpellings; }
 
 const AttrSpec *findAttrSpec(OpKind kind, std::string_view name) {

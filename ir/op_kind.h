@@ -134,4 +134,14 @@ std::span<const OpSpelling> opSpellings();
 /// Every KILN_EAGER_SPELLING row, in table order.
 std::span<const EagerSpelling> eagerSpellings();
 
+/// How a spelling of a row applies the op (the one rule the eager bindings and the capture
+/// share): in place writes the result into the first operand (`add_`, `Tensor.__iadd__`,
+/// `operator.iadd`, `operator.iand`), reflected swaps the first two operands
+/// (`Tensor.__radd__`). `__invert__` and `__rshift__` are neither.
+struct SpellingForm {
+  bool inplace = false;
+  bool reflected = false;
+};
+SpellingForm spellingForm(std::string_view spelling);
+
 } // namespace kiln::ir

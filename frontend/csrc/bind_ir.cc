@@ -97,6 +97,17 @@ py::list opTable() {
     row["op"] = std::string(ir::opKeyword(s.op));
     row["schema"] = std::string(s.schema);
     row["spellings"] = std::string(s.spellings);
+    py::dict forms; // spelling -> (inplace, reflected)
+    for (std::string_view rest = s.spellings; !rest.empty();) {
+      size_t space = rest.find(' ');
+      std::string_view spelling = rest.substr(0, space);
+      rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
+      if (spelling.empty())
+        continue;
+      ir::SpellingForm form = ir::spellingForm(spelling);
+      forms[py::str(std::string(spelling))] = py::make_tuple(form.inplace, form.reflected);
+    }
+    row["forms"] = forms;
     row["fixed"] = std::string(s.fixed);
     ir::OpSchema schema = ir::parseOpSchema(s.schema);
     py::list args;

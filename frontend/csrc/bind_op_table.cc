@@ -295,21 +295,6 @@ bool isDunder(std::string_view n) {
   return n.size() > 4 && n.substr(0, 2) == "__" && n.substr(n.size() - 2) == "__";
 }
 
-/// The binary operators with reflected and augmented forms (`__add__`, `__radd__`, `__iadd__`).
-constexpr std::string_view kBinaryOperators[] = {"add",    "sub",    "mul",   "truediv", "floordiv",
-                                                 "mod",    "pow",    "and",   "or",      "xor",
-                                                 "lshift", "rshift", "matmul"};
-
-/// Whether `n` is `__<prefix><op>__` for a binary operator op: `__iadd__` (not `__invert__`),
-/// `__rrshift__` (not `__rshift__`).
-bool isOperatorForm(std::string_view n, char prefix) {
-  if (!isDunder(n) || n[2] != prefix)
-    return false;
-  std::string_view op = n.substr(3, n.size() - 5);
-  return std::find(std::begin(kBinaryOperators), std::end(kBinaryOperators), op) !=
-         std::end(kBinaryOperators);
-}
-
 /// Sets each overload's numberArgs: a Tensor argument takes a number unless another overload
 /// has a numeric argument (int, float, bool, Scalar, int list) at its position.
 void reserveNumberPositions(OpBinding &b) {
@@ -407,8 +392,9 @@ void bindOpTable(py::module_ &m) {
         b->name = target->name;
         b->site = target->site;
         b->dunder = isDunder(b->name);
-        b->reflected = isOperatorForm(b->name, 'r');
-        b->inplace = b->dunder ? isOperatorForm(b->name, 'i') : b->name.back() == '_';
+        ir::SpellingForm form = ir::spellingForm(spelling);
+        b->reflected = form.reflected;
+        b->inplace = form.inplace;
         // out= on the module functions of elementwise rows and of eager rows of one tensor.
         b->acceptsOut =
             b->site == Site::Module && !b->inplace &&

@@ -114,6 +114,32 @@ def test_operators_inplace_and_reflected_forms():
     np.testing.assert_array_equal(x.numpy(), a + 1)
 
 
+def test_spelling_forms_come_from_one_rule():
+    """The eager bindings and the capture read a spelling's in-place and reflected form from
+    the same C++ rule (ir::spellingForm), exported per spelling by op_table()."""
+    from kiln._capture import op_table
+
+    forms = {}
+    for row in kiln._C._ir.op_table():
+        assert set(row["forms"]) == set(row["spellings"].split())
+        forms.update(row["forms"])
+    expected = {
+        "Tensor.__iadd__": (True, False), "Tensor.__radd__": (False, True),
+        "Tensor.__add__": (False, False), "Tensor.__invert__": (False, False),
+        "operator.iadd": (True, False),
+        "operator.iand": (True, False), "operator.and_": (False, False),
+        "operator.invert": (False, False), "Tensor.add_": (True, False), "add": (False, False),
+    }  # fmt: skip
+    for spelling, form in expected.items():
+        assert forms.get(spelling) == form, spelling
+    for s in op_table.spellings():
+        name = s.path.rpartition(".")[2]
+        if name.startswith("__") and not name.startswith(("__i", "__r")):
+            assert not s.inplace and not s.reflected, s.path
+        if s.path.startswith("kiln.") and not name.startswith("__") and name.endswith("_"):
+            assert s.inplace and not s.reflected, s.path
+
+
 def test_out_and_inplace_flag():
     a = np.linspace(-2, 2, 6, dtype=np.float32)
     x, out = kiln.tensor(a), kiln.empty(6)

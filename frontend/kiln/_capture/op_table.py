@@ -15,7 +15,6 @@ operands. Irregular spellings (``Tensor.where``'s argument order, ``var``'s lega
 from __future__ import annotations
 
 import inspect
-import operator
 from dataclasses import dataclass
 
 from kiln._capture.graph_build import Decline, dtype_short
@@ -160,24 +159,6 @@ def _path(spelling: str) -> str:
     return f"{_PREFIXES.get(head, head)}.{rest}"
 
 
-def _is_inplace(path: str) -> bool:
-    module, _, name = path.rpartition(".")
-    if module == "operator":  # iadd, ..., iand and ior (whose pure forms are and_ and or_)
-        return name.startswith("i") and name != "index" and (
-            hasattr(operator, name[1:]) or hasattr(operator, name[1:] + "_"))
-    if name.startswith("__i") and name.endswith("__"):  # __iadd__, not __invert__
-        op = name[3:-2]
-        return hasattr(operator, op) or hasattr(operator, op + "_")
-    return name.endswith("_") and not name.endswith("__")
-
-
-def _is_reflected(path: str) -> bool:
-    name = path.rpartition(".")[2]  # __radd__, __rrshift__; not __rshift__
-    if not (name.startswith("__r") and name.endswith("__")):
-        return False
-    return hasattr(operator, f"__{name[3:-2]}__")
-
-
 def spellings() -> list[Spelling]:
     """Every spelling of every table row, in table order."""
     from kiln import _C
@@ -187,7 +168,7 @@ def spellings() -> list[Spelling]:
         sig, types = signature(row["args"])
         fixed = tuple(row["fixed_values"].items())
         for spelling in row["spellings"].split():
-            path = _path(spelling)
-            out.append(Spelling(path, row["op"], sig, types, dict(row["attrs"]), fixed,
-                                _is_inplace(path), _is_reflected(path)))  # fmt: skip
+            inplace, reflected = row["forms"][spelling]  # the C++ rule (ir::spellingForm)
+            out.append(Spelling(_path(spelling), row["op"], sig, types, dict(row["attrs"]), fixed,
+                                inplace, reflected))  # fmt: skip
     return out
