@@ -76,25 +76,13 @@ void bindTensor(py::module_ &m) {
     return py::int_(s.toInt());
   });
 
-  // Views (with autograd history: autograd/views.cc).
+  // Views (with autograd history: autograd/views.cc); the others are op-table rows.
   t.def("view_as",
         [](const Tensor &self, const Tensor &o) { return autograd::view(self, o.sizes()); });
   t.def("reshape_as",
         [](const Tensor &self, const Tensor &o) { return autograd::reshape(self, o.sizes()); });
-  t.def("expand", [](const Tensor &self, py::args args) {
-    return autograd::expand(self, toShape(args, "expand"));
-  });
   t.def("expand_as",
         [](const Tensor &self, const Tensor &o) { return autograd::expand(self, o.sizes()); });
-  t.def("permute", [](const Tensor &self, py::args args) {
-    return autograd::permute(self, toShape(args, "permute"));
-  });
-  using Transpose = Tensor (*)(const Tensor &, int64_t, int64_t);
-  Transpose transpose = &autograd::transpose;
-  t.def("transpose", transpose, py::arg("dim0"), py::arg("dim1"));
-  t.def("swapaxes", transpose, py::arg("axis0"), py::arg("axis1"));
-  t.def("swapdims", transpose, py::arg("dim0"), py::arg("dim1"));
-  t.def("t", &autograd::t);
   t.def_property_readonly("T", [](const Tensor &self) {
     Shape dims(self.dim());
     for (int64_t i = 0; i < self.dim(); ++i)
@@ -109,25 +97,6 @@ void bindTensor(py::module_ &m) {
                                    toIntList(stride, "as_strided"), offset);
       },
       py::arg("size"), py::arg("stride"), py::arg("storage_offset") = py::none());
-  t.def("narrow", &autograd::narrow, py::arg("dim"), py::arg("start"), py::arg("length"));
-  t.def("select", &autograd::select, py::arg("dim"), py::arg("index"));
-  t.def(
-      "squeeze",
-      [](const Tensor &self, py::object dim) {
-        if (dim.is_none())
-          return autograd::squeeze(self);
-        return autograd::squeeze(self, toIntList(dim, "squeeze"));
-      },
-      py::arg("dim") = py::none());
-  t.def("unsqueeze", &autograd::unsqueeze, py::arg("dim"));
-  t.def("flatten", &autograd::flatten, py::arg("start_dim") = 0, py::arg("end_dim") = -1);
-  t.def(
-      "unflatten",
-      [](const Tensor &self, int64_t dim, py::handle sizes) {
-        return autograd::unflatten(self, dim, toIntList(sizes, "unflatten"));
-      },
-      py::arg("dim"), py::arg("sizes"));
-  t.def("unbind", &autograd::unbind, py::arg("dim") = 0);
   t.def("_slice", &autograd::slice, py::arg("dim"), py::arg("start"), py::arg("end"),
         py::arg("step") = 1);
 

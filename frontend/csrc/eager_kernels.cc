@@ -461,10 +461,12 @@ const EagerKernel kKernels[] = {
 } // namespace
 
 const EagerKernel *findEagerKernel(std::optional<ir::OpKind> op, const ir::OpSchema &schema) {
-  for (const EagerKernel &k : kKernels)
-    if (k.op == op && k.name == schema.name &&
-        (k.numArgs < 0 || k.numArgs == static_cast<int>(schema.args.size())))
-      return &k;
+  for (std::span<const EagerKernel> table :
+       {std::span<const EagerKernel>(kKernels), shapeEagerKernels()})
+    for (const EagerKernel &k : table)
+      if (k.op == op && k.name == schema.name &&
+          (k.numArgs < 0 || k.numArgs == static_cast<int>(schema.args.size())))
+        return &k;
   return nullptr;
 }
 

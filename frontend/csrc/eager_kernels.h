@@ -37,4 +37,7 @@ struct EagerKernel {
 /// The kernel of the row of `op` (nullopt: a KILN_EAGER_SPELLING row) with `schema`, or null.
 const EagerKernel *findEagerKernel(std::optional<ir::OpKind> op, const ir::OpSchema &schema);
 
+/// The kernels of the view and shape rows (eager_kernels_shape.cc), searched by findEagerKernel.
+std::span<const EagerKernel> shapeEagerKernels();
+
 } // namespace kiln::frontend
