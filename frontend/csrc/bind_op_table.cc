@@ -220,7 +220,7 @@ PyObject *callFunction(PyObject *capsule, PyObject *const *args, Py_ssize_t narg
 
 using FastMethod = PyObject *(*)(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 
-constexpr size_t kMaxMethods = 320;
+constexpr size_t kMaxMethods = 512;
 std::array<const OpBinding *, kMaxMethods> gMethods{};
 
 template <size_t I>

@@ -37,7 +37,9 @@ struct EagerKernel {
 /// The kernel of the row of `op` (nullopt: a KILN_EAGER_SPELLING row) with `schema`, or null.
 const EagerKernel *findEagerKernel(std::optional<ir::OpKind> op, const ir::OpSchema &schema);
 
-/// The kernels of the view and shape rows (eager_kernels_shape.cc), searched by findEagerKernel.
+/// The kernels of the view and shape rows (eager_kernels_shape.cc) and of the reduction, scan and
+/// sorting rows (eager_kernels_reduce.cc), searched by findEagerKernel.
 std::span<const EagerKernel> shapeEagerKernels();
+std::span<const EagerKernel> reduceEagerKernels();
 
 } // namespace kiln::frontend

@@ -63,6 +63,16 @@ WRONG_CALLS = [
     ("kx.transpose(0)", "tx.transpose(0)"),
     ("kx.flatten('a')", "tx.flatten('a')"),
     ("kiln.split_with_sizes(kx, 'a')", "torch.split_with_sizes(tx, 'a')"),
+    # reductions, scans and sorting
+    ("kx.topk('a')", "tx.topk('a')"),
+    ("kiln.topk(kx)", "torch.topk(tx)"),
+    ("kx.kthvalue(1, 'a')", "tx.kthvalue(1, 'a')"),
+    ("kiln.nansum(kx, 'a')", "torch.nansum(tx, 'a')"),
+    ("kx.aminmax(1)", "tx.aminmax(1)"),
+    ("kx.cummax()", "tx.cummax()"),
+    ("kiln.cummin(kx, 1.5)", "torch.cummin(tx, 1.5)"),
+    ("kiln.msort('a')", "torch.msort('a')"),
+    ("kx.mode('a')", "tx.mode('a')"),
 ]
 
 
