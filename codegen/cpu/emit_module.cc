@@ -159,7 +159,7 @@ public:
 private:
   void select(size_t n) {
     // The extents the schedule runs its loops with (loops merged into the lane).
-    scheduled_ = passes::schedule::asScheduled(program_.nodes()[n], loops_[n]);
+    scheduled_ = passes::schedule::asScheduled(program_, program_.nodes()[n], loops_[n]);
     node_ = &scheduled_;
     plan_ = planOf(n);
     auto it = stashOf_.find(n);

@@ -135,9 +135,10 @@ std::string tileVarOf(const LoopNode &node, const LoopOrder &order) {
   return best ? ir::loop::loopVarName(*best) : "";
 }
 
-/// Whether loop `outer` and loop `inner` (of extent `innerExtent`, just inside it) of `node`
-/// walk its memory as one loop: every index of the body is affine in both, with the outer
-/// coefficient the inner one times innerExtent ([Note: merged lane loops]).
+/// Whether loop `outer` and loop `inner` (of extent `innerExtent`: the next loop inside it that
+/// is not of extent 1) of `node` walk its memory as one loop: every index of the body is affine
+/// in both, with the outer coefficient the inner one times innerExtent ([Note: merged lane
+/// loops]).
 bool walksAsOneLoop(const LoopNode &node, const std::string &outer, const std::string &inner,
                     const SymInt &innerExtent) {
   ir::loop::VarRanges ranges = node.varRanges();
@@ -175,6 +176,11 @@ size_t loopsToMerge(const LoopProgram &p, const LoopNode &node, const LoopOrder 
   auto atLeast = [](const SymInt &e) { return e.constant().value_or(1); };
   size_t lane = ranges.size() - 1, merged = 0;
   std::optional<int64_t> extent = ranges[lane].constant();
+  // The outermost loop of extent other than 1 merged so far: the next one pairs with it (loops
+  // of extent 1 stay at 0, whatever their coefficients).
+  std::optional<size_t> inner;
+  if (extent != 1)
+    inner = lane;
   // Range loops keep i0 and enough rows outside the lane for the threads.
   for (size_t d = lane; d-- > (reduce ? 0 : 1);) {
     if (!extent || *extent >= kMergedLaneTarget)
@@ -187,14 +193,20 @@ size_t loopsToMerge(const LoopProgram &p, const LoopNode &node, const LoopOrder 
         break;
     }
     std::optional<int64_t> outer = ranges[d].constant();
-    bool unit = outer == 1;
-    bool oneLoop = unit || walksAsOneLoop(node, var(d), var(d + 1), ranges[d + 1]);
-    for (BufferId out : reduce || unit ? std::vector<BufferId>{} : node.outputs) {
+    // A loop of extent 1 merges as is; the first other one takes the lane's place (only loops
+    // of extent 1 are inside it); each later one must walk memory as one loop with `inner`.
+    bool oneLoop =
+        outer == 1 || !inner || walksAsOneLoop(node, var(d), var(*inner), ranges[*inner]);
+    for (BufferId out : reduce || outer == 1 ? std::vector<BufferId>{} : node.outputs) {
+      // The store runs at the lane variable's stride (asScheduled renames the body only).
       const std::vector<SymInt> &strides = p.buffer(out).meta.strides;
-      oneLoop = oneLoop && strides[d] == strides[d + 1] * ranges[d + 1];
+      oneLoop = oneLoop && (inner ? strides[d] == strides[*inner] * ranges[*inner]
+                                  : strides[d] == strides[lane]);
     }
     if (!oneLoop)
       break;
+    if (outer != 1)
+      inner = d;
     extent = outer ? std::optional<int64_t>(*extent * *outer) : std::nullopt;
     ++merged;
   }

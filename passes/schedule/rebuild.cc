@@ -270,6 +270,19 @@ LoopProgram rebuild(const LoopProgram &source, const RebuildPlan &plan) {
   return target;
 }
 
+std::shared_ptr<const Body> substituteVars(const LoopProgram &program, const LoopNode &node,
+                                           const Substitution &subst,
+                                           const ir::loop::VarRanges &ranges) {
+  std::vector<BufferId> same;
+  for (const ir::loop::Buffer &b : program.buffers())
+    same.push_back(b.id);
+  std::vector<bool> inlined(program.buffers().size(), false);
+  Replayer r(program, same, inlined, program);
+  return Ops::record(
+      [&](Ops &ops, std::span<const IndexExpr>) { return r.replay(ops, *node.body, subst); },
+      program.buffers(), ranges, "scheduled node");
+}
+
 LoopProgram extractNode(const LoopProgram &source, size_t node, std::vector<BufferId> &reads) {
   const LoopNode &n = source.nodes()[node];
   reads = n.reads();

@@ -12,7 +12,10 @@
 
 #include "ir/loop/program.h"
 
+#include <map>
+#include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace kiln::passes::schedule {
@@ -47,6 +50,13 @@ LoopProgram rebuild(const LoopProgram &source, const RebuildPlan &plan);
 /// Node indices of `source` that some output needs, in order, given the inlined buffers (a node
 /// whose results nobody reads, directly or through an inlined body, is dead).
 std::vector<size_t> liveNodes(const LoopProgram &source, const std::vector<bool> &inlined);
+
+/// The body of `node` (of `program`) with its loop variables replaced by `subst` (a variable
+/// absent from it stays), recorded over `ranges`; it reads the same buffers.
+std::shared_ptr<const ir::loop::Body>
+substituteVars(const LoopProgram &program, const LoopNode &node,
+               const std::map<std::string, SymInt, std::less<>> &subst,
+               const ir::loop::VarRanges &ranges);
 
 /// Node `node` of `source` as a program of its own: its inputs are the buffers it reads (in id
 /// order, returned in `reads`), its outputs the buffers it writes. What a backend compiling one

@@ -14,17 +14,31 @@ bool onePointPerShared(const ir::loop::LoopNode &node, size_t shared) {
   return true;
 }
 
-ir::loop::LoopNode asScheduled(const ir::loop::LoopNode &node, const LoopOrder &order) {
+ir::loop::LoopNode asScheduled(const LoopProgram &program, const ir::loop::LoopNode &node,
+                               const LoopOrder &order) {
   ir::loop::LoopNode scheduled = node;
   if (order.mergedIntoLane == 0)
     return scheduled;
-  std::vector<SymInt> &ranges =
-      order.lane == LaneKind::Reduce ? scheduled.reductionRanges : scheduled.ranges;
+  bool reduce = order.lane == LaneKind::Reduce;
+  std::vector<SymInt> &ranges = reduce ? scheduled.reductionRanges : scheduled.ranges;
+  auto var = [&](size_t d) {
+    return reduce ? ir::loop::reductionVarName(d) : ir::loop::loopVarName(d);
+  };
   size_t lane = ranges.size() - 1;
+  // The innermost merged loop of extent other than 1 walks memory at the lane's pace: when loops
+  // of extent 1 are inside it, the lane variable takes its place in the body.
+  std::optional<size_t> pace;
+  for (size_t d = lane + 1; d-- > lane - order.mergedIntoLane && !pace;)
+    if (!(ranges[d] == SymInt(1)))
+      pace = d;
   for (size_t d = lane - order.mergedIntoLane; d < lane; ++d) {
     ranges[lane] = ranges[lane] * ranges[d];
     ranges[d] = SymInt(1);
   }
+  if (pace && *pace != lane)
+    scheduled.body = substituteVars(
+        program, node, {{var(*pace), SymInt::symbol(var(lane))}, {var(lane), SymInt(0)}},
+        scheduled.varRanges());
   return scheduled;
 }
 

@@ -115,18 +115,22 @@ struct LoopOrder {
 /// lane and the loop outside it, with the outer loop's coefficient the lane's coefficient times
 /// the lane's extent (a contiguous pair of dims, for every load, index value and store), the two
 /// loops are one loop over the product: fix the outer variable at 0 and let the lane variable run
-/// over the product, and every offset stays the same. A node alone in its kernel merges loops
-/// into a range lane while the lane has fewer than kMergedLaneTarget elements and at least
-/// kMinRowsOutsideLane rows stay outside it to split over threads (never i0; a symbolic size
-/// counts as 1 row; a symbolic lane is wide enough, so a symbolic loop merges last); a
-/// reduction merges its reduction loops into a reduce lane the same way (no rows needed).
+/// over the product, and every offset stays the same. A loop of extent 1 is always at 0, so it
+/// merges whatever its coefficients, and the next loop pairs with the one outside it. A node alone
+/// in its kernel merges loops into a range lane while the lane has fewer than kMergedLaneTarget
+/// elements and at least kMinRowsOutsideLane rows stay outside it to split over threads (never i0;
+/// a symbolic size counts as 1 row; a symbolic lane is wide enough, so a symbolic loop merges
+/// last); a reduction merges its reduction loops into a reduce lane the same way (no rows needed).
 /// asScheduled() is the node with those extents, what the code generator runs.
 inline constexpr int64_t kMergedLaneTarget = 64;
 inline constexpr int64_t kMinRowsOutsideLane = 64;
 
-/// `node` with the extents its loops run with under `order`: the loops merged into the lane at
-/// extent 1, the lane at the product ([Note: merged lane loops]). `node` itself otherwise.
-ir::loop::LoopNode asScheduled(const ir::loop::LoopNode &node, const LoopOrder &order);
+/// `node` (of `program`) with the extents its loops run with under `order`: the loops merged
+/// into the lane at extent 1, the lane at the product; when the lane and the loops next to it are
+/// of extent 1 (a [2048, 1024, 1, 1] weight), the body reads the lane variable where it read the
+/// innermost merged loop of another extent ([Note: merged lane loops]). `node` itself otherwise.
+ir::loop::LoopNode asScheduled(const LoopProgram &program, const ir::loop::LoopNode &node,
+                               const LoopOrder &order);
 
 enum class StorageKind : uint8_t {
   Input,     ///< bound by the caller

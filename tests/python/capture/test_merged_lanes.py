@@ -64,6 +64,16 @@ def test_per_channel_bias_merges_the_plane_only():
     assert "vector i2..i3" in text and "parallel i0*i1 " in text
 
 
+def test_trailing_loops_of_extent_one_hand_the_lane_to_the_channels():
+    text = loop_text("""\
+        graph @f(%w: f32[512, 96, 1, 1]) {
+          %0 = cast(%w) {dtype = bf16} : bf16[512, 96, 1, 1]
+          return %0
+        }
+        """)
+    assert "vector i1..i3" in text
+
+
 def test_pairing_breakers_keep_loops_apart():
     text = loop_text("""\
         graph @f(%x: f32[64, 3, 3], %b: f32[3]) {
@@ -90,6 +100,9 @@ CASES = {
     "bf16_math": (lambda x: (x.to(kiln.bfloat16) * 2).float(), lambda: rand(96, 5, 3)),
     "two_outputs": (lambda x: (x + 1, x.sigmoid()), lambda: rand(70, 4, 3)),
     "size_one_dims": (lambda x: x.relu(), lambda: rand(256, 1, 3, 1, 3)),
+    "pointwise_conv_weight": (lambda x: x.to(kiln.bfloat16), lambda: rand(512, 96, 1, 1)),
+    "trailing_ones_sliced": (lambda x: x * 2, lambda: base[:, :, :1, :1]),
+    "trailing_ones_bias": (lambda x: x + rand(96, 1, 1, seed=5), lambda: rand(128, 96, 1, 1)),
 }
 
 
