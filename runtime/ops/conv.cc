@@ -189,8 +189,10 @@ onednn::ConvShape planShape(const ConvPlan &plan) {
 /// The convolution on oneDNN in x's own dtype (float32, or bfloat16 computed natively), or
 /// nothing when oneDNN declines it. Measured per layer kind (bench/nn_ops.py's conv rows): the
 /// blocked kernels win on windows (the 7x7 stem 2x, strided and deep 3x3s 10-20%) despite the
-/// reorders; 1x1 convolutions are one GEMM on the input already, where the reorders cost more
-/// than they save, and depthwise ones are faster on conv_depthwise.cc's kernel.
+/// reorders; float32 1x1 convolutions are one GEMM on the input already, where the reorders
+/// cost more than they save (bfloat16 ones are 2-3x faster on oneDNN's native kernels than as a
+/// float32 GEMM on converted copies), and depthwise ones are faster on conv_depthwise.cc's
+/// kernel.
 std::optional<Tensor> onednnConvolution(const ConvPlan &plan, const Tensor &x, const Tensor &weight,
                                         const std::optional<Tensor> &bias) {
   if (x.numel() == 0 || weight.numel() == 0)
@@ -255,7 +257,8 @@ Tensor convolution(int64_t nd, const Tensor &input, const Tensor &weight,
   ConvPlan plan = planConv(op, nd, x, weight, bias, opts);
   DType dt = input.dtype(), compute = computeDType(dt);
   bool isDepthwise = plan.geom.channels == 1 && plan.groups > 1;
-  if (!isDepthwise && plan.geom.kernelVolume() > 1 && onednn::convolutionAvailable(dt)) {
+  bool pointwise = plan.geom.kernelVolume() == 1;
+  if (!isDepthwise && (!pointwise || isReducedFloat(dt)) && onednn::convolutionAvailable(dt)) {
     if (std::optional<Tensor> out = onednnConvolution(plan, x, weight, bias))
       return batched ? *out : out->squeeze({0});
   }
@@ -294,8 +297,9 @@ std::optional<ConvGrads> convolutionBackward(int64_t nd, const Tensor &grad, con
       weight.numel() == 0)
     return std::nullopt;
   ConvPlan plan = planConv(convName(nd), nd, input, weight, std::nullopt, opts);
-  // The measurement behind the forward's choice holds here too: a 1x1 window is GEMMs already.
-  if (plan.geom.kernelVolume() == 1 || grad.sizes() != plan.outShape)
+  // The measurement behind the forward's choice holds here too: a float32 1x1 window is GEMMs
+  // already.
+  if ((plan.geom.kernelVolume() == 1 && !isReducedFloat(dt)) || grad.sizes() != plan.outShape)
     return std::nullopt;
   onednn::ConvShape s = planShape(plan);
   Tensor g = grad.contiguous();
