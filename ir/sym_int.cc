@@ -486,4 +486,16 @@ void SymInt::collectSymbols(std::set<std::string, std::less<>> &out) const {
   }
 }
 
+bool SymInt::hasDivision() const {
+  if (!poly_)
+    return false;
+  for (const Term &t : poly_->terms)
+    for (const Factor &f : t.mono)
+      if (f.atom->kind == AtomKind::FloorDiv || f.atom->kind == AtomKind::Mod ||
+          (f.atom->kind != AtomKind::Symbol &&
+           (f.atom->lhs.hasDivision() || f.atom->rhs.hasDivision())))
+        return true;
+  return false;
+}
+
 } // namespace kiln::ir

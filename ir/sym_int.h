@@ -89,6 +89,8 @@ public:
   SymInt substitute(const std::map<std::string, SymInt, std::less<>> &replacements) const;
   /// Adds the names of the symbols this expression mentions to `out`.
   void collectSymbols(std::set<std::string, std::less<>> &out) const;
+  /// Whether a floordiv or mod appears anywhere in it (an index that costs a division).
+  bool hasDivision() const;
 
 private:
   friend struct detail::SymPoly;

@@ -1,17 +1,18 @@
-// Lowerings of the 2-d pools. A pool whose windows all lie inside its input (no padding, and no
-// ceil_mode window hanging over the edge) is loop code: a max or sum reduction over the window
-// dims read through `out * stride + r * dilation`, which fusion merges with its producer (a
-// batch_norm + relu before a max_pool2d become one kernel). A global average
+// Lowerings of the 2-d pools. max_pool2d and avg_pool2d are loop code: a max or sum reduction over
+// the window dims read through `out * stride + r * dilation - padding`, which fusion merges with
+// its producer (a batch_norm + relu before a max_pool2d become one kernel). A window point in
+// the padding (or past the edge, for a ceil_mode window) is read at a clamped index, so the load
+// stays in bounds, and a `where` replaces it by what adds nothing (-inf, or 0). A global average
 // (adaptive_avg_pool2d to 1 x 1) is a sum over the last two dims and a division.
 //
-// Padded pools, and adaptive pools to other sizes, stay Extern nodes on the eager kernels: a
-// padded window reads outside its input, and the loop IR's loads are affine and unguarded (a
-// masked load would need a clamped index or a guarded load), so loop code would read out of
-// bounds before a `where` could discard the value.
+// Averages that divide by the count of points inside the input (count_include_pad=False with
+// padding, or a ceil_mode window past the padded edge) and adaptive pools to other sizes stay
+// Extern nodes on the eager kernels.
 
 #include "passes/lower/lower_context.h"
 
 #include <array>
+#include <limits>
 #include <optional>
 
 namespace kiln::passes::lower {
@@ -41,59 +42,103 @@ std::array<int64_t, 2> pair(const ir::Node &n, const char *name, std::array<int6
 }
 
 struct Window {
-  std::array<int64_t, 2> kernel, stride, dilation;
+  std::array<int64_t, 2> kernel, stride, dilation, padding;
+  /// Some window point lies outside the input (padding, or a ceil_mode window over the edge):
+  /// each point is read at a clamped index and counts only where it is inside.
+  bool guarded = false;
+  /// Some window point lies outside the padded input too (a ceil_mode window over its edge).
+  bool pastPadding = false;
 };
 
-/// The window of a max_pool2d / avg_pool2d node when every window lies inside the input, else
-/// nullopt. Without ceil_mode torch's floor formula keeps the last window inside; with it the
-/// last window may hang over the edge, which only constant sizes can rule out.
-std::optional<Window> insideWindow(const ir::Node &n, std::span<const SymInt> in,
-                                   std::span<const SymInt> out) {
+/// The window of a max_pool2d / avg_pool2d node over an input of spatial sizes `in` and output
+/// sizes `out`. Without ceil_mode torch's floor formula keeps every window inside the padded
+/// input; with it the last window may hang over the edge, which only constant sizes can rule out
+/// (a symbolic one counts as over it).
+Window windowOf(const ir::Node &n, std::span<const SymInt> in, std::span<const SymInt> out) {
   Window w;
   w.kernel = pair(n, "kernel_size", {1, 1});
   w.stride = pair(n, "stride", w.kernel);
   w.dilation = pair(n, "dilation", {1, 1});
-  if (pair(n, "padding", {0, 0}) != std::array<int64_t, 2>{0, 0})
-    return std::nullopt;
+  w.padding = pair(n, "padding", {0, 0});
+  w.guarded = w.padding != std::array<int64_t, 2>{0, 0};
   const ir::Attribute *ceil = n.attr("ceil_mode");
   if (!ceil || !ceil->toBool())
     return w;
   for (int k = 0; k < 2; ++k) {
     SymInt last = (out[k] - SymInt(1)) * SymInt(w.stride[k]) +
-                  SymInt(w.dilation[k] * (w.kernel[k] - 1)); // the last element read
+                  SymInt(w.dilation[k] * (w.kernel[k] - 1) - w.padding[k]); // the last read
     std::optional<int64_t> slack = (in[k] - SymInt(1) - last).constant();
-    if (!slack || *slack < 0)
-      return std::nullopt;
+    w.guarded = w.guarded || !slack || *slack < 0;
+    w.pastPadding = w.pastPadding || !slack || *slack + w.padding[k] < 0;
   }
   return w;
 }
 
-/// max_pool2d / avg_pool2d with every window inside the input: a max (or a sum, then a division
-/// by the window size or divisor_override) over the window dims; else an extern.
+/// What a window point outside the input contributes: nothing to a max (its lowest value) or
+/// to a sum (0).
+Val outsideValue(Ops &ops, bool maxPool, DType dtype) {
+  if (!maxPool)
+    return ops.constant(0.0, dtype);
+  if (isFloating(dtype))
+    return ops.constant(-std::numeric_limits<double>::infinity(), dtype);
+  switch (dtype) {
+  case DType::UInt8:
+    return ops.constant(int64_t{0}, dtype);
+  case DType::Int8:
+    return ops.constant(int64_t{std::numeric_limits<int8_t>::min()}, dtype);
+  case DType::Int16:
+    return ops.constant(int64_t{std::numeric_limits<int16_t>::min()}, dtype);
+  case DType::Int32:
+    return ops.constant(int64_t{std::numeric_limits<int32_t>::min()}, dtype);
+  default:
+    return ops.constant(std::numeric_limits<int64_t>::min(), dtype);
+  }
+}
+
+/// max_pool2d / avg_pool2d as loop code: a max (or a sum, then a division by the window size or
+/// divisor_override) over the window dims read through `out * stride + r * dilation - padding`.
+/// A point outside the input is read at a clamped index (the load stays in bounds) and replaced
+/// by what adds nothing. An average that counts only the points inside the input
+/// (count_include_pad=False), or whose ceil_mode window passes the padded edge (torch divides by
+/// the part inside it), stays an extern on the eager kernel.
 void lowerPool(LowerContext &ctx, const ir::Node &n) {
   const TensorRef &x = ctx.tensor(n.operand(0));
   const ir::TensorMeta &out = n.result(0)->meta();
   size_t lead = out.sizes.size() - 2;
-  std::optional<Window> w =
-      insideWindow(n, std::span(x.sizes).subspan(lead), std::span(out.sizes).subspan(lead));
-  if (!w)
-    return ctx.define(n.result(0), poolExtern(ctx, n));
+  std::span<const SymInt> in = std::span(x.sizes).subspan(lead);
+  Window w = windowOf(n, in, std::span(out.sizes).subspan(lead));
   bool maxPool = n.op() == OpKind::MaxPool2d;
+  const ir::Attribute *includePad = n.attr("count_include_pad");
+  const ir::Attribute *divisor = n.attr("divisor_override");
+  if (!maxPool && (w.pastPadding || (includePad && !includePad->toBool() &&
+                                     w.padding != std::array<int64_t, 2>{0, 0} && !divisor)))
+    return ctx.define(n.result(0), poolExtern(ctx, n));
   DType result = out.dtype, compute = maxPool ? result : computeDType(result);
-  std::vector<SymInt> window{w->kernel[0], w->kernel[1]};
+  std::vector<SymInt> window{w.kernel[0], w.kernel[1]};
   LoopProgram &p = ctx.program();
   size_t rank = out.sizes.size();
   ReductionKind kind = maxPool ? ReductionKind::Max : ReductionKind::Sum;
   BufferId acc = p.reduction(kind, out.sizes, window, [&](Ops &ops, Idx i) {
     std::vector<IndexExpr> point(i.begin(), i.begin() + lead);
-    for (size_t k = 0; k < 2; ++k)
-      point.push_back(i[lead + k] * w->stride[k] + i[rank + k] * w->dilation[k]);
-    return ops.cast(LowerContext::load(ops, x, point), compute);
+    std::optional<Val> inside;
+    for (size_t k = 0; k < 2; ++k) {
+      IndexExpr at = i[lead + k] * w.stride[k] + i[rank + k] * w.dilation[k] - w.padding[k];
+      if (!w.guarded) {
+        point.push_back(at);
+        continue;
+      }
+      point.push_back(max(min(at, in[k] - 1), SymInt(0)));
+      Val v = ops.indexValue(at);
+      Val ok = ops.bitwiseAnd(ops.ge(v, ops.constant(int64_t{0}, DType::Int64)),
+                              ops.lt(v, ops.indexValue(in[k])));
+      inside = inside ? ops.bitwiseAnd(*inside, ok) : ok;
+    }
+    Val value = ops.cast(LowerContext::load(ops, x, point), compute);
+    return inside ? ops.where(*inside, value, outsideValue(ops, maxPool, compute)) : value;
   });
   if (maxPool)
     return ctx.define(n.result(0), TensorRef::of(p, acc));
-  const ir::Attribute *divisor = n.attr("divisor_override");
-  int64_t count = divisor ? divisor->toInt() : w->kernel[0] * w->kernel[1];
+  int64_t count = divisor ? divisor->toInt() : w.kernel[0] * w.kernel[1];
   ctx.define(n.result(0), ctx.pointwise(out.sizes, [&](Ops &ops, Idx i) {
     return ops.cast(ops.load(acc, i) / ops.constant(static_cast<double>(count), compute), result);
   }));

@@ -1,6 +1,7 @@
 // Phase 1 of scheduling: which pointwise producers are inlined into their readers (the rule is
 // in [Note: scheduling], schedule.h).
 
+#include "ir/loop/index.h"
 #include "passes/schedule/rebuild.h"
 #include "passes/schedule/schedule_impl.h"
 
@@ -51,6 +52,19 @@ bool visitsOnce(const LoopNode &reader, const Expr *load, const ir::TensorMeta &
     if (!(*ranges.extent(v.symbolName()) == SymInt(1)) && !used.count(v.symbolName()))
       return false;
   return true;
+}
+
+/// Whether inlining the producer of a buffer of `meta` into `reader` keeps `load` free of
+/// divisions: a guarded read (a clamped index: a padded pool or pad) of a buffer whose elements
+/// it cannot name by affine per-dim indices would decode each position with a floordiv and a mod
+/// per element, which costs more than storing the producer's result and reading it back.
+bool decodesWithoutDivision(const LoopNode &reader, const Expr *load, const ir::TensorMeta &meta) {
+  ir::loop::VarRanges ranges = reader.varRanges();
+  if (ir::loop::affineForm(load->index, ranges) || load->index.hasDivision())
+    return true; // views keep their decodes; a division already there is the reader's own
+  std::optional<std::vector<IndexExpr>> point = decodeIndex(load->index, meta, ranges);
+  return point && std::none_of(point->begin(), point->end(),
+                               [](const IndexExpr &e) { return e.hasDivision(); });
 }
 
 } // namespace
@@ -107,8 +121,14 @@ std::vector<bool> chooseInlined(const LoopProgram &p) {
         meta.strides != ir::contiguousStrides(meta.sizes))
       continue;
     size_t loads = 0;
-    for (const Reader &r : rs)
+    bool divisionFree = true;
+    for (const Reader &r : rs) {
       loads += r.loads.size();
+      for (const Expr *e : r.loads)
+        divisionFree = divisionFree && decodesWithoutDivision(p.nodes()[r.node], e, meta);
+    }
+    if (!divisionFree)
+      continue;
     bool once =
         rs.size() == 1 && loads == 1 && visitsOnce(p.nodes()[rs[0].node], rs[0].loads[0], meta);
     // Recomputing at each extra load must stay cheap too: a stencil reading a producer at

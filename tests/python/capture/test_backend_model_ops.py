@@ -211,6 +211,21 @@ def test_max_pool2d(kw, shape):
     compiled(lambda x: F.max_pool2d(x * 2, **kw) + 1, rand(*shape))
 
 
+@pytest.mark.parametrize("dtype", [kiln.float64, kiln.bfloat16, kiln.int32, kiln.uint8])
+def test_padded_max_pool2d_over_dtypes(dtype):
+    """Padded pools are loop code: a point in the padding contributes the dtype's lowest value."""
+    x = rand(2, 3, 9, 8, low=-50, high=50).to(dtype)
+    compiled(lambda x: F.max_pool2d(x, 3, 2, 1), x)
+    compiled(lambda x: F.max_pool2d(x, (2, 3), 1, (1, 1), ceil_mode=True), x)
+
+
+def test_padded_max_pool2d_propagates_nan():
+    x = rand(1, 2, 6, 6)
+    x[0, 0, 0, 0] = float("nan")  # read by the corner windows, next to the padding
+    x[0, 1, 3, 2] = float("nan")
+    compiled(lambda x: F.max_pool2d(x, 3, 2, 1), x)
+
+
 AVG_POOLS = [
     dict(kernel_size=2),
     dict(kernel_size=3, stride=2, padding=1),
