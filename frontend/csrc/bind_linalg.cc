@@ -1,5 +1,6 @@
-// Matrix products, convolution, pooling and interpolation: kiln.<op> functions, Tensor methods
-// and the `@` operator. F.* wrappers that parse torch's flexible arguments live in
+// The `@` operator, einsum's kernel, unfold/fold, pooling and interpolation helpers, and oneDNN's
+// counters. mm, bmm, addmm, conv1d ... conv_transpose3d are op-table rows
+// (eager_kernels_linalg.cc). F.* wrappers that parse torch's flexible arguments live in
 // kiln/nn/_functional_conv.py and kiln/nn/_functional_linalg.py.
 #include "frontend/csrc/bindings.h"
 #include "frontend/csrc/py_convert.h"
@@ -20,50 +21,8 @@ py::class_<Tensor> tensorClass(py::module_ &m) {
   return py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
 }
 
-/// Binds kiln.name(input, other) and Tensor.name(other) for a two-tensor product.
-template <typename Fn>
-void bindProduct(py::module_ &m, py::class_<Tensor> &t, const char *name, const char *other,
-                 Fn fn) {
-  m.def(name, fn, py::arg("input"), py::arg(other));
-  t.def(name, fn, py::arg(other));
-}
-
-/// Binds kiln.name(input, a, b, *, beta=1, alpha=1), the Tensor method and its in-place form
-/// (`inplaceName`, e.g. addmm_) of an add-product op.
-template <typename Fn>
-void bindAddProduct(py::module_ &m, py::class_<Tensor> &t, const char *name,
-                    const char *inplaceName, const char *a, const char *b, Fn fn) {
-  auto impl = [fn, name](const Tensor &self, const Tensor &x, const Tensor &y, py::handle beta,
-                         py::handle alpha) {
-    return fn(self, x, y, toScalar(beta, name), toScalar(alpha, name));
-  };
-  m.def(name, impl, py::arg("input"), py::arg(a), py::arg(b), py::kw_only(), py::arg("beta") = 1,
-        py::arg("alpha") = 1);
-  t.def(name, impl, py::arg(a), py::arg(b), py::kw_only(), py::arg("beta") = 1,
-        py::arg("alpha") = 1);
-  t.def(
-      inplaceName,
-      [impl, inplaceName](py::object self, const Tensor &x, const Tensor &y, py::handle beta,
-                          py::handle alpha) {
-        Tensor &s = self.cast<Tensor &>();
-        autograd::applyInplace(inplaceName, s,
-                               impl(autograd::inplaceOperand(s, {&x, &y}), x, y, beta, alpha));
-        return self;
-      },
-      py::arg(a), py::arg(b), py::kw_only(), py::arg("beta") = 1, py::arg("alpha") = 1);
-}
-
 void bindMatrixProducts(py::module_ &m) {
   auto t = tensorClass(m);
-  bindProduct(m, t, "mm", "mat2", &ops::mm);
-  bindProduct(m, t, "bmm", "mat2", &ops::bmm);
-  bindProduct(m, t, "mv", "vec", &ops::mv);
-  auto dot = [](const Tensor &a, const Tensor &b) { return ops::dot(a, b); };
-  auto vdot = [](const Tensor &a, const Tensor &b) { return ops::dot(a, b, "vdot"); };
-  bindProduct(m, t, "dot", "tensor", dot);
-  bindProduct(m, t, "vdot", "other", vdot);
-  bindProduct(m, t, "outer", "vec2", &ops::outer);
-  bindProduct(m, t, "ger", "vec2", &ops::outer);
   // Only Tensor operands take part in `@`: anything else lets Python try the reflection.
   t.def("__matmul__", [](const Tensor &a, py::handle b) -> py::object {
     if (!py::isinstance<Tensor>(b))
@@ -75,11 +34,6 @@ void bindMatrixProducts(py::module_ &m) {
       return py::reinterpret_borrow<py::object>(Py_NotImplemented);
     return wrap(ops::matmul(b.cast<const Tensor &>(), a));
   });
-  bindAddProduct(m, t, "addmm", "addmm_", "mat1", "mat2", &ops::addmm);
-  bindAddProduct(m, t, "addmv", "addmv_", "mat", "vec", &ops::addmv);
-  bindAddProduct(m, t, "baddbmm", "baddbmm_", "batch1", "batch2", &ops::baddbmm);
-  m.def("bilinear", &ops::bilinear, py::arg("input1"), py::arg("input2"), py::arg("weight"),
-        py::arg("bias") = py::none());
   m.def("_einsum", [](const std::string &equation, const std::vector<Tensor> &operands) {
     return ops::einsum(equation, operands);
   });
@@ -94,55 +48,7 @@ void bindMatrixProducts(py::module_ &m) {
   });
 }
 
-/// Binds torch.convNd(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1);
-/// padding may also be 'same' or 'valid'.
-void bindConv(py::module_ &m, const char *name, int64_t nd) {
-  m.def(
-      name,
-      [name, nd](const Tensor &input, const Tensor &weight, const std::optional<Tensor> &bias,
-                 py::handle stride, py::handle padding, py::handle dilation, int64_t groups) {
-        ops::ConvOptions opts;
-        opts.stride = toIntList(stride, name);
-        if (py::isinstance<py::str>(padding))
-          opts.paddingMode = padding.cast<std::string>();
-        else
-          opts.padding = toIntList(padding, name);
-        opts.dilation = toIntList(dilation, name);
-        opts.groups = groups;
-        return ops::convolution(nd, input, weight, bias, opts);
-      },
-      py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1,
-      py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("groups") = 1);
-}
-
-/// Binds torch.conv_transposeNd(input, weight, bias=None, stride=1, padding=0,
-/// output_padding=0, groups=1, dilation=1).
-void bindConvTranspose(py::module_ &m, const char *name, int64_t nd) {
-  m.def(
-      name,
-      [name, nd](const Tensor &input, const Tensor &weight, const std::optional<Tensor> &bias,
-                 py::handle stride, py::handle padding, py::handle outputPadding, int64_t groups,
-                 py::handle dilation) {
-        ops::ConvTransposeOptions opts;
-        opts.stride = toIntList(stride, name);
-        opts.padding = toIntList(padding, name);
-        opts.outputPadding = toIntList(outputPadding, name);
-        opts.dilation = toIntList(dilation, name);
-        opts.groups = groups;
-        return ops::convTranspose(nd, input, weight, bias, opts);
-      },
-      py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1,
-      py::arg("padding") = 0, py::arg("output_padding") = 0, py::arg("groups") = 1,
-      py::arg("dilation") = 1);
-}
-
 void bindConvolutions(py::module_ &m) {
-  bindConv(m, "conv1d", 1);
-  bindConv(m, "conv2d", 2);
-  bindConv(m, "conv3d", 3);
-  bindConvTranspose(m, "conv_transpose1d", 1);
-  bindConvTranspose(m, "conv_transpose2d", 2);
-  bindConvTranspose(m, "conv_transpose3d", 3);
   m.def(
       "_unfold",
       [](const Tensor &input, py::handle kernel, py::handle dilation, py::handle padding,

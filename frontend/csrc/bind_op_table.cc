@@ -368,9 +368,11 @@ void bindOpTable(py::module_ &m) {
     ir::OpSchema schema = ir::parseOpSchema(row.schema);
     const EagerKernel *kernel = findEagerKernel(row.op, schema);
     KILN_CHECK(kernel || row.op, "the op-table row '{}' has no eager kernel", row.schema);
-    const SchemaBinding *binding = nullptr;
-    if (kernel)
+    SchemaBinding *binding = nullptr;
+    if (kernel) {
       binding = &allSchemas().emplace_back(std::move(schema));
+      binding->numbersAsTensors = binding->numbersAsTensors && !kernel->tensorsOnly;
+    }
     std::string_view rest = row.spellings;
     while (!rest.empty()) {
       size_t space = rest.find(' ');

@@ -433,10 +433,10 @@ const EagerKernel kKernels[] = {
                                       a.toBool(4)));
      }},
     // Products and layer_norm.
-    {OpKind::Matmul, "matmul", binary<&ops::matmul>},
+    {OpKind::Matmul, "matmul", binary<&ops::matmul>, nullptr, nullptr, -1, true},
     {OpKind::Linear, "linear", [](const BoundArgs &a) {
        return ops::linear(a.tensor(0), a.tensor(1), a.optTensor(2));
-     }},
+     }, nullptr, nullptr, -1, true},
     {OpKind::LayerNorm, "layer_norm", [](const BoundArgs &a) {
        return ops::layerNorm(a.tensor(0), a.intList(1), a.optTensor(2).value_or(Tensor()),
                              a.optTensor(3).value_or(Tensor()), a.toDouble(4));
@@ -462,7 +462,8 @@ const EagerKernel kKernels[] = {
 
 const EagerKernel *findEagerKernel(std::optional<ir::OpKind> op, const ir::OpSchema &schema) {
   for (std::span<const EagerKernel> table :
-       {std::span<const EagerKernel>(kKernels), shapeEagerKernels(), reduceEagerKernels()})
+       {std::span<const EagerKernel>(kKernels), shapeEagerKernels(), reduceEagerKernels(),
+        linalgEagerKernels()})
     for (const EagerKernel &k : table)
       if (k.op == op && k.name == schema.name &&
           (k.numArgs < 0 || k.numArgs == static_cast<int>(schema.args.size())))

@@ -32,14 +32,19 @@ struct EagerKernel {
   /// The row's number of arguments, telling apart rows of one name and kind (`where(cond)` and
   /// Tensor.where's `where(input, condition, other)`); -1: any.
   int numArgs = -1;
+  /// A number never stands for a Tensor argument (products: torch's `mm(x, 2)` is a TypeError,
+  /// where `add(x, 2)` adds a scalar).
+  bool tensorsOnly = false;
 };
 
 /// The kernel of the row of `op` (nullopt: a KILN_EAGER_SPELLING row) with `schema`, or null.
 const EagerKernel *findEagerKernel(std::optional<ir::OpKind> op, const ir::OpSchema &schema);
 
-/// The kernels of the view and shape rows (eager_kernels_shape.cc) and of the reduction, scan and
-/// sorting rows (eager_kernels_reduce.cc), searched by findEagerKernel.
+/// The kernels of the view and shape rows (eager_kernels_shape.cc), of the reduction, scan and
+/// sorting rows (eager_kernels_reduce.cc) and of the product and convolution rows
+/// (eager_kernels_linalg.cc), searched by findEagerKernel.
 std::span<const EagerKernel> shapeEagerKernels();
 std::span<const EagerKernel> reduceEagerKernels();
+std::span<const EagerKernel> linalgEagerKernels();
 
 } // namespace kiln::frontend

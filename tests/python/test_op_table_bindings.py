@@ -73,6 +73,16 @@ WRONG_CALLS = [
     ("kiln.cummin(kx, 1.5)", "torch.cummin(tx, 1.5)"),
     ("kiln.msort('a')", "torch.msort('a')"),
     ("kx.mode('a')", "tx.mode('a')"),
+    # products and convolutions: a number does not stand for a tensor there
+    ("kiln.mm(kx, 'a')", "torch.mm(tx, 'a')"),
+    ("kx.bmm(1)", "tx.bmm(1)"),
+    ("kiln.mv(kx, 'a')", "torch.mv(tx, 'a')"),
+    ("kiln.dot(kx, 1)", "torch.dot(tx, 1)"),
+    ("kiln.outer(kx)", "torch.outer(tx)"),
+    ("kiln.matmul(kx, 2)", "torch.matmul(tx, 2)"),
+    ("F.linear(kx, 2)", "torch.nn.functional.linear(tx, 2)"),
+    ("kiln.conv_transpose2d(kx)", "torch.conv_transpose2d(tx)"),
+    ("kiln.bilinear(kx, kx)", "torch.bilinear(tx, tx)"),
 ]
 
 
