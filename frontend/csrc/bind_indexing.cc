@@ -291,89 +291,6 @@ void setItem(Tensor &self, py::handle index, py::handle value) {
     ops::indexPut_(view, p.advanced, v);
 }
 
-/// index_put's indices: a tuple/list of tensors or None (None keeps that dim whole).
-std::vector<Tensor> toIndexList(py::handle indices) {
-  KILN_CHECK_KIND(Type, PySequence_Check(indices.ptr()) && !py::isinstance<Tensor>(indices),
-                  "index_put_(): indices must be a tuple of Tensors, not {}", typeName(indices));
-  std::vector<Tensor> out;
-  for (py::handle h : py::reinterpret_borrow<py::sequence>(indices)) {
-    KILN_CHECK_KIND(Type, h.is_none() || py::isinstance<Tensor>(h),
-                    "index_put_(): indices must be Tensors or None, got {}", typeName(h));
-    out.push_back(h.is_none() ? Tensor() : h.cast<Tensor>());
-  }
-  return out;
-}
-
-/// index_put's values: a tensor (its dtype must match), or a number cast to self's dtype.
-Tensor toValues(const Tensor &self, py::handle values) {
-  if (isNumber(values))
-    return Tensor::scalarTensor(toScalar(values, "index_put_"), self.dtype());
-  return toOperand(values, "index_put_");
-}
-
-void bindMaskOps(py::module_ &m, py::class_<Tensor> &t) {
-  m.def("masked_select", &ops::maskedSelect, py::arg("input"), py::arg("mask"));
-  t.def("masked_select", &ops::maskedSelect, py::arg("mask"));
-  auto nonzero = [](const Tensor &self, bool asTuple) -> py::object {
-    if (asTuple)
-      return py::tuple(py::cast(ops::nonzeroTuple(self)));
-    return wrap(ops::nonzero(self));
-  };
-  m.def("nonzero", nonzero, py::arg("input"), py::kw_only(), py::arg("as_tuple") = false);
-  t.def("nonzero", nonzero, py::kw_only(), py::arg("as_tuple") = false);
-  m.def("argwhere", &ops::nonzero, py::arg("input"));
-  t.def("argwhere", &ops::nonzero);
-}
-
-void bindGatherOps(py::module_ &m, py::class_<Tensor> &t) {
-  m.def("take", &ops::take, py::arg("input"), py::arg("index"));
-  t.def("take", &ops::take, py::arg("index"));
-  auto indexPut = [](const Tensor &self, py::handle indices, py::handle values, bool acc) {
-    return ops::indexPut(self, toIndexList(indices), toValues(self, values), acc);
-  };
-  m.def("index_put", indexPut, py::arg("input"), py::arg("indices"), py::arg("values"),
-        py::arg("accumulate") = false);
-  t.def("index_put", indexPut, py::arg("indices"), py::arg("values"),
-        py::arg("accumulate") = false);
-  t.def(
-      "index_put_",
-      [](py::object self, py::handle indices, py::handle values, bool acc) {
-        Tensor &s = self.cast<Tensor &>();
-        Tensor v = toValues(s, values);
-        std::vector<Tensor> idx = toIndexList(indices);
-        if (autograd::anyRequiresGrad({&s, &v}))
-          autograd::applyInplace("index_put_", s,
-                                 ops::indexPut(autograd::inplaceOperand(s, {&v}), idx, v, acc));
-        else
-          ops::indexPut_(s, idx, v, acc);
-        return self;
-      },
-      py::arg("indices"), py::arg("values"), py::arg("accumulate") = false);
-}
-
-void bindReducingScatterOps(py::module_ &m, py::class_<Tensor> &t) {
-  auto scatterReduce = [](const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
-                          const std::string &reduce, bool includeSelf) {
-    requireUntracked("scatter_reduce", {&self, &src});
-    Tensor out = self.clone();
-    return ops::scatterReduce_(out, dim, index, src, reduce, includeSelf);
-  };
-  m.def("scatter_reduce", scatterReduce, py::arg("input"), py::arg("dim"), py::arg("index"),
-        py::arg("src"), py::arg("reduce"), py::kw_only(), py::arg("include_self") = true);
-  t.def("scatter_reduce", scatterReduce, py::arg("dim"), py::arg("index"), py::arg("src"),
-        py::arg("reduce"), py::kw_only(), py::arg("include_self") = true);
-  t.def(
-      "scatter_reduce_",
-      [](py::object self, int64_t dim, const Tensor &index, const Tensor &src,
-         const std::string &reduce, bool includeSelf) {
-        requireUntracked("scatter_reduce_", {&self.cast<Tensor &>(), &src});
-        ops::scatterReduce_(self.cast<Tensor &>(), dim, index, src, reduce, includeSelf);
-        return self;
-      },
-      py::arg("dim"), py::arg("index"), py::arg("src"), py::arg("reduce"), py::kw_only(),
-      py::arg("include_self") = true);
-}
-
 } // namespace
 
 void bindIndexing(py::module_ &m) {
@@ -386,9 +303,6 @@ void bindIndexing(py::module_ &m) {
                typeName(elem));
     return ops::contains(self, toOperand(elem, "__contains__"));
   });
-  bindMaskOps(m, t);
-  bindGatherOps(m, t);
-  bindReducingScatterOps(m, t);
 }
 
 } // namespace kiln::frontend

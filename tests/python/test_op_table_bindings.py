@@ -83,6 +83,11 @@ WRONG_CALLS = [
     ("F.linear(kx, 2)", "torch.nn.functional.linear(tx, 2)"),
     ("kiln.conv_transpose2d(kx)", "torch.conv_transpose2d(tx)"),
     ("kiln.bilinear(kx, kx)", "torch.bilinear(tx, tx)"),
+    # indexing
+    ("kiln.masked_select(kx, 1)", "torch.masked_select(tx, 1)"),
+    ("kx.take('a')", "tx.take('a')"),
+    ("kiln.nonzero(kx, True)", "torch.nonzero(tx, True)"),
+    ("kiln.argwhere('a')", "torch.argwhere('a')"),
 ]
 
 
