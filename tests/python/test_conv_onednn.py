@@ -1,7 +1,7 @@
 """Convolutions on oneDNN (runtime/onednn_conv.cc) against torch: windows of every kind run there
 (blocked layouts, reorders around each call), float32 1x1 and depthwise ones stay on kiln's
-kernels (bfloat16 1x1 ones run on oneDNN), bfloat16 runs natively where the CPU has bfloat16 dot products, and KILN_ONEDNN=0 (or no
-library) gives the same results on kiln's own kernels."""
+kernels (bfloat16 1x1 ones run on oneDNN), bfloat16 runs natively where the CPU has bfloat16 dot
+products, and KILN_ONEDNN=0 (or no library) gives the same results on kiln's own kernels."""
 
 import os
 import subprocess

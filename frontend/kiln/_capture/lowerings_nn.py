@@ -30,7 +30,7 @@ def _arange(w, node, a):
     if a["dtype"] is kiln.bool:
         raise Decline("arange of bool")
     if any(type(v) is float for v in (start, end, step)):
-        raise Decline("a float range (its length depends on rounding)")
+        return _float_arange(w, node, start, end, step)
     attrs = {"end": w.sym(end)}
     if w.int_(start) != 0:
         attrs["start"] = w.int_(start)
@@ -39,6 +39,27 @@ def _arange(w, node, a):
     if a["dtype"] is not None and a["dtype"] != kiln.int64:
         attrs["dtype"] = dtype_short(a["dtype"])
     w.emit_node(node, "arange", [], attrs)
+
+
+def _float_arange(w, node, start, end, step):
+    """arange with a float bound or step: eager's length (ceil in double) of constant bounds, and
+    its values `start + i * step` computed in float64, then rounded to the result's dtype."""
+    if not all(type(v) in (int, float) for v in (start, end, step)):
+        raise Decline("a float range with a symbolic bound (its length depends on rounding)")
+    dtype = node.meta["example"].dtype
+    if not dtype.is_floating_point:
+        raise Decline("a float range of integers")
+    if step == 0 or not all(math.isfinite(v) for v in (start, end)):
+        raise Decline("an invalid range (eager raises)")
+    n = max(0, math.ceil((end - start) / step))
+    loc = node.meta.get("loc")
+    (i,) = w.emit("arange", [], {"end": n}, loc)
+    (x,) = w.emit("cast", [i], {"dtype": "f64"}, loc)
+    if step != 1:
+        (x,) = w.emit("mul", [x, w.constant(float(step))], {}, loc)
+    if start != 0:
+        (x,) = w.emit("add", [x, w.constant(float(start))], {}, loc)
+    w.emit_node(node, "cast", [x], {"dtype": dtype_short(dtype)})
 
 
 # --- Identities and layout -----------------------------------------------------------------------

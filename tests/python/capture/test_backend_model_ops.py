@@ -72,6 +72,27 @@ def test_arange(make):
     assert "arange()" in kir_of(fn, rand(3, 7))
 
 
+FLOAT_RANGES = [(9.0,), (0.5, 5.0, 0.5), (-1, 1, 0.25), (0.1, 1.0, 0.1), (10.0, 1.0, -1.5),
+                (0, 2.5), (3.0, 3.0)]
+
+
+@pytest.mark.parametrize("args", FLOAT_RANGES, ids=str)
+@pytest.mark.parametrize("dtype", [None, kiln.float64, kiln.bfloat16])
+def test_arange_of_floats(args, dtype):
+    """Eager's length (ceil in double) and its values start + i * step in float64, rounded to the
+    dtype once: equal to eager, float32 and bfloat16 bit for bit (float64 to one rounding: eager's
+    C++ may contract start + i * step into one fused multiply-add)."""
+    n = kiln.arange(*args).numel()
+
+    def fn(x):
+        return x * kiln.arange(*args, dtype=dtype)
+
+    x = rand(2, n).to(dtype or kiln.float32)
+    got = run_compiled(fn, x, tol=(5e-16, 0) if dtype is kiln.float64 else (0, 0))
+    assert got.reports[0].eager_nodes == 0
+    assert f"arange() {{end = {n}}}" in kir_of(fn, x)
+
+
 def test_arange_of_a_dynamic_size():
     def fn(x):
         return x + kiln.arange(x.shape[0]).float().unsqueeze(1)

@@ -95,7 +95,7 @@ CASES = {
     "transposed_input": (lambda x: x.exp(), lambda: base[:, :, :3, :3].transpose(2, 3)),
     "expanded_input": (lambda x: x * 3, lambda: rand(128, 1, 3).expand(128, 3, 3)),
     "tril_mask": (lambda x: x.tril(), lambda: rand(128, 3, 3)),
-    "arange_index": (lambda x: x + kiln.arange(9).reshape(3, 3), lambda: rand(128, 3, 3)),
+    "arange_index": (lambda x: x + kiln.arange(9.0).reshape(3, 3), lambda: rand(128, 3, 3)),
     "bf16_cast": (lambda x: x.to(kiln.bfloat16), lambda: rand(64, 3, 7, 7)),
     "bf16_math": (lambda x: (x.to(kiln.bfloat16) * 2).float(), lambda: rand(96, 5, 3)),
     "two_outputs": (lambda x: (x + 1, x.sigmoid()), lambda: rand(70, 4, 3)),
