@@ -186,13 +186,26 @@ onednn::ConvShape planShape(const ConvPlan &plan) {
                      plan.outShape[1], plan.padAfter);
 }
 
+/// Whether the forward convolution of `plan` in `dt` runs faster on oneDNN than on kiln's own
+/// kernels, as measured per layer kind (bench/nn_ops.py's conv rows, 1 thread): oneDNN's blocked
+/// kernels win on windows (the 7x7 stem 2x, strided and deep 3x3s 10-20%) despite the reorders,
+/// and on every bfloat16 convolution (kiln's kernels compute on float32 copies: a bfloat16 1x1
+/// is 2-3x faster there, a depthwise 3x3 up to 2.8x). float32 1x1 convolutions are one GEMM on
+/// the input already, where the reorders cost more than they save; float32 depthwise ones are
+/// faster on conv_depthwise.cc's kernel except strided ones with small output planes (576x14x14
+/// stride 2: 0.265 ms there, 0.052 ms on oneDNN; 96x112x112 stride 2: 0.745 vs 1.122).
+bool preferOnednn(const ConvPlan &plan, DType dt) {
+  if (isReducedFloat(dt))
+    return true;
+  if (plan.geom.channels == 1 && plan.groups > 1) { // depthwise
+    bool strided = plan.geom.stride != std::array<int64_t, 3>{1, 1, 1};
+    return strided && plan.geom.outVolume() <= 14 * 14;
+  }
+  return plan.geom.kernelVolume() > 1;
+}
+
 /// The convolution on oneDNN in x's own dtype (float32, or bfloat16 computed natively), or
-/// nothing when oneDNN declines it. Measured per layer kind (bench/nn_ops.py's conv rows): the
-/// blocked kernels win on windows (the 7x7 stem 2x, strided and deep 3x3s 10-20%) despite the
-/// reorders; float32 1x1 convolutions are one GEMM on the input already, where the reorders
-/// cost more than they save (bfloat16 ones are 2-3x faster on oneDNN's native kernels than as a
-/// float32 GEMM on converted copies), and depthwise ones are faster on conv_depthwise.cc's
-/// kernel.
+/// nothing when oneDNN declines it.
 std::optional<Tensor> onednnConvolution(const ConvPlan &plan, const Tensor &x, const Tensor &weight,
                                         const std::optional<Tensor> &bias) {
   if (x.numel() == 0 || weight.numel() == 0)
@@ -256,12 +269,11 @@ Tensor convolution(int64_t nd, const Tensor &input, const Tensor &weight,
   Tensor x = batched ? input : input.unsqueeze(0);
   ConvPlan plan = planConv(op, nd, x, weight, bias, opts);
   DType dt = input.dtype(), compute = computeDType(dt);
-  bool isDepthwise = plan.geom.channels == 1 && plan.groups > 1;
-  bool pointwise = plan.geom.kernelVolume() == 1;
-  if (!isDepthwise && (!pointwise || isReducedFloat(dt)) && onednn::convolutionAvailable(dt)) {
+  if (onednn::convolutionAvailable(dt) && preferOnednn(plan, dt)) {
     if (std::optional<Tensor> out = onednnConvolution(plan, x, weight, bias))
       return batched ? *out : out->squeeze({0});
   }
+  bool isDepthwise = plan.geom.channels == 1 && plan.groups > 1;
   Tensor xc = x.to(compute).contiguous(), wc = weight.to(compute).contiguous();
   Tensor bc = bias ? bias->to(compute).contiguous() : Tensor();
   Tensor out = Tensor::empty(plan.outShape, compute, input.device());

@@ -1,7 +1,8 @@
 """Convolutions on oneDNN (runtime/onednn_conv.cc) against torch: windows of every kind run there
 (blocked layouts, reorders around each call), float32 1x1 and depthwise ones stay on kiln's
-kernels (bfloat16 1x1 ones run on oneDNN), bfloat16 runs natively where the CPU has bfloat16 dot
-products, and KILN_ONEDNN=0 (or no library) gives the same results on kiln's own kernels."""
+kernels (bfloat16 ones, and strided float32 depthwise ones over small planes, run on oneDNN),
+bfloat16 runs natively where the CPU has bfloat16 dot products, and KILN_ONEDNN=0 (or no
+library) gives the same results on kiln's own kernels."""
 
 import os
 import subprocess
@@ -119,6 +120,31 @@ def test_bfloat16_pointwise_convolution_runs_on_onednn_forward_and_backward(xs, 
     want.backward(tg.bfloat16())
     for k, t in ((kx, tx), (kw_, tw)):
         assert_close(k.grad.float(), t.grad.float(), atol=0.1, rtol=0.03)
+
+
+@needs_onednn
+@pytest.mark.parametrize("xs,stride,dtype,on_onednn", [
+    ((1, 64, 14, 14), 2, "float32", True),  # a strided small plane: oneDNN is 5x faster
+    ((2, 16, 14, 14), 2, "float32", True),
+    ((1, 16, 30, 30), 2, "float32", False),  # 15x15 outputs: kiln's kernel
+    ((1, 16, 14, 14), 1, "float32", False),
+    ((1, 24, 20, 20), 1, "bfloat16", True),  # kiln's kernel would compute on float32 copies
+    ((2, 24, 21, 17), 2, "bfloat16", True),
+])
+def test_depthwise_routing_and_results(xs, stride, dtype, on_onednn):
+    if dtype == "bfloat16" and not BF16:
+        pytest.skip("no bfloat16 dot products on this CPU")
+    c = xs[1]
+    tx, kx = make(xs, "float32", seed=40, low=-1.0, high=1.0)
+    tw, kw = make((c, 1, 3, 3), "float32", seed=41, low=-1.0, high=1.0)
+    if dtype == "bfloat16":
+        tx, kx, tw, kw = tx.bfloat16(), kx.to(kiln.bfloat16), tw.bfloat16(), kw.to(kiln.bfloat16)
+    before = calls()
+    got = KF.conv2d(kx, kw, stride=stride, padding=1, groups=c)
+    assert calls() == before + on_onednn
+    want = F.conv2d(tx, tw, stride=stride, padding=1, groups=c)
+    tol = 0.03 if dtype == "bfloat16" else 1e-5
+    assert_close(got.float(), want.float(), atol=tol, rtol=tol)
 
 
 @needs_onednn
