@@ -122,9 +122,11 @@ bool cpuHas(const char *flag) {
   return cpuFlags().find(std::string(" ") + flag + " ") != std::string::npos;
 }
 
-void syncThreads(const Api &api) {
-  if (api.ompSetThreads && gThreads != numThreads()) {
-    gThreads = numThreads();
+void syncThreads(const Api &api, int threads) {
+  if (threads <= 0)
+    threads = numThreads();
+  if (api.ompSetThreads && gThreads != threads) {
+    gThreads = threads;
     api.ompSetThreads(gThreads);
   }
 }

@@ -69,7 +69,7 @@ std::mutex &executionMutex();
 bool cpuHas(const char *flag);
 
 /// Gives oneDNN's OpenMP runtime kiln's thread count, before a primitive is made for it.
-void syncThreads(const Api &api);
+void syncThreads(const Api &api, int threads = 0);
 
 /// A plain (strided) memory descriptor of `dims`, or null past oneDNN's 12 dims.
 Handle stridedDesc(const Api &api, const std::vector<int64_t> &dims,
