@@ -27,6 +27,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <utility>
 
 namespace kiln::frontend {
@@ -349,7 +350,49 @@ void install(OpBinding &b, py::module_ &module, py::module_ &functional, PyObjec
 
 } // namespace
 
+namespace {
+
+/// The argument error of calling an op of torch schema `schema` with `args` and `kwargs`, in
+/// torch's words, or None when they fit it. For ops written in Python (kiln.nn.functional's
+/// batch_norm, embedding, ...), which ask only once their own code has failed on the arguments
+/// (kiln/_schema.py), so a call that fits pays nothing. A number never stands for a Tensor here.
+py::object callError(const std::string &schema, const std::string &name, py::tuple args,
+                     py::dict kwargs) {
+  static std::mutex mutex;
+  static auto *bindings = new std::map<std::string, SchemaBinding>();
+  const SchemaBinding *binding;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = bindings->find(schema);
+    if (it == bindings->end()) {
+      it = bindings->emplace(schema, SchemaBinding(ir::parseOpSchema(schema))).first;
+      it->second.numbersAsTensors = false;
+    }
+    binding = &it->second;
+  }
+  std::vector<PyObject *> flat;
+  for (py::handle a : args)
+    flat.push_back(a.ptr());
+  py::tuple names(kwargs.size());
+  size_t k = 0;
+  for (auto [key, value] : kwargs) {
+    names[k++] = py::reinterpret_borrow<py::object>(key);
+    flat.push_back(value.ptr());
+  }
+  BoundArgs bound;
+  std::string error;
+  if (bindArgs(*binding, name.c_str(), nullptr, flat.data(), static_cast<Py_ssize_t>(args.size()),
+               kwargs.size() ? names.ptr() : nullptr, bound, &error))
+    return py::none();
+  return py::str(error);
+}
+
+} // namespace
+
 void bindOpTable(py::module_ &m) {
+  m.def("_call_error", &callError, py::arg("schema"), py::arg("name"), py::arg("args"),
+        py::arg("kwargs"),
+        "torch's argument error for calling an op of this schema so, or None when the call fits");
   py::module_ functional =
       m.def_submodule("_nn", "kiln.nn.functional's ops generated from the op table");
   // Every (site, name) spelled by a row with a kernel, with its overloads in table order.

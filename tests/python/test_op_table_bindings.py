@@ -388,3 +388,36 @@ def test_view_and_reshape_rows():
     assert "received an invalid combination of arguments" in _error(lambda: x.view("a"))
     with pytest.raises(NotImplementedError, match="view\\(dtype\\) of a tensor that requires"):
         w.view(kiln.int32)
+
+
+# Ops written in Python (kiln/_schema.py): a failing call is checked against torch's schema.
+PYTHON_OP_CALLS = [
+    ("F.batch_norm(kx, 'a', None)",
+     "batch_norm(): argument 'running_mean' (position 2) must be Tensor, not str"),
+    ("F.batch_norm(kx, None, None, eps='e')",
+     "batch_norm(): argument 'eps' must be float, not str"),
+    ("F.group_norm(kx, 'a')",
+     "group_norm(): argument 'num_groups' (position 2) must be int, not str"),
+    ("F.instance_norm(kx, 'a')",
+     "instance_norm(): argument 'running_mean' (position 2) must be Tensor, not str"),
+    ("F.embedding('a', kx)", "embedding(): argument 'input' (position 1) must be Tensor, not str"),
+    ("F.scaled_dot_product_attention(kx, kx, 'a')",
+     "scaled_dot_product_attention(): argument 'value' (position 3) must be Tensor, not str"),
+    ("F.adaptive_avg_pool2d('a', 1)",
+     "adaptive_avg_pool2d(): argument 'input' (position 1) must be Tensor, not str"),
+]
+
+
+@pytest.mark.parametrize("call,message", PYTHON_OP_CALLS, ids=[c for c, _ in PYTHON_OP_CALLS])
+def test_python_ops_refuse_wrong_calls_in_torchs_words(call, message):
+    env = {"F": F, "kx": kiln.ones(2, 3, 4, 4)}
+    assert _error(lambda: eval(call, env)) == message
+
+
+def test_python_ops_keep_their_own_errors_for_calls_that_fit():
+    x = kiln.ones(2, 3, 4, 4)
+    with pytest.raises(RuntimeError, match="divisible by num_groups"):
+        F.group_norm(x, 2)  # fits the schema: the op's own error
+    assert F.group_norm(x, 3).shape == (2, 3, 4, 4)
+    assert F.batch_norm.__name__ == "batch_norm" and "running_mean" in str(
+        inspect.signature(F.batch_norm))

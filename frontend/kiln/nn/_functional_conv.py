@@ -13,6 +13,7 @@ from kiln._ops_linalg import (
     max_pool2d,
     max_pool3d,
 )
+from kiln._schema import torch_schema
 from kiln.nn import _bicubic
 
 __all__ = [
@@ -114,6 +115,9 @@ def avg_pool3d(
     )
 
 
+@torch_schema(
+    "adaptive_avg_pool2d(Tensor input, Any output_size) -> Tensor"
+)
 def adaptive_avg_pool2d(input, output_size):  # noqa: A002
     """F.adaptive_avg_pool2d; output_size is an int or a pair whose entries may be None."""
     return _C._adaptive_avg_pool(2, input, _adaptive_size(output_size, 2, "adaptive_avg_pool2d"))
@@ -124,6 +128,9 @@ def adaptive_avg_pool3d(input, output_size):  # noqa: A002
     return _C._adaptive_avg_pool(3, input, _adaptive_size(output_size, 3, "adaptive_avg_pool3d"))
 
 
+@torch_schema(
+    "adaptive_max_pool2d(Tensor input, Any output_size, bool return_indices=False) -> Tensor"
+)
 def adaptive_max_pool2d(input, output_size, return_indices=False):  # noqa: A002
     """F.adaptive_max_pool2d: values, or (values, indices) when return_indices."""
     size = _adaptive_size(output_size, 2, "adaptive_max_pool2d")

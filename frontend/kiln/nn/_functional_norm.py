@@ -8,6 +8,7 @@ own in kiln.nn.functional's layout.
 
 import kiln
 from kiln import _C
+from kiln._schema import torch_schema
 
 __all__ = [
     "batch_norm",
@@ -45,6 +46,10 @@ layer_norm = _C._nn.layer_norm  # bound from its ops.def row
 
 rms_norm = _C._nn.rms_norm  # bound from its ops.def row
 
+@torch_schema(
+    "group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, "
+    "float eps=1e-05) -> Tensor"
+)
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Group normalization of an (N, C, *) input over groups of C / num_groups channels."""
     if input.dim() < 2:
@@ -58,6 +63,11 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     return _C.group_norm(input, num_groups, weight, bias, eps)
 
 
+@torch_schema(
+    "batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, "
+    "Tensor? weight=None, Tensor? bias=None, bool training=False, float momentum=0.1, "
+    "float eps=1e-05) -> Tensor"
+)
 def batch_norm(
     input,
     running_mean,
@@ -76,6 +86,11 @@ def batch_norm(
     )
 
 
+@torch_schema(
+    "instance_norm(Tensor input, Tensor? running_mean=None, Tensor? running_var=None, "
+    "Tensor? weight=None, Tensor? bias=None, bool use_input_stats=True, float momentum=0.1, "
+    "float eps=1e-05) -> Tensor"
+)
 def instance_norm(
     input,
     running_mean=None,
@@ -120,6 +135,11 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     return out.copy_(result)
 
 
+@torch_schema(
+    "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, "
+    "Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, float? scale=None, "
+    "bool enable_gqa=False) -> Tensor"
+)
 def scaled_dot_product_attention(
     query,
     key,

@@ -2,6 +2,7 @@
 
 import kiln
 from kiln import _C
+from kiln._schema import torch_schema
 
 __all__ = ["embedding", "one_hot", "pad"]
 
@@ -53,6 +54,10 @@ def _sized(x, dim, size):
 
 one_hot = _C._nn.one_hot  # bound from its ops.def row
 
+@torch_schema(
+    "embedding(Tensor input, Tensor weight, int? padding_idx=None, float? max_norm=None, "
+    "float norm_type=2.0, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor"
+)
 def embedding(
     input,  # noqa: A002
     weight,
