@@ -8,6 +8,7 @@ import builtins
 
 import kiln
 from kiln import _C
+from kiln._schema import torch_schema
 
 __all__ = [
     "cdist",
@@ -75,6 +76,9 @@ def take_along_dim(input, indices, dim=None):  # noqa: A002
     return a.gather(dim, i)
 
 
+@torch_schema(
+    "tensordot(Tensor a, Tensor b, Any dims=2, Tensor? out=None) -> Tensor"
+)
 def tensordot(a, b, dims=2, out=None):
     """Contracts the last `dims` dims of a with the first of b (or the listed pairs) as one
     matrix product."""
@@ -139,6 +143,9 @@ def cross(input, other, dim=None):  # noqa: A002
     return a.roll(-1, dim) * b.roll(-2, dim) - a.roll(-2, dim) * b.roll(-1, dim)
 
 
+@torch_schema(
+    "cdist(Tensor x1, Tensor x2, float p=2.0, Any compute_mode=None) -> Tensor"
+)
 def cdist(x1, x2, p=2.0, compute_mode=None):
     """Distances between the rows of x1 [..., P, M] and x2 [..., R, M]: ||x1_i - x2_j||_p."""
     if x1.dim() < 2 or x2.dim() < 2:

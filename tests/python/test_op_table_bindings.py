@@ -405,12 +405,20 @@ PYTHON_OP_CALLS = [
      "scaled_dot_product_attention(): argument 'value' (position 3) must be Tensor, not str"),
     ("F.adaptive_avg_pool2d('a', 1)",
      "adaptive_avg_pool2d(): argument 'input' (position 1) must be Tensor, not str"),
+    ("F.dropout(kx, 'a')", "dropout(): argument 'p' (position 2) must be float, not str"),
+    ("F.normalize(kx, p='a')", "normalize(): argument 'p' must be float, not str"),
+    ("F.cosine_similarity(kx, 'a')",
+     "cosine_similarity(): argument 'x2' (position 2) must be Tensor, not str"),
+    ("F.pairwise_distance(kx, 'a')",
+     "pairwise_distance(): argument 'x2' (position 2) must be Tensor, not str"),
+    ("kiln.cdist(kx, 'a')", "cdist(): argument 'x2' (position 2) must be Tensor, not str"),
+    ("kiln.tensordot(kx, 'a')", "tensordot(): argument 'b' (position 2) must be Tensor, not str"),
 ]
 
 
 @pytest.mark.parametrize("call,message", PYTHON_OP_CALLS, ids=[c for c, _ in PYTHON_OP_CALLS])
 def test_python_ops_refuse_wrong_calls_in_torchs_words(call, message):
-    env = {"F": F, "kx": kiln.ones(2, 3, 4, 4)}
+    env = {"F": F, "kiln": kiln, "kx": kiln.ones(2, 3, 4, 4)}
     assert _error(lambda: eval(call, env)) == message
 
 
@@ -418,6 +426,8 @@ def test_python_ops_keep_their_own_errors_for_calls_that_fit():
     x = kiln.ones(2, 3, 4, 4)
     with pytest.raises(RuntimeError, match="divisible by num_groups"):
         F.group_norm(x, 2)  # fits the schema: the op's own error
+    with pytest.raises(ValueError, match="dropout probability"):
+        F.dropout(x, 1.5)
     assert F.group_norm(x, 3).shape == (2, 3, 4, 4)
     assert F.batch_norm.__name__ == "batch_norm" and "running_mean" in str(
         inspect.signature(F.batch_norm))

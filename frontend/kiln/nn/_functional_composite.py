@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import kiln
+from kiln._schema import torch_schema
 from kiln.nn._functional_loss import _legacy_reduction
 
 __all__ = [
@@ -38,6 +39,9 @@ def _reduce(loss, reduction):
 # --- Distances -----------------------------------------------------------------------------------
 
 
+@torch_schema(
+    "cosine_similarity(Tensor x1, Tensor x2, int dim=1, float eps=1e-08) -> Tensor"
+)
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps)) over `dim`, broadcasting x1 and x2
     (each divided by its own norm first, as torch does, so the result stays in [-1, 1])."""
@@ -50,6 +54,10 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     return ((x1 / n1) * (x2 / n2)).sum(dim)
 
 
+@torch_schema(
+    "pairwise_distance(Tensor x1, Tensor x2, float p=2.0, float eps=1e-06, "
+    "bool keepdim=False) -> Tensor"
+)
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     """||x1 - x2 + eps||_p over the last dim."""
     return (x1 - x2 + eps).norm(p=p, dim=-1, keepdim=keepdim)

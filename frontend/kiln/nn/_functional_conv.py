@@ -160,6 +160,10 @@ def _spatial_list(value, dim, what, input):  # noqa: A002
     return [value] * dim
 
 
+@torch_schema(
+    "interpolate(Tensor input, Any size=None, Any scale_factor=None, str mode='nearest', "
+    "bool? align_corners=None, bool? recompute_scale_factor=None, bool antialias=False) -> Tensor"
+)
 def interpolate(
     input,  # noqa: A002
     size=None,

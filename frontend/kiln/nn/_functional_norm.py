@@ -127,6 +127,9 @@ def instance_norm(
     return out
 
 
+@torch_schema(
+    "normalize(Tensor input, float p=2.0, int dim=1, float eps=1e-12, Tensor? out=None) -> Tensor"
+)
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """``input / max(||input||_p, eps)`` along ``dim``."""
     result = _C._normalize(input, float(p), dim, eps)

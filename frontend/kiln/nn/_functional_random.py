@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings
 
 import kiln
+from kiln._schema import torch_schema
 
 __all__ = [
     "alpha_dropout",
@@ -25,6 +26,9 @@ def _check_p(p) -> None:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
 
 
+@torch_schema(
+    "dropout(Tensor input, float p=0.5, bool training=True, bool inplace=False) -> Tensor"
+)
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zeroes each element with probability p and scales the rest by 1/(1-p) (training only)."""
     _check_p(p)
