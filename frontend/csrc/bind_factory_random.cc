@@ -243,28 +243,6 @@ void bindDistributions(py::module_ &m) {
       py::arg("generator") = py::none(), py::arg("dtype") = py::none(),
       py::arg("device") = py::none(), py::arg("requires_grad") = false);
 
-  auto bernoulli = [](const Tensor &input, py::handle p, py::handle generator) {
-    Generator *gen = toGenerator(generator, "bernoulli");
-    if (p.is_none())
-      return ops::bernoulli(input, gen);
-    Tensor t = Tensor::empty(input.sizes(), input.dtype());
-    return ops::bernoulli_(t, toScalar(p, "bernoulli").toDouble(), gen);
-  };
-  m.def("bernoulli", bernoulli, py::arg("input"), py::arg("p") = py::none(), py::kw_only(),
-        py::arg("generator") = py::none());
-  tensorClass(m).def("bernoulli", bernoulli, py::arg("p") = py::none(), py::kw_only(),
-                     py::arg("generator") = py::none());
-
-  auto multinomial = [](const Tensor &input, int64_t numSamples, bool replacement,
-                        py::handle generator) {
-    return ops::multinomial(input, numSamples, replacement, toGenerator(generator, "multinomial"));
-  };
-  m.def("multinomial", multinomial, py::arg("input"), py::arg("num_samples"),
-        py::arg("replacement") = false, py::kw_only(), py::arg("generator") = py::none());
-  tensorClass(m).def("multinomial", multinomial, py::arg("num_samples"),
-                     py::arg("replacement") = false, py::kw_only(),
-                     py::arg("generator") = py::none());
-
   // kiln.dropout / F.dropout are Python glue (argument names, returning the input object).
   m.def(
       "_dropout",

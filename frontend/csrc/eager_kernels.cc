@@ -463,7 +463,7 @@ const EagerKernel kKernels[] = {
 const EagerKernel *findEagerKernel(std::optional<ir::OpKind> op, const ir::OpSchema &schema) {
   for (std::span<const EagerKernel> table :
        {std::span<const EagerKernel>(kKernels), shapeEagerKernels(), reduceEagerKernels(),
-        linalgEagerKernels(), indexEagerKernels()})
+        linalgEagerKernels(), indexEagerKernels(), randomEagerKernels()})
     for (const EagerKernel &k : table)
       if (k.op == op && k.name == schema.name &&
           (k.numArgs < 0 || k.numArgs == static_cast<int>(schema.args.size())))

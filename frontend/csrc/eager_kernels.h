@@ -42,11 +42,12 @@ const EagerKernel *findEagerKernel(std::optional<ir::OpKind> op, const ir::OpSch
 
 /// The kernels of the view and shape rows (eager_kernels_shape.cc), of the reduction, scan and
 /// sorting rows (eager_kernels_reduce.cc) and of the product and convolution rows
-/// (eager_kernels_linalg.cc) and of the indexing rows (eager_kernels_index.cc), searched by
-/// findEagerKernel.
+/// (eager_kernels_linalg.cc), of the indexing rows (eager_kernels_index.cc) and of the sampling
+/// rows (eager_kernels_random.cc), searched by findEagerKernel.
 std::span<const EagerKernel> shapeEagerKernels();
 std::span<const EagerKernel> reduceEagerKernels();
 std::span<const EagerKernel> linalgEagerKernels();
 std::span<const EagerKernel> indexEagerKernels();
+std::span<const EagerKernel> randomEagerKernels();
 
 } // namespace kiln::frontend

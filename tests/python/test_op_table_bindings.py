@@ -88,6 +88,9 @@ WRONG_CALLS = [
     ("kx.take('a')", "tx.take('a')"),
     ("kiln.nonzero(kx, True)", "torch.nonzero(tx, True)"),
     ("kiln.argwhere('a')", "torch.argwhere('a')"),
+    # sampling
+    ("kiln.multinomial(kx, 'a')", "torch.multinomial(tx, 'a')"),
+    ("kx.multinomial()", "tx.multinomial()"),
 ]
 
 
