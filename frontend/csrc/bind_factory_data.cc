@@ -16,10 +16,6 @@ namespace {
 
 enum class Kind { Sequence, Block, Number };
 
-std::string typeName(py::handle h) {
-  return py::str(py::type::of(h).attr("__name__")).cast<std::string>();
-}
-
 bool isNumpyGeneric(py::handle h) {
   // Leaked on purpose: the class outlives every call and must not be released at exit.
   static PyObject *generic =

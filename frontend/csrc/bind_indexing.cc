@@ -22,8 +22,6 @@ py::class_<Tensor> tensorClass(py::module_ &m) {
   return py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
 }
 
-std::string typeName(py::handle obj) { return py::str(py::type::of(obj).attr("__name__")); }
-
 /// A kiln tensor from a list/tuple/ndarray through NumPy (kiln._C.from_numpy).
 Tensor fromArrayLike(py::handle obj) {
   py::module_ np = py::module_::import("numpy");

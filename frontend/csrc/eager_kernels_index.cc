@@ -14,8 +14,6 @@ namespace kiln::frontend {
 
 namespace {
 
-std::string typeName(py::handle obj) { return py::str(py::type::of(obj).attr("__name__")); }
-
 /// index_put's indices: a tuple/list of tensors or None (None keeps that dim whole).
 std::vector<Tensor> indexList(const BoundArgs &a, int i) {
   py::handle indices = a.get(i);

@@ -4,6 +4,8 @@
 
 namespace kiln::frontend {
 
+std::string typeName(py::handle obj) { return py::str(py::type::of(obj).attr("__name__")); }
+
 bool isNumber(py::handle obj) {
   return PyBool_Check(obj.ptr()) || PyLong_Check(obj.ptr()) || PyFloat_Check(obj.ptr());
 }
@@ -32,8 +34,7 @@ Scalar toScalar(py::handle obj, const char *op) {
       return Scalar(PyFloat_AS_DOUBLE(f.ptr()));
     PyErr_Clear();
   }
-  fail(ErrorKind::Type, "{}: expected a number, got {}", op,
-       std::string(py::str(py::type::of(obj).attr("__name__"))));
+  fail(ErrorKind::Type, "{}: expected a number, got {}", op, typeName(obj));
 }
 
 Tensor toOperand(py::handle obj, const char *op) {
@@ -43,7 +44,7 @@ Tensor toOperand(py::handle obj, const char *op) {
   if (PyBool_Check(p) || PyLong_Check(p) || PyFloat_Check(p))
     return Tensor::wrapScalar(toScalar(obj, op));
   fail(ErrorKind::Type, "{}: unsupported operand of type '{}' (expected a kiln.Tensor or a number)",
-       op, std::string(py::str(py::type::of(obj).attr("__name__"))));
+       op, typeName(obj));
 }
 
 Shape toIntList(py::handle obj, const char *op) {
@@ -64,12 +65,11 @@ Shape toIntList(py::handle obj, const char *op) {
     return out;
   }
   KILN_CHECK_KIND(Type, PySequence_Check(obj.ptr()), "{}: expected a sequence of ints, got {}", op,
-                  std::string(py::str(py::type::of(obj).attr("__name__"))));
+                  typeName(obj));
   for (py::handle h : py::reinterpret_borrow<py::sequence>(obj)) {
-    KILN_CHECK_KIND(Type,
-                    PyIndex_Check(h.ptr()) && !PyBool_Check(h.ptr()) ? true : PyLong_Check(h.ptr()),
-                    "{}: expected a sequence of ints, found an element of type {}", op,
-                    std::string(py::str(py::type::of(h).attr("__name__"))));
+    KILN_CHECK_KIND(
+        Type, PyIndex_Check(h.ptr()) && !PyBool_Check(h.ptr()) ? true : PyLong_Check(h.ptr()),
+        "{}: expected a sequence of ints, found an element of type {}", op, typeName(h));
     if (py::isinstance<Tensor>(h))
       out.push_back(h.cast<const Tensor &>().item().toInt());
     else if (Py_ssize_t v = PyNumber_AsSsize_t(h.ptr(), PyExc_OverflowError);

@@ -17,6 +17,8 @@ namespace py = pybind11;
 /// The bindings call the differentiable ops (autograd/ops.h), which re-export every kernel.
 namespace ops = kiln::autograd::ops;
 
+/// The name of obj's Python type (`str`, `float`, `Tensor`), as argument errors print it.
+std::string typeName(py::handle obj);
 /// A Tensor argument, or a Python bool/int/float wrapped as a weak scalar operand.
 /// Throws TypeError naming `op` for anything else.
 Tensor toOperand(py::handle obj, const char *op);
