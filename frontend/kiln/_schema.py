@@ -13,10 +13,24 @@ str``; one that fits re-raises the original error. A call that succeeds pays not
 from __future__ import annotations
 
 import functools
+import os
+import sys
 
 from kiln import _C
 
-__all__ = ["torch_schema"]
+__all__ = ["torch_schema", "user_stacklevel"]
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for ``warnings.warn`` (called by the caller of this function) that names
+    the first frame outside the kiln package: the user's line, however many kiln functions and
+    wrappers (torch_schema's) lie between."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def torch_schema(schema: str):

@@ -416,6 +416,14 @@ PYTHON_OP_CALLS = [
      "pairwise_distance(): argument 'x2' (position 2) must be Tensor, not str"),
     ("kiln.cdist(kx, 'a')", "cdist(): argument 'x2' (position 2) must be Tensor, not str"),
     ("kiln.tensordot(kx, 'a')", "tensordot(): argument 'b' (position 2) must be Tensor, not str"),
+    ("F.smooth_l1_loss(kx, 'a')",
+     "smooth_l1_loss(): argument 'target' (position 2) must be Tensor, not str"),
+    ("F.huber_loss(kx, 1)", "huber_loss(): argument 'target' (position 2) must be Tensor, not int"),
+    ("F.kl_div(kx, 'a')", "kl_div(): argument 'target' (position 2) must be Tensor, not str"),
+    ("F.triplet_margin_loss(kx, kx, 'a')",
+     "triplet_margin_loss(): argument 'negative' (position 3) must be Tensor, not str"),
+    ("F.poisson_nll_loss(kx, 'a')",
+     "poisson_nll_loss(): argument 'target' (position 2) must be Tensor, not str"),
 ]
 
 
@@ -434,3 +442,17 @@ def test_python_ops_keep_their_own_errors_for_calls_that_fit():
     assert F.group_norm(x, 3).shape == (2, 3, 4, 4)
     assert F.batch_norm.__name__ == "batch_norm" and "running_mean" in str(
         inspect.signature(F.batch_norm))
+
+
+def test_warnings_of_ops_written_in_python_name_the_callers_line():
+    """kiln/_schema.py's user_stacklevel: however many kiln frames (a torch_schema wrapper, a
+    shared helper) lie between, the warning points at the line that called the op."""
+    x = kiln.randn(2, 3)
+    calls = [lambda: F.smooth_l1_loss(x, x, size_average=True),
+             lambda: F.kl_div(x, x),
+             lambda: F.soft_margin_loss(x, x, reduce=False),
+             lambda: F.mse_loss(x, kiln.randn(3))]  # fmt: skip
+    for call in calls:
+        with pytest.warns(UserWarning) as record:
+            call()
+        assert {w.filename for w in record} == {__file__}, [w.filename for w in record]

@@ -110,6 +110,10 @@ def channel_shuffle(input, groups):  # noqa: A002
 # --- Losses --------------------------------------------------------------------------------------
 
 
+@torch_schema(
+    "margin_ranking_loss(Tensor input1, Tensor input2, Tensor target, float margin=0.0, "
+    "Any size_average=None, Any reduce=None, str reduction='mean') -> Tensor"
+)
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
                         reduction="mean"):  # fmt: skip
     """max(0, -target (input1 - input2) + margin)."""
@@ -117,6 +121,10 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
     return _reduce((-target * (input1 - input2) + margin).clamp_min(0), reduction)
 
 
+@torch_schema(
+    "hinge_embedding_loss(Tensor input, Tensor target, float margin=1.0, "
+    "Any size_average=None, Any reduce=None, str reduction='mean') -> Tensor"
+)
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,  # noqa: A002
                          reduction="mean"):  # fmt: skip
     """input where target is 1, max(0, margin - input) where it is -1."""
@@ -127,6 +135,10 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     return _reduce(margin_part + self_part, reduction)
 
 
+@torch_schema(
+    "soft_margin_loss(Tensor input, Tensor target, Any size_average=None, "
+    "Any reduce=None, str reduction='mean') -> Tensor"
+)
 def soft_margin_loss(input, target, size_average=None, reduce=None,  # noqa: A002
                      reduction="mean"):  # fmt: skip
     """log(1 + exp(-target input))."""
@@ -134,6 +146,11 @@ def soft_margin_loss(input, target, size_average=None, reduce=None,  # noqa: A00
     return _reduce((-target * input).exp().log1p(), reduction)
 
 
+@torch_schema(
+    "cosine_embedding_loss(Tensor input1, Tensor input2, Tensor target, "
+    "float margin=0.0, Any size_average=None, Any reduce=None, "
+    "str reduction='mean') -> Tensor"
+)
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
                           reduction="mean"):  # fmt: skip
     """1 - cos(input1, input2) where target is 1, max(0, cos - margin) where it is -1 (the
@@ -149,6 +166,11 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
     return _reduce(pos + neg, reduction)
 
 
+@torch_schema(
+    "triplet_margin_loss(Tensor anchor, Tensor positive, Tensor negative, "
+    "float margin=1.0, float p=2.0, float eps=1e-06, bool swap=False, "
+    "Any size_average=None, Any reduce=None, str reduction='mean') -> Tensor"
+)
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6, swap=False,
                         size_average=None, reduce=None, reduction="mean"):  # fmt: skip
     """max(0, margin + d(anchor, positive) - d(anchor, negative)), d the pairwise distance
@@ -161,6 +183,10 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
     return _reduce((margin + d_pos - d_neg).clamp_min(0), reduction)
 
 
+@torch_schema(
+    "gaussian_nll_loss(Tensor input, Tensor target, Any var, bool full=False, "
+    "float eps=1e-06, str reduction='mean') -> Tensor"
+)
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):  # noqa: A002
     """0.5 (log(var) + (input - target)^2 / var) (+ 0.5 log(2 pi) when `full`); var is clamped
     to eps without a gradient through the clamp, as torch's."""
@@ -180,6 +206,11 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     return _reduce(loss, reduction)
 
 
+@torch_schema(
+    "poisson_nll_loss(Tensor input, Tensor target, bool log_input=True, "
+    "bool full=False, Any size_average=None, float eps=1e-08, Any reduce=None, "
+    "str reduction='mean') -> Tensor"
+)
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None,  # noqa: A002
                      eps=1e-8, reduce=None, reduction="mean"):  # fmt: skip
     """exp(input) - target input (log_input), else input - target log(input + eps); `full` adds

@@ -7,6 +7,7 @@ Each loss is one fused C++ kernel (kiln._C._*_loss); this module maps torch's re
 import warnings
 
 from kiln import _C
+from kiln._schema import torch_schema, user_stacklevel
 
 __all__ = [
     "binary_cross_entropy",
@@ -37,7 +38,7 @@ def _legacy_reduction(size_average, reduce, reduction):
         return reduction
     warnings.warn(
         "size_average and reduce args will be deprecated, please use reduction= instead.",
-        stacklevel=3,
+        stacklevel=user_stacklevel(),
     )
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce
@@ -52,7 +53,7 @@ def _warn_size_mismatch(input, target):
             f"Using a target size ({target.shape}) that is different to the input size "
             f"({input.shape}). This will likely lead to incorrect results due to broadcasting. "
             "Please ensure they have the same size.",
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
 
 
@@ -63,6 +64,10 @@ mse_loss = _C._nn.mse_loss
 l1_loss = _C._nn.l1_loss
 
 
+@torch_schema(
+    "smooth_l1_loss(Tensor input, Tensor target, Any size_average=None, "
+    "Any reduce=None, str reduction='mean', float beta=1.0) -> Tensor"
+)
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """Quadratic below ``beta``, linear above."""
     _warn_size_mismatch(input, target)
@@ -70,12 +75,20 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _C._smooth_l1_loss(input, target, _reduction_enum(reduction), beta)
 
 
+@torch_schema(
+    "huber_loss(Tensor input, Tensor target, str reduction='mean', float delta=1.0, "
+    "Tensor? weight=None) -> Tensor"
+)
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """Quadratic below ``delta``, linear (slope ``delta``) above."""
     _warn_size_mismatch(input, target)
     return _C._huber_loss(input, target, _reduction_enum(reduction), delta, weight)
 
 
+@torch_schema(
+    "binary_cross_entropy(Tensor input, Tensor target, Tensor? weight=None, "
+    "Any size_average=None, Any reduce=None, str reduction='mean') -> Tensor"
+)
 def binary_cross_entropy(
     input, target, weight=None, size_average=None, reduce=None, reduction="mean"
 ):
@@ -84,6 +97,11 @@ def binary_cross_entropy(
     return _C._binary_cross_entropy(input, target, weight, _reduction_enum(reduction))
 
 
+@torch_schema(
+    "binary_cross_entropy_with_logits(Tensor input, Tensor target, Tensor? weight=None, "
+    "Any size_average=None, Any reduce=None, str reduction='mean', "
+    "Tensor? pos_weight=None) -> Tensor"
+)
 def binary_cross_entropy_with_logits(
     input,
     target,
@@ -100,6 +118,10 @@ def binary_cross_entropy_with_logits(
     )
 
 
+@torch_schema(
+    "kl_div(Tensor input, Tensor target, Any size_average=None, Any reduce=None, "
+    "str reduction='mean', bool log_target=False) -> Tensor"
+)
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """KL divergence of log-probabilities ``input`` from ``target``; 'batchmean' divides the sum
     by the batch size."""
@@ -110,7 +132,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
             "size.'batchmean' divides only by the batch size, and aligns with the KL div math "
             "definition.'mean' will be changed to behave the same as 'batchmean' in the next "
             "major release.",
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     if reduction == "batchmean":
         total = _C.kl_div(input, target, 2, log_target=log_target)
