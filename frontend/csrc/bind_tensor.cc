@@ -101,8 +101,24 @@ void bindTensor(py::module_ &m) {
         py::arg("step") = 1);
 
   // Copies.
-  t.def("contiguous", &autograd::contiguous);
-  t.def("clone", &autograd::clone);
+  // memory_format: the default (None) here; kiln.contiguous_format / preserve_format in
+  // kiln/_factory.py (kiln has no channels_last layout).
+  t.def(
+      "contiguous",
+      [](const py::object &self, const py::object &format) -> py::object {
+        if (format.is_none())
+          return wrap(autograd::contiguous(self.cast<const Tensor &>()));
+        return py::module_::import("kiln._factory").attr("_contiguous_as")(self, format);
+      },
+      py::kw_only(), py::arg("memory_format") = py::none());
+  t.def(
+      "clone",
+      [](const py::object &self, const py::object &format) -> py::object {
+        if (format.is_none())
+          return wrap(autograd::clone(self.cast<const Tensor &>()));
+        return py::module_::import("kiln._factory").attr("_clone_as")(self, format);
+      },
+      py::kw_only(), py::arg("memory_format") = py::none());
   t.def(
       "_to_dtype",
       [](const Tensor &self, DType dt, bool copy) { return autograd::to(self, dt, copy); },

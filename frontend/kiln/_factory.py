@@ -20,7 +20,9 @@ __all__ = [
     "alpha_dropout",
     "as_tensor",
     "asarray",
+    "clone",
     "contiguous_format",
+    "detach",
     "default_generator",
     "dropout",
     "dropout_",
@@ -49,6 +51,40 @@ class memory_format:  # noqa: N801 - torch spelling
 
 preserve_format = memory_format("preserve_format")
 contiguous_format = memory_format("contiguous_format")
+
+
+def _format_name(fmt, op: str) -> str:
+    if not isinstance(fmt, memory_format):
+        raise TypeError(f"{op}(): argument 'memory_format' must be memory_format, not "
+                        f"{type(fmt).__name__}")
+    return fmt._name
+
+
+def _contiguous_as(x, fmt):
+    """Tensor.contiguous(memory_format=...) past the default (bind_tensor.cc calls it)."""
+    name = _format_name(fmt, "contiguous")
+    if name == "preserve_format":
+        raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
+    return x.contiguous()
+
+
+def clone(input, *, memory_format=None):  # noqa: A002 - torch's name
+    """torch.clone: a copy of `input` (its strides kept, or row-major with contiguous_format)."""
+    return input.clone(memory_format=memory_format)
+
+
+def detach(input):  # noqa: A002 - torch's name
+    """torch.detach: `input`'s data without its autograd history (shares its memory)."""
+    return input.detach()
+
+
+def _clone_as(x, fmt):
+    """Tensor.clone(memory_format=...) past the default: preserve_format keeps the strides of a
+    dense tensor (the default), contiguous_format gives a row-major copy."""
+    name = _format_name(fmt, "clone")
+    if name == "contiguous_format" and not x.is_contiguous():
+        return x.contiguous()  # a copy already
+    return x.clone()
 
 
 def _check_device(device, op: str) -> None:
