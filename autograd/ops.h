@@ -310,6 +310,9 @@ Tensor asStrided(const Tensor &self, IntList sizes, IntList strides,
                  std::optional<int64_t> offset = {});
 Tensor contiguous(const Tensor &self);
 Tensor clone(const Tensor &self);
+/// Tensor.clone() (torch's preserve_format): a permuted dense tensor's copy keeps its strides;
+/// any other one is row-major, as clone's.
+Tensor clonePreservingLayout(const Tensor &self);
 Tensor to(const Tensor &self, DType dtype, bool copy = false);
 Tensor to(const Tensor &self, Device device, bool copy = false);
 

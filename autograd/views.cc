@@ -6,6 +6,7 @@
 #include "autograd/derivatives.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
+#include "runtime/copy.h"
 #include "runtime/error.h"
 
 #include <algorithm>
@@ -149,6 +150,39 @@ Tensor clone(const Tensor &self) {
 }
 
 Tensor contiguous(const Tensor &self) { return self.isContiguous() ? self : clone(self); }
+
+namespace {
+
+/// Whether `t` is dense and non-overlapping: a permutation of a row-major layout (a transposed or
+/// permuted tensor), whose strides a preserve_format copy keeps.
+bool isPermutedDense(const Tensor &t) {
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) != 1)
+      dims.push_back(d);
+  std::sort(dims.begin(), dims.end(),
+            [&](int64_t a, int64_t b) { return t.stride(a) < t.stride(b); });
+  int64_t expected = 1;
+  for (int64_t d : dims) {
+    if (t.stride(d) != expected)
+      return false;
+    expected *= t.size(d);
+  }
+  return true;
+}
+
+} // namespace
+
+Tensor clonePreservingLayout(const Tensor &self) {
+  if (self.isContiguous() || self.numel() == 0 || !self.isCpu() || !isPermutedDense(self))
+    return clone(self);
+  Tensor out = Tensor::empty({self.numel()}, self.dtype(), self.device())
+                   .asStrided(self.sizes(), self.strides(), 0);
+  copyInto(out, self);
+  record("CloneBackward0", {&self}, out,
+         [&](const NodePtr &) { return [](B &, const Node &, Grads &g) { return Grads{g[0]}; }; });
+  return out;
+}
 
 Tensor to(const Tensor &self, DType dtype, bool copy) {
   if (self.dtype() == dtype && !copy)

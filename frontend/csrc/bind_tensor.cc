@@ -115,7 +115,7 @@ void bindTensor(py::module_ &m) {
       "clone",
       [](const py::object &self, const py::object &format) -> py::object {
         if (format.is_none())
-          return wrap(autograd::clone(self.cast<const Tensor &>()));
+          return wrap(autograd::clonePreservingLayout(self.cast<const Tensor &>()));
         return py::module_::import("kiln._factory").attr("_clone_as")(self, format);
       },
       py::kw_only(), py::arg("memory_format") = py::none());
