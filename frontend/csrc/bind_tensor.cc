@@ -77,12 +77,6 @@ void bindTensor(py::module_ &m) {
   });
 
   // Views (with autograd history: autograd/views.cc); the others are op-table rows.
-  t.def("view_as",
-        [](const Tensor &self, const Tensor &o) { return autograd::view(self, o.sizes()); });
-  t.def("reshape_as",
-        [](const Tensor &self, const Tensor &o) { return autograd::reshape(self, o.sizes()); });
-  t.def("expand_as",
-        [](const Tensor &self, const Tensor &o) { return autograd::expand(self, o.sizes()); });
   t.def_property_readonly("T", [](const Tensor &self) {
     Shape dims(self.dim());
     for (int64_t i = 0; i < self.dim(); ++i)

@@ -115,6 +115,15 @@ const EagerKernel kShapeKernels[] = {
     {std::nullopt, "diagonal", [](const BoundArgs &a) {
        return ops::diagonal(a.tensor(0), a.toInt(1), a.toInt(2), a.toInt(3));
      }},
+    {std::nullopt, "view_as", [](const BoundArgs &a) {
+       return autograd::view(a.tensor(0), a.tensor(1).sizes());
+     }, nullptr, nullptr, -1, true},
+    {std::nullopt, "reshape_as", [](const BoundArgs &a) {
+       return autograd::reshape(a.tensor(0), a.tensor(1).sizes());
+     }, nullptr, nullptr, -1, true},
+    {std::nullopt, "expand_as", [](const BoundArgs &a) {
+       return autograd::expand(a.tensor(0), a.tensor(1).sizes());
+     }, nullptr, nullptr, -1, true},
     {std::nullopt, "broadcast_to", [](const BoundArgs &a) {
        return ops::broadcastTo(a.tensor(0), a.intList(1));
      }},

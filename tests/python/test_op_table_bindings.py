@@ -63,6 +63,9 @@ WRONG_CALLS = [
     ("kx.transpose(0)", "tx.transpose(0)"),
     ("kx.flatten('a')", "tx.flatten('a')"),
     ("kiln.split_with_sizes(kx, 'a')", "torch.split_with_sizes(tx, 'a')"),
+    ("kx.view_as(1)", "tx.view_as(1)"),
+    ("kx.expand_as('a')", "tx.expand_as('a')"),
+    ("kx.reshape_as()", "tx.reshape_as()"),
     # reductions, scans and sorting
     ("kx.topk('a')", "tx.topk('a')"),
     ("kiln.topk(kx)", "torch.topk(tx)"),
