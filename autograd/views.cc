@@ -142,12 +142,18 @@ Tensor asStrided(const Tensor &self, IntList sizes, IntList strides,
   return self.asStrided(sizes, strides, offset);
 }
 
-Tensor clone(const Tensor &self) {
-  Tensor out = self.clone();
+namespace {
+
+/// Records `out`, a copy of `self`, as clone's: the gradient passes through.
+Tensor recordedClone(const Tensor &self, Tensor out) {
   record("CloneBackward0", {&self}, out,
          [&](const NodePtr &) { return [](B &, const Node &, Grads &g) { return Grads{g[0]}; }; });
   return out;
 }
+
+} // namespace
+
+Tensor clone(const Tensor &self) { return recordedClone(self, self.clone()); }
 
 Tensor contiguous(const Tensor &self) { return self.isContiguous() ? self : clone(self); }
 
@@ -179,9 +185,7 @@ Tensor clonePreservingLayout(const Tensor &self) {
   Tensor out = Tensor::empty({self.numel()}, self.dtype(), self.device())
                    .asStrided(self.sizes(), self.strides(), 0);
   copyInto(out, self);
-  record("CloneBackward0", {&self}, out,
-         [&](const NodePtr &) { return [](B &, const Node &, Grads &g) { return Grads{g[0]}; }; });
-  return out;
+  return recordedClone(self, out);
 }
 
 Tensor to(const Tensor &self, DType dtype, bool copy) {

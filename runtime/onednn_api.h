@@ -68,7 +68,8 @@ std::mutex &executionMutex();
 /// Whether the CPU's /proc/cpuinfo flags name `flag`.
 bool cpuHas(const char *flag);
 
-/// Gives oneDNN's OpenMP runtime kiln's thread count, before a primitive is made for it.
+/// Gives oneDNN's OpenMP runtime `threads` threads (kiln's thread count when 0) for the primitives
+/// this thread runs next.
 void syncThreads(const Api &api, int threads = 0);
 
 /// A plain (strided) memory descriptor of `dims`, or null past oneDNN's 12 dims.

@@ -196,7 +196,7 @@ int threadsFor(const ConvShape &s) {
   int64_t macs = s.batch * s.outChannels * (s.channels / std::max<int64_t>(1, s.groups));
   for (size_t d = 0; d < s.out.size(); ++d)
     macs *= s.out[d] * s.kernel[d];
-  return macs < kSmallConvMacs ? 1 : 0;
+  return macs < kSmallConvMacs ? 1 : numThreads();
 }
 
 /// Runs one pass with `data` the operands' pointers in the entry's order (inputs before

@@ -159,8 +159,11 @@ public:
 private:
   void select(size_t n) {
     // The extents the schedule runs its loops with (loops merged into the lane).
-    scheduled_ = passes::schedule::asScheduled(program_, program_.nodes()[n], loops_[n]);
-    node_ = &scheduled_;
+    node_ = &program_.nodes()[n];
+    if (loops_[n].mergedIntoLane > 0) {
+      scheduled_ = passes::schedule::asScheduled(program_, *node_, loops_[n]);
+      node_ = &scheduled_;
+    }
     plan_ = planOf(n);
     auto it = stashOf_.find(n);
     stash_ = it == stashOf_.end() ? std::nullopt : std::optional<BufferId>(it->second);

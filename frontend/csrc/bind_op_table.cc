@@ -356,8 +356,7 @@ namespace {
 /// torch's words, or None when they fit it. For ops written in Python (kiln.nn.functional's
 /// batch_norm, embedding, ...), which ask only once their own code has failed on the arguments
 /// (kiln/_schema.py), so a call that fits pays nothing. A number never stands for a Tensor here.
-py::object callError(const std::string &schema, const std::string &name, py::tuple args,
-                     py::dict kwargs) {
+py::object callError(const std::string &schema, py::tuple args, py::dict kwargs) {
   static std::mutex mutex;
   static auto *bindings = new std::map<std::string, SchemaBinding>();
   const SchemaBinding *binding;
@@ -381,8 +380,9 @@ py::object callError(const std::string &schema, const std::string &name, py::tup
   }
   BoundArgs bound;
   std::string error;
-  if (bindArgs(*binding, name.c_str(), nullptr, flat.data(), static_cast<Py_ssize_t>(args.size()),
-               kwargs.size() ? names.ptr() : nullptr, bound, &error))
+  if (bindArgs(*binding, binding->schema.name.c_str(), nullptr, flat.data(),
+               static_cast<Py_ssize_t>(args.size()), kwargs.size() ? names.ptr() : nullptr, bound,
+               &error))
     return py::none();
   return py::str(error);
 }
@@ -390,8 +390,7 @@ py::object callError(const std::string &schema, const std::string &name, py::tup
 } // namespace
 
 void bindOpTable(py::module_ &m) {
-  m.def("_call_error", &callError, py::arg("schema"), py::arg("name"), py::arg("args"),
-        py::arg("kwargs"),
+  m.def("_call_error", &callError, py::arg("schema"), py::arg("args"), py::arg("kwargs"),
         "torch's argument error for calling an op of this schema so, or None when the call fits");
   py::module_ functional =
       m.def_submodule("_nn", "kiln.nn.functional's ops generated from the op table");

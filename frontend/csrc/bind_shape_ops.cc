@@ -36,17 +36,15 @@ std::vector<Tensor> tensorArgs(const py::args &args, const char *op) {
   return toTensorList(args, op);
 }
 
-py::tuple toTuple(const std::vector<Tensor> &ts) { return py::tuple(py::cast(ts)); }
-
 void bindVarargsAndPad(py::module_ &m) {
   m.def("broadcast_tensors", [](py::args args) {
-    return toTuple(ops::broadcastTensors(tensorArgs(args, "broadcast_tensors")));
+    return tensorTuple(ops::broadcastTensors(tensorArgs(args, "broadcast_tensors")));
   });
   m.def(
       "meshgrid",
       [](py::args args, py::object indexing) {
         std::string mode = indexing.is_none() ? "ij" : indexing.cast<std::string>();
-        return toTuple(ops::meshgrid(tensorArgs(args, "meshgrid"), mode));
+        return tensorTuple(ops::meshgrid(tensorArgs(args, "meshgrid"), mode));
       },
       py::kw_only(), py::arg("indexing") = py::none());
   m.def(

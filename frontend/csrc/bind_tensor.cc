@@ -95,24 +95,20 @@ void bindTensor(py::module_ &m) {
         py::arg("step") = 1);
 
   // Copies.
-  // memory_format: the default (None) here; kiln.contiguous_format / preserve_format in
-  // kiln/_factory.py (kiln has no channels_last layout).
-  t.def(
-      "contiguous",
-      [](const py::object &self, const py::object &format) -> py::object {
-        if (format.is_none())
-          return wrap(autograd::contiguous(self.cast<const Tensor &>()));
-        return py::module_::import("kiln._factory").attr("_contiguous_as")(self, format);
-      },
-      py::kw_only(), py::arg("memory_format") = py::none());
-  t.def(
-      "clone",
-      [](const py::object &self, const py::object &format) -> py::object {
-        if (format.is_none())
-          return wrap(autograd::clonePreservingLayout(self.cast<const Tensor &>()));
-        return py::module_::import("kiln._factory").attr("_clone_as")(self, format);
-      },
-      py::kw_only(), py::arg("memory_format") = py::none());
+  // memory_format: the default (None) runs `fn` here; kiln.contiguous_format / preserve_format
+  // go to kiln/_factory.py's `helper` (kiln has no channels_last layout).
+  auto withFormat = [&t](const char *name, Tensor (*fn)(const Tensor &), const char *helper) {
+    t.def(
+        name,
+        [fn, helper](const py::object &self, const py::object &format) -> py::object {
+          if (format.is_none())
+            return wrap(fn(self.cast<const Tensor &>()));
+          return py::module_::import("kiln._factory").attr(helper)(self, format);
+        },
+        py::kw_only(), py::arg("memory_format") = py::none());
+  };
+  withFormat("contiguous", &autograd::contiguous, "_contiguous_as");
+  withFormat("clone", &autograd::clonePreservingLayout, "_clone_as");
   t.def(
       "_to_dtype",
       [](const Tensor &self, DType dt, bool copy) { return autograd::to(self, dt, copy); },

@@ -3,6 +3,8 @@
 // types, applied the defaults and, for an in-place spelling, put the operand in argument 0.
 #include "frontend/csrc/eager_kernels.h"
 
+#include "frontend/csrc/py_convert.h"
+
 #include "runtime/error.h"
 #include "runtime/ops/elementwise.h"
 
@@ -357,7 +359,7 @@ const EagerKernel kKernels[] = {
     // where(condition) is nonzero(condition, as_tuple=True).
     {std::nullopt, "where", nullptr, nullptr,
      [](const BoundArgs &a) {
-       return py::object(py::tuple(py::cast(ops::nonzeroTuple(a.tensor(0)))));
+       return py::object(tensorTuple(ops::nonzeroTuple(a.tensor(0))));
      },
      1},
     // torch.norm's p: 'fro' (or None) is the 2-norm, a number a vector p-norm.

@@ -51,7 +51,7 @@ const EagerKernel kIndexKernels[] = {
      }, nullptr, nullptr, -1, true},
     {std::nullopt, "nonzero", nullptr, nullptr, [](const BoundArgs &a) -> py::object {
        if (a.toBool(1))
-         return py::tuple(py::cast(ops::nonzeroTuple(a.tensor(0))));
+         return tensorTuple(ops::nonzeroTuple(a.tensor(0)));
        return wrap(ops::nonzero(a.tensor(0)));
      }},
     {std::nullopt, "argwhere", [](const BoundArgs &a) { return ops::nonzero(a.tensor(0)); }},

@@ -21,8 +21,6 @@ std::vector<Tensor> tensorList(const BoundArgs &a, int i) {
   return out;
 }
 
-py::object tuple(const std::vector<Tensor> &ts) { return py::tuple(py::cast(ts)); }
-
 Tensor flipAxis(const Tensor &self, int64_t minDim, int64_t dim, const char *op) {
   KILN_CHECK(self.dim() >= minDim, "{}: Input must be >= {}-d (got shape {}).", op, minDim,
              self.shapeStr());
@@ -148,20 +146,20 @@ const EagerKernel kShapeKernels[] = {
     {std::nullopt, "stack", [](const BoundArgs &a) {
        return ops::stack(tensorList(a, 0), a.toInt(1));
      }},
-    {std::nullopt, "split", nullptr, nullptr, [](const BoundArgs &a) {
-       return tuple(splitAny(a.tensor(0), a.get(1), a.toInt(2)));
+    {std::nullopt, "split", nullptr, nullptr, [](const BoundArgs &a) -> py::object {
+       return tensorTuple(splitAny(a.tensor(0), a.get(1), a.toInt(2)));
      }},
-    {std::nullopt, "split_with_sizes", nullptr, nullptr, [](const BoundArgs &a) {
-       return tuple(ops::splitWithSizes(a.tensor(0), a.intList(1), a.toInt(2)));
+    {std::nullopt, "split_with_sizes", nullptr, nullptr, [](const BoundArgs &a) -> py::object {
+       return tensorTuple(ops::splitWithSizes(a.tensor(0), a.intList(1), a.toInt(2)));
      }},
-    {std::nullopt, "chunk", nullptr, nullptr, [](const BoundArgs &a) {
-       return tuple(ops::chunk(a.tensor(0), a.toInt(1), a.toInt(2)));
+    {std::nullopt, "chunk", nullptr, nullptr, [](const BoundArgs &a) -> py::object {
+       return tensorTuple(ops::chunk(a.tensor(0), a.toInt(1), a.toInt(2)));
      }},
-    {std::nullopt, "tensor_split", nullptr, nullptr, [](const BoundArgs &a) {
-       return tuple(tensorSplitAny(a.tensor(0), a.get(1), a.toInt(2)));
+    {std::nullopt, "tensor_split", nullptr, nullptr, [](const BoundArgs &a) -> py::object {
+       return tensorTuple(tensorSplitAny(a.tensor(0), a.get(1), a.toInt(2)));
      }},
-    {std::nullopt, "unbind", nullptr, nullptr, [](const BoundArgs &a) {
-       return tuple(autograd::unbind(a.tensor(0), a.toInt(1)));
+    {std::nullopt, "unbind", nullptr, nullptr, [](const BoundArgs &a) -> py::object {
+       return tensorTuple(autograd::unbind(a.tensor(0), a.toInt(1)));
      }},
 };
 // clang-format on

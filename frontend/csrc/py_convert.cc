@@ -2,9 +2,13 @@
 
 #include "runtime/error.h"
 
+#include <pybind11/stl.h>
+
 namespace kiln::frontend {
 
 std::string typeName(py::handle obj) { return py::str(py::type::of(obj).attr("__name__")); }
+
+py::tuple tensorTuple(const std::vector<Tensor> &ts) { return py::tuple(py::cast(ts)); }
 
 bool isNumber(py::handle obj) {
   return PyBool_Check(obj.ptr()) || PyLong_Check(obj.ptr()) || PyFloat_Check(obj.ptr());

@@ -17,6 +17,8 @@ namespace py = pybind11;
 /// The bindings call the differentiable ops (autograd/ops.h), which re-export every kernel.
 namespace ops = kiln::autograd::ops;
 
+/// A tuple of tensors (split's, unbind's, nonzero(as_tuple=True)'s result).
+py::tuple tensorTuple(const std::vector<Tensor> &ts);
 /// The name of obj's Python type (`str`, `float`, `Tensor`), as argument errors print it.
 std::string typeName(py::handle obj);
 /// A Tensor argument, or a Python bool/int/float wrapped as a weak scalar operand.

@@ -34,15 +34,13 @@ def user_stacklevel() -> int:
 
 
 def torch_schema(schema: str):
-    name = schema[: schema.index("(")]
-
     def wrap(fn):
         @functools.wraps(fn)
         def checked(*args, **kwargs):
             try:
                 return fn(*args, **kwargs)
             except (TypeError, AttributeError, ValueError):
-                error = _C._call_error(schema, name, args, kwargs)
+                error = _C._call_error(schema, args, kwargs)
                 if error is None:
                     raise
             raise TypeError(error)

@@ -135,6 +135,14 @@ std::string tileVarOf(const LoopNode &node, const LoopOrder &order) {
   return best ? ir::loop::loopVarName(*best) : "";
 }
 
+} // namespace
+
+std::string laneLoopName(const LoopOrder &order, size_t d) {
+  return order.lane == LaneKind::Reduce ? ir::loop::reductionVarName(d) : ir::loop::loopVarName(d);
+}
+
+namespace {
+
 /// Whether loop `outer` and loop `inner` (of extent `innerExtent`: the next loop inside it that
 /// is not of extent 1) of `node` walk its memory as one loop: every index of the body is affine
 /// in both, with the outer coefficient the inner one times innerExtent ([Note: merged lane
@@ -168,9 +176,7 @@ size_t loopsToMerge(const LoopProgram &p, const LoopNode &node, const LoopOrder 
        (node.reduction == ReductionKind::ArgMax || node.reduction == ReductionKind::ArgMin)))
     return 0;
   const std::vector<SymInt> &ranges = reduce ? node.reductionRanges : node.ranges;
-  auto var = [&](size_t d) {
-    return reduce ? ir::loop::reductionVarName(d) : ir::loop::loopVarName(d);
-  };
+  auto var = [&](size_t d) { return laneLoopName(order, d); };
   // A symbolic extent counts as 1 where a lower bound is needed (the rows left to the threads)
   // and as wide enough where an upper one is (the lane: nothing merges into it).
   auto atLeast = [](const SymInt &e) { return e.constant().value_or(1); };

@@ -21,9 +21,7 @@ ir::loop::LoopNode asScheduled(const LoopProgram &program, const ir::loop::LoopN
     return scheduled;
   bool reduce = order.lane == LaneKind::Reduce;
   std::vector<SymInt> &ranges = reduce ? scheduled.reductionRanges : scheduled.ranges;
-  auto var = [&](size_t d) {
-    return reduce ? ir::loop::reductionVarName(d) : ir::loop::loopVarName(d);
-  };
+  auto var = [&](size_t d) { return detail::laneLoopName(order, d); };
   size_t lane = ranges.size() - 1;
   // The innermost merged loop of extent other than 1 walks memory at the lane's pace: when loops
   // of extent 1 are inside it, the lane variable takes its place in the body.

@@ -20,6 +20,10 @@ std::vector<bool> chooseInlined(const LoopProgram &program);
 /// loop_order.cc: each node's loop nest and lane, as if it ran alone.
 std::vector<LoopOrder> chooseLoopOrders(const LoopProgram &program);
 
+/// Loop `d` of the loops a merged lane walks (LoopOrder::mergedIntoLane): `i<d>` under a range
+/// lane, `r<d>` under a reduce lane.
+std::string laneLoopName(const LoopOrder &order, size_t d);
+
 /// How many outer loops of `node` a kernel may share without taking its vector loop (its lane
 /// is a range loop: the loops outside it; else all).
 size_t laneLimit(const ir::loop::LoopNode &node, const LoopOrder &order);
