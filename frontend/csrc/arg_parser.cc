@@ -198,12 +198,14 @@ bool bindArgs(const SchemaBinding &binding, const char *name, PyObject *self, Py
   const int numArgs = static_cast<int>(schema.args.size());
   const int offset = self ? 1 : 0; // a method's receiver is argument 0, not counted in positions
   const int maxPositional = binding.numPositional - offset;
-  // torch's varargs int list: `t.repeat(2, 3)`, `t.flip(0, 1)` when the one positional argument
-  // the caller sees is an int list.
+  // torch's varargs lists: `t.repeat(2, 3)`, `t.flip(0, 1)`, `broadcast_tensors(a, b)` when the
+  // one positional argument the caller sees is an int or tensor list.
   if (maxPositional == 1 && nargs >= 1) {
     const SchemaArg &only = schema.args[offset];
     bool intList = only.type == SchemaType::IntList || only.type == SchemaType::SymIntList;
-    if (intList && (nargs > 1 || (isIntLike(args[0]) && !PyBool_Check(args[0])))) {
+    bool tensorList = only.type == SchemaType::TensorList;
+    if ((intList && (nargs > 1 || (isIntLike(args[0]) && !PyBool_Check(args[0])))) ||
+        (tensorList && (nargs > 1 || isTensor(args[0])))) {
       py::tuple packed(nargs);
       for (Py_ssize_t i = 0; i < nargs; ++i)
         packed[i] = py::reinterpret_borrow<py::object>(args[i]);

@@ -1,5 +1,5 @@
-// The `@` operator, einsum's kernel, unfold/fold, pooling and interpolation helpers, and oneDNN's
-// counters. mm, bmm, addmm, conv1d ... conv_transpose3d are op-table rows
+// einsum's kernel, unfold/fold, pooling and interpolation helpers, and oneDNN's counters. `@`,
+// mm, bmm, addmm, conv1d ... conv_transpose3d are op-table rows
 // (eager_kernels_linalg.cc). F.* wrappers that parse torch's flexible arguments live in
 // kiln/nn/_functional_conv.py and kiln/nn/_functional_linalg.py.
 #include "frontend/csrc/bindings.h"
@@ -17,23 +17,7 @@ namespace kiln::frontend {
 
 namespace {
 
-py::class_<Tensor> tensorClass(py::module_ &m) {
-  return py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
-}
-
 void bindMatrixProducts(py::module_ &m) {
-  auto t = tensorClass(m);
-  // Only Tensor operands take part in `@`: anything else lets Python try the reflection.
-  t.def("__matmul__", [](const Tensor &a, py::handle b) -> py::object {
-    if (!py::isinstance<Tensor>(b))
-      return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-    return wrap(ops::matmul(a, b.cast<const Tensor &>()));
-  });
-  t.def("__rmatmul__", [](const Tensor &a, py::handle b) -> py::object {
-    if (!py::isinstance<Tensor>(b))
-      return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-    return wrap(ops::matmul(b.cast<const Tensor &>(), a));
-  });
   m.def("_einsum", [](const std::string &equation, const std::vector<Tensor> &operands) {
     return ops::einsum(equation, operands);
   });

@@ -180,6 +180,9 @@ PyObject *callOp(const OpBinding &b, PyObject *self, PyObject *const *args, Py_s
         }
       }
     if (!chosen) {
+      // An operator Python may still try reflected (torch: `x @ 2` is "unsupported operand").
+      if (b.dunder)
+        return Py_NewRef(Py_NotImplemented);
       if (b.overloads.size() == 1)
         return typeError(error);
       std::vector<const SchemaBinding *> all;

@@ -67,14 +67,6 @@ void bindTensor(py::module_ &m) {
   t.def_property_readonly(
       "is_cuda", [](const Tensor &self) { return self.device().type == DeviceType::CUDA; });
   t.def_property_readonly("_is_wrapped_number", &Tensor::isWrappedNumber);
-  t.def("item", [](const Tensor &self) -> py::object {
-    Scalar s = self.item();
-    if (s.dtype() == DType::Bool)
-      return py::bool_(s.toBool());
-    if (s.isFloating())
-      return py::float_(s.toDouble());
-    return py::int_(s.toInt());
-  });
 
   // Views (with autograd history: autograd/views.cc); the others are op-table rows.
   t.def_property_readonly("T", [](const Tensor &self) {
@@ -84,13 +76,6 @@ void bindTensor(py::module_ &m) {
     return autograd::permute(self, dims);
   });
   t.def_property_readonly("mT", &autograd::mT);
-  t.def(
-      "as_strided",
-      [](const Tensor &self, py::handle size, py::handle stride, std::optional<int64_t> offset) {
-        return autograd::asStrided(self, toIntList(size, "as_strided"),
-                                   toIntList(stride, "as_strided"), offset);
-      },
-      py::arg("size"), py::arg("stride"), py::arg("storage_offset") = py::none());
   t.def("_slice", &autograd::slice, py::arg("dim"), py::arg("start"), py::arg("end"),
         py::arg("step") = 1);
 
@@ -113,41 +98,6 @@ void bindTensor(py::module_ &m) {
       "_to_dtype",
       [](const Tensor &self, DType dt, bool copy) { return autograd::to(self, dt, copy); },
       py::arg("dtype"), py::arg("copy") = false);
-  t.def(
-      "copy_",
-      [](py::object self, py::handle src, bool) {
-        Tensor &s = self.cast<Tensor &>();
-        Tensor from = toOperand(src, "copy_");
-        if (autograd::anyRequiresGrad({&s, &from}))
-          // Differentiable: the source broadcast and cast to self is self's new value.
-          autograd::applyInplace("copy_", s,
-                                 autograd::to(autograd::expand(from, s.sizes()), s.dtype()));
-        else
-          s.copy_(from);
-        return self;
-      },
-      py::arg("src"), py::arg("non_blocking") = false);
-  auto fill = [](Tensor &s, const Scalar &value) {
-    if (autograd::anyRequiresGrad({&s}))
-      autograd::applyInplace("fill_", s, ops::full(s.sizes(), value, s.dtype()));
-    else
-      s.fill_(value);
-  };
-  t.def(
-      "fill_",
-      [fill](py::object self, py::handle v) {
-        Scalar value = toScalar(v, "fill_");
-        // torch rejects Python numbers the dtype cannot hold (uint8.fill_(-2.5), half.fill_(1e10)).
-        if (!py::isinstance<Tensor>(v))
-          ops::checkFits(value, self.cast<Tensor &>().dtype(), "fill_", true);
-        fill(self.cast<Tensor &>(), value);
-        return self;
-      },
-      py::arg("value"));
-  t.def("zero_", [fill](py::object self) {
-    fill(self.cast<Tensor &>(), Scalar(int64_t{0}));
-    return self;
-  });
   t.def("_wrap_scalar", [](py::handle v) { return Tensor::wrapScalar(toScalar(v, "scalar")); });
   m.def("_scalar_tensor", [](py::handle v, DType dt) {
     return Tensor::scalarTensor(toScalar(v, "scalar_tensor"), dt);

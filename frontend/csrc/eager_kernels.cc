@@ -7,6 +7,7 @@
 
 #include "runtime/error.h"
 #include "runtime/ops/elementwise.h"
+#include "runtime/ops/factory.h"
 
 #include <fmt/format.h>
 
@@ -29,6 +30,15 @@ void warn(const std::string &message) {
   // Level 1 is the caller's frame: the C function has none of its own.
   if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) < 0)
     throw py::error_already_set();
+}
+
+/// fill_'s value: torch rejects Python numbers the dtype cannot hold (uint8.fill_(-2.5),
+/// half.fill_(1e10)).
+Scalar fillValue(const Tensor &self, const BoundArgs &a) {
+  Scalar value = a.scalar(1);
+  if (!isTensor(a.get(1)))
+    ops::checkFits(value, self.dtype(), "fill_", true);
+  return value;
 }
 
 /// torch's loss reduction from `reduction`, or from the deprecated size_average/reduce flags
@@ -434,6 +444,35 @@ const EagerKernel kKernels[] = {
        return py::bool_(ops::allclose(a.tensor(0), a.tensor(1), a.toDouble(2), a.toDouble(3),
                                       a.toBool(4)));
      }},
+    // Tensor methods (in place: bind_op_table.cc's runInplace writes `fn`'s result when
+    // autograd records the write, else the in-place kernel runs).
+    {std::nullopt, "item", nullptr, nullptr, [](const BoundArgs &a) -> py::object {
+       Scalar s = a.tensor(0).item();
+       if (s.dtype() == DType::Bool)
+         return py::bool_(s.toBool());
+       if (s.isFloating())
+         return py::float_(s.toDouble());
+       return py::int_(s.toInt());
+     }},
+    {std::nullopt, "zero_",
+     [](const BoundArgs &a) {
+       Tensor self = a.tensor(0);
+       return ops::full(self.sizes(), Scalar(int64_t{0}), self.dtype());
+     },
+     [](Tensor &self, const BoundArgs &) { self.fill_(Scalar(int64_t{0})); }},
+    {std::nullopt, "fill_",
+     [](const BoundArgs &a) {
+       Tensor self = a.tensor(0);
+       return ops::full(self.sizes(), fillValue(self, a), self.dtype());
+     },
+     [](Tensor &self, const BoundArgs &a) { self.fill_(fillValue(self, a)); }},
+    {std::nullopt, "copy_",
+     [](const BoundArgs &a) {
+       // Differentiable: the source broadcast and cast to self is self's new value.
+       Tensor self = a.tensor(0);
+       return autograd::to(autograd::expand(a.tensor(1), self.sizes()), self.dtype());
+     },
+     [](Tensor &self, const BoundArgs &a) { self.copy_(a.tensor(1)); }, nullptr, -1, true},
     // Products and layer_norm.
     {OpKind::Matmul, "matmul", binary<&ops::matmul>, nullptr, nullptr, -1, true},
     {OpKind::Linear, "linear", [](const BoundArgs &a) {

@@ -138,6 +138,15 @@ const EagerKernel kShapeKernels[] = {
     {std::nullopt, "flipud", [](const BoundArgs &a) {
        return flipAxis(a.tensor(0), 1, 0, "flipud");
      }},
+    {std::nullopt, "as_strided", [](const BoundArgs &a) {
+       return autograd::asStrided(a.tensor(0), a.intList(1), a.intList(2), a.optInt(3));
+     }, nullptr, nullptr, -1, true},
+    {std::nullopt, "broadcast_tensors", nullptr, nullptr, [](const BoundArgs &a) -> py::object {
+       return tensorTuple(ops::broadcastTensors(tensorList(a, 0)));
+     }},
+    {std::nullopt, "meshgrid", nullptr, nullptr, [](const BoundArgs &a) -> py::object {
+       return tensorTuple(ops::meshgrid(tensorList(a, 0), a.optStr(1).value_or("ij")));
+     }},
     // Joining and splitting.
     {std::nullopt, "cat", [](const BoundArgs &a) { return ops::cat(tensorList(a, 0), a.toInt(1)); }},
     {std::nullopt, "concatenate", [](const BoundArgs &a) {

@@ -58,6 +58,15 @@ class AccessMixin:
             return V.TupleVar([self.ctx.size_of(t, d) for d in range(ex.dim())], None, kiln.Size)
         if name in _METADATA_ATTRS:
             return V.ConstVar(getattr(ex, name))
+        # The transposing properties are recorded as the views they are, so they compile; the
+        # ranks where torch warns or refuses keep the attribute read (eager's message).
+        if name == "real":  # kiln's dtypes are real: the tensor itself
+            return t
+        if (name == "T" and ex.dim() <= 2) or (name == "H" and ex.dim() in (0, 2)):
+            dims = V.ConstVar(tuple(reversed(range(ex.dim()))))
+            return ops.record(self.ctx, _TENSOR.permute, [t, dims], {})
+        if name in ("mT", "mH") and ex.dim() >= 2:
+            return ops.record(self.ctx, _TENSOR.transpose, [t, V.ConstVar(-2), V.ConstVar(-1)], {})
         if name in ("T", "mT", "mH", "H", "data", "real"):
             fn = {"data": _TENSOR.detach}.get(name)
             if fn is not None:

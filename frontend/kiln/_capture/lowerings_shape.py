@@ -62,6 +62,62 @@ def _expand_as(w, node, a):
     w.emit_node(node, "expand", [w.tensor(a["input"])], {"size": list(sizes)})
 
 
+def _s_tensors(*tensors): ...
+def _s_meshgrid(*tensors, indexing=None): ...
+
+
+def _tensor_args(w, tensors) -> list:
+    """``f(a, b)`` and ``f([a, b])`` alike."""
+    if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)):
+        tensors = tensors[0]
+    return [w.tensor(t) for t in tensors]
+
+
+def _broadcast_sizes(shapes: list[list[str]]) -> list[str]:
+    """The broadcast of symbolic sizes: per dim aligned from the right, the one size other than
+    1. Two different symbols decline: that they agree holds only for the example's values."""
+    rank = max(len(s) for s in shapes)
+    out = []
+    for d in range(rank):
+        sizes = {s[d - rank + len(s)] for s in shapes if d - rank + len(s) >= 0} - {"1"}
+        if len(sizes) > 1:
+            raise Decline(f"sizes {', '.join(sorted(sizes))} that broadcast for some values only")
+        out.append(sizes.pop() if sizes else "1")
+    return out
+
+
+@lowering(_s_tensors, "kiln.broadcast_tensors")
+def _broadcast_tensors(w, node, a):
+    """One ``expand`` per tensor whose sizes are not already the broadcast ones."""
+    xs = _tensor_args(w, a["tensors"])
+    sizes = _broadcast_sizes([list(x.type.sizes) for x in xs]) if xs else []
+    loc = node.meta.get("loc")
+    w.values[id(node)] = tuple(x if list(x.type.sizes) == sizes
+                               else w.emit("expand", [x], {"size": sizes}, loc)[0]
+                               for x in xs)  # fmt: skip
+
+
+@lowering(_s_meshgrid, "kiln.meshgrid")
+def _meshgrid(w, node, a):
+    """Each 0-d or 1-D input reshaped to lie along its own dim, then expanded to the grid;
+    indexing='xy' swaps the first two dims (the eager example has checked the arguments)."""
+    xs = _tensor_args(w, a["tensors"])
+    if not xs or any(len(x.type.sizes) > 1 for x in xs):
+        raise Decline("meshgrid of tensors that are not 0-d or 1-D")
+    lengths = [x.type.sizes[0] if x.type.sizes else "1" for x in xs]
+    dim_of = list(range(len(xs)))  # the grid dim input i lies along
+    if a["indexing"] == "xy" and len(xs) >= 2:
+        dim_of[0], dim_of[1] = 1, 0
+    grid = [lengths[dim_of.index(d)] for d in range(len(xs))]
+    loc, vals = node.meta.get("loc"), []
+    for i, x in enumerate(xs):
+        shape = ["1"] * len(xs)
+        shape[dim_of[i]] = lengths[i]
+        (line,) = w.emit("reshape", [x], {"shape": shape}, loc)
+        vals.append(w.emit("expand", [line], {"size": grid}, loc)[0])
+    w.values[id(node)] = tuple(vals)
+
+
 @lowering(_s_flatten, "kiln.flatten", "kiln.Tensor.flatten")
 def _flatten(w, node, a):
     """A reshape that merges dims start_dim..end_dim into their product."""
@@ -280,7 +336,6 @@ def _getitem(w, node, a):
 
 
 def _s_cat(tensors, dim=0): ...
-def _s_matmul(input, other): ...
 def _s_mm(input, mat2): ...
 def _s_linear(input, weight, bias=None): ...
 def _s_conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): ...
@@ -302,18 +357,10 @@ def _cat(w, node, a):
     w.emit_node(node, "cat", [w.tensor(t) for t in a["tensors"]], attrs)
 
 
-def _matmul(swap: bool, second: str):
-    def lower_matmul(w, node, a):
-        x, y = w.tensor(a["input"]), w.tensor(a[second])
-        w.emit_node(node, "matmul", [y, x] if swap else [x, y], {})
-
-    return lower_matmul
-
-
-lowering(_s_matmul, "kiln.matmul", "kiln.Tensor.matmul", "kiln.Tensor.__matmul__",
-         "operator.matmul")(_matmul(False, "other"))  # fmt: skip
-lowering(_s_matmul, "kiln.Tensor.__rmatmul__")(_matmul(True, "other"))
-lowering(_s_mm, "kiln.mm", "kiln.bmm", "kiln.Tensor.mm", "kiln.Tensor.bmm")(_matmul(False, "mat2"))
+# matmul and `@` are the op table's Matmul row; mm and bmm name their second operand mat2.
+@lowering(_s_mm, "kiln.mm", "kiln.bmm", "kiln.Tensor.mm", "kiln.Tensor.bmm")
+def _mm(w, node, a):
+    w.emit_node(node, "matmul", [w.tensor(a["input"]), w.tensor(a["mat2"])], {})
 
 
 @lowering(_s_linear, "kiln.nn.functional.linear")
@@ -394,6 +441,30 @@ def _s_copy(input, src, non_blocking=False): ...
 @lowering(_s_copy, "kiln.Tensor.copy_")
 def _copy(w, node, a):
     w.emit_node(node, "copy_", [w.tensor(a["input"]), w.operand(a["src"])], {})
+
+
+def _s_fill(input, value): ...
+
+
+def _fill_with(w, node, x, value) -> None:
+    """``copy_`` into `x` of `value`: a 0-d tensor (broadcast and cast as copy_ does) or a
+    number (a ``full`` of x's sizes and dtype)."""
+    if isinstance(value, Node):
+        w.emit_node(node, "copy_", [x, w.tensor(value)], {})
+        return
+    (filled,) = w.emit("full", [], {"size": list(x.type.sizes), "value": value,
+                                    "dtype": x.type.dtype}, node.meta.get("loc"))  # fmt: skip
+    w.emit_node(node, "copy_", [x, filled], {})
+
+
+@lowering(_s_fill, "kiln.fill_", "kiln.Tensor.fill_")
+def _fill(w, node, a):
+    _fill_with(w, node, w.tensor(a["input"]), a["value"])
+
+
+@lowering(_s_one, "kiln.zero_", "kiln.Tensor.zero_")
+def _zero(w, node, a):
+    _fill_with(w, node, w.tensor(a["input"]), 0)
 
 
 # --- Sizes ---------------------------------------------------------------------------------------
