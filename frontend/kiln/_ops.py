@@ -13,14 +13,18 @@ for _name in dir(_C):
     if not _name.startswith("_") and isinstance(_obj, _types.BuiltinFunctionType):
         globals()[_name] = _obj
 
+from kiln._dtype_info import *  # noqa: E402,F401,F403
 from kiln._factory import *  # noqa: E402,F401,F403
 from kiln._grad_mode import *  # noqa: E402,F401,F403
 from kiln._ops_composite import *  # noqa: E402,F401,F403
+from kiln._ops_composite_index import *  # noqa: E402,F401,F403
+from kiln._ops_composite_math import *  # noqa: E402,F401,F403
 from kiln._ops_elementwise import *  # noqa: E402,F401,F403
 from kiln._ops_linalg import *  # noqa: E402,F401,F403
 from kiln._ops_nn import *  # noqa: E402,F401,F403
 from kiln._ops_reduce import *  # noqa: E402,F401,F403
 from kiln._ops_shape import *  # noqa: E402,F401,F403
+from kiln._tensor_compat import *  # noqa: E402,F401,F403
 
 
 def _assert(condition, message):

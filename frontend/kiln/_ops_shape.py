@@ -1,6 +1,7 @@
 """_ops_shape: shape ops whose Python part is argument handling (see kiln/_ops.py).
 
-The kernels are C++ (kiln._C: cat, stack, split, ...); these compose them the way torch does.
+The kernels are C++ (kiln._C: cat, stack, split, ...); these compose them the way torch does,
+and the capture inlines them (kiln/_capture/calls.py), so they compile as the ops they use.
 """
 
 from kiln import _C
@@ -10,9 +11,17 @@ __all__ = [
     "atleast_1d",
     "atleast_2d",
     "atleast_3d",
+    "block_diag",
     "broadcast_shapes",
+    "cartesian_prod",
+    "column_stack",
+    "diagflat",
+    "dsplit",
     "dstack",
+    "hsplit",
     "hstack",
+    "row_stack",
+    "vsplit",
     "vstack",
 ]
 
@@ -71,6 +80,14 @@ def vstack(tensors):
     return _C.cat([_as_2d(t) for t in tensors], 0)
 
 
+row_stack = vstack
+
+
+def column_stack(tensors):
+    """torch.column_stack: 0-d and 1-D tensors as columns, then cat along dim 1."""
+    return hstack([t.reshape(-1, 1) if t.dim() <= 1 else t for t in tensors])
+
+
 def dstack(tensors):
     """torch.dstack: cat along dim 2 after atleast_3d."""
     return _C.cat([_as_3d(t) for t in tensors], 2)
@@ -95,3 +112,60 @@ def broadcast_shapes(*shapes):
                     f"shape (size {s} vs {out[j]} at dim {j - len(out)})"
                 )
     return Size(out)
+
+
+def _split_along(name: str, dim: int, min_dims: int):
+    def split(input, indices_or_sections):  # noqa: A002 - torch's argument names
+        if input.dim() < min_dims:
+            raise RuntimeError(f"torch.{name} requires a tensor with at least {min_dims} "
+                               f"dimension, but got a tensor with {input.dim()} dimensions!")
+        d = 0 if name == "hsplit" and input.dim() == 1 else dim
+        if isinstance(indices_or_sections, int) and input.shape[d] % indices_or_sections:
+            raise RuntimeError(
+                f"torch.{name} attempted to split along dimension {d}, but the size of the "
+                f"dimension {input.shape[d]} is not divisible by the split_size "
+                f"{indices_or_sections}!")
+        return input.tensor_split(indices_or_sections, d)
+
+    split.__name__ = split.__qualname__ = name
+    split.__doc__ = f"torch.{name}: tensor_split along dim {dim} (sections must divide it)."
+    return split
+
+
+hsplit = _split_along("hsplit", 1, 1)
+vsplit = _split_along("vsplit", 0, 2)
+dsplit = _split_along("dsplit", 2, 3)
+
+
+def diagflat(input, offset=0):  # noqa: A002
+    """A square matrix with the flattened input on its `offset` diagonal."""
+    return _C.diag(input.reshape(-1), offset)
+
+
+def block_diag(*tensors):
+    """The tensors (0-d, 1-D or 2-D) as the blocks of a block-diagonal matrix, in the promoted
+    dtype."""
+    blocks = [t.reshape(1, -1) if t.dim() <= 1 else t for t in tensors]
+    for i, t in enumerate(tensors):
+        if t.dim() > 2:
+            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. "
+                               f"Input {i} has {t.dim()} dimensions")
+    dtype = blocks[0].dtype if blocks else _C.get_default_dtype()
+    for b in blocks[1:]:
+        dtype = _C.promote_types(dtype, b.dtype)
+    rows = [b.shape[0] for b in blocks]
+    cols = [b.shape[1] for b in blocks]
+    out = _C.zeros(sum(rows), sum(cols), dtype=dtype)
+    r = c = 0
+    for b, h, w in zip(blocks, rows, cols, strict=True):
+        out[r:r + h, c:c + w] = b.to(dtype)
+        r, c = r + h, c + w
+    return out
+
+
+def cartesian_prod(*tensors):
+    """Every combination of the 1-D tensors' elements, one per row (the tensor itself for one)."""
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = _C.meshgrid(*tensors, indexing="ij")
+    return _C.stack([g.reshape(-1) for g in grids], 1)

@@ -32,7 +32,20 @@ _SIMPLE_BUILTINS = {
 # and are inlined like user code, so their tensor ops are recorded one by one.
 # The composite ops too: written in kiln ops, they are captured part by part.
 _INLINED_KILN_MODULES = ("kiln._capture", "kiln.nn.modules", "kiln._ops_composite",
-                         "kiln.nn._functional_composite", "kiln._numpy", "kiln.linalg")  # fmt: skip
+                         "kiln.nn._functional_composite", "kiln._numpy", "kiln.linalg",
+                         "kiln._tensor_compat", "kiln._ops_shape")  # fmt: skip
+
+
+# Facts about dtypes: constants of the capture (the dtypes and ranks they read are guarded).
+_DTYPE_FACTS = (kiln.finfo, kiln.iinfo, kiln.result_type, kiln.can_cast, kiln.promote_types)
+
+
+def _dtype_fact(fn, args, kwargs) -> V.VT:
+    try:
+        return V.ConstVar(fn(*[ops.to_example(a) for a in args],
+                             **{k: ops.to_example(v) for k, v in kwargs.items()}))
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise V.Unsupported(f"{fn.__name__}() raised {type(e).__name__}: {e}") from None
 
 
 def _unflatten_signature(input, dim, sizes): ...
@@ -403,6 +416,8 @@ class CallMixin(AccessMixin):
     def call_kiln(self, fn, args, kwargs) -> V.VT:
         if fn is kiln._assert:
             return self.kiln_assert(args, kwargs)
+        if fn in _DTYPE_FACTS:
+            return _dtype_fact(fn, args, kwargs)
         name = getattr(fn, "__name__", "?")
         if name in ops.DATA_DEPENDENT_FUNCTIONS:
             raise V.Unsupported(f"kiln.{name}() depends on data or creates a tensor from Python "
@@ -465,6 +480,8 @@ class CallMixin(AccessMixin):
         handler = builtins_impl.HANDLERS.get(fn) if _hashable(fn) else None
         if handler is not None:
             return handler(self, args, kwargs)
+        if _hashable(fn) and fn in _DTYPE_FACTS:
+            return _dtype_fact(fn, args, kwargs)
         if isinstance(fn, type) and issubclass(fn, kiln.nn.Module):
             raise V.Unsupported(f"creating a {fn.__name__} module inside compiled code")
         if fn in (kiln.no_grad, kiln.enable_grad):

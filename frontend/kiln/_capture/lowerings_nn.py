@@ -227,6 +227,22 @@ def _chunk(w, node, a):
     _slices(w, node, w.tensor(a["input"]), w.int_(a["dim"]))
 
 
+def _s_tensor_split(input, indices_or_sections, dim=0): ...
+
+
+@lowering(_s_tensor_split, "kiln.tensor_split", "kiln.Tensor.tensor_split")
+def _tensor_split(w, node, a):
+    """Slices at the example's boundaries: given indices are constants; a section count splits
+    a symbolic size at positions that depend on it, so only a constant size is sliced."""
+    x, dim = w.tensor(a["input"]), w.int_(a["dim"])
+    sections = a["indices_or_sections"]
+    if isinstance(sections, kiln.Tensor) or hasattr(sections, "meta"):
+        raise Decline("split positions computed at run time")
+    if isinstance(sections, int) and not x.type.sizes[dim % len(x.type.sizes)].isdigit():
+        raise Decline("sections of a symbolic size")
+    _slices(w, node, x, dim)
+
+
 # --- Normalization and pools ---------------------------------------------------------------------
 
 

@@ -24,6 +24,8 @@ NON_DIFFERENTIABLE = {
     "unique",
     "unique_consecutive",
     "floor_divide",
+    "heaviside",  # a step function: torch has no derivative for it
+    "histc",  # counts
 }
 # Differentiable in torch, no derivative rule in kiln yet.
 NOT_YET: set = set()  # every method that should differentiate does
@@ -81,6 +83,7 @@ FUNCTIONS_NON_DIFFERENTIABLE = {
     "kiln.empty_like",
     "kiln.full_like",
     "kiln.floor_divide",
+    "kiln.histc",
     "kiln.normal",
     "kiln.ones_like",
     "kiln.rand_like",
