@@ -28,7 +28,9 @@ constexpr PassInfo kPasses[] = {
      createFunctionalizePass},
     {"shape-infer", "recompute result types (dtype, symbolic sizes, strides) from the operands",
      createShapeInferPass},
-    {"simplify", "algebraic identities that keep every result bit (x*1, --x, transpose pairs)",
+    {"simplify",
+     "algebraic identities that keep every result bit (x*1, --x, transpose pairs), tiled "
+     "slice_scatter sums as cat",
      createSimplifyPass},
 };
 

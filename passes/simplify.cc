@@ -52,6 +52,9 @@ public:
   Rewrite rewrite(Node &n) {
     switch (n.op()) {
     case OpKind::Add:
+      if (Value *joined = tiledPieces(n))
+        return {joined};
+      [[fallthrough]];
     case OpKind::Sub:
     case OpKind::Mul:
     case OpKind::Div:
@@ -69,6 +72,8 @@ public:
     case OpKind::View:
     case OpKind::Reshape:
       return reshapeOfReshape(n);
+    case OpKind::Cat:
+      return {catOfSplitDims(n)};
     default:
       return {};
     }
@@ -106,6 +111,107 @@ private:
     default: // div
       return isConstant(b, 1) ? sameValue(n, a) : nullptr;
     }
+  }
+
+  /// One piece of a sum of slice_scatters into zeros: `value` lands at [start, end) of `dim`.
+  struct Piece {
+    ir::SymInt start, end;
+    Value *value;
+  };
+
+  /// Collects the pieces of `v` when it is a slice_scatter of a value into zeros (step 1) or an
+  /// add of such sums of the same type, all along one dim; false for anything else.
+  static bool collectPieces(Value *v, std::optional<int64_t> &dim, std::vector<Piece> &out) {
+    const Node *d = v->definingNode();
+    if (d->op() == OpKind::Add) {
+      for (Value *operand : d->operands())
+        if (operand->type() != v->type() || !collectPieces(operand, dim, out))
+          return false;
+      return true;
+    }
+    if (d->op() != OpKind::SliceScatter)
+      return false;
+    const Node *base = d->operand(0)->definingNode();
+    const ir::Attribute *step = d->attr("step"), *at = d->attr("dim");
+    if (base->op() != OpKind::Full || base->attr("value")->toDouble() != 0 ||
+        (step && step->toInt() != 1) || d->operand(1)->meta().dtype != v->meta().dtype)
+      return false;
+    int64_t rank = v->meta().rank();
+    int64_t pieceDim = wrapDim(at ? at->toInt() : 0, rank);
+    if (dim && *dim != pieceDim)
+      return false;
+    dim = pieceDim;
+    const ir::Attribute *start = d->attr("start"), *end = d->attr("end");
+    out.push_back({start ? start->toSymInt() : ir::SymInt(0),
+                   end ? end->toSymInt() : v->meta().sizes[pieceDim], d->operand(1)});
+    return true;
+  }
+
+  /// A sum of slice_scatters into zeros whose pieces tile the whole dim (what the derivatives of
+  /// split, chunk and unbind-by-slices accumulate to) as the `cat` of the pieces in order, so
+  /// the kernel reads each element once. A -0.0 of a piece stays -0.0, where the sum made it
+  /// +0.0 (as eager's split derivative, a cat, gives it).
+  Value *tiledPieces(Node &n) {
+    std::optional<int64_t> dim;
+    std::vector<Piece> pieces;
+    if (!n.result()->isTensor() || !collectPieces(n.result(), dim, pieces) || pieces.size() < 2)
+      return nullptr;
+    std::vector<Value *> ordered;
+    ir::SymInt at(0);
+    const ir::SymInt &size = n.result()->meta().sizes[*dim];
+    while (ordered.size() < pieces.size()) {
+      auto next = std::find_if(pieces.begin(), pieces.end(),
+                               [&](const Piece &p) { return p.start == at && p.end != at; });
+      if (next == pieces.end())
+        return nullptr; // a gap or an overlap
+      ordered.push_back(next->value);
+      at = next->end;
+    }
+    if (at != size)
+      return nullptr;
+    return graph_
+        .createBefore(&n, OpKind::Cat, ordered, {{"dim", *dim}}, {n.result()->type()}, n.loc())
+        ->result();
+  }
+
+  /// `cat(reshape(y0), reshape(y1), ...)` along a dim each reshape merged from several dims of
+  /// its y (with the same inner factors) as `reshape(cat(y0, y1, ...))` along the outermost of
+  /// them: attention's `transpose(1, 2).reshape(b, t, h * d)` pieces of a qkv gradient. The
+  /// merged index then needs no division per element, and the cat selects its operand by an
+  /// index that is not the innermost (vector) one. Values and their order are unchanged.
+  Value *catOfSplitDims(Node &n) {
+    const ir::TensorMeta &out = n.result()->meta();
+    const ir::Attribute *at = n.attr("dim");
+    int64_t rank = out.rank(), dim = wrapDim(at ? at->toInt() : 0, rank);
+    std::vector<Value *> inner;
+    std::optional<std::vector<ir::SymInt>> factors; // the merged dims after the first
+    for (Value *piece : n.operands()) {
+      const Node *d = piece->definingNode();
+      if ((d->op() != OpKind::Reshape && d->op() != OpKind::View) || !piece->isTensor())
+        return nullptr;
+      Value *y = d->operand(0);
+      const std::vector<ir::SymInt> &ys = y->meta().sizes, &ps = piece->meta().sizes;
+      int64_t extra = static_cast<int64_t>(ys.size()) - rank;
+      if (extra < 1 || y->meta().dtype != out.dtype)
+        return nullptr;
+      for (int64_t k = 0; k < rank; ++k)
+        if (k != dim && ys[k < dim ? k : k + extra] != ps[k])
+          return nullptr;
+      std::vector<ir::SymInt> f(ys.begin() + dim + 1, ys.begin() + dim + 1 + extra);
+      if (factors && *factors != f)
+        return nullptr;
+      factors = std::move(f);
+      inner.push_back(y);
+    }
+    ir::ValueType placeholder = inner[0]->type();
+    Node *joined =
+        graph_.createBefore(&n, OpKind::Cat, inner, {{"dim", dim}}, {placeholder}, n.loc());
+    joined->result()->setType(*ir::inferResultType(*joined));
+    std::vector<ir::SymInt> shape(out.sizes.begin(), out.sizes.end());
+    return graph_
+        .createBefore(&n, OpKind::Reshape, {joined->result()}, {{"shape", shape}},
+                      {n.result()->type()}, n.loc())
+        ->result();
   }
 
   /// `x * 0` of integers or bools: a zero of the result's type.
@@ -170,18 +276,26 @@ public:
 } // namespace
 
 bool simplify(ir::Graph &graph) {
-  std::vector<Node *> nodes = graph.nodes();
   Simplifier simplifier(graph);
   bool changed = false;
-  for (Node *n : nodes) {
-    if (!n->hasTrait(ir::trait::Pure) || n->numResults() != 1)
-      continue;
-    Rewrite r = simplifier.rewrite(*n);
-    if (r.replacement) {
-      n->result()->replaceAllUsesWith(r.replacement);
-      graph.erase(n);
+  // A rewrite may create nodes that simplify further (the cat a sum of slice_scatters becomes);
+  // a few rounds reach them.
+  constexpr int kRounds = 4;
+  for (int round = 0; round < kRounds; ++round) {
+    bool roundChanged = false;
+    for (Node *n : graph.nodes()) {
+      if (!n->hasTrait(ir::trait::Pure) || n->numResults() != 1)
+        continue;
+      Rewrite r = simplifier.rewrite(*n);
+      if (r.replacement) {
+        n->result()->replaceAllUsesWith(r.replacement);
+        graph.erase(n);
+      }
+      roundChanged |= r.replacement || r.inPlace;
     }
-    changed |= r.replacement || r.inPlace;
+    changed |= roundChanged;
+    if (!roundChanged)
+      break;
   }
   return changed;
 }
