@@ -19,15 +19,31 @@ from kiln.optim._lr_scheduler_base import (
     _warn_get_lr_called_within_step,
 )
 from kiln.optim._lr_scheduler_cycle import OneCycleLR, SequentialLR
+from kiln.optim._lr_scheduler_more import (
+    ChainedScheduler,
+    ConstantLR,
+    CosineAnnealingWarmRestarts,
+    CyclicLR,
+    MultiplicativeLR,
+    PolynomialLR,
+)
+from kiln.optim._lr_scheduler_plateau import ReduceLROnPlateau
 
 __all__ = [
+    "ChainedScheduler",
+    "ConstantLR",
     "CosineAnnealingLR",
+    "CosineAnnealingWarmRestarts",
+    "CyclicLR",
     "ExponentialLR",
     "LRScheduler",
     "LambdaLR",
     "LinearLR",
     "MultiStepLR",
+    "MultiplicativeLR",
     "OneCycleLR",
+    "PolynomialLR",
+    "ReduceLROnPlateau",
     "SequentialLR",
     "StepLR",
 ]
