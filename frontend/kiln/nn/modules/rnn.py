@@ -5,6 +5,10 @@ A layer projects the whole input sequence through ``weight_ih`` in one matmul an
 through time with the hidden projection only: the recurrence is inherently sequential, the input
 half of each gate is not. The steps are ordinary differentiable ops, so training needs nothing
 more.
+
+A PackedSequence runs the same way over its time-major rows: step ``t`` advances only the first
+``batch_sizes[t]`` (still running) sequences, so each sequence's final state is the one at its own
+last step, and the reverse direction starts each sequence at its own end.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from kiln.nn import functional as F
 from kiln.nn import init
 from kiln.nn.modules.module import Module
 from kiln.nn.parameter import Parameter
+from kiln.nn.utils.rnn import PackedSequence
 
 __all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNBase", "RNNCell", "RNNCellBase"]
 
@@ -65,6 +70,72 @@ def _step_of(mode):
 
 def _hidden_of(state, mode):
     return state[0] if mode == "LSTM" else state
+
+
+# A state is one tensor or an LSTM's (h, c); these act on its batch rows either way.
+
+
+def _rows(state, start, stop):
+    if isinstance(state, tuple):
+        return tuple(s[start:stop] for s in state)
+    return state[start:stop]
+
+
+def _cat_rows(states):
+    if isinstance(states[0], tuple):
+        return tuple(kiln.cat(parts, 0) for parts in zip(*states, strict=True))
+    return kiln.cat(states, 0)
+
+
+def _select_batch(state, indices):
+    if indices is None:
+        return state
+    if isinstance(state, tuple):
+        return tuple(s.index_select(1, indices) for s in state)
+    return state.index_select(1, indices)
+
+
+def _packed_forward(step, gi, state, sizes, weights, mode):
+    """Outputs and final state of one forward direction over packed rows ``gi``."""
+    finished, hs, start, rows = [], [], 0, sizes[0]
+    for n in sizes:
+        if n < rows:  # sequences n..rows-1 ended at the previous step: keep their state
+            finished.append(_rows(state, n, rows))
+            state, rows = _rows(state, 0, n), n
+        state = step(gi[start : start + n], state, *weights)
+        hs.append(_hidden_of(state, mode))
+        start += n
+    # Later-finishing sequences have lower indices, so the pieces go back in reverse.
+    return kiln.cat(hs, 0), (_cat_rows([state, *reversed(finished)]) if finished else state)
+
+
+def _packed_reverse(step, gi, initial, sizes, weights, mode):
+    """The reverse direction: each sequence joins, from ``initial``, at its own last step."""
+    ends = [0]
+    for n in sizes:
+        ends.append(ends[-1] + n)
+    hs, state, rows = [], None, 0
+    for t in range(len(sizes) - 1, -1, -1):
+        n = sizes[t]
+        if n > rows:
+            fresh = _rows(initial, rows, n)
+            state, rows = (fresh if state is None else _cat_rows([state, fresh])), n
+        state = step(gi[ends[t] : ends[t + 1]], state, *weights)
+        hs.append(_hidden_of(state, mode))
+    hs.reverse()
+    return kiln.cat(hs, 0), state
+
+
+def _padded_direction(step, gi, state, reverse, weights, mode):
+    """Outputs and final state of one direction over a padded ``(T, B, ...)`` ``gi``."""
+    steps = range(gi.shape[0] - 1, -1, -1) if reverse else range(gi.shape[0])
+    hs = []
+    for t in steps:
+        state = step(gi[t], state, *weights)
+        hs.append(_hidden_of(state, mode))
+    if reverse:
+        hs.reverse()
+    return kiln.stack(hs, 0), state
 
 
 # ---- the multi-layer modules ---------------------------------------------------------------------
@@ -179,10 +250,12 @@ class RNNBase(Module):
 
     def forward(self, input, hx=None):
         """``(output, h_n)`` (LSTM: ``(output, (h_n, c_n))``), shaped as torch's."""
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         if not isinstance(input, kiln.Tensor):
             raise TypeError(
-                f"{type(self).__name__}: expected a kiln.Tensor input (PackedSequence is not "
-                f"supported), got {type(input).__name__}"
+                f"{type(self).__name__}: expected a kiln.Tensor or PackedSequence input, "
+                f"got {type(input).__name__}"
             )
         if input.dim() not in (2, 3):
             raise ValueError(
@@ -206,7 +279,26 @@ class RNNBase(Module):
             final = tuple(s.squeeze(1) for s in final) if self.mode == "LSTM" else final.squeeze(1)
         return output, final
 
-    def _run_layers(self, x, state):
+    def _forward_packed(self, packed, hx):
+        """As torch: hx is given in the caller's batch order and h_n comes back in it."""
+        data, batch_sizes, sorted_indices, unsorted_indices = packed
+        if data.dim() != 2:
+            raise RuntimeError(f"input must have 2 dimensions, got {data.dim()}")
+        if data.shape[-1] != self.input_size:
+            raise RuntimeError(
+                f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
+                f"got {data.shape[-1]}"
+            )
+        sizes = [int(n) for n in batch_sizes.tolist()]
+        state = self._initial_state(data, hx, sizes[0], True)
+        if hx is not None:
+            state = _select_batch(state, sorted_indices)
+        output, final = self._run_layers(data, state, sizes)
+        output = PackedSequence(output, batch_sizes, sorted_indices, unsorted_indices)
+        return output, _select_batch(final, unsorted_indices)
+
+    def _run_layers(self, x, state, sizes=None):
+        """Every layer and direction over padded ``x``, or over packed rows given ``sizes``."""
         step = _step_of(self.mode)
         lstm = self.mode == "LSTM"
         directions = 2 if self.bidirectional else 1
@@ -216,16 +308,14 @@ class RNNBase(Module):
             for direction in range(directions):
                 k = layer * directions + direction
                 s = (state[0][k], state[1][k]) if lstm else state[k]
-                w_ih, b_ih, w_hh, b_hh, w_hr = self._weights(layer, direction)
+                w_ih, b_ih, *weights = self._weights(layer, direction)
                 gi = F.linear(x, w_ih, b_ih)  # every time step's input half at once
-                steps = range(x.shape[0] - 1, -1, -1) if direction == 1 else range(x.shape[0])
-                hs = []
-                for t in steps:
-                    s = step(gi[t], s, w_hh, b_hh, w_hr)
-                    hs.append(_hidden_of(s, self.mode))
-                if direction == 1:
-                    hs.reverse()
-                outs.append(kiln.stack(hs, 0))
+                if sizes is None:
+                    out, s = _padded_direction(step, gi, s, direction == 1, weights, self.mode)
+                else:
+                    run = _packed_reverse if direction == 1 else _packed_forward
+                    out, s = run(step, gi, s, sizes, weights, self.mode)
+                outs.append(out)
                 finals.append(s)
             x = outs[0] if directions == 1 else kiln.cat(outs, -1)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
