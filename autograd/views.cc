@@ -192,6 +192,8 @@ Tensor to(const Tensor &self, DType dtype, bool copy) {
   if (self.dtype() == dtype && !copy)
     return self;
   Tensor out = self.to(dtype, copy);
+  if (!isFloating(dtype)) // an integer or bool result carries no gradient, as in torch
+    return out;
   record("ToCopyBackward0", {&self}, out, [&](const NodePtr &) {
     return [dt = self.dtype()](B &b, const Node &, Grads &g) { return Grads{b.cast(g[0], dt)}; };
   });

@@ -264,6 +264,8 @@ def _install() -> None:
     t.bool = _cast(_C.dtype.bool)
     t.is_floating_point = lambda self: self.dtype.is_floating_point
     t.requires_grad_ = _requires_grad_
+    t.__deepcopy__ = _deepcopy
+    t.__reduce_ex__ = _reduce_ex
     t.data = property(_get_data, _set_data)
 
 
@@ -277,6 +279,43 @@ def _set_data(self, value):
     if not isinstance(value, _C.Tensor):
         raise TypeError(f"data must be a Tensor, got {type(value).__name__}")
     self._replace_data(value)
+
+
+# The same-size integer dtype each dtype's bits travel as when a tensor is pickled.
+_BITS_AS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
+
+
+def _deepcopy(self, memo):
+    """copy.deepcopy of a tensor: a detached copy with the same requires_grad (and a copy of
+    its .grad), as torch gives for graph leaves; copying a non-leaf is torch's error."""
+    if id(self) in memo:
+        return memo[id(self)]
+    if not self.is_leaf:
+        raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
+                           "the deepcopy protocol at the moment.")
+    new = self.detach().clone()
+    new.requires_grad_(self.requires_grad)
+    memo[id(self)] = new
+    if self.grad is not None:
+        new.grad = _deepcopy(self.grad, memo)
+    return new
+
+
+def _reduce_ex(self, protocol):
+    """Pickles the tensor's values (as the bits of a same-size integer dtype, so bfloat16
+    travels too), dtype, shape, device and requires_grad; views and shared storage are not
+    kept, each tensor unpickles as its own copy (a leaf, as torch's)."""
+    flat = self.detach().cpu().contiguous().reshape(-1)
+    bits = flat.view(getattr(_C.dtype, _BITS_AS[self.itemsize])).numpy()
+    return (_rebuild, (bits, self.dtype.name, tuple(self.shape), self._device_str,
+                       self.requires_grad))
+
+
+def _rebuild(bits, dtype, shape, device_str, requires_grad):
+    t = _C.from_numpy(bits.copy()).view(getattr(_C.dtype, dtype)).reshape(shape)
+    if device_str != "cpu":
+        t = t.to(device_str)
+    return t.requires_grad_(requires_grad)
 
 
 def _requires_grad_(self, requires_grad=True):

@@ -56,7 +56,7 @@ class Parameter(kiln.Tensor):
         return result
 
     def __reduce_ex__(self, protocol):
-        return (Parameter, (self.clone(), self.requires_grad))
+        return (Parameter, (self.detach().clone(), self.requires_grad))
 
 
 class Buffer(kiln.Tensor):
