@@ -73,7 +73,9 @@ public:
     case OpKind::Reshape:
       return reshapeOfReshape(n);
     case OpKind::Cat:
-      return {catOfSplitDims(n)};
+      if (Value *v = catOfSplitDims(n))
+        return {v};
+      return {innermostCatAsStack(n)};
     default:
       return {};
     }
@@ -210,6 +212,42 @@ private:
     std::vector<ir::SymInt> shape(out.sizes.begin(), out.sizes.end());
     return graph_
         .createBefore(&n, OpKind::Reshape, {joined->result()}, {{"shape", shape}},
+                      {n.result()->type()}, n.loc())
+        ->result();
+  }
+
+  /// A cat along the innermost dim of operands of one constant size S (rotary embeddings'
+  /// `cat(-x2, x1)`) as the reshape of their stack along a new dim before it: the kernel then
+  /// chooses the operand by that outer index and reads each one with the vector lane, where a
+  /// choice along the lane itself needs a clamped, unvectorizable load per operand.
+  Value *innermostCatAsStack(Node &n) {
+    const ir::TensorMeta &out = n.result()->meta();
+    int64_t rank = out.rank();
+    const ir::Attribute *at = n.attr("dim");
+    if (rank == 0 || wrapDim(at ? at->toInt() : 0, rank) != rank - 1 || n.numOperands() < 2)
+      return nullptr;
+    std::optional<int64_t> size = n.operand(0)->meta().sizes.back().constant();
+    constexpr int64_t kMinLane = 8; // shorter pieces gain nothing from the lane
+    if (!size || *size < kMinLane)
+      return nullptr;
+    for (Value *piece : n.operands())
+      if (piece->meta().sizes.back() != ir::SymInt(*size))
+        return nullptr;
+    std::vector<Value *> lifted;
+    for (Value *piece : n.operands()) {
+      ir::ValueType placeholder = piece->type();
+      Node *u = graph_.createBefore(&n, OpKind::Unsqueeze, {piece}, {{"dim", rank - 1}},
+                                    {placeholder}, n.loc());
+      u->result()->setType(*ir::inferResultType(*u));
+      lifted.push_back(u->result());
+    }
+    ir::ValueType placeholder = lifted[0]->type();
+    Node *stacked =
+        graph_.createBefore(&n, OpKind::Cat, lifted, {{"dim", rank - 1}}, {placeholder}, n.loc());
+    stacked->result()->setType(*ir::inferResultType(*stacked));
+    std::vector<ir::SymInt> shape(out.sizes.begin(), out.sizes.end());
+    return graph_
+        .createBefore(&n, OpKind::Reshape, {stacked->result()}, {{"shape", shape}},
                       {n.result()->type()}, n.loc())
         ->result();
   }

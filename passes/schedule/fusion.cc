@@ -54,13 +54,29 @@ bool visitsOnce(const LoopNode &reader, const Expr *load, const ir::TensorMeta &
   return true;
 }
 
+/// Whether `node`'s body computes with its loop indices beyond affine loads: an `index` value
+/// (cat's choice of operand, masks) or a load at a clamped index (pad, cat's parts). Inlined
+/// through a reshape that merged dims, such a body keeps a floordiv and a mod per element,
+/// where an affine load of a contiguous buffer folds them away.
+bool usesIndicesNonAffinely(const LoopNode &node) {
+  ir::loop::VarRanges ranges = node.varRanges();
+  return std::any_of(node.body->exprs().begin(), node.body->exprs().end(), [&](const Expr *e) {
+    return e->kind == ExprKind::Index ||
+           (e->kind == ExprKind::Load && !ir::loop::affineForm(e->index, ranges));
+  });
+}
+
 /// Whether inlining the producer of a buffer of `meta` into `reader` keeps `load` free of
 /// divisions: a guarded read (a clamped index: a padded pool or pad) of a buffer whose elements
-/// it cannot name by affine per-dim indices would decode each position with a floordiv and a mod
-/// per element, which costs more than storing the producer's result and reading it back.
-bool decodesWithoutDivision(const LoopNode &reader, const Expr *load, const ir::TensorMeta &meta) {
+/// it cannot name by affine per-dim indices, or an affine read through merged dims of a producer
+/// that uses its indices (`cat(...).reshape(...)`), would decode each position with a floordiv
+/// and a mod per element, which costs more than storing the producer's result and reading it
+/// back.
+bool decodesWithoutDivision(const LoopNode &reader, const Expr *load, const ir::TensorMeta &meta,
+                            bool producerUsesIndices) {
   ir::loop::VarRanges ranges = reader.varRanges();
-  if (ir::loop::affineForm(load->index, ranges) || load->index.hasDivision())
+  if (load->index.hasDivision() ||
+      (!producerUsesIndices && ir::loop::affineForm(load->index, ranges)))
     return true; // views keep their decodes; a division already there is the reader's own
   std::optional<std::vector<IndexExpr>> point = decodeIndex(load->index, meta, ranges);
   return point && std::none_of(point->begin(), point->end(),
@@ -121,11 +137,12 @@ std::vector<bool> chooseInlined(const LoopProgram &p) {
         meta.strides != ir::contiguousStrides(meta.sizes))
       continue;
     size_t loads = 0;
-    bool divisionFree = true;
+    bool divisionFree = true, usesIndices = usesIndicesNonAffinely(node);
     for (const Reader &r : rs) {
       loads += r.loads.size();
       for (const Expr *e : r.loads)
-        divisionFree = divisionFree && decodesWithoutDivision(p.nodes()[r.node], e, meta);
+        divisionFree =
+            divisionFree && decodesWithoutDivision(p.nodes()[r.node], e, meta, usesIndices);
     }
     if (!divisionFree)
       continue;
