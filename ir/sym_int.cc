@@ -486,6 +486,29 @@ void SymInt::collectSymbols(std::set<std::string, std::less<>> &out) const {
   }
 }
 
+std::optional<SymLinearForm> linearInAtoms(const SymInt &e) {
+  const SymPoly *poly = SymPoly::of(e);
+  if (!poly)
+    return SymLinearForm{*e.constant(), {}};
+  SymLinearForm form{poly->constant, {}};
+  for (const Term &t : poly->terms) {
+    if (t.mono.size() != 1 || t.mono[0].power != 1)
+      return std::nullopt;
+    form.terms.push_back({t.coeff, SymPoly::make({Term{t.mono, 1}}, 0)});
+  }
+  return form;
+}
+
+std::optional<SymAtomParts> atomParts(const SymInt &e) {
+  const SymPoly *poly = SymPoly::of(e);
+  if (!poly || poly->constant != 0 || poly->terms.size() != 1 || poly->terms[0].coeff != 1 ||
+      poly->terms[0].mono.size() != 1 || poly->terms[0].mono[0].power != 1)
+    return std::nullopt;
+  const SymAtom &a = *poly->terms[0].mono[0].atom;
+  static_assert(static_cast<int>(SymAtomKind::Min) == static_cast<int>(AtomKind::Min));
+  return SymAtomParts{static_cast<SymAtomKind>(a.kind), a.lhs, a.rhs};
+}
+
 bool SymInt::hasDivision() const {
   if (!poly_)
     return false;

@@ -28,6 +28,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kiln::ir {
 
@@ -98,6 +99,33 @@ private:
   int64_t constant_ = 0;
   std::shared_ptr<const detail::SymPoly> poly_; ///< null for constants
 };
+
+/// One term `coeff * atom` of a SymLinearForm.
+struct SymLinearTerm {
+  int64_t coeff;
+  SymInt atom;
+};
+
+/// `constant + sum(coeff * atom)`: what index simplifiers bound and split term by term.
+struct SymLinearForm {
+  int64_t constant = 0;
+  std::vector<SymLinearTerm> terms;
+};
+
+/// `e` as a SymLinearForm when each of its terms is one atom (a symbol, or one floordiv, mod, max
+/// or min) to the first power times a constant; nullopt for products of atoms and powers.
+std::optional<SymLinearForm> linearInAtoms(const SymInt &e);
+
+enum class SymAtomKind : uint8_t { Symbol, FloorDiv, Mod, Max, Min };
+
+/// The kind and operands (none for a symbol) of an atom.
+struct SymAtomParts {
+  SymAtomKind kind;
+  SymInt lhs, rhs;
+};
+
+/// `e`'s kind and operands when it is exactly one atom; nullopt otherwise.
+std::optional<SymAtomParts> atomParts(const SymInt &e);
 
 /// Python `//`: rounds toward negative infinity.
 SymInt floorDiv(const SymInt &a, const SymInt &b);

@@ -4,6 +4,7 @@
 
 #include "runtime/error.h"
 
+#include <algorithm>
 #include <set>
 
 namespace kiln::ir::loop {
@@ -89,10 +90,77 @@ std::optional<AffineForm> affineForm(const IndexExpr &e, const VarRanges &ranges
   return form;
 }
 
+namespace {
+
+bool mentionsLoopVars(const IndexExpr &e) {
+  std::set<std::string, std::less<>> symbols;
+  e.collectSymbols(symbols);
+  return std::any_of(symbols.begin(), symbols.end(),
+                     [](const std::string &s) { return isLoopVarName(s); });
+}
+
+/// Bounds of one atom: a loop variable over its range; floordiv, mod, max and min of bounded
+/// operands by those bounds (a positive constant divisor); anything without loop variables as
+/// itself.
+std::optional<IndexBounds> atomBounds(const SymInt &atom, const VarRanges &ranges) {
+  if (!mentionsLoopVars(atom))
+    return IndexBounds{atom, atom};
+  std::optional<SymAtomParts> parts = atomParts(atom);
+  if (!parts)
+    return std::nullopt;
+  if (parts->kind == SymAtomKind::Symbol) {
+    const SymInt *extent = ranges.extent(atom.symbolName());
+    if (!extent)
+      return std::nullopt;
+    return IndexBounds{0, *extent - 1};
+  }
+  std::optional<IndexBounds> l = indexBounds(parts->lhs, ranges);
+  if (!l)
+    return std::nullopt;
+  std::optional<int64_t> c = parts->rhs.constant();
+  switch (parts->kind) {
+  case SymAtomKind::FloorDiv:
+    if (!c || *c <= 0)
+      return std::nullopt;
+    return IndexBounds{floorDiv(l->lo, *c), floorDiv(l->hi, *c)};
+  case SymAtomKind::Mod:
+    if (!c || *c <= 0)
+      return std::nullopt;
+    return IndexBounds{0, *c - 1};
+  default: {
+    std::optional<IndexBounds> r = indexBounds(parts->rhs, ranges);
+    if (!r)
+      return std::nullopt;
+    if (parts->kind == SymAtomKind::Max)
+      return IndexBounds{max(l->lo, r->lo), max(l->hi, r->hi)};
+    return IndexBounds{min(l->lo, r->lo), min(l->hi, r->hi)};
+  }
+  }
+}
+
+/// Bounds of `e` term by term over its atoms (floordiv and mod of loop variables included),
+/// where the affine form in the loop variables alone does not exist.
+std::optional<IndexBounds> linearBounds(const IndexExpr &e, const VarRanges &ranges) {
+  std::optional<SymLinearForm> form = linearInAtoms(e);
+  if (!form)
+    return std::nullopt;
+  IndexBounds b{form->constant, form->constant};
+  for (const SymLinearTerm &t : form->terms) {
+    std::optional<IndexBounds> a = atomBounds(t.atom, ranges);
+    if (!a)
+      return std::nullopt;
+    b.lo += t.coeff > 0 ? a->lo * t.coeff : a->hi * t.coeff;
+    b.hi += t.coeff > 0 ? a->hi * t.coeff : a->lo * t.coeff;
+  }
+  return b;
+}
+
+} // namespace
+
 std::optional<IndexBounds> indexBounds(const IndexExpr &e, const VarRanges &ranges) {
   std::optional<AffineForm> form = affineForm(e, ranges);
   if (!form)
-    return std::nullopt;
+    return linearBounds(e, ranges);
   IndexBounds b{form->base, form->base};
   for (const auto &[name, coeff] : form->coeffs) {
     std::optional<int64_t> k = coeff.constant();
@@ -116,9 +184,6 @@ struct DivSplit {
 };
 std::optional<DivSplit> splitMultiples(const IndexExpr &a, const SymInt &c,
                                        const VarRanges &ranges) {
-  std::optional<AffineForm> form = affineForm(a, ranges);
-  if (!form)
-    return std::nullopt;
   DivSplit s{0, 0};
   auto take = [&](const SymInt &coeff, const SymInt &var) {
     SymInt q = floorDiv(coeff, c);
@@ -127,9 +192,20 @@ std::optional<DivSplit> splitMultiples(const IndexExpr &a, const SymInt &c,
     else
       s.rest += coeff * var;
   };
-  take(form->base, 1);
-  for (const auto &[name, coeff] : form->coeffs)
-    take(coeff, SymInt::symbol(name));
+  if (std::optional<AffineForm> form = affineForm(a, ranges)) {
+    take(form->base, 1);
+    for (const auto &[name, coeff] : form->coeffs)
+      take(coeff, SymInt::symbol(name));
+    return s;
+  }
+  // Terms over floordiv/mod atoms (`(i1 floordiv 2)*2048`, a head index repeated by an expand)
+  // split the same way: each atom is an integer.
+  std::optional<SymLinearForm> form = linearInAtoms(a);
+  if (!form)
+    return std::nullopt;
+  take(form->constant, 1);
+  for (const SymLinearTerm &t : form->terms)
+    take(t.coeff, t.atom);
   return s;
 }
 

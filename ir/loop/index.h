@@ -73,7 +73,8 @@ struct IndexBounds {
   SymInt lo, hi;
 };
 /// Bounds of affine `e` whose variable coefficients are constants (the extents may be symbolic;
-/// every loop is assumed non-empty); nullopt otherwise.
+/// every loop is assumed non-empty), or of a constant combination of atoms that are bounded
+/// (floordiv and mod of such expressions by positive constants, max, min); nullopt otherwise.
 std::optional<IndexBounds> indexBounds(const IndexExpr &e, const VarRanges &ranges);
 
 /// `a floordiv c` using the loop ranges: the terms of `a` that are multiples of c move out of

@@ -240,6 +240,20 @@ TEST_CASE("index expressions flatten with strides and simplify in range", "[loop
   CHECK(floorDivInRange(i1 * 2, 128, r).str() == "i1 floordiv 64"); // not provable: plain SymInt
   CHECK(floorDivInRange(i0 * 256 + i1, 128, r).str() == "i0*2");
 
+  // Terms over floordiv and mod atoms of loop variables are bounded too: a head index repeated
+  // by an expand (`i1 floordiv 2`) decodes without a division.
+  SymInt i2 = sym("i2"), i3 = sym("i3");
+  VarRanges heads(std::vector<SymInt>{8, 4, 64, 32});
+  IndexExpr repeated = i0 * 4096 + floorDiv(i1, 2) * 2048 + i2 * 32 + i3;
+  CHECK(floorDivInRange(repeated, 2048, heads) == i0 * 2 + floorDiv(i1, 2));
+  CHECK(modInRange(floorDivInRange(repeated, 2048, heads), 2, heads) == floorDiv(i1, 2));
+  CHECK(modInRange(repeated, 2048, heads) == i2 * 32 + i3);
+  std::optional<IndexBounds> atoms = indexBounds(mod(i2, 3) * 5 - floorDiv(i3, 4), heads);
+  REQUIRE(atoms);
+  CHECK(atoms->lo == SymInt(-7));
+  CHECK(atoms->hi == SymInt(10));
+  CHECK_FALSE(indexBounds(i0 * i1, heads)); // a product of loop variables is not bounded here
+
   VarRanges sr(std::vector<SymInt>{s0, s1});
   CHECK(floorDivInRange(i0 * s1 + i1, s1, sr) == i0);
   CHECK(modInRange(i0 * s1 + i1, s1, sr) == i1);
