@@ -117,6 +117,19 @@ std::optional<InPlaceOperand> inPlaceOperand(LowerContext &ctx, const ir::Value 
   return out;
 }
 
+/// The value a transpose of the last two dims swapped, or null: a matmul operand computed
+/// as `f(x).transpose(-2, -1)` (attention's `k.transpose(2, 3)` after rotary or a head repeat)
+/// is better stored in f's own layout, its vector lane along the contiguous dim, and read by
+/// BLAS transposed, than stored transposed by a kernel whose every load strides.
+const ir::Value *lastTwoTransposeOf(const ir::Value *v) {
+  const ir::Node *d = v->definingNode();
+  if (!d || d->op() != OpKind::Transpose)
+    return nullptr;
+  const int64_t rank = v->meta().rank();
+  int64_t a = wrapDim(d->attr("dim0")->toInt(), rank), b = wrapDim(d->attr("dim1")->toInt(), rank);
+  return std::min(a, b) == rank - 2 && std::max(a, b) == rank - 1 ? d->operand(0) : nullptr;
+}
+
 void lowerMatmul(LowerContext &ctx, const ir::Node &n) {
   ir::Attributes attrs;
   std::vector<BufferId> in;
@@ -125,6 +138,11 @@ void lowerMatmul(LowerContext &ctx, const ir::Node &n) {
   for (int k = 0; k < 2; ++k) {
     std::optional<InPlaceOperand> o = inPlaceOperand(ctx, n.operand(k));
     if (!o) {
+      if (const ir::Value *base = lastTwoTransposeOf(n.operand(k))) {
+        in.push_back(ctx.realize(ctx.tensor(base)));
+        attrs.emplace(flags[k], true);
+        continue;
+      }
       in.push_back(ctx.realize(ctx.tensor(n.operand(k))));
       continue;
     }
