@@ -226,6 +226,8 @@ std::pair<Tensor, Tensor> kthvalue(const Tensor &a, int64_t k, int64_t dim = -1,
                                    bool keepdim = false);
 Tensor median(const Tensor &a);
 Tensor nanmedian(const Tensor &a);
+std::pair<Tensor, Tensor> maxDim(const Tensor &a, int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> minDim(const Tensor &a, int64_t dim, bool keepdim = false);
 std::pair<Tensor, Tensor> medianDim(const Tensor &a, int64_t dim, bool keepdim = false);
 std::pair<Tensor, Tensor> nanmedianDim(const Tensor &a, int64_t dim, bool keepdim = false);
 std::pair<Tensor, Tensor> mode(const Tensor &a, int64_t dim = -1, bool keepdim = false);
@@ -255,6 +257,7 @@ Tensor diag(const Tensor &self, int64_t diagonal = 0);
 Tensor diagEmbed(const Tensor &self, int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1);
 Tensor index(const Tensor &self, std::span<const Tensor> indices);
 Tensor gather(const Tensor &self, int64_t dim, const Tensor &index);
+Tensor take(const Tensor &self, const Tensor &index);
 // The out-of-place scatters (ops_scatter.cc); the bindings' in-place forms apply them in place.
 Tensor scatter(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src);
 Tensor scatterAdd(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src);

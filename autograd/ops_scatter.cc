@@ -17,6 +17,19 @@ using B = EagerBuilder;
 Shape spatialOf(const Tensor &t) { return Shape(t.sizes().begin() + 2, t.sizes().end()); }
 } // namespace
 
+Tensor take(const Tensor &self, const Tensor &index) {
+  Tensor out = kiln::ops::take(self, index);
+  record("TakeBackward0", {&self}, out, [&](const NodePtr &) {
+    // The flat positions read, as take's own kernel resolves them (negative ones wrap).
+    Tensor positions =
+        kiln::ops::take(kiln::ops::arange(0, self.numel(), 1, DType::Int64), index).reshape({-1});
+    return [positions, sizes = self.sizes(), n = self.numel()](B &b, const Node &, Grads &g) {
+      return Grads{b.reshape(b.scatterAdd({n}, 0, positions, b.reshape(g[0], {-1})), sizes)};
+    };
+  });
+  return out;
+}
+
 Tensor scatter(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src) {
   Tensor out = self.clone();
   kiln::ops::scatter_(out, dim, index, src);

@@ -78,6 +78,14 @@ std::pair<Tensor, Tensor> reducingSelection(const char *name, const Tensor &a, i
 
 } // namespace
 
+std::pair<Tensor, Tensor> maxDim(const Tensor &a, int64_t dim, bool keepdim) {
+  return reducingSelection("MaxBackward0", a, dim, keepdim, kiln::ops::maxDim(a, dim, keepdim));
+}
+
+std::pair<Tensor, Tensor> minDim(const Tensor &a, int64_t dim, bool keepdim) {
+  return reducingSelection("MinBackward0", a, dim, keepdim, kiln::ops::minDim(a, dim, keepdim));
+}
+
 std::pair<Tensor, Tensor> kthvalue(const Tensor &a, int64_t k, int64_t dim, bool keepdim) {
   return reducingSelection("KthvalueBackward0", a, dim, keepdim,
                            kiln::ops::kthvalue(a, k, dim, keepdim));
