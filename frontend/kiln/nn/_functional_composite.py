@@ -5,10 +5,10 @@ and kiln.compile captures the parts as graph ops, so nothing here needs a kernel
 from __future__ import annotations
 
 import math
+import warnings
 
 import kiln
-from kiln._schema import torch_schema
-from kiln.nn._functional_loss import _legacy_reduction
+from kiln._schema import torch_schema, user_stacklevel
 
 __all__ = [
     "channel_shuffle",
@@ -24,6 +24,23 @@ __all__ = [
     "soft_margin_loss",
     "triplet_margin_loss",
 ]
+
+
+def _legacy_reduction(size_average, reduce, reduction):
+    """The reduction string the deprecated size_average/reduce flags stand for. Defined in this
+    module, which a capture inlines, so the losses that call it compile (a call recorded as an
+    opaque op would break the graph on the string it returns)."""
+    if size_average is None and reduce is None:
+        return reduction
+    warnings.warn(
+        "size_average and reduce args will be deprecated, please use reduction= instead.",
+        stacklevel=user_stacklevel(),
+    )
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
 
 
 def _reduce(loss, reduction):

@@ -17,7 +17,7 @@ import warnings
 import kiln
 from kiln._schema import torch_schema, user_stacklevel
 from kiln.nn._functional_activation import logsigmoid, relu
-from kiln.nn._functional_composite import _reduce, pairwise_distance
+from kiln.nn._functional_composite import _legacy_reduction, _reduce, pairwise_distance
 from kiln.nn._functional_composite_grid import (
     _check_scalar_type,
     _type_name,
@@ -41,23 +41,6 @@ __all__ = [
     "multilabel_soft_margin_loss",
     "triplet_margin_with_distance_loss",
 ]
-
-
-def _legacy_reduction(size_average, reduce, reduction):
-    """The reduction string the deprecated size_average/reduce flags stand for. Written here
-    rather than imported from _functional_loss, whose functions a capture records as opaque
-    calls (breaking the graph on the string they return); this module's are inlined."""
-    if size_average is None and reduce is None:
-        return reduction
-    warnings.warn(
-        "size_average and reduce args will be deprecated, please use reduction= instead.",
-        stacklevel=user_stacklevel(),
-    )
-    size_average = True if size_average is None else size_average
-    reduce = True if reduce is None else reduce
-    if not reduce:
-        return "none"
-    return "mean" if size_average else "sum"
 
 
 def _check_reduction(reduction) -> None:

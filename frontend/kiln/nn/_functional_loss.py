@@ -8,6 +8,7 @@ import warnings
 
 from kiln import _C
 from kiln._schema import torch_schema, user_stacklevel
+from kiln.nn._functional_composite import _legacy_reduction
 
 __all__ = [
     "binary_cross_entropy",
@@ -30,21 +31,6 @@ def _reduction_enum(reduction):
         return _REDUCTIONS[reduction]
     except (KeyError, TypeError):
         raise ValueError(f"{reduction} is not a valid value for reduction") from None
-
-
-def _legacy_reduction(size_average, reduce, reduction):
-    """The reduction string the deprecated size_average/reduce flags stand for."""
-    if size_average is None and reduce is None:
-        return reduction
-    warnings.warn(
-        "size_average and reduce args will be deprecated, please use reduction= instead.",
-        stacklevel=user_stacklevel(),
-    )
-    size_average = True if size_average is None else size_average
-    reduce = True if reduce is None else reduce
-    if not reduce:
-        return "none"
-    return "mean" if size_average else "sum"
 
 
 def _warn_size_mismatch(input, target):
