@@ -242,6 +242,8 @@ std::vector<SymInt> viewSizes(const Node &n, const TensorMeta &in, std::span<con
     out.insert(out.begin() + d, SymInt(1));
     return out;
   }
+  case OpKind::Detach:
+    return out;
   default: // copy_: the result is operand 0
     std::vector<std::span<const SymInt>> shapes{in.sizes, tensorOperand(n, 1).sizes};
     expectSizes(in.sizes, broadcastShapes(shapes), "copy_ source must broadcast to the target");
@@ -288,6 +290,8 @@ std::vector<SymInt> viewResultStrides(const Node &n, const TensorMeta &in,
   }
   case OpKind::Select:
     st.erase(st.begin() + wrapDim(n.attr("dim")->toInt(), in.rank(), "dim"));
+    return st;
+  case OpKind::Detach:
     return st;
   case OpKind::Squeeze: {
     std::vector<bool> drop = squeezedDims(n, in);

@@ -189,6 +189,8 @@ private:
     Node *next = next_; // a mutation is never the last node: `return` is
     for (size_t k = a.chain.size(); k-- > 0;) {
       const Node &view = *a.chain[k];
+      if (view.op() == OpKind::Detach)
+        continue; // the same elements: the new value passes through
       if (view.op() != OpKind::Slice && view.op() != OpKind::Select)
         reject(at, fmt::format("it writes through a '{}' view (only slice and select views "
                                "become scatters)",

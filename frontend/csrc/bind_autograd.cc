@@ -212,7 +212,6 @@ void bindTensorAutograd(py::class_<Tensor> &t) {
       },
       py::arg("gradient") = py::none(), py::arg("retain_graph") = py::none(),
       py::arg("create_graph") = false, py::arg("inputs") = py::none());
-  t.def("detach", [](const Tensor &self) { return autograd::detach(self); });
   t.def("_replace_data", [](const Tensor &self, const Tensor &other) {
     TensorImpl &impl = self.impl();
     impl.storage = other.storage();

@@ -473,6 +473,7 @@ const EagerKernel kKernels[] = {
        return autograd::to(autograd::expand(a.tensor(1), self.sizes()), self.dtype());
      },
      [](Tensor &self, const BoundArgs &a) { self.copy_(a.tensor(1)); }, nullptr, -1, true},
+    {OpKind::Detach, "detach", [](const BoundArgs &a) { return autograd::detach(a.tensor(0)); }},
     // Products and layer_norm.
     {OpKind::Matmul, "matmul", binary<&ops::matmul>, nullptr, nullptr, -1, true},
     {OpKind::Linear, "linear", [](const BoundArgs &a) {

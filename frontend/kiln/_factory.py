@@ -22,7 +22,6 @@ __all__ = [
     "asarray",
     "clone",
     "contiguous_format",
-    "detach",
     "default_generator",
     "dropout",
     "dropout_",
@@ -71,11 +70,6 @@ def _contiguous_as(x, fmt):
 def clone(input, *, memory_format=None):  # noqa: A002 - torch's name
     """torch.clone: a copy of `input` (its strides kept, or row-major with contiguous_format)."""
     return input.clone(memory_format=memory_format)
-
-
-def detach(input):  # noqa: A002 - torch's name
-    """torch.detach: `input`'s data without its autograd history (shares its memory)."""
-    return input.detach()
 
 
 def _clone_as(x, fmt):

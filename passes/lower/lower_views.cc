@@ -210,6 +210,9 @@ void lowerView(LowerContext &ctx, const ir::Node &n) {
     }
     break;
   }
+  case OpKind::Detach:
+    map = vars;
+    break;
   default: { // unsqueeze
     int64_t dim = wrapDim(n.attr("dim")->toInt(), rank + 1);
     for (int64_t d = 0; d < rank; ++d)
@@ -313,7 +316,7 @@ void lowerScatter(LowerContext &ctx, const ir::Node &n) {
 void registerViews(Registry &r) {
   for (OpKind op :
        {OpKind::View, OpKind::Reshape, OpKind::Permute, OpKind::Transpose, OpKind::Expand,
-        OpKind::Slice, OpKind::Select, OpKind::Squeeze, OpKind::Unsqueeze})
+        OpKind::Slice, OpKind::Select, OpKind::Squeeze, OpKind::Unsqueeze, OpKind::Detach})
     r.add(op, lowerView);
   r.add(OpKind::Cat, lowerCat);
   r.add(OpKind::SliceScatter, lowerScatter);

@@ -23,7 +23,7 @@ NO_GRAD = {
     "isnan", "isinf", "isfinite", "isposinf", "isneginf", "signbit", "logical_not",
     "bitwise_not", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
     "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "all", "any", "argmax",
-    "argmin", "one_hot", "argsort", "floor_divide",
+    "argmin", "one_hot", "argsort", "floor_divide", "detach",
 }  # fmt: skip
 DIFFERENTIABLE = sorted(set(SAMPLES) - NO_GRAD)
 
@@ -102,3 +102,14 @@ def test_random_chains_train_in_one_part(seed):
                               rand(13, dtype=kiln.float64, seed=seed + 1)],
                          compiled_backward=True)
     assert report.backward_parts == 1 and report.eager_nodes == 0, chain
+
+
+def test_detach_stops_the_gradient_in_the_compiled_backward():
+    """`x * x.detach()` differentiates as x (the detached factor is a constant), compiled whole."""
+
+    def fn(x, w):
+        return (x * x.detach() + (w * x).detach() * w).tanh()
+
+    report = grads_match(fn, [rand(4, 5, dtype=kiln.float64), rand(5, seed=1, dtype=kiln.float64)],
+                         compiled_backward=True)
+    assert report.eager_nodes == 0 and report.backward_parts == 1
