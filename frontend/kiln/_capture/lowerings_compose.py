@@ -24,7 +24,7 @@ def _s_conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=
 def _one(w, v, name: str) -> int:
     values = w.ints(v)
     if len(values) != 1:
-        raise Decline(f"conv1d {name} of {len(values)} values")
+        raise Decline(f"{name} of {len(values)} values")
     return values[0]
 
 
@@ -48,6 +48,66 @@ def _conv1d(w, node, a):
         attrs["groups"] = g
     (y,) = w.emit("conv2d", ops, attrs, loc)
     w.emit_node(node, "squeeze", [y], {"dim": [2]})
+
+
+def _s_max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                  return_indices=False): ...  # fmt: skip
+def _s_avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+                  count_include_pad=True): ...  # fmt: skip
+def _s_adaptive_pool1d(input, output_size): ...
+
+
+def _pool1d(w, node, x, op: str, attrs: dict) -> None:
+    """A pool of (N, C, L) as the 2-d pool of (N, C, 1, L), then the height dropped."""
+    if len(x.type.sizes) != 3:
+        raise Decline(f"{op} of an unbatched input")
+    loc = node.meta.get("loc")
+    (x2,) = w.emit("unsqueeze", [x], {"dim": 2}, loc)
+    (y,) = w.emit(op, [x2], attrs, loc)
+    w.emit_node(node, "squeeze", [y], {"dim": [2]})
+
+
+def _window1d(w, a) -> dict:
+    """The 2-d window attributes of a 1-d pool: height 1, no padding or stride along it."""
+    kernel = _one(w, a["kernel_size"], "kernel_size")
+    attrs = {"kernel_size": [1, kernel]}
+    stride = a["stride"]
+    if stride is not None and not (isinstance(stride, (tuple, list)) and not stride):
+        if (s := _one(w, stride, "stride")) != kernel:
+            attrs["stride"] = [1, s]
+    if (p := _one(w, a["padding"], "padding")) != 0:
+        attrs["padding"] = [0, p]
+    if a["ceil_mode"]:
+        attrs["ceil_mode"] = True
+    return attrs
+
+
+@lowering(_s_max_pool1d, "kiln.max_pool1d", "kiln.nn.functional.max_pool1d")
+def _max_pool1d(w, node, a):
+    _no(a["return_indices"])
+    attrs = _window1d(w, a)
+    if (d := _one(w, a["dilation"], "dilation")) != 1:
+        attrs["dilation"] = [1, d]
+    _pool1d(w, node, w.tensor(a["input"]), "max_pool2d", attrs)
+
+
+@lowering(_s_avg_pool1d, "kiln.avg_pool1d", "kiln.nn.functional.avg_pool1d")
+def _avg_pool1d(w, node, a):
+    attrs = _window1d(w, a)
+    if not a["count_include_pad"]:
+        attrs["count_include_pad"] = False
+    _pool1d(w, node, w.tensor(a["input"]), "avg_pool2d", attrs)
+
+
+@lowering(_s_adaptive_pool1d, "kiln.adaptive_avg_pool1d",
+          "kiln.nn.functional.adaptive_avg_pool1d")  # fmt: skip
+def _adaptive_avg_pool1d(w, node, a):
+    size = a["output_size"]
+    size = size[0] if isinstance(size, (tuple, list)) and len(size) == 1 else size
+    if size is None or isinstance(size, (tuple, list)):
+        raise Decline("adaptive_avg_pool1d output_size of other than one int")
+    _pool1d(w, node, w.tensor(a["input"]), "adaptive_avg_pool2d",
+            {"output_size": [1, w.int_(size)]})
 
 
 def _s_addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None): ...
