@@ -51,8 +51,10 @@ def xlogy(input, other):  # noqa: A002 - torch's argument names
     dtype = dtype if dtype.is_floating_point else kiln.get_default_dtype()
     x = (input if isinstance(input, kiln.Tensor) else kiln.tensor(input)).to(dtype)
     y = (other if isinstance(other, kiln.Tensor) else kiln.tensor(other)).to(dtype)
-    zero = (x == 0) & ~y.isnan()
-    return kiln.where(zero, 0, x * kiln.where(zero, 1, y).log())
+    # Where x is 0, x * log(y) is already 0 for a finite positive y (and keeps torch's gradient
+    # log(y) for x there); the other non-NaN y would make it NaN and are masked.
+    masked = (x == 0) & ~y.isnan() & ~((y > 0) & y.isfinite())
+    return kiln.where(masked, 0, x * kiln.where(masked, 1, y).log())
 
 
 def sinc(input):  # noqa: A002

@@ -97,6 +97,14 @@ def test_gradients_and_compiled_forms(name):
     np.testing.assert_allclose(compiled.numpy(), ours.detach().numpy() * 2 + 1, rtol=1e-14)
 
 
+def test_xlogy_gradient_at_zero_is_torchs():
+    x, y = np.array([0.0, 0.0, 0.0, 1.0]), np.array([2.0, 0.0, -1.0, 3.0])
+    k, t = _k(x).requires_grad_(), _t(x).requires_grad_()
+    kiln.xlogy(k, _k(y)).sum().backward()
+    torch.xlogy(t, _t(y)).sum().backward()
+    np.testing.assert_allclose(k.grad.numpy(), t.grad.numpy())
+
+
 def test_in_place_forms_write_their_tensor():
     x = _k(np.array([0.5, 2.0, 3.0]))
     assert x.lgamma_() is x
