@@ -26,6 +26,7 @@ NON_DIFFERENTIABLE = {
     "floor_divide",
     "heaviside",  # a step function: torch has no derivative for it
     "histc",  # counts
+    "histogram",
 }
 # Differentiable in torch, no derivative rule in kiln yet.
 NOT_YET: set = set()  # every method that should differentiate does
@@ -84,6 +85,7 @@ FUNCTIONS_NON_DIFFERENTIABLE = {
     "kiln.full_like",
     "kiln.floor_divide",
     "kiln.histc",
+    "kiln.histogram",
     "kiln.normal",
     "kiln.ones_like",
     "kiln.rand_like",
