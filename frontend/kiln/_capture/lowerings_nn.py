@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
+
 import kiln
 from kiln._capture.graph_build import Decline, dtype_short
 from kiln._capture.lowerings import _no, lowering
@@ -60,6 +62,39 @@ def _float_arange(w, node, start, end, step):
     if start != 0:
         (x,) = w.emit("add", [x, w.constant(float(start))], {}, loc)
     w.emit_node(node, "cast", [x], {"dtype": dtype_short(dtype)})
+
+
+def _s_linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False, layout=None,
+                pin_memory=False, out=None): ...  # fmt: skip
+
+
+@lowering(_s_linspace, "kiln.linspace")
+def _linspace(w, node, a):
+    """linspace with constant bounds in float32 or float64, in eager's arithmetic to one ulp (the
+    kernel may fuse a multiply-add): the step (end - start) / (steps - 1) in the result dtype,
+    the first half counted up from start and the second down from end (so end is exact)."""
+    _no(a["requires_grad"], a["layout"], a["pin_memory"], a["out"])
+    start, end, steps = a["start"], a["end"], a["steps"]
+    dtype = node.meta["example"].dtype
+    if dtype not in (kiln.float32, kiln.float64) or node.meta["example"].device.type != "cpu":
+        raise Decline("linspace of a dtype that rounds every step (or not on the CPU)")
+    if not all(type(v) in (int, float) for v in (start, end)) or type(steps) is not int:
+        raise Decline("linspace with bounds computed at run time")
+    if steps < 2:
+        raise Decline("linspace of fewer than two steps")
+    short, loc = dtype_short(dtype), node.meta.get("loc")
+    np_float = {"f32": np.float32, "f64": float}[short]
+    s, e = np_float(start), np_float(end)
+    step = float(np_float(np_float(e - s) / np_float(steps - 1)))
+    (i,) = w.emit("arange", [], {"end": steps}, loc)
+    (x,) = w.emit("cast", [i], {"dtype": short}, loc)
+    (up,) = w.emit("mul", [x, w.constant(step)], {}, loc)
+    (up,) = w.emit("add", [up, w.constant(float(s))], {}, loc)
+    (back,) = w.emit("sub", [w.constant(float(steps - 1)), x], {}, loc)
+    (back,) = w.emit("mul", [back, w.constant(step)], {}, loc)
+    (back,) = w.emit("sub", [w.constant(float(e)), back], {}, loc)
+    (first,) = w.emit("lt", [i, w.constant(steps // 2)], {}, loc)
+    w.emit_node(node, "where", [first, up, back], {})
 
 
 # --- Identities and layout -----------------------------------------------------------------------

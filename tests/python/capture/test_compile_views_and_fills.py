@@ -4,12 +4,14 @@ eager forms are op-table rows with torch's argument errors."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches around every test
 from test_backend_compiled import rand, run_compiled
 
 import kiln
+from kiln._capture.backend_compiled import CpuBackend
 
 
 def _no_eager(backend) -> None:
@@ -118,3 +120,22 @@ def test_copy_records_the_gradient_of_its_source():
     dst.copy_(src)
     dst.sum().backward()
     assert src.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+@pytest.mark.parametrize("dtype", [kiln.float32, kiln.float64])
+@pytest.mark.parametrize("bounds", [(0, 1, 8), (-3.5, 2.25, 101), (5, -5, 7), (2, 2, 3)])
+def test_linspace_compiles(dtype, bounds):
+    a, b, n = bounds
+
+    def fn(x):
+        return kiln.linspace(a, b, n, dtype=dtype) + x
+
+    x = kiln.zeros(n, dtype=dtype)
+    kiln.compiler.reset()
+    backend = CpuBackend(fallback=False)
+    got = kiln.compile(fn, backend=backend)(x)
+    eps = float(kiln.finfo(dtype).eps)
+    np_ref = kiln.linspace(a, b, n, dtype=dtype).numpy()
+    np.testing.assert_allclose(got.numpy(), np_ref, rtol=eps, atol=eps * max(abs(a), abs(b)))
+    assert got[0].item() == np_ref[0] and got[-1].item() == np_ref[-1]  # the ends exactly
+    assert all(r.eager_nodes == 0 for r in backend.reports)
