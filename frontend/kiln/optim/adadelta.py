@@ -12,21 +12,36 @@ accepted as Adamax's are (see kiln.optim.adamax).
 from __future__ import annotations
 
 import kiln
-from kiln.optim.adamax import _check_foreach_differentiable, _step_to_tensor
-from kiln.optim.optimizer import (
-    Optimizer,
-    _check_tensor_hyper,
-    _get_value,
-    _new_step,
-    _to_scalar,
-    _use_grad_for_differentiable,
-)
+from kiln.optim._single_tensor import _SingleTensorOptimizer
+from kiln.optim.optimizer import _check_tensor_hyper, _get_value, _new_step, _to_scalar
 
 __all__ = ["Adadelta"]
 
 
-class Adadelta(Optimizer):
+def _adadelta_update(param, grad, state, group):
+    """One parameter's Adadelta step, in torch's single-tensor order of operations."""
+    lr = _get_value(_to_scalar(group["lr"]))
+    rho, eps = group["rho"], group["eps"]
+    square_avg, acc_delta = state["square_avg"], state["acc_delta"]
+    state["step"].add_(1)
+    if group["maximize"]:
+        grad = -grad
+    if group["weight_decay"] != 0:
+        grad = grad.add(param, alpha=group["weight_decay"])
+    square_avg.mul_(rho).addcmul_(grad, grad, value=1 - rho)
+    std = square_avg.add(eps).sqrt_()
+    delta = acc_delta.add(eps).sqrt_()
+    if group["differentiable"]:
+        delta = delta.clone()
+    delta.div_(std).mul_(grad)
+    acc_delta.mul_(rho).addcmul_(delta, delta, value=1 - rho)
+    param.add_(delta, alpha=-lr)
+
+
+class Adadelta(_SingleTensorOptimizer):
     """Adadelta (see the module docstring for the update)."""
+
+    _update = staticmethod(_adadelta_update)
 
     def __init__(
         self,
@@ -62,16 +77,6 @@ class Adadelta(Optimizer):
         }
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("capturable", False)
-            for p in group["params"]:
-                _step_to_tensor(self.state.get(p, {}))
-
     def _init_state(self, p, group):
         """Lazily creates a parameter's state the first time it has a gradient."""
         state = self.state[p]
@@ -80,30 +85,3 @@ class Adadelta(Optimizer):
             state["square_avg"] = kiln.zeros_like(p)
             state["acc_delta"] = kiln.zeros_like(p)
         return state
-
-    @_use_grad_for_differentiable
-    def step(self, closure=None):
-        """Performs one Adadelta update of every parameter that has a gradient."""
-        for group in self.param_groups:
-            _check_foreach_differentiable(group)
-        return self._step_each(closure, _adadelta_update)
-
-
-def _adadelta_update(param, grad, state, group):
-    """One parameter's Adadelta step, in torch's single-tensor order of operations."""
-    lr = _get_value(_to_scalar(group["lr"]))
-    rho, eps = group["rho"], group["eps"]
-    square_avg, acc_delta = state["square_avg"], state["acc_delta"]
-    state["step"].add_(1)
-    if group["maximize"]:
-        grad = -grad
-    if group["weight_decay"] != 0:
-        grad = grad.add(param, alpha=group["weight_decay"])
-    square_avg.mul_(rho).addcmul_(grad, grad, value=1 - rho)
-    std = square_avg.add(eps).sqrt_()
-    delta = acc_delta.add(eps).sqrt_()
-    if group["differentiable"]:
-        delta = delta.clone()
-    delta.div_(std).mul_(grad)
-    acc_delta.mul_(rho).addcmul_(delta, delta, value=1 - rho)
-    param.add_(delta, alpha=-lr)

@@ -13,43 +13,33 @@ update (torch refuses it for CPU tensors; kiln has no graph capture to guard).
 from __future__ import annotations
 
 import kiln
-from kiln.optim.optimizer import (
-    Optimizer,
-    _check_tensor_hyper,
-    _get_value,
-    _new_step,
-    _to_scalar,
-    _use_grad_for_differentiable,
-)
+from kiln.optim._single_tensor import _check_betas, _SingleTensorOptimizer
+from kiln.optim.optimizer import _check_tensor_hyper, _get_value, _new_step, _to_scalar
 
 __all__ = ["Adamax"]
 
 
-def _check_betas(betas):
-    if not 0.0 <= betas[0] < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-    if not 0.0 <= betas[1] < 1.0:
-        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+def _adamax_update(param, grad, state, group):
+    """One parameter's Adamax step, in torch's single-tensor order of operations."""
+    lr = _to_scalar(group["lr"])  # a tensor lr stays one: torch computes clr in its dtype
+    beta1, beta2 = group["betas"]
+    exp_avg, exp_inf, step_t = state["exp_avg"], state["exp_inf"], state["step"]
+    if group["maximize"]:
+        grad = -grad
+    step_t.add_(1)
+    if group["weight_decay"] != 0:
+        grad = grad.add(param, alpha=group["weight_decay"])
+    exp_avg.lerp_(grad, 1 - beta1)
+    exp_inf.mul_(beta2)
+    exp_inf.copy_(kiln.maximum(exp_inf, grad.abs().add_(group["eps"])))
+    clr = lr / (1 - beta1 ** step_t.item())
+    param.addcdiv_(exp_avg, exp_inf, value=-_get_value(clr))
 
 
-def _check_foreach_differentiable(group):
-    """torch's foreach path refuses to be differentiated; the same error keeps scripts that
-    rely on it (or on avoiding it) behaving alike."""
-    if group["foreach"] and group["differentiable"]:
-        raise AssertionError("_foreach ops don't support autograd")
-
-
-def _step_to_tensor(state, keys=("step",)):
-    """Old checkpoints kept counters as numbers; torch turns them into 0-d tensors on load."""
-    for key in keys:
-        if key in state and not isinstance(state[key], kiln.Tensor):
-            value = _new_step()
-            value.fill_(float(state[key]))
-            state[key] = value
-
-
-class Adamax(Optimizer):
+class Adamax(_SingleTensorOptimizer):
     """Adamax (see the module docstring for the update)."""
+
+    _update = staticmethod(_adamax_update)
 
     def __init__(
         self,
@@ -84,16 +74,6 @@ class Adamax(Optimizer):
         }
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("capturable", False)
-            for p in group["params"]:
-                _step_to_tensor(self.state.get(p, {}))
-
     def _init_state(self, p, group):
         """Lazily creates a parameter's state the first time it has a gradient."""
         state = self.state[p]
@@ -102,27 +82,3 @@ class Adamax(Optimizer):
             state["exp_avg"] = kiln.zeros_like(p)
             state["exp_inf"] = kiln.zeros_like(p)
         return state
-
-    @_use_grad_for_differentiable
-    def step(self, closure=None):
-        """Performs one Adamax update of every parameter that has a gradient."""
-        for group in self.param_groups:
-            _check_foreach_differentiable(group)
-        return self._step_each(closure, _adamax_update)
-
-
-def _adamax_update(param, grad, state, group):
-    """One parameter's Adamax step, in torch's single-tensor order of operations."""
-    lr = _to_scalar(group["lr"])  # a tensor lr stays one: torch computes clr in its dtype
-    beta1, beta2 = group["betas"]
-    exp_avg, exp_inf, step_t = state["exp_avg"], state["exp_inf"], state["step"]
-    if group["maximize"]:
-        grad = -grad
-    step_t.add_(1)
-    if group["weight_decay"] != 0:
-        grad = grad.add(param, alpha=group["weight_decay"])
-    exp_avg.lerp_(grad, 1 - beta1)
-    exp_inf.mul_(beta2)
-    exp_inf.copy_(kiln.maximum(exp_inf, grad.abs().add_(group["eps"])))
-    clr = lr / (1 - beta1 ** step_t.item())
-    param.addcdiv_(exp_avg, exp_inf, value=-_get_value(clr))

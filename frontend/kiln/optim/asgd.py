@@ -13,21 +13,45 @@ float32 rounding is torch's too. Every option runs torch's single-tensor update 
 from __future__ import annotations
 
 import kiln
-from kiln.optim.adamax import _check_foreach_differentiable, _step_to_tensor
-from kiln.optim.optimizer import (
-    Optimizer,
-    _check_tensor_hyper,
-    _new_step,
-    _scalar_dtype,
-    _to_scalar,
-    _use_grad_for_differentiable,
-)
+from kiln.optim._single_tensor import _SingleTensorOptimizer
+from kiln.optim.optimizer import _check_tensor_hyper, _new_step, _scalar_dtype, _to_scalar
 
 __all__ = ["ASGD"]
 
 
-class ASGD(Optimizer):
+def _as_scalar_tensor(value):
+    """torch.as_tensor of a step-size result: a number becomes a default-dtype 0-d tensor
+    (rounded once there, then again by copy_ if the state's dtype differs)."""
+    return value if isinstance(value, kiln.Tensor) else kiln.tensor(value)
+
+
+def _asgd_update(param, grad, state, group):
+    """One parameter's ASGD step, in torch's single-tensor order of operations."""
+    lr = _to_scalar(group["lr"])  # a tensor lr stays one: torch computes eta in its dtype
+    lambd, alpha, t0 = group["lambd"], group["alpha"], group["t0"]
+    mu, ax, eta, step_t = state["mu"], state["ax"], state["eta"], state["step"]
+    if group["maximize"]:
+        grad = -grad
+    step_t.add_(1)
+    if group["weight_decay"] != 0:
+        grad = grad.add(param, alpha=group["weight_decay"])
+    eta_value = eta.item()
+    param.mul_(1 - lambd * eta_value)
+    param.add_(grad, alpha=-eta_value)
+    if mu.item() != 1:
+        ax.add_(param.sub(ax).mul_(mu))
+    else:
+        ax.copy_(param)
+    step = step_t.item()
+    eta.copy_(_as_scalar_tensor(lr / ((1 + lambd * lr * step) ** alpha)))
+    mu.copy_(_as_scalar_tensor(1 / max(1, step - t0)))
+
+
+class ASGD(_SingleTensorOptimizer):
     """Averaged SGD (see the module docstring for the update)."""
+
+    _update = staticmethod(_asgd_update)
+    _step_keys = ("step", "eta", "mu")
 
     def __init__(
         self,
@@ -60,16 +84,6 @@ class ASGD(Optimizer):
         }
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("capturable", False)
-            for p in group["params"]:
-                _step_to_tensor(self.state.get(p, {}), ("step", "eta", "mu"))
-
     def _init_state(self, p, group):
         """Lazily creates a parameter's state the first time it has a gradient."""
         state = self.state[p]
@@ -83,38 +97,3 @@ class ASGD(Optimizer):
             state["mu"] = _new_step().fill_(1.0)
             state["ax"] = kiln.zeros_like(p)
         return state
-
-    @_use_grad_for_differentiable
-    def step(self, closure=None):
-        """Performs one ASGD update of every parameter that has a gradient."""
-        for group in self.param_groups:
-            _check_foreach_differentiable(group)
-        return self._step_each(closure, _asgd_update)
-
-
-def _as_scalar_tensor(value):
-    """torch.as_tensor of a step-size result: a number becomes a default-dtype 0-d tensor
-    (rounded once there, then again by copy_ if the state's dtype differs)."""
-    return value if isinstance(value, kiln.Tensor) else kiln.tensor(value)
-
-
-def _asgd_update(param, grad, state, group):
-    """One parameter's ASGD step, in torch's single-tensor order of operations."""
-    lr = _to_scalar(group["lr"])  # a tensor lr stays one: torch computes eta in its dtype
-    lambd, alpha, t0 = group["lambd"], group["alpha"], group["t0"]
-    mu, ax, eta, step_t = state["mu"], state["ax"], state["eta"], state["step"]
-    if group["maximize"]:
-        grad = -grad
-    step_t.add_(1)
-    if group["weight_decay"] != 0:
-        grad = grad.add(param, alpha=group["weight_decay"])
-    eta_value = eta.item()
-    param.mul_(1 - lambd * eta_value)
-    param.add_(grad, alpha=-eta_value)
-    if mu.item() != 1:
-        ax.add_(param.sub(ax).mul_(mu))
-    else:
-        ax.copy_(param)
-    step = step_t.item()
-    eta.copy_(_as_scalar_tensor(lr / ((1 + lambd * lr * step) ** alpha)))
-    mu.copy_(_as_scalar_tensor(1 / max(1, step - t0)))

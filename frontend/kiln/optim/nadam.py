@@ -17,88 +17,10 @@ torch's single-tensor update op for op (``differentiable=True`` its tensor-value
 from __future__ import annotations
 
 import kiln
-from kiln.optim.adamax import _check_betas, _check_foreach_differentiable, _step_to_tensor
-from kiln.optim.optimizer import (
-    Optimizer,
-    _check_tensor_hyper,
-    _get_value,
-    _new_step,
-    _to_scalar,
-    _use_grad_for_differentiable,
-)
+from kiln.optim._single_tensor import _check_betas, _SingleTensorOptimizer
+from kiln.optim.optimizer import _check_tensor_hyper, _get_value, _new_step, _to_scalar
 
 __all__ = ["NAdam"]
-
-
-class NAdam(Optimizer):
-    """NAdam / NAdamW (see the module docstring for the update)."""
-
-    def __init__(
-        self,
-        params,
-        lr=2e-3,
-        betas=(0.9, 0.999),
-        eps=1e-8,
-        weight_decay=0,
-        momentum_decay=4e-3,
-        decoupled_weight_decay=False,
-        *,
-        foreach=None,
-        maximize=False,
-        capturable=False,
-        differentiable=False,
-    ) -> None:
-        _check_tensor_hyper("lr", lr)
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        _check_betas(betas)
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if not 0.0 <= momentum_decay:
-            raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
-        defaults = {
-            "lr": lr,
-            "betas": betas,
-            "eps": eps,
-            "weight_decay": weight_decay,
-            "momentum_decay": momentum_decay,
-            "decoupled_weight_decay": decoupled_weight_decay,
-            "maximize": maximize,
-            "foreach": foreach,
-            "capturable": capturable,
-            "differentiable": differentiable,
-        }
-        super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
-            group.setdefault("foreach", None)
-            group.setdefault("capturable", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("decoupled_weight_decay", False)
-            for p in group["params"]:
-                _step_to_tensor(self.state.get(p, {}), ("step", "mu_product"))
-
-    def _init_state(self, p, group):
-        """Lazily creates a parameter's state the first time it has a gradient."""
-        state = self.state[p]
-        if len(state) == 0:
-            state["step"] = _new_step()
-            state["mu_product"] = _new_step().fill_(1.0)
-            state["exp_avg"] = kiln.zeros_like(p)
-            state["exp_avg_sq"] = kiln.zeros_like(p)
-        return state
-
-    @_use_grad_for_differentiable
-    def step(self, closure=None):
-        """Performs one NAdam update of every parameter that has a gradient."""
-        for group in self.param_groups:
-            _check_foreach_differentiable(group)
-        return self._step_each(closure, _nadam_update)
 
 
 def _over(num, den):
@@ -150,3 +72,66 @@ def _nadam_update(param, grad, state, group):
         denom.add_(group["eps"])
         param.addcdiv_(grad, denom, value=_get_value(-lr * (1.0 - mu) / (1.0 - mu_product_value)))
         param.addcdiv_(exp_avg, denom, value=_get_value((-lr * mu_next) / (1.0 - mu_product_next)))
+
+
+class NAdam(_SingleTensorOptimizer):
+    """NAdam / NAdamW (see the module docstring for the update)."""
+
+    _update = staticmethod(_nadam_update)
+    _group_defaults = (
+        ("maximize", False),
+        ("foreach", None),
+        ("capturable", False),
+        ("differentiable", False),
+        ("decoupled_weight_decay", False),
+    )
+    _step_keys = ("step", "mu_product")
+
+    def __init__(
+        self,
+        params,
+        lr=2e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0,
+        momentum_decay=4e-3,
+        decoupled_weight_decay=False,
+        *,
+        foreach=None,
+        maximize=False,
+        capturable=False,
+        differentiable=False,
+    ) -> None:
+        _check_tensor_hyper("lr", lr)
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        _check_betas(betas)
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= momentum_decay:
+            raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
+        defaults = {
+            "lr": lr,
+            "betas": betas,
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "momentum_decay": momentum_decay,
+            "decoupled_weight_decay": decoupled_weight_decay,
+            "maximize": maximize,
+            "foreach": foreach,
+            "capturable": capturable,
+            "differentiable": differentiable,
+        }
+        super().__init__(params, defaults)
+
+    def _init_state(self, p, group):
+        """Lazily creates a parameter's state the first time it has a gradient."""
+        state = self.state[p]
+        if len(state) == 0:
+            state["step"] = _new_step()
+            state["mu_product"] = _new_step().fill_(1.0)
+            state["exp_avg"] = kiln.zeros_like(p)
+            state["exp_avg_sq"] = kiln.zeros_like(p)
+        return state

@@ -15,82 +15,10 @@ of adding ``wd * p`` to the gradient. Every option runs torch's single-tensor up
 from __future__ import annotations
 
 import kiln
-from kiln.optim.adamax import _check_betas, _check_foreach_differentiable, _step_to_tensor
-from kiln.optim.optimizer import (
-    Optimizer,
-    _check_tensor_hyper,
-    _new_step,
-    _to_scalar,
-    _use_grad_for_differentiable,
-)
+from kiln.optim._single_tensor import _check_betas, _SingleTensorOptimizer
+from kiln.optim.optimizer import _check_tensor_hyper, _new_step, _to_scalar
 
 __all__ = ["RAdam"]
-
-
-class RAdam(Optimizer):
-    """RAdam / RAdamW (see the module docstring for the update)."""
-
-    def __init__(
-        self,
-        params,
-        lr=1e-3,
-        betas=(0.9, 0.999),
-        eps=1e-8,
-        weight_decay=0,
-        decoupled_weight_decay=False,
-        *,
-        foreach=None,
-        maximize=False,
-        capturable=False,
-        differentiable=False,
-    ) -> None:
-        _check_tensor_hyper("lr", lr)
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        _check_betas(betas)
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        defaults = {
-            "lr": lr,
-            "betas": betas,
-            "eps": eps,
-            "weight_decay": weight_decay,
-            "maximize": maximize,
-            "foreach": foreach,
-            "capturable": capturable,
-            "decoupled_weight_decay": decoupled_weight_decay,
-            "differentiable": differentiable,
-        }
-        super().__init__(params, defaults)
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("decoupled_weight_decay", False)
-            group.setdefault("capturable", False)
-            for p in group["params"]:
-                _step_to_tensor(self.state.get(p, {}))
-
-    def _init_state(self, p, group):
-        """Lazily creates a parameter's state the first time it has a gradient."""
-        state = self.state[p]
-        if len(state) == 0:
-            state["step"] = _new_step()
-            state["exp_avg"] = kiln.zeros_like(p)
-            state["exp_avg_sq"] = kiln.zeros_like(p)
-        return state
-
-    @_use_grad_for_differentiable
-    def step(self, closure=None):
-        """Performs one RAdam update of every parameter that has a gradient."""
-        for group in self.param_groups:
-            _check_foreach_differentiable(group)
-        return self._step_each(closure, _radam_update)
 
 
 def _radam_update(param, grad, state, group):
@@ -131,3 +59,60 @@ def _radam_update(param, grad, state, group):
         param.add_(bias_corrected_exp_avg * lr * adaptive_lr * rect, alpha=-1.0)
     else:
         param.add_(bias_corrected_exp_avg * lr, alpha=-1.0)
+
+
+class RAdam(_SingleTensorOptimizer):
+    """RAdam / RAdamW (see the module docstring for the update)."""
+
+    _update = staticmethod(_radam_update)
+    _group_defaults = (
+        ("foreach", None),
+        ("maximize", False),
+        ("differentiable", False),
+        ("decoupled_weight_decay", False),
+        ("capturable", False),
+    )
+
+    def __init__(
+        self,
+        params,
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0,
+        decoupled_weight_decay=False,
+        *,
+        foreach=None,
+        maximize=False,
+        capturable=False,
+        differentiable=False,
+    ) -> None:
+        _check_tensor_hyper("lr", lr)
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        _check_betas(betas)
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        defaults = {
+            "lr": lr,
+            "betas": betas,
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "maximize": maximize,
+            "foreach": foreach,
+            "capturable": capturable,
+            "decoupled_weight_decay": decoupled_weight_decay,
+            "differentiable": differentiable,
+        }
+        super().__init__(params, defaults)
+
+    def _init_state(self, p, group):
+        """Lazily creates a parameter's state the first time it has a gradient."""
+        state = self.state[p]
+        if len(state) == 0:
+            state["step"] = _new_step()
+            state["exp_avg"] = kiln.zeros_like(p)
+            state["exp_avg_sq"] = kiln.zeros_like(p)
+        return state

@@ -14,21 +14,36 @@ included); ``foreach`` and ``capturable`` are accepted as Adamax's are (see kiln
 from __future__ import annotations
 
 import kiln
-from kiln.optim.adamax import _check_foreach_differentiable, _step_to_tensor
-from kiln.optim.optimizer import (
-    Optimizer,
-    _check_tensor_hyper,
-    _get_value,
-    _new_step,
-    _to_scalar,
-    _use_grad_for_differentiable,
-)
+from kiln.optim._single_tensor import _SingleTensorOptimizer
+from kiln.optim.optimizer import _check_tensor_hyper, _get_value, _new_step, _to_scalar
 
 __all__ = ["Rprop"]
 
 
-class Rprop(Optimizer):
+def _rprop_update(param, grad, state, group):
+    """One parameter's Rprop step, in torch's single-tensor order of operations."""
+    etaminus, etaplus = group["etas"]
+    step_size_min, step_size_max = group["step_sizes"]
+    prev, step_size = state["prev"], state["step_size"]
+    if group["maximize"]:
+        grad = -grad
+    state["step"].add_(1)
+    sign = grad.mul(prev.clone() if group["differentiable"] else prev).sign()
+    # Masks from the raw signs: torch re-tests ``sign == etaminus`` after the replacement,
+    # which picks the same coordinates since etaminus < 1 < etaplus.
+    flipped = sign.lt(0)
+    factor = kiln.where(sign.gt(0), etaplus, kiln.where(flipped, etaminus, sign))
+    factor = kiln.where(sign.eq(0), 1.0, factor)
+    step_size.mul_(factor).clamp_(step_size_min, step_size_max)
+    grad = kiln.where(flipped, 0.0, grad)
+    param.addcmul_(grad.sign(), step_size, value=-1)
+    prev.copy_(grad)
+
+
+class Rprop(_SingleTensorOptimizer):
     """Rprop (see the module docstring for the update)."""
+
+    _update = staticmethod(_rprop_update)
 
     def __init__(
         self,
@@ -58,16 +73,6 @@ class Rprop(Optimizer):
         }
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("capturable", False)
-            for p in group["params"]:
-                _step_to_tensor(self.state.get(p, {}))
-
     def _init_state(self, p, group):
         """Lazily creates a parameter's state the first time it has a gradient."""
         state = self.state[p]
@@ -76,30 +81,3 @@ class Rprop(Optimizer):
             state["prev"] = kiln.zeros_like(p)
             state["step_size"] = kiln.full_like(p.grad, _get_value(_to_scalar(group["lr"])))
         return state
-
-    @_use_grad_for_differentiable
-    def step(self, closure=None):
-        """Performs one Rprop update of every parameter that has a gradient."""
-        for group in self.param_groups:
-            _check_foreach_differentiable(group)
-        return self._step_each(closure, _rprop_update)
-
-
-def _rprop_update(param, grad, state, group):
-    """One parameter's Rprop step, in torch's single-tensor order of operations."""
-    etaminus, etaplus = group["etas"]
-    step_size_min, step_size_max = group["step_sizes"]
-    prev, step_size = state["prev"], state["step_size"]
-    if group["maximize"]:
-        grad = -grad
-    state["step"].add_(1)
-    sign = grad.mul(prev.clone() if group["differentiable"] else prev).sign()
-    # Masks from the raw signs: torch re-tests ``sign == etaminus`` after the replacement,
-    # which picks the same coordinates since etaminus < 1 < etaplus.
-    flipped = sign.lt(0)
-    factor = kiln.where(sign.gt(0), etaplus, kiln.where(flipped, etaminus, sign))
-    factor = kiln.where(sign.eq(0), 1.0, factor)
-    step_size.mul_(factor).clamp_(step_size_min, step_size_max)
-    grad = kiln.where(flipped, 0.0, grad)
-    param.addcmul_(grad.sign(), step_size, value=-1)
-    prev.copy_(grad)
