@@ -1,5 +1,6 @@
 """Indexing ops (masked_fill/select, gather/scatter, index_select/add/put, take, nonzero)."""
 
+import numpy as np
 import pytest
 import torch
 from conftest import DTYPES, assert_close, make, to_kiln
@@ -333,3 +334,22 @@ def test_index_put_errors():
         k.index_put_((1,), k[0])
     with pytest.raises(IndexError, match="index 4 is out of bounds"):
         k.index_put_((to_kiln(torch.tensor([4])),), k[0])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_index_add_rows_of_contiguous_tensors(dtype, dim):
+    """The whole-row path of index_add (contiguous float tensors) equals torch's, repeated
+    indices accumulating, along every dim."""
+    rng = np.random.default_rng(dim)
+    base = rng.normal(size=(4, 5, 6)).astype(dtype)
+    n = 7
+    index = rng.integers(0, base.shape[dim], n)
+    src_shape = list(base.shape)
+    src_shape[dim] = n
+    src = rng.normal(size=src_shape).astype(dtype)
+    ours = kiln.from_numpy(base.copy()).index_add_(dim, kiln.from_numpy(index),
+                                                   kiln.from_numpy(src), alpha=2)
+    theirs = torch.from_numpy(base.copy()).index_add_(dim, torch.from_numpy(index),
+                                                      torch.from_numpy(src), alpha=2)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
