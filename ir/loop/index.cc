@@ -232,6 +232,30 @@ std::optional<SymInt> constantQuotient(const SymInt &rest, const SymInt &c,
 
 bool isZero(const SymInt &c) { return c.constant() && *c.constant() == 0; }
 
+/// `rest` as `g*x + r` where g divides c, x is one loop variable or atom, and 0 <= r < g for
+/// every value of the loop variables: then `rest floordiv c` is `x floordiv (c/g)` and
+/// `rest mod c` is `g*(x mod (c/g)) + r` (`(i0*128 + i1) floordiv 8192` with i1 < 128 is
+/// `i0 floordiv 64`, the row of a [8, 64, 128] tensor read as [512, 128]).
+struct ScaledTerm {
+  SymInt x, r;
+  int64_t g, k;
+};
+std::optional<ScaledTerm> scaledTerm(const SymInt &rest, const SymInt &c, const VarRanges &ranges) {
+  std::optional<int64_t> cc = c.constant();
+  std::optional<SymLinearForm> form = linearInAtoms(rest);
+  if (!cc || *cc <= 0 || !form)
+    return std::nullopt;
+  for (const SymLinearTerm &t : form->terms) {
+    if (t.coeff <= 1 || *cc % t.coeff != 0)
+      continue;
+    SymInt r = rest - t.atom * t.coeff;
+    std::optional<IndexBounds> b = indexBounds(r, ranges);
+    if (b && provablyNonNegative(b->lo) && provablyNonNegative(SymInt(t.coeff) - 1 - b->hi))
+      return ScaledTerm{t.atom, r, t.coeff, *cc / t.coeff};
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 IndexExpr floorDivInRange(const IndexExpr &a, const SymInt &c, const VarRanges &ranges) {
@@ -242,6 +266,8 @@ IndexExpr floorDivInRange(const IndexExpr &a, const SymInt &c, const VarRanges &
     return floorDiv(a, c);
   if (std::optional<SymInt> m = constantQuotient(s->rest, c, ranges))
     return s->quotient + *m;
+  if (std::optional<ScaledTerm> t = scaledTerm(s->rest, c, ranges))
+    return s->quotient + floorDivInRange(t->x, t->k, ranges);
   return s->quotient + floorDiv(s->rest, c);
 }
 
@@ -253,7 +279,38 @@ IndexExpr modInRange(const IndexExpr &a, const SymInt &c, const VarRanges &range
     return mod(a, c);
   if (std::optional<SymInt> m = constantQuotient(s->rest, c, ranges))
     return s->rest - *m * c;
+  if (std::optional<ScaledTerm> t = scaledTerm(s->rest, c, ranges))
+    return modInRange(t->x, t->k, ranges) * t->g + t->r;
   return mod(s->rest, c);
+}
+
+IndexExpr recombineDivMod(const IndexExpr &e) {
+  std::optional<SymLinearForm> form = linearInAtoms(e);
+  if (!form || form->terms.size() < 2)
+    return e;
+  std::vector<bool> used(form->terms.size(), false);
+  SymInt out = form->constant;
+  for (size_t a = 0; a < form->terms.size(); ++a) {
+    std::optional<SymAtomParts> div = atomParts(form->terms[a].atom);
+    std::optional<int64_t> k = div ? div->rhs.constant() : std::nullopt;
+    if (used[a] || !div || div->kind != SymAtomKind::FloorDiv || !k || *k <= 0 ||
+        form->terms[a].coeff % *k != 0)
+      continue;
+    const int64_t unit = form->terms[a].coeff / *k;
+    for (size_t b = 0; b < form->terms.size(); ++b) {
+      std::optional<SymAtomParts> rem = atomParts(form->terms[b].atom);
+      if (used[b] || b == a || !rem || rem->kind != SymAtomKind::Mod ||
+          form->terms[b].coeff != unit || !(rem->lhs == div->lhs) || !(rem->rhs == div->rhs))
+        continue;
+      used[a] = used[b] = true; // k*(x floordiv k) + x mod k == x
+      out += div->lhs * unit;
+      break;
+    }
+  }
+  for (size_t t = 0; t < form->terms.size(); ++t)
+    if (!used[t])
+      out += form->terms[t].atom * form->terms[t].coeff;
+  return out;
 }
 
 } // namespace kiln::ir::loop

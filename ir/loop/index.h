@@ -83,5 +83,8 @@ std::optional<IndexBounds> indexBounds(const IndexExpr &e, const VarRanges &rang
 IndexExpr floorDivInRange(const IndexExpr &a, const SymInt &c, const VarRanges &ranges);
 /// `a mod c`, simplified the same way.
 IndexExpr modInRange(const IndexExpr &a, const SymInt &c, const VarRanges &ranges);
+/// `e` with each pair `(k*u)*(x floordiv k) + u*(x mod k)` replaced by `u*x` (a position
+/// decoded by a reshape and flattened again).
+IndexExpr recombineDivMod(const IndexExpr &e);
 
 } // namespace kiln::ir::loop

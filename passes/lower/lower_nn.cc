@@ -130,6 +130,20 @@ const ir::Value *lastTwoTransposeOf(const ir::Value *v) {
   return std::min(a, b) == rank - 2 && std::max(a, b) == rank - 1 ? d->operand(0) : nullptr;
 }
 
+/// The constant sizes of a reshape or view, or nullopt for any other value.
+std::optional<std::vector<int64_t>> reshapeSizesOf(const ir::Value *v) {
+  const ir::Node *d = v->definingNode();
+  if (!d || (d->op() != OpKind::Reshape && d->op() != OpKind::View))
+    return std::nullopt;
+  std::vector<int64_t> sizes;
+  for (const SymInt &s : v->meta().sizes) {
+    if (!s.isConstant())
+      return std::nullopt;
+    sizes.push_back(*s.constant());
+  }
+  return sizes;
+}
+
 void lowerMatmul(LowerContext &ctx, const ir::Node &n) {
   ir::Attributes attrs;
   std::vector<BufferId> in;
@@ -138,12 +152,21 @@ void lowerMatmul(LowerContext &ctx, const ir::Node &n) {
   for (int k = 0; k < 2; ++k) {
     std::optional<InPlaceOperand> o = inPlaceOperand(ctx, n.operand(k));
     if (!o) {
-      if (const ir::Value *base = lastTwoTransposeOf(n.operand(k))) {
-        in.push_back(ctx.realize(ctx.tensor(base)));
+      const ir::Value *v = n.operand(k);
+      const ir::Value *base = lastTwoTransposeOf(v);
+      if (base)
         attrs.emplace(flags[k], true);
+      else
+        base = v;
+      // A reshape of a computed view (a backward's `reshape(g, [-1, n])` of a transposed
+      // gradient) is stored in its own shape, where its index is affine, and passed to BLAS
+      // reshaped: the same memory, without a floordiv and a mod per element.
+      if (std::optional<std::vector<int64_t>> sizes = reshapeSizesOf(base)) {
+        in.push_back(ctx.realize(ctx.tensor(base->definingNode()->operand(0))));
+        attrs.emplace(views[k], *sizes);
         continue;
       }
-      in.push_back(ctx.realize(ctx.tensor(n.operand(k))));
+      in.push_back(ctx.realize(ctx.tensor(base)));
       continue;
     }
     in.push_back(o->buffer);

@@ -73,7 +73,9 @@ public:
 
   Val replay(Ops &ops, const Body &body, const Substitution &subst) {
     std::unordered_map<const Expr *, Val> memo;
-    auto sub = [&](const IndexExpr &e) { return subst.empty() ? e : e.substitute(subst); };
+    auto sub = [&](const IndexExpr &e) {
+      return subst.empty() ? e : ir::loop::recombineDivMod(e.substitute(subst));
+    };
     for (const Expr *e : body.exprs()) {
       std::vector<Val> args;
       for (const Expr *o : e->operands())

@@ -254,6 +254,16 @@ TEST_CASE("index expressions flatten with strides and simplify in range", "[loop
   CHECK(atoms->hi == SymInt(10));
   CHECK_FALSE(indexBounds(i0 * i1, heads)); // a product of loop variables is not bounded here
 
+  // A divisor that is a multiple of a term's coefficient, the rest below that coefficient: the
+  // row of a [8, 64, 128] tensor read as [512, 128].
+  VarRanges rows(std::vector<SymInt>{512, 128});
+  CHECK(floorDivInRange(i0 * 128 + i1, 8192, rows) == floorDiv(i0, 64));
+  CHECK(modInRange(i0 * 128 + i1, 8192, rows) == mod(i0, 64) * 128 + i1);
+  // ... and flattened again, the floordiv and mod recombine into the variable.
+  CHECK(recombineDivMod(floorDiv(i0, 64) * 8192 + mod(i0, 64) * 128 + i1) == i0 * 128 + i1);
+  CHECK(recombineDivMod(floorDiv(i0, 64) * 8192 + mod(i0, 32) * 128).str() ==
+        (floorDiv(i0, 64) * 8192 + mod(i0, 32) * 128).str()); // different divisors: kept
+
   VarRanges sr(std::vector<SymInt>{s0, s1});
   CHECK(floorDivInRange(i0 * s1 + i1, s1, sr) == i0);
   CHECK(modInRange(i0 * s1 + i1, s1, sr) == i1);
