@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from capture import cpu_name, write_atomic  # noqa: E402
-from train_models import conv_net, gpt_classes  # noqa: E402
+from train_models import conv_net, gpt_classes, llama_classes  # noqa: E402
 
 DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "results", "compiled_train.md")
 BF16_OUT = os.path.join(os.path.dirname(__file__), "results", "compiled_train_bf16.md")
@@ -77,6 +77,8 @@ def workloads(quick: bool):
          lambda m: gpt_classes(m, 512, 64, 128, 4, 4)(), tokens(512, 8, 64), gpt_loss),
         ("GPT-2-small block", "d=768, 12 heads, 4x128 tokens",
          lambda m: gpt_classes(m, 512, 128, 768, 12, 1)(), tokens(512, 4, 128), gpt_loss),
+        ("LLaMA-style", "4 layers, d=128, GQA 4/2 heads, 8x64 tokens",
+         lambda m: llama_classes(m)(), tokens(512, 8, 64), gpt_loss),
         ("GELU MLP", "256-1024-1024-10, batch 512", mlp,
          (rng.standard_normal((512, 256)).astype(np.float32), rng.integers(0, 10, 512)),
          ce_loss),

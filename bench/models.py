@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from capture import cpu_name, write_atomic  # noqa: E402
-from train_models import gpt_classes  # noqa: E402
+from train_models import gpt_classes, llama_classes  # noqa: E402
 from vision_models import mobilenet_v2, resnet  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
@@ -59,6 +59,9 @@ def workloads(batch: int, gpt_layers: int):
     out.append(("GPT-2-small decoder", f"{gpt_layers} blocks, d=768, 512 tokens",
                 lambda m: gpt_classes(m, 50304, 512, 768, 12, gpt_layers)(),
                 rng.integers(0, 50304, (1, 512)), gpt_logits))
+    out.append(("LLaMA-style decoder", "4 layers, d=512, GQA 8/2 heads, 256 tokens",
+                lambda m: llama_classes(m, 32000, 512, 4, 8, 2, 1376, 256)(),
+                rng.integers(0, 32000, (1, 256)), gpt_logits))
     return out
 
 

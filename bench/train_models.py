@@ -140,3 +140,84 @@ def unet(m, width=8, classes=3):
 
     return UNet()
 
+
+
+def llama_classes(m, vocab=512, dim=128, n_layers=4, n_heads=4, n_kv=2, hidden=344, max_seq=128):
+    """A LLaMA-style decoder as Meta's reference model writes it: RMSNorm in float32, rotary
+    embeddings by rotate_half, grouped-query attention (repeat_kv by expand + reshape), a
+    SwiGLU MLP, an additive causal mask from finfo(dtype).min and triu."""
+    nn, F = m.nn, m.nn.functional
+    hd = dim // n_heads
+
+    class RMSNorm(nn.Module):
+        def __init__(self, eps=1e-6):
+            super().__init__()
+            self.eps, self.weight = eps, nn.Parameter(m.ones(dim))
+
+        def forward(self, x):
+            h = x.float()
+            h = h * m.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+            return h.type_as(x) * self.weight
+
+    def rotate_half(x):
+        return m.cat((-x[..., hd // 2:], x[..., : hd // 2]), dim=-1)
+
+    def repeat_kv(x, n_rep):
+        b, kv, t, d = x.shape
+        return x[:, :, None].expand(b, kv, n_rep, t, d).reshape(b, kv * n_rep, t, d)
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wq = nn.Linear(dim, n_heads * hd, bias=False)
+            self.wk = nn.Linear(dim, n_kv * hd, bias=False)
+            self.wv = nn.Linear(dim, n_kv * hd, bias=False)
+            self.wo = nn.Linear(n_heads * hd, dim, bias=False)
+
+        def forward(self, x, cos, sin, mask):
+            b, t, _ = x.shape
+            q = self.wq(x).view(b, t, n_heads, hd).transpose(1, 2)
+            k = self.wk(x).view(b, t, n_kv, hd).transpose(1, 2)
+            v = self.wv(x).view(b, t, n_kv, hd).transpose(1, 2)
+            q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+            k, v = repeat_kv(k, n_heads // n_kv), repeat_kv(v, n_heads // n_kv)
+            scores = m.matmul(q, k.transpose(2, 3)) / math.sqrt(hd) + mask
+            out = m.matmul(F.softmax(scores.float(), dim=-1).type_as(q), v)
+            return self.wo(out.transpose(1, 2).contiguous().view(b, t, -1))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention, self.attention_norm, self.ffn_norm = Attention(), RMSNorm(), RMSNorm()
+            self.w1 = nn.Linear(dim, hidden, bias=False)
+            self.w2 = nn.Linear(hidden, dim, bias=False)
+            self.w3 = nn.Linear(dim, hidden, bias=False)
+
+        def forward(self, x, cos, sin, mask):
+            h = x + self.attention(self.attention_norm(x), cos, sin, mask)
+            f = self.ffn_norm(h)
+            return h + self.w2(F.silu(self.w1(f)) * self.w3(f))
+
+    class Llama(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = nn.Embedding(vocab, dim)
+            self.layers = nn.ModuleList([Block() for _ in range(n_layers)])
+            self.norm, self.output = RMSNorm(), nn.Linear(dim, vocab, bias=False)
+            inv = 1.0 / (10000.0 ** (m.arange(0, hd, 2).float() / hd))
+            freqs = m.outer(m.arange(max_seq, dtype=m.float32), inv)
+            emb = m.cat((freqs, freqs), dim=-1)
+            self.register_buffer("cos", emb.cos(), persistent=False)
+            self.register_buffer("sin", emb.sin(), persistent=False)
+
+        def forward(self, tokens, targets):
+            t = tokens.shape[1]
+            h = self.tok(tokens)
+            mask = m.triu(m.full((t, t), m.finfo(h.dtype).min), diagonal=1)
+            for layer in self.layers:
+                h = layer(h, self.cos[:t], self.sin[:t], mask)
+            logits = self.output(self.norm(h)).float()
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+            return logits, loss
+
+    return Llama
