@@ -127,6 +127,39 @@ Tensor avgPool3dBackward(B &b, const Shape &xs, const Tensor &g, const PoolOptio
                                  ConvTransposeOptions{s, p, outPad, {1}, 1});
   return b.reshape(gx, xs);
 }
+/// Average pooling's input gradient with ceil_mode, whose last windows run past the input (and
+/// its padding): each output's share, its gradient over the divisor the forward used, spread
+/// over its window by a transposed convolution with a kernel of ones and cropped to the input.
+/// The divisor comes from pooling ones: a window's count of input elements over the forward's
+/// mean of ones (a window with no input element has a mean of 0 and a share of 0).
+Tensor avgPoolCeilBackward(B &b, const Shape &xs, const Tensor &g, const PoolOptions &opts,
+                           int64_t nd, bool countIncludePad, std::optional<int64_t> divisor) {
+  Shape k = expandTo(opts.kernelSize, nd, 1), s = expandTo(opts.stride, nd, 0),
+        p = expandTo(opts.padding, nd, 0);
+  for (int64_t d = 0; d < nd; ++d)
+    if (s[d] == 0)
+      s[d] = k[d];
+  Shape spatial(xs.end() - nd, xs.end()), outSpatial(g.sizes().end() - nd, g.sizes().end());
+  Shape one{1, 1};
+  one.insert(one.end(), spatial.begin(), spatial.end());
+  Tensor ones = kiln::ops::ones(one, g.dtype());
+  Tensor count = kiln::ops::avgPool(nd, ones, opts, true, int64_t{1});
+  Tensor mean = kiln::ops::avgPool(nd, ones, opts, countIncludePad, divisor);
+  Tensor perShare = kiln::ops::div(
+      mean, kiln::ops::maximum(count, kiln::ops::ones(count.sizes(), count.dtype())));
+  Shape planes{-1, 1};
+  planes.insert(planes.end(), outSpatial.begin(), outSpatial.end());
+  Tensor share = b.mul(b.reshape(g, planes), perShare);
+  Shape kernel{1, 1}, outPad(nd, 0);
+  kernel.insert(kernel.end(), k.begin(), k.end());
+  for (int64_t d = 0; d < nd; ++d) // windows that stop short of the input's end
+    outPad[d] = std::max<int64_t>(0, spatial[d] - ((outSpatial[d] - 1) * s[d] - 2 * p[d] + k[d]));
+  Tensor gx = ops::convTranspose(nd, share, kiln::ops::ones(kernel, g.dtype()), std::nullopt,
+                                 ConvTransposeOptions{s, p, outPad, {1}, 1});
+  for (int64_t d = 0; d < nd; ++d) // the part past the input lay in the padding: dropped
+    gx = b.slice(gx, 2 + d, 0, spatial[d], 1);
+  return b.reshape(gx, xs);
+}
 } // namespace
 
 Tensor convolution(int64_t spatialDims, const Tensor &input_, const Tensor &weight_,
@@ -327,8 +360,15 @@ Tensor avgPool(int64_t nd, const Tensor &input, const PoolOptions &opts, bool co
   Tensor out = kiln::ops::avgPool(nd, input, opts, countIncludePad, divisorOverride);
   if (!anyRequiresGrad({&input}))
     return out;
-  KILN_CHECK_KIND(NotImplemented, !opts.ceilMode,
-                  "avg_pool: the derivative of ceil_mode avg_pool{}d is not implemented yet", nd);
+  if (opts.ceilMode) {
+    record("AvgPool2DBackward0", {&input}, out, [&](const NodePtr &) {
+      return [xs = input.sizes(), nd, opts, countIncludePad, divisorOverride](B &b, const Node &,
+                                                                              Grads &g) {
+        return Grads{avgPoolCeilBackward(b, xs, g[0], opts, nd, countIncludePad, divisorOverride)};
+      };
+    });
+    return out;
+  }
   if (nd == 3) {
     record("AvgPool3DBackward0", {&input}, out, [&](const NodePtr &) {
       return [xs = input.sizes(), opts, countIncludePad, divisorOverride](B &b, const Node &,
