@@ -87,7 +87,6 @@ def test_gradcheck_3d_ops():
     assert kiln.autograd.gradcheck(lambda a: KF.adaptive_avg_pool3d(a, (3, 2, 2)), (x,))
 
 
-def test_ceil_mode_avg_pool_still_refuses():
-    x = kiln.randn(1, 1, 5, 5, 5, requires_grad=True)
-    with pytest.raises(NotImplementedError, match="ceil_mode avg_pool3d"):
-        KF.avg_pool3d(x, 2, ceil_mode=True)
+def test_ceil_mode_avg_pool_gradcheck():
+    x = kiln.tensor(_arr(1, 1, 5, 5, 5), requires_grad=True)
+    assert kiln.autograd.gradcheck(lambda a: KF.avg_pool3d(a, 2, ceil_mode=True), (x,))
