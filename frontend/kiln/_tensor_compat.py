@@ -114,6 +114,52 @@ def _get_device(self) -> int:
     return self.device.index if self.is_cuda else -1
 
 
+def _check_inplace_view(self, name: str) -> None:
+    """torch's rule for in-place metadata changes: a leaf that requires grad refuses them; a
+    tensor with autograd history would need its history rebased, which kiln does not do."""
+    if self.requires_grad and kiln.is_grad_enabled():
+        if self.is_leaf:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                               "operation.")
+        raise NotImplementedError(f"{name}() of a tensor with autograd history is not supported; "
+                                  f"use the out-of-place form (x = x.{name[:-1]}(...))")
+
+
+def _inplace_view(name: str):
+    """`Tensor.name_`: the tensor becomes its own `name` view (the same storage, new sizes and
+    strides), as torch's in-place view ops change only metadata."""
+
+    def method(self, *args, **kwargs):
+        _check_inplace_view(self, name + "_")
+        self._replace_data(getattr(self, name)(*args, **kwargs))
+        return self
+
+    method.__name__ = name + "_"
+    return method
+
+
+def _resize_(self, *sizes, memory_format=None):
+    """`Tensor.resize_`: the first elements keep their values in row-major order; growing adds
+    zeros (torch leaves them uninitialized); a contiguous tensor that shrinks keeps its storage."""
+    _check_inplace_view(self, "resize_")
+    sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+    n = 1
+    for s in sizes:
+        if s < 0:
+            raise RuntimeError(
+                f"Trying to create tensor with negative dimension {s}: {list(sizes)}")
+        n *= s
+    flat = self.reshape(-1)
+    if n <= flat.numel() and self.is_contiguous():
+        self._replace_data(flat[:n].view(sizes))
+        return self
+    grown = kiln.zeros(n, dtype=self.dtype, device=self.device)
+    keep = min(n, flat.numel())
+    grown[:keep] = flat[:keep]
+    self._replace_data(grown.view(sizes))
+    return self
+
+
 def _install() -> None:
     t = _C.Tensor
     for name in ("conj", "resolve_conj", "resolve_neg", "is_complex", "is_conj", "is_neg",
@@ -130,6 +176,10 @@ def _install() -> None:
     t.pin_memory = lambda self, device=None: self
     t.is_pinned = lambda self, device=None: False
     t.is_inference = lambda self: False
+    for name in ("unsqueeze", "squeeze", "t", "transpose", "swapdims", "swapaxes", "as_strided"):
+        setattr(t, name + "_", _inplace_view(name))
+    t.resize_ = _resize_
+    t.resize_as_ = lambda self, other, memory_format=None: _resize_(self, tuple(other.shape))
 
 
 _install()

@@ -340,3 +340,37 @@ def test_real_tensor_views_and_queries():
     _same(kiln.inner(x, x), torch.inner(t, t))
     _same(kiln.inner(kiln.tensor(2.0), x), torch.inner(torch.tensor(2.0), t))
     _same(kiln.dist(x, x * 2, 3), torch.dist(t, t * 2, 3), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name,args", [("unsqueeze_", (0,)), ("squeeze_", ()), ("t_", ()),
+                                       ("transpose_", (0, 1)), ("swapdims_", (1, 0)),
+                                       ("swapaxes_", (0, 1)), ("as_strided_", ((2,), (2,)))])
+def test_in_place_view_methods(name, args):
+    x = np.arange(6.0).reshape(2, 3) if name != "squeeze_" else np.arange(6.0).reshape(2, 1, 3)
+    ours, theirs = _k(x.copy()), _t(x.copy())
+    row = ours[0]  # a view taken before keeps its own shape, as in torch
+    assert getattr(ours, name)(*args) is ours
+    getattr(theirs, name)(*args)
+    _same(ours, theirs)
+    assert tuple(ours.stride()) == tuple(theirs.stride())
+    assert row.dim() == x[0].ndim
+
+
+def test_in_place_view_methods_and_autograd():
+    leaf = kiln.randn(2, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        leaf.t_()
+    with pytest.raises(NotImplementedError, match="out-of-place form"):
+        (leaf * 2).t_()
+    with kiln.no_grad():
+        assert tuple(leaf.t_().shape) == (3, 2)
+
+
+def test_resize():
+    x = kiln.arange(6.0)
+    x.resize_(2, 2)
+    assert x.tolist() == [[0.0, 1.0], [2.0, 3.0]]
+    x.resize_as_(kiln.zeros(3, 3))
+    assert tuple(x.shape) == (3, 3) and x[0].tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(RuntimeError, match="negative dimension"):
+        x.resize_(-1)
