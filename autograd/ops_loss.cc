@@ -106,8 +106,10 @@ Tensor binaryCrossEntropyWithLogits(const Tensor &input_, const Tensor &target_,
                                                                   reduction);
                  }))
     return out;
-  // (1 - t) x + (1 + (pw - 1) t) softplus(-x), softplus(-x) = log1p(exp(-|x|)) + max(-x, 0).
-  Tensor sp = add(log1p(exp(neg(abs(input)))), relu(neg(input)));
+  // (1 - t) x + (1 + (pw - 1) t) softplus(-x), softplus(-x) = -logsigmoid(x): one op whose
+  // derivative is right at x = 0 (abs and relu, each with a zero derivative there, summed to 0
+  // where the loss's slope is -1/2).
+  Tensor sp = neg(logsigmoid(input));
   Tensor coef =
       posWeight.defined() ? add(mul(sub(posWeight, number(1.0)), target), number(1.0)) : Tensor();
   Tensor l = add(mul(sub(number(1.0), target), input), coef.defined() ? mul(coef, sp) : sp);

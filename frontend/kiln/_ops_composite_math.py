@@ -146,7 +146,8 @@ def lgamma(input):  # noqa: A002
     out = kiln.where(reflect, reflected, positive)
     pole = (x <= 0) & (x == x.floor())
     out = kiln.where(pole | x.isinf(), math.inf, out)
-    out = kiln.where((x == 1) | (x == 2), 0, out)  # exact zeros, as torch's
+    exact = (x == 1) | (x == 2)  # exact zeros, as torch's, keeping the gradient (digamma)
+    out = out - kiln.where(exact, out.detach(), 0)
     return out.to(x0.dtype)
 
 

@@ -374,3 +374,25 @@ def test_resize():
     assert tuple(x.shape) == (3, 3) and x[0].tolist() == [0.0, 1.0, 2.0]
     with pytest.raises(RuntimeError, match="negative dimension"):
         x.resize_(-1)
+
+
+def test_lgamma_exact_zeros_keep_their_gradient():
+    y = kiln.tensor([1.0, 2.0, 3.0], dtype=kiln.float64, requires_grad=True)
+    out = kiln.lgamma(y)
+    assert out.tolist()[:2] == [0.0, 0.0]
+    out.sum().backward()
+    t = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    torch.lgamma(t).sum().backward()
+    np.testing.assert_allclose(y.grad.numpy(), t.grad.numpy(), rtol=1e-10)
+
+
+def test_bce_with_logits_gradient_at_zero_logits():
+    """The softplus term was abs + relu, both with a zero slope at 0: the gradient there was 0."""
+    x = np.array([0.0, 0.5, -1.0, 30.0, -30.0])
+    t = np.array([1.0, 0.0, 1.0, 0.0, 1.0])
+    k, tt = _k(x).requires_grad_(), _t(x).requires_grad_()
+    kiln.nn.functional.binary_cross_entropy_with_logits(
+        k, _k(t), pos_weight=kiln.tensor(2.0, dtype=kiln.float64)).backward()
+    torch.nn.functional.binary_cross_entropy_with_logits(
+        tt, _t(t), pos_weight=torch.tensor(2.0, dtype=torch.float64)).backward()
+    np.testing.assert_allclose(k.grad.numpy(), tt.grad.numpy(), rtol=1e-12)
