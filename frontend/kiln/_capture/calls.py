@@ -31,9 +31,19 @@ _SIMPLE_BUILTINS = {
 # and helpers (shape checks returning bools, mask canonicalization...): those are not tensor ops
 # and are inlined like user code, so their tensor ops are recorded one by one.
 # The composite ops too: written in kiln ops, they are captured part by part.
+# torch's compatibility helpers too: kiln.jit's is_scripting()/annotate() fold to constants, and
+# kiln.utils.checkpoint runs its function in place (see the capture hooks below).
 _INLINED_KILN_MODULES = ("kiln._capture", "kiln.nn.modules", "kiln._ops_composite",
                          "kiln.nn._functional_composite", "kiln._numpy", "kiln.linalg",
-                         "kiln._tensor_compat", "kiln._ops_shape")  # fmt: skip
+                         "kiln._tensor_compat", "kiln._ops_shape", "kiln.jit",
+                         "kiln.utils.checkpoint")  # fmt: skip
+
+# Capture hooks for kiln's Python helpers that behave differently in compiled code: a function
+# carrying _CAPTURE_VALUE returns that constant when captured (kiln.utils.checkpoint's
+# `_is_compiling()`), and calling a class carrying _NOOP_CONTEXT makes a with-block that changes
+# nothing (profiler ranges, attention backend choices: the ops in the block are compiled).
+_CAPTURE_VALUE = "_kiln_value_in_capture"
+_NOOP_CONTEXT = "_kiln_noop_context_in_capture"
 
 
 # Facts about dtypes: constants of the capture (the dtypes and ranks they read are guarded).
@@ -81,6 +91,16 @@ def _is_kiln_function(fn) -> bool:
 
 
 class CallMixin(AccessMixin):
+    def get_item(self, obj: V.VT, index: V.VT) -> V.VT:
+        # `List[int]`, `Optional[Tensor]`: typing forms built as values (kiln.jit.annotate's
+        # first argument) are constants of the capture.
+        if isinstance(obj, V.ObjectVar) and type(obj.value).__module__ == "typing":
+            try:
+                return V.ObjectVar(obj.value[_type_arg(index)])
+            except TypeError as e:
+                raise V.Unsupported(f"typing subscript raised TypeError: {e}") from None
+        return super().get_item(obj, index)
+
     # -- truth and identity -------------------------------------------------------------
     def truth(self, value: V.VT) -> bool:
         if isinstance(value, V.TensorVar):
@@ -293,6 +313,8 @@ class CallMixin(AccessMixin):
             return calls_numpy.call_function(self, fn.fn, args, kwargs)
         if calls_numpy.is_fold(fn):
             return calls_numpy.fold_call(self, fn, args, kwargs)
+        if isinstance(fn, V.FunctionVar) and hasattr(fn.fn, _CAPTURE_VALUE):
+            return V.ConstVar(getattr(fn.fn, _CAPTURE_VALUE))
         if isinstance(fn, V.FunctionVar) and (runner := ops.allowed_in_graph(fn.fn)):
             return ops.record(self.ctx, runner, list(args), dict(kwargs))
         if isinstance(fn, V.FunctionVar) and _is_optimizer_update(fn.fn):
@@ -486,6 +508,8 @@ class CallMixin(AccessMixin):
             raise V.Unsupported(f"creating a {fn.__name__} module inside compiled code")
         if fn in (kiln.no_grad, kiln.enable_grad):
             return V.GradModeVar(fn is kiln.enable_grad)
+        if isinstance(fn, type) and getattr(fn, _NOOP_CONTEXT, False):
+            return V.GradModeVar(self.ctx.grad_enabled)  # keeps the grad mode: changes nothing
         if fn is kiln.set_grad_enabled:
             return V.GradModeVar(bool(args[0].const()))
         if fn is kiln.inference_mode:
@@ -607,6 +631,14 @@ class CallMixin(AccessMixin):
         if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
             raise V.Unsupported("coroutines are not captured")
         return child.run()
+
+
+def _type_arg(v: V.VT):
+    if isinstance(v, V.TupleVar):
+        return tuple(_type_arg(i) for i in v.items)
+    if isinstance(v, (V.ObjectVar, V.ConstVar)):
+        return v.value
+    raise V.Unsupported(f"a typing subscript with a {type(v).__name__}")
 
 
 def _const_arg(v: V.VT):
