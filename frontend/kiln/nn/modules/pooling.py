@@ -89,8 +89,10 @@ class AvgPool1d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AvgPool2d(Module):
-    """Mean over sliding windows of (N, C, H, W) input."""
+class _AvgPoolNd(Module):
+    """The 2-d and 3-d average pools (AvgPool1d has no divisor_override)."""
+
+    _fn_name = ""
 
     def __init__(
         self,
@@ -110,7 +112,7 @@ class AvgPool2d(Module):
         self.divisor_override = divisor_override
 
     def forward(self, input):
-        return F.avg_pool2d(
+        return getattr(F, self._fn_name)(
             input,
             self.kernel_size,
             self.stride,
@@ -122,6 +124,12 @@ class AvgPool2d(Module):
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool2d(_AvgPoolNd):
+    """Mean over sliding windows of (N, C, H, W) input."""
+
+    _fn_name = "avg_pool2d"
 
 
 class _AdaptiveAvgPoolNd(Module):

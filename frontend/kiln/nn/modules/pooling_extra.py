@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from kiln.nn import functional as F
 from kiln.nn.modules.module import Module
-from kiln.nn.modules.pooling import _AdaptiveAvgPoolNd, _AdaptiveMaxPoolNd, _MaxPoolNd
+from kiln.nn.modules.pooling import (
+    _AdaptiveAvgPoolNd,
+    _AdaptiveMaxPoolNd,
+    _AvgPoolNd,
+    _MaxPoolNd,
+)
 
 __all__ = [
     "AdaptiveAvgPool3d",
@@ -24,39 +29,10 @@ class MaxPool3d(_MaxPoolNd):
     _fn_name = "max_pool3d"
 
 
-class AvgPool3d(Module):
+class AvgPool3d(_AvgPoolNd):
     """Mean over sliding windows of (N, C, D, H, W) or (C, D, H, W) input."""
 
-    def __init__(
-        self,
-        kernel_size,
-        stride=None,
-        padding=0,
-        ceil_mode=False,
-        count_include_pad=True,
-        divisor_override=None,
-    ) -> None:
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
-        self.ceil_mode = ceil_mode
-        self.count_include_pad = count_include_pad
-        self.divisor_override = divisor_override
-
-    def forward(self, input):
-        return F.avg_pool3d(
-            input,
-            self.kernel_size,
-            self.stride,
-            self.padding,
-            self.ceil_mode,
-            self.count_include_pad,
-            self.divisor_override,
-        )
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+    _fn_name = "avg_pool3d"
 
 
 class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
