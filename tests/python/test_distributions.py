@@ -13,6 +13,18 @@ import kiln
 import kiln.distributions as D
 from kiln.distributions import _sampling
 
+
+@pytest.fixture(autouse=True)
+def _validation_on_in_both():
+    """Argument validation on in torch and kiln for every test: torch.compile, which other test
+    modules of the same run call, switches torch's default off."""
+    theirs, ours = TD.Distribution._validate_args, D.Distribution._validate_args
+    TD.Distribution.set_default_validate_args(True)
+    D.Distribution.set_default_validate_args(True)
+    yield
+    TD.Distribution.set_default_validate_args(theirs)
+    D.Distribution.set_default_validate_args(ours)
+
 TOLS = {"float64": (1e-9, 1e-9), "float32": (2e-5, 2e-5)}
 
 
