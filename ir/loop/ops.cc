@@ -133,7 +133,9 @@ Val Ops::load(BufferId buffer, std::span<const IndexExpr> index) {
                   b.name(), printType(b.meta), index.size(), b.rank());
   Expr e = blankExpr(ExprKind::Load, b.meta.dtype);
   e.buffer = buffer;
-  e.index = flatIndex(index, b.meta.strides);
+  // A position a view decoded by dims and the strides flatten again: (x floordiv k)*k*u +
+  // (x mod k)*u is x*u, an affine load.
+  e.index = recombineDivMod(flatIndex(index, b.meta.strides));
   checkVars(e.index, "load of " + b.name());
   return intern(std::move(e));
 }

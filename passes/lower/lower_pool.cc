@@ -166,8 +166,75 @@ void lowerAdaptiveAvgPool(LowerContext &ctx, const ir::Node &n) {
   }));
 }
 
-/// max_pool2d_backward: an extern on eager's indexed kernel (the indices recomputed from x).
+/// The input gradient of a max pool whose windows tile the input (stride = kernel, no padding or
+/// dilation, sizes that are multiples of the kernel: CNNs' 2 x 2 downsampling) as loop code:
+/// each element gets its window's output gradient when it is the element eager's pool picks,
+/// the first maximum in row-major order or, when the window holds a NaN, the last NaN. The
+/// node runs over [..., OH, kh, OW, kw], the input's own memory order, so every load is affine
+/// (eager's kernel recomputes the pool with indices, then scatters: 1.9 ms for 16x32x32x32).
+/// False: not this case.
+bool tiledMaxPoolBackward(LowerContext &ctx, const ir::Node &n) {
+  const TensorRef &x = ctx.tensor(n.operand(0)), &g = ctx.tensor(n.operand(1));
+  const ir::TensorMeta &m = n.result(0)->meta();
+  const size_t lead = m.sizes.size() - 2;
+  std::span<const SymInt> in = std::span(m.sizes).subspan(lead),
+                          out = std::span(g.sizes).subspan(lead);
+  Window w = windowOf(n, in, out);
+  const int64_t kh = w.kernel[0], kw = w.kernel[1], window = kh * kw;
+  if (w.guarded || w.stride != w.kernel || w.dilation != std::array<int64_t, 2>{1, 1} ||
+      window > 9 || window < 2 || !isFloating(m.dtype) || in[0] != out[0] * SymInt(kh) ||
+      in[1] != out[1] * SymInt(kw))
+    return false;
+  // Per window: the position eager's pool picks (0 .. kh*kw - 1).
+  std::vector<SymInt> windows(m.sizes.begin(), m.sizes.begin() + lead);
+  windows.insert(windows.end(), out.begin(), out.end());
+  TensorRef pick = ctx.pointwise(windows, [&](Ops &ops, Idx i) {
+    std::vector<IndexExpr> at(i.begin(), i.begin() + lead);
+    std::vector<Val> v, nan;
+    for (int64_t a = 0; a < kh; ++a)
+      for (int64_t b = 0; b < kw; ++b) {
+        std::vector<IndexExpr> point = at;
+        point.push_back(i[lead] * kh + a);
+        point.push_back(i[lead + 1] * kw + b);
+        v.push_back(LowerContext::load(ops, x, point));
+        nan.push_back(ops.ne(v.back(), v.back()));
+      }
+    Val best = v[0], anyNan = nan[0];
+    for (int64_t j = 1; j < window; ++j) {
+      best = ops.where(ops.gt(v[j], best), v[j], best); // a NaN never wins a `>`
+      anyNan = ops.bitwiseOr(anyNan, nan[j]);
+    }
+    Val firstMax = ops.constant(int64_t{0}, DType::Int64), lastNan = firstMax;
+    for (int64_t j = window; j-- > 0;)
+      firstMax = ops.where(ops.eq(v[j], best), ops.constant(j, DType::Int64), firstMax);
+    for (int64_t j = 0; j < window; ++j)
+      lastNan = ops.where(nan[j], ops.constant(j, DType::Int64), lastNan);
+    return ops.where(anyNan, lastNan, firstMax);
+  });
+  std::vector<SymInt> tiled(m.sizes.begin(), m.sizes.begin() + lead);
+  tiled.insert(tiled.end(), {out[0], SymInt(kh), out[1], SymInt(kw)});
+  LoopProgram &p = ctx.program();
+  BufferId grads = p.pointwise(tiled, [&](Ops &ops, Idx i) {
+    std::vector<IndexExpr> cell(i.begin(), i.begin() + lead);
+    cell.push_back(i[lead]);
+    cell.push_back(i[lead + 2]);
+    Val self = ops.indexValue(i[lead + 1] * kw + i[lead + 3]);
+    Val grad = ops.cast(LowerContext::load(ops, g, cell), m.dtype);
+    return ops.where(ops.eq(LowerContext::load(ops, pick, cell), self), grad,
+                     ops.constant(0.0, m.dtype));
+  });
+  std::vector<IndexExpr> vars = loopVars(m.sizes.size()), map(vars.begin(), vars.begin() + lead);
+  map.insert(map.end(), {floorDiv(vars[lead], SymInt(kh)), mod(vars[lead], SymInt(kh)),
+                         floorDiv(vars[lead + 1], SymInt(kw)), mod(vars[lead + 1], SymInt(kw))});
+  ctx.define(n.result(0), TensorRef::of(p, grads).view(m.sizes, map));
+  return true;
+}
+
+/// max_pool2d_backward: loop code when the windows tile the input, else an extern on eager's
+/// indexed kernel (the indices recomputed from x).
 void lowerMaxPoolBackward(LowerContext &ctx, const ir::Node &n) {
+  if (tiledMaxPoolBackward(ctx, n))
+    return;
   const ir::TensorMeta &m = n.result(0)->meta();
   ir::TensorMeta out = ir::TensorMeta::contiguous(m.dtype, m.sizes, m.device);
   LoopProgram &p = ctx.program();
