@@ -559,6 +559,53 @@ for _op in ("addcmul", "addcdiv"):
     lowering(_s_addc, f"kiln.Tensor.{_op}_")(_addc(_op, True))
 
 
+def _s_scatter_reduce(input, dim, index, src, reduce, *, include_self=True): ...
+
+
+def _scatter_reduce(inplace: bool):
+    def lower(w, node, a):
+        """sum as scatter_add, prod as scatter with reduce='multiply', mean (floats) as their
+        sum over the count of what landed; include_self=False first overwrites the landing
+        positions with the reduction's identity. amax/amin stay eager."""
+        reduce, example = a["reduce"], _example(node)
+        if reduce not in ("sum", "prod", "mean") or (reduce == "mean" and
+                                                     not example.is_floating_point()):
+            raise Decline(f"scatter_reduce '{reduce}' of {example.dtype}")
+        if a["include_self"] not in (True, False):
+            raise Decline("include_self computed at run time")
+        loc, dim = node.meta.get("loc"), w.int_(a["dim"])
+        x, index, src = w.tensor(a["input"]), w.tensor(a["index"]), w.tensor(a["src"])
+
+        def filled(like, value):
+            (out,) = w.emit("full", [], {"size": list(like.type.sizes), "value": value,
+                                         "dtype": like.type.dtype}, loc)  # fmt: skip
+            return out
+
+        def landing(base, value):  # base with the positions index reaches set to value
+            (out,) = w.emit("scatter", [base, index, filled(src, value)], {"dim": dim}, loc)
+            return out
+
+        identity = 1 if reduce == "prod" else 0
+        base = x if a["include_self"] else landing(x, identity)
+        if reduce == "prod":
+            return emit_into(w, node, a, inplace, "scatter", [base, index, src],
+                             {"dim": dim, "reduce": "multiply"})
+        if reduce == "sum":
+            return emit_into(w, node, a, inplace, "scatter_add", [base, index, src], {"dim": dim})
+        (total,) = w.emit("scatter_add", [base, index, src], {"dim": dim}, loc)
+        start = filled(x, 1 if a["include_self"] else 0)
+        (count,) = w.emit("scatter_add", [start, index, filled(src, 1)], {"dim": dim}, loc)
+        (count,) = w.emit("maximum", [count, w.constant(1)], {}, loc)
+        emit_into(w, node, a, inplace, "div", [total, count], {})
+
+    return lower
+
+
+lowering(_s_scatter_reduce, "kiln.scatter_reduce", "kiln.Tensor.scatter_reduce")(
+    _scatter_reduce(False))
+lowering(_s_scatter_reduce, "kiln.Tensor.scatter_reduce_")(_scatter_reduce(True))
+
+
 # --- Elementwise ops the table spells without a node kind (KILN_EAGER_SPELLING rows) ------------
 
 
