@@ -61,6 +61,7 @@ from kiln._capture import codegen, logs, lowerings, lowerings_random, training
 from kiln._capture.graph import (
     Graph,
     Node,
+    draws_random,
     has_effects,
     inplace_flag,
     is_impure,
@@ -282,6 +283,17 @@ def _compilable_mutation(node: Node) -> bool:
     return lowerings.lowers(node.target)
 
 
+def _impure_reason(node: Node) -> str:
+    """Why a node with effects runs on its eager kernel (explain's and the logs' fallbacks)."""
+    if node.kwargs.get("out") is not None:
+        return "a call with out= (writes a tensor the program does not own)"
+    if draws_random(node):
+        return "a random draw with no in-kernel sampler for these arguments (eager's stream)"
+    if has_effects(node):
+        return "an effect (printing, global state, an assertion) that runs as the code runs it"
+    return "an in-place call with no lowering (it mutates its operand on the eager kernel)"
+
+
 def _mutates(node: Node) -> bool:
     """Whether a call node is an in-place op: its value is its mutated first operand."""
     if not (node.args and isinstance(node.args[0], Node)):
@@ -325,10 +337,13 @@ class _Partitioner:
         self.calls = [n for n in graph.nodes if n.op == "call"]
         self.position = {id(n): i for i, n in enumerate(self.calls)}
         self.report = PartitionReport(graph.name)
-        self.eager: set[int] = {
-            id(n) for n in self.calls
-            if is_impure(n) and not _kernel_random(n) and not _compilable_mutation(n)
-        }  # fmt: skip
+        self.eager: set[int] = set()
+        for n in self.calls:  # effects the compiled code cannot replay: eager, with the reason
+            if is_impure(n) and not _kernel_random(n) and not _compilable_mutation(n):
+                self.eager.add(id(n))
+                if not isinstance(n.target, LoopCall):  # a loop node compiles its own body
+                    self.report.fallbacks.append((n.name, target_name(n.target),
+                                                  _impure_reason(n)))
         # A loop node's results, read through getitem nodes, leave with the node (loops.py).
         self.loop_items = {id(u) for n in self.calls if isinstance(n.target, LoopCall)
                            for u in n.users if u.target is operator.getitem}

@@ -202,6 +202,16 @@ def is_impure(node: Node) -> bool:
     return name.endswith("_") or name in _RANDOM_OPS or name in _EFFECT_OPS
 
 
+_SAMPLERS_IN_PLACE = ("uniform_", "normal_", "exponential_", "bernoulli_", "random_", "cauchy_",
+                      "geometric_", "log_normal_")  # fmt: skip
+
+
+def draws_random(node: Node) -> bool:
+    """Whether a call draws from a random generator (a sampler op, or an in-place one)."""
+    name = target_name(node.target).rsplit(".", 1)[-1] if node.op == "call" else ""
+    return name in _RANDOM_OPS or name.endswith(_SAMPLERS_IN_PLACE)
+
+
 def has_effects(node: Node) -> bool:
     """Whether a call draws random numbers or prints or changes global state (an impurity that
     functionalization cannot remove, unlike mutation)."""

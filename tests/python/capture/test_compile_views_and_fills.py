@@ -139,3 +139,18 @@ def test_linspace_compiles(dtype, bounds):
     np.testing.assert_allclose(got.numpy(), np_ref, rtol=eps, atol=eps * max(abs(a), abs(b)))
     assert got[0].item() == np_ref[0] and got[-1].item() == np_ref[-1]  # the ends exactly
     assert all(r.eager_nodes == 0 for r in backend.reports)
+
+
+def test_every_eager_node_has_a_reason():
+    """Nodes with effects the compiled code cannot replay (an in-place sampler) run eagerly and
+    are listed in the report's fallbacks with why (they were silent eager nodes)."""
+
+    def fn(x):
+        return x + kiln.empty_like(x).exponential_() * 0
+
+    backend = CpuBackend()
+    kiln.compile(fn, backend=backend)(rand(3, 4))
+    (report,) = backend.reports
+    assert report.eager_nodes == len(report.fallbacks) == 1
+    assert report.fallbacks[0][1:] == ("kiln.Tensor.exponential_", "a random draw with no "
+                                       "in-kernel sampler for these arguments (eager's stream)")
