@@ -21,6 +21,7 @@ from kiln._ops_composite_index import *  # noqa: E402,F401,F403
 from kiln._ops_composite_linalg import *  # noqa: E402,F401,F403
 from kiln._ops_composite_math import *  # noqa: E402,F401,F403
 from kiln._ops_composite_stats import *  # noqa: E402,F401,F403
+from kiln._ops_composite_torch_level import *  # noqa: E402,F401,F403
 from kiln._ops_elementwise import *  # noqa: E402,F401,F403
 from kiln._ops_linalg import *  # noqa: E402,F401,F403
 from kiln._ops_nn import *  # noqa: E402,F401,F403

@@ -396,3 +396,31 @@ def test_bce_with_logits_gradient_at_zero_logits():
     torch.nn.functional.binary_cross_entropy_with_logits(
         tt, _t(t), pos_weight=torch.tensor(2.0, dtype=torch.float64)).backward()
     np.testing.assert_allclose(k.grad.numpy(), tt.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["hann_window", "hamming_window", "blackman_window",
+                                  "bartlett_window", "kaiser_window"])  # fmt: skip
+@pytest.mark.parametrize("length,periodic", [(5, True), (5, False), (8, True), (1, True),
+                                             (0, True)])  # fmt: skip
+def test_window_functions(name, length, periodic):
+    ours, theirs = getattr(kiln, name)(length, periodic), getattr(torch, name)(length, periodic)
+    _same(ours, theirs, atol=1e-6)
+    _same(getattr(kiln, name)(length, periodic, dtype=kiln.float64),
+          getattr(torch, name)(length, periodic, dtype=torch.float64), atol=1e-12)
+
+
+def test_torch_level_names_of_functional_ops():
+    x = np.random.default_rng(7).normal(size=(5, 3))
+    _same(kiln.pdist(_k(x)), torch.pdist(_t(x)), rtol=1e-12)
+    _same(kiln.pdist(_k(x), 1), torch.pdist(_t(x), 1), rtol=1e-12)
+    weight, index = x, np.array([1, 2, 0, 2])
+    _same(kiln.embedding(_k(weight), _k(index)), torch.embedding(_t(weight), _t(index)))
+    _same(kiln.cosine_similarity(_k(x), _k(x[::-1].copy())),
+          torch.cosine_similarity(_t(x), _t(x[::-1].copy())), rtol=1e-12)
+    y = np.arange(16.0).reshape(1, 4, 2, 2)
+    _same(kiln.pixel_shuffle(_k(y), 2), torch.pixel_shuffle(_t(y), 2))
+    z = _k(x.copy())
+    assert kiln.sigmoid_(z) is z
+    _same(z, torch.sigmoid(_t(x)), rtol=1e-12)
+    with pytest.raises(RuntimeError, match="pdist only supports 2D tensors"):
+        kiln.pdist(kiln.zeros(2))
