@@ -428,4 +428,14 @@ std::optional<ValueType> inferResultType(const Node &n, SymAssumptions *assumed)
   return std::nullopt;
 }
 
+Value *createTypedBefore(Graph &graph, Node *anchor, OpKind op, std::vector<Value *> operands,
+                         Attributes attrs, SourceLoc loc) {
+  // The operand's type stands in until the node exists for its rule to read.
+  ValueType placeholder = operands[0]->type();
+  Node *n = graph.createBefore(anchor, op, std::move(operands), std::move(attrs), {placeholder},
+                               std::move(loc));
+  n->result()->setType(*inferResultType(*n));
+  return n->result();
+}
+
 } // namespace kiln::ir

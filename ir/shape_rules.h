@@ -62,4 +62,9 @@ DType promotedDType(const Node &node, int first = 0);
 /// Throws kiln::Error naming the broken rule when the operands cannot satisfy it.
 std::optional<ValueType> inferResultType(const Node &node, SymAssumptions *assumed = nullptr);
 
+/// A new `op` node before `anchor` whose result is typed by the op's shape rule; returns that
+/// result. For rewrites that build nodes the graph did not have.
+Value *createTypedBefore(Graph &graph, Node *anchor, OpKind op, std::vector<Value *> operands,
+                         Attributes attrs, SourceLoc loc);
+
 } // namespace kiln::ir

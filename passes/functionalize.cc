@@ -146,11 +146,8 @@ private:
   /// A new node before `user` typed by its shape rule.
   Value *create(Node &user, OpKind op, std::vector<Value *> operands, ir::Attributes attrs,
                 ir::SourceLoc loc) {
-    ir::ValueType placeholder = operands[0]->type();
-    Node *n = graph_.createBefore(&user, op, std::move(operands), std::move(attrs), {placeholder},
-                                  std::move(loc));
-    n->result()->setType(*ir::inferResultType(*n));
-    return n->result();
+    return ir::createTypedBefore(graph_, &user, op, std::move(operands), std::move(attrs),
+                                 std::move(loc));
   }
 
   /// `copy_(dst, src)`: the base of dst gets src written through dst's views.

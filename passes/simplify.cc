@@ -205,15 +205,7 @@ private:
       factors = std::move(f);
       inner.push_back(y);
     }
-    ir::ValueType placeholder = inner[0]->type();
-    Node *joined =
-        graph_.createBefore(&n, OpKind::Cat, inner, {{"dim", dim}}, {placeholder}, n.loc());
-    joined->result()->setType(*ir::inferResultType(*joined));
-    std::vector<ir::SymInt> shape(out.sizes.begin(), out.sizes.end());
-    return graph_
-        .createBefore(&n, OpKind::Reshape, {joined->result()}, {{"shape", shape}},
-                      {n.result()->type()}, n.loc())
-        ->result();
+    return reshapedCat(n, std::move(inner), dim);
   }
 
   /// A cat along the innermost dim of operands of one constant size S (rotary embeddings'
@@ -234,21 +226,21 @@ private:
       if (piece->meta().sizes.back() != ir::SymInt(*size))
         return nullptr;
     std::vector<Value *> lifted;
-    for (Value *piece : n.operands()) {
-      ir::ValueType placeholder = piece->type();
-      Node *u = graph_.createBefore(&n, OpKind::Unsqueeze, {piece}, {{"dim", rank - 1}},
-                                    {placeholder}, n.loc());
-      u->result()->setType(*ir::inferResultType(*u));
-      lifted.push_back(u->result());
-    }
-    ir::ValueType placeholder = lifted[0]->type();
-    Node *stacked =
-        graph_.createBefore(&n, OpKind::Cat, lifted, {{"dim", rank - 1}}, {placeholder}, n.loc());
-    stacked->result()->setType(*ir::inferResultType(*stacked));
-    std::vector<ir::SymInt> shape(out.sizes.begin(), out.sizes.end());
+    for (Value *piece : n.operands())
+      lifted.push_back(ir::createTypedBefore(graph_, &n, OpKind::Unsqueeze, {piece},
+                                             {{"dim", rank - 1}}, n.loc()));
+    return reshapedCat(n, std::move(lifted), rank - 1);
+  }
+
+  /// `cat(pieces, dim)` reshaped to the type of the cat `n` it replaces.
+  Value *reshapedCat(Node &n, std::vector<Value *> pieces, int64_t dim) {
+    Value *joined =
+        ir::createTypedBefore(graph_, &n, OpKind::Cat, std::move(pieces), {{"dim", dim}}, n.loc());
+    const std::vector<ir::SymInt> &sizes = n.result()->meta().sizes;
+    std::vector<ir::SymInt> shape(sizes.begin(), sizes.end());
     return graph_
-        .createBefore(&n, OpKind::Reshape, {stacked->result()}, {{"shape", shape}},
-                      {n.result()->type()}, n.loc())
+        .createBefore(&n, OpKind::Reshape, {joined}, {{"shape", shape}}, {n.result()->type()},
+                      n.loc())
         ->result();
   }
 

@@ -79,44 +79,6 @@ struct InPlaceOperand {
   std::optional<std::vector<int64_t>> view;
 };
 
-/// Whether `v` is a layout BLAS reads without a copy: a whole buffer, its last-two-dims
-/// transpose, or either of those of a reshape of a whole contiguous buffer (the backward's
-/// `reshape(g, [-1, n])` and its transpose), recognized from the graph nodes that made it.
-std::optional<InPlaceOperand> inPlaceOperand(LowerContext &ctx, const ir::Value *v) {
-  const LoopProgram &p = ctx.program();
-  const TensorRef &t = ctx.tensor(v);
-  if (t.isWholeBuffer(p))
-    return InPlaceOperand{t.buffer};
-  if (isLastTwoTransposed(t, p))
-    return InPlaceOperand{t.buffer, true};
-  InPlaceOperand out;
-  const ir::Node *d = v->definingNode();
-  if (d && d->op() == OpKind::Transpose) {
-    const int64_t rank = v->meta().rank();
-    int64_t a = wrapDim(d->attr("dim0")->toInt(), rank),
-            b = wrapDim(d->attr("dim1")->toInt(), rank);
-    if (std::min(a, b) != rank - 2 || std::max(a, b) != rank - 1)
-      return std::nullopt;
-    out.transposed = true;
-    v = d->operand(0);
-    d = v->definingNode();
-  }
-  if (!d || (d->op() != OpKind::Reshape && d->op() != OpKind::View))
-    return std::nullopt;
-  const TensorRef &base = ctx.tensor(d->operand(0));
-  if (!base.isWholeBuffer(p) || !p.buffer(base.buffer).meta.isContiguous())
-    return std::nullopt;
-  std::vector<int64_t> sizes;
-  for (const SymInt &s : v->meta().sizes) {
-    if (!s.isConstant())
-      return std::nullopt;
-    sizes.push_back(*s.constant());
-  }
-  out.buffer = base.buffer;
-  out.view = std::move(sizes);
-  return out;
-}
-
 /// The value a transpose of the last two dims swapped, or null: a matmul operand computed
 /// as `f(x).transpose(-2, -1)` (attention's `k.transpose(2, 3)` after rotary or a head repeat)
 /// is better stored in f's own layout, its vector lane along the contiguous dim, and read by
@@ -142,6 +104,31 @@ std::optional<std::vector<int64_t>> reshapeSizesOf(const ir::Value *v) {
     sizes.push_back(*s.constant());
   }
   return sizes;
+}
+
+/// Whether `v` is a layout BLAS reads without a copy: a whole buffer, its last-two-dims
+/// transpose, or either of those of a reshape of a whole contiguous buffer (the backward's
+/// `reshape(g, [-1, n])` and its transpose), recognized from the graph nodes that made it.
+std::optional<InPlaceOperand> inPlaceOperand(LowerContext &ctx, const ir::Value *v) {
+  const LoopProgram &p = ctx.program();
+  const TensorRef &t = ctx.tensor(v);
+  if (t.isWholeBuffer(p))
+    return InPlaceOperand{t.buffer};
+  if (isLastTwoTransposed(t, p))
+    return InPlaceOperand{t.buffer, true};
+  InPlaceOperand out;
+  if (const ir::Value *swapped = lastTwoTransposeOf(v)) {
+    out.transposed = true;
+    v = swapped;
+  }
+  out.view = reshapeSizesOf(v);
+  if (!out.view)
+    return std::nullopt;
+  const TensorRef &base = ctx.tensor(v->definingNode()->operand(0));
+  if (!base.isWholeBuffer(p) || !p.buffer(base.buffer).meta.isContiguous())
+    return std::nullopt;
+  out.buffer = base.buffer;
+  return out;
 }
 
 void lowerMatmul(LowerContext &ctx, const ir::Node &n) {
