@@ -67,10 +67,13 @@ int64_t clampBound(int64_t v, int64_t size) {
   return std::clamp<int64_t>(v, 0, size);
 }
 
+/// torch's cross-entropy gradient for (N, C) logits and class indices, with class weights w and
+/// label smoothing e: per valid row, softmax(x) * ((1 - e) * w[t] + e / C * sum(w)) minus
+/// (1 - e) * w[t] * onehot(t) + e / C * w (w = 1 without weights); `mean` divides by the
+/// valid rows' sum of w[t].
 V crossEntropyGrad(B &b, const ir::Node &n, V g) {
   V x = n.operand(0), target = n.operand(1);
-  if (n.numOperands() > 2)
-    throw Unsupported("cross_entropy with class weights has no compiled derivative yet");
+  V weight = n.numOperands() > 2 ? n.operand(2) : nullptr;
   B::Sizes xs = B::sizes(x);
   if (xs.size() != 2 || !isIntegral(B::dtype(target), false))
     throw Unsupported("cross_entropy: compiled derivatives cover (N, C) logits with class "
@@ -84,16 +87,29 @@ V crossEntropyGrad(B &b, const ir::Node &n, V g) {
   V valid = b.op(OpKind::Ne, {target, b.integer(ignore)});
   V safe = b.where(valid, target, b.integer(0));
   V onehot = b.cast(b.op(OpKind::OneHot, {safe}, {{"num_classes", classes}}), dt);
-  V want = smoothing == 0.0 ? onehot
-                            : b.addScalar(b.scale(onehot, 1.0 - smoothing), smoothing / classes);
-  V diff = b.sub(b.softmax(x, 1), want);
-  V rowMask = b.unsqueeze(b.cast(valid, dt), 1);
-  V rows = b.mul(diff, rowMask);
+  // The weight of each row's class (1 without weights), zero on ignored rows.
+  V rowWeight = b.cast(valid, dt);
+  if (weight)
+    rowWeight = b.mul(rowWeight, b.op(OpKind::IndexSelect, {weight, safe}, {{"dim", int64_t{0}}}));
+  V want = b.mul(onehot, b.unsqueeze(rowWeight, 1));
+  V scale = rowWeight;
+  if (smoothing != 0.0) {
+    V validRows = b.cast(valid, dt);
+    V spread = b.unsqueeze(validRows, 1); // e / C of every class's weight, on valid rows
+    V smoothed = validRows;               // e / C * sum(w) on valid rows: e without weights
+    if (weight) {
+      spread = b.mul(spread, b.unsqueeze(weight, 0));
+      smoothed = b.mul(validRows, b.scale(b.sum(weight, std::nullopt, false), 1.0 / classes));
+    }
+    want = b.add(b.scale(want, 1.0 - smoothing), b.scale(spread, smoothing / classes));
+    scale = b.add(b.scale(rowWeight, 1.0 - smoothing), b.scale(smoothed, smoothing));
+  }
+  V rows = b.sub(b.mul(b.softmax(x, 1), b.unsqueeze(scale, 1)), want);
   if (reduction == "none")
     return b.mul(rows, b.unsqueeze(g, 1));
   if (reduction == "sum")
     return b.mul(rows, g);
-  V count = b.sum(b.cast(valid, dt), std::nullopt, false);
+  V count = b.sum(rowWeight, std::nullopt, false);
   return b.mul(rows, b.div(g, count));
 }
 
@@ -374,6 +390,8 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
   case OpKind::Embedding:
     return Grads{nullptr, need[1] ? embeddingGrad(b, n, g) : nullptr};
   case OpKind::CrossEntropy:
+    if (n.numOperands() > 2 && need[2])
+      throw Unsupported("cross_entropy: the gradient of the class weights");
     return Grads{need[0] ? crossEntropyGrad(b, n, g) : nullptr, nullptr, nullptr};
   case OpKind::Conv2d:
     return convolutionVjp(b, n, g, need);

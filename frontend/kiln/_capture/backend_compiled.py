@@ -71,6 +71,7 @@ from kiln._capture.graph import (
 )
 from kiln._capture.graph_build import GraphWriter, Val
 from kiln._capture.loops import LoopCall
+from kiln._capture.masked_select import rewrite_masked_reductions
 
 __all__ = ["BackendCompilerFailed", "CpuBackend", "PartitionReport", "compile_graph"]
 
@@ -131,6 +132,10 @@ def compile_graph(graph: Graph, *, fallback: bool = True, fuse: bool = True):
     """A function ``f(*graph_inputs) -> tuple of graph outputs`` running `graph` through the
     CPU compiler, with eager code for what it does not accept (see the module docstring)."""
     start = time.perf_counter()
+    masked = rewrite_masked_reductions(graph)
+    if masked:
+        logs.log("graph", f"backend: {graph.name}: {masked} boolean-mask selection(s) computed at "
+                          "full shape, the mask applied by their reductions")
     part = _Partitioner(graph, fallback, fuse, training=_records_autograd(graph))
     try:
         fn = part.build()

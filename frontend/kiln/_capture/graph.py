@@ -285,18 +285,46 @@ class Graph:
         """Records ``target(*args, **kwargs)`` that evaluated to `example`; returns its node."""
         if self._output_node is not None:
             raise RuntimeError("graph outputs are already set: no calls can follow")
+        node = self._new_call(target, args, kwargs, {"example": example, "loc": loc})
+        self.nodes.append(node)
+        return node
+
+    def _new_call(self, target, args, kwargs, meta) -> Node:
         args, kwargs = tuple(args), dict(kwargs or {})
         used = self._check_args((args, kwargs))
         name = f"t{next(self._call_counter)}"
         while name in self._names:
             name = f"t{next(self._call_counter)}"
         self._names.add(name)
-        node = Node(self, name, "call", target, args, kwargs, {"example": example, "loc": loc})
+        node = Node(self, name, "call", target, args, kwargs, meta)
         for n in used:
             n.users.append(node)
         self._forward = None
-        self.nodes.append(node)
         return node
+
+    def insert_call(self, before: Node, target, args: tuple, kwargs: dict, example,
+                    meta_from: Node) -> Node:
+        """Records ``target(*args, **kwargs)`` right before `before` (a rewrite of the captured
+        program); the new node takes `meta_from`'s source line and grad mode."""
+        meta = {"example": example, "loc": meta_from.meta.get("loc")}
+        if "grad_enabled" in meta_from.meta:
+            meta["grad_enabled"] = meta_from.meta["grad_enabled"]
+        node = self._new_call(target, args, kwargs, meta)
+        self.nodes.insert(self.nodes.index(before), node)
+        return node
+
+    def set_call(self, node: Node, target, args: tuple, kwargs: dict, example) -> None:
+        """Makes `node` the call ``target(*args, **kwargs)`` evaluating to `example`, keeping its
+        name, users and source line (a rewrite of the captured program)."""
+        for n in nodes_in((node.args, node.kwargs)):
+            n.users.remove(node)
+        node.target, node.args, node.kwargs = target, tuple(args), dict(kwargs)
+        for n in self._check_args((node.args, node.kwargs)):
+            n.users.append(node)
+        node.meta["example"] = example
+        node.meta.pop("sym_sizes", None)
+        node.meta.pop("decline", None)
+        self._forward = None
 
     def output(self, values: list) -> Node:
         """Sets the graph outputs (Nodes or constants); once."""

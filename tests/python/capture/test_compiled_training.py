@@ -169,6 +169,35 @@ def test_embedding_and_head_with_ignore_index():
     trained_in_one_part(backend)
 
 
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_with_class_weights(smoothing, reduction):
+    kiln.manual_seed(4)
+    head = nn.Linear(6, 7)
+    weight = kiln.rand(7) + 0.5
+    targets = kiln.randint(0, 7, (10,))
+    targets[3] = -100
+
+    def fn(x):
+        return F.cross_entropy(head(x), targets, weight=weight, reduction=reduction,
+                               label_smoothing=smoothing)
+
+    backend = grads_as_eager(fn, lambda s: [kiln.randn(10, 6)], [head.weight, head.bias])
+    trained_in_one_part(backend)
+
+
+def test_cross_entropy_weights_that_require_grad_raise_as_eager():
+    weight = (kiln.rand(5) + 0.5).requires_grad_(True)
+    targets = kiln.randint(0, 5, (8,))
+
+    def fn(x):
+        return F.cross_entropy(x * 2, targets, weight=weight)
+
+    x = kiln.randn(8, 5).requires_grad_(True)
+    with pytest.raises(RuntimeError, match="not differentiable with respect to argument 'weight'"):
+        kiln.compile(fn)(x)
+
+
 def test_graph_break_chains_compiled_backwards():
     w1 = kiln.randn(5, 5).requires_grad_()
     w2 = kiln.randn(5, 5).requires_grad_()

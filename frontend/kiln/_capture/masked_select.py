@@ -1,0 +1,314 @@
+"""Boolean-mask selections whose values only reach reductions, rewritten so they compile.
+
+``x[mask]`` has as many rows as the mask has true values, a size known only when the program
+runs, so the node stays an eager call and splits the compiled program. Most model code reduces
+the selection at once: ``loss[mask].mean()``, ``(pred[m] - target[m]).abs().sum()``,
+``F.cross_entropy(logits[m], labels[m])``. Such a region is computed at the full shape
+instead and the mask applied by the reduction, which needs no data-dependent size:
+
+- every selection ``x[m]`` (``m`` covering ``x``'s leading dims) becomes
+  ``where(m, x, x_ref)``, where ``x_ref`` is ``x`` at the mask's first true position: the
+  positions the mask drops then compute what a kept position computes, so they can neither
+  raise (integer division) nor make a gradient NaN (``0 * inf``), even when the dropped values
+  are NaN or out of an op's domain;
+- elementwise ops of such values (and of tensors that broadcast over their trailing dims only)
+  run at the full shape, unchanged;
+- ``sum()`` becomes ``where(m, v, 0).sum()``, ``mean()`` that sum divided by the number of kept
+  elements, ``mse_loss``/``l1_loss`` their elementwise loss reduced the same way, and
+  ``cross_entropy``/``nll_loss`` of selected rows the loss over all rows with the dropped rows'
+  targets set to ``ignore_index`` (torch then leaves them out of the sum and the mean's divisor).
+
+A region with any other use (returned, indexed, reshaped, reduced along a dim, written in
+place) is left alone: its selection stays an eager node, reported with the reason.
+"""
+
+from __future__ import annotations
+
+import inspect
+import operator
+
+import kiln
+from kiln._capture.graph import Graph, Node, nodes_in, replace_nodes
+
+__all__ = ["rewrite_masked_reductions"]
+
+_CASTS = ("float", "double", "half", "bfloat16", "long", "int", "bool")
+
+
+def rewrite_masked_reductions(graph: Graph) -> int:
+    """Rewrites every region of `graph` that qualifies (see the module docstring); returns how
+    many masks were rewritten."""
+    if not _ELEMENTWISE:
+        _load_targets()
+    seeds: dict[int, list[Node]] = {}
+    for node in graph.nodes:
+        mask = _selection_mask(node)
+        if mask is not None:
+            seeds.setdefault(id(mask), []).append(node)
+    rewritten = 0
+    for group in seeds.values():
+        region = _region(graph, group)
+        if region is not None:
+            _Rewrite(graph, group[0].args[1], region).run()
+            rewritten += 1
+    return rewritten
+
+
+def _example(value):
+    return value.meta.get("example") if isinstance(value, Node) else value
+
+
+def _selection_mask(node: Node) -> Node | None:
+    """The mask node of ``x[mask]`` (a bool tensor covering x's leading dims), else None."""
+    if node.op != "call" or node.target is not operator.getitem or len(node.args) != 2:
+        return None
+    x, mask = node.args
+    ex, em = _example(x), _example(mask)
+    if not (isinstance(x, Node) and isinstance(mask, Node)):
+        return None
+    if not (isinstance(ex, kiln.Tensor) and isinstance(em, kiln.Tensor)):
+        return None
+    if em.dtype != kiln.bool or em.dim() == 0 or ex.dim() < em.dim():
+        return None
+    return mask if tuple(ex.shape[: em.dim()]) == tuple(em.shape) else None
+
+
+class _Terminal:
+    """A use that reduces a region: how to rewrite it once the region is at full shape."""
+
+    def __init__(self, kind: str, bound: dict | None = None):
+        self.kind = kind  # "sum", "mean", "pointwise_loss", "class_loss"
+        self.bound = bound or {}
+
+
+def _region(graph: Graph, seeds: list[Node]) -> dict | None:
+    """{id(node): node or _Terminal} for the region grown from `seeds`; None if any value of it
+    escapes to a use the rewrite cannot take."""
+    members: dict[int, Node] = {id(s): s for s in seeds}
+    terminals: dict[int, _Terminal] = {}
+    first = min(graph.nodes.index(s) for s in seeds)
+    for node in graph.nodes[first:]:
+        if id(node) in members or node.op != "call":
+            continue
+        inside = [n for n in nodes_in((node.args, node.kwargs)) if id(n) in members]
+        if not inside:
+            continue
+        terminal = _terminal(node, members)
+        if terminal is not None:
+            terminals[id(node)] = terminal
+        elif _elementwise(node, members):
+            members[id(node)] = node
+        else:
+            return None
+    for node in members.values():
+        if any(id(u) not in members and id(u) not in terminals for u in node.users):
+            return None
+    return {**members, **terminals} if terminals else None
+
+
+def _row_ndim(node: Node) -> int:
+    return _example(node).dim() - 1
+
+
+def _elementwise(node: Node, members: dict) -> bool:
+    """An elementwise op whose region operands have the result's rank and whose other tensors
+    broadcast over trailing dims only (so the selected dim stays the first)."""
+    if not _is_elementwise_target(node):
+        return False
+    result = _example(node)
+    if not isinstance(result, kiln.Tensor) or result.dim() == 0:
+        return False
+    for v in nodes_in((node.args, node.kwargs)):
+        ev = _example(v)
+        if id(v) in members:
+            if ev.dim() != result.dim():
+                return False
+        elif isinstance(ev, kiln.Tensor) and ev.dim() > result.dim() - 1:
+            return False
+    return True
+
+
+def _terminal(node: Node, members: dict) -> _Terminal | None:
+    t = node.target
+    if t in (kiln.sum, kiln.Tensor.sum, kiln.mean, kiln.Tensor.mean):
+        if len(node.args) == 1 and not node.kwargs:
+            return _Terminal("sum" if t in (kiln.sum, kiln.Tensor.sum) else "mean")
+        return None
+    kind = _LOSSES.get(id(t))
+    if kind is None:
+        return None
+    bound = _bind(t, node)
+    if bound is None or bound.get("reduction", "mean") not in ("mean", "sum"):
+        return None
+    if any(bound.get(k) is not None for k in ("size_average", "reduce")):
+        return None
+    a, b = bound["input"], bound["target"]
+    if kind == "pointwise_loss":
+        if bound.get("weight") is not None:
+            return None
+        inside = [v for v in (a, b) if isinstance(v, Node) and id(v) in members]
+        rank = _example(inside[0]).dim() if inside else 0
+        for v in (a, b):
+            ev = _example(v)
+            if id(v) not in members and isinstance(ev, kiln.Tensor) and ev.dim() > rank - 1:
+                return None
+        return _Terminal(kind, bound) if inside else None
+    # A class loss: the logits' rows and the targets must both be selected by the mask.
+    if not (id(a) in members and id(b) in members):
+        return None
+    if _row_ndim(a) != 1 or _row_ndim(b) != 0 or _example(b).is_floating_point():
+        return None
+    w = bound.get("weight")
+    if isinstance(w, Node) and id(w) in members:
+        return None
+    return _Terminal(kind, bound)
+
+
+def _bind(target, node: Node) -> dict | None:
+    try:
+        sig = inspect.signature(target)
+        bound = sig.bind(*node.args, **node.kwargs)
+    except (TypeError, ValueError):
+        return None
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+_ELEMENTWISE: set[int] = set()
+_LOSSES: dict[int, str] = {}
+
+
+def _is_elementwise_target(node: Node) -> bool:
+    t = node.target
+    if id(t) in _ELEMENTWISE:
+        return True
+    if t is kiln.Tensor.to:  # a cast to a dtype only
+        args = node.args[1:] + tuple(node.kwargs.values())
+        return len(args) == 1 and isinstance(args[0], kiln.dtype)
+    return False
+
+
+def _load_targets() -> None:
+    from kiln._capture import op_table
+    from kiln._capture.lowerings import _resolve
+
+    for spelling in op_table.spellings():
+        row_traits = _TRAITS.get(spelling.op)
+        if row_traits is None:
+            _TRAITS.update({r["op"]: r["traits"] for r in kiln._C._ir.op_table()})
+            row_traits = _TRAITS.get(spelling.op, [])
+        if "elementwise" in row_traits and not spelling.inplace:
+            try:
+                _ELEMENTWISE.add(id(_resolve(spelling.path)))
+            except (AttributeError, ImportError):
+                continue
+    _ELEMENTWISE.update(id(getattr(kiln.Tensor, name)) for name in _CASTS)
+    F = kiln.nn.functional
+    _LOSSES.update({id(F.mse_loss): "pointwise_loss", id(F.l1_loss): "pointwise_loss",
+                    id(F.cross_entropy): "class_loss", id(F.nll_loss): "class_loss"})
+
+
+_TRAITS: dict[str, list] = {}
+
+
+class _Rewrite:
+    """Rewrites one accepted region in place (graph order: operands before their users)."""
+
+    def __init__(self, graph: Graph, mask: Node, region: dict):
+        self.graph, self.mask, self.region = graph, mask, region
+        self.kept: dict[int, Node] = {}  # row rank -> the mask with that many trailing dims
+        self.first: Node | None = None  # the mask's first true position, as a [1] index
+
+    def run(self) -> None:
+        for node in list(self.graph.nodes):
+            entry = self.region.get(id(node))
+            if entry is None:
+                continue
+            if isinstance(entry, _Terminal):
+                self._terminal(node, entry)
+            elif node.target is operator.getitem and node.args[1] is self.mask:
+                self._selection(node)
+            else:
+                self.graph.set_call(node, node.target, node.args, node.kwargs, _run(node))
+
+    # -- helpers that add nodes before `at` ---------------------------------------------------
+    def _add(self, at: Node, target, *args, **kwargs) -> Node:
+        example = _run_call(at, target, args, kwargs)
+        return self.graph.insert_call(at, target, args, kwargs, example, at)
+
+    def _kept(self, at: Node, row_ndim: int) -> Node:
+        """The mask with `row_ndim` trailing dims of one, to broadcast against a region value."""
+        node = self.kept.get(row_ndim)
+        if node is None:
+            node = self.mask
+            for _ in range(row_ndim):
+                node = self._add(at, kiln.Tensor.unsqueeze, node, -1)
+            self.kept[row_ndim] = node
+        return node
+
+    def _selection(self, node: Node) -> None:
+        x = node.args[0]
+        k = _example(self.mask).dim()
+        if self.first is None:
+            flat = self._add(node, kiln.Tensor.reshape, self.mask, -1)
+            ints = self._add(node, kiln.Tensor.to, flat, kiln.int32)
+            self.first = self._add(node, kiln.Tensor.argmax, ints, 0, True)
+        rows = self._add(node, kiln.Tensor.flatten, x, 0, k - 1) if k > 1 else x
+        ref = self._add(node, kiln.Tensor.index_select, rows, 0, self.first)
+        for _ in range(k - 1):
+            ref = self._add(node, kiln.Tensor.unsqueeze, ref, 0)
+        kept = self._kept(node, _example(x).dim() - k)
+        self._set(node, kiln.where, kept, x, ref)
+
+    def _set(self, node: Node, target, *args, **kwargs) -> None:
+        self.graph.set_call(node, target, args, kwargs, _run_call(node, target, args, kwargs))
+
+    def _masked_reduce(self, node: Node, value: Node, mean: bool) -> None:
+        kept = self._kept(node, _row_ndim_full(value, self.mask))
+        zeroed = self._add(node, kiln.where, kept, value, 0)
+        if not mean:
+            self._set(node, kiln.Tensor.sum, zeroed)
+            return
+        total = self._add(node, kiln.Tensor.sum, zeroed)
+        count = self._add(node, kiln.Tensor.sum, self._add(node, kiln.Tensor.expand_as, kept,
+                                                           value))
+        self._set(node, operator.truediv, total, count)
+
+    def _terminal(self, node: Node, entry: _Terminal) -> None:
+        if entry.kind in ("sum", "mean"):
+            self._masked_reduce(node, node.args[0], entry.kind == "mean")
+            return
+        b = entry.bound
+        if entry.kind == "pointwise_loss":
+            each = self._add(node, node.target, b["input"], b["target"], reduction="none")
+            self._masked_reduce(node, each, b["reduction"] == "mean")
+            return
+        k = _example(self.mask).dim()
+        logits, labels = b["input"], b["target"]
+        ignore = b["ignore_index"]
+        labels = self._add(node, kiln.where, self.mask, labels, ignore)
+        if k > 1:
+            logits = self._add(node, kiln.Tensor.flatten, logits, 0, k - 1)
+            labels = self._add(node, kiln.Tensor.flatten, labels)
+        kwargs = {key: b[key] for key in ("weight", "ignore_index", "reduction", "label_smoothing")
+                  if key in b}  # fmt: skip
+        self._set(node, node.target, logits, labels, **kwargs)
+
+
+def _row_ndim_full(value: Node, mask: Node) -> int:
+    return _example(value).dim() - _example(mask).dim()
+
+
+def _grad_mode(node: Node) -> bool:
+    return node.meta.get("grad_enabled", node.graph.grad_enabled if node.graph else True)
+
+
+def _run_call(at: Node, target, args, kwargs):
+    ex_args = replace_nodes(tuple(args), _example)
+    ex_kwargs = replace_nodes(dict(kwargs), _example)
+    with kiln.set_grad_enabled(_grad_mode(at)):
+        return target(*ex_args, **ex_kwargs)
+
+
+def _run(node: Node):
+    return _run_call(node, node.target, node.args, node.kwargs)

@@ -1,0 +1,224 @@
+"""Boolean-mask selections reduced at once (``loss[mask].mean()``, masked losses) compile into
+the one program (masked_select.py), forward and backward, equal to eager kiln and torch; any
+other use of the selection stays an eager node with its reason."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches around every test
+
+import kiln
+import kiln.nn.functional as F
+from kiln._capture.backend_compiled import CpuBackend
+
+
+def one_part(backend, backward=False):
+    (report,) = backend.reports
+    assert report.eager_nodes == 0 and report.fallbacks == [], report.fallbacks
+    assert len(report.parts) == 1
+    assert report.backward_parts == (1 if backward else 0)
+    return report
+
+
+def both(*arrays):
+    return [kiln.from_numpy(a) for a in arrays], [torch.from_numpy(a) for a in arrays]
+
+
+PATTERNS = {
+    "sum": lambda x, y, m: x[m].sum(),
+    "mean": lambda x, y, m: x[m].mean() * 3,
+    "chain": lambda x, y, m: ((x[m] - y[m]) ** 2).mean() + (x[m] * y[m]).abs().sum(),
+    "mse": lambda x, y, m: F.mse_loss(x[m], y[m]) if isinstance(x, kiln.Tensor)
+    else TF.mse_loss(x[m], y[m]),
+    "l1_sum": lambda x, y, m: F.l1_loss(x[m], y[m], reduction="sum") if isinstance(x, kiln.Tensor)
+    else TF.l1_loss(x[m], y[m], reduction="sum"),
+    "where": lambda x, y, m: (x[m] > 0).float().sum() + (x[m] > y[m]).sum(),
+}
+
+
+@pytest.mark.parametrize("pattern", sorted(PATTERNS))
+@pytest.mark.parametrize("mask_dims", [1, 2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_reduced_selection_compiles(pattern, mask_dims, dtype):
+    rng = np.random.default_rng(mask_dims)
+    x = rng.normal(size=(4, 5, 3)).astype(dtype)
+    y = rng.normal(size=(4, 5, 3)).astype(dtype)
+    m = rng.normal(size=x.shape[:mask_dims]) > 0
+    fn = PATTERNS[pattern]
+    (kx, ky, km), (tx, ty, tm) = both(x, y, m)
+    backend = CpuBackend(fallback=False)
+    got = kiln.compile(fn, backend=backend)(kx, ky, km)
+    one_part(backend)
+    want = fn(tx, ty, tm)
+    assert got.dtype == fn(kx, ky, km).dtype
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_masked_loss_trains_without_nan_from_dropped_targets():
+    # Targets missing where the mask is false (NaN there): the dropped positions must not turn
+    # the gradient into NaN (0 * NaN) as a plain where(m, loss, 0) would.
+    rng = np.random.default_rng(0)
+    pred = rng.normal(size=(6, 8)).astype(np.float32)
+    target = rng.normal(size=(6, 8)).astype(np.float32)
+    target[rng.random(size=target.shape) < 0.3] = np.nan
+    w = rng.normal(size=(8,)).astype(np.float32)
+
+    def fn(p, t, w):
+        m = ~t.isnan()
+        return ((p[m] * w.expand_as(p)[m] - t[m]) ** 2).mean() + (p[m] * 0.5).log1p().abs().sum()
+
+    (kp, kt, kw), (tp, tt, tw) = both(pred, target, w)
+    results = []
+    for f, p, t, w_ in ((fn, tp, tt, tw), (kiln.compile(fn, backend=CpuBackend(False)), kp, kt,
+                                            kw)):
+        p = p.clone().requires_grad_(True)
+        w_ = w_.clone().requires_grad_(True)
+        loss = f(p, t, w_)
+        loss.backward()
+        results.append((loss.detach().numpy(), p.grad.numpy(), w_.grad.numpy()))
+    (want, wp, ww), (got, gp, gw) = results
+    assert np.isfinite(gp).all() and np.isfinite(gw).all()
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    np.testing.assert_allclose(gp, wp, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gw, ww, rtol=1e-5, atol=1e-6)
+
+
+def test_broadcast_weight_gradient_over_selected_rows():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(3, 7, 4)).astype(np.float32)
+    m = rng.normal(size=(3, 7)) > 0.3
+    w = rng.normal(size=(4,)).astype(np.float32)
+
+    def fn(x, w, m):
+        return (x[m] * w).sigmoid().sum()
+
+    backend = CpuBackend(fallback=False)
+    (kx, kw, km), (tx, tw, tm) = both(x, w, m)
+    kw.requires_grad_(True)
+    tw.requires_grad_(True)
+    got = kiln.compile(fn, backend=backend)(kx, kw, km)
+    got.backward()
+    want = fn(tx, tw, tm)
+    want.backward()
+    one_part(backend, backward=True)
+    np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+    np.testing.assert_allclose(kw.grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_masked_language_model_loss(label_smoothing, weighted, reduction):
+    rng = np.random.default_rng(2)
+    logits = rng.normal(size=(2, 9, 11)).astype(np.float32)
+    labels = rng.integers(0, 11, size=(2, 9))
+    labels[0, 3] = -100  # an ignored label among the selected ones
+    m = rng.random(size=(2, 9)) < 0.4
+    weight = rng.random(size=(11,)).astype(np.float32) + 0.5
+
+    def fn(lg, lb, m, wt):
+        loss = F.cross_entropy if isinstance(lg, kiln.Tensor) else TF.cross_entropy
+        return loss(lg[m], lb[m], weight=wt if weighted else None, reduction=reduction,
+                    label_smoothing=label_smoothing)
+
+    (kl, kb, km, kw), (tl, tb, tm, tw) = both(logits, labels, m, weight)
+    kl.requires_grad_(True)
+    tl.requires_grad_(True)
+    backend = CpuBackend(fallback=False)
+    got = kiln.compile(fn, backend=backend)(kl, kb, km, kw)
+    got.backward()
+    want = fn(tl, tb, tm, tw)
+    want.backward()
+    one_part(backend, backward=True)
+    np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+    np.testing.assert_allclose(kl.grad.numpy(), tl.grad.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_nll_loss_of_selected_rows():
+    rng = np.random.default_rng(3)
+    logp = np.log(rng.dirichlet(np.ones(5), size=8)).astype(np.float32)
+    labels = rng.integers(0, 5, size=8)
+    m = rng.random(size=8) < 0.5
+
+    def fn(lp, lb, m):
+        return F.nll_loss(lp[m], lb[m])
+
+    (kl, kb, km), (tl, tb, tm) = both(logp, labels, m)
+    backend = CpuBackend(fallback=False)
+    got = kiln.compile(fn, backend=backend)(kl, kb, km)
+    one_part(backend)
+    np.testing.assert_allclose(got.item(), TF.nll_loss(tl[tm], tb[tm]).item(), rtol=1e-6)
+
+
+def test_empty_selection_as_eager():
+    x = kiln.randn(4, 3)
+    m = kiln.zeros(4, dtype=kiln.bool)
+    labels = kiln.zeros(4, dtype=kiln.int64)
+
+    def fn(x, m, lb):
+        return x[m].sum(), x[m].mean(), F.cross_entropy(x[m], lb[m])
+
+    got = kiln.compile(fn, backend=CpuBackend(fallback=False))(x, m, labels)
+    want = fn(x, m, labels)
+    assert got[0].item() == want[0].item() == 0.0
+    assert np.isnan(got[1].item()) and np.isnan(want[1].item())
+    assert np.isnan(got[2].item()) and np.isnan(want[2].item())
+
+
+def test_integer_division_by_zero_where_the_mask_drops_it():
+    a = kiln.tensor([7, 9, -5, 4])
+    b = kiln.tensor([2, 0, 3, 0])
+
+    def fn(a, b, m):
+        return (a[m] // b[m]).sum() + (a[m] % b[m]).sum()
+
+    m = b != 0
+    got = kiln.compile(fn, backend=CpuBackend(fallback=False))(a, b, m)
+    assert got.item() == fn(a, b, m).item()
+
+
+def test_new_batch_sizes_keep_the_compiled_program():
+    calls = []
+
+    def fn(x, m):
+        return x[m].mean()
+
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(fn, backend=backend)
+    for n in (4, 6, 9, 13):
+        x = kiln.randn(n, 5)
+        m = x > 0
+        calls.append(n)
+        np.testing.assert_allclose(compiled(x, m).item(), fn(x, m).item(), rtol=1e-5)
+    assert len(backend.reports) <= 2  # the first shape, then one dynamic capture
+    for report in backend.reports:
+        assert report.eager_nodes == 0 and len(report.parts) == 1
+
+
+@pytest.mark.parametrize("use", ["returned", "dim_reduction", "in_place", "reshaped"])
+def test_other_uses_keep_the_selection_eager(use):
+    def fn(x, m):
+        v = x[m]
+        if use == "returned":
+            return v * 2, v.sum()
+        if use == "dim_reduction":
+            return v.sum(0)
+        if use == "in_place":
+            v += 1
+            return v.sum()
+        return v.reshape(-1, 1).sum()
+
+    x = kiln.randn(5, 4)
+    m = x[:, 0] > 0
+    backend = CpuBackend(fallback=True)
+    got = kiln.compile(fn, backend=backend)(x, m)
+    want = fn(x, m)
+    for g, w in zip(got if isinstance(got, tuple) else (got,),
+                    want if isinstance(want, tuple) else (want,), strict=True):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)
+    (report,) = backend.reports
+    reasons = [reason for _, _, reason in report.fallbacks]
+    assert any("boolean-mask indexing" in r for r in reasons), reasons
