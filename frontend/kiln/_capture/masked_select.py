@@ -86,6 +86,7 @@ def _region(graph: Graph, seeds: list[Node]) -> dict | None:
     escapes to a use the rewrite cannot take."""
     members: dict[int, Node] = {id(s): s for s in seeds}
     terminals: dict[int, _Terminal] = {}
+    rows: dict[int, _Terminal] = {}  # row-wise members, with their dims counted from the end
     first = min(graph.nodes.index(s) for s in seeds)
     for node in graph.nodes[first:]:
         if id(node) in members or node.op != "call":
@@ -94,8 +95,12 @@ def _region(graph: Graph, seeds: list[Node]) -> dict | None:
         if not inside:
             continue
         terminal = _terminal(node, members)
+        rowwise = _rowwise(node, members) if terminal is None else None
         if terminal is not None:
             terminals[id(node)] = terminal
+        elif rowwise is not None:
+            members[id(node)] = node
+            rows[id(node)] = rowwise
         elif _elementwise(node, members):
             members[id(node)] = node
         else:
@@ -103,7 +108,7 @@ def _region(graph: Graph, seeds: list[Node]) -> dict | None:
     for node in members.values():
         if any(id(u) not in members and id(u) not in terminals for u in node.users):
             return None
-    return {**members, **terminals} if terminals else None
+    return {**members, **rows, **terminals} if terminals else None
 
 
 def _row_ndim(node: Node) -> int:
@@ -131,8 +136,12 @@ def _elementwise(node: Node, members: dict) -> bool:
 def _terminal(node: Node, members: dict) -> _Terminal | None:
     t = node.target
     if t in (kiln.sum, kiln.Tensor.sum, kiln.mean, kiln.Tensor.mean):
+        kind = "sum" if t in (kiln.sum, kiln.Tensor.sum) else "mean"
         if len(node.args) == 1 and not node.kwargs:
-            return _Terminal("sum" if t in (kiln.sum, kiln.Tensor.sum) else "mean")
+            return _Terminal(kind)
+        bound = _reduction_dims(node)
+        if bound is not None and bound[0] == [0] and not bound[1]:
+            return _Terminal(kind + "_rows")  # over the selected rows only
         return None
     kind = _LOSSES.get(id(t))
     if kind is None:
@@ -164,6 +173,46 @@ def _terminal(node: Node, members: dict) -> _Terminal | None:
     return _Terminal(kind, bound)
 
 
+_ROWWISE = ("softmax", "log_softmax", "sum", "mean", "amax", "amin", "logsumexp")
+
+
+def _reduction_dims(node: Node) -> tuple[list[int], bool] | None:
+    """(dims, keepdim) of a call to a table op that takes ``dim``, its only tensor the input;
+    the dims normalized to the input's rank. None when it is not such a call."""
+    spelling = _SPELLINGS.get(id(node.target))
+    if spelling is None or spelling.op not in _ROWWISE:
+        return None
+    try:
+        bound = spelling.signature.bind(*node.args, **node.kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    args = bound.arguments
+    if any(isinstance(v, Node) for k, v in args.items() if k != "input"):
+        return None
+    if any(k not in ("input", "dim", "keepdim", "_stacklevel") and v is not None
+           for k, v in args.items()):  # fmt: skip
+        return None  # a dtype= argument
+    dim, rank = args.get("dim"), _example(args["input"]).dim()
+    dims = [dim] if isinstance(dim, int) else list(dim or [])
+    if not dims or not all(isinstance(d, int) and -rank <= d < rank for d in dims):
+        return None
+    return sorted(d % rank for d in dims), bool(args.get("keepdim", False))
+
+
+def _rowwise(node: Node, members: dict) -> _Terminal | None:
+    """A softmax or a reduction along dims other than the selected one: the same op at full
+    shape, its dims counted from the end."""
+    found = _reduction_dims(node)
+    if found is None or id(node.args[0] if node.args else None) not in members:
+        return None
+    dims, keepdim = found
+    rank = _example(node.args[0]).dim()
+    if 0 in dims:
+        return None
+    return _Terminal("rowwise", {"dims": [d - rank for d in dims], "keepdim": keepdim})
+
+
 def _bind(target, node: Node) -> dict | None:
     try:
         sig = inspect.signature(target)
@@ -193,6 +242,10 @@ def _load_targets() -> None:
     from kiln._capture.lowerings import _resolve
 
     for spelling in op_table.spellings():
+        try:
+            _SPELLINGS[id(_resolve(spelling.path))] = spelling
+        except (AttributeError, ImportError):
+            continue
         row_traits = _TRAITS.get(spelling.op)
         if row_traits is None:
             _TRAITS.update({r["op"]: r["traits"] for r in kiln._C._ir.op_table()})
@@ -209,6 +262,7 @@ def _load_targets() -> None:
 
 
 _TRAITS: dict[str, list] = {}
+_SPELLINGS: dict[int, object] = {}  # id(target) -> op_table.Spelling
 
 
 class _Rewrite:
@@ -224,7 +278,9 @@ class _Rewrite:
             entry = self.region.get(id(node))
             if entry is None:
                 continue
-            if isinstance(entry, _Terminal):
+            if isinstance(entry, _Terminal) and entry.kind == "rowwise":
+                self._rowwise(node, entry)
+            elif isinstance(entry, _Terminal):
                 self._terminal(node, entry)
             elif node.target is operator.getitem and node.args[1] is self.mask:
                 self._selection(node)
@@ -263,20 +319,33 @@ class _Rewrite:
     def _set(self, node: Node, target, *args, **kwargs) -> None:
         self.graph.set_call(node, target, args, kwargs, _run_call(node, target, args, kwargs))
 
-    def _masked_reduce(self, node: Node, value: Node, mean: bool) -> None:
+    def _masked_reduce(self, node: Node, value: Node, mean: bool, rows_only=False) -> None:
+        """sum or mean of the kept elements of `value`: all of them, or (`rows_only`) over the
+        selected rows, leaving the other dims."""
         kept = self._kept(node, _row_ndim_full(value, self.mask))
         zeroed = self._add(node, kiln.where, kept, value, 0)
+        dims = list(range(_example(self.mask).dim())) if rows_only else None
         if not mean:
-            self._set(node, kiln.Tensor.sum, zeroed)
+            self._set(node, kiln.Tensor.sum, zeroed, *([dims] if dims else []))
             return
-        total = self._add(node, kiln.Tensor.sum, zeroed)
-        count = self._add(node, kiln.Tensor.sum, self._add(node, kiln.Tensor.expand_as, kept,
-                                                           value))
+        total = self._add(node, kiln.Tensor.sum, zeroed, *([dims] if dims else []))
+        count = self._add(node, kiln.Tensor.sum, self.mask) if rows_only else self._add(
+            node, kiln.Tensor.sum, self._add(node, kiln.Tensor.expand_as, kept, value))
         self._set(node, operator.truediv, total, count)
+
+    def _rowwise(self, node: Node, entry: _Terminal) -> None:
+        spelling = _SPELLINGS[id(node.target)]
+        bound = spelling.signature.bind(*node.args, **node.kwargs)
+        dims = entry.bound["dims"]
+        bound.arguments["dim"] = dims[0] if isinstance(bound.arguments["dim"], int) else dims
+        self._set(node, node.target, *bound.args, **bound.kwargs)
 
     def _terminal(self, node: Node, entry: _Terminal) -> None:
         if entry.kind in ("sum", "mean"):
             self._masked_reduce(node, node.args[0], entry.kind == "mean")
+            return
+        if entry.kind in ("sum_rows", "mean_rows"):
+            self._masked_reduce(node, node.args[0], entry.kind == "mean_rows", rows_only=True)
             return
         b = entry.bound
         if entry.kind == "pointwise_loss":
