@@ -36,7 +36,11 @@ _SIMPLE_BUILTINS = {
 _INLINED_KILN_MODULES = ("kiln._capture", "kiln.nn.modules", "kiln._ops_composite",
                          "kiln.nn._functional_composite", "kiln._numpy", "kiln.linalg",
                          "kiln._tensor_compat", "kiln._ops_shape", "kiln.jit",
-                         "kiln.utils.checkpoint")  # fmt: skip
+                         "kiln.utils.checkpoint", "kiln.nn.init")  # fmt: skip
+# Functions of the inlined modules that are still recorded as one node each: nn.init's fills
+# that draw through NumPy or rejection loops (its samplers and helpers are inlined, so their
+# draws compile).
+_KEPT_WHOLE = {"kiln.nn.init": frozenset(("orthogonal_", "trunc_normal_", "eye_", "dirac_"))}
 
 # Capture hooks for kiln's Python helpers that behave differently in compiled code: a function
 # carrying _CAPTURE_VALUE returns that constant when captured (kiln.utils.checkpoint's
@@ -86,8 +90,14 @@ def _is_kiln_function(fn) -> bool:
             self_obj.__name__.startswith("kiln")
         )
     return isinstance(fn, types.FunctionType) and module.startswith("kiln.") and not (
-        module.startswith(_INLINED_KILN_MODULES)
-    )
+        _inlined_kiln(fn))
+
+
+def _inlined_kiln(fn) -> bool:
+    """A Python function of kiln's that the capture inlines (its ops are recorded one by one)."""
+    module = getattr(fn, "__module__", None) or ""
+    return module.startswith(_INLINED_KILN_MODULES) and (
+        getattr(fn, "__name__", "") not in _KEPT_WHOLE.get(module, ()))
 
 
 class CallMixin(AccessMixin):
@@ -397,8 +407,7 @@ class CallMixin(AccessMixin):
             if parts is not None:
                 return parts
         method = getattr(_TENSOR, name)
-        if isinstance(method, types.FunctionType) and (method.__module__ or "").startswith(
-                _INLINED_KILN_MODULES):  # fmt: skip
+        if isinstance(method, types.FunctionType) and _inlined_kiln(method):
             return self.inline(V.FunctionVar(method), [t] + list(args), kwargs)  # a composite
         return ops.record(self.ctx, method, [t] + list(args), kwargs, name)
 
@@ -597,7 +606,7 @@ class CallMixin(AccessMixin):
             module = f.__module__ or ""
             # kiln's own functions (the capture API included: kiln.compile() inside compiled
             # code is refused by call_kiln) are ops, except the modules' Python code.
-            if module.split(".")[0] == "kiln" and not module.startswith(_INLINED_KILN_MODULES) and (
+            if module.split(".")[0] == "kiln" and not _inlined_kiln(f) and (
                 not _has_callables(args, kwargs)
             ):
                 return self.call_kiln(f, args, kwargs)

@@ -1,5 +1,6 @@
 """Lowerings of the random ops whose numbers kernels draw themselves: dropout, ``rand``,
-``randn``, ``rand_like``, ``randn_like`` and the channel dropouts (``dropout1d/2d/3d``,
+``randn``, ``rand_like``, ``randn_like``, the in-place samplers ``uniform_``, ``normal_`` and
+``exponential_`` (``nn.init``'s fills are inlined into them) and the channel dropouts (``dropout1d/2d/3d``,
 ``feature_dropout``: a ``bernoulli`` node with one draw per channel) and the alpha dropouts
 (a ``bernoulli`` keep-mask and SELU's affine map). Each becomes a
 ``philox_state`` node, which reserves the counters eager's op would reserve from the default
@@ -9,6 +10,8 @@ the same generator state, and the generator ends where eager's ends. A call with
 ``generator=`` stays eager."""
 
 from __future__ import annotations
+
+import struct
 
 import kiln
 from kiln._capture.graph_build import Decline, dtype_short
@@ -237,3 +240,102 @@ def _sample_like(op: str):
 for _op in ("rand", "randn"):
     _register(_s_rand, f"kiln.{_op}")(_sample(_op))
     _register(_s_rand_like, f"kiln.{_op}_like")(_sample_like(_op))
+
+
+# --- In-place samplers: uniform_, normal_, exponential_ ---------------------------------------
+
+
+def _s_in_place_sampler(input, *args, generator=None, **kwargs): ...
+
+
+_ACC = {"f16": "f32", "bf16": "f32", "f32": "f32", "f64": "f64"}  # eager's SampleAcc
+
+
+def _sampler_numbers(a, names: tuple[str, ...], defaults: tuple[float, ...]) -> list[float]:
+    """The sampler's number arguments, positional or by name (``from`` is a Python keyword)."""
+    given = list(a["args"])
+    if len(given) > len(names) or any(k not in names for k in a["kwargs"]):
+        raise Decline("sampler arguments the compiled draw does not take")
+    values = []
+    for k, (name, default) in enumerate(zip(names, defaults, strict=True)):
+        v = given[k] if k < len(given) else a["kwargs"].get(name, default)
+        if type(v) not in (int, float):
+            raise Decline(f"a run-time {name} (compiled draws take numbers)")
+        values.append(float(v))
+    return values
+
+
+def _in_place_draw(draw):
+    """``x.sampler_(...)``: the draw computed as eager's kernel computes it (in eager's
+    accumulation type: float32 for the narrow floats), rounded to x's dtype, written into x."""
+
+    def lower(w, node, a):
+        _no_generator(a, target_name_of(node))
+        x = w.tensor(a["input"])
+        if x.type.dtype not in _ACC:
+            raise Decline("a sampler of a non-floating tensor (eager raises)")
+        acc = _ACC[x.type.dtype]
+        loc = node.meta.get("loc")
+
+        def emit(op, *operands, **attrs):
+            ops = [v if hasattr(v, "handle") else w.constant(v) for v in operands]
+            return w.emit(op, ops, attrs, loc)[0]
+
+        value = draw(a, emit, _state(w, node, list(x.type.sizes)), list(x.type.sizes),
+                     x.type.dtype, acc)
+        if acc != x.type.dtype:
+            value = emit("cast", value, dtype=x.type.dtype)
+        w.emit_node(node, "copy_", [x, value], {})
+
+    return lower
+
+
+def target_name_of(node) -> str:
+    return getattr(node.target, "__name__", "sampler")
+
+
+def _uniform(a, emit, state, sizes, dtype, acc):
+    """lo + (to - from) * u, u the dtype's uniform (exact in it), rounded once to `acc` as
+    eager's fused multiply-add rounds it: the product of two float32s is exact in float64."""
+    lo, hi = _sampler_numbers(a, ("from", "to"), (0.0, 1.0))
+    u = emit("rand", state, size=sizes, dtype=dtype)
+    if (lo, hi) == (0.0, 1.0):
+        return emit("cast", u, dtype=acc) if acc != dtype else u
+    wide = emit("cast", u, dtype="f64") if dtype != "f64" else u
+    if acc == "f32":  # eager's float32 constants
+        lo, width = _float32(lo), _float32(hi - lo)
+    else:
+        width = hi - lo
+    value = emit("add", emit("mul", wide, width), lo)
+    return emit("cast", value, dtype=acc) if acc != "f64" else value
+
+
+def _float32(v: float) -> float:
+    return struct.unpack("f", struct.pack("f", v))[0]
+
+
+def _normal(a, emit, state, sizes, dtype, acc):
+    """mean + std * z, z eager's Box-Muller normal in `acc`."""
+    mean, std = _sampler_numbers(a, ("mean", "std"), (0.0, 1.0))
+    if std < 0:
+        raise Decline("a negative std (eager raises)")
+    z = emit("randn", state, size=sizes, dtype=acc)
+    if (mean, std) == (0.0, 1.0):
+        return z
+    return emit("add", emit("mul", z, std), mean)
+
+
+def _exponential(a, emit, state, sizes, dtype, acc):
+    """-log(1 - u) / lambd, u the dtype's uniform widened to `acc` (1 - u is in (0, 1])."""
+    (rate,) = _sampler_numbers(a, ("lambd",), (1.0,))
+    if not rate > 0:
+        raise Decline("a rate that is not positive (eager raises)")
+    u = emit("rand", state, size=sizes, dtype=dtype)
+    if acc != dtype:
+        u = emit("cast", u, dtype=acc)
+    return emit("div", emit("neg", emit("log", emit("sub", 1.0, u))), rate)
+
+
+_register(_s_in_place_sampler, "kiln.Tensor.uniform_")(_in_place_draw(_uniform))
+_register(_s_in_place_sampler, "kiln.Tensor.normal_")(_in_place_draw(_normal))
+_register(_s_in_place_sampler, "kiln.Tensor.exponential_")(_in_place_draw(_exponential))

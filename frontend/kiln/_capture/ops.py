@@ -121,6 +121,10 @@ def to_graph_arg(value):
         return slice(*parts)
     if isinstance(value, V.ObjectVar) and isinstance(value.value, (kiln.dtype, kiln.device)):
         return value.value
+    if isinstance(value, V.ObjectVar) and isinstance(value.value, kiln.Generator):
+        raise V.Unsupported("a draw from an explicit kiln.Generator runs eagerly (compiled "
+                            "draws take the default generator's counters)",
+                            "draw from the default generator, or outside the compiled function")
     raise V.Unsupported(f"{type(value).__name__} as an argument of a tensor op")
 
 
