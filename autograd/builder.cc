@@ -172,6 +172,10 @@ Tensor EagerBuilder::scatterAdd(const Sizes &sizes, int64_t dim, const Tensor &i
   return out;
 }
 
+Tensor EagerBuilder::gather(const Tensor &a, int64_t dim, const Tensor &index) {
+  return ops::gather(a, dim, index);
+}
+
 Tensor EagerBuilder::indexAdd(const Sizes &sizes, int64_t dim, const Tensor &index,
                               const Tensor &src) {
   Tensor out = kiln::ops::zeros(sizes, src.dtype());

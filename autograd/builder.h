@@ -100,6 +100,7 @@ struct EagerBuilder {
                             const Tensor &values);
   Tensor scatterAdd(const Sizes &sizes, int64_t dim, const Tensor &index, const Tensor &src);
   Tensor indexAdd(const Sizes &sizes, int64_t dim, const Tensor &index, const Tensor &src);
+  Tensor gather(const Tensor &a, int64_t dim, const Tensor &index);
 };
 
 } // namespace kiln::autograd

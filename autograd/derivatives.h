@@ -481,4 +481,43 @@ Out<B> layerNorm(B &b, const V<B> &g, const V<B> &x, const std::optional<V<B>> &
   return r;
 }
 
+// ---- scatters ----------------------------------------------------------------------------------
+
+/// scatter_reduce's sum, mean, amax and amin, as torch differentiates them: sum passes g to self
+/// and gathers it for src; mean divides it by how many values each position averaged; amax/amin
+/// share it evenly among the values equal to the result (self's and src's). Without
+/// include_self, self's values at the scattered positions get none. (prod is not written.)
+template <class B>
+Out<B> scatterReduce(B &b, const V<B> &g, const V<B> &self, const V<B> &index, const V<B> &src,
+                     const V<B> &out, int64_t dim, bool amaxOrAmin, bool mean, bool includeSelf,
+                     Needs need) {
+  const auto sizes = B::sizes(g); // self's and the result's
+  const DType dt = B::dtype(g);
+  auto ones = [&](const V<B> &like) { return b.addScalar(b.zeros(B::sizes(like), dt), 1.0); };
+  V<B> toSelf = g, toSrc;
+  if (amaxOrAmin) {
+    V<B> value = b.gather(out, dim, index);
+    V<B> selfIs = b.cast(b.eq(self, out), dt), srcIs = b.cast(b.eq(src, value), dt);
+    V<B> each = b.div(g, b.add(selfIs, b.scatterAdd(sizes, dim, index, srcIs)));
+    toSelf = b.mul(selfIs, each);
+    toSrc = b.mul(srcIs, b.gather(each, dim, index));
+  } else {
+    if (mean) {
+      V<B> count = b.scatterAdd(sizes, dim, index, ones(index));
+      if (includeSelf)
+        count = b.addScalar(count, 1.0);
+      toSelf = b.div(g, b.where(b.eqScalar(count, 0.0), b.addScalar(count, 1.0), count));
+    }
+    toSrc = b.gather(toSelf, dim, index);
+  }
+  Out<B> r(3);
+  if (need[0])
+    r[0] = includeSelf
+               ? toSelf
+               : b.zeroWhere(toSelf, b.gtScalar(b.scatterAdd(sizes, dim, index, ones(index)), 0.0));
+  if (need[2])
+    r[2] = toSrc;
+  return r;
+}
+
 } // namespace kiln::autograd::rules

@@ -261,6 +261,9 @@ Tensor take(const Tensor &self, const Tensor &index);
 // The out-of-place scatters (ops_scatter.cc); the bindings' in-place forms apply them in place.
 Tensor scatter(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src);
 Tensor scatterAdd(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src);
+/// scatter_reduce with reduce sum, mean, amax or amin (prod is not differentiable here).
+Tensor scatterReduce(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
+                     const std::string &reduce, bool includeSelf);
 Tensor indexAdd(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &source,
                 const Scalar &alpha);
 Tensor indexPut(const Tensor &self, std::span<const Tensor> indices, const Tensor &values,

@@ -66,6 +66,23 @@ Tensor scatterAdd(const Tensor &self, int64_t dim, const Tensor &index, const Te
   return out;
 }
 
+Tensor scatterReduce(const Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
+                     const std::string &reduce, bool includeSelf) {
+  Tensor out = self.clone();
+  kiln::ops::scatterReduce_(out, dim, index, src, reduce, includeSelf);
+  record("ScatterReduceBackward0", {&self, nullptr, &src}, out, [&](const NodePtr &node) {
+    const bool extreme = reduce == "amax" || reduce == "amin";
+    return [ss = SavedTensor(extreme ? self : Tensor()), si = SavedTensor(index),
+            sc = SavedTensor(extreme ? src : Tensor()),
+            so = SavedTensor(extreme ? out : Tensor(), node), dim, extreme, mean = reduce == "mean",
+            includeSelf](B &b, const Node &n, Grads &g) {
+      return rules::scatterReduce(b, g[0], ss.unpack(n), si.unpack(n), sc.unpack(n), so.unpack(n),
+                                  dim, extreme, mean, includeSelf, rules::Needs::of(n));
+    };
+  });
+  return out;
+}
+
 Tensor indexPut(const Tensor &self, std::span<const Tensor> indices, const Tensor &values,
                 bool accumulate) {
   Tensor out = kiln::ops::indexPut(self, indices, values, accumulate);

@@ -179,6 +179,13 @@ void addScatters(ExternTable &t) {
     ops::scatterAdd_(out, intOr(attrs, "dim", 0), in[1], in[2]);
     return std::vector<Tensor>{out};
   });
+  t.emplace("scatter_reduce", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("scatter_reduce", in, 3, 3);
+    Tensor out = in[0].clone();
+    ops::scatterReduce_(out, intOr(attrs, "dim", 0), in[1], in[2], stringOr(attrs, "reduce"),
+                        flagOrTrue(attrs, "include_self"));
+    return std::vector<Tensor>{out};
+  });
   t.emplace("index_add", [](Inputs in, const ir::Attributes &attrs) {
     expectInputs("index_add", in, 3, 3);
     Tensor out = in[0].clone();

@@ -26,14 +26,22 @@ TensorMeta scatterType(const Node &n) {
   bool indexPut = n.op() == OpKind::IndexPut;
   if (index.dtype != DType::Int64 && !(indexPut && index.dtype == DType::Int32))
     ruleFails("{}(): Expected dtype int64 for index", op);
-  if (n.op() == OpKind::Scatter || n.op() == OpKind::ScatterAdd) {
+  if (n.op() == OpKind::Scatter || n.op() == OpKind::ScatterAdd ||
+      n.op() == OpKind::ScatterReduce) {
     if (std::max<int64_t>(1, index.rank()) != rank || std::max<int64_t>(1, src.rank()) != rank)
       ruleFails("{}(): Index tensor must have the same number of dimensions as self tensor", op);
     if (src.dtype != in.dtype)
       ruleFails("{}(): Expected self.dtype to be equal to src.dtype", op);
-    if (const Attribute *r = n.attr("reduce");
-        r && r->toString() != "add" && r->toString() != "multiply")
+    const Attribute *r = n.attr("reduce");
+    if (n.op() == OpKind::ScatterReduce) {
+      const std::string reduce = r->toString();
+      if (reduce != "sum" && reduce != "prod" && reduce != "mean" && reduce != "amax" &&
+          reduce != "amin")
+        ruleFails("{}(): reduce argument must be either sum, prod, mean, amax or amin, got {}", op,
+                  reduce);
+    } else if (r && r->toString() != "add" && r->toString() != "multiply") {
       ruleFails("{}(): reduce argument must be either add or multiply, got {}", op, r->toString());
+    }
   } else if (n.op() == OpKind::IndexAdd) {
     if (index.rank() > 1)
       ruleFails("index_add_(): Index is supposed to be a vector");
@@ -158,6 +166,7 @@ bool isScanOrSortOp(OpKind op) {
   case OpKind::ConvTranspose3d:
   case OpKind::Scatter:
   case OpKind::ScatterAdd:
+  case OpKind::ScatterReduce:
   case OpKind::IndexAdd:
   case OpKind::IndexPut:
     return true;
@@ -171,6 +180,7 @@ TensorMeta scanOrSortType(const Node &n) {
   switch (n.op()) {
   case OpKind::Scatter:
   case OpKind::ScatterAdd:
+  case OpKind::ScatterReduce:
   case OpKind::IndexAdd:
   case OpKind::IndexPut:
     return scatterType(n);

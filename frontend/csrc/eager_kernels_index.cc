@@ -39,9 +39,12 @@ Tensor values(const Tensor &self, const BoundArgs &a, int i) {
 
 Tensor scatterReduce(const BoundArgs &a) {
   Tensor self = a.tensor(0), src = a.tensor(3);
+  const std::string reduce = a.str(4);
+  if (reduce != "prod")
+    return ops::scatterReduce(self, a.toInt(1), a.tensor(2), src, reduce, a.toBool(5));
   requireUntracked("scatter_reduce", {&self, &src});
   Tensor out = self.clone();
-  return ops::scatterReduce_(out, a.toInt(1), a.tensor(2), src, a.str(4), a.toBool(5));
+  return kiln::ops::scatterReduce_(out, a.toInt(1), a.tensor(2), src, reduce, a.toBool(5));
 }
 
 // clang-format off

@@ -117,6 +117,9 @@ public:
   Value select(Value a, int64_t dim, int64_t index);
   Value scatterAdd(const Sizes &sizes, int64_t dim, Value index, Value src);
   Value indexAdd(const Sizes &sizes, int64_t dim, Value index, Value src);
+  Value gather(Value a, int64_t dim, Value index) {
+    return op(ir::OpKind::Gather, {a, index}, {{"dim", dim}});
+  }
 
   /// A node of any op (the node rules use it for ops the rules do not name).
   Value op(ir::OpKind kind, std::vector<Value> operands, ir::Attributes attrs = {});

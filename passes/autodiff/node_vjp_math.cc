@@ -225,6 +225,16 @@ Grads rmsNormGrad(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
 
 /// The vector p-norm: sign(x) |x|^(p-1) / |x|_p^(p-1) (x / n for p = 2), zero where the norm is;
 /// the inf-norms give g to the extremes of |x|, split evenly (as torch); p = 0 is flat.
+Grads scatterReduceGrad(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
+  const std::string reduce = n.attr("reduce")->toString();
+  if (reduce == "prod")
+    throw Unsupported("scatter_reduce 'prod' has no compiled derivative");
+  const ir::Attribute *inc = n.attr("include_self");
+  return autograd::rules::scatterReduce(
+      b, g, n.operand(0), n.operand(1), n.operand(2), n.result(0), n.attr("dim")->toInt(),
+      reduce == "amax" || reduce == "amin", reduce == "mean", !inc || inc->toBool(), need);
+}
+
 V normGrad(B &b, const ir::Node &n, V g) {
   V x = n.operand(0), y = n.result(0);
   const double p = number(n, "p", 2.0);
@@ -378,6 +388,7 @@ bool hasExtraVjp(OpKind op) {
   case OpKind::Fmax:
   case OpKind::Fmin:
   case OpKind::ScatterAdd:
+  case OpKind::ScatterReduce:
   case OpKind::IndexAdd:
   case OpKind::Norm:
   case OpKind::Scatter:
@@ -462,6 +473,8 @@ std::optional<Grads> extraVjp(B &b, const ir::Node &n, V g, autograd::rules::Nee
       r[2] = b.op(OpKind::Gather, {g, index}, {{"dim", dim}});
     return r;
   }
+  case OpKind::ScatterReduce:
+    return scatterReduceGrad(b, n, g, need);
   case OpKind::ScatterAdd: // self + the scattered src: src's gradient is g at its targets
     return Grads{need[0] ? g : nullptr, nullptr,
                  need[2]

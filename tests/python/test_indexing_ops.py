@@ -353,3 +353,33 @@ def test_index_add_rows_of_contiguous_tensors(dtype, dim):
     theirs = torch.from_numpy(base.copy()).index_add_(dim, torch.from_numpy(index),
                                                       torch.from_numpy(src), alpha=2)
     np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_gradients_equal_torch(reduce, include_self):
+    # Values rounded to one decimal tie, so amax/amin share their gradient as torch's do.
+    rng = np.random.default_rng(3)
+    x = np.round(rng.normal(size=(4, 5)), 1)
+    src = np.round(rng.normal(size=(6, 5)), 1)
+    index = rng.integers(0, 3, (6, 5))  # row 3 is never scattered to
+    weight = rng.normal(size=(4, 5))
+    grads = []
+    for lib in (torch, kiln):
+        a, s = lib.tensor(x, requires_grad=True), lib.tensor(src, requires_grad=True)
+        out = lib.scatter_reduce(a, 0, lib.tensor(index), s, reduce, include_self=include_self)
+        (out * lib.tensor(weight)).sum().backward()
+        grads.append((a.grad.numpy(), s.grad.numpy()))
+    np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-12)
+    np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-12)
+    a = kiln.tensor(rng.normal(size=(3, 4)), requires_grad=True)
+    s = kiln.tensor(rng.normal(size=(5, 4)), requires_grad=True)
+    i = kiln.tensor(rng.integers(0, 3, (5, 4)))
+    assert kiln.autograd.gradcheck(
+        lambda a, s: a.scatter_reduce(0, i, s, reduce, include_self=include_self), (a, s))
+
+
+def test_scatter_reduce_prod_is_not_differentiable_yet():
+    k = kiln.ones(3, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="scatter_reduce"):
+        k.scatter_reduce(0, kiln.tensor([0, 1]), kiln.ones(2), "prod")

@@ -566,15 +566,21 @@ def _scatter_reduce(inplace: bool):
     def lower(w, node, a):
         """sum as scatter_add, prod as scatter with reduce='multiply', mean (floats) as their
         sum over the count of what landed; include_self=False first overwrites the landing
-        positions with the reduction's identity. amax/amin stay eager."""
+        positions with the reduction's identity. amax/amin are the scatter_reduce node (eager's
+        kernel as an extern)."""
         reduce, example = a["reduce"], _example(node)
-        if reduce not in ("sum", "prod", "mean") or (reduce == "mean" and
-                                                     not example.is_floating_point()):
+        if reduce not in ("sum", "prod", "mean", "amax", "amin") or (
+                reduce == "mean" and not example.is_floating_point()):
             raise Decline(f"scatter_reduce '{reduce}' of {example.dtype}")
         if a["include_self"] not in (True, False):
             raise Decline("include_self computed at run time")
         loc, dim = node.meta.get("loc"), w.int_(a["dim"])
         x, index, src = w.tensor(a["input"]), w.tensor(a["index"]), w.tensor(a["src"])
+        if reduce in ("amax", "amin"):
+            attrs = {"dim": dim, "reduce": reduce}
+            if not a["include_self"]:
+                attrs["include_self"] = False
+            return emit_into(w, node, a, inplace, "scatter_reduce", [x, index, src], attrs)
 
         def filled(like, value):
             (out,) = w.emit("full", [], {"size": list(like.type.sizes), "value": value,

@@ -1,8 +1,8 @@
 """Lowerings of the random ops whose numbers kernels draw themselves: dropout, ``rand``,
 ``randn``, ``rand_like``, ``randn_like``, the in-place samplers ``uniform_``, ``normal_`` and
-``exponential_`` (``nn.init``'s fills are inlined into them) and the channel dropouts (``dropout1d/2d/3d``,
-``feature_dropout``: a ``bernoulli`` node with one draw per channel) and the alpha dropouts
-(a ``bernoulli`` keep-mask and SELU's affine map). Each becomes a
+``exponential_`` (``nn.init``'s fills are inlined into them), the channel dropouts
+(``dropout1d/2d/3d``, ``feature_dropout``: a ``bernoulli`` node with one draw per channel) and
+the alpha dropouts (a ``bernoulli`` keep-mask and SELU's affine map). Each becomes a
 ``philox_state`` node, which reserves the counters eager's op would reserve from the default
 generator when the program runs, and the op over that state, which computes eager's values
 from (seed, offset + element index). So a compiled dropout's mask is the mask eager draws for
