@@ -409,6 +409,78 @@ def _avg_pool2d(w, node, a):
     w.emit_node(node, "avg_pool2d", [w.tensor(a["input"])], attrs)
 
 
+def _s_max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                  return_indices=False): ...  # fmt: skip
+def _s_avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+                  count_include_pad=True, divisor_override=None): ...  # fmt: skip
+
+
+def _three(w, v, name: str) -> list[int]:
+    values = w.ints(v)
+    if len(values) == 1:
+        values = values * 3
+    if len(values) != 3:
+        raise Decline(f"{name} of {len(values)} values (a 3-d pool takes one or three)")
+    return values
+
+
+def _pool3d(w, node, a, op: str, dilation: list[int], extra: dict) -> None:
+    """A 3-d pool of (N, C, D, H, W) as two 2-d pools, which a max or an average over a box
+    separates into: over (H, W) of (N, C*D, H, W), then over D of (N, C, D, H'*W'). Padding,
+    ceil_mode and count_include_pad act per dim, so each stage's divisor is its dims' share of
+    eager's; a max keeps eager's first maximum (depth first, then rows, then columns)."""
+    x = w.tensor(a["input"])
+    if len(x.type.sizes) != 5:
+        raise Decline(f"{op[:3]}_pool3d of an unbatched input")
+    kernel = _three(w, a["kernel_size"], "kernel_size")
+    stride = a["stride"]
+    stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and not stride) else (
+        _three(w, stride, "stride"))
+    padding = _three(w, a["padding"], "padding")
+    loc = node.meta.get("loc")
+    n, c, d, h, wd = x.type.sizes
+
+    def stage(value, k: int, axes: slice, flat: list[str]):
+        (shaped,) = w.emit("reshape", [value], {"shape": flat}, loc)
+        attrs = dict(extra)
+
+        def pick(v, one):
+            return list(v[axes]) if k == 2 else [v[0], one]
+
+        attrs["kernel_size"] = pick(kernel, 1)
+        attrs["stride"] = pick(stride, 1)
+        if any(pick(padding, 0)):
+            attrs["padding"] = pick(padding, 0)
+        if any(v != 1 for v in pick(dilation, 1)):
+            attrs["dilation"] = pick(dilation, 1)
+        if a["ceil_mode"]:
+            attrs["ceil_mode"] = True
+        (pooled,) = w.emit(op, [shaped], attrs, loc)
+        return pooled
+
+    def times(*sizes: str) -> str:
+        return w.canonical("*".join(f"({s})" for s in sizes))
+
+    rows = stage(x, 2, slice(1, 3), [n, times(c, d), h, wd])
+    h2, w2 = rows.type.sizes[2:]
+    depth = stage(rows, 1, slice(0, 1), [n, c, d, times(h2, w2)])
+    w.emit_node(node, "reshape", [depth], {"shape": [n, c, depth.type.sizes[2], h2, w2]})
+
+
+@lowering(_s_max_pool3d, "kiln.max_pool3d", "kiln.nn.functional.max_pool3d")
+def _max_pool3d(w, node, a):
+    _no(a["return_indices"])
+    _pool3d(w, node, a, "max_pool2d", _three(w, a["dilation"], "dilation"), {})
+
+
+@lowering(_s_avg_pool3d, "kiln.avg_pool3d", "kiln.nn.functional.avg_pool3d")
+def _avg_pool3d(w, node, a):
+    if a["divisor_override"] is not None:
+        raise Decline("avg_pool3d with divisor_override (not one divisor per stage)")
+    extra = {} if a["count_include_pad"] else {"count_include_pad": False}
+    _pool3d(w, node, a, "avg_pool2d", [1, 1, 1], extra)
+
+
 @lowering(_s_adaptive, "kiln.nn.functional.adaptive_avg_pool2d")
 def _adaptive_avg_pool2d(w, node, a):
     x = w.tensor(a["input"])
