@@ -275,10 +275,19 @@ ExternTable buildTable() {
       bias = in[2];
     return std::vector<Tensor>{ops::convolution(2, in[0], in[1], bias, convOptions(attrs))};
   });
+  t.emplace("conv3d", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("conv3d", in, 2, 3);
+    std::optional<Tensor> bias;
+    if (in.size() == 3)
+      bias = in[2];
+    return std::vector<Tensor>{ops::convolution(3, in[0], in[1], bias, convOptions(attrs))};
+  });
   t.emplace("convolution_weight_grad", [](Inputs in, const ir::Attributes &attrs) {
     expectInputs("convolution_weight_grad", in, 2, 2);
-    return std::vector<Tensor>{ops::convolutionWeightGrad(
-        2, in[1], in[0], ints(attrs, "weight_size", {}), convOptions(attrs))};
+    std::vector<int64_t> weightSize = ints(attrs, "weight_size", {});
+    const int64_t spatial = static_cast<int64_t>(weightSize.size()) - 2;
+    return std::vector<Tensor>{
+        ops::convolutionWeightGrad(spatial, in[1], in[0], weightSize, convOptions(attrs))};
   });
   t.emplace("scaled_dot_product_attention", [](Inputs in, const ir::Attributes &attrs) {
     expectInputs("scaled_dot_product_attention", in, 3, 4);

@@ -219,34 +219,36 @@ std::vector<SymInt> linearSizes(const Node &n) {
   return out;
 }
 
-std::vector<SymInt> conv2dSizes(const Node &n) {
+std::vector<SymInt> convSizes(const Node &n) {
   const TensorMeta &x = tensorOperand(n, 0), &w = tensorOperand(n, 1);
-  if ((x.rank() != 3 && x.rank() != 4) || w.rank() != 4)
-    ruleFails("conv2d needs a 3-d or 4-d input and a 4-d weight, got ranks {} and {}", x.rank(),
-              w.rank());
-  auto pair = [&](std::string_view name, int64_t fallback) {
+  const std::string_view op = n.keyword();
+  const int spatial = n.op() == OpKind::Conv3d ? 3 : 2;
+  if ((x.rank() != spatial + 1 && x.rank() != spatial + 2) || w.rank() != spatial + 2)
+    ruleFails("{} needs a {}-d or {}-d input and a {}-d weight, got ranks {} and {}", op,
+              spatial + 1, spatial + 2, spatial + 2, x.rank(), w.rank());
+  auto values = [&](std::string_view name, int64_t fallback) {
     const Attribute *a = n.attr(name);
     if (!a)
-      return std::vector<int64_t>{fallback, fallback};
+      return std::vector<int64_t>(spatial, fallback);
     std::vector<int64_t> v = a->toInts();
-    if (v.size() != 1 && v.size() != 2)
-      ruleFails("conv2d '{}' needs 1 or 2 values, got {}", name, a->str());
-    return v.size() == 1 ? std::vector<int64_t>{v[0], v[0]} : v;
+    if (v.size() != 1 && v.size() != static_cast<size_t>(spatial))
+      ruleFails("{} '{}' needs 1 or {} values, got {}", op, name, spatial, a->str());
+    return v.size() == 1 ? std::vector<int64_t>(spatial, v[0]) : v;
   };
-  std::vector<int64_t> stride = pair("stride", 1), padding = pair("padding", 0),
-                       dilation = pair("dilation", 1);
+  std::vector<int64_t> stride = values("stride", 1), padding = values("padding", 0),
+                       dilation = values("dilation", 1);
   int64_t groups = intAttrOr(n, "groups", 1);
   if (groups < 1)
-    ruleFails("conv2d groups must be >= 1, got {}", groups);
-  int64_t c = x.rank() - 3; // the channel dim
+    ruleFails("{} groups must be >= 1, got {}", op, groups);
+  int64_t c = x.rank() - spatial - 1; // the channel dim
   if (provablyDifferent(x.sizes[c], w.sizes[1] * SymInt(groups)))
-    ruleFails("conv2d input has {} channels but the weight expects {} ({} groups)",
+    ruleFails("{} input has {} channels but the weight expects {} ({} groups)", op,
               x.sizes[c].str(), (w.sizes[1] * SymInt(groups)).str(), groups);
   std::vector<SymInt> out(x.sizes.begin(), x.sizes.begin() + c);
   out.push_back(w.sizes[0]);
-  for (int i = 0; i < 2; ++i) { // torch: (in + 2p - d(k - 1) - 1) floordiv s + 1
+  for (int i = 0; i < spatial; ++i) { // torch: (in + 2p - d(k - 1) - 1) floordiv s + 1
     if (stride[i] < 1)
-      ruleFails("conv2d stride must be >= 1, got {}", stride[i]);
+      ruleFails("{} stride must be >= 1, got {}", op, stride[i]);
     SymInt span = x.sizes[c + 1 + i] + SymInt(2 * padding[i]) -
                   SymInt(dilation[i]) * (w.sizes[2 + i] - SymInt(1)) - SymInt(1);
     out.push_back(floorDiv(span, SymInt(stride[i])) + SymInt(1));
@@ -366,7 +368,8 @@ std::optional<ValueType> inferResultType(const Node &n, SymAssumptions *assumed)
   case OpKind::Linear:
     return contiguous(tensorOperand(n, 0).dtype, linearSizes(n));
   case OpKind::Conv2d:
-    return contiguous(tensorOperand(n, 0).dtype, conv2dSizes(n));
+  case OpKind::Conv3d:
+    return contiguous(tensorOperand(n, 0).dtype, convSizes(n));
   case OpKind::ScaledDotProductAttention:
     return contiguous(tensorOperand(n, 0).dtype, attentionSizes(n));
   case OpKind::LayerNorm:

@@ -33,7 +33,7 @@ void checkView(const Node &n);
 void checkCat(const Node &n);
 void checkMatmul(const Node &n);
 void checkLinear(const Node &n);
-void checkConv2d(const Node &n);
+void checkConv(const Node &n);
 void checkAttention(const Node &n);
 void checkLayerNorm(const Node &n);
 void checkLoss(const Node &n);
@@ -75,7 +75,8 @@ std::vector<SymInt> reductionSizes(const Node &n, const TensorMeta &in);
 std::pair<DType, std::vector<SymInt>> catType(const Node &n, SymAssumptions *assumed);
 std::vector<SymInt> matmulSizes(const Node &n, SymAssumptions *assumed);
 std::vector<SymInt> linearSizes(const Node &n);
-std::vector<SymInt> conv2dSizes(const Node &n);
+/// conv2d's and conv3d's result sizes (torch's formula per spatial dim).
+std::vector<SymInt> convSizes(const Node &n);
 std::vector<SymInt> attentionSizes(const Node &n);
 std::vector<SymInt> embeddingSizes(const Node &n);
 // shape_rules_view.cc

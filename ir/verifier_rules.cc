@@ -210,7 +210,8 @@ void checkOpRules(const Node &n) {
   case OpKind::Linear:
     return checkLinear(n);
   case OpKind::Conv2d:
-    return checkConv2d(n);
+  case OpKind::Conv3d:
+    return checkConv(n);
   case OpKind::ScaledDotProductAttention:
     return checkAttention(n);
   case OpKind::LayerNorm:

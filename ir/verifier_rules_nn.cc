@@ -86,13 +86,13 @@ void checkConvolutionWeightGrad(const Node &n) {
   if (!isFloating(g.dtype) || g.dtype != x.dtype)
     ruleFails("{} needs a floating gradient of the input's dtype, got {} and {}", n.keyword(),
               dtypeShortName(x.dtype), dtypeShortName(g.dtype));
-  if (x.sizes.size() != 4 || g.sizes.size() != 4)
-    ruleFails("{} needs a batched 2-d input and gradient, got {} and {}", n.keyword(),
+  if ((x.sizes.size() != 4 && x.sizes.size() != 5) || g.sizes.size() != x.sizes.size())
+    ruleFails("{} needs a batched 2-d or 3-d input and gradient, got {} and {}", n.keyword(),
               printSizes(x.sizes), printSizes(g.sizes));
   std::vector<int64_t> ws = n.attr("weight_size")->toInts();
   const int64_t groups = n.attr("groups") ? n.attr("groups")->toInt() : 1;
-  if (ws.size() != 4 || groups < 1 || ws[0] % groups != 0 || ws[1] * groups != x.sizes[1] ||
-      g.sizes[1] != ws[0])
+  if (ws.size() != x.sizes.size() || groups < 1 || ws[0] % groups != 0 ||
+      ws[1] * groups != x.sizes[1] || g.sizes[1] != ws[0])
     ruleFails("{}: weight_size {} does not fit an input of {} channels, a gradient of {} and "
               "{} group(s)",
               n.keyword(), fmt::format("[{}]", fmt::join(ws, ", ")), x.sizes[1].str(),

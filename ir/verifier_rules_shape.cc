@@ -59,26 +59,28 @@ void checkLinear(const Node &n) {
   expectSizes(tensorResult(n).sizes, want, "input sizes with the last replaced by out_features");
 }
 
-void checkConv2d(const Node &n) {
-  std::vector<SymInt> want = conv2dSizes(n);
+void checkConv(const Node &n) {
+  std::vector<SymInt> want = convSizes(n);
+  const std::string_view op = n.keyword();
   const TensorMeta &x = tensorOperand(n, 0), &w = tensorOperand(n, 1);
   expectSameDType(n, 0, 1);
   if (n.numOperands() == 3) {
     expectSameDType(n, 0, 2);
     const TensorMeta &bias = tensorOperand(n, 2);
     if (bias.rank() != 1 || provablyDifferent(bias.sizes[0], w.sizes[0]))
-      ruleFails("conv2d bias must have shape [{}], got {}", w.sizes[0].str(),
+      ruleFails("{} bias must have shape [{}], got {}", op, w.sizes[0].str(),
                 printSizes(bias.sizes));
   }
   expectSameDevice(n);
   const TensorMeta &out = tensorResult(n);
+  const int64_t channel = x.rank() - (w.rank() - 1);
   if (out.rank() != x.rank())
-    ruleFails("conv2d result rank {} should equal the input rank {}", out.rank(), x.rank());
-  if (provablyDifferent(out.sizes[x.rank() - 3], w.sizes[0]))
-    ruleFails("conv2d result has {} channels but the weight has {} output channels",
-              out.sizes[x.rank() - 3].str(), w.sizes[0].str());
+    ruleFails("{} result rank {} should equal the input rank {}", op, out.rank(), x.rank());
+  if (provablyDifferent(out.sizes[channel], w.sizes[0]))
+    ruleFails("{} result has {} channels but the weight has {} output channels", op,
+              out.sizes[channel].str(), w.sizes[0].str());
   expectResultDType(n, x.dtype, "the operand dtype");
-  expectSizes(out.sizes, want, "conv2d of the input and weight shapes");
+  expectSizes(out.sizes, want, fmt::format("{} of the input and weight shapes", op));
 }
 
 void checkAttention(const Node &n) {
@@ -150,8 +152,8 @@ void checkLoss(const Node &n) {
   const Attribute *r = n.attr("reduction");
   std::string reduction = r ? r->toString() : "mean";
   // l1_loss of integers is an integer sum (eager has no dtype for their mean); mse needs floats.
-  if (!isFloating(in.dtype) && (n.op() == OpKind::MseLoss || reduction == "mean" ||
-                                in.dtype == DType::Bool))
+  if (!isFloating(in.dtype) &&
+      (n.op() == OpKind::MseLoss || reduction == "mean" || in.dtype == DType::Bool))
     ruleFails("{} needs a floating input here, got {}", n.keyword(), dtypeShortName(in.dtype));
   expectSameDType(n, 0, 1);
   expectSameDevice(n);

@@ -188,6 +188,7 @@ Differentiability differentiability(ir::OpKind op) {
   case OpKind::CrossEntropy:
   case OpKind::Dropout:
   case OpKind::Conv2d:
+  case OpKind::Conv3d:
   case OpKind::MaxPool2d:
   case OpKind::AvgPool2d:
   case OpKind::AdaptiveAvgPool2d:
@@ -395,6 +396,8 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
     return Grads{need[0] ? crossEntropyGrad(b, n, g) : nullptr, nullptr, nullptr};
   case OpKind::Conv2d:
     return convolutionVjp(b, n, g, need);
+  case OpKind::Conv3d:
+    return conv3dVjp(b, n, g, need);
   case OpKind::MaxPool2d:
     return maxPoolVjp(b, n, g);
   case OpKind::AvgPool2d:

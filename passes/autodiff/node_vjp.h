@@ -62,6 +62,8 @@ std::optional<std::vector<ir::Value *>> layoutVjp(GraphRuleBuilder &b, const ir:
 /// The rules of node_vjp_nn.cc (im2col forms), which nodeVjp dispatches to.
 std::vector<ir::Value *> convolutionVjp(GraphRuleBuilder &b, const ir::Node &node, ir::Value *grad,
                                         autograd::rules::Needs need);
+std::vector<ir::Value *> conv3dVjp(GraphRuleBuilder &b, const ir::Node &node, ir::Value *grad,
+                                   autograd::rules::Needs need);
 std::vector<ir::Value *> convTransposeVjp(GraphRuleBuilder &b, const ir::Node &node,
                                           ir::Value *grad, autograd::rules::Needs need);
 std::vector<ir::Value *> batchNormVjp(GraphRuleBuilder &b, const ir::Node &node, ir::Value *grad,

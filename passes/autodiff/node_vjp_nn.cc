@@ -226,6 +226,49 @@ std::vector<V> batchNormVjp(B &b, const ir::Node &n, V g, autograd::rules::Needs
   return r;
 }
 
+/// conv3d: the input's gradient is conv_transpose3d of g (output_padding gives back the sizes
+/// the stride floored away), the weight's the weight-gradient extern, the bias's g summed.
+std::vector<V> conv3dVjp(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
+  V x = n.operand(0), w = n.operand(1);
+  Sizes xs = B::sizes(x), ws = B::sizes(w), gs = B::sizes(g);
+  if (xs.size() != 5)
+    throw Unsupported("conv3d of an unbatched input has no compiled derivative yet");
+  auto triple = [&](std::string_view name, int64_t fallback) {
+    const ir::Attribute *a = n.attr(name);
+    Sizes v = a ? a->toInts() : Sizes{fallback};
+    return v.size() == 1 ? Sizes(3, v[0]) : v;
+  };
+  const Sizes stride = triple("stride", 1), padding = triple("padding", 0),
+              dilation = triple("dilation", 1);
+  const int64_t groups = n.attr("groups") ? n.attr("groups")->toInt() : 1;
+  std::vector<V> r(3);
+  if (need[0]) {
+    Sizes outPad(3);
+    for (int d = 0; d < 3; ++d)
+      outPad[d] = xs[2 + d] - ((gs[2 + d] - 1) * stride[d] - 2 * padding[d] +
+                               dilation[d] * (ws[2 + d] - 1) + 1);
+    r[0] = b.op(OpKind::ConvTranspose3d, {g, w},
+                {{"stride", stride},
+                 {"padding", padding},
+                 {"output_padding", outPad},
+                 {"dilation", dilation},
+                 {"groups", groups}});
+  }
+  if (need[1]) {
+    if (x->meta().device.type != DeviceType::CPU)
+      throw Unsupported("conv3d's weight gradient on a device has no compiled derivative yet");
+    r[1] = b.op(OpKind::ConvolutionWeightGrad, {x, g},
+                {{"stride", stride},
+                 {"padding", padding},
+                 {"dilation", dilation},
+                 {"groups", groups},
+                 {"weight_size", ws}});
+  }
+  if (need[2] && n.numOperands() > 2)
+    r[2] = b.sum(g, Sizes{0, 2, 3, 4}, false);
+  return r;
+}
+
 std::vector<V> maxPoolVjp(B &b, const ir::Node &n, V g) {
   // eager's kernel: the indices of each window's first maximum recomputed from x, and the
   // gradient added there (an extern: no im2col of the input to save or recompute)

@@ -172,11 +172,13 @@ void lowerLinear(LowerContext &ctx, const ir::Node &n) {
   ctx.define(n.result(0), y);
 }
 
-void lowerConv2d(LowerContext &ctx, const ir::Node &n) {
-  TensorRef y = external(ctx, n, "conv2d", realizeAll(ctx, n, 2),
+/// conv2d / conv3d: the library's convolution, then the bias as a pointwise epilogue.
+void lowerConvolution(LowerContext &ctx, const ir::Node &n) {
+  const int64_t spatial = n.op() == OpKind::Conv3d ? 3 : 2;
+  TensorRef y = external(ctx, n, std::string(n.keyword()), realizeAll(ctx, n, 2),
                          copyAttrs(n, {"dilation", "groups", "padding", "stride"}));
   if (n.numOperands() == 3)
-    y = addBias(ctx, y, ctx.tensor(n.operand(2)), y.rank() - 3);
+    y = addBias(ctx, y, ctx.tensor(n.operand(2)), y.rank() - spatial - 1);
   ctx.define(n.result(0), y);
 }
 
@@ -331,7 +333,8 @@ void lowerBatchNorm(LowerContext &ctx, const ir::Node &n) {
 void registerNN(Registry &r) {
   r.add(OpKind::Matmul, lowerMatmul);
   r.add(OpKind::Linear, lowerLinear);
-  r.add(OpKind::Conv2d, lowerConv2d);
+  r.add(OpKind::Conv2d, lowerConvolution);
+  r.add(OpKind::Conv3d, lowerConvolution);
   r.add(OpKind::ConvolutionWeightGrad, lowerConvolutionWeightGrad);
   r.add(OpKind::ScaledDotProductAttention, lowerAttention);
   r.add(OpKind::LayerNorm, lowerLayerNorm);

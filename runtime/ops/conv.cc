@@ -9,6 +9,7 @@
 #include "runtime/ops/linalg.h"
 #include "runtime/ops/linalg_impl.h"
 #include "runtime/ops/reduce.h"
+#include "runtime/ops/shape_ops.h"
 
 #include <algorithm>
 #include <fmt/ranges.h>
@@ -336,15 +337,29 @@ Tensor convolutionWeightGrad(int64_t nd, const Tensor &grad, const Tensor &input
   KILN_CHECK(opts.paddingMode.empty(),
              "convolution_weight_grad: expected explicit padding, got padding='{}'",
              opts.paddingMode);
-  KILN_CHECK(nd >= 1 && nd <= 2 && input.dim() == nd + 2 && grad.dim() == nd + 2,
-             "convolution_weight_grad: expected a batched 1-d or 2-d input and gradient, got {} "
-             "and {}",
+  KILN_CHECK(nd >= 1 && nd <= 3 && input.dim() == nd + 2 && grad.dim() == nd + 2,
+             "convolution_weight_grad: expected a batched 1-d, 2-d or 3-d input and gradient, got "
+             "{} and {}",
              input.shapeStr(), grad.shapeStr());
   Shape ws(weightSizes.begin(), weightSizes.end());
   Tensor x = input.to(grad.dtype());
   Tensor shaped = zeros({}, grad.dtype()).expand(ws); // sizes only: the weights are not read
   if (auto r = convolutionBackward(nd, grad, x, shaped, opts, false, true))
     return r->weight;
+  if (nd == 3) { // no im2col in 3-d: a convolution of x by g, batch and channel dims swapped
+    const int64_t groups = opts.groups, cg = x.size(1) / groups, og = grad.size(1) / groups;
+    std::vector<Tensor> parts;
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      Tensor xs = x.narrow(1, gi * cg, cg).transpose(0, 1).contiguous();
+      Tensor gs = grad.narrow(1, gi * og, og).transpose(0, 1).contiguous();
+      Tensor w = convolution(3, xs, gs, std::nullopt,
+                             ConvOptions{opts.dilation, opts.padding, opts.stride, 1, ""});
+      for (int64_t d = 0; d < 3; ++d) // the sums past the kernel's extent are not weights
+        w = w.narrow(d + 2, 0, ws[d + 2]);
+      parts.push_back(w.transpose(0, 1).contiguous());
+    }
+    return groups == 1 ? parts[0] : cat(parts, 0);
+  }
   if (nd == 1) { // as 2-d over a height of one
     ConvOptions o = opts;
     auto widen = [](const Shape &v, int64_t fill) {

@@ -15,6 +15,7 @@ import kiln
 from kiln._capture.graph import Node
 from kiln._capture.graph_build import Decline
 from kiln._capture.lowerings import _no, emit_into, lowering
+from kiln._capture.lowerings_shape import _named_padding
 from kiln.nn import _bicubic as _bicubic_impl
 
 
@@ -30,20 +31,25 @@ def _one(w, v, name: str) -> int:
 
 @lowering(_s_conv1d, "kiln.conv1d", "kiln.nn.functional.conv1d")
 def _conv1d(w, node, a):
-    """(N, C, L) as (N, C, 1, L) through conv2d's extern, then the height dropped."""
-    if isinstance(a["padding"], str):
-        raise Decline("padding by name")
+    """(N, C, L) as (N, C, 1, L) through conv2d's extern, then the height dropped; padding by
+    name as conv2d's."""
     x, weight = w.tensor(a["input"]), w.tensor(a["weight"])
     if len(x.type.sizes) != 3 or len(weight.type.sizes) != 3:
         raise Decline("conv1d of an unbatched input")
     loc = node.meta.get("loc")
+    attrs = {}
+    if isinstance(a["padding"], str):
+        x, padding = _named_padding(w, x, weight, a, 1, loc)
+        if padding is not None and padding[0]:
+            attrs["padding"] = [0, padding[0]]
+    elif (p := _one(w, a["padding"], "padding")) != 0:
+        attrs["padding"] = [0, p]
     (x2,) = w.emit("unsqueeze", [x], {"dim": 2}, loc)
     (w2,) = w.emit("unsqueeze", [weight], {"dim": 2}, loc)
     ops = [x2, w2] + ([w.tensor(a["bias"])] if a["bias"] is not None else [])
-    attrs = {}
-    for name, default, height in (("stride", 1, 1), ("padding", 0, 0), ("dilation", 1, 1)):
+    for name, default in (("stride", 1), ("dilation", 1)):
         if (v := _one(w, a[name], name)) != default:
-            attrs[name] = [height, v]
+            attrs[name] = [1, v]
     if (g := w.int_(a["groups"])) != 1:
         attrs["groups"] = g
     (y,) = w.emit("conv2d", ops, attrs, loc)

@@ -371,30 +371,65 @@ def _linear(w, node, a):
     w.emit_node(node, "linear", ops, {})
 
 
-def _pair(w, v, default: int) -> list[int] | None:
-    """A conv2d size argument as two ints; None when it is the default."""
+def _sizes(w, v, default: int, spatial: int) -> list[int] | None:
+    """A convolution's size argument as one int per spatial dim; None when it is the default."""
     values = w.ints(v)
     if len(values) == 1:
-        values = values * 2
-    if len(values) != 2:
-        raise Decline("conv2d sizes")
-    return None if values == [default, default] else values
+        values = values * spatial
+    if len(values) != spatial:
+        raise Decline(f"conv{spatial}d sizes")
+    return None if values == [default] * spatial else values
 
 
-@lowering(_s_conv2d, "kiln.conv2d", "kiln.nn.functional.conv2d")
-def _conv2d(w, node, a):
-    if isinstance(a["padding"], str):
-        raise Decline("padding by name")
-    ops = [w.tensor(a["input"]), w.tensor(a["weight"])]
-    if a["bias"] is not None:
-        ops.append(w.tensor(a["bias"]))
-    attrs = {}
-    for name, default in (("stride", 1), ("padding", 0), ("dilation", 1)):
-        if (values := _pair(w, a[name], default)) is not None:
-            attrs[name] = values
-    if w.int_(a["groups"]) != 1:
-        attrs["groups"] = w.int_(a["groups"])
-    w.emit_node(node, "conv2d", ops, attrs)
+def _named_padding(w, x, weight, a, spatial: int, loc):
+    """``padding='valid'`` (none) or ``'same'`` (stride 1: dilation * (k - 1) in all, the odd
+    one on the high side, as torch pads): (input, symmetric padding)."""
+    if a["padding"] == "valid":
+        return x, None
+    if a["padding"] != "same":
+        raise Decline(f"padding={a['padding']!r}")
+    if _sizes(w, a["stride"], 1, spatial) is not None:
+        raise Decline("padding='same' with a stride (torch refuses it)")
+    dilation = _sizes(w, a["dilation"], 1, spatial) or [1] * spatial
+    kernel = weight.type.sizes[2:]
+    if not all(k.isdigit() for k in kernel):
+        raise Decline("padding='same' of a symbolic kernel size")
+    total = [d * (int(k) - 1) for d, k in zip(dilation, kernel, strict=True)]
+    if all(t % 2 == 0 for t in total):
+        return x, [t // 2 for t in total]
+    pad = []  # F.pad's order: the last dim first, (low, high) each
+    for t in reversed(total):
+        pad += [t // 2, t - t // 2]
+    (x,) = w.emit("pad", [x], {"pad": pad}, loc)
+    return x, None
+
+
+def _convolution(spatial: int):
+    op = f"conv{spatial}d"
+
+    def lower(w, node, a):
+        """A library convolution; padding by name as its sizes (or a pad in front)."""
+        x, weight = w.tensor(a["input"]), w.tensor(a["weight"])
+        attrs = {}
+        if isinstance(a["padding"], str):
+            x, padding = _named_padding(w, x, weight, a, spatial, node.meta.get("loc"))
+            if padding is not None and any(padding):
+                attrs["padding"] = padding
+        elif (values := _sizes(w, a["padding"], 0, spatial)) is not None:
+            attrs["padding"] = values
+        ops = [x, weight] + ([w.tensor(a["bias"])] if a["bias"] is not None else [])
+        for name, default in (("stride", 1), ("dilation", 1)):
+            if (values := _sizes(w, a[name], default, spatial)) is not None:
+                attrs[name] = values
+        if w.int_(a["groups"]) != 1:
+            attrs["groups"] = w.int_(a["groups"])
+        w.emit_node(node, op, ops, attrs)
+
+    return lower
+
+
+lowering(_s_conv2d, "kiln.conv2d", "kiln.nn.functional.conv2d")(_convolution(2))
+lowering(_s_conv2d, "kiln.conv3d", "kiln.nn.functional.conv3d")(_convolution(3))
 
 
 @lowering(_s_sdpa, "kiln.nn.functional.scaled_dot_product_attention")

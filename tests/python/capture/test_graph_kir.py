@@ -312,8 +312,7 @@ def test_library_ops_and_normalized_defaults():
     assert body(g) == [
         "%0 = conv2d(%x, %w) : f32[1, 4, 6, 6]",
         "%1 = conv2d(%x, %w) {padding = [0, 1], stride = [2, 2]} : f32[1, 4, 3, 4]",
-        "%2 = call(%x, %w) {args = \"($0, $1, padding='same')\", "
-        'target = "kiln.conv2d"} : f32[1, 4, 8, 8]',
+        "%2 = conv2d(%x, %w) {padding = [1, 1]} : f32[1, 4, 8, 8]",
         "%3 = layer_norm(%seq, %lw, %lb) {normalized_shape = [8]} : f32[2, 4, 8]",
         "%4 = layer_norm(%seq) {eps = 1e-06, normalized_shape = [8]} : f32[2, 4, 8]",
         "%5 = view(%3) {shape = [2, 4, 2, 4]} : f32[2, 4, 2, 4]",
