@@ -83,8 +83,26 @@ void lowerScalarArith(LowerContext &ctx, const ir::Node &n) {
   if (type == ir::ScalarType::Float && floats.size() == arity)
     if (std::optional<double> r = fold(n.op(), floats))
       return ctx.define(n.result(0), ScalarRef{type, *r});
-  ctx.decline(n, "arithmetic on Python numbers is only folded when they are known at compile "
-                 "time (literals and sizes)");
+  // Python's ints do not wrap and raise on a zero divisor: those stay folded-only.
+  const bool pythonInt = type == ir::ScalarType::Int &&
+                         (n.op() == OpKind::FloorDivide || n.op() == OpKind::Remainder ||
+                          n.op() == OpKind::Pow || n.op() == OpKind::Mul);
+  if (type == ir::ScalarType::Bool || arity > 2 || pythonInt)
+    ctx.decline(n, "arithmetic on Python numbers is only folded when they are known at compile "
+                   "time (literals and sizes)");
+  // Run-time numbers (a learning rate a scheduler changes, 1 - lr * wd): a 0-d value the
+  // program computes once, which later reads take as the number.
+  DType compute = ScalarRef{type, 0.0}.dtype();
+  if (std::string why = elementwiseUnsupported(n, compute); !why.empty())
+    ctx.decline(n, why);
+  const ir::Node *node = &n;
+  TensorRef value = ctx.pointwise({}, [&](Ops &ops, Idx i) {
+    auto operand = [&](int k) { return ctx.read(ops, node->operand(k), i, {}, compute); };
+    Val v = arity == 1 ? unaryBody(ops, *node, operand(0), compute)
+                       : binaryBody(ops, *node, operand(0), operand(1));
+    return ops.cast(v, compute);
+  });
+  ctx.define(n.result(0), ScalarRef{type, ctx.realize(value)});
 }
 
 void lowerElementwise(LowerContext &ctx, const ir::Node &n) {

@@ -161,8 +161,10 @@ def compile_graph(graph: Graph, *, fallback: bool = True, fuse: bool = True):
 
 def _records_autograd(graph: Graph) -> bool:
     """Whether running `graph` must record autograd history: some value it computed during
-    capture (where the eager ops ran with the caller's grad mode) requires grad."""
-    return any(_requires_grad(n) for n in graph.nodes if n.op == "call")
+    capture (where the eager ops ran with the caller's grad mode) requires grad, outside
+    no_grad blocks (an optimizer's in-place update of a parameter returns the parameter)."""
+    return any(_requires_grad(n) for n in graph.nodes
+               if n.op == "call" and n.meta.get("grad_enabled", graph.grad_enabled))
 
 
 # --- Building a run of nodes as a graph ----------------------------------------------------------
@@ -539,6 +541,7 @@ class _Partitioner:
             return self.graph.compile_python()
         runs = self._partition()
         pg = Graph(self.graph.name)
+        pg.grad_enabled = self.graph.grad_enabled
         env: dict[int, Node] = {}
         for n in self.graph.inputs:
             env[id(n)] = pg.placeholder(n.name, n.meta.get("example"), n.meta.get("sym_sizes"))
@@ -650,9 +653,7 @@ class _Partitioner:
         return per_shape, dict(info, per_shape=True)
 
     def _emit_eager(self, pg: Graph, env: dict, node: Node) -> None:
-        env[id(node)] = pg.call(codegen.eager_target(node), _remap(node.args, env),
-                                _remap(node.kwargs, env), node.meta.get("example"),
-                                node.meta.get("loc"))
+        env[id(node)] = _eager_call(pg, node, env)
         self.report.eager.append(node.name)
         self.report.eager_nodes += 1
 
@@ -871,12 +872,22 @@ def _private_copy(part: _Part):
 def _eager_function(part: _Part, name: str):
     """The part's nodes as eager Python code with the part's inputs and outputs."""
     g = Graph(name)
+    g.grad_enabled = part.nodes[0].graph.grad_enabled if part.nodes else True
     env = {id(n): g.placeholder(n.name, n.meta.get("example")) for n in part.inputs}
     for n in part.nodes:
-        env[id(n)] = g.call(codegen.eager_target(n), _remap(n.args, env), _remap(n.kwargs, env),
-                            n.meta.get("example"), n.meta.get("loc"))
+        env[id(n)] = _eager_call(g, n, env)
     g.output([env[id(n)] for n in part.outputs])
     return g.compile_python()
+
+
+def _eager_call(g: Graph, node: Node, env: dict) -> Node:
+    """`node` as a call of its eager target in `g`, in the grad mode it was recorded in (a
+    no_grad block's in-place update of a parameter stays one)."""
+    call = g.call(codegen.eager_target(node), _remap(node.args, env), _remap(node.kwargs, env),
+                  node.meta.get("example"), node.meta.get("loc"))
+    if "grad_enabled" in node.meta:
+        call.meta["grad_enabled"] = node.meta["grad_enabled"]
+    return call
 
 
 def _remap(value, env: dict):

@@ -13,7 +13,7 @@ import operator
 import types
 
 import kiln
-from kiln._capture import calls_numpy, calls_object, ops
+from kiln._capture import calls_numpy, calls_object, ops, optimizer_step
 from kiln._capture import variables as V
 from kiln._capture.calls_access import AccessMixin, _ContainerMethod, _SuperVar, from_outside
 from kiln._capture.sources import AttrSource, ItemSource
@@ -327,11 +327,21 @@ class CallMixin(AccessMixin):
             return V.ConstVar(getattr(fn.fn, _CAPTURE_VALUE))
         if isinstance(fn, V.FunctionVar) and (runner := ops.allowed_in_graph(fn.fn)):
             return ops.record(self.ctx, runner, list(args), dict(kwargs))
+        if isinstance(fn, V.FunctionVar) and _is_optimizer_update(fn.fn) and (
+                fn.fn.__name__ == "step" and args and isinstance(args[0], V.ObjectVar)):
+            return optimizer_step.capture_step(self, args[0], list(args[1:]), kwargs)
+        if isinstance(fn, V.FunctionVar) and (
+                (opt := optimizer_step.scheduled(self, fn)) is not None):
+            return optimizer_step.capture_step(self, opt, list(args), kwargs)
         if isinstance(fn, V.FunctionVar) and _is_optimizer_update(fn.fn):
-            raise V.Unsupported(
-                f"{fn.fn.__qualname__}() is not captured: kiln.optim updates run eagerly, one "
-                "fused C++ call per parameter group",
-                "compile the model (or the forward and loss) and call the optimizer outside it")
+            if fn.fn.__name__ == "zero_grad":
+                raise V.Unsupported(
+                    f"{fn.fn.__qualname__}() is not captured: it sets or zeroes every "
+                    "parameter's .grad (a Python attribute write), so it runs eagerly",
+                    "call zero_grad() outside the compiled function, or leave it: the break "
+                    "costs one eager call")
+            raise V.Unsupported(f"{fn.fn.__qualname__}() is not captured here",
+                                "call optimizer.step() on the optimizer object")
         if isinstance(fn, V.FunctionVar) and getattr(fn.fn, "_kiln_disabled", False):
             raise V.Unsupported(f"call to {fn.fn.__qualname__}(), which kiln.compiler.disable "
                                 "keeps eager", "this is intended: the call runs eagerly")

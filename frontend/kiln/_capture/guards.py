@@ -131,6 +131,8 @@ class GuardSet:
                 node = node_of(source.base).attr(source.attr)
             elif isinstance(source, ItemSource):
                 node = node_of(source.base).item(source.key)
+            elif hasattr(source, "guard_node"):  # a source that reads its value its own way
+                node = source.guard_node(node_of)
             else:
                 raise TypeError(f"no guard accessor for source {source!r}")
             nodes[source] = node

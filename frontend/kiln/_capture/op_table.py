@@ -52,9 +52,13 @@ class Spelling:
 
     def lower(self, w, node, args: dict) -> None:
         operands, attrs = [], dict(self.fixed)
+        scale = None
         for name, param in self.signature.parameters.items():
             v = args[name]
             if name == "inplace":
+                continue
+            if name == "alpha" and self.op in ("add", "sub") and not _same(v, param.default):
+                scale = v  # add(x, y, alpha=a) is x + a * y
                 continue
             if name in self.attrs:
                 if v is not None and not _same(v, param.default):
@@ -69,6 +73,9 @@ class Spelling:
                 raise Decline(f"argument '{name}' other than its default {param.default!r}")
         if self.reflected:
             operands[0], operands[1] = operands[1], operands[0]
+        if scale is not None:
+            factor = w.constant(scale) if type(scale) in (int, float, bool) else w.operand(scale)
+            (operands[1],) = w.emit("mul", [operands[1], factor], {}, node.meta.get("loc"))
         if not (self.inplace or args.get("inplace") is True):
             w.emit_node(node, self.op, operands, attrs)
             return

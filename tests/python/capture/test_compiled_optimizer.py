@@ -1,0 +1,173 @@
+"""optimizer.step() inside compiled code is captured and compiled (optimizer_step.py): SGD, Adam
+and AdamW update every parameter in the compiled program, equal to the eager step; a scheduler's
+learning rate becomes a graph input after its first change; what is not captured breaks the
+graph with the reason."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches around every test
+
+import kiln
+import kiln.nn as nn
+from kiln._capture.backend_compiled import CpuBackend
+
+X = np.random.default_rng(0).normal(size=(32, 8)).astype(np.float32)
+Y = np.random.default_rng(1).normal(size=(32, 4)).astype(np.float32)
+
+
+def model():
+    kiln.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+def train(make_opt, compiled, steps=5, scheduler=False, backend=None):
+    """Steps of a small regression; the optimizer step compiled or not. Returns the parameters
+    and the optimizer."""
+    net = model()
+    opt = make_opt(net.parameters())
+    sched = kiln.optim.lr_scheduler.StepLR(opt, 1, gamma=0.7) if scheduler else None
+
+    def step(opt):
+        opt.step()
+
+    run = kiln.compile(step, backend=backend) if compiled else step
+    x, y = kiln.from_numpy(X), kiln.from_numpy(Y)
+    for _ in range(steps):
+        opt.zero_grad()
+        ((net(x) - y) ** 2).mean().backward()
+        run(opt)
+        if sched is not None:
+            sched.step()
+    return [p.detach().numpy().copy() for p in net.parameters()], opt
+
+
+OPTIMIZERS = {
+    "adamw": lambda p: kiln.optim.AdamW(p, lr=1e-2, weight_decay=0.1),
+    "adam_l2_maximize": lambda p: kiln.optim.Adam(p, lr=1e-2, weight_decay=0.01, maximize=True),
+    "adam_betas": lambda p: kiln.optim.Adam(p, lr=3e-3, betas=(0.8, 0.95), eps=1e-6),
+    "sgd": lambda p: kiln.optim.SGD(p, lr=0.1),
+    "sgd_nesterov": lambda p: kiln.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True,
+                                             weight_decay=1e-3),
+    "sgd_dampening": lambda p: kiln.optim.SGD(p, lr=0.05, momentum=0.5, dampening=0.2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("scheduler", [False, True])
+def test_step_compiles_and_equals_eager(name, scheduler):
+    make = OPTIMIZERS[name]
+    want, eager_opt = train(make, False, scheduler=scheduler)
+    backend = CpuBackend(fallback=False)
+    got, opt = train(make, True, scheduler=scheduler, backend=backend)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
+    compiled = [r for r in backend.reports if r.parts]
+    # one capture, a second when the scheduler first changes the rate (then a graph input);
+    # SGD with momentum: its first step (creating the buffers) runs eagerly
+    assert 1 <= len(compiled) <= (2 if scheduler else 1), [len(r.parts) for r in backend.reports]
+    for report in compiled:
+        assert report.eager_nodes == 0 and len(report.parts) == 1
+    for p, q in zip(opt.state.values(), eager_opt.state.values(), strict=True):
+        for key, value in q.items():
+            np.testing.assert_allclose(p[key].numpy(), value.numpy(), rtol=2e-5, atol=1e-6)
+
+
+def test_a_whole_training_step_in_one_compiled_function():
+    net = model()
+    opt = kiln.optim.AdamW(net.parameters(), lr=1e-2)
+    ref_net = model()
+    ref_opt = kiln.optim.AdamW(ref_net.parameters(), lr=1e-2)
+
+    def train_step(net, opt, x, y):
+        opt.zero_grad()
+        loss = ((net(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = kiln.compile(train_step, backend=CpuBackend(fallback=False))
+    x, y = kiln.from_numpy(X), kiln.from_numpy(Y)
+    for _ in range(4):
+        got = compiled(net, opt, x, y)
+        want = train_step(ref_net, ref_opt, x, y)
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+    for p, q in zip(net.parameters(), ref_net.parameters(), strict=True):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=2e-5, atol=1e-6)
+    # backward() breaks the graph (as in torch.compile); the step after it is one graph
+    explained = kiln.explain(train_step)(net, opt, x, y)
+    updates = [(ops, fb) for ops, fb in zip(explained.ops_per_graph, explained.fallbacks,
+                                            strict=True) if "kiln.Tensor.lerp_" in ops]
+    assert len(updates) == 1 and updates[0][1] == []
+    assert not any("step" in r.reason for r in explained.break_reasons)
+
+
+def test_optimizer_graph_has_no_eager_node_and_names_the_update():
+    net = model()
+    opt = kiln.optim.Adam(net.parameters(), lr=1e-3)
+    ((net(kiln.from_numpy(X)) - kiln.from_numpy(Y)) ** 2).mean().backward()
+
+    def step(opt):
+        opt.step()
+
+    explained = kiln.explain(step)(opt)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    assert explained.fallbacks == [[]]
+    ops = explained.ops_per_graph[0]
+    assert ops.count("kiln.Tensor.lerp_") == 4 and ops.count("kiln.Tensor.addcmul_") == 4
+
+
+@pytest.mark.parametrize("case", ["amsgrad", "closure", "rmsprop", "hook"])
+def test_what_is_not_captured_breaks_with_the_reason(case):
+    net = model()
+    if case == "amsgrad":
+        opt = kiln.optim.Adam(net.parameters(), amsgrad=True)
+    elif case == "rmsprop":
+        opt = kiln.optim.RMSprop(net.parameters())
+    else:
+        opt = kiln.optim.SGD(net.parameters(), lr=0.1)
+    if case == "hook":
+        opt.register_step_pre_hook(lambda *a: None)
+    ((net(kiln.from_numpy(X)) - kiln.from_numpy(Y)) ** 2).mean().backward()
+    before = [p.detach().clone() for p in net.parameters()]
+
+    def step(opt):
+        if case == "closure":
+            opt.step(lambda: None)
+        else:
+            opt.step()
+
+    explained = kiln.explain(step)(opt)
+    (reason,) = explained.break_reasons
+    words = {"amsgrad": "amsgrad", "closure": "closure", "rmsprop": "RMSprop", "hook": "hooks"}
+    assert words[case] in reason.reason
+    assert any((p != b).any() for p, b in zip(net.parameters(), before, strict=True))
+
+
+def test_load_state_dict_and_new_gradients_recompile_and_stay_right():
+    make = OPTIMIZERS["adamw"]
+    net, ref = model(), model()
+    opt, ref_opt = make(net.parameters()), make(ref.parameters())
+
+    def step(opt):
+        opt.step()
+
+    compiled = kiln.compile(step)
+    x, y = kiln.from_numpy(X), kiln.from_numpy(Y)
+    net[0].weight.requires_grad_(False)  # a frozen layer: no gradient, no update
+    ref[0].weight.requires_grad_(False)
+    for k in range(6):
+        if k == 3:  # unfrozen: its gradient appears; a checkpoint's state replaces the tensors
+            for m in (net, ref):
+                m[0].weight.requires_grad_(True)
+            opt.load_state_dict(copy.deepcopy(ref_opt.state_dict()))  # torch shares otherwise
+        for m, o, run in ((net, opt, compiled), (ref, ref_opt, step)):
+            o.zero_grad()
+            ((m(x) - y) ** 2).mean().backward()
+            run(o)
+        for p, q in zip(net.parameters(), ref.parameters(), strict=True):
+            np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=2e-5,
+                                       atol=1e-6)
