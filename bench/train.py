@@ -7,10 +7,12 @@
    without; and the GPT forward with grad mode on vs off.
 3. An AdamW step over the GPT's parameters: kiln's single-tensor update (`foreach=False`)
    beside torch's, and kiln's `fused=True` (one C++ call per parameter group, also kiln's
-   default) beside torch's `foreach` and `fused`.
+   default) beside torch's `foreach` and `fused`, and `opt.step()` inside `kiln.compile`
+   (the update captured and compiled) beside torch's `fused` and kiln's fused call.
 4. An SGD step (momentum 0.9, weight decay) over the same parameters: kiln's default (the fused
-   group update) beside torch's CPU default (its single-tensor loop) and `foreach`, and kiln's
-   single-tensor update (`foreach=False`) beside torch's.
+   group update) beside torch's CPU default (its single-tensor loop) and `foreach`, kiln's
+   single-tensor update (`foreach=False`) beside torch's, and the step compiled beside kiln's
+   default.
 
 Rounds are interleaved (kiln, torch, kiln, ...) and medians are reported. At several threads the
 backward rows are measured a second time with each framework alone in its own process ("own
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import statistics
@@ -145,6 +148,7 @@ def bench_adamw(work: Workload, rounds: int) -> dict:
         ("torch", torch, {"foreach": False}),
         ("torch foreach", torch, {"foreach": True}),
         ("torch fused", torch, {"fused": True}),
+        ("kiln.compile", kiln, {"compile": True}),  # opt.step() inside a compiled function
     ]
     return bench_optimizer(work, rounds, "AdamW", {"lr": 1e-4}, variants)
 
@@ -153,7 +157,8 @@ def bench_sgd(work: Workload, rounds: int) -> dict:
     """Seconds per SGD step (momentum 0.9, weight decay) over the GPT's parameters: each
     library's default (kiln: the fused group update; torch on CPU: the single-tensor loop)."""
     variants = [("kiln", kiln, {}), ("kiln single-tensor", kiln, {"foreach": False}),
-                ("torch", torch, {}), ("torch foreach", torch, {"foreach": True})]
+                ("torch", torch, {}), ("torch foreach", torch, {"foreach": True}),
+                ("kiln.compile", kiln, {"compile": True})]
     return bench_optimizer(work, rounds, "SGD", {"lr": 0.1, "momentum": 0.9,
                                                  "weight_decay": 5e-4}, variants)  # fmt: skip
 
@@ -165,11 +170,20 @@ def bench_optimizer(work: Workload, rounds: int, name: str, options: dict, varia
         params = list(model.parameters())
         for p in params:
             p.grad = m.ones_like(p) * 1e-3
+        compiled = kw.pop("compile", False)
         opt = getattr(m.optim, name)(params, **options, **kw)
         opt.step()  # creates the state
+        step = opt.step
+        if compiled:
+            step = functools.partial(m.compile(_optimizer_step), opt)
+            step()  # captures and compiles
         with m.no_grad():
-            out[label] = median_time(opt.step, rounds)
+            out[label] = median_time(step, rounds)
     return out
+
+
+def _optimizer_step(opt):
+    opt.step()
 
 
 def workloads(quick: bool):
@@ -262,12 +276,13 @@ def render(args, results) -> str:
         lines.append(f"| gpt forward, grad on | {ms(kon)} | {ms(ton)} | {kon / ton:.2f} |")
         a = r["adamw"]
         for mine, theirs in (("kiln", "torch"), ("kiln fused", "torch foreach"),
-                             ("kiln fused", "torch fused")):
+                             ("kiln fused", "torch fused"), ("kiln.compile", "torch fused"),
+                             ("kiln.compile", "kiln fused")):
             lines.append(f"| AdamW step ({mine} vs {theirs}) | {ms(a[mine])} | {ms(a[theirs])} "
                          f"| {a[mine] / a[theirs]:.2f} |")
         s = r["sgd"]
         for mine, theirs in (("kiln", "torch"), ("kiln", "torch foreach"),
-                             ("kiln single-tensor", "torch")):
+                             ("kiln single-tensor", "torch"), ("kiln.compile", "kiln")):
             lines.append(f"| SGD momentum step ({mine} vs {theirs}) | {ms(s[mine])} | "
                          f"{ms(s[theirs])} | {s[mine] / s[theirs]:.2f} |")
         lines.append("")

@@ -566,6 +566,10 @@ class _Partitioner:
                     self._only_moves_data(part):
                 for n in part.nodes:
                     self._emit_eager(pg, env, n)
+                    if not isinstance(n.meta.get("example"), kiln.Tensor):
+                        self.report.fallbacks.append((n.name, target_name(n.target),
+                                                      "Python-number arithmetic between eager "
+                                                      "calls runs as Python"))
                 continue
             if self.training and _needs_grad(part):
                 if not self._emit_training(pg, env, part, index):

@@ -328,17 +328,19 @@ def test_library_ops_and_normalized_defaults():
 def test_arguments_an_op_cannot_express_fall_back_to_call():
     g = Graph()
     x, y = g.placeholder("x", fresh(3)), g.placeholder("y", fresh(3, seed=1))
-    a = rec(g, kiln.add, x, y, alpha=2)
+    a = rec(g, kiln.add, x, y, alpha=2)  # x + 2 * y
     d = rec(g, kiln.div, x, y, rounding_mode="floor")
     r = rec(g, F.relu, x, inplace=False)
     t = rec(g, kiln.Tensor.t, x)  # t() of a 1-d tensor is not a transpose
     g.output([a, d, r, t])
     assert body(g) == [
-        '%0 = call(%x, %y) {args = "($0, $1, alpha=2)", target = "kiln.add"} : f32[3]',
-        "%1 = floor_divide(%x, %y) : f32[3]",
-        "%2 = relu(%x) : f32[3]",
-        '%3 = call(%x) {target = "kiln.Tensor.t"} : f32[3]',
-        "return %0, %1, %2, %3",
+        "%0 = constant() {value = 2} : int",
+        "%1 = mul(%y, %0) : f32[3]",
+        "%2 = add(%x, %1) : f32[3]",
+        "%3 = floor_divide(%x, %y) : f32[3]",
+        "%4 = relu(%x) : f32[3]",
+        '%5 = call(%x) {target = "kiln.Tensor.t"} : f32[3]',
+        "return %2, %3, %4, %5",
     ]
 
 

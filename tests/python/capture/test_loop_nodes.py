@@ -511,7 +511,8 @@ def test_a_sampling_loop_over_a_module_under_no_grad_is_a_node(no_unroll):
         report = kiln.explain(sample)(x, 40)
     assert_same(report.result, want)
     assert len(loop_nodes(report)) == 1
-    # the module compiles; only the step's int arithmetic and the full() of it run eagerly
+    # the module compiles; the full() of the step's number runs eagerly, and the int arithmetic
+    # feeding only it runs as Python
     reasons = [reason for graph in report.fallbacks for _, _, reason in graph]
     assert len(reasons) == eager_nodes(report) == 2
     assert all("run time" in r or "Python numbers" in r for r in reasons), reasons
