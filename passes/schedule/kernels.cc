@@ -15,6 +15,12 @@ using ir::loop::IndexExpr;
 using ir::loop::LoopNode;
 using ir::loop::LoopNodeKind;
 
+/// Whether `n` computes one number: a pointwise node without loops (an optimizer's bias
+/// correction, a step counter, arithmetic on run-time numbers).
+bool isScalar(const LoopNode &n) {
+  return n.kind == LoopNodeKind::Pointwise && n.ranges.empty() && n.reductionRanges.empty();
+}
+
 /// The loads in `n`'s body of buffers that kernel `k` writes.
 std::vector<const Expr *> loadsFrom(const LoopNode &n, const std::vector<int> &kernelOf, int k) {
   std::vector<const Expr *> out;
@@ -64,6 +70,9 @@ constexpr size_t kMaxIndependentHops = 2;
 /// that does not read from the kernel (`limit`: how many loops that allows).
 bool joinLoop(const LoopProgram &p, const LoopOrder &order, Kernel &kernel, size_t &limit,
               const LoopNode &n, const std::vector<int> &kernelOf, int k, size_t hops) {
+  if (kernel.outer.empty()) // a kernel of numbers: others join it, one statement each
+    return isScalar(n) && std::all_of(kernel.nodes.begin(), kernel.nodes.end(),
+                                      [&](size_t j) { return isScalar(p.nodes()[j]); });
   size_t prefix = 0;
   while (prefix < kernel.outer.size() && prefix < n.ranges.size() &&
          kernel.outer[prefix] == n.ranges[prefix])
@@ -92,7 +101,7 @@ bool joinLoop(const LoopProgram &p, const LoopOrder &order, Kernel &kernel, size
   return true;
 }
 
-/// Whether pointwise `n` is an epilogue of extern kernel `k`: same shape as the extern's result,
+/// Whether `n` is an epilogue of extern kernel `k`: same shape as the extern's result,
 /// reading what the kernel wrote only at the point it computes.
 bool joinExtern(const LoopProgram &p, const Kernel &kernel, const LoopNode &n,
                 const std::vector<int> &kernelOf, int k) {
@@ -135,9 +144,22 @@ std::vector<Kernel> groupKernels(const LoopProgram &p, const std::vector<LoopOrd
       Kernel kernel;
       kernel.kind = n.kind == LoopNodeKind::Extern ? KernelKind::Extern : KernelKind::Loop;
       kernel.outer = n.kind == LoopNodeKind::Extern ? p.buffer(n.outputs[0]).meta.sizes : n.ranges;
-      kernels.push_back(std::move(kernel));
-      limits.push_back(n.body ? laneLimit(n, loops[i]) : 0);
-      placed = static_cast<int>(kernels.size()) - 1;
+      // A number runs right after what it reads, so the loops after it that read it can still
+      // fuse with the loops before it (Adam's bias corrections between the moment updates and
+      // the parameter update).
+      size_t at = kernels.size();
+      if (fuse && isScalar(n)) {
+        at = 0;
+        for (BufferId id : n.reads())
+          if (kernelOf[id.index] >= 0)
+            at = std::max(at, static_cast<size_t>(kernelOf[id.index]) + 1);
+        for (int &k : kernelOf)
+          k += k >= static_cast<int>(at) ? 1 : 0;
+      }
+      kernels.insert(kernels.begin() + static_cast<std::ptrdiff_t>(at), std::move(kernel));
+      limits.insert(limits.begin() + static_cast<std::ptrdiff_t>(at),
+                    n.body ? laneLimit(n, loops[i]) : 0);
+      placed = static_cast<int>(at);
     }
     kernels[placed].nodes.push_back(i);
     for (BufferId id : n.outputs)

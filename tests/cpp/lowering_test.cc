@@ -4,10 +4,10 @@
 
 #include "tests/cpp/lowering_test_util.h"
 
+#include "codegen/externs.h"
 #include "ir/loop/interpreter.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
-#include "codegen/externs.h"
 #include "passes/lower/lowering.h"
 #include "passes/schedule/schedule.h"
 #include "runtime/generator.h"
@@ -165,6 +165,23 @@ TEST_CASE("constants, sym_size, scalar inputs and folded scalar arithmetic", "[l
                  ops::full({7}, Scalar(3.0), F32));
     check(kir, {x, a},
           {expected, Tensor::scalarTensor(Scalar(2 * s0), I64), ops::full({7}, Scalar(3.0), F32)});
+  }
+}
+
+TEST_CASE("arithmetic on run-time numbers is a value the program computes", "[lower][scalars]") {
+  // 1 - lr * wd with a learning rate that is a graph input (an optimizer's decoupled decay).
+  std::string kir = graph("%x: f32[5], %lr: float",
+                          "  %wd = constant() {value = 0.1} : float\n"
+                          "  %one = constant() {value = 1} : int\n"
+                          "  %d = mul(%lr, %wd) : float\n"
+                          "  %k = sub(%one, %d) : float\n"
+                          "  %0 = mul(%x, %k) : f32[5]\n",
+                          "%0, %k");
+  for (double lr : {0.5, 2.0}) {
+    Tensor x = randn({5}), a = Tensor::scalarTensor(Scalar(lr), DType::Float64);
+    check(kir, {x, a},
+          {ops::mul(x, Tensor::wrapScalar(Scalar(1 - lr * 0.1))),
+           Tensor::scalarTensor(Scalar(1 - lr * 0.1), DType::Float64)});
   }
 }
 
@@ -515,7 +532,8 @@ TEST_CASE("a lowering declines with the node and the reason", "[lower][errors]")
         "cannot contain");
   CHECK(declined(graph("%x: f32[4], %y: f32[4]", "  %0 = copy_(%x, %y) : f32[4]\n", "%0"))
             .find("must be functionalized") != std::string::npos);
-  CHECK(declined(graph("%a: float", "  %0 = mul(%a, %a) : float\n", "%0"))
+  // Python's ints do not wrap: their run-time products stay folded-only (floats compute).
+  CHECK(declined(graph("%a: int", "  %0 = mul(%a, %a) : int\n", "%0"))
             .find("known at compile time") != std::string::npos);
   CHECK(declined(graph("%x: b8[4]", "  %0 = abs(%x) : b8[4]\n", "%0")).find("bool operands") !=
         std::string::npos);
