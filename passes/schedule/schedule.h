@@ -29,7 +29,10 @@
 ///    inside one loop over i0, so a node whose lane is i0 (its only loop) would run scalar there:
 ///    it joins only a kernel it reads from (a per-row value) and no node joins a kernel it heads.
 ///    An extern kernel is a library call followed by pointwise epilogues that read its result at
-///    the same point (linear -> bias + gelu), each run on its own.
+///    the same point (linear -> bias + gelu), each run on its own. Numbers (pointwise nodes
+///    without loops: a step counter, bias corrections, arithmetic on run-time numbers) share
+///    one kernel of statements, placed right after the last kernel they read, so the loops on
+///    either side of them still fuse (an Adam update: one kernel of numbers, one loop kernel).
 /// 4. loop_order.cc again — inside a kernel of several nodes, a node whose lane is the shared
 ///    loop runs scalar; a pointwise node alone in its kernel may walk its lane in tiles with a
 ///    second range loop (a transpose). The parallel range: a kernel of several nodes splits its
