@@ -42,8 +42,8 @@ HINTS: list[tuple[str, str]] = [
      "keep values as tensors inside compiled code (no .item()/.tolist()/float(t)); read them "
      "after the compiled function returns"),
     (r"data-dependent output shape",
-     "avoid ops whose output shape depends on data (nonzero, unique, masked_select) inside "
-     "compiled code, or use a fixed-shape alternative such as kiln.where"),
+     "avoid ops whose output shape depends on data (nonzero, unique) inside compiled code, or "
+     "use a fixed-shape alternative such as kiln.where"),
     (r"bytecode .* is not supported|with-block|generator|coroutine",
      "this Python construct is not captured: move it into a helper decorated with "
      "kiln.compiler.disable"),

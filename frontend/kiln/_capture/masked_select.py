@@ -14,9 +14,16 @@ instead and the mask applied by the reduction, which needs no data-dependent siz
 - elementwise ops of such values (and of tensors that broadcast over their trailing dims only)
   run at the full shape, unchanged;
 - ``sum()`` becomes ``where(m, v, 0).sum()``, ``mean()`` that sum divided by the number of kept
-  elements, ``mse_loss``/``l1_loss`` their elementwise loss reduced the same way, and
-  ``cross_entropy``/``nll_loss`` of selected rows the loss over all rows with the dropped rows'
-  targets set to ``ignore_index`` (torch then leaves them out of the sum and the mean's divisor).
+  elements (also over the selected rows only: ``sum(0)``, ``mean(0)``), ``mse_loss``/``l1_loss``
+  their elementwise loss reduced the same way, and ``cross_entropy``/``nll_loss`` of selected
+  rows the loss over all rows with the dropped rows' targets set to ``ignore_index`` (torch then
+  leaves them out of the sum and the mean's divisor);
+- ``max()``/``min()``/``amax``/``amin`` need no mask at all: a dropped position holds what the
+  first kept one holds, row by row; an assertion node raises eager's error when nothing is kept;
+- ``x[m] = v[m]`` writes ``where(m, v, x)`` into ``x``;
+- softmax, log_softmax and reductions along the trailing (unselected) dims stay row-wise ops.
+
+``masked_select(x, m)`` with ``m`` of ``x``'s shape is the selection ``x[m]``.
 
 A region with any other use (returned, indexed, reshaped, reduced along a dim, written in
 place) is left alone: its selection stays an eager node, reported with the reason.
@@ -58,11 +65,26 @@ def _example(value):
     return value.meta.get("example") if isinstance(value, Node) else value
 
 
-def _selection_mask(node: Node) -> Node | None:
-    """The mask node of ``x[mask]`` (a bool tensor covering x's leading dims), else None."""
-    if node.op != "call" or node.target is not operator.getitem or len(node.args) != 2:
+def _selected(node: Node) -> tuple | None:
+    """(x, mask) of ``x[mask]`` or ``masked_select(x, mask)``, else None."""
+    if node.op != "call" or len(node.args) != 2 or node.kwargs:
         return None
-    x, mask = node.args
+    if node.target is operator.getitem:
+        return node.args
+    if node.target in (kiln.masked_select, kiln.Tensor.masked_select):
+        x, mask = node.args  # the same selection when nothing broadcasts
+        same = isinstance(x, Node) and isinstance(mask, Node) and (
+            tuple(getattr(_example(x), "shape", ())) == tuple(getattr(_example(mask), "shape", ())))
+        return node.args if same else None
+    return None
+
+
+def _selection_mask(node: Node) -> Node | None:
+    """The mask node of a selection (a bool tensor covering x's leading dims), else None."""
+    pair = _selected(node)
+    if pair is None:
+        return None
+    x, mask = pair
     ex, em = _example(x), _example(mask)
     if not (isinstance(x, Node) and isinstance(mask, Node)):
         return None
@@ -142,6 +164,21 @@ def _terminal(node: Node, members: dict) -> _Terminal | None:
         bound = _reduction_dims(node)
         if bound is not None and bound[0] == [0] and not bound[1]:
             return _Terminal(kind + "_rows")  # over the selected rows only
+        return None
+    if t in _EXTREMES:
+        if len(node.args) == 1 and not node.kwargs:
+            return _Terminal("extreme")
+        bound = _reduction_dims(node)
+        if t in (kiln.amax, kiln.Tensor.amax, kiln.amin, kiln.Tensor.amin) and bound is not None \
+                and bound[0] == [0] and not bound[1]:
+            return _Terminal("extreme_rows")
+        return None
+    if t is operator.setitem and len(node.args) == 3 and id(node.args[2]) in members and (
+            id(node.args[0]) not in members):
+        x, mask, value = node.args  # x[m] = v[m]: the kept elements of v written into x
+        full = tuple(_example(mask).shape) + tuple(_example(value).shape[1:])
+        if tuple(_example(x).shape) == full:
+            return _Terminal("assign", {"mask": mask})
         return None
     kind = _LOSSES.get(id(t))
     if kind is None:
@@ -223,6 +260,10 @@ def _bind(target, node: Node) -> dict | None:
     return dict(bound.arguments)
 
 
+_EXTREMES = (kiln.amax, kiln.Tensor.amax, kiln.amin, kiln.Tensor.amin, kiln.max, kiln.Tensor.max,
+             kiln.min, kiln.Tensor.min)
+_EMPTY = ("max(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+          "reduction dim with the 'dim' argument.")
 _ELEMENTWISE: set[int] = set()
 _LOSSES: dict[int, str] = {}
 
@@ -282,7 +323,7 @@ class _Rewrite:
                 self._rowwise(node, entry)
             elif isinstance(entry, _Terminal):
                 self._terminal(node, entry)
-            elif node.target is operator.getitem and node.args[1] is self.mask:
+            elif (pair := _selected(node)) is not None and pair[1] is self.mask:
                 self._selection(node)
             else:
                 self.graph.set_call(node, node.target, node.args, node.kwargs, _run(node))
@@ -346,6 +387,24 @@ class _Rewrite:
             return
         if entry.kind in ("sum_rows", "mean_rows"):
             self._masked_reduce(node, node.args[0], entry.kind == "mean_rows", rows_only=True)
+            return
+        if entry.kind in ("extreme", "extreme_rows"):
+            # The dropped positions hold what the first kept one holds (row by row), so the
+            # extreme over all is the extreme over the kept; none kept raises as eager does.
+            kept = self._add(node, kiln.Tensor.any, self.mask)
+            self.graph.insert_call(node, kiln._assert, (kept, _EMPTY), {}, None, node)
+            value = node.args[0]
+            if entry.kind == "extreme":
+                self._set(node, node.target, value)
+            else:
+                self._set(node, node.target, value, list(range(_example(self.mask).dim())))
+            return
+        if entry.kind == "assign":
+            x, value = node.args[0], node.args[2]
+            kept = self._kept(node, _row_ndim_full(value, self.mask))
+            merged = self._add(node, kiln.where, kept, value, x)
+            self.graph.set_call(node, kiln.Tensor.copy_, (x, merged), {},
+                                _example(merged).clone())
             return
         b = entry.bound
         if entry.kind == "pointwise_loss":

@@ -36,11 +36,12 @@ DATA_DEPENDENT_METHODS = {
     "backward": "autograd is not captured",
     "nonzero": "nonzero() has a data-dependent output shape",
     "unique": "unique() has a data-dependent output shape",
-    "masked_select": "masked_select() has a data-dependent output shape",
     "equal": "Tensor.equal() returns a Python bool computed from data",
     "allclose": "Tensor.allclose() returns a Python bool computed from data",
 }
-DATA_DEPENDENT_FUNCTIONS = {"nonzero", "unique", "masked_select", "equal", "allclose",
+# (masked_select is recorded, a node of data-dependent size as x[mask] is: a reduction of it
+# compiles, masked_select.py.)
+DATA_DEPENDENT_FUNCTIONS = {"nonzero", "unique", "equal", "allclose",
                             "unique_consecutive", "argwhere", "tolist", "item", "numpy",
                             "from_numpy", "tensor", "as_tensor", "asarray"}
 

@@ -252,3 +252,58 @@ def test_log_softmax_then_nll_of_selected_rows_trains():
     one_part(backend, backward=True)
     np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
     np.testing.assert_allclose(kl.grad.numpy(), tl.grad.numpy(), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("mask_dims", [1, 2])
+def test_assigning_a_selection_of_the_same_mask(mask_dims):
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(4, 5, 3)).astype(np.float32)
+    v = rng.normal(size=(4, 5, 3)).astype(np.float32)
+    m = rng.normal(size=x.shape[:mask_dims]) > 0
+
+    def fn(x, v, m):
+        y = x * 2
+        y[m] = v[m] + 1
+        return y
+
+    (kx, kv, km), (tx, tv, tm) = both(x, v, m)
+    backend = CpuBackend(fallback=False)
+    got = kiln.compile(fn, backend=backend)(kx, kv, km)
+    one_part(backend)
+    np.testing.assert_allclose(got.numpy(), fn(tx, tv, tm).numpy(), rtol=1e-6)
+
+
+def test_masked_select_is_a_selection():
+    x = kiln.randn(6, 4)
+    m = x > 0.2
+
+    def fn(x, m):
+        return kiln.masked_select(x, m).sum() + x.masked_select(m).mean()
+
+    backend = CpuBackend(fallback=False)
+    got = kiln.compile(fn, backend=backend)(x, m)
+    one_part(backend)
+    np.testing.assert_allclose(got.item(), fn(x, m).item(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["max", "min", "amax", "amin", "amax_rows", "amin_rows"])
+def test_extremes_of_a_selection(op):
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(5, 4, 3)).astype(np.float32)
+    x[0] = 100.0  # a dropped row holds the largest values
+    m = rng.normal(size=(5, 4)) > 0
+    m[0] = False
+
+    def fn(x, m):
+        v = x[m] * 3 - 1
+        return getattr(v, op[:4])(0) if op.endswith("_rows") else getattr(v, op)()
+
+    (kx, km), (tx, tm) = both(x, m)
+    backend = CpuBackend(fallback=True)
+    got = kiln.compile(fn, backend=backend)(kx, km)
+    np.testing.assert_allclose(got.numpy(), fn(tx, tm).numpy(), rtol=1e-6)
+    (report,) = backend.reports
+    # the only eager node: the check that something is kept (eager raises on an empty selection)
+    assert report.eager_nodes == 1 and "assertion" in report.fallbacks[0][2]
+    with pytest.raises((RuntimeError, AssertionError), match="numel\\(\\) == 0"):
+        kiln.compile(fn, backend=backend)(kx, kiln.zeros(5, 4, dtype=kiln.bool))
