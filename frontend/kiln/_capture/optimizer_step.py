@@ -13,8 +13,9 @@ recompile. The in-place updates are written back into the parameters and the sta
 every mutation of a graph input is.
 
 Captured: SGD (momentum, dampening, Nesterov, weight decay, maximize), Adam and AdamW (weight
-decay either way, maximize; not amsgrad). A state the first step creates is created at capture
-time for Adam (zeros, as the eager step would); SGD's momentum buffer starts as the first
+decay either way, maximize; not amsgrad), RMSprop (momentum, centered) and Adagrad (lr decay).
+A state the first step creates is created at capture time for Adam, RMSprop and Adagrad (as the
+first eager step would make it); SGD's momentum buffer starts as the first
 gradient, so SGD's first step with momentum runs eagerly and later steps compile. Anything else
 (a closure, step hooks, tensor hyperparameters, ``differentiable=True``, other optimizers)
 breaks the graph with the reason.
@@ -97,8 +98,9 @@ def capture_step(tx, opt_var: V.VT, args: list, kwargs: dict) -> V.VT:
     opt = opt_var.value
     kind = _KINDS.get(type(opt))
     if kind is None:
-        raise V.Unsupported(f"{type(opt).__name__}.step() is not captured (SGD, Adam and AdamW "
-                            "are)", "call this optimizer's step outside the compiled function")
+        raise V.Unsupported(f"{type(opt).__name__}.step() is not captured (SGD, Adam, AdamW, "
+                            "RMSprop and Adagrad are)",
+                            "call this optimizer's step outside the compiled function")
     if args or kwargs:
         raise V.Unsupported("optimizer.step(closure) is not captured",
                             "call the closure, then step() without it")
@@ -248,10 +250,69 @@ class _SGD:
         param.sub_(grad * lr)
 
 
-def _kinds() -> dict:
-    from kiln.optim import SGD, Adam, AdamW
+class _RMSprop:
+    hyper = ("lr", "alpha", "eps", "weight_decay", "momentum", "centered", "maximize")
 
-    return {SGD: _SGD, Adam: _Adam, AdamW: _Adam}
+    @staticmethod
+    def state(ctx, opt, p, group, state_source, label):
+        with kiln.no_grad():
+            opt._init_state(p, group)  # zeros, as the first eager step would make them
+        keys = ["step", "square_avg"] + (["momentum_buffer"] if group["momentum"] > 0 else []) + (
+            ["grad_avg"] if group["centered"] else [])
+        return _state_tensors(ctx, opt, p, state_source, label, keys)
+
+    @staticmethod
+    def update(param, grad, step, square_avg, *rest, lr, alpha, eps, weight_decay, momentum,
+               centered, maximize):
+        """torch's single-tensor RMSprop update."""
+        buf = rest[0] if momentum > 0 else None
+        grad_avg = rest[-1] if centered else None
+        if maximize:
+            grad = -grad
+        step.add_(1)
+        if weight_decay != 0:
+            grad = grad + param * weight_decay
+        square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
+        if centered:
+            grad_avg.lerp_(grad, 1 - alpha)
+            avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
+        else:
+            avg = square_avg.sqrt()
+        avg = avg.add_(eps)
+        if momentum > 0:
+            buf.mul_(momentum).addcdiv_(grad, avg)
+            param.sub_(buf * lr)
+        else:
+            param.sub_(grad / avg * lr)
+
+
+class _Adagrad:
+    hyper = ("lr", "lr_decay", "eps", "weight_decay", "maximize")
+
+    @staticmethod
+    def state(ctx, opt, p, group, state_source, label):
+        with kiln.no_grad():
+            opt._init_state(p, group)
+        return _state_tensors(ctx, opt, p, state_source, label, ("step", "sum"))
+
+    @staticmethod
+    def update(param, grad, step, state_sum, lr, lr_decay, eps, weight_decay, maximize):
+        """torch's single-tensor Adagrad update, the step counter a tensor."""
+        step.add_(1)
+        if maximize:
+            grad = -grad
+        if weight_decay != 0:
+            grad = grad + param * weight_decay
+        clr = lr / (1 + (step - 1) * lr_decay)
+        state_sum.addcmul_(grad, grad, value=1)
+        std = state_sum.sqrt().add_(eps)
+        param.sub_(grad / std * clr)
+
+
+def _kinds() -> dict:
+    from kiln.optim import SGD, Adagrad, Adam, AdamW, RMSprop
+
+    return {SGD: _SGD, Adam: _Adam, AdamW: _Adam, RMSprop: _RMSprop, Adagrad: _Adagrad}
 
 
 class _LazyKinds(dict):

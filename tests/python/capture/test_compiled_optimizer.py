@@ -53,6 +53,10 @@ OPTIMIZERS = {
     "sgd_nesterov": lambda p: kiln.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True,
                                              weight_decay=1e-3),
     "sgd_dampening": lambda p: kiln.optim.SGD(p, lr=0.05, momentum=0.5, dampening=0.2),
+    "rmsprop": lambda p: kiln.optim.RMSprop(p, lr=1e-2),
+    "rmsprop_centered_momentum": lambda p: kiln.optim.RMSprop(p, lr=1e-2, momentum=0.9,
+                                                              centered=True, weight_decay=1e-3),
+    "adagrad": lambda p: kiln.optim.Adagrad(p, lr=0.1, lr_decay=0.01, weight_decay=1e-3),
 }
 
 
@@ -63,8 +67,11 @@ def test_step_compiles_and_equals_eager(name, scheduler):
     want, eager_opt = train(make, False, scheduler=scheduler)
     backend = CpuBackend(fallback=False)
     got, opt = train(make, True, scheduler=scheduler, backend=backend)
+    # centered RMSprop takes the root of a difference of near-equal averages: rounding differs
+    # more there between the fused group kernel and the compiled ops
+    tol = 1e-3 if "centered" in name else 2e-5
     for g, w in zip(got, want, strict=True):
-        np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
+        np.testing.assert_allclose(g, w, rtol=tol, atol=1e-6)
     compiled = [r for r in backend.reports if r.parts]
     # one capture, a second when the scheduler first changes the rate (then a graph input);
     # SGD with momentum: its first step (creating the buffers) runs eagerly
@@ -73,7 +80,7 @@ def test_step_compiles_and_equals_eager(name, scheduler):
         assert report.eager_nodes == 0 and len(report.parts) == 1
     for p, q in zip(opt.state.values(), eager_opt.state.values(), strict=True):
         for key, value in q.items():
-            np.testing.assert_allclose(p[key].numpy(), value.numpy(), rtol=2e-5, atol=1e-6)
+            np.testing.assert_allclose(p[key].numpy(), value.numpy(), rtol=tol, atol=1e-6)
 
 
 def test_a_whole_training_step_in_one_compiled_function():
@@ -120,13 +127,13 @@ def test_optimizer_graph_has_no_eager_node_and_names_the_update():
     assert ops.count("kiln.Tensor.lerp_") == 4 and ops.count("kiln.Tensor.addcmul_") == 4
 
 
-@pytest.mark.parametrize("case", ["amsgrad", "closure", "rmsprop", "hook"])
+@pytest.mark.parametrize("case", ["amsgrad", "closure", "adamax", "hook"])
 def test_what_is_not_captured_breaks_with_the_reason(case):
     net = model()
     if case == "amsgrad":
         opt = kiln.optim.Adam(net.parameters(), amsgrad=True)
-    elif case == "rmsprop":
-        opt = kiln.optim.RMSprop(net.parameters())
+    elif case == "adamax":
+        opt = kiln.optim.Adamax(net.parameters())
     else:
         opt = kiln.optim.SGD(net.parameters(), lr=0.1)
     if case == "hook":
@@ -142,7 +149,7 @@ def test_what_is_not_captured_breaks_with_the_reason(case):
 
     explained = kiln.explain(step)(opt)
     (reason,) = explained.break_reasons
-    words = {"amsgrad": "amsgrad", "closure": "closure", "rmsprop": "RMSprop", "hook": "hooks"}
+    words = {"amsgrad": "amsgrad", "closure": "closure", "adamax": "Adamax", "hook": "hooks"}
     assert words[case] in reason.reason
     assert any((p != b).any() for p, b in zip(net.parameters(), before, strict=True))
 
