@@ -53,16 +53,6 @@ void requireBatched(const ir::Node &n, const Sizes &xs) {
         fmt::format("{} of an unbatched input has no compiled derivative yet", n.keyword()));
 }
 
-/// Refuses ceil_mode when it adds a window the floor formula does not have.
-void requireFloorWindows(const ir::Node &n, const Sizes &xs, const Sizes &out, const Window &w) {
-  for (int d = 0; d < 2; ++d) {
-    int64_t span = xs[2 + d] + 2 * w.padding[d] - w.dilation[d] * (w.kernel[d] - 1) - 1;
-    if (span / w.stride[d] + 1 != out[2 + d])
-      throw Unsupported(
-          fmt::format("{} with ceil_mode windows has no compiled derivative yet", n.keyword()));
-  }
-}
-
 ir::Attributes windowAttrs(const Window &w, const Sizes &padding) {
   return {{"kernel_size", w.kernel},
           {"stride", w.stride},
@@ -276,23 +266,56 @@ std::vector<V> maxPoolVjp(B &b, const ir::Node &n, V g) {
   return {b.op(OpKind::MaxPool2dBackward, {n.operand(0), g}, std::move(attrs))};
 }
 
+/// How many points of each window along one dim eager's average divides by, for the windows
+/// starting at o * stride - padding (o < out): its span clipped to the padded input, and to
+/// the input itself when the padding is not counted. A [out] vector of `dtype`.
+V windowCounts(B &b, int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding,
+               bool countPad, DType dtype) {
+  V start =
+      b.op(OpKind::Arange, {},
+           {{"start", -padding}, {"end", ir::SymInt(out * stride - padding)}, {"step", stride}});
+  V end = b.op(OpKind::Minimum,
+               {b.addScalar(start, static_cast<double>(kernel)), b.integer(in + padding)});
+  if (!countPad) {
+    end = b.op(OpKind::Minimum, {end, b.integer(in)});
+    start = b.op(OpKind::Maximum, {start, b.integer(0)});
+  }
+  return b.cast(b.sub(end, start), dtype);
+}
+
 std::vector<V> avgPoolVjp(B &b, const ir::Node &n, V g) {
   V x = n.operand(0);
   Sizes xs = B::sizes(x), gs = B::sizes(g);
   requireBatched(n, xs);
   Window w = windowOf(n, "kernel_size");
-  requireFloorWindows(n, xs, gs, w);
   const int64_t kk = w.kernel[0] * w.kernel[1];
   const bool padded = w.padding[0] || w.padding[1];
   const bool countPad = !n.attr("count_include_pad") || n.attr("count_include_pad")->toBool();
-  if (padded && !countPad)
-    throw Unsupported("avg_pool2d with count_include_pad=False has no compiled derivative yet");
   const ir::Attribute *divisor = n.attr("divisor_override");
-  const double scale = 1.0 / static_cast<double>(divisor ? divisor->toInt() : kk);
+  // Windows ceil_mode adds past the floor formula's: the fold runs over an input grown to hold
+  // them, and the rows and columns past the input are dropped (they are right padding).
+  Sizes folded = {xs[0], xs[1], xs[2], xs[3]};
+  for (int d = 0; d < 2; ++d)
+    folded[2 + d] =
+        std::max(xs[2 + d], (gs[2 + d] - 1) * w.stride[d] + w.kernel[d] - 2 * w.padding[d]);
+  const bool floorWindows = folded[2] == xs[2] && folded[3] == xs[3];
+  V share = g;
+  if (divisor) {
+    share = b.scale(g, 1.0 / static_cast<double>(divisor->toInt()));
+  } else if (floorWindows && (countPad || !padded)) {
+    share = b.scale(g, 1.0 / static_cast<double>(kk)); // every window counts kh * kw points
+  } else {
+    const DType dt = B::dtype(g);
+    V rows = windowCounts(b, xs[2], gs[2], w.kernel[0], w.stride[0], w.padding[0], countPad, dt);
+    V cols = windowCounts(b, xs[3], gs[3], w.kernel[1], w.stride[1], w.padding[1], countPad, dt);
+    share = b.div(g, b.mul(b.unsqueeze(rows, 1), b.unsqueeze(cols, 0)));
+  }
   const int64_t l = gs[2] * gs[3];
-  V share = b.expand(b.reshape(g, {xs[0], xs[1], 1, l}), {xs[0], xs[1], kk, l});
-  V cols = b.scale(b.reshape(share, {xs[0], xs[1] * kk, l}), scale);
-  return {foldColumns(b, cols, xs, w)};
+  V spread = b.expand(b.reshape(share, {xs[0], xs[1], 1, l}), {xs[0], xs[1], kk, l});
+  V grad = foldColumns(b, b.reshape(spread, {xs[0], xs[1] * kk, l}), folded, w);
+  if (!floorWindows)
+    grad = b.slice(b.slice(grad, 2, 0, xs[2], 1), 3, 0, xs[3], 1);
+  return {grad};
 }
 
 std::vector<V> adaptiveAvgPoolVjp(B &b, const ir::Node &n, V g) {

@@ -26,19 +26,16 @@ MAX_ONLY = [dict(kernel_size=2, dilation=2), dict(kernel_size=(2, 2, 3), dilatio
                                                   padding=1)]  # fmt: skip
 
 
-def compiled_and_torch(fn, tfn, x, grad, compiled_backward=True):
-    backend = CpuBackend(fallback=not compiled_backward)
+def compiled_and_torch(fn, tfn, x, grad):
+    backend = CpuBackend(fallback=False)
     kx = kiln.tensor(x, requires_grad=grad)
     tx = torch.tensor(x, requires_grad=grad)
     got = kiln.compile(fn, backend=backend)(kx)
     want = tfn(tx)
     (report,) = backend.reports
-    if grad and not compiled_backward:  # the part trains on eager kernels, with the reason
-        assert any("no compiled derivative" in r for _, _, r in report.fallbacks)
-    else:
-        assert report.eager_nodes == 0 and len(report.parts) == 1
+    assert report.eager_nodes == 0 and len(report.parts) == 1
     if grad:
-        assert report.backward_parts == (1 if compiled_backward else 0)
+        assert report.backward_parts == 1
         weight = np.random.default_rng(1).normal(size=tuple(want.shape))
         (got * kiln.tensor(weight)).sum().backward()
         (want * torch.tensor(weight)).sum().backward()
@@ -62,13 +59,9 @@ def test_max_pool3d(case, grad):
 @pytest.mark.parametrize("grad", [False, True])
 def test_avg_pool3d(case, count_include_pad, grad):
     x = np.random.default_rng(0).normal(size=(2, 3, 7, 8, 9))
-    # avg_pool2d's compiled derivative divides every window by one count: windows ceil_mode
-    # adds, or padding left out of the count, train on eager's kernels.
-    uniform = not case.get("ceil_mode") and (count_include_pad or not case.get("padding"))
     got, want, gx, tx = compiled_and_torch(
         lambda t: F.avg_pool3d(t, count_include_pad=count_include_pad, **case) + 1,
-        lambda t: TF.avg_pool3d(t, count_include_pad=count_include_pad, **case) + 1, x, grad,
-        compiled_backward=uniform)
+        lambda t: TF.avg_pool3d(t, count_include_pad=count_include_pad, **case) + 1, x, grad)
     np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12)
     if grad:
         np.testing.assert_allclose(gx.numpy(), tx.numpy(), rtol=1e-12, atol=1e-14)

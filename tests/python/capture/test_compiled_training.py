@@ -287,13 +287,20 @@ def test_conv_batchnorm_pool_net_trains_in_one_part():
     assert report.backward_parts == 1 and report.eager_nodes == 0
 
 
-@pytest.mark.parametrize("pool", ["max", "max_pad", "max_overlap", "avg", "avg_pad", "adaptive"])
+@pytest.mark.parametrize("pool", ["max", "max_pad", "max_overlap", "avg", "avg_pad", "adaptive",
+                                  "avg_ceil", "avg_pad_uncounted", "avg_ceil_uncounted"])
 def test_pool_gradients(pool):
     fns = {
         "max": lambda t: F.max_pool2d(t, 2), "max_pad": lambda t: F.max_pool2d(t, 3, 2, 1),
         "max_overlap": lambda t: F.max_pool2d(t, 3, 1), "avg": lambda t: F.avg_pool2d(t, 2),
         "avg_pad": lambda t: F.avg_pool2d(t, 3, 2, 1),
         "adaptive": lambda t: F.adaptive_avg_pool2d(t, (2, 3)),
+        # windows that count different numbers of points: ceil_mode's last window, padding
+        # left out of the count
+        "avg_ceil": lambda t: F.avg_pool2d(t, 3, 2, 1, ceil_mode=True),
+        "avg_pad_uncounted": lambda t: F.avg_pool2d(t, 3, 2, 1, count_include_pad=False),
+        "avg_ceil_uncounted": lambda t: F.avg_pool2d(t, (3, 2), 2, 1, ceil_mode=True,
+                                                     count_include_pad=False),
     }
     w = kiln.randn(1, 3, 1, 1).requires_grad_()
 
