@@ -195,6 +195,7 @@ Differentiability differentiability(ir::OpKind op) {
   case OpKind::ScaledDotProductAttention:
   case OpKind::ConvTranspose1d:
   case OpKind::ConvTranspose2d:
+  case OpKind::ConvTranspose3d:
   case OpKind::BatchNorm:
     return Differentiability::Rule;
   case OpKind::Input: // leaves: what flows into them is the caller's business
@@ -408,6 +409,7 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
     return attentionVjp(b, n, g, need);
   case OpKind::ConvTranspose1d:
   case OpKind::ConvTranspose2d:
+  case OpKind::ConvTranspose3d:
     return convTransposeVjp(b, n, g, need);
   case OpKind::BatchNorm:
     return batchNormVjp(b, n, g, need);

@@ -135,6 +135,9 @@ Grads binaryGrad(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
   case OpKind::Hypot:
     return {toOperand(b, b.mul(g, b.div(a, y)), a, need[0]),
             toOperand(b, b.mul(g, b.div(c, y)), c, need[1])};
+  case OpKind::Copysign: // torch's: g * (y / a), 0 where a is 0; the sign source gets zeros
+    return {toOperand(b, b.mul(g, b.zeroWhere(b.div(y, a), b.eqScalar(a, 0.0))), a, need[0]),
+            need[1] && c->isTensor() ? b.zeros(B::sizes(c), B::dtype(c)) : nullptr};
   case OpKind::Lerp: { // a + w (c - a)
     V w = n.operand(2);
     if (!w->isTensor()) { // a number weight: 1 - w in double, not in the tensor's dtype
@@ -370,6 +373,7 @@ bool hasExtraVjp(OpKind op) {
   case OpKind::Fmod:
   case OpKind::Atan2:
   case OpKind::Hypot:
+  case OpKind::Copysign:
   case OpKind::Lerp:
   case OpKind::MseLoss:
   case OpKind::L1Loss:

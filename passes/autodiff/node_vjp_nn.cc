@@ -131,10 +131,41 @@ Sizes listAttr(const ir::Node &n, std::string_view name, int64_t fallback, size_
 /// convolution of g (same stride, padding, dilation and groups), and its weight gradient the
 /// input times the unfolded columns of g (the roles of x and g in conv2d's weight rule swapped).
 /// A 1-d one runs as a 2-d one of height 1.
+/// conv_transpose3d: the adjoint of conv3d, so the input's gradient is conv3d of g and the
+/// weight's the convolution's weight gradient with the roles of input and output swapped.
+std::vector<V> convTranspose3dVjp(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
+  V x = n.operand(0), w = n.operand(1);
+  if (B::sizes(x).size() != 5)
+    throw Unsupported("conv_transpose3d of an unbatched input has no compiled derivative yet");
+  const Sizes stride = listAttr(n, "stride", 1, 3), padding = listAttr(n, "padding", 0, 3),
+              dilation = listAttr(n, "dilation", 1, 3),
+              outPad = listAttr(n, "output_padding", 0, 3);
+  for (size_t d = 0; d < 3; ++d)
+    if (outPad[d] >= stride[d])
+      throw Unsupported("conv_transpose3d with output_padding >= stride has no compiled "
+                        "derivative yet");
+  const int64_t groups = n.attr("groups") ? n.attr("groups")->toInt() : 1;
+  ir::Attributes window = {
+      {"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}};
+  std::vector<V> r(3);
+  if (need[0])
+    r[0] = b.op(OpKind::Conv3d, {g, w}, window);
+  if (need[1]) {
+    if (x->meta().device.type != DeviceType::CPU)
+      throw Unsupported("conv_transpose3d's weight gradient on a device has no compiled "
+                        "derivative yet");
+    window["weight_size"] = B::sizes(w);
+    r[1] = b.op(OpKind::ConvolutionWeightGrad, {g, x}, window);
+  }
+  if (need[2] && n.numOperands() > 2)
+    r[2] = b.sum(g, Sizes{0, 2, 3, 4}, false);
+  return r;
+}
+
 std::vector<V> convTransposeVjp(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
   const bool oneD = n.op() == OpKind::ConvTranspose1d;
   if (n.op() == OpKind::ConvTranspose3d)
-    throw Unsupported("conv_transpose3d has no compiled derivative yet");
+    return convTranspose3dVjp(b, n, g, need);
   V x = n.operand(0), w = n.operand(1);
   const size_t spatial = oneD ? 1 : 2;
   if (B::sizes(x).size() != spatial + 2)

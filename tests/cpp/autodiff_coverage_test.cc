@@ -19,10 +19,16 @@ namespace {
 const std::set<std::string> kMissing = {
     // structural: graph outputs, opaque calls, in-place writes (functionalized before autodiff),
     // shape assertions, and a backward op's own extern
-    "return", "call", "copy_", "index_put", "select_scatter", "slice_scatter",
-    "sym_constrain_range", "max_pool2d_backward", "cumprod_backward", "convolution_weight_grad",
-    // gaps: differentiable ops whose compiled rule is not written yet
-    "conv_transpose3d", "copysign"};
+    "return",
+    "call",
+    "copy_",
+    "index_put",
+    "select_scatter",
+    "slice_scatter",
+    "sym_constrain_range",
+    "max_pool2d_backward",
+    "cumprod_backward",
+    "convolution_weight_grad"};
 
 } // namespace
 

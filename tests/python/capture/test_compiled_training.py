@@ -236,16 +236,17 @@ def test_no_grad_call_keeps_an_inference_graph():
 def test_an_op_without_compiled_derivative_trains_eagerly():
     w = kiln.randn(4, 6).requires_grad_()
 
-    def fn(x):  # conv_transpose3d: one of the ops without a compiled derivative yet
-        y = F.conv_transpose3d((x * w).reshape(1, 1, 4, 3, 2), kiln.ones(1, 1, 2, 1, 1))
+    def fn(x):  # output_padding past the stride (under the dilation): no compiled derivative
+        y = F.conv_transpose2d((x * w).reshape(1, 1, 4, 6), kiln.ones(1, 1, 2, 2), dilation=3,
+                               output_padding=1)
         return y.sum()
 
     backend = grads_as_eager(fn, lambda s: [kiln.randn(4, 6)], [w], strict=False)
     report = backend.reports[0]
     assert report.backward_parts == 0 and report.eager_nodes > 0
-    assert any("conv_transpose3d" in reason for _, _, reason in report.fallbacks), (
+    assert any("output_padding" in reason for _, _, reason in report.fallbacks), (
         report.fallbacks)
-    with pytest.raises(BackendCompilerFailed, match="conv_transpose3d"):
+    with pytest.raises(BackendCompilerFailed, match="output_padding"):
         kiln.compiler.reset()
         kiln.compile(fn, backend=CpuBackend(fallback=False))(kiln.randn(4, 6))
 
@@ -464,3 +465,30 @@ def test_a_symbolic_int_saved_for_backward():
         w.grad = None
         fn(x).backward()
         close(got, w.grad)
+
+
+@pytest.mark.parametrize("case", [dict(), dict(stride=2, padding=1, output_padding=1),
+                                  dict(stride=(1, 2, 1), dilation=2, groups=2)], ids=str)
+def test_conv_transpose3d_gradients(case):
+    kiln.manual_seed(7)
+    groups = case.get("groups", 1)
+    w = (kiln.randn(4, 6 // groups, 2, 3, 2) * 0.3).requires_grad_()
+    b = kiln.randn(6).requires_grad_()
+
+    def fn(x):
+        return F.conv_transpose3d(x, w, b, **case).tanh()
+
+    backend = grads_as_eager(fn, lambda s: [kiln.randn(2, 4, 3, 4, 5).requires_grad_()], [w, b],
+                             tol=1e-4)
+    trained_in_one_part(backend)
+
+
+def test_copysign_gradients():
+    y = kiln.tensor([1.0, -2.0, 0.0, -0.0, 3.0, -1.5])
+    w = kiln.tensor([0.5, -1.0, 2.0, 0.0, -3.0, 1.0]).requires_grad_()
+
+    def fn(x):  # the magnitude's gradient: g * sign flip, zero where the magnitude is zero
+        return (kiln.copysign(x * w, y) * x).sum()
+
+    backend = grads_as_eager(fn, lambda s: [kiln.randn(6).requires_grad_()], [w])
+    trained_in_one_part(backend)
