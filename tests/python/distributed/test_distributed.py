@@ -185,3 +185,41 @@ def test_nanogpt_train_script_runs_with_the_import_swapped(tmp_path, ranks):
               if line.startswith("iter ")]  # fmt: skip
     assert len(losses) == 6 and all(np.isfinite(losses)), run.stdout
     assert text.count("checkpoint iter 3") == ranks
+
+
+@pytest.mark.parametrize("mode", ["eager", "compiled"])
+def test_fsdp_trains_as_one_process_on_the_whole_batch(tmp_path, mode):
+    run = kilnrun(2, "worker_fsdp.py", tmp_path, os.path.join(ROOT, "bench"), mode)
+    assert run.returncode == 0, run.stdout + run.stderr
+    got = np.load(tmp_path / "fsdp.npz")
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    from train_models import gpt_classes
+
+    kiln.manual_seed(100)  # rank 0's initial weights, which sync_module_states broadcast
+    model = gpt_classes(kiln, vocab=32, block=8, n_embd=16, n_head=2, n_layer=2)()
+    opt = kiln.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
+    rng = np.random.default_rng(0)
+    idx, tgt = rng.integers(0, 32, (4, 8)), rng.integers(0, 32, (4, 8))
+    losses = []
+    for _ in range(5):
+        _, loss = model(kiln.tensor(idx), kiln.tensor(tgt))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        kiln.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+    np.testing.assert_allclose(got["losses"], losses, rtol=1e-5)
+    state = model.state_dict()
+    assert sorted(k[2:] for k in got.files if k.startswith("w_")) == sorted(state)
+    for k, v in state.items():
+        np.testing.assert_allclose(got[f"w_{k}"], v.numpy(), rtol=1e-4, atol=1e-5, err_msg=k)
+    # each rank holds half of the parameters (padded), and the reloaded full state matches
+    params = sum(p.numel() for p in model.parameters())
+    assert params / 2 <= got["shard_numel"] <= params / 2 + 3
+    assert got["same"] == 0.0
+    # no_sync: each rank's two one-row losses accumulated, then averaged over the ranks
+    model.zero_grad(set_to_none=True)
+    sum(model(kiln.tensor(idx[i : i + 1]), kiln.tensor(tgt[i : i + 1]))[1]
+        for i in range(4)).div(2).backward()  # fmt: skip
+    norm = float(kiln.nn.utils.clip_grad_norm_(model.parameters(), 1e9))
+    np.testing.assert_allclose(got["grad_norm"], norm, rtol=1e-4)

@@ -146,20 +146,7 @@ class DistributedDataParallel(Module):
 
     def _mark_unused(self, outputs):
         """Parameters the outputs' autograd graph does not reach count as ready now."""
-        # `seen` keeps the node objects alive: an id is only unique while its object lives, and
-        # a live node's wrapper is the one returned for it again.
-        reached, seen, stack = set(), {}, []
-        for t in _tensors(outputs):
-            if t.grad_fn is not None:
-                stack.append(t.grad_fn)
-        while stack:
-            node = stack.pop()
-            if id(node) in seen:
-                continue
-            seen[id(node)] = node
-            if node.name() == "AccumulateGrad":
-                reached.add(node.variable.data_ptr())
-            stack.extend(fn for fn, _ in node.next_functions if fn is not None)
+        reached = reached_leaves(outputs)
         for i, p in enumerate(self._params):
             if p.data_ptr() not in reached:
                 self._param_ready(i)
@@ -210,6 +197,26 @@ def _on_ready(ref, i):
     ddp = ref()
     if ddp is not None:
         ddp._param_ready(i)
+
+
+def reached_leaves(outputs) -> set:
+    """The data pointers of the leaves whose gradients the outputs' autograd graph accumulates
+    (what a backward from them reaches)."""
+    # `seen` keeps the node objects alive: an id is only unique while its object lives, and a
+    # live node's wrapper is the one returned for it again.
+    reached, seen, stack = set(), {}, []
+    for t in _tensors(outputs):
+        if t.grad_fn is not None:
+            stack.append(t.grad_fn)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen[id(node)] = node
+        if node.name() == "AccumulateGrad":
+            reached.add(node.variable.data_ptr())
+        stack.extend(fn for fn, _ in node.next_functions if fn is not None)
+    return reached
 
 
 def _tensors(obj):

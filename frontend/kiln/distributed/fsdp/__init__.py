@@ -1,0 +1,13 @@
+"""kiln.distributed.fsdp: torch's FullyShardedDataParallel on kiln.distributed (Open MPI)."""
+
+from kiln.distributed.fsdp.fully_sharded import (
+    BackwardPrefetch,
+    CPUOffload,
+    FullStateDictConfig,
+    FullyShardedDataParallel,
+    ShardingStrategy,
+    StateDictType,
+)
+
+__all__ = ["BackwardPrefetch", "CPUOffload", "FullStateDictConfig", "FullyShardedDataParallel",
+           "ShardingStrategy", "StateDictType"]  # fmt: skip

@@ -1,0 +1,312 @@
+"""FullyShardedDataParallel: torch's sharded data-parallel wrapper on kiln.distributed.
+
+Each FSDP unit (the wrapped module, and every submodule an ``auto_wrap_policy`` picks, wrapped
+first) flattens the parameters it owns into one buffer, padded to a multiple of the world
+size, and keeps 1/world of it as its only parameter (``_flat_param``): the optimizer, its state
+and the gradients the step reads are sharded. The module's parameters become views of a full
+buffer the unit all-gathers from the shards before each forward, leaves that require grad;
+when a backward has accumulated the gradient of every view the unit's forward reached, the
+gradients are flattened and reduce-scattered (averaged over ranks) into the shard's ``.grad``,
+and the views' gradients are dropped. The full buffer stays gathered from forward to backward
+(torch's SHARD_GRAD_OP), so parameters are not resharded between them.
+
+``state_dict()`` gathers a full state dict with the module's own names (torch's
+FULL_STATE_DICT); ``load_state_dict`` takes one and keeps each rank's shard. ``no_sync()`` lets
+gradients accumulate locally; ``clip_grad_norm_`` clips by the norm over all shards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import math
+import weakref
+from collections import OrderedDict
+
+import kiln
+import kiln.distributed as dist
+from kiln.nn.modules.module import Module
+from kiln.nn.parallel.distributed import reached_leaves
+
+__all__ = ["BackwardPrefetch", "CPUOffload", "FullStateDictConfig", "FullyShardedDataParallel",
+           "ShardingStrategy", "StateDictType"]  # fmt: skip
+
+
+class ShardingStrategy(enum.Enum):
+    FULL_SHARD = 1
+    SHARD_GRAD_OP = 2
+    NO_SHARD = 3
+    HYBRID_SHARD = 4
+
+
+class BackwardPrefetch(enum.Enum):
+    BACKWARD_PRE = 1
+    BACKWARD_POST = 2
+
+
+class StateDictType(enum.Enum):
+    FULL_STATE_DICT = 1
+    LOCAL_STATE_DICT = 2
+    SHARDED_STATE_DICT = 3
+
+
+class FullStateDictConfig:
+    def __init__(self, offload_to_cpu: bool = False, rank0_only: bool = False):
+        self.offload_to_cpu, self.rank0_only = offload_to_cpu, rank0_only
+
+
+class CPUOffload:
+    def __init__(self, offload_params: bool = False):
+        self.offload_params = offload_params
+
+
+class FullyShardedDataParallel(Module):
+    def __init__(self, module, process_group=None, sharding_strategy=None, cpu_offload=None,
+                 auto_wrap_policy=None, backward_prefetch=None, mixed_precision=None,
+                 ignored_modules=None, param_init_fn=None, device_id=None,
+                 sync_module_states=False, forward_prefetch=False, limit_all_gathers=True,
+                 use_orig_params=False, ignored_states=None, device_mesh=None):  # fmt: skip
+        super().__init__()
+        if not dist.is_initialized():
+            raise ValueError("Default process group has not been initialized, please make sure "
+                             "to call init_process_group.")
+        if mixed_precision is not None:
+            raise NotImplementedError("kiln's FSDP keeps parameters in their own dtype: use "
+                                      "kiln.autocast around the forward for mixed precision")
+        if cpu_offload is not None and cpu_offload.offload_params:
+            raise NotImplementedError("kiln's FSDP runs on the CPU: there is nothing to offload")
+        if auto_wrap_policy is not None:
+            _auto_wrap(module, auto_wrap_policy, dict(sync_module_states=sync_module_states))
+        self._fsdp_wrapped_module = module
+        if sync_module_states:
+            with kiln.no_grad():
+                for t in _owned_tensors(module):
+                    dist.broadcast(t.detach(), src=0)
+        self._sync = True
+        self._shard(module)
+
+    @property
+    def module(self) -> Module:
+        return self._fsdp_wrapped_module
+
+    # --- flattening --------------------------------------------------------------------------
+
+    def _shard(self, module) -> None:
+        owned, seen = [], {}
+        for m in _unit_modules(module):
+            for name, p in list(m._parameters.items()):
+                if p is None:
+                    continue
+                owned.append((m, name, p))
+                seen.setdefault(id(p), p)
+        params = list(seen.values())
+        dtypes = sorted({str(p.dtype) for p in params})
+        if len(dtypes) > 1:
+            raise ValueError("FullyShardedDataParallel flattens a unit's parameters into one "
+                             f"buffer: they must share a dtype, got {dtypes}")
+        world, rank = dist.get_world_size(), dist.get_rank()
+        total = sum(p.numel() for p in params)
+        self._chunk = max(1, math.ceil(total / world))
+        dtype = params[0].dtype if params else kiln.get_default_dtype()
+        self._full = kiln.zeros(self._chunk * world, dtype=dtype)
+        views, offset = {}, 0
+        with kiln.no_grad():
+            for p in params:
+                n = p.numel()
+                self._full[offset : offset + n].copy_(p.detach().reshape(-1))
+                view = self._full[offset : offset + n].view(p.shape)
+                view.requires_grad_(p.requires_grad)
+                views[id(p)] = (view, offset)
+                offset += n
+            shard = self._full[rank * self._chunk : (rank + 1) * self._chunk].clone()
+        self._flat_param = kiln.nn.Parameter(shard, requires_grad=any(p.requires_grad
+                                                                     for p in params))
+        for m, name, p in owned:  # the module now reads the gathered views
+            del m._parameters[name]
+            setattr(m, name, views[id(p)][0])
+        self._owned = [(m, name, views[id(p)][0]) for m, name, p in owned]
+        self._views = [views[id(p)][0] for p in params]
+        self._offsets = [views[id(p)][1] for p in params]
+        self._ready = [False] * len(self._views)
+        self._expect_reduction = False
+        me = weakref.ref(self)
+        self._handles = [v.register_post_accumulate_grad_hook(lambda _, i=i: _on_ready(me, i))
+                         for i, v in enumerate(self._views) if v.requires_grad]  # fmt: skip
+
+    def _gather(self) -> None:
+        with kiln.no_grad():
+            dist.all_gather_into_tensor(self._full, self._flat_param.detach())
+
+    # --- the reduction ------------------------------------------------------------------------
+
+    def _view_ready(self, i) -> None:
+        if not self._sync or self._ready[i]:
+            return
+        self._ready[i] = True
+        if all(r or not v.requires_grad for r, v in zip(self._ready, self._views, strict=True)):
+            self._reduce_scatter()
+
+    def _reduce_scatter(self) -> None:
+        with kiln.no_grad():
+            flat = kiln.zeros_like(self._full)
+            for view, offset in zip(self._views, self._offsets, strict=True):
+                if view.grad is not None:
+                    flat[offset : offset + view.numel()].copy_(view.grad.reshape(-1))
+                view.grad = None
+            shard = kiln.empty(self._chunk, dtype=flat.dtype)
+            dist.reduce_scatter_tensor(shard, flat, op=dist.ReduceOp.AVG)
+            if self._flat_param.grad is None:
+                self._flat_param.grad = shard
+            else:
+                self._flat_param.grad.add_(shard)
+        self._ready = [False] * len(self._views)
+        self._expect_reduction = False
+
+    # --- Module ---------------------------------------------------------------------------------
+
+    def forward(self, *args, **kwargs):
+        if self._expect_reduction and self._sync:
+            missing = [i for i, r in enumerate(self._ready) if not r]
+            raise RuntimeError(f"FullyShardedDataParallel: the previous backward did not reach "
+                               f"{len(missing)} parameter(s) of this unit; its gradients were "
+                               "never reduced")
+        self._gather()
+        out = self._fsdp_wrapped_module(*args, **kwargs)
+        if kiln.is_grad_enabled() and self._sync and self._flat_param.requires_grad:
+            self._expect_reduction = True
+            reached = reached_leaves(out)
+            for i, v in enumerate(self._views):  # unused parameters count as ready: zeros
+                if v.data_ptr() not in reached:
+                    self._view_ready(i)
+        return out
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Gradients accumulate locally inside (on the full views); the first backward after it
+        reduce-scatters the sum."""
+        units = [m for m in self.modules() if isinstance(m, FullyShardedDataParallel)]
+        before = [u._sync for u in units]
+        for u in units:
+            u._sync = False
+        try:
+            yield
+        finally:
+            for u, b in zip(units, before, strict=True):
+                u._sync = b
+
+    def clip_grad_norm_(self, max_norm, norm_type=2.0):
+        """Clips the shards' gradients by the norm of the whole model's gradient (all ranks);
+        returns that norm."""
+        grads = [p.grad for p in self.parameters() if p.grad is not None]
+        norm_type = float(norm_type)
+        with kiln.no_grad():
+            if norm_type == math.inf:
+                local = max((g.abs().max() for g in grads), default=kiln.tensor(0.0))
+                total = local.reshape(1).clone()
+                dist.all_reduce(total, op=dist.ReduceOp.MAX)
+                total = total[0]
+            else:
+                local = sum((g.abs().pow(norm_type).sum() for g in grads), kiln.tensor(0.0))
+                total = local.reshape(1).clone()
+                dist.all_reduce(total, op=dist.ReduceOp.SUM)
+                total = total[0].pow(1.0 / norm_type)
+            coef = (float(max_norm) / (total + 1e-6)).clamp(max=1.0)
+            for g in grads:
+                g.mul_(coef)
+        return total
+
+    # --- state dicts -----------------------------------------------------------------------------
+
+    def _units(self):
+        return [m for m in self.modules() if isinstance(m, FullyShardedDataParallel)]
+
+    def _named_views(self) -> dict:
+        """Every owned parameter's full name (the module's own, FSDP levels left out) -> its
+        view; buffers likewise -> the buffer."""
+        owned = {}
+        for unit in self._units():
+            for m, name, view in unit._owned:
+                owned.setdefault(id(m), []).append((name, view))
+        out = OrderedDict()
+
+        def walk(m, path):
+            if isinstance(m, FullyShardedDataParallel):
+                return walk(m._fsdp_wrapped_module, path)
+            for name, view in owned.get(id(m), []):
+                out[path + name] = view
+            for name, b in m._buffers.items():
+                if b is not None and name not in m._non_persistent_buffers_set:
+                    out[path + name] = b
+            for name, c in m._modules.items():
+                if c is not None:
+                    walk(c, f"{path}{name}.")
+
+        walk(self, "")
+        return out
+
+    def state_dict(self, destination=None, prefix="", keep_vars=False):
+        """The full state dict under the module's own names (every rank takes part in the
+        gathers)."""
+        for unit in self._units():
+            unit._gather()
+        out = OrderedDict() if destination is None else destination
+        for name, t in self._named_views().items():
+            out[prefix + name] = t if keep_vars else t.detach().clone()
+        return out
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Loads a full state dict (module names); each rank keeps its shard."""
+        named = self._named_views()
+        missing = [k for k in named if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in named]
+        if strict and (missing or unexpected):
+            raise RuntimeError(f"Error(s) in loading state_dict for FullyShardedDataParallel: "
+                               f"missing keys {missing}, unexpected keys {unexpected}")
+        for unit in self._units():
+            unit._gather()
+        with kiln.no_grad():
+            for name, t in named.items():
+                if name in state_dict:
+                    t.copy_(state_dict[name])
+            rank = dist.get_rank()
+            for unit in self._units():
+                unit._flat_param.copy_(unit._full[rank * unit._chunk : (rank + 1) * unit._chunk])
+        return missing, unexpected
+
+
+def _on_ready(ref, i):
+    unit = ref()
+    if unit is not None:
+        unit._view_ready(i)
+
+
+def _unit_modules(module):
+    """The modules whose parameters a unit owns: `module` and its descendants, not crossing
+    nested units."""
+    stack = [module]
+    while stack:
+        m = stack.pop()
+        yield m
+        stack.extend(c for c in m._modules.values()
+                     if c is not None and not isinstance(c, FullyShardedDataParallel))  # fmt: skip
+
+
+def _owned_tensors(module):
+    for m in _unit_modules(module):
+        yield from (p for p in m._parameters.values() if p is not None)
+        yield from (b for b in m._buffers.values() if b is not None)
+
+
+def _auto_wrap(module, policy, kwargs) -> None:
+    """Wraps, depth first, the submodules `policy` picks."""
+    for name, child in list(module._modules.items()):
+        if child is None or isinstance(child, FullyShardedDataParallel):
+            continue
+        numel = sum(p.numel() for m in _unit_modules(child) for p in m._parameters.values()
+                    if p is not None)  # fmt: skip
+        if policy(module=child, recurse=True, nonwrapped_numel=numel):
+            _auto_wrap(child, policy, kwargs)
+        numel = sum(p.numel() for m in _unit_modules(child) for p in m._parameters.values()
+                    if p is not None)  # fmt: skip
+        if policy(module=child, recurse=False, nonwrapped_numel=numel):
+            setattr(module, name, FullyShardedDataParallel(child, **kwargs))

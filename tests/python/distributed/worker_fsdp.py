@@ -1,0 +1,67 @@
+"""Run under kilnrun: nanoGPT-style training with FullyShardedDataParallel (each transformer
+block a unit of its own, the rest the root unit) on each rank's half of the batch, eager and
+under kiln.compile; no_sync accumulation; the full state dict and its reload. Rank 0 saves
+losses, final weights and gradients."""
+
+import functools
+import sys
+
+import numpy as np
+
+import kiln
+import kiln.distributed as dist
+from kiln.distributed.fsdp import FullyShardedDataParallel as FSDP
+from kiln.distributed.fsdp.wrap import transformer_auto_wrap_policy
+
+out_dir, bench_dir, compiled = sys.argv[1], sys.argv[2], sys.argv[3] == "compiled"
+sys.path.insert(0, bench_dir)
+from train_models import gpt_classes  # noqa: E402
+
+dist.init_process_group("mpi")
+r, n = dist.get_rank(), dist.get_world_size()
+kiln.manual_seed(100 + r)  # different initial weights: sync_module_states broadcasts rank 0's
+GPT = gpt_classes(kiln, vocab=32, block=8, n_embd=16, n_head=2, n_layer=2)
+model = GPT()
+block_cls = type(model.transformer.h[0])
+policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={block_cls})
+fsdp = FSDP(model, auto_wrap_policy=policy, sync_module_states=True)
+units = [m for m in fsdp.modules() if isinstance(m, FSDP)]
+assert len(units) == 3, len(units)  # the two blocks and the root
+shard_numel = sum(p.numel() for p in fsdp.parameters())
+full_numel = sum(v.numel() for v in fsdp.state_dict().values())
+opt = kiln.optim.SGD(fsdp.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
+run = kiln.compile(fsdp) if compiled else fsdp
+rng = np.random.default_rng(0)
+idx, tgt = rng.integers(0, 32, (4, 8)), rng.integers(0, 32, (4, 8))
+mine = slice(r * 4 // n, (r + 1) * 4 // n)
+losses = []
+for _ in range(5):
+    _, loss = run(kiln.tensor(idx[mine]), kiln.tensor(tgt[mine]))
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    fsdp.clip_grad_norm_(1.0)
+    opt.step()
+    both = loss.detach().reshape(1).clone()
+    dist.all_reduce(both, op=dist.ReduceOp.AVG)
+    losses.append(both.item())
+state = fsdp.state_dict()
+
+# no_sync: two quarter-batches accumulated locally, then one synchronized backward
+opt.zero_grad(set_to_none=True)
+half = slice(mine.start, mine.start + 1)
+with fsdp.no_sync():
+    run(kiln.tensor(idx[half]), kiln.tensor(tgt[half]))[1].backward()
+run(kiln.tensor(idx[half.stop:mine.stop]), kiln.tensor(tgt[half.stop:mine.stop]))[1].backward()
+grad_norm = float(fsdp.clip_grad_norm_(1e9))
+
+# a reload of the full state dict gives the same outputs
+fresh = FSDP(GPT(), auto_wrap_policy=policy)
+fresh.load_state_dict(state)
+with kiln.no_grad():
+    args = (kiln.tensor(idx), kiln.tensor(tgt))
+    same = float((fresh(*args)[0] - fsdp(*args)[0]).abs().max())
+if r == 0:
+    np.savez(f"{out_dir}/fsdp.npz", losses=np.array(losses), shard_numel=shard_numel,
+             full_numel=full_numel, grad_norm=grad_norm, same=same,
+             **{f"w_{k}": v.numpy() for k, v in state.items()})
+dist.destroy_process_group()
