@@ -1,5 +1,6 @@
 """Data-parallel training throughput: kiln's DistributedDataParallel on Open MPI beside torch's
-DDP on gloo, in the same processes, at 1 and 2 ranks (1 thread each), on this machine.
+DDP on gloo, in the same processes, at 1 and 2 ranks (1 thread each), on this machine; and
+kiln's FullyShardedDataParallel beside torch's (each transformer block a unit).
 
 Each rank trains the nanoGPT-style model of bench/train_models.py (4 layers, d=128, vocab 512,
 8 x 64 tokens per rank: the global batch grows with the ranks) with AdamW; a step is forward,
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import statistics
@@ -50,12 +52,18 @@ def child(steps: int) -> None:
     idx = rng.integers(0, 512, (8, 64))
     tgt = np.roll(idx, -1, axis=1)
     out = {}
-    for name, m, dist, ddp_cls in (
+    for name, m, dist, wrap in (
         ("kiln", kiln, kdist, kiln.nn.parallel.DistributedDataParallel),
         ("torch", torch, tdist, torch.nn.parallel.DistributedDataParallel),
+        ("kiln fsdp", kiln, kdist, _fsdp(kiln)),
+        ("torch fsdp", torch, tdist, _fsdp(torch)),
     ):
         m.manual_seed(0)
-        model = ddp_cls(gpt_classes(m, 512, 64, 128, 4, 4)())
+        try:
+            model = wrap(gpt_classes(m, 512, 64, 128, 4, 4)())
+        except Exception as e:  # noqa: BLE001 - a peer's wrapper that does not run here
+            out[name] = {"error": f"{type(e).__name__}: {e}"[:120]}
+            continue
         opt = m.optim.AdamW(model.parameters(), lr=1e-3)
         x, y = m.tensor(idx), m.tensor(tgt)
         times = []
@@ -79,6 +87,23 @@ def child(steps: int) -> None:
     if rank == 0:
         print("RESULT " + json.dumps(out), flush=True)
     tdist.destroy_process_group()
+
+
+def _fsdp(m):
+    """FSDP with each transformer block a unit of its own (the torch default on CPU: gloo)."""
+
+    def wrap(model):
+        if m.__name__ == "kiln":
+            from kiln.distributed.fsdp import FullyShardedDataParallel as FSDP
+            from kiln.distributed.fsdp.wrap import transformer_auto_wrap_policy
+        else:
+            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+            from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+        block = type(model.transformer.h[0])
+        policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={block})
+        return FSDP(model, auto_wrap_policy=policy)
+
+    return wrap
 
 
 def run(ranks: int, steps: int) -> dict:
@@ -112,6 +137,9 @@ def main(argv=None) -> int:
              "| ranks | kiln steps/s | torch steps/s | kiln / torch time | kiln samples/s | "
              "torch samples/s | all-reduce of the gradient alone, kiln / torch (ms) |",
              "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    fsdp = ["", "Sharded (FSDP, each block a unit; torch's FSDP on gloo), beside kiln's DDP:", "",
+            "| ranks | kiln FSDP steps/s | torch FSDP steps/s | kiln / torch time | "
+            "kiln DDP steps/s |", "| --- | --- | --- | --- | --- |"]  # fmt: skip
     for ranks in (1, 2):
         r = run(ranks, args.steps)
         k, t = r["kiln"], r["torch"]
@@ -120,7 +148,11 @@ def main(argv=None) -> int:
             f"| {8 * ranks / k['step']:.1f} | {8 * ranks / t['step']:.1f} | "
             f"{k['allreduce'] * 1e3:.2f} / {t['allreduce'] * 1e3:.2f} ({k['mb']:.1f} MB) |"
         )
-    text = "\n".join(lines) + "\n"
+        k, t = r["kiln fsdp"], r["torch fsdp"]
+        rate = [f"{1 / v['step']:.2f}" if "step" in v else f"n/a ({v['error']})" for v in (k, t)]
+        ratio = f"{k['step'] / t['step']:.2f}" if "step" in k and "step" in t else "n/a"
+        fsdp.append(f"| {ranks} | {rate[0]} | {rate[1]} | {ratio} | {1 / r['kiln']['step']:.2f} |")
+    text = "\n".join(lines + fsdp) + "\n"
     print(text, end="")
     write_atomic(args.out, text)
     print(f"\nwritten to {args.out}")
