@@ -71,14 +71,38 @@ int64_t clampBound(int64_t v, int64_t size) {
 /// label smoothing e: per valid row, softmax(x) * ((1 - e) * w[t] + e / C * sum(w)) minus
 /// (1 - e) * w[t] * onehot(t) + e / C * w (w = 1 without weights); `mean` divides by the
 /// valid rows' sum of w[t].
+V crossEntropyRows(B &b, const ir::Node &n, V x, V target, V g);
+
+/// (N, C, d1, ..., dk) logits (segmentation, sequence models) are (N * d1 * ... * dk, C) rows
+/// with the class dim moved last; the rows' gradient is moved back.
 V crossEntropyGrad(B &b, const ir::Node &n, V g) {
   V x = n.operand(0), target = n.operand(1);
-  V weight = n.numOperands() > 2 ? n.operand(2) : nullptr;
   B::Sizes xs = B::sizes(x);
-  if (xs.size() != 2 || !isIntegral(B::dtype(target), false))
-    throw Unsupported("cross_entropy: compiled derivatives cover (N, C) logits with class "
+  if (xs.size() < 2 || !isIntegral(B::dtype(target), false))
+    throw Unsupported("cross_entropy: compiled derivatives cover (N, C, ...) logits with class "
                       "indices");
-  const int64_t classes = xs[1];
+  if (xs.size() == 2)
+    return crossEntropyRows(b, n, x, target, g);
+  B::Sizes last = {0}; // the permutation moving the class dim last, and back
+  for (int64_t d = 2; d < static_cast<int64_t>(xs.size()); ++d)
+    last.push_back(d);
+  last.push_back(1);
+  B::Sizes back(xs.size());
+  for (size_t d = 0; d < last.size(); ++d)
+    back[static_cast<size_t>(last[d])] = static_cast<int64_t>(d);
+  B::Sizes moved;
+  for (int64_t d : last)
+    moved.push_back(xs[static_cast<size_t>(d)]);
+  V rows2d = b.reshape(b.permute(x, last), {-1, xs[1]});
+  const ir::Attribute *red = n.attr("reduction");
+  V gRows = red && red->toString() == "none" ? b.reshape(g, {-1}) : g;
+  V grad = crossEntropyRows(b, n, rows2d, b.reshape(target, {-1}), gRows);
+  return b.permute(b.reshape(grad, moved), back);
+}
+
+V crossEntropyRows(B &b, const ir::Node &n, V x, V target, V g) {
+  V weight = n.numOperands() > 2 ? n.operand(2) : nullptr;
+  const int64_t classes = B::sizes(x)[1];
   const int64_t ignore = intAttr(n, "ignore_index", -100);
   const double smoothing = numberAttr(n, "label_smoothing", 0.0);
   const ir::Attribute *red = n.attr("reduction");

@@ -47,6 +47,10 @@ _KEPT_WHOLE = {"kiln.nn.init": frozenset(("orthogonal_", "trunc_normal_", "eye_"
 # `_is_compiling()`), and calling a class carrying _NOOP_CONTEXT makes a with-block that changes
 # nothing (profiler ranges, attention backend choices: the ops in the block are compiled).
 _CAPTURE_VALUE = "_kiln_value_in_capture"
+# A function carrying _EAGER_REASON runs eagerly at a graph break with that reason: it reads or
+# writes state the capture cannot see (the parameters' .grad of clip_grad_norm_), so recording
+# it as one node, whose example runs at capture time, would apply its effect twice.
+_EAGER_REASON = "_kiln_eager_reason"
 _NOOP_CONTEXT = "_kiln_noop_context_in_capture"
 
 
@@ -70,6 +74,20 @@ def _assert_signature(condition, message): ...
 _UNFLATTEN = inspect.signature(_unflatten_signature)
 _UNBIND = inspect.signature(_unbind_signature)
 _ASSERT = inspect.signature(_assert_signature)
+
+
+def _optimized_module():
+    from kiln._capture.compile import OptimizedModule
+
+    return OptimizedModule
+
+
+def _module_iterators() -> frozenset:
+    """kiln.nn.Module's methods listing its parameters, buffers and submodules (overriding
+    them in a subclass makes them ordinary methods again)."""
+    M = kiln.nn.Module
+    return frozenset((M.parameters, M.named_parameters, M.buffers, M.named_buffers, M.children,
+                      M.named_children, M.modules, M.named_modules))  # fmt: skip
 
 
 def _is_optimizer_update(fn) -> bool:
@@ -310,6 +328,9 @@ class CallMixin(AccessMixin):
 
     # -- calls ---------------------------------------------------------------------------
     def call(self, fn: V.VT, args: list, kwargs: dict) -> V.VT:
+        if isinstance(fn, V.BoundMethodVar) and isinstance(fn.self_var, V.ModuleVar) and (
+                isinstance(fn.fn, V.FunctionVar) and fn.fn.fn in _module_iterators()):
+            return self.module_iterator(fn.self_var, fn.fn.fn, args, kwargs)
         if isinstance(fn, V.BoundMethodVar):
             return self.call(fn.fn, [fn.self_var] + list(args), kwargs)
         if isinstance(fn, V.PartialVar):
@@ -323,6 +344,9 @@ class CallMixin(AccessMixin):
             return calls_numpy.call_function(self, fn.fn, args, kwargs)
         if calls_numpy.is_fold(fn):
             return calls_numpy.fold_call(self, fn, args, kwargs)
+        if isinstance(fn, V.FunctionVar) and hasattr(fn.fn, "_kiln_original"):
+            # a kiln.compile'd function called from compiled code: its code is captured here
+            return self.call(self.ctx.wrap(fn.fn._kiln_original, None), args, kwargs)
         if isinstance(fn, V.FunctionVar) and hasattr(fn.fn, _CAPTURE_VALUE):
             return V.ConstVar(getattr(fn.fn, _CAPTURE_VALUE))
         if isinstance(fn, V.FunctionVar) and (runner := ops.allowed_in_graph(fn.fn)):
@@ -342,6 +366,9 @@ class CallMixin(AccessMixin):
                     "costs one eager call")
             raise V.Unsupported(f"{fn.fn.__qualname__}() is not captured here",
                                 "call optimizer.step() on the optimizer object")
+        if isinstance(fn, V.FunctionVar) and hasattr(fn.fn, _EAGER_REASON):
+            raise V.Unsupported(f"{fn.fn.__qualname__}() {getattr(fn.fn, _EAGER_REASON)}",
+                                "it runs eagerly at this break, once, with its effect")
         if isinstance(fn, V.FunctionVar) and getattr(fn.fn, "_kiln_disabled", False):
             raise V.Unsupported(f"call to {fn.fn.__qualname__}(), which kiln.compiler.disable "
                                 "keeps eager", "this is intended: the call runs eagerly")
@@ -374,8 +401,30 @@ class CallMixin(AccessMixin):
                                     args, kwargs)
         raise V.Unsupported(f"call of a {type(fn).__name__}")
 
+    def module_iterator(self, mv: V.ModuleVar, method, args, kwargs) -> V.VT:
+        """`m.parameters()`, `m.named_modules()`, ...: the module tree is baked (its version is
+        guarded), so the items are listed now, each wrapped as an attribute read of it is."""
+        try:
+            args = [_const_arg(a) for a in args]
+            kwargs = {k: _const_arg(v) for k, v in kwargs.items()}
+        except V.Unsupported:
+            raise V.Unsupported(f"Module.{method.__name__}() with run-time arguments") from None
+        named = method.__name__.startswith("named_")
+        items = list(method(mv.module, *args, **kwargs))
+        out = []
+        for item in items:
+            name, value = item if named else (None, item)
+            label = f"{mv.label}.{name}" if name else f"{mv.label}.<{type(value).__name__}>"
+            if isinstance(value, kiln.nn.Module):
+                self.ctx.watch_module(value)
+            var = self.ctx.wrap(value, None, label)
+            out.append(V.TupleVar([V.ConstVar(name), var]) if named else var)
+        return V.IteratorVar(out)
+
     def call_module(self, mv: V.ModuleVar, args, kwargs) -> V.VT:
         mod = mv.module
+        if isinstance(mod, _optimized_module()):  # kiln.compile(m) inside compiled code: m
+            return self.call(self.module_attr(mv, "_orig_mod"), args, kwargs)
         if mod.__dict__.get("_forward_hooks") or mod.__dict__.get("_forward_pre_hooks"):
             raise V.Unsupported("a module with forward hooks")
         forward = inspect.getattr_static(type(mod), "forward")

@@ -198,7 +198,7 @@ class Compiler:
 
     def _capture(self, func, args, code, state, recompile_reason):
         labels = _state_labels(code, len(args))
-        self._update_auto_dynamic(state, args, labels)
+        self._update_auto_dynamic(state, func, args, labels)
         rng = kiln.get_rng_state()
         try:
             try:
@@ -225,22 +225,22 @@ class Compiler:
         finally:
             kiln.set_rng_state(rng)
 
-    def _update_auto_dynamic(self, state, args, labels) -> None:
+    def _update_auto_dynamic(self, state, func, args, labels) -> None:
         if self.dynamic is False:
             return
         for (index, path), old in list(state.seen.items()):
-            value = _fetch(args, index, path)
+            value = _fetch(func, args, index, path)
             if isinstance(value, kiln.Tensor) and isinstance(old, tuple):
                 if len(value.shape) == len(old):
                     pairs = enumerate(zip(value.shape, old, strict=True))
                     changed = {d for d, (a, b) in pairs if a != b}
                     if changed:
-                        key = _source_for(index, labels, path)
+                        key = _source_for(func, index, labels, path)
                         state.auto_dynamic.setdefault(key, set()).update(changed)
                         logs.log("recompiles", f"automatic dynamic: {key} dims "
                                                f"{sorted(changed)} change between calls")
             elif type(value) in (int, float) and type(old) is type(value) and value != old:
-                key = _source_for(index, labels, path)
+                key = _source_for(func, index, labels, path)
                 state.auto_dynamic.setdefault(key, set())
 
     def _capture_once(self, func, args, code, state, labels, recompile_reason, static):
@@ -618,21 +618,35 @@ def _state_labels(code, n: int) -> list:
 
 
 def _path_of(source):
-    from kiln._capture.sources import ArgSource, AttrSource, ItemSource
+    """(root, path) of a source read from an argument, a global or a closure cell (a learning
+    rate in `G['opt'].param_groups[0]['lr']` changes between calls as one in an argument does);
+    None for other sources."""
+    from kiln._capture.sources import ArgSource, AttrSource, ClosureSource, GlobalSource, ItemSource
 
     path = []
     while isinstance(source, (AttrSource, ItemSource)):
         path.append(("attr", source.attr) if isinstance(source, AttrSource) else
                     ("item", source.key))
         source = source.base
-    if not isinstance(source, ArgSource):
+    if isinstance(source, ArgSource):
+        root = source.index
+    elif isinstance(source, GlobalSource):
+        root = ("global", source.key)
+    elif isinstance(source, ClosureSource):
+        root = ("closure", source.index, source.label)
+    else:
         return None
-    return (source.index, tuple(reversed(path)))
+    return (root, tuple(reversed(path)))
 
 
-def _fetch(args, index, path):
-    value = args[index] if index < len(args) else None
+def _fetch(func, args, root, path):
     try:
+        if isinstance(root, int):
+            value = args[root] if root < len(args) else None
+        elif root[0] == "global":
+            value = func.__globals__[root[1]]
+        else:
+            value = func.__closure__[root[1]].cell_contents
         for kind, key in path:
             value = getattr(value, key) if kind == "attr" else value[key]
     except Exception:
@@ -640,10 +654,15 @@ def _fetch(args, index, path):
     return value
 
 
-def _source_for(index, labels, path):
-    from kiln._capture.sources import AttrSource, ItemSource
+def _source_for(func, root, labels, path):
+    from kiln._capture.sources import AttrSource, ClosureSource, GlobalSource, ItemSource
 
-    source = ArgSource(index, labels[index])
+    if isinstance(root, int):
+        source = ArgSource(root, labels[root])
+    elif root[0] == "global":
+        source = GlobalSource(root[1])
+    else:
+        source = ClosureSource(root[1], root[2])
     for kind, key in path:
         source = AttrSource(source, key) if kind == "attr" else ItemSource(source, key)
     return source

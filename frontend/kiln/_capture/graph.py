@@ -68,12 +68,18 @@ def _map_nodes(value, fn):
             _map_nodes(v, fn)
 
 
+def is_namedtuple(value) -> bool:
+    return isinstance(value, tuple) and hasattr(type(value), "_fields")
+
+
 def replace_nodes(value, fn):
     """`value` with every Node nested in tuples, lists, dicts and slices replaced by fn(node)."""
     if isinstance(value, Node):
         return fn(value)
     if type(value) in (tuple, list):
         return type(value)(replace_nodes(v, fn) for v in value)
+    if is_namedtuple(value):  # built as tuple.__new__ does: no __new__ checks on the nodes
+        return tuple.__new__(type(value), [replace_nodes(v, fn) for v in value])
     if type(value) is dict:
         return {k: replace_nodes(v, fn) for k, v in value.items()}
     if type(value) is slice:
@@ -515,6 +521,10 @@ class _PythonCodegen:
         if type(value) is tuple:
             inner = ", ".join(self.render(v) for v in value)
             return f"({inner},)" if len(value) == 1 else f"({inner})"
+        if is_namedtuple(value):  # rebuilt without the class's __new__ (PackedSequence checks)
+            inner = ", ".join(self.render(v) for v in value)
+            cls = self._bind(type(value), [type(value).__name__])
+            return f"{self._bind(tuple.__new__, ['tuple_new'])}({cls}, ({inner},))"
         if type(value) is list:
             return "[" + ", ".join(self.render(v) for v in value) + "]"
         if type(value) is dict:

@@ -109,6 +109,11 @@ def _same(v, default) -> bool:
 
 def _attr_value(w, kind: str, v):
     """An argument as the value of an attribute of `kind` (None: leave it out)."""
+    from kiln._capture.graph import Node
+
+    if isinstance(v, Node) and kind in ("float", "bool", "string", "dtype"):
+        raise Decline(f"a {kind} attribute computed at run time (compiled code takes it as a "
+                      "constant)")
     if kind == "int":
         return w.int_(v)
     if kind == "float":

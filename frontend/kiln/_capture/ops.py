@@ -110,7 +110,11 @@ def to_graph_arg(value):
         return [to_graph_arg(v) for v in value.items]
     if isinstance(value, V.TupleVar):
         items = tuple(to_graph_arg(v) for v in value.items)
-        return items if value.tuple_type is tuple else tuple(items)
+        if value.tuple_type is tuple or not hasattr(value.tuple_type, "_fields"):
+            return items
+        # A namedtuple (PackedSequence) keeps its type; made as tuple.__new__ makes it, since
+        # its class's __new__ may check the values, which are graph nodes here.
+        return tuple.__new__(value.tuple_type, items)
     if isinstance(value, V.DictVar):
         return {k: to_graph_arg(v) for k, v in value.items.items()}
     if isinstance(value, V.SliceVar):

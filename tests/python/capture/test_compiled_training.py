@@ -492,3 +492,32 @@ def test_copysign_gradients():
 
     backend = grads_as_eager(fn, lambda s: [kiln.randn(6).requires_grad_()], [w])
     trained_in_one_part(backend)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_cross_entropy_of_per_position_logits(reduction, smoothing):
+    """(N, C, H, W) logits (segmentation) and (N, C, T) ones train compiled."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    for shape in ((2, 5, 3, 4), (3, 4, 6)):
+        x = rng.normal(size=shape)
+        t = rng.integers(0, shape[1], (shape[0],) + shape[2:])
+        t.reshape(-1)[1] = -100
+        w = rng.random(shape[1]) + 0.5
+
+        def fn(a, tt, ww, lib):
+            return lib.nn.functional.cross_entropy(a * 2, tt, weight=ww, reduction=reduction,
+                                                   label_smoothing=smoothing).sum()
+
+        kiln.compiler.reset()
+        backend = CpuBackend(fallback=False)
+        kx, tx = kiln.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        got = kiln.compile(lambda a, tt, ww: fn(a, tt, ww, kiln), backend=backend)(
+            kx, kiln.tensor(t), kiln.tensor(w))
+        want = fn(tx, torch.tensor(t), torch.tensor(w), torch)
+        got.backward()
+        want.backward()
+        trained_in_one_part(backend)
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-10)
+        np.testing.assert_allclose(kx.grad.numpy(), tx.grad.numpy(), rtol=1e-9, atol=1e-12)

@@ -45,3 +45,6 @@ def _check_param_device(param, old_param_device):
             "Found two parameters on different devices, this is currently not supported."
         )
     return old_param_device
+
+
+vector_to_parameters._kiln_eager_reason = "writes into the parameters, which compiled code reads"

@@ -1,0 +1,103 @@
+"""Idioms of training scripts around the model under kiln.compile: gradient clipping runs once
+and returns the norm before clipping, packed sequences pass through compiled code, a global
+optimizer's scheduled learning rate does not recompile every step, module iteration methods are
+captured, and compiled modules and functions called from compiled code are captured in place."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches around every test
+
+import kiln
+import kiln.nn as nn
+from kiln.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+
+def test_clip_grad_norm_in_compiled_code_clips_once():
+    w = kiln.ones(4, requires_grad=True)
+    w.grad = kiln.full((4,), 10.0)
+    norm = kiln.compile(lambda ps: nn.utils.clip_grad_norm_(ps, 1.0))([w])
+    assert norm.item() == 20.0  # before clipping, as eager returns it
+    np.testing.assert_allclose(w.grad.numpy(), np.full(4, 0.5), rtol=1e-6)
+
+    net = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    net(kiln.randn(5, 4)).pow(2).sum().backward()
+    grads = [p.grad.clone() for p in net.parameters()]
+    explained = kiln.explain(lambda m: nn.utils.clip_grad_norm_(m.parameters(), 0.1))(net)
+    total = math.sqrt(sum(float((g * g).sum()) for g in grads))
+    np.testing.assert_allclose(explained.result.item(), total, rtol=1e-6)
+    (reason,) = explained.break_reasons
+    assert ".grad" in reason.reason
+    for p, g in zip(net.parameters(), grads, strict=True):
+        np.testing.assert_allclose(p.grad.numpy(), (g * 0.1 / total).numpy(), rtol=1e-5)
+
+
+def test_packed_sequences_pass_through_compiled_code():
+    kiln.manual_seed(0)
+    lstm = nn.LSTM(4, 6, batch_first=True)
+    x, lengths = kiln.randn(3, 5, 4), kiln.tensor([5, 3, 2])
+
+    def fn(x, lengths):
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, (h, _) = lstm(packed)
+        padded, _ = pad_packed_sequence(out, batch_first=True)
+        return padded.sum() + h.sum()
+
+    np.testing.assert_allclose(kiln.compile(fn)(x, lengths).item(), fn(x, lengths).item(),
+                               rtol=1e-6)
+    packed = pack_padded_sequence(x, lengths, batch_first=True)
+    unpack = kiln.compile(lambda p: pad_packed_sequence(p, batch_first=True)[0] * 2)
+    np.testing.assert_array_equal(unpack(packed).numpy(),
+                                  (pad_packed_sequence(packed, batch_first=True)[0] * 2).numpy())
+
+
+_net = nn.Linear(4, 3)
+_opt = kiln.optim.AdamW(_net.parameters(), lr=1e-2)
+_sched = kiln.optim.lr_scheduler.StepLR(_opt, 1, gamma=0.5)
+
+
+def _global_step():
+    _opt.step()
+
+
+def test_a_global_optimizers_scheduled_rate_recompiles_once():
+    explained = kiln.explain(_global_step)
+    x = kiln.randn(8, 4)
+    for _ in range(6):
+        _opt.zero_grad()
+        _net(x).sum().backward()
+        report = explained()
+        _sched.step()
+    assert len(report.captures) == 2 and len(report.recompiles) == 1  # then lr is an input
+
+
+def test_module_iteration_is_captured():
+    net = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    x = kiln.randn(5, 4)
+
+    def fn(x):  # L2 regularisation, a dtype probe, a module count
+        reg = sum(p.pow(2).sum() for p in net.parameters())
+        names = [n for n, _ in net.named_parameters()]
+        count = len(list(net.modules())) + len(names)
+        return net(x).to(next(net.parameters()).dtype).sum() + reg * count
+
+    explained = kiln.explain(fn)(x)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0
+    assert explained.fallbacks == [[]]
+    np.testing.assert_allclose(explained.result.item(), fn(x).item(), rtol=1e-6)
+
+
+def test_compiled_callables_called_from_compiled_code_are_captured_there():
+    net = nn.Linear(4, 3)
+    compiled_net = kiln.compile(net)
+    compiled_fn = kiln.compile(lambda t: t.sin() * 2)
+    x = kiln.randn(5, 4)
+
+    def fn(x):
+        return compiled_net(x).sum() + compiled_fn(x).sum()
+
+    explained = kiln.explain(fn)(x)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0
+    np.testing.assert_allclose(explained.result.item(), fn(x).item(), rtol=1e-6)
