@@ -51,6 +51,10 @@ from kiln import distributed  # noqa: E402,F401,I001
 from kiln import utils  # noqa: E402,F401,I001
 from kiln.serialization import load, save  # noqa: E402,F401,I001
 from kiln import amp, backends, linalg, special  # noqa: E402,F401,I001
+from kiln.backends import (  # noqa: E402,F401,I001
+    get_float32_matmul_precision,
+    set_float32_matmul_precision,
+)
 from kiln.amp.autocast import (  # noqa: E402,F401,I001 - torch.autocast and its state
     autocast,
     get_autocast_cpu_dtype,

@@ -20,6 +20,8 @@ __all__ = [
     "alpha_dropout",
     "as_tensor",
     "asarray",
+    "channels_last",
+    "channels_last_3d",
     "clone",
     "contiguous_format",
     "default_generator",
@@ -50,6 +52,38 @@ class memory_format:  # noqa: N801 - torch spelling
 
 preserve_format = memory_format("preserve_format")
 contiguous_format = memory_format("contiguous_format")
+channels_last = memory_format("channels_last")  # NHWC strides for a 4-d tensor
+channels_last_3d = memory_format("channels_last_3d")  # NDHWC for a 5-d tensor
+
+_CHANNELS_LAST = {"channels_last": 4, "channels_last_3d": 5}
+
+
+def _channels_last_order(rank: int) -> list[int]:
+    return [0, *range(2, rank), 1]
+
+
+def _as_channels_last(x, name: str):
+    """`x` with the channels dim innermost in memory (same values and shape)."""
+    rank = _CHANNELS_LAST[name]
+    if x.dim() != rank:
+        raise RuntimeError(f"required rank {rank} tensor to use {name} format")
+    order = _channels_last_order(rank)
+    back = [order.index(d) for d in range(rank)]
+    return x.permute(order).contiguous().permute(back)
+
+
+def _is_contiguous_as(x, fmt=None) -> bool:
+    """Tensor.is_contiguous(memory_format=...): row-major, or channels innermost."""
+    name = "contiguous_format" if fmt is None else _format_name(fmt, "is_contiguous")
+    if name not in _CHANNELS_LAST:
+        return x._is_contiguous()
+    if x.dim() != _CHANNELS_LAST[name]:
+        return False
+    expected, stride = {}, 1
+    for d in reversed(_channels_last_order(x.dim())):
+        expected[d] = stride
+        stride *= x.shape[d]
+    return all(x.shape[d] == 1 or x.stride(d) == expected[d] for d in range(x.dim()))
 
 
 def _format_name(fmt, op: str) -> str:
@@ -64,6 +98,8 @@ def _contiguous_as(x, fmt):
     name = _format_name(fmt, "contiguous")
     if name == "preserve_format":
         raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
+    if name in _CHANNELS_LAST:
+        return x if _is_contiguous_as(x, fmt) else _as_channels_last(x, name)
     return x.contiguous()
 
 
@@ -76,6 +112,8 @@ def _clone_as(x, fmt):
     """Tensor.clone(memory_format=...) past the default: preserve_format keeps the strides of a
     dense tensor (the default), contiguous_format gives a row-major copy."""
     name = _format_name(fmt, "clone")
+    if name in _CHANNELS_LAST:
+        return _as_channels_last(x, name) if not _is_contiguous_as(x, fmt) else x.clone()
     if name == "contiguous_format" and not x.is_contiguous():
         return x.contiguous()  # a copy already
     return x.clone()

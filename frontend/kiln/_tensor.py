@@ -131,7 +131,18 @@ def _to(self, *args, **kwargs):
         t = t._to_dtype(dt if dt is not None else self.dtype, copy)
     if moves:
         t = t._to_device(target)
+    fmt = kwargs.get("memory_format")
+    if fmt is not None and repr(fmt) != "kiln.preserve_format":
+        t = t.contiguous(memory_format=fmt)
     return t
+
+
+def _is_contiguous(self, memory_format=None) -> bool:
+    if memory_format is None:
+        return self._is_contiguous()
+    from kiln._factory import _is_contiguous_as
+
+    return _is_contiguous_as(self, memory_format)
 
 
 def _device_string(dev) -> str:
@@ -235,6 +246,8 @@ def _install() -> None:
     t.device = property(lambda self: device(self._device_str))
     t.is_cpu = property(lambda self: self._device_str == "cpu")
     t.to = _to
+    t._is_contiguous = t.is_contiguous
+    t.is_contiguous = _is_contiguous
     t.cuda = _cuda
     t.type_as = lambda self, other: self._to_dtype(other.dtype)
     t.tolist = _tolist

@@ -29,3 +29,18 @@ def _cpu_capability() -> str:
 
 
 cpu = types.SimpleNamespace(get_cpu_capability=_cpu_capability)
+
+_precision = ["highest"]
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """torch.set_float32_matmul_precision: recorded ("highest", "high" or "medium"); kiln's
+    float32 GEMMs always compute in float32, so every setting gives full precision."""
+    if precision not in ("highest", "high", "medium"):
+        raise RuntimeError(f"Invalid precision {precision}, expected one of: highest, high, "
+                           "medium")
+    _precision[0] = precision
+
+
+def get_float32_matmul_precision() -> str:
+    return _precision[0]

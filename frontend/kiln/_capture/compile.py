@@ -35,7 +35,9 @@ def compile(model=None, *, backend=None, fullgraph=False, dynamic=None, mode=Non
                     "max-autotune-no-cudagraphs"):
         raise ValueError(f"kiln.compile: unknown mode {mode!r}")
     options = dict(options or {})
-    limit = int(options.pop("recompile_limit", 8))
+    from kiln._dynamo import config
+
+    limit = int(options.pop("recompile_limit", config.cache_size_limit))
     backend_options = {"backend_fallback": bool(options.pop("backend_fallback", True))}
     if options:
         raise ValueError(f"kiln.compile: unknown options {sorted(options)} (known: "

@@ -101,3 +101,49 @@ def test_compiled_callables_called_from_compiled_code_are_captured_there():
     explained = kiln.explain(fn)(x)
     assert explained.graph_count == 1 and explained.graph_break_count == 0
     np.testing.assert_allclose(explained.result.item(), fn(x).item(), rtol=1e-6)
+
+
+def test_the_compile_apis_scripts_reach_for():
+    import kiln._dynamo
+
+    net = nn.Linear(3, 2)
+    x = kiln.randn(4, 3)
+    want = net(x)
+    net.compile()
+    explained = kiln.explain(lambda t: net(t).sum())(x)  # the parent captures the module itself
+    assert explained.graph_count == 1 and explained.graph_break_count == 0
+    np.testing.assert_allclose(net(x).detach().numpy(), want.detach().numpy(), rtol=1e-6)
+    assert kiln.compiler.is_compiling() is False
+    scaled = kiln.compile(lambda t: t * (2 if kiln.compiler.is_compiling() else 3))
+    assert scaled(kiln.ones(1)).item() == 2.0
+    kiln.set_float32_matmul_precision("high")
+    assert kiln.get_float32_matmul_precision() == "high"
+    kiln.set_float32_matmul_precision("highest")
+    with np.testing.assert_raises(RuntimeError):
+        kiln.set_float32_matmul_precision("fast")
+    kiln._dynamo.config.cache_size_limit = 2  # read by kiln.compile as its recompile limit
+    try:
+        fn = kiln.compile(lambda t: t + 1, dynamic=False)
+        with np.testing.assert_warns(UserWarning):  # "hit the recompile limit (2)"
+            for n in range(2, 6):
+                np.testing.assert_array_equal(fn(kiln.ones(n)).numpy(), np.full(n, 2.0))
+    finally:
+        kiln._dynamo.config.cache_size_limit = 8
+    kiln._dynamo.reset()
+
+
+def test_channels_last_layout():
+    x = kiln.randn(2, 3, 4, 5)
+    y = x.to(memory_format=kiln.channels_last)
+    assert y.stride() == (60, 1, 15, 3) and bool((y == x).all())
+    assert y.is_contiguous(memory_format=kiln.channels_last) and not y.is_contiguous()
+    assert x.contiguous(memory_format=kiln.channels_last).stride() == y.stride()
+    conv = nn.Conv2d(3, 4, 3).to(memory_format=kiln.channels_last)
+    assert conv.weight.is_contiguous(memory_format=kiln.channels_last)
+    assert isinstance(conv.weight, nn.Parameter) and conv.weight.requires_grad
+    np.testing.assert_allclose(kiln.compile(conv)(y).detach().numpy(),
+                               conv(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+    v = kiln.randn(1, 2, 3, 4, 5).to(memory_format=kiln.channels_last_3d)
+    assert v.is_contiguous(memory_format=kiln.channels_last_3d)
+    with np.testing.assert_raises(RuntimeError):
+        kiln.randn(3, 4).to(memory_format=kiln.channels_last)

@@ -273,7 +273,12 @@ class StateDictMixin:
         """Moves parameters and buffers to a device and casts the floating-point ones to a dtype
         (``to(dtype)``, ``to("cuda")``, ``to(tensor)``, ``to(device=..., dtype=...)``); integer
         buffers keep their dtype."""
-        dev, dt = _parse_to(args, dict(kwargs))
+        kwargs = dict(kwargs)
+        fmt = kwargs.pop("memory_format", None)
+        dev, dt = _parse_to(args, kwargs)
+        if fmt is not None and repr(fmt) in ("kiln.channels_last", "kiln.channels_last_3d"):
+            rank = 4 if repr(fmt) == "kiln.channels_last" else 5  # torch converts only those
+            self._apply(lambda t: t.contiguous(memory_format=fmt) if t.dim() == rank else t)
         if dt is not None and not dt.is_floating_point:
             raise TypeError(
                 f"nn.Module.to only accepts floating point or complex dtypes, but got desired "

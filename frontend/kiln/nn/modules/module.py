@@ -476,6 +476,20 @@ class Module(StateDictMixin):
         return result
 
     def __call__(self, *args, **kwargs):
+        compiled = self.__dict__.get("_compiled_call_impl")
+        if compiled is not None:  # after Module.compile()
+            return compiled(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    def compile(self, *args, **kwargs):
+        """torch's Module.compile: calls of this module run kiln.compile(its call) from now on
+        (the module itself is not replaced; arguments as kiln.compile's)."""
+        import kiln
+
+        object.__setattr__(self, "_compiled_call_impl",
+                           kiln.compile(self._call_impl, *args, **kwargs))
+
+    def _call_impl(self, *args, **kwargs):
         if not (self._forward_hooks or self._forward_pre_hooks):
             return self.forward(*args, **kwargs)
         args, kwargs = self._run_pre_hooks(args, kwargs)
