@@ -426,7 +426,9 @@ class CallMixin(AccessMixin):
         if isinstance(mod, _optimized_module()):  # kiln.compile(m) inside compiled code: m
             return self.call(self.module_attr(mv, "_orig_mod"), args, kwargs)
         if mod.__dict__.get("_forward_hooks") or mod.__dict__.get("_forward_pre_hooks"):
-            raise V.Unsupported("a module with forward hooks")
+            # the hooks run as eager's __call__ runs them: inlined with the forward
+            call_impl = inspect.getattr_static(kiln.nn.Module, "_call_impl")
+            return self.inline(V.FunctionVar(call_impl), [mv] + list(args), kwargs)
         forward = inspect.getattr_static(type(mod), "forward")
         if "forward" in mod.__dict__:
             return self.call(self.ctx.wrap(mod.__dict__["forward"], None), args, kwargs)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches around every test
 
 import kiln
@@ -119,12 +120,12 @@ def test_the_compile_apis_scripts_reach_for():
     kiln.set_float32_matmul_precision("high")
     assert kiln.get_float32_matmul_precision() == "high"
     kiln.set_float32_matmul_precision("highest")
-    with np.testing.assert_raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="Invalid precision"):
         kiln.set_float32_matmul_precision("fast")
     kiln._dynamo.config.cache_size_limit = 2  # read by kiln.compile as its recompile limit
     try:
         fn = kiln.compile(lambda t: t + 1, dynamic=False)
-        with np.testing.assert_warns(UserWarning):  # "hit the recompile limit (2)"
+        with pytest.warns(UserWarning, match=r"recompile limit \(2\)"):
             for n in range(2, 6):
                 np.testing.assert_array_equal(fn(kiln.ones(n)).numpy(), np.full(n, 2.0))
     finally:
@@ -145,5 +146,21 @@ def test_channels_last_layout():
                                conv(x).detach().numpy(), rtol=1e-5, atol=1e-6)
     v = kiln.randn(1, 2, 3, 4, 5).to(memory_format=kiln.channels_last_3d)
     assert v.is_contiguous(memory_format=kiln.channels_last_3d)
-    with np.testing.assert_raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="required rank 4"):
         kiln.randn(3, 4).to(memory_format=kiln.channels_last)
+
+
+def test_module_hooks_run_inside_the_graph():
+    net = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    net[0].register_forward_hook(lambda mod, inp, out: out * 2)
+    net[2].register_forward_pre_hook(lambda mod, inp: (inp[0] + 1,))
+    x = kiln.randn(5, 4)
+    explained = kiln.explain(net)(x)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0
+    np.testing.assert_allclose(explained.result.detach().numpy(), net(x).detach().numpy(),
+                               rtol=1e-6)
+    seen = {}  # a hook that records an activation: its store runs eagerly, once per call
+    net[1].register_forward_hook(lambda mod, inp, out: seen.__setitem__("relu", out.detach()))
+    got = kiln.compile(net)(x)
+    np.testing.assert_allclose(got.detach().numpy(), net(x).detach().numpy(), rtol=1e-6)
+    assert seen["relu"].shape == (5, 3)
