@@ -20,7 +20,7 @@ void expectState(const Node &n, int i) {
 
 bool isRandomOp(OpKind op) {
   return op == OpKind::PhiloxState || op == OpKind::Dropout || op == OpKind::Rand ||
-         op == OpKind::Randn || op == OpKind::Bernoulli;
+         op == OpKind::Randn || op == OpKind::Bernoulli || op == OpKind::Randint;
 }
 
 TensorMeta randomType(const Node &n) {
@@ -63,6 +63,13 @@ TensorMeta randomType(const Node &n) {
       double p = n.attr("p")->toDouble();
       if (!(p >= 0.0 && p <= 1.0))
         ruleFails("bernoulli_ expects p to be in [0, 1], but got p={}", p);
+    } else if (n.op() == OpKind::Randint) {
+      const int64_t low = n.attr("low")->toInt(), high = n.attr("high")->toInt();
+      if (!(low < high))
+        ruleFails("randint: expected 'low' to be less than 'high', but got low={} >= high={}", low,
+                  high);
+      if (static_cast<uint64_t>(high) - static_cast<uint64_t>(low) > (uint64_t{1} << 32))
+        ruleFails("randint: a range of more than 2^32 values (eager draws two words for it)");
     } else if (!isFloating(dtype))
       ruleFails("{}: not implemented for {} (expected a floating point dtype)", n.keyword(),
                 dtypeShortName(dtype));

@@ -172,6 +172,23 @@ void lowerRandn(LowerContext &ctx, const ir::Node &n) {
   }));
 }
 
+/// randint: low + (word 0 of element i's block mod (high - low)), as eager's random_ draws a
+/// range of at most 2^32, then converted to the dtype.
+void lowerRandint(LowerContext &ctx, const ir::Node &n) {
+  const ir::TensorMeta &out = n.result(0)->meta();
+  BufferId state = ctx.realize(ctx.tensor(n.operand(0)));
+  std::vector<SymInt> sizes = out.sizes;
+  DType dtype = out.dtype;
+  const int64_t low = n.attr("low")->toInt(), high = n.attr("high")->toInt();
+  ctx.define(n.result(0), ctx.pointwise(sizes, [&](Ops &ops, Idx i) {
+    Val word =
+        philoxWord(ops, loadKey(ops, state), elementIndex(i, sizes), ops.constant(0, DType::Int64));
+    Val drawn =
+        ops.constant(low, DType::Int64) + ops.mod(word, ops.constant(high - low, DType::Int64));
+    return ops.cast(drawn, dtype);
+  }));
+}
+
 } // namespace
 
 void registerRandom(Registry &r) {
@@ -179,6 +196,7 @@ void registerRandom(Registry &r) {
   r.add(OpKind::Dropout, lowerDropout);
   r.add(OpKind::Rand, lowerRand);
   r.add(OpKind::Randn, lowerRandn);
+  r.add(OpKind::Randint, lowerRandint);
   r.add(OpKind::Bernoulli, lowerBernoulli);
 }
 

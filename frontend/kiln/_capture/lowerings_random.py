@@ -1,6 +1,7 @@
 """Lowerings of the random ops whose numbers kernels draw themselves: dropout, ``rand``,
 ``randn``, ``rand_like``, ``randn_like``, the in-place samplers ``uniform_``, ``normal_`` and
-``exponential_`` (``nn.init``'s fills are inlined into them), the channel dropouts
+``exponential_`` (``nn.init``'s fills are inlined into them), ``randint``/``randint_like`` (a
+range of at most 2^32), the channel dropouts
 (``dropout1d/2d/3d``, ``feature_dropout``: a ``bernoulli`` node with one draw per channel) and
 the alpha dropouts (a ``bernoulli`` keep-mask and SELU's affine map). Each becomes a
 ``philox_state`` node, which reserves the counters eager's op would reserve from the default
@@ -339,3 +340,42 @@ def _exponential(a, emit, state, sizes, dtype, acc):
 _register(_s_in_place_sampler, "kiln.Tensor.uniform_")(_in_place_draw(_uniform))
 _register(_s_in_place_sampler, "kiln.Tensor.normal_")(_in_place_draw(_normal))
 _register(_s_in_place_sampler, "kiln.Tensor.exponential_")(_in_place_draw(_exponential))
+
+
+# --- randint ------------------------------------------------------------------------------------
+
+
+def _s_randint(low=None, high=None, size=None, *, generator=None, dtype=None, device=None,
+               requires_grad=False, out=None, layout=None, pin_memory=False): ...  # fmt: skip
+def _s_randint_like(input, low=None, high=None, *, dtype=None, layout=None, device=None,
+                    requires_grad=False, memory_format=None, generator=None): ...  # fmt: skip
+
+
+def _emit_randint(w, node, a, low, high, sizes) -> None:
+    if low is None:  # randint(high, size)
+        low, high = 0, high
+    if type(low) is not int or type(high) is not int:
+        raise Decline("randint bounds computed at run time")
+    _no(a["requires_grad"], a.get("out"), a.get("layout"), a.get("pin_memory"))
+    _no_generator(a, "randint")
+    example = node.meta.get("example")
+    if not isinstance(example, kiln.Tensor) or example._device_str != "cpu":
+        raise Decline("a factory on a device")
+    w.emit_node(node, "randint", [_state(w, node, sizes)],
+                {"size": sizes, "dtype": dtype_short(example.dtype), "low": low, "high": high})
+
+
+@_register(_s_randint, "kiln.randint")
+def _randint(w, node, a):
+    """randint(high, size) or randint(low, high, size): the draws eager's random_ makes."""
+    low, high, size = a["low"], a["high"], a["size"]
+    if size is None:
+        low, high, size = None, low, high
+    _emit_randint(w, node, a, low, high, w.syms(_size_args(size)))
+
+
+@_register(_s_randint_like, "kiln.randint_like")
+def _randint_like(w, node, a):
+    _no(a["memory_format"])
+    low, high = (None, a["low"]) if a["high"] is None else (a["low"], a["high"])
+    _emit_randint(w, node, a, low, high, list(w.tensor(a["input"]).type.sizes))

@@ -115,3 +115,29 @@ def test_explicit_generator_breaks_with_the_reason():
     want = fn(kiln.empty(4))
     gen.manual_seed(3)
     assert kiln.compile(fn)(kiln.empty(4)).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("dtype", [kiln.int64, kiln.int32, kiln.uint8, kiln.float32], ids=str)
+def test_randint_draws_eagers_integers(dtype):
+    def fn(x):
+        a = kiln.randint(0, 10, (3, 5), dtype=dtype)
+        b = kiln.randint(7, (4,), dtype=dtype)
+        c = kiln.randint_like(x, 2, 9)
+        return a * 2, b, c + x
+
+    want, got, _, _ = run_both(fn, kiln.zeros(2, 6))
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.tolist() == w.tolist()
+
+
+def test_randint_of_a_wider_range_stays_eager():
+    def fn(x):
+        return kiln.randint(-(2**40), 2**40, (3,)) + x
+
+    backend = CpuBackend(fallback=True)
+    kiln.manual_seed(1)
+    got = kiln.compile(fn, backend=backend)(kiln.zeros(3, dtype=kiln.int64))
+    kiln.manual_seed(1)
+    assert got.tolist() == fn(kiln.zeros(3, dtype=kiln.int64)).tolist()
+    (report,) = backend.reports
+    assert any("2^32" in reason for _, _, reason in report.fallbacks), report.fallbacks
