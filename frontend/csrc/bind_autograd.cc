@@ -246,7 +246,11 @@ public:
   std::vector<Tensor> apply(std::vector<Tensor> &&gradOutputs) override {
     py::gil_scoped_acquire gil;
     KILN_CHECK(backward_, "Trying to backward through the graph a second time (or directly "
-                          "access saved tensors after they have already been freed).");
+                          "access saved tensors after they have already been freed). Saved "
+                          "intermediate values of the graph are freed when you call .backward() "
+                          "or autograd.grad(). Specify retain_graph=True if you need to backward "
+                          "through the graph a second time or if you need to access saved tensors "
+                          "after calling backward.");
     py::tuple args(gradOutputs.size());
     for (size_t i = 0; i < gradOutputs.size(); ++i)
       args[i] = gradOutputs[i].defined() ? wrap(gradOutputs[i]) : py::none();
@@ -275,8 +279,13 @@ public:
   }
   std::string name() const override { return name_; }
   void releaseSaved() override { backward_.reset(); }
+  bool keepsSavedForOtherOutputs() const override { return outputsApart; }
 
   std::vector<Shape> inputSizes;
+  /// The outputs are separate values of the user's program (a compiled part's): a backward
+  /// through some of them keeps what the others' own backward needs, as eager's separate
+  /// nodes would (the engine asks keepsSavedForOtherOutputs).
+  bool outputsApart = false;
 
 private:
   std::string name_;
@@ -319,8 +328,10 @@ void bindAutograd(py::module_ &m) {
   bindNodes(ag);
   ag.def(
       "_record_function",
-      [](const std::string &name, py::function backward, py::list inputs, py::list outputs) {
+      [](const std::string &name, py::function backward, py::list inputs, py::list outputs,
+         bool outputsApart) {
         auto node = std::make_shared<PythonFunctionNode>(name, std::move(backward));
+        node->outputsApart = outputsApart;
         for (py::handle h : inputs) {
           if (py::isinstance<Tensor>(h)) {
             Tensor t = h.cast<Tensor>();
@@ -341,7 +352,8 @@ void bindAutograd(py::module_ &m) {
           autograd::setHistory(outs[i], node, static_cast<uint32_t>(i));
         return std::shared_ptr<Node>(node);
       },
-      py::arg("name"), py::arg("backward"), py::arg("inputs"), py::arg("outputs"));
+      py::arg("name"), py::arg("backward"), py::arg("inputs"), py::arg("outputs"),
+      py::arg("outputs_apart") = false);
   ag.def("is_grad_enabled", &autograd::isGradEnabled);
   ag.def("_set_grad_enabled", &autograd::setGradEnabled, py::arg("mode"));
   // Autocast regions (kiln.amp.autocast): per thread, per device type.

@@ -87,7 +87,8 @@ class TrainingPart:
                   for g, (shape, dtype) in zip(grads, shapes, strict=True)]
             return tuple(backward(*saved, *gs))
 
-        _C._autograd._record_function("CompiledFunctionBackward", run_backward, inputs, grad_of)
+        _C._autograd._record_function("CompiledFunctionBackward", run_backward, inputs, grad_of,
+                                      outputs_apart=True)
         return outs
 
 

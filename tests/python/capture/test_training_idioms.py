@@ -5,6 +5,7 @@ captured, and compiled modules and functions called from compiled code are captu
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -164,3 +165,52 @@ def test_module_hooks_run_inside_the_graph():
     got = kiln.compile(net)(x)
     np.testing.assert_allclose(got.detach().numpy(), net(x).detach().numpy(), rtol=1e-6)
     assert seen["relu"].shape == (5, 3)
+
+
+def test_two_backwards_through_outputs_of_one_compiled_part():
+    """A GAN step: the discriminator's loss backward, then the generator's through the same
+    generated batch; each backward reaches only some outputs of a compiled part, as eager's
+    separate graphs do. A second backward through the same values still raises eager's
+    error."""
+    kiln.manual_seed(3)
+    gen, disc = nn.Linear(4, 6), nn.Sequential(nn.Linear(6, 1), nn.Sigmoid())
+    opt_g = kiln.optim.SGD(gen.parameters(), lr=0.1)
+    opt_d = kiln.optim.SGD(disc.parameters(), lr=0.1)
+    bce = nn.BCELoss()
+
+    def step(z, real):
+        fake = gen(z)
+        d_loss = bce(disc(real), kiln.ones(8, 1)) + bce(disc(fake.detach()), kiln.zeros(8, 1))
+        opt_d.zero_grad()
+        d_loss.backward()
+        opt_d.step()
+        g_loss = bce(disc(fake), kiln.ones(8, 1))
+        opt_g.zero_grad()
+        g_loss.backward()
+        opt_g.step()
+        return d_loss.detach(), g_loss.detach()
+
+    z, real = kiln.randn(8, 4), kiln.randn(8, 6)
+    state = copy.deepcopy((gen.state_dict(), disc.state_dict()))
+    want = [step(z, real) for _ in range(3)]
+    gen.load_state_dict(state[0])
+    disc.load_state_dict(state[1])
+    opt_g.state.clear()
+    opt_d.state.clear()
+    compiled = kiln.compile(step)
+    got = [compiled(z, real) for _ in range(3)]
+    for (gd, gg), (wd, wg) in zip(got, want, strict=True):
+        np.testing.assert_allclose(gd.item(), wd.item(), rtol=1e-5)
+        np.testing.assert_allclose(gg.item(), wg.item(), rtol=1e-5)
+
+
+def test_a_second_backward_through_the_same_output_raises_as_eager():
+    w = kiln.randn(3, requires_grad=True)
+
+    def fn(x):
+        y = (x * w).sin().sum()
+        y.backward()
+        y.backward()
+
+    with pytest.raises(RuntimeError, match="retain_graph=True"):
+        kiln.compile(fn)(kiln.randn(3))
