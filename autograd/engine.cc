@@ -182,11 +182,9 @@ std::vector<Tensor> GraphTask::run(size_t numResults) {
     std::vector<Tensor> grads = std::move(buffers_[node]);
     buffers_.erase(node);
     grads.resize(std::max(grads.size(), node->outputs.size()));
-    bool anyGrad = false, partial = false;
+    bool anyGrad = false;
     for (const Tensor &g : grads)
       anyGrad = anyGrad || g.defined();
-    for (size_t slot = 0; slot < node->outputs.size(); ++slot)
-      partial = partial || !grads[slot].defined();
     if (anyGrad) {
       for (size_t slot = 0; slot < grads.size(); ++slot) {
         if (!grads[slot].defined() && slot < node->outputs.size()) {
@@ -219,7 +217,7 @@ std::vector<Tensor> GraphTask::run(size_t numResults) {
         inputGrads = node->apply(std::move(grads));
       }
       ran.push_back(node->shared_from_this());
-      if (!keepGraph_ && !(partial && node->keepsSavedForOtherOutputs()))
+      if (!keepGraph_)
         node->releaseSaved();
     }
     for (size_t i = 0; i < node->next.size(); ++i) {

@@ -54,10 +54,6 @@ public:
   virtual std::string name() const = 0;
   /// Frees what the node saved for backward (after a backward without retain_graph).
   virtual void releaseSaved() {}
-  /// Whether a backward that reached only some of the outputs keeps what the node saved: its
-  /// outputs are separate values of the program (a compiled part's), each of which eager code
-  /// would backward through on its own.
-  virtual bool keepsSavedForOtherOutputs() const { return false; }
 
   /// Whether input `i` of the forward op needs a gradient.
   bool needsInputGrad(size_t i) const { return i < next.size() && next[i].valid(); }

@@ -279,13 +279,8 @@ public:
   }
   std::string name() const override { return name_; }
   void releaseSaved() override { backward_.reset(); }
-  bool keepsSavedForOtherOutputs() const override { return outputsApart; }
 
   std::vector<Shape> inputSizes;
-  /// The outputs are separate values of the user's program (a compiled part's): a backward
-  /// through some of them keeps what the others' own backward needs, as eager's separate
-  /// nodes would (the engine asks keepsSavedForOtherOutputs).
-  bool outputsApart = false;
 
 private:
   std::string name_;
@@ -328,10 +323,8 @@ void bindAutograd(py::module_ &m) {
   bindNodes(ag);
   ag.def(
       "_record_function",
-      [](const std::string &name, py::function backward, py::list inputs, py::list outputs,
-         bool outputsApart) {
+      [](const std::string &name, py::function backward, py::list inputs, py::list outputs) {
         auto node = std::make_shared<PythonFunctionNode>(name, std::move(backward));
-        node->outputsApart = outputsApart;
         for (py::handle h : inputs) {
           if (py::isinstance<Tensor>(h)) {
             Tensor t = h.cast<Tensor>();
@@ -352,8 +345,7 @@ void bindAutograd(py::module_ &m) {
           autograd::setHistory(outs[i], node, static_cast<uint32_t>(i));
         return std::shared_ptr<Node>(node);
       },
-      py::arg("name"), py::arg("backward"), py::arg("inputs"), py::arg("outputs"),
-      py::arg("outputs_apart") = false);
+      py::arg("name"), py::arg("backward"), py::arg("inputs"), py::arg("outputs"));
   ag.def("is_grad_enabled", &autograd::isGradEnabled);
   ag.def("_set_grad_enabled", &autograd::setGradEnabled, py::arg("mode"));
   // Autocast regions (kiln.amp.autocast): per thread, per device type.

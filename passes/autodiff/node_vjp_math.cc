@@ -226,8 +226,7 @@ Grads rmsNormGrad(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
   return r;
 }
 
-/// The vector p-norm: sign(x) |x|^(p-1) / |x|_p^(p-1) (x / n for p = 2), zero where the norm is;
-/// the inf-norms give g to the extremes of |x|, split evenly (as torch); p = 0 is flat.
+/// scatter_reduce through the rule eager autograd runs (derivatives.h); prod is not written.
 Grads scatterReduceGrad(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
   const std::string reduce = n.attr("reduce")->toString();
   if (reduce == "prod")
@@ -238,6 +237,8 @@ Grads scatterReduceGrad(B &b, const ir::Node &n, V g, autograd::rules::Needs nee
       reduce == "amax" || reduce == "amin", reduce == "mean", !inc || inc->toBool(), need);
 }
 
+/// The vector p-norm: sign(x) |x|^(p-1) / |x|_p^(p-1) (x / n for p = 2), zero where the norm is;
+/// the inf-norms give g to the extremes of |x|, split evenly (as torch); p = 0 is flat.
 V normGrad(B &b, const ir::Node &n, V g) {
   V x = n.operand(0), y = n.result(0);
   const double p = number(n, "p", 2.0);

@@ -127,10 +127,6 @@ Sizes listAttr(const ir::Node &n, std::string_view name, int64_t fallback, size_
 
 } // namespace
 
-/// conv_transpose1d / 2d is the adjoint of a convolution: its input gradient is that
-/// convolution of g (same stride, padding, dilation and groups), and its weight gradient the
-/// input times the unfolded columns of g (the roles of x and g in conv2d's weight rule swapped).
-/// A 1-d one runs as a 2-d one of height 1.
 /// conv_transpose3d: the adjoint of conv3d, so the input's gradient is conv3d of g and the
 /// weight's the convolution's weight gradient with the roles of input and output swapped.
 std::vector<V> convTranspose3dVjp(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
@@ -162,6 +158,10 @@ std::vector<V> convTranspose3dVjp(B &b, const ir::Node &n, V g, autograd::rules:
   return r;
 }
 
+/// conv_transpose1d / 2d is the adjoint of a convolution: its input gradient is that
+/// convolution of g (same stride, padding, dilation and groups), and its weight gradient the
+/// input times the unfolded columns of g (the roles of x and g in conv2d's weight rule swapped).
+/// A 1-d one runs as a 2-d one of height 1.
 std::vector<V> convTransposeVjp(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
   const bool oneD = n.op() == OpKind::ConvTranspose1d;
   if (n.op() == OpKind::ConvTranspose3d)
@@ -254,13 +254,8 @@ std::vector<V> conv3dVjp(B &b, const ir::Node &n, V g, autograd::rules::Needs ne
   Sizes xs = B::sizes(x), ws = B::sizes(w), gs = B::sizes(g);
   if (xs.size() != 5)
     throw Unsupported("conv3d of an unbatched input has no compiled derivative yet");
-  auto triple = [&](std::string_view name, int64_t fallback) {
-    const ir::Attribute *a = n.attr(name);
-    Sizes v = a ? a->toInts() : Sizes{fallback};
-    return v.size() == 1 ? Sizes(3, v[0]) : v;
-  };
-  const Sizes stride = triple("stride", 1), padding = triple("padding", 0),
-              dilation = triple("dilation", 1);
+  const Sizes stride = listAttr(n, "stride", 1, 3), padding = listAttr(n, "padding", 0, 3),
+              dilation = listAttr(n, "dilation", 1, 3);
   const int64_t groups = n.attr("groups") ? n.attr("groups")->toInt() : 1;
   std::vector<V> r(3);
   if (need[0]) {

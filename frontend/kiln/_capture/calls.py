@@ -411,6 +411,8 @@ class CallMixin(AccessMixin):
             raise V.Unsupported(f"Module.{method.__name__}() with run-time arguments") from None
         named = method.__name__.startswith("named_")
         items = list(method(mv.module, *args, **kwargs))
+        for m in mv.module.modules():  # a parameter reassigned in any of them recaptures
+            self.ctx.watch_module(m)
         out = []
         for item in items:
             name, value = item if named else (None, item)

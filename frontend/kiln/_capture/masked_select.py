@@ -18,8 +18,8 @@ instead and the mask applied by the reduction, which needs no data-dependent siz
   their elementwise loss reduced the same way, and ``cross_entropy``/``nll_loss`` of selected
   rows the loss over all rows with the dropped rows' targets set to ``ignore_index`` (torch then
   leaves them out of the sum and the mean's divisor);
-- ``max()``/``min()``/``amax``/``amin`` need no mask at all: a dropped position holds what the
-  first kept one holds, row by row; an assertion node raises eager's error when nothing is kept;
+- ``max()``/``min()``/``amax``/``amin`` reduce ``where(m, v, lowest or highest value)``; an
+  assertion node (an eager node) raises eager's error when nothing is kept;
 - ``x[m] = v[m]`` writes ``where(m, v, x)`` into ``x``;
 - softmax, log_softmax and reductions along the trailing (unselected) dims stay row-wise ops.
 
@@ -32,6 +32,7 @@ place) is left alone: its selection stays an eager node, reported with the reaso
 from __future__ import annotations
 
 import inspect
+import math
 import operator
 
 import kiln
@@ -90,8 +91,8 @@ def _selection_mask(node: Node) -> Node | None:
         return None
     if not (isinstance(ex, kiln.Tensor) and isinstance(em, kiln.Tensor)):
         return None
-    if em.dtype != kiln.bool or em.dim() == 0 or ex.dim() < em.dim():
-        return None
+    if em.dtype != kiln.bool or em.dim() == 0 or ex.dim() < em.dim() or em.numel() == 0:
+        return None  # (no rows: nothing to take the reference row from)
     return mask if tuple(ex.shape[: em.dim()]) == tuple(em.shape) else None
 
 
@@ -131,6 +132,15 @@ def _region(graph: Graph, seeds: list[Node]) -> dict | None:
         if any(id(u) not in members and id(u) not in terminals for u in node.users):
             return None
     return {**members, **rows, **terminals} if terminals else None
+
+
+def _region_mask(members: dict) -> Node | None:
+    """The mask the region's selections use (they all share it)."""
+    for node in members.values():
+        pair = _selected(node)
+        if pair is not None:
+            return pair[1]
+    return None
 
 
 def _row_ndim(node: Node) -> int:
@@ -176,10 +186,10 @@ def _terminal(node: Node, members: dict) -> _Terminal | None:
     if t is operator.setitem and len(node.args) == 3 and id(node.args[2]) in members and (
             id(node.args[0]) not in members):
         x, mask, value = node.args  # x[m] = v[m]: the kept elements of v written into x
+        if mask is not _region_mask(members) or not isinstance(_example(x), kiln.Tensor):
+            return None  # another index: the values land elsewhere
         full = tuple(_example(mask).shape) + tuple(_example(value).shape[1:])
-        if tuple(_example(x).shape) == full:
-            return _Terminal("assign", {"mask": mask})
-        return None
+        return _Terminal("assign") if tuple(_example(x).shape) == full else None
     kind = _LOSSES.get(id(t))
     if kind is None:
         return None
@@ -369,10 +379,17 @@ class _Rewrite:
         if not mean:
             self._set(node, kiln.Tensor.sum, zeroed, *([dims] if dims else []))
             return
-        total = self._add(node, kiln.Tensor.sum, zeroed, *([dims] if dims else []))
+        dtype = _example(value).dtype
+        narrow = dtype in (kiln.float16, kiln.bfloat16)  # summed in float32, as eager's mean
+        total = self._add(node, kiln.Tensor.sum, zeroed, *([dims] if dims else []),
+                          **({"dtype": kiln.float32} if narrow else {}))
         count = self._add(node, kiln.Tensor.sum, self.mask) if rows_only else self._add(
             node, kiln.Tensor.sum, self._add(node, kiln.Tensor.expand_as, kept, value))
-        self._set(node, operator.truediv, total, count)
+        if not narrow:
+            self._set(node, operator.truediv, total, count)
+            return
+        mean_value = self._add(node, operator.truediv, total, count)
+        self._set(node, kiln.Tensor.to, mean_value, dtype)
 
     def _rowwise(self, node: Node, entry: _Terminal) -> None:
         spelling = _SPELLINGS[id(node.target)]
@@ -389,15 +406,19 @@ class _Rewrite:
             self._masked_reduce(node, node.args[0], entry.kind == "mean_rows", rows_only=True)
             return
         if entry.kind in ("extreme", "extreme_rows"):
-            # The dropped positions hold what the first kept one holds (row by row), so the
-            # extreme over all is the extreme over the kept; none kept raises as eager does.
+            # The dropped positions take the extreme's identity (so they neither win nor share
+            # a tie's gradient); none kept raises as eager does.
             kept = self._add(node, kiln.Tensor.any, self.mask)
-            self.graph.insert_call(node, kiln._assert, (kept, _EMPTY), {}, None, node)
+            message = _EMPTY.replace("max()", f"{node.target.__name__}()")
+            self.graph.insert_call(node, kiln._assert, (kept, message), {}, None, node)
             value = node.args[0]
+            largest = node.target.__name__ in ("max", "amax")
+            filled = self._add(node, kiln.where, self._kept(node, _row_ndim_full(value, self.mask)),
+                               value, _identity(_example(value).dtype, largest))
             if entry.kind == "extreme":
-                self._set(node, node.target, value)
+                self._set(node, node.target, filled)
             else:
-                self._set(node, node.target, value, list(range(_example(self.mask).dim())))
+                self._set(node, node.target, filled, list(range(_example(self.mask).dim())))
             return
         if entry.kind == "assign":
             x, value = node.args[0], node.args[2]
@@ -421,6 +442,16 @@ class _Rewrite:
         kwargs = {key: b[key] for key in ("weight", "ignore_index", "reduction", "label_smoothing")
                   if key in b}  # fmt: skip
         self._set(node, node.target, logits, labels, **kwargs)
+
+
+def _identity(dtype, largest: bool):
+    """What a max (`largest`) or a min ignores: the lowest or highest value of `dtype`."""
+    if dtype.is_floating_point:
+        return -math.inf if largest else math.inf
+    if dtype == kiln.bool:
+        return not largest
+    info = kiln.iinfo(dtype)
+    return info.min if largest else info.max
 
 
 def _row_ndim_full(value: Node, mask: Node) -> int:

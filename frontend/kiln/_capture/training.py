@@ -87,8 +87,7 @@ class TrainingPart:
                   for g, (shape, dtype) in zip(grads, shapes, strict=True)]
             return tuple(backward(*saved, *gs))
 
-        _C._autograd._record_function("CompiledFunctionBackward", run_backward, inputs, grad_of,
-                                      outputs_apart=True)
+        _C._autograd._record_function("CompiledFunctionBackward", run_backward, inputs, grad_of)
         return outs
 
 

@@ -307,3 +307,53 @@ def test_extremes_of_a_selection(op):
     assert report.eager_nodes == 1 and "assertion" in report.fallbacks[0][2]
     with pytest.raises((RuntimeError, AssertionError), match="numel\\(\\) == 0"):
         kiln.compile(fn, backend=backend)(kx, kiln.zeros(5, 4, dtype=kiln.bool))
+
+
+@pytest.mark.parametrize("index", ["other_mask", "int_index", "slice"])
+def test_assigning_through_another_index_is_left_alone(index):
+    v = kiln.arange(4.0)
+    m1 = kiln.tensor([True, True, False, False])
+    m2 = kiln.tensor([False, False, True, True])
+    idx = kiln.tensor([1, 0])
+
+    def fn(v):
+        x = kiln.zeros(4) if index != "slice" else kiln.zeros(2)
+        if index == "other_mask":
+            x[m2] = v[m1]
+        elif index == "int_index":
+            x[idx] = v[m1]
+        else:
+            x[:] = v[m1]
+        return x
+
+    assert kiln.compile(fn)(v).tolist() == fn(v).tolist()
+
+
+@pytest.mark.parametrize("op", ["max", "min", "amax_rows"])
+def test_extremes_of_a_selection_share_ties_as_eager(op):
+    x = kiln.tensor([[5.0, 1.0], [5.0, 1.0], [0.0, 9.0], [5.0, -3.0]])
+    m = kiln.tensor([True, True, False, False])
+
+    def fn(x):
+        v = x[m]
+        return v.amax(0).sum() if op == "amax_rows" else getattr(v, op)()
+
+    grads = []
+    for f in (fn, kiln.compile(fn)):
+        t = x.clone().requires_grad_(True)
+        f(t).backward()
+        grads.append(t.grad.tolist())
+    assert grads[0] == grads[1]
+
+
+def test_half_precision_mean_accumulates_in_float32():
+    x = kiln.full((20000,), 10.0, dtype=kiln.float16)
+    m = kiln.ones(20000, dtype=kiln.bool)
+    got = kiln.compile(lambda x, m: x[m].mean())(x, m)
+    assert got.dtype == kiln.float16 and got.item() == 10.0
+
+
+def test_no_rows_runs_as_eager():
+    x = kiln.zeros(0, 3)
+    m = kiln.zeros(0, dtype=kiln.bool)
+    assert kiln.compile(lambda x, m: x[m].sum())(x, m).item() == 0.0

@@ -167,22 +167,23 @@ def test_module_hooks_run_inside_the_graph():
     assert seen["relu"].shape == (5, 3)
 
 
-def test_two_backwards_through_outputs_of_one_compiled_part():
-    """A GAN step: the discriminator's loss backward, then the generator's through the same
-    generated batch; each backward reaches only some outputs of a compiled part, as eager's
-    separate graphs do. A second backward through the same values still raises eager's
-    error."""
+def test_a_gan_step_compiled_whole():
+    """A GAN step: the discriminator's backward, then the generator's through the same
+    generated batch. The generated batch and the discriminator's loss come from one compiled
+    part with one backward node, which the first backward frees (as torch.compile's does): the
+    second backward raises torch's error with its retain_graph hint, and with
+    retain_graph=True the step equals eager."""
     kiln.manual_seed(3)
     gen, disc = nn.Linear(4, 6), nn.Sequential(nn.Linear(6, 1), nn.Sigmoid())
     opt_g = kiln.optim.SGD(gen.parameters(), lr=0.1)
     opt_d = kiln.optim.SGD(disc.parameters(), lr=0.1)
     bce = nn.BCELoss()
 
-    def step(z, real):
+    def step(z, real, retain):
         fake = gen(z)
         d_loss = bce(disc(real), kiln.ones(8, 1)) + bce(disc(fake.detach()), kiln.zeros(8, 1))
         opt_d.zero_grad()
-        d_loss.backward()
+        d_loss.backward(retain_graph=retain)
         opt_d.step()
         g_loss = bce(disc(fake), kiln.ones(8, 1))
         opt_g.zero_grad()
@@ -192,16 +193,18 @@ def test_two_backwards_through_outputs_of_one_compiled_part():
 
     z, real = kiln.randn(8, 4), kiln.randn(8, 6)
     state = copy.deepcopy((gen.state_dict(), disc.state_dict()))
-    want = [step(z, real) for _ in range(3)]
+    want = [step(z, real, False) for _ in range(3)]
     gen.load_state_dict(state[0])
     disc.load_state_dict(state[1])
     opt_g.state.clear()
     opt_d.state.clear()
     compiled = kiln.compile(step)
-    got = [compiled(z, real) for _ in range(3)]
+    got = [compiled(z, real, True) for _ in range(3)]
     for (gd, gg), (wd, wg) in zip(got, want, strict=True):
         np.testing.assert_allclose(gd.item(), wd.item(), rtol=1e-5)
         np.testing.assert_allclose(gg.item(), wg.item(), rtol=1e-5)
+    with pytest.raises(RuntimeError, match="retain_graph=True"):
+        compiled(z, real, False)
 
 
 def test_a_second_backward_through_the_same_output_raises_as_eager():
@@ -214,3 +217,12 @@ def test_a_second_backward_through_the_same_output_raises_as_eager():
 
     with pytest.raises(RuntimeError, match="retain_graph=True"):
         kiln.compile(fn)(kiln.randn(3))
+
+
+def test_module_iteration_follows_a_reassigned_parameter():
+    net = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    fn = kiln.compile(lambda: sum(p.sum() for p in net.parameters()))
+    fn()
+    net[0].weight = nn.Parameter(kiln.full((2, 2), 10.0))
+    np.testing.assert_allclose(fn().item(), sum(p.sum() for p in net.parameters()).item(),
+                               rtol=1e-6)

@@ -223,3 +223,11 @@ def test_fsdp_trains_as_one_process_on_the_whole_batch(tmp_path, mode):
         for i in range(4)).div(2).backward()  # fmt: skip
     norm = float(kiln.nn.utils.clip_grad_norm_(model.parameters(), 1e9))
     np.testing.assert_allclose(got["grad_norm"], norm, rtol=1e-4)
+    # two forwards, one backward: twice the gradient of one; a mid-step state dict is the same
+    model.zero_grad(set_to_none=True)
+    (model(kiln.tensor(idx), kiln.tensor(tgt))[1] * 2).backward()
+    twice = float(kiln.nn.utils.clip_grad_norm_(model.parameters(), 1e9))
+    np.testing.assert_allclose(got["two_forwards"], twice, rtol=1e-4)
+    assert bool(got["mid_same"])
+    frozen, tied = got["refusals"]
+    assert "require grad" in frozen and "tied weights" in tied

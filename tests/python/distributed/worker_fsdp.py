@@ -60,8 +60,31 @@ fresh.load_state_dict(state)
 with kiln.no_grad():
     args = (kiln.tensor(idx), kiln.tensor(tgt))
     same = float((fresh(*args)[0] - fsdp(*args)[0]).abs().max())
+# two forwards before one backward; a full state dict taken between a forward and its backward
+opt.zero_grad(set_to_none=True)
+loss = run(kiln.tensor(idx[mine]), kiln.tensor(tgt[mine]))[1]
+loss = loss + run(kiln.tensor(idx[mine]), kiln.tensor(tgt[mine]))[1]
+mid = fsdp.state_dict()
+loss.backward()
+two_forwards = float(fsdp.clip_grad_norm_(1e9))
+mid_same = all(bool((mid[k] == v).all()) for k, v in state.items())
+
+# units that cannot be flattened are refused with the reason
+refusals = []
+frozen = kiln.nn.Sequential(kiln.nn.Linear(3, 3), kiln.nn.Linear(3, 3))
+frozen[0].weight.requires_grad_(False)
+tied = kiln.nn.Sequential(kiln.nn.Linear(3, 3, bias=False), kiln.nn.Linear(3, 3, bias=False))
+tied[1].weight = tied[0].weight
+for bad, policy_ in ((frozen, None),
+                     (tied, functools.partial(transformer_auto_wrap_policy,
+                                              transformer_layer_cls={kiln.nn.Linear}))):
+    try:
+        FSDP(bad, auto_wrap_policy=policy_)
+    except ValueError as e:
+        refusals.append(str(e))
 if r == 0:
     np.savez(f"{out_dir}/fsdp.npz", losses=np.array(losses), shard_numel=shard_numel,
              full_numel=full_numel, grad_norm=grad_norm, same=same,
+             two_forwards=two_forwards, mid_same=mid_same, refusals=np.array(refusals),
              **{f"w_{k}": v.numpy() for k, v in state.items()})
 dist.destroy_process_group()

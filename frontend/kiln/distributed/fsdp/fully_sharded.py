@@ -8,7 +8,9 @@ buffer the unit all-gathers from the shards before each forward, leaves that req
 when a backward has accumulated the gradient of every view the unit's forward reached, the
 gradients are flattened and reduce-scattered (averaged over ranks) into the shard's ``.grad``,
 and the views' gradients are dropped. The full buffer stays gathered from forward to backward
-(torch's SHARD_GRAD_OP), so parameters are not resharded between them.
+(torch's SHARD_GRAD_OP), so parameters are not resharded between them. A unit's parameters
+must all be trainable or all frozen, and parameters shared by modules (tied weights) must be in
+one unit.
 
 ``state_dict()`` gathers a full state dict with the module's own names (torch's
 FULL_STATE_DICT); ``load_state_dict`` takes one and keeps each rank's shard. ``no_sync()`` lets
@@ -100,6 +102,15 @@ class FullyShardedDataParallel(Module):
                 owned.append((m, name, p))
                 seen.setdefault(id(p), p)
         params = list(seen.values())
+        for p in params:
+            if id(p) in _SHARDED:
+                raise ValueError("FullyShardedDataParallel: a parameter shared by modules in "
+                                 "different units (tied weights); wrap the modules that share it "
+                                 "in one unit")
+        if len({p.requires_grad for p in params}) > 1:
+            raise ValueError("FullyShardedDataParallel flattens a unit's parameters into one "
+                             "buffer: they must all require grad or all not (freeze whole "
+                             "units, as torch's FSDP requires without use_orig_params)")
         dtypes = sorted({str(p.dtype) for p in params})
         if len(dtypes) > 1:
             raise ValueError("FullyShardedDataParallel flattens a unit's parameters into one "
@@ -125,17 +136,26 @@ class FullyShardedDataParallel(Module):
             del m._parameters[name]
             setattr(m, name, views[id(p)][0])
         self._owned = [(m, name, views[id(p)][0]) for m, name, p in owned]
+        for p in params:
+            _SHARDED[id(p)] = p  # kept alive: the id names this parameter while it lives
         self._views = [views[id(p)][0] for p in params]
         self._offsets = [views[id(p)][1] for p in params]
         self._ready = [False] * len(self._views)
-        self._expect_reduction = False
+        self._gathered = None  # the shard's version the full buffer holds
         me = weakref.ref(self)
         self._handles = [v.register_post_accumulate_grad_hook(lambda _, i=i: _on_ready(me, i))
                          for i, v in enumerate(self._views) if v.requires_grad]  # fmt: skip
 
     def _gather(self) -> None:
+        """The full parameters from the shards, unless no shard changed since the last gather
+        (a second forward before the backward: re-gathering in place would invalidate what the
+        first saved). Every rank steps alike, so they skip or gather together."""
+        version = self._flat_param._version
+        if version == self._gathered:
+            return
         with kiln.no_grad():
             dist.all_gather_into_tensor(self._full, self._flat_param.detach())
+        self._gathered = version
 
     # --- the reduction ------------------------------------------------------------------------
 
@@ -160,20 +180,13 @@ class FullyShardedDataParallel(Module):
             else:
                 self._flat_param.grad.add_(shard)
         self._ready = [False] * len(self._views)
-        self._expect_reduction = False
 
     # --- Module ---------------------------------------------------------------------------------
 
     def forward(self, *args, **kwargs):
-        if self._expect_reduction and self._sync:
-            missing = [i for i, r in enumerate(self._ready) if not r]
-            raise RuntimeError(f"FullyShardedDataParallel: the previous backward did not reach "
-                               f"{len(missing)} parameter(s) of this unit; its gradients were "
-                               "never reduced")
         self._gather()
         out = self._fsdp_wrapped_module(*args, **kwargs)
         if kiln.is_grad_enabled() and self._sync and self._flat_param.requires_grad:
-            self._expect_reduction = True
             reached = reached_leaves(out)
             for i, v in enumerate(self._views):  # unused parameters count as ready: zeros
                 if v.data_ptr() not in reached:
@@ -184,7 +197,7 @@ class FullyShardedDataParallel(Module):
     def no_sync(self):
         """Gradients accumulate locally inside (on the full views); the first backward after it
         reduce-scatters the sum."""
-        units = [m for m in self.modules() if isinstance(m, FullyShardedDataParallel)]
+        units = self._units()
         before = [u._sync for u in units]
         for u in units:
             u._sync = False
@@ -246,12 +259,17 @@ class FullyShardedDataParallel(Module):
 
     def state_dict(self, destination=None, prefix="", keep_vars=False):
         """The full state dict under the module's own names (every rank takes part in the
-        gathers)."""
+        gathers, into fresh buffers: a backward pending on the gathered views stays valid)."""
+        values = {}
         for unit in self._units():
-            unit._gather()
+            full = kiln.empty_like(unit._full)
+            with kiln.no_grad():
+                dist.all_gather_into_tensor(full, unit._flat_param.detach())
+            for view, offset in zip(unit._views, unit._offsets, strict=True):
+                values[id(view)] = full[offset : offset + view.numel()].view(view.shape)
         out = OrderedDict() if destination is None else destination
         for name, t in self._named_views().items():
-            out[prefix + name] = t if keep_vars else t.detach().clone()
+            out[prefix + name] = values.get(id(t), t if keep_vars else t.detach().clone())
         return out
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
@@ -271,7 +289,11 @@ class FullyShardedDataParallel(Module):
             rank = dist.get_rank()
             for unit in self._units():
                 unit._flat_param.copy_(unit._full[rank * unit._chunk : (rank + 1) * unit._chunk])
+                unit._gathered = unit._flat_param._version  # the full buffer holds it
         return missing, unexpected
+
+
+_SHARDED: dict = {}  # id -> parameter already flattened into a unit
 
 
 def _on_ready(ref, i):

@@ -276,9 +276,6 @@ class StateDictMixin:
         kwargs = dict(kwargs)
         fmt = kwargs.pop("memory_format", None)
         dev, dt = _parse_to(args, kwargs)
-        if fmt is not None and repr(fmt) in ("kiln.channels_last", "kiln.channels_last_3d"):
-            rank = 4 if repr(fmt) == "kiln.channels_last" else 5  # torch converts only those
-            self._apply(lambda t: t.contiguous(memory_format=fmt) if t.dim() == rank else t)
         if dt is not None and not dt.is_floating_point:
             raise TypeError(
                 f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
@@ -286,9 +283,12 @@ class StateDictMixin:
             )
         if dev is not None:
             self._apply(lambda t: t.to(dev))
-        if dt is None:
-            return self
-        return self._apply(lambda t: t.to(dt) if t.is_floating_point() else t)
+        if dt is not None:
+            self._apply(lambda t: t.to(dt) if t.is_floating_point() else t)
+        if fmt is not None and repr(fmt) in ("kiln.channels_last", "kiln.channels_last_3d"):
+            rank = 4 if repr(fmt) == "kiln.channels_last" else 5  # torch converts only those
+            self._apply(lambda t: t.contiguous(memory_format=fmt) if t.dim() == rank else t)
+        return self
 
     def _cast_floats(self, dt):
         return self._apply(lambda t: t.to(dt) if t.is_floating_point() else t)
