@@ -7,9 +7,10 @@ computed from it in the graph, so the graph does not change from one step to the
 parameters and their gradients are graph inputs fetched through the optimizer
 (``opt.param_groups[g]['params'][i]`` and its ``.grad``); the optimizer state tensors are held
 by the compiled entry (guarded by identity: ``load_state_dict`` replaces them and recompiles);
-the hyperparameters are constants behind guards, and a learning rate that a scheduler changes
-becomes a graph input after its first change (automatic dynamic), so later changes do not
-recompile. The in-place updates are written back into the parameters and the state once, as
+the hyperparameters are constants behind guards, and one that changes between calls becomes a
+graph input (automatic dynamic): a scheduler's learning rate recompiles once, then not again. A
+value the update branches on (``weight_decay != 0``, ``momentum``) recompiles when the branch
+changes. The in-place updates are written back into the parameters and the state once, as
 every mutation of a graph input is.
 
 Captured: SGD (momentum, dampening, Nesterov, weight decay, maximize), Adam and AdamW (weight
