@@ -154,10 +154,16 @@ def _emit_full(w, node, a, sizes, value) -> None:
     example = node.meta.get("example")
     if not isinstance(example, kiln.Tensor) or example._device_str != "cpu":
         raise Decline("a factory on a device")
-    if isinstance(value, kiln.Tensor) or hasattr(value, "meta"):
-        raise Decline("a fill value computed at run time")
-    w.emit_node(node, "full", [], {"size": sizes, "value": value,
-                                   "dtype": dtype_short(example.dtype)})  # fmt: skip
+    if isinstance(value, kiln.Tensor):
+        raise Decline("a tensor as the fill value")
+    dtype = dtype_short(example.dtype)
+    if hasattr(value, "meta"):  # a number computed at run time (a sampler's step count)
+        loc = node.meta.get("loc")
+        (zeros,) = w.emit("full", [], {"size": sizes, "value": 0, "dtype": dtype}, loc)
+        (filled,) = w.emit("add", [zeros, w.operand(value)], {}, loc)
+        w.emit_node(node, "cast", [filled], {"dtype": dtype})
+        return
+    w.emit_node(node, "full", [], {"size": sizes, "value": value, "dtype": dtype})
 
 
 def _size_args(size):

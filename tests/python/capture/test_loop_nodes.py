@@ -511,11 +511,9 @@ def test_a_sampling_loop_over_a_module_under_no_grad_is_a_node(no_unroll):
         report = kiln.explain(sample)(x, 40)
     assert_same(report.result, want)
     assert len(loop_nodes(report)) == 1
-    # the module compiles; the full() of the step's number runs eagerly, and the int arithmetic
-    # feeding only it runs as Python
+    # the module, the step's int arithmetic and the full() of it all compile
     reasons = [reason for graph in report.fallbacks for _, _, reason in graph]
-    assert len(reasons) == eager_nodes(report) == 2
-    assert all("run time" in r or "Python" in r for r in reasons), reasons
+    assert reasons == [] and eager_nodes(report) == 0
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -14,6 +14,7 @@ from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches arou
 
 import kiln
 import kiln.nn as nn
+from kiln._capture.backend_compiled import CpuBackend
 from kiln.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 
@@ -226,3 +227,20 @@ def test_module_iteration_follows_a_reassigned_parameter():
     net[0].weight = nn.Parameter(kiln.full((2, 2), 10.0))
     np.testing.assert_allclose(fn().item(), sum(p.sum() for p in net.parameters()).item(),
                                rtol=1e-6)
+
+
+def test_a_tensor_filled_with_a_run_time_number():
+    """A diffusion sampler's `full((B,), t)` with a step number that changes between calls:
+    one compiled program for every t."""
+    backend = CpuBackend(fallback=False)
+
+    def fn(x, t):
+        return x * kiln.full((x.shape[0],), t, dtype=kiln.float32) + kiln.full((2,), t + 1)
+
+    compiled = kiln.compile(fn, backend=backend)
+    x = kiln.randn(2)
+    for t in (3, 7, 11):
+        np.testing.assert_allclose(compiled(x, t).numpy(), fn(x, t).numpy(), rtol=1e-6)
+        assert compiled(x, t).dtype == fn(x, t).dtype
+    assert len(backend.reports) == 2  # the first t, then t as a run-time number
+    assert all(r.eager_nodes == 0 for r in backend.reports)
