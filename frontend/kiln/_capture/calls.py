@@ -82,6 +82,11 @@ def _optimized_module():
     return OptimizedModule
 
 
+def _module_modes() -> frozenset:
+    M = kiln.nn.Module
+    return frozenset((M.train, M.eval))
+
+
 def _module_iterators() -> frozenset:
     """kiln.nn.Module's methods listing its parameters, buffers and submodules (overriding
     them in a subclass makes them ordinary methods again)."""
@@ -331,6 +336,9 @@ class CallMixin(AccessMixin):
         if isinstance(fn, V.BoundMethodVar) and isinstance(fn.self_var, V.ModuleVar) and (
                 isinstance(fn.fn, V.FunctionVar) and fn.fn.fn in _module_iterators()):
             return self.module_iterator(fn.self_var, fn.fn.fn, args, kwargs)
+        if isinstance(fn, V.BoundMethodVar) and isinstance(fn.self_var, V.ModuleVar) and (
+                isinstance(fn.fn, V.FunctionVar) and fn.fn.fn in _module_modes()):
+            return self.module_mode(fn.self_var, fn.fn.fn, args, kwargs)
         if isinstance(fn, V.BoundMethodVar):
             return self.call(fn.fn, [fn.self_var] + list(args), kwargs)
         if isinstance(fn, V.PartialVar):
@@ -422,6 +430,25 @@ class CallMixin(AccessMixin):
             var = self.ctx.wrap(value, None, label)
             out.append(V.TupleVar([V.ConstVar(name), var]) if named else var)
         return V.IteratorVar(out)
+
+    def module_mode(self, mv: V.ModuleVar, method, args, kwargs) -> V.VT:
+        """`m.train()` / `m.eval()`: nothing to do when every submodule is already in that mode
+        (their versions are guarded, so a later change recaptures); a change of mode is an
+        attribute write, which runs eagerly at a break."""
+        try:
+            mode = True if method is kiln.nn.Module.train else False
+            if method is kiln.nn.Module.train and (args or kwargs):
+                mode = bool(_const_arg(args[0] if args else kwargs["mode"]))
+        except (V.Unsupported, KeyError):
+            raise V.Unsupported(f"Module.{method.__name__}() with a run-time mode") from None
+        modules = list(mv.module.modules())
+        if any(m.training != mode for m in modules):
+            raise V.Unsupported(f"Module.{method.__name__}() changes the modules' mode (an "
+                                "attribute write): it runs eagerly at this break",
+                                "set the mode outside the compiled function")
+        for m in modules:
+            self.ctx.watch_module(m)
+        return mv
 
     def call_module(self, mv: V.ModuleVar, args, kwargs) -> V.VT:
         mod = mv.module

@@ -244,3 +244,27 @@ def test_a_tensor_filled_with_a_run_time_number():
         assert compiled(x, t).dtype == fn(x, t).dtype
     assert len(backend.reports) == 2  # the first t, then t as a run-time number
     assert all(r.eager_nodes == 0 for r in backend.reports)
+
+
+def test_model_train_and_eval_inside_compiled_code():
+    net = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5))
+    x = kiln.randn(4, 3)
+
+    def step(x):
+        net.train()  # already training: nothing to do, no break
+        return net(x).sum()
+
+    explained = kiln.explain(step)(x)
+    assert explained.graph_break_count == 0
+    net.eval()
+
+    def evaluate(x):
+        net.eval()
+        return net(x).sum()
+
+    explained = kiln.explain(evaluate)(x)
+    assert explained.graph_break_count == 0
+    np.testing.assert_allclose(explained.result.item(), net(x).sum().item(), rtol=1e-6)
+    explained = kiln.explain(step)(x)  # a change of mode runs eagerly at a break
+    (reason,) = explained.break_reasons
+    assert "changes the modules' mode" in reason.reason and net.training
