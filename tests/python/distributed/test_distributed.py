@@ -69,14 +69,14 @@ def test_collectives_equal_numpy(tmp_path, n):
     )
 
 
-def test_ddp_trains_as_one_process_on_the_whole_batch(tmp_path):
-    run = kilnrun(2, "worker_ddp.py", tmp_path, os.path.join(ROOT, "bench"))
-    assert run.returncode == 0, run.stdout + run.stderr
-    got = np.load(tmp_path / "ddp.npz")
+def one_process_gpt_training():
+    """What the DDP and FSDP workers train, in one process on the whole batch: the GPT from rank
+    0's initial weights (which they broadcast), 5 SGD-momentum steps with gradient clipping.
+    Returns (model, idx, tgt, losses)."""
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     from train_models import gpt_classes
 
-    kiln.manual_seed(100)  # rank 0's initial weights, which DDP broadcast
+    kiln.manual_seed(100)
     model = gpt_classes(kiln, vocab=32, block=8, n_embd=16, n_head=2, n_layer=2)()
     opt = kiln.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
     rng = np.random.default_rng(0)
@@ -89,6 +89,14 @@ def test_ddp_trains_as_one_process_on_the_whole_batch(tmp_path):
         kiln.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         losses.append(loss.item())
+    return model, idx, tgt, losses
+
+
+def test_ddp_trains_as_one_process_on_the_whole_batch(tmp_path):
+    run = kilnrun(2, "worker_ddp.py", tmp_path, os.path.join(ROOT, "bench"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    got = np.load(tmp_path / "ddp.npz")
+    model, idx, tgt, losses = one_process_gpt_training()
     np.testing.assert_allclose(got["losses"], losses, rtol=1e-5)
     for k, v in model.state_dict().items():
         np.testing.assert_allclose(got[f"w_{k}"], v.numpy(), rtol=1e-4, atol=1e-5, err_msg=k)
@@ -192,22 +200,7 @@ def test_fsdp_trains_as_one_process_on_the_whole_batch(tmp_path, mode):
     run = kilnrun(2, "worker_fsdp.py", tmp_path, os.path.join(ROOT, "bench"), mode)
     assert run.returncode == 0, run.stdout + run.stderr
     got = np.load(tmp_path / "fsdp.npz")
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
-    from train_models import gpt_classes
-
-    kiln.manual_seed(100)  # rank 0's initial weights, which sync_module_states broadcast
-    model = gpt_classes(kiln, vocab=32, block=8, n_embd=16, n_head=2, n_layer=2)()
-    opt = kiln.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
-    rng = np.random.default_rng(0)
-    idx, tgt = rng.integers(0, 32, (4, 8)), rng.integers(0, 32, (4, 8))
-    losses = []
-    for _ in range(5):
-        _, loss = model(kiln.tensor(idx), kiln.tensor(tgt))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        kiln.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        losses.append(loss.item())
+    model, idx, tgt, losses = one_process_gpt_training()
     np.testing.assert_allclose(got["losses"], losses, rtol=1e-5)
     state = model.state_dict()
     assert sorted(k[2:] for k in got.files if k.startswith("w_")) == sorted(state)
