@@ -1,7 +1,7 @@
 """Lowerings of the random ops whose numbers kernels draw themselves: dropout, ``rand``,
 ``randn``, ``rand_like``, ``randn_like``, the in-place samplers ``uniform_``, ``normal_`` and
-``exponential_`` (``nn.init``'s fills are inlined into them), ``randint``/``randint_like`` (a
-range of at most 2^32), the channel dropouts
+``exponential_`` (``nn.init``'s fills are inlined into them), ``randint``/``randint_like`` and
+``Tensor.random_(from, to)`` (a range of at most 2^32), the channel dropouts
 (``dropout1d/2d/3d``, ``feature_dropout``: a ``bernoulli`` node with one draw per channel) and
 the alpha dropouts (a ``bernoulli`` keep-mask and SELU's affine map). Each becomes a
 ``philox_state`` node, which reserves the counters eager's op would reserve from the default
@@ -379,3 +379,29 @@ def _randint_like(w, node, a):
     _no(a["memory_format"])
     low, high = (None, a["low"]) if a["high"] is None else (a["low"], a["high"])
     _emit_randint(w, node, a, low, high, list(w.tensor(a["input"]).type.sizes))
+
+
+def _s_random_(input, *args, generator=None, **kwargs): ...
+
+
+@_register(_s_random_, "kiln.Tensor.random_")
+def _random_(w, node, a):
+    """``x.random_(to)`` / ``x.random_(from, to)``: eager's integers of [from, to) in x's dtype
+    (a range of at most 2^32), written into x; ``random_()`` over a dtype's whole range
+    stays eager."""
+    given = list(a["args"]) + [a["kwargs"][k] for k in ("from", "to") if k in a["kwargs"]]
+    if len(given) == 1:
+        low, high = 0, given[0]
+    elif len(given) == 2:
+        low, high = given
+    else:
+        raise Decline("random_() over the dtype's whole range")
+    if type(low) is not int or type(high) is not int:
+        raise Decline("random_ bounds computed at run time")
+    _no_generator(a, "random_")
+    x = w.tensor(a["input"])
+    sizes = list(x.type.sizes)
+    (drawn,) = w.emit("randint", [_state(w, node, sizes)],
+                      {"size": sizes, "dtype": x.type.dtype, "low": low, "high": high},
+                      node.meta.get("loc"))  # fmt: skip
+    w.emit_node(node, "copy_", [x, drawn], {})

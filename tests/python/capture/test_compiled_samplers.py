@@ -141,3 +141,14 @@ def test_randint_of_a_wider_range_stays_eager():
     assert got.tolist() == fn(kiln.zeros(3, dtype=kiln.int64)).tolist()
     (report,) = backend.reports
     assert any("2^32" in reason for _, _, reason in report.fallbacks), report.fallbacks
+
+
+def test_random_into_a_tensor_draws_eagers_integers():
+    def fn(x):
+        y = kiln.empty(3, 4, dtype=kiln.int64).random_(2, 9)
+        z = kiln.empty(5).random_(7)
+        return y * 2, z + x
+
+    want, got, _, _ = run_both(fn, kiln.zeros(5))
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.tolist() == w.tolist()
