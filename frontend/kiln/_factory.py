@@ -62,6 +62,11 @@ def _channels_last_order(rank: int) -> list[int]:
     return [0, *range(2, rank), 1]
 
 
+def channels_last_rank(fmt) -> int | None:
+    """4 for kiln.channels_last, 5 for channels_last_3d, None for the other formats."""
+    return _CHANNELS_LAST.get(fmt._name) if isinstance(fmt, memory_format) else None
+
+
 def _as_channels_last(x, name: str):
     """`x` with the channels dim innermost in memory (same values and shape)."""
     rank = _CHANNELS_LAST[name]

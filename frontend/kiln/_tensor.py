@@ -132,8 +132,11 @@ def _to(self, *args, **kwargs):
     if moves:
         t = t._to_device(target)
     fmt = kwargs.get("memory_format")
-    if fmt is not None and repr(fmt) != "kiln.preserve_format":
-        t = t.contiguous(memory_format=fmt)
+    if fmt is not None:
+        from kiln._factory import preserve_format
+
+        if fmt is not preserve_format:
+            t = t.contiguous(memory_format=fmt)
     return t
 
 

@@ -76,17 +76,20 @@ _UNBIND = inspect.signature(_unbind_signature)
 _ASSERT = inspect.signature(_assert_signature)
 
 
+@functools.cache
 def _optimized_module():
     from kiln._capture.compile import OptimizedModule
 
     return OptimizedModule
 
 
+@functools.cache
 def _module_modes() -> frozenset:
     M = kiln.nn.Module
     return frozenset((M.train, M.eval))
 
 
+@functools.cache
 def _module_iterators() -> frozenset:
     """kiln.nn.Module's methods listing its parameters, buffers and submodules (overriding
     them in a subclass makes them ordinary methods again)."""

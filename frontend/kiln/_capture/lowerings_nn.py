@@ -13,6 +13,7 @@ import numpy as np
 import kiln
 from kiln._capture.graph_build import Decline, dtype_short
 from kiln._capture.lowerings import _no, lowering
+from kiln._capture.lowerings_shape import per_dim
 
 # --- Factories -----------------------------------------------------------------------------------
 
@@ -422,12 +423,7 @@ def _s_avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 
 
 def _three(w, v, name: str) -> list[int]:
-    values = w.ints(v)
-    if len(values) == 1:
-        values = values * 3
-    if len(values) != 3:
-        raise Decline(f"{name} of {len(values)} values (a 3-d pool takes one or three)")
-    return values
+    return per_dim(w, v, 3, name)
 
 
 def _pool3d(w, node, a, op: str, dilation: list[int], extra: dict) -> None:

@@ -371,13 +371,20 @@ def _linear(w, node, a):
     w.emit_node(node, "linear", ops, {})
 
 
-def _sizes(w, v, default: int, spatial: int) -> list[int] | None:
-    """A convolution's size argument as one int per spatial dim; None when it is the default."""
+def per_dim(w, v, spatial: int, name: str) -> list[int]:
+    """A size argument of a convolution or pool (one int, or one per spatial dim) as one int
+    per spatial dim."""
     values = w.ints(v)
     if len(values) == 1:
         values = values * spatial
     if len(values) != spatial:
-        raise Decline(f"conv{spatial}d sizes")
+        raise Decline(f"{name} of {len(values)} values (takes one or {spatial})")
+    return values
+
+
+def _sizes(w, v, default: int, spatial: int) -> list[int] | None:
+    """A convolution's size argument per spatial dim; None when it is the default."""
+    values = per_dim(w, v, spatial, f"conv{spatial}d sizes")
     return None if values == [default] * spatial else values
 
 

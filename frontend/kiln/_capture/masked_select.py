@@ -292,27 +292,21 @@ def _load_targets() -> None:
     from kiln._capture import op_table
     from kiln._capture.lowerings import _resolve
 
+    traits = {row["op"]: row["traits"] for row in kiln._C._ir.op_table()}
     for spelling in op_table.spellings():
         try:
-            _SPELLINGS[id(_resolve(spelling.path))] = spelling
+            target = _resolve(spelling.path)
         except (AttributeError, ImportError):
             continue
-        row_traits = _TRAITS.get(spelling.op)
-        if row_traits is None:
-            _TRAITS.update({r["op"]: r["traits"] for r in kiln._C._ir.op_table()})
-            row_traits = _TRAITS.get(spelling.op, [])
-        if "elementwise" in row_traits and not spelling.inplace:
-            try:
-                _ELEMENTWISE.add(id(_resolve(spelling.path)))
-            except (AttributeError, ImportError):
-                continue
+        _SPELLINGS[id(target)] = spelling
+        if "elementwise" in traits.get(spelling.op, ()) and not spelling.inplace:
+            _ELEMENTWISE.add(id(target))
     _ELEMENTWISE.update(id(getattr(kiln.Tensor, name)) for name in _CASTS)
     F = kiln.nn.functional
     _LOSSES.update({id(F.mse_loss): "pointwise_loss", id(F.l1_loss): "pointwise_loss",
                     id(F.cross_entropy): "class_loss", id(F.nll_loss): "class_loss"})
 
 
-_TRAITS: dict[str, list] = {}
 _SPELLINGS: dict[int, object] = {}  # id(target) -> op_table.Spelling
 
 

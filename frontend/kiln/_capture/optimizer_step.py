@@ -24,6 +24,7 @@ breaks the graph with the reason.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from dataclasses import dataclass
 
@@ -36,22 +37,25 @@ __all__ = ["StateSource", "capture_step"]
 
 @dataclass(frozen=True, eq=False)
 class StateSource(Source):
-    """``opt.state[param][key]``: the state dict is keyed by the parameter tensors, so the entry
-    holds these tensors (expr None) and the guards read them with the parameter as the key."""
+    """``opt.state[param]`` (`key` None) or ``opt.state[param][key]``: the state dict is keyed by
+    the parameter tensors, so the entry holds these tensors (expr None) and the guards read them
+    with the parameter as the key."""
 
     base: Source  # opt.state
     param: object
     label: str  # how the parameter is named in texts: group and index
-    key: str
+    key: str | None = None
 
     def name(self) -> str:
-        return f"{self.base.name()}[<{self.label}>][{self.key!r}]"
+        item = "" if self.key is None else f"[{self.key!r}]"
+        return f"{self.base.name()}[<{self.label}>]{item}"
 
     def guardable(self) -> bool:
         return self.base.guardable()
 
     def guard_node(self, node_of):
-        return node_of(self.base).item(self.param).item(self.key)
+        node = node_of(self.base).item(self.param)
+        return node if self.key is None else node.item(self.key)
 
     def __eq__(self, other) -> bool:
         return (isinstance(other, StateSource) and other.base == self.base
@@ -59,31 +63,6 @@ class StateSource(Source):
 
     def __hash__(self) -> int:
         return hash((self.base, id(self.param), self.key))
-
-
-@dataclass(frozen=True, eq=False)
-class _KeySource(Source):
-    """``opt.state[param]`` (the parameter's state dict)."""
-
-    base: Source
-    param: object
-    label: str
-
-    def name(self) -> str:
-        return f"{self.base.name()}[<{self.label}>]"
-
-    def guard_node(self, node_of):
-        return node_of(self.base).item(self.param)
-
-    def guardable(self) -> bool:
-        return self.base.guardable()
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, _KeySource) and other.base == self.base and (
-            other.param is self.param)
-
-    def __hash__(self) -> int:
-        return hash((self.base, id(self.param)))
 
 
 _FLAGS = {  # group entries that must have these values for the captured update
@@ -97,7 +76,7 @@ def capture_step(tx, opt_var: V.VT, args: list, kwargs: dict) -> V.VT:
     from kiln.optim.optimizer import _global_post_hooks, _global_pre_hooks
 
     opt = opt_var.value
-    kind = _KINDS.get(type(opt))
+    kind = _kinds().get(type(opt))
     if kind is None:
         raise V.Unsupported(f"{type(opt).__name__}.step() is not captured (SGD, Adam, AdamW, "
                             "RMSprop and Adagrad are)",
@@ -176,8 +155,7 @@ def _state_tensors(ctx, opt, p, state_source, label, keys):
     """The parameter's state tensors as graph inputs the entry holds, guarded by identity; the
     state dict's keys are guarded too (a load_state_dict that drops entries recompiles)."""
     entry = opt.state[p]
-    key_source = _KeySource(state_source, p, label)
-    ctx.guards.dict_keys(key_source, entry.keys())
+    ctx.guards.dict_keys(StateSource(state_source, p, label), entry.keys())
     out = []
     for k in keys:
         value = entry[k]
@@ -310,17 +288,8 @@ class _Adagrad:
         param.sub_(grad / std * clr)
 
 
+@functools.cache
 def _kinds() -> dict:
     from kiln.optim import SGD, Adagrad, Adam, AdamW, RMSprop
 
     return {SGD: _SGD, Adam: _Adam, AdamW: _Adam, RMSprop: _RMSprop, Adagrad: _Adagrad}
-
-
-class _LazyKinds(dict):
-    def get(self, key, default=None):
-        if not self:
-            self.update(_kinds())
-        return super().get(key, default)
-
-
-_KINDS = _LazyKinds()

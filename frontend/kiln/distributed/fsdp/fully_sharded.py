@@ -319,16 +319,18 @@ def _owned_tensors(module):
         yield from (b for b in m._buffers.values() if b is not None)
 
 
+def _unwrapped_numel(module) -> int:
+    """How many parameters `module` has outside the units already wrapped in it."""
+    return sum(p.numel() for m in _unit_modules(module) for p in m._parameters.values()
+               if p is not None)  # fmt: skip
+
+
 def _auto_wrap(module, policy, kwargs) -> None:
     """Wraps, depth first, the submodules `policy` picks."""
     for name, child in list(module._modules.items()):
         if child is None or isinstance(child, FullyShardedDataParallel):
             continue
-        numel = sum(p.numel() for m in _unit_modules(child) for p in m._parameters.values()
-                    if p is not None)  # fmt: skip
-        if policy(module=child, recurse=True, nonwrapped_numel=numel):
+        if policy(module=child, recurse=True, nonwrapped_numel=_unwrapped_numel(child)):
             _auto_wrap(child, policy, kwargs)
-        numel = sum(p.numel() for m in _unit_modules(child) for p in m._parameters.values()
-                    if p is not None)  # fmt: skip
-        if policy(module=child, recurse=False, nonwrapped_numel=numel):
+        if policy(module=child, recurse=False, nonwrapped_numel=_unwrapped_numel(child)):
             setattr(module, name, FullyShardedDataParallel(child, **kwargs))

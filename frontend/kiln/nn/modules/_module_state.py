@@ -10,6 +10,7 @@ from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 
 import kiln
+from kiln._factory import channels_last_rank
 from kiln.nn.parameter import Parameter
 
 __all__ = ["StateDictMixin"]
@@ -285,8 +286,8 @@ class StateDictMixin:
             self._apply(lambda t: t.to(dev))
         if dt is not None:
             self._apply(lambda t: t.to(dt) if t.is_floating_point() else t)
-        if fmt is not None and repr(fmt) in ("kiln.channels_last", "kiln.channels_last_3d"):
-            rank = 4 if repr(fmt) == "kiln.channels_last" else 5  # torch converts only those
+        rank = None if fmt is None else channels_last_rank(fmt)
+        if rank is not None:  # torch converts only the tensors of that rank
             self._apply(lambda t: t.contiguous(memory_format=fmt) if t.dim() == rank else t)
         return self
 

@@ -479,6 +479,8 @@ class Module(StateDictMixin):
         compiled = self.__dict__.get("_compiled_call_impl")
         if compiled is not None:  # after Module.compile()
             return compiled(*args, **kwargs)
+        if not (self._forward_hooks or self._forward_pre_hooks):  # the common case, inline
+            return self.forward(*args, **kwargs)
         return self._call_impl(*args, **kwargs)
 
     def compile(self, *args, **kwargs):
