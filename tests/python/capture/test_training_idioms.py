@@ -206,10 +206,9 @@ def test_a_gan_step_compiled_whole():
     backend = CpuBackend()
     compiled = kiln.compile(step, backend=backend)
     got = [compiled(z, real, True) for _ in range(3)]
-    # every graph compiles; what runs eagerly is binary_cross_entropy (no lowering yet) and a
-    # part whose forward follows the discriminator's in-place update (trains eagerly), each
-    # with its reason
-    assert all(r.parts for r in backend.reports if r.compiled_nodes + r.eager_nodes)
+    # what runs eagerly is binary_cross_entropy (no lowering yet) and a part whose forward
+    # follows the discriminator's in-place update (it trains eagerly), each with its reason
+    assert sum(len(r.parts) for r in backend.reports) >= 4
     assert sum(r.compiled_nodes for r in backend.reports) > sum(
         r.eager_nodes for r in backend.reports)
     assert all(reason for r in backend.reports for _, _, reason in r.fallbacks)
