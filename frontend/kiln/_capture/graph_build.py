@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 import kiln
 from kiln._capture.graph import Graph, Node, nodes_in, sanitize_name, sym_size, target_name
 
-__all__ = ["Decline", "ExportOptions", "GraphWriter", "build_graph", "graph_text"]
+__all__ = ["Decline", "ExportOptions", "GraphWriter", "Val", "build_graph", "check_type",
+           "graph_text"]
 
 _DTYPE_SHORT = {
     "bool": "b8", "uint8": "u8", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
@@ -458,7 +459,11 @@ class GraphWriter:
 
 
 def _check_against_example(val: Val, node: Node, op: str) -> None:
-    example = node.meta.get("example")
+    check_type(val, node.meta.get("example"), op)
+
+
+def check_type(val: Val, example, op: str) -> None:
+    """Declines unless `val` types as eager's `example` (dtype, rank, constant sizes)."""
     if isinstance(example, kiln.Tensor):
         t = val.type
         agrees = (val.is_tensor and t.dtype == dtype_short(example.dtype)

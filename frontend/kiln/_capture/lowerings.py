@@ -48,6 +48,9 @@ def _resolve(path: str):
 
 def _table() -> dict:
     if not _TABLE:
+        import kiln._capture.decompositions_loss  # noqa: F401 - registers the losses
+        import kiln._capture.decompositions_nn  # noqa: F401 - registers the layers
+        import kiln._capture.decompositions_tensor  # noqa: F401 - registers tensor functions
         import kiln._capture.lowerings_compose  # noqa: F401 - registers the compositions
         import kiln._capture.lowerings_einsum  # noqa: F401 - registers einsum
         import kiln._capture.lowerings_nn  # noqa: F401 - registers the model-zoo ops

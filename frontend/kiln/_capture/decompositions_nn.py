@@ -1,0 +1,177 @@
+"""Layers whose eager forms are kernels or Python the capture does not inline, decomposed into
+graph ops for compiled code (decompose.py explains the mechanism): glu, softmin, prelu,
+instance_norm without running statistics, adaptive max pooling and 3-d average pooling whose
+input divides into the output, and bilinear."""
+
+from __future__ import annotations
+
+from kiln._capture.decompose import Decline, decomposition
+
+_F = "kiln.nn.functional."
+
+
+def _const(size: str, what: str) -> int:
+    """A size that must be known at compile time (a window, a halved dim)."""
+    if not size.isdigit():
+        raise Decline(f"{what} of a symbolic size")
+    return int(size)
+
+
+def _s_glu(input, dim=-1): ...
+
+
+@decomposition(_s_glu, _F + "glu", "kiln.glu")
+def _glu(b, input, dim):
+    """The first half times the sigmoid of the second, along `dim`."""
+    x = b.float_tensor(input)
+    d = b.dim(b.int_(dim), b.rank(x))
+    n = _const(b.sizes(x)[d], "glu")
+    if n % 2:
+        raise Decline("glu of an odd size (eager reports it)")
+    first = b.slice(x, dim=d, start=0, end=n // 2)
+    second = b.slice(x, dim=d, start=n // 2, end=n)
+    return b.mul(first, b.sigmoid(second))
+
+
+def _s_softmin(input, dim=None, _stacklevel=3, dtype=None): ...
+
+
+@decomposition(_s_softmin, _F + "softmin")
+def _softmin(b, input, dim, _stacklevel, dtype):
+    if dim is None:
+        raise Decline("softmin with an implicit dim")
+    x = b.tensor(input)
+    if dtype is not None:
+        x = b.cast(x, dtype)
+    return b.softmax(b.neg(x), dim=b.int_(dim))
+
+
+def _s_prelu(input, weight): ...
+
+
+@decomposition(_s_prelu, _F + "prelu", "kiln.prelu")
+def _prelu(b, input, weight):
+    """x where x > 0, else weight * x, the weight per channel (dim 1) or one for all."""
+    x, w = b.float_tensor(input), b.tensor(weight)
+    if b.dtype(w) != b.dtype(x) or b.rank(w) > 1:
+        raise Decline("prelu's weight (eager reports it)")
+    rank = b.rank(x)
+    channels = b.sizes(w)[0] if b.rank(w) else "1"
+    if channels != "1":
+        if rank < 2 or b.sizes(x)[1] != channels:
+            raise Decline("prelu's weight does not match the channels (eager reports it)")
+        w = b.reshape(w, shape=["1", channels] + ["1"] * (rank - 2))
+    elif rank == 0:
+        w = b.reshape(w, shape=[])
+    return b.where(b.gt(x, 0.0), x, b.mul(w, x))
+
+
+def _s_instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                     use_input_stats=True, momentum=0.1, eps=1e-5): ...  # fmt: skip
+
+
+@decomposition(_s_instance_norm, _F + "instance_norm")
+def _instance_norm(b, input, running_mean, running_var, weight, bias, use_input_stats,
+                   momentum, eps):  # fmt: skip
+    """(x - mean) / sqrt(var + eps) over each sample's and channel's spatial dims, then the
+    per-channel affine. Running statistics (an update or their use) stay eager."""
+    if running_mean is not None or running_var is not None or use_input_stats is not True:
+        raise Decline("instance_norm with running statistics")
+    x = b.float_tensor(input)
+    rank = b.rank(x)
+    if rank < 3:
+        raise Decline("instance_norm of an input without spatial dims")
+    dims = list(range(2, rank))
+    mean = b.mean(x, dim=dims, keepdim=True)
+    var = b.var(x, dim=dims, keepdim=True, correction=0)
+    out = b.mul(b.sub(x, mean), b.rsqrt(b.add(var, float(b.number(eps, "eps")))))
+    per_channel = ["1", b.sizes(x)[1]] + ["1"] * (rank - 2)
+    if weight is not None:
+        out = b.mul(out, b.reshape(b.tensor(weight), shape=per_channel))
+    if bias is not None:
+        out = b.add(out, b.reshape(b.tensor(bias), shape=per_channel))
+    return out
+
+
+def _windows(b, x, output_size, spatial: int, name: str) -> list[int]:
+    """The window of each of the last `spatial` dims for an adaptive pool whose input divides
+    into `output_size` (windows that neither overlap nor vary); Decline otherwise."""
+    sizes = b.sizes(x)[-spatial:]
+    many = isinstance(output_size, (tuple, list))
+    wanted = list(output_size) if many else [output_size] * spatial
+    if len(wanted) != spatial:
+        raise Decline(f"{name}'s output size")
+    windows = []
+    for size, out in zip(sizes, wanted, strict=True):
+        n = _const(size, name)
+        out = n if out is None else b.int_(out)
+        if out <= 0 or n % out:
+            raise Decline(f"{name} of {n} into {out}: windows of different sizes")
+        windows.append(n // out)
+    return windows
+
+
+def _s_adaptive_max(input, output_size, return_indices=False): ...
+
+
+@decomposition(_s_adaptive_max, _F + "adaptive_max_pool2d")
+def _adaptive_max_pool2d(b, input, output_size, return_indices):
+    if return_indices:
+        raise Decline("adaptive_max_pool2d with indices")
+    x = b.tensor(input)
+    if b.rank(x) != 4:
+        raise Decline("adaptive_max_pool2d of an unbatched input")
+    k = _windows(b, x, output_size, 2, "adaptive_max_pool2d")
+    return b.max_pool2d(x, kernel_size=k, stride=k)
+
+
+@decomposition(_s_adaptive_max, _F + "adaptive_max_pool1d", "kiln.adaptive_max_pool1d")
+def _adaptive_max_pool1d(b, input, output_size, return_indices):
+    if return_indices:
+        raise Decline("adaptive_max_pool1d with indices")
+    x = b.tensor(input)
+    if b.rank(x) != 3:
+        raise Decline("adaptive_max_pool1d of an unbatched input")
+    (k,) = _windows(b, x, output_size, 1, "adaptive_max_pool1d")
+    y = b.max_pool2d(b.unsqueeze(x, dim=2), kernel_size=[1, k], stride=[1, k])
+    return b.squeeze(y, dim=[2])
+
+
+def _s_adaptive_avg(input, output_size): ...
+
+
+@decomposition(_s_adaptive_avg, _F + "adaptive_avg_pool3d")
+def _adaptive_avg_pool3d(b, input, output_size):
+    """Each window's mean: the input viewed as (N, C, D', kD, H', kH, W', kW), the window
+    dims averaged."""
+    x = b.float_tensor(input)
+    if b.rank(x) != 5:
+        raise Decline("adaptive_avg_pool3d of an unbatched input")
+    k = _windows(b, x, output_size, 3, "adaptive_avg_pool3d")
+    n, c, *spatial = b.sizes(x)
+    shape = [n, c]
+    for size, window in zip(spatial, k, strict=True):
+        shape += [str(int(size) // window), str(window)]
+    return b.mean(b.reshape(x, shape=shape), dim=[3, 5, 7])
+
+
+def _s_bilinear(input1, input2, weight, bias=None, *, out=None): ...
+
+
+@decomposition(_s_bilinear, _F + "bilinear", "kiln.bilinear")
+def _bilinear(b, input1, input2, weight, bias, out):
+    """y[n, o] = sum_ij x1[n, i] W[o, i, j] x2[n, j] + bias[o]: one GEMM of x1 with W laid out
+    as (I, O * J), then a multiply by x2 and a sum over j."""
+    if out is not None:
+        raise Decline("bilinear with out=")
+    x1, x2, w = b.float_tensor(input1), b.float_tensor(input2), b.float_tensor(weight)
+    if b.rank(x1) != 2 or b.rank(x2) != 2 or b.rank(w) != 3:
+        raise Decline("bilinear of inputs that are not matrices")
+    n = b.sizes(x1)[0]
+    o, i, j = b.sizes(w)
+    if not (o.isdigit() and j.isdigit()):
+        raise Decline("bilinear with a symbolic weight")
+    flat = b.reshape(b.permute(w, dims=[1, 0, 2]), shape=[i, str(int(o) * int(j))])
+    t = b.reshape(b.matmul(x1, flat), shape=[n, o, j])
+    y = b.sum(b.mul(t, b.unsqueeze(x2, dim=1)), dim=[2])
+    return y if bias is None else b.add(y, b.tensor(bias))
