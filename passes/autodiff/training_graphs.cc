@@ -133,10 +133,19 @@ private:
     for (size_t i = 0; i < inputs.size(); ++i)
       if (i < needsGrad_.size() && needsGrad_[i] && isFloatTensor(inputs[i]))
         requires_.insert(inputs[i]);
-    for (const auto &[input, value] : writeBacks_)
-      if (requires_.count(input))
+    for (const auto &[input, value] : writeBacks_) {
+      updatedInputs_.insert(input);
+      if (!requires_.count(input))
+        continue;
+      // An update under no_grad (an optimizer's step) leaves the input the same leaf: what
+      // reads the updated value differentiates into the input's gradient, and nothing flows
+      // through the update itself.
+      if (!noGrad_.count(value->definingNode()))
         throw Unsupported(
             fmt::format("an in-place update of %{}, which requires grad", input->name()));
+      requires_.insert(value);
+      updated_.emplace(value, input);
+    }
     for (const ir::Node *n : graph_.nodes()) {
       if (n->op() == OpKind::Input || n->op() == OpKind::Output)
         continue;
@@ -193,7 +202,7 @@ private:
       if (n->op() == OpKind::Input || n->op() == OpKind::Output || n->numResults() != 1)
         continue;
       auto g = grads_.find(n->result(0));
-      if (g == grads_.end() || !requires_.count(n->result(0)))
+      if (g == grads_.end() || !requires_.count(n->result(0)) || updated_.count(n->result(0)))
         continue;
       autograd::rules::Needs need;
       for (int i = 0; i < n->numOperands() && i < 64; ++i)
@@ -206,6 +215,9 @@ private:
         if (need[i] && gs[i])
           accumulate(n->operand(i), gs[i], n->loc());
     }
+    for (const auto &[value, input] : updated_)
+      if (auto g = grads_.find(value); g != grads_.end())
+        accumulate(input, g->second, {});
     std::vector<Value *> jointOutputs;
     for (Value *v : outputs)
       jointOutputs.push_back(map_.at(v));
@@ -417,6 +429,10 @@ private:
       sv.bytes = bytesOf(v);
       sv.producer = std::string(v->definingNode()->keyword());
       if (size_t i = jointInputIndex(v); i < numInputs_) {
+        // The forward writes an updated input back before the backward runs.
+        if (updatedInputs_.count(graph_.inputs()[i]))
+          throw Unsupported(fmt::format("the backward reads %{} from before its in-place update",
+                                        graph_.inputs()[i]->name()));
         sv.isInput = true;
         sv.index = static_cast<int>(i);
       } else {
@@ -436,6 +452,9 @@ private:
   const std::vector<std::pair<Value *, Value *>> &writeBacks_;
   const std::vector<bool> &needsGrad_;
   std::unordered_set<const ir::Node *> noGrad_;
+  /// Updated values that stand for the input they are written back into (see markRequiresGrad).
+  std::unordered_map<const Value *, const Value *> updated_;
+  std::unordered_set<const Value *> updatedInputs_;
   ir::GraphBuilder joint_;
   std::unique_ptr<ir::Graph> jointGraph_;
   size_t numInputs_ = 0, numJointOutputs_ = 0;

@@ -807,8 +807,10 @@ def _build_training(inputs, nodes, outputs, name: str, fuse: bool, debug: bool, 
     w = _RunWriter(name, inputs, nodes, outputs, types, input_values)
     built = w.write()
     needs = [_requires_grad(n) for n in inputs]
-    # nodes a no_grad block computed: their examples do not require grad
-    no_grad = [pos for pos, n in w.owner.items() if not _requires_grad(n)]
+    # nodes a no_grad block computed (an in-place one's example is its operand, which may
+    # require grad: an optimizer's update of a parameter)
+    no_grad = [pos for pos, n in w.owner.items()
+               if not _requires_grad(n) or n.meta.get("grad_enabled", True) is False]
     options = {"fuse": fuse, "input_symbols": w.input_symbols, "dump_stages": debug}
     forward, backward, spec = training.build(built, needs, no_grad, name, options)
     info = forward.info

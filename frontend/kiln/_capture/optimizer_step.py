@@ -16,8 +16,10 @@ every mutation of a graph input is.
 Captured: SGD (momentum, dampening, Nesterov, weight decay, maximize), Adam and AdamW (weight
 decay either way, maximize; not amsgrad), RMSprop (momentum, centered) and Adagrad (lr decay).
 A state the first step creates is created at capture time for Adam, RMSprop and Adagrad (as the
-first eager step would make it); SGD's momentum buffer starts as the first
-gradient, so SGD's first step with momentum runs eagerly and later steps compile. Anything else
+first eager step would make it), and for SGD with momentum as a zero buffer (the first update
+from zeros is the first gradient, which the first eager step copies); with dampening the first
+eager step differs (it copies the gradient undampened), so that step runs eagerly and later
+steps compile. Anything else
 (a closure, step hooks, tensor hyperparameters, ``differentiable=True``, other optimizers)
 breaks the graph with the reason.
 """
@@ -208,11 +210,17 @@ class _SGD:
             return []
         entry = opt.state.get(p)
         if not entry or entry.get("momentum_buffer") is None:
-            # The buffer starts as the first gradient: that step runs eagerly. The guard on the
-            # state's size makes the next call capture again, with the buffer.
-            ctx.guards.length(state_source, len(opt.state))
-            raise V.Unsupported("SGD's first step with momentum creates its buffers: it runs "
-                                "eagerly, and later steps compile")
+            if group["dampening"] != 0:
+                # The buffer starts as the undampened first gradient: that step runs eagerly.
+                # The guard on the state's size makes the next call capture again.
+                ctx.guards.length(state_source, len(opt.state))
+                raise V.Unsupported("SGD's first step with momentum and dampening creates its "
+                                    "buffers: it runs eagerly, and later steps compile")
+            # Without dampening, the first step from a zero buffer is the eager first step's
+            # (momentum * 0 + grad is the gradient, exactly), so the buffer starts as zeros.
+            with kiln.no_grad():
+                opt.state[p]["momentum_buffer"] = kiln.zeros_like(
+                    p, memory_format=kiln.preserve_format)
         return _state_tensors(ctx, opt, p, state_source, label, ("momentum_buffer",))
 
     @staticmethod

@@ -74,7 +74,7 @@ def test_step_compiles_and_equals_eager(name, scheduler):
         np.testing.assert_allclose(g, w, rtol=tol, atol=1e-6)
     compiled = [r for r in backend.reports if r.parts]
     # one capture, a second when the scheduler first changes the rate (then a graph input);
-    # SGD with momentum: its first step (creating the buffers) runs eagerly
+    # SGD with momentum and dampening: its first step (creating the buffers) runs eagerly
     assert 1 <= len(compiled) <= (2 if scheduler else 1), [len(r.parts) for r in backend.reports]
     for report in compiled:
         assert report.eager_nodes == 0 and len(report.parts) == 1
@@ -125,6 +125,46 @@ def test_optimizer_graph_has_no_eager_node_and_names_the_update():
     assert explained.fallbacks == [[]]
     ops = explained.ops_per_graph[0]
     assert ops.count("kiln.Tensor.lerp_") == 4 and ops.count("kiln.Tensor.addcmul_") == 4
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_sgd_momentum_first_step_compiles(nesterov):
+    """The momentum buffer starts as zeros at capture: the first compiled step equals eager's
+    first step (which copies the gradient), so no step runs eagerly."""
+    nets = [model(), model()]
+    opts = [kiln.optim.SGD(n.parameters(), lr=0.1, momentum=0.9, nesterov=nesterov)
+            for n in nets]  # fmt: skip
+
+    def step(opt):
+        opt.step()
+
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(step, backend=backend)
+    x, y = kiln.from_numpy(X), kiln.from_numpy(Y)
+    for _ in range(3):
+        for net, opt, run in zip(nets, opts, (compiled, step), strict=True):
+            opt.zero_grad()
+            ((net(x) - y) ** 2).mean().backward()
+            run(opt)
+    assert [len(r.parts) for r in backend.reports] == [1]
+    for p, q in zip(nets[0].parameters(), nets[1].parameters(), strict=True):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-6,
+                                   atol=1e-7)
+        np.testing.assert_allclose(opts[0].state[p]["momentum_buffer"].numpy(),
+                                   opts[1].state[q]["momentum_buffer"].numpy(), rtol=1e-6,
+                                   atol=1e-7)
+
+
+def test_sgd_dampening_first_step_runs_eagerly_with_the_reason():
+    net = model()
+    opt = kiln.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, dampening=0.1)
+    ((net(kiln.from_numpy(X)) - kiln.from_numpy(Y)) ** 2).mean().backward()
+
+    def step(opt):
+        opt.step()
+
+    explained = kiln.explain(step)(opt)
+    assert any("dampening" in r.reason for r in explained.break_reasons)
 
 
 @pytest.mark.parametrize("case", ["amsgrad", "closure", "adamax", "hook"])
