@@ -144,6 +144,8 @@ def target_name(target) -> str:
 def record(ctx, target, args: list, kwargs: dict, name: str | None = None) -> V.VT:
     """Records `target(*args, **kwargs)` in the graph and returns the result's variable."""
     name = name or target_name(target)
+    if target is kiln.Tensor.requires_grad_:
+        return _set_requires_grad(ctx, args, kwargs)
     if ctx.autocast:
         args, kwargs = _autocast_operands(ctx, name, args, kwargs)
     ex_args = [to_example(a) for a in args]
@@ -155,6 +157,10 @@ def record(ctx, target, args: list, kwargs: dict, name: str | None = None) -> V.
                      for k, v in ex_kwargs.items()}
     if inplace:
         ex_args, ex_kwargs, mutated = _clone_mutated(target, name, args, ex_args, ex_kwargs)
+    # Before the example runs: an argument the graph cannot hold breaks the graph here, and
+    # the call then runs eagerly once, not after its example already had its effect.
+    graph_args = tuple(to_graph_arg(a) for a in args)
+    graph_kwargs = {k: to_graph_arg(v) for k, v in kwargs.items()}
     try:
         # The example runs in the grad mode the code runs it in (a no_grad block inside the
         # captured code included), so its requires_grad is what eager's would be.
@@ -168,8 +174,7 @@ def record(ctx, target, args: list, kwargs: dict, name: str | None = None) -> V.
             g.set_state(state)
     except Exception as e:  # the op itself rejects its inputs: eager will raise it
         raise V.Unsupported(f"{name}() raised {type(e).__name__}: {e}") from None
-    node = ctx.graph.call(target, tuple(to_graph_arg(a) for a in args),
-                          {k: to_graph_arg(v) for k, v in kwargs.items()}, example, loc=ctx.loc)
+    node = ctx.graph.call(target, graph_args, graph_kwargs, example, loc=ctx.loc)
     node.meta["grad_enabled"] = ctx.grad_enabled
     if ctx.autocast != ctx.entry_autocast:  # a block the code opened
         node.meta["autocast_block"] = dict(ctx.autocast)
@@ -184,6 +189,28 @@ def record(ctx, target, args: list, kwargs: dict, name: str | None = None) -> V.
     if isinstance(example, (tuple, list)):  # after the pieces' getitem nodes: sizes see them
         _guard_piece_count(ctx, args, example)
     return result
+
+
+def _set_requires_grad(ctx, args: list, kwargs: dict) -> V.VT:
+    """``x.requires_grad_(flag)``: a node whose example carries the flag, with x's variable
+    moved onto it, so what reads x afterwards sees its flag (a training part differentiates the
+    inputs whose examples require grad: a gradient penalty's ``autograd.grad(out, x)``)."""
+    var = args[0]
+    flag = args[1] if len(args) > 1 else kwargs.get("requires_grad", V.ConstVar(True))
+    if not isinstance(var, V.TensorVar) or not isinstance(flag, V.ConstVar):
+        raise V.Unsupported("requires_grad_() of a value the capture does not know")
+    ex = var.example
+    try:  # eager's errors: an integer tensor, a flag cleared on a non-leaf
+        example = ex.detach().requires_grad_(bool(flag.value))
+        if not flag.value and ex.requires_grad and not ex.is_leaf:
+            ex.clone().requires_grad_(False)
+    except RuntimeError as e:
+        raise V.Unsupported(f"requires_grad_() raised RuntimeError: {e}") from None
+    node = ctx.graph.call(kiln.Tensor.requires_grad_, (var.node, bool(flag.value)), {}, example,
+                          loc=ctx.loc)
+    node.meta["grad_enabled"] = ctx.grad_enabled
+    var.node, var.example = node, example
+    return var
 
 
 _AUTOCAST_NAMES = {"__matmul__": "matmul", "__rmatmul__": "matmul"}

@@ -98,3 +98,11 @@ class GradScaler:
             state["growth_interval"],
             state["_growth_tracker"],
         )
+
+
+# Inside compiled code, scale() is captured (a multiply by the current scale, a constant the
+# entry guards); these read every gradient for infs and step the optimizer, so each runs
+# eagerly at a graph break, once (kiln/_capture/calls.py, _EAGER_REASON).
+for _fn in (GradScaler.unscale_, GradScaler.step, GradScaler.update):
+    _fn._kiln_eager_reason = ("checks the gradients for infs and NaNs and steps or rescales "
+                              "(a data-dependent decision)")

@@ -324,3 +324,57 @@ def test_model_train_and_eval_inside_compiled_code():
     explained = kiln.explain(step)(x)  # a change of mode runs eagerly at a break
     (reason,) = explained.break_reasons
     assert "changes the modules' mode" in reason.reason and net.training
+
+
+def test_grad_scaler_steps_once_in_compiled_code():
+    """scaler.step/update read the gradients for infs: each runs eagerly at a break, once
+    (before, the call ran once as a capture example and again at the break); scale() is
+    captured as a multiply."""
+    results = []
+    for compiled in (False, True):
+        w = nn.Parameter(kiln.zeros(2))
+        opt = kiln.optim.SGD([w], lr=1.0)
+        scaler = kiln.amp.GradScaler("cpu", init_scale=1.0, growth_interval=1)
+
+        def step(x):
+            opt.zero_grad()
+            scaler.scale((w * x).sum()).backward()
+            scaler.unscale_(opt)
+            scaler.step(opt)
+            scaler.update()
+
+        run = kiln.compile(step) if compiled else step
+        for _ in range(3):
+            run(kiln.ones(2))
+        results.append((w.detach().numpy().copy(), scaler.get_scale()))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    assert results[0][1] == results[1][1] == 8.0
+
+    scaler = kiln.amp.GradScaler("cpu", init_scale=4.0)
+    explained = kiln.explain(lambda x: scaler.scale(x.sum()))(kiln.ones(3))
+    assert explained.graph_break_count == 0 and explained.fallbacks == [[]]
+
+
+def test_requires_grad_inside_compiled_code_then_autograd_grad():
+    """x.requires_grad_() on a value computed in compiled code, then autograd.grad(out, x): the
+    saliency / gradient-penalty idiom. The compiled part after it differentiates x."""
+    kiln.manual_seed(0)
+    critic = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+
+    def saliency(a, b):
+        x = 0.5 * a + 0.5 * b
+        x.requires_grad_(True)
+        out = critic(x).sum()
+        return kiln.autograd.grad(out, x)[0].abs().sum()
+
+    a, b = kiln.randn(4, 3), kiln.randn(4, 3)
+    backend = CpuBackend()
+    got = kiln.compile(saliency, backend=backend)(a, b)
+    np.testing.assert_allclose(got.item(), saliency(a, b).item(), rtol=1e-6)
+    (report,) = backend.reports
+    assert report.backward_parts == 1
+    # what stays eager: the flag itself and autograd.grad (and the getitem of its tuple)
+    assert sorted(t.rsplit(".", 1)[-1] for _, t, _ in report.fallbacks) == [
+        "getitem", "grad", "requires_grad_"], report.fallbacks
+    with pytest.raises(RuntimeError, match="only Tensors of floating point"):
+        kiln.compile(lambda n: n.requires_grad_())(kiln.arange(3))
