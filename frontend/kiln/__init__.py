@@ -71,6 +71,9 @@ from kiln._capture.explain import explain  # noqa: E402,F401,I001
 from kiln import cuda  # noqa: E402,F401,I001
 from kiln._export import Dim, ExportedProgram, export, load_exported  # noqa: E402,F401,I001
 from kiln import distributions  # noqa: E402,F401,I001 (after nn: uses kiln.nn.functional)
+from kiln._ops_composite_foreach import FUNCTIONS as _FOREACH  # noqa: E402,I001 - torch._foreach_*
+
+globals().update(_FOREACH)
 from kiln import jit, profiler, random, testing  # noqa: E402,F401,I001 - torch's small modules
 import kiln.autograd.profiler as _autograd_profiler  # noqa: E402,F401,I001
 import kiln.nn.attention as _nn_attention  # noqa: E402,F401,I001 (not the nn.modules.attention)
