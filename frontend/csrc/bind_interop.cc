@@ -127,6 +127,59 @@ Tensor tensorFromNumpy(const py::array &input, bool share) {
 
 namespace {
 
+/// One array's place in memory, for grouping arrays that overlap.
+struct ArraySpan {
+  size_t index;
+  uintptr_t lo, hi; // bytes [lo, hi)
+};
+
+/// Tensors over each array's memory (as from_numpy), where arrays whose bytes overlap (views of
+/// one buffer, of one dtype) become views of one storage: a compiled program then sees that
+/// they alias, so a write through one is read through the other as in NumPy.
+std::vector<Tensor> tensorsFromNumpy(const std::vector<py::array> &arrays) {
+  std::vector<Tensor> out;
+  std::vector<ArraySpan> spans;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    out.push_back(tensorFromNumpy(arrays[i], true));
+    const Tensor &t = out.back();
+    auto lo = reinterpret_cast<uintptr_t>(t.rawData());
+    spans.push_back({i, lo, lo + static_cast<uintptr_t>(t.storage()->nbytes())});
+  }
+  std::sort(spans.begin(), spans.end(),
+            [](const ArraySpan &a, const ArraySpan &b) { return a.lo < b.lo; });
+  for (size_t begin = 0; begin < spans.size();) {
+    size_t end = begin + 1;
+    uintptr_t hi = spans[begin].hi;
+    while (end < spans.size() && spans[end].lo < hi)
+      hi = std::max(hi, spans[end++].hi);
+    const uintptr_t lo = spans[begin].lo;
+    const DType dt = out[spans[begin].index].dtype();
+    const int64_t isz = itemsize(dt);
+    bool together = end - begin > 1;
+    for (size_t k = begin; k < end && together; ++k)
+      together = out[spans[k].index].dtype() == dt && (spans[k].lo - lo) % isz == 0;
+    if (together) {
+      std::vector<PyObject *> owners;
+      for (size_t k = begin; k < end; ++k) {
+        owners.push_back(arrays[spans[k].index].ptr());
+        Py_INCREF(owners.back());
+      }
+      auto storage = Storage::borrow(reinterpret_cast<void *>(lo), hi - lo, Device{}, [owners] {
+        py::gil_scoped_acquire gil;
+        for (PyObject *o : owners)
+          Py_DECREF(o);
+      });
+      for (size_t k = begin; k < end; ++k) {
+        Tensor &t = out[spans[k].index];
+        t = Tensor::fromStorage(storage, dt, t.sizes(), t.strides(),
+                                static_cast<int64_t>(spans[k].lo - lo) / isz);
+      }
+    }
+    begin = end;
+  }
+  return out;
+}
+
 // ---- DLPack ------------------------------------------------------------------------------------
 
 using namespace dlpack;
@@ -358,6 +411,8 @@ py::capsule exportDLPack(const Tensor &self, py::handle stream, py::handle maxVe
 
 void bindInterop(py::module_ &m) {
   m.def("from_numpy", [](py::array arr) { return tensorFromNumpy(arr, true); }, py::arg("ndarray"));
+  m.def("_from_numpy_arrays", &tensorsFromNumpy, py::arg("ndarrays"),
+        "from_numpy of each array; arrays whose memory overlaps share one storage");
   m.def("from_dlpack", &fromDLPack, py::arg("ext_tensor"));
 
   py::class_<Tensor> t = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));

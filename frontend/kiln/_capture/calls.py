@@ -127,6 +127,13 @@ def _inlined_kiln(fn) -> bool:
         getattr(fn, "__name__", "") not in _KEPT_WHOLE.get(module, ()))
 
 
+def top_offset(frame) -> int:
+    """The offset of the top frame's instruction running now (a call that inlines `frame`)."""
+    while frame.parent is not None:
+        frame = frame.parent
+    return frame.insts[frame.ip - 1].offset
+
+
 class CallMixin(AccessMixin):
     def get_item(self, obj: V.VT, index: V.VT) -> V.VT:
         # `List[int]`, `Optional[Tensor]`: typing forms built as values (kiln.jit.annotate's
@@ -726,10 +733,7 @@ class CallMixin(AccessMixin):
             child.yields = []
             child.run()
             it = V.IteratorVar(child.yields)
-            top = self
-            while top.parent is not None:
-                top = top.parent
-            it.made_at = top.insts[top.ip - 1].offset  # the top frame's call that made it
+            it.made_at = top_offset(self)  # the top frame's call that made it
             return it
         if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
             raise V.Unsupported("coroutines are not captured")

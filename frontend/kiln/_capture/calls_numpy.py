@@ -178,11 +178,31 @@ def call_function(frame, fn, args, kwargs) -> V.VT:
         return _run_numpy(frame, fn, args, kwargs)
     if impl is None:
         raise V.Unsupported(f"{numpy_name(fn)}() is not compiled by kiln", _NUMPY_HINT)
+    for written in _written(fn, args, kwargs):
+        check_writable(written)
     if not kwargs and _is_ufunc(fn):
         fast = fast_ufunc(frame, fn, list(args))
         if fast is not None:
             return fast
-    return call_impl(frame, impl, args, kwargs)
+    result = call_impl(frame, impl, args, kwargs)
+    if getattr(fn, "__name__", "") in _REVERSED_VIEWS:
+        mark_reversed(frame, result)
+    return result
+
+
+# NumPy functions whose result is a view with a negative stride (kiln makes a copy).
+_REVERSED_VIEWS = frozenset(("flip", "fliplr", "flipud", "rot90"))
+# NumPy functions that write into their first argument.
+_WRITES_FIRST = frozenset(("copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis"))
+
+
+def _written(fn, args, kwargs) -> list:
+    """The arrays a NumPy call writes into: `out=` and the destination of copyto & co."""
+    out = kwargs.get("out")
+    written = list(out.items) if isinstance(out, (V.TupleVar, V.ListVar)) else [out]
+    if getattr(fn, "__name__", "") in _WRITES_FIRST and args:
+        written.append(args[0])
+    return [w for w in written if is_array(w)]
 
 
 def numpy_name(fn) -> str:
@@ -242,7 +262,13 @@ def _run_numpy(frame, fn, args, kwargs) -> V.VT:
 
 
 def call_method(frame, m: NumpyCallVar, args, kwargs) -> V.VT:
+    if m.name in _WRITING_METHODS or is_array(kwargs.get("out")):
+        check_writable(kwargs.get("out") if m.name not in _WRITING_METHODS else m.self_var)
     return call_impl(frame, m.impl, [m.self_var] + list(args), kwargs)
+
+
+# ndarray methods that write into the array.
+_WRITING_METHODS = frozenset(("fill", "sort", "put", "itemset", "partition", "setfield"))
 
 
 # -- attributes, operators, items ------------------------------------------------------------
@@ -382,6 +408,7 @@ def _fast_inplace(frame, op, a: V.VT, b: V.VT) -> V.VT | None:
 
     if not is_array(a):
         return None
+    check_writable(a)
     ufunc = _operator_ufunc(_INPLACE[op])
     r = fast_ufunc(frame, ufunc, [a, b]) if ufunc is not None else None
     if r is None:
@@ -393,6 +420,8 @@ def _fast_inplace(frame, op, a: V.VT, b: V.VT) -> V.VT | None:
 
 
 def binary(frame, op, a: V.VT, b: V.VT) -> V.VT:
+    if op in _INPLACE and is_array(a):
+        check_writable(a)
     if op in _INPLACE:
         fast = _fast_inplace(frame, op, a, b)
     else:
@@ -477,10 +506,40 @@ def get_item(frame, a: V.TensorVar, index: V.VT) -> V.VT:
         base, idx = _flipped_index(frame, a, index)
         result = ops.record(frame.ctx, operator.getitem, [base, idx], {}, "getitem")
     _flag(result)
+    if base is not a:
+        mark_reversed(frame, result)
+    elif getattr(a, "reversed_at", None) is not None:  # a view of such a copy
+        result.reversed_at = a.reversed_at
+    if getattr(a, "copied_input", False) and isinstance(result, V.TensorVar):
+        result.copied_input = True
     return result
 
 
+def mark_reversed(frame, result: V.VT) -> None:
+    """`result` is a NumPy view with a negative stride (`b[::-1]`, `np.flip(b)`), which kiln
+    holds as a copy: a later write through it must reach the base (`check_writable`)."""
+    from kiln._capture.calls import top_offset
+
+    if isinstance(result, V.TensorVar):
+        result.reversed_at = top_offset(frame)
+
+
+def check_writable(a: V.VT) -> None:
+    """Before a write into the array `a`: when it stands for a reversed view, capture again
+    with a graph break where that view was made, so NumPy makes it (a real view) and the
+    write reaches its base."""
+    if getattr(a, "copied_input", False):
+        raise V.Unsupported("a write into an array argument that kiln holds as a copy (negative "
+                            "strides, or read-only): NumPy runs it")
+    offset = getattr(a, "reversed_at", None)
+    if offset is not None:
+        raise V.BreakAt(offset, "a view with a negative step that is written through (kiln "
+                        "holds it as a copy): NumPy makes it and the code after it runs",
+                        "write into the base array with the slice (b[::-1] += 1)")
+
+
 def set_item(frame, a: V.TensorVar, index: V.VT, value: V.VT) -> None:
+    check_writable(a)
     if any(isinstance(it, V.SliceVar) and isinstance(it.step, V.ConstVar)
            and isinstance(it.step.value, int) and it.step.value < 0
            for it in _index_items(index)):

@@ -214,14 +214,19 @@ def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_n
     index = {id(v.node): i for i, v in enumerate(output_vars)}
     b = _Builder(ctx, index)
     exprs = {name: b.expr(v) for name, v in result_vars.items()}
-    inputs = []
+    inputs, arrays = [], []
     for i, source in enumerate(ctx.input_sources):
         e = source.expr(b.arg_names) if source is not None else None
         if e is not None and i in ctx.input_numpy:
+            arrays.append((len(inputs), e))
             e = f"_np_in({e})"
         inputs.append(e if e is not None else b.const(ctx.input_baked[i]))
     params = "".join(", " + a for a in b.arg_names)
     lines = [f"def entry(_func{params}):"]  # the hook passes the function object first
+    if len(arrays) > 1:  # arrays that may be views of one buffer: converted together
+        lines.append(f"    _arrays = _np_in_all({', '.join(e for _, e in arrays)})")
+        for k, (pos, _) in enumerate(arrays):
+            inputs[pos] = f"_arrays[{k}]"
     lines.append(f"    _o = _graph({', '.join(inputs)}{',' if len(inputs) == 1 else ''})")
     lines += b.lines
     text = body(exprs) if callable(body) else body.format(**exprs)
@@ -237,10 +242,11 @@ def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_n
     )
     namespace.update(extra_ns)
     source = "\n".join(lines) + "\n"
-    if "_np_in(" in source or "_np_out(" in source:
+    if "_np_in" in source or "_np_out(" in source:
         from kiln import _numpy
 
-        namespace.update(_np_in=_numpy.to_tensor, _np_out=_numpy.to_ndarray)
+        namespace.update(_np_in=_numpy.to_tensor, _np_in_all=_numpy.to_tensors,
+                         _np_out=_numpy.to_ndarray)
     exec(compile(source, f"<kiln-entry {ctx.graph.name}>", "exec"), namespace)
     entry = namespace["entry"]
     entry.kiln_source = source

@@ -171,8 +171,18 @@ class CaptureContext:
             return V.PartialVar(fn, args, kwargs, source)
         # Modules, classes, builtins and other objects: tracked by identity.
         if source is not None:
-            if _is_bound_builtin(value):
+            owner = getattr(value, "__self__", None)
+            if _is_bound_builtin(value) and np is not None and isinstance(owner, np.ufunc):
+                # `np.add.reduce` passed in: a new object per access; its ufunc and method
+                # name decide what it computes
+                self.guards.id(AttrSource(source, "__self__"), owner)
+                self.guards.equals(AttrSource(source, "__name__"), value.__name__)
+            elif _is_bound_builtin(value):
                 pass  # `obj.method` of a C type: a new object per access, fixed by type(obj)
+            elif np is not None and callable(value) and (
+                type(value).__module__ or ""
+            ).startswith("numpy"):
+                self.guards.id(source, value)  # a ufunc or NumPy function: which one decides
             elif callable(value) and not isinstance(value, (type, types.BuiltinFunctionType)) and (
                 type(value).__module__ not in ("builtins", "functools", "operator")
             ):
@@ -268,6 +278,9 @@ class CaptureContext:
         var = self._wrap_tensor(t, source, label, array=arr)
         var.numpy = True
         var.array_source = source if source is not None and source.guardable() else None
+        # An array kiln cannot address (negative strides, read-only) enters as a copy (its
+        # strides are guarded, so every call's does): a write into it must run in NumPy.
+        var.copied_input = arr.size > 0 and t.data_ptr() != arr.__array_interface__["data"][0]
         return var
 
     def _wrap_tensor(self, t, source, label=None, array=None) -> V.VT:

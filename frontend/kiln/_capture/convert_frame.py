@@ -203,15 +203,15 @@ class Compiler:
         try:
             try:
                 for _ in range(8):
-                    ctx_break_at = state.__dict__.setdefault("break_at", set())
+                    ctx_break_at = state.__dict__.setdefault("break_at", {})
                     try:
                         return self._capture_once(func, args, code, state, labels,
                                                   recompile_reason, static=False)
-                    except _GeneratorEscapes as e:
+                    except V.BreakAt as e:
                         if e.offset in ctx_break_at:
-                            raise V.Unsupported("a generator escapes the compiled frame") from None
-                        ctx_break_at.add(e.offset)
-                raise V.Unsupported("too many generators escape the compiled frame")
+                            raise V.Unsupported(e.reason, e.hint) from None
+                        ctx_break_at[e.offset] = (e.reason, e.hint)
+                raise V.Unsupported("too many captures that break later than they started")
             except V.RestartStatic:
                 return self._capture_once(func, args, code, state, labels, recompile_reason,
                                           static=True)
@@ -248,7 +248,7 @@ class Compiler:
         name = f"{code.co_name}_{state.captures - 1}"
         ctx = CaptureContext(name, labels, False if static else self.dynamic,
                              {} if static else state.auto_dynamic)
-        ctx.break_at = state.__dict__.get("break_at", set())  # see _GeneratorEscapes
+        ctx.break_at = state.__dict__.get("break_at", {})  # see V.BreakAt
         ctx.grad_enabled = kiln.is_grad_enabled()
         ctx.graph.grad_enabled = ctx.grad_enabled
         from kiln import _grad_mode
@@ -441,7 +441,9 @@ class TopFrame(Frame):
             list(outcome.stack) + list(outcome.locals.values()))
         made_at = _escaping_generator(values)
         if made_at is not None:  # break at the call that made it: it runs eagerly
-            raise _GeneratorEscapes(made_at)
+            raise V.BreakAt(made_at, "a generator escapes the compiled frame (it would be run "
+                            "to the end here)", "consume it inside (list(...), a for loop) or "
+                            "create it outside")
         return outcome
 
     def _run_top(self):
@@ -450,9 +452,7 @@ class TopFrame(Frame):
         while True:
             inst = self.insts[self.ip]
             if inst.offset in break_at:
-                return self._make_break(inst, V.Unsupported(
-                    "a generator escapes the compiled frame (it would be run to the end here)",
-                    "consume it inside (list(...), a for loop) or create it outside"))
+                return self._make_break(inst, V.Unsupported(*break_at[inst.offset]))
             snapshot = self._snapshot(graph)
             try:
                 self.step(inst)
@@ -493,15 +493,6 @@ class TopFrame(Frame):
         after = self.index_of[inst.offset] + 1  # the instruction after the breaking one
         outcome.next_offset = self.insts[after].offset if after < len(self.insts) else None
         return outcome
-
-
-class _GeneratorEscapes(Exception):
-    """A generator made by an inlined call outlives the capture: capture again, breaking at the
-    top frame's instruction `offset` that made it."""
-
-    def __init__(self, offset: int) -> None:
-        super().__init__(offset)
-        self.offset = offset
 
 
 def _escaping_generator(values):

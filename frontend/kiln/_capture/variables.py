@@ -37,6 +37,16 @@ class RestartStatic(Exception):
     """A symbolic size had to become a Python int: capture again with static shapes."""
 
 
+class BreakAt(Exception):
+    """Capture again, breaking at the top frame's instruction `offset`: what it made cannot be
+    captured, as found only later (a generator that escapes the frame; a NumPy view kiln
+    holds as a copy, written through)."""
+
+    def __init__(self, offset: int, reason: str, hint: str = "") -> None:
+        super().__init__(reason)
+        self.offset, self.reason, self.hint = offset, reason, hint
+
+
 class VT:
     """Base of all symbolic values. `source` says where a value read from outside came from;
     `serial` orders their creation (loops.py tells the values a loop body made from older ones)."""

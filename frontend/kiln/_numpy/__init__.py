@@ -65,6 +65,16 @@ def to_tensor(arr):
         return kiln.from_numpy(np.array(arr, order="C", copy=True))
 
 
+def to_tensors(*arrays):
+    """`to_tensor` of each argument, where arrays whose memory overlaps (views of one buffer)
+    become views of one kiln storage, so the compiled program sees that they alias (a write
+    through one is read through the other, as NumPy's are)."""
+    try:
+        return kiln._C._from_numpy_arrays(list(arrays))
+    except (ValueError, TypeError):  # one that kiln cannot address: each on its own
+        return tuple(to_tensor(a) for a in arrays)
+
+
 def to_ndarray(t):
     """A compiled function's array result: an ndarray over the tensor's memory; a 0-d result
     is a NumPy scalar, as NumPy's ufuncs and reductions return."""

@@ -89,6 +89,13 @@ def _cbrt(x):
     return kiln.sign(x) * kiln.pow(kiln.abs(x), 1.0 / 3.0)
 
 
+def _sign(x):
+    """NumPy's sign keeps NaN (torch's gives 0)."""
+    if not x.dtype.is_floating_point:
+        return kiln.sign(x)
+    return kiln.where(kiln.isnan(x), x, kiln.sign(x))
+
+
 def _positive(x):
     return x.clone()
 
@@ -146,7 +153,7 @@ UNARY = {
     np.ceil: (kiln.ceil, "out"),
     np.trunc: (kiln.trunc, "out"),
     np.rint: (kiln.round, "out"),
-    np.sign: (kiln.sign, "out"),
+    np.sign: (_sign, "out"),
     np.deg2rad: (_deg2rad, "out"),
     np.rad2deg: (_rad2deg, "out"),
     np.isnan: (kiln.isnan, "common"),
