@@ -301,10 +301,11 @@ class CaptureContext:
             sym = self._symbol_for(source, d, t.shape[d])
             sym_sizes[d] = self.symbols[sym][0]
             sym_names[d] = self.symbols[sym][0]
-        if guard_src and array is not None:
-            self.guards.ndarray(source, array, dyn, sym_names)
-        elif guard_src:
-            self.guards.tensor(source, t, dyn, sym_names)
+        if guard_src:
+            if array is not None:
+                self.guards.ndarray(source, array, dyn, sym_names)
+            else:
+                self.guards.tensor(source, t, dyn, sym_names)
             for d in sorted(dyn):
                 sym = self._symbol_for(source, d, t.shape[d])
                 self.guards.bind_size(source, d, sym, self.symbols[sym][0])

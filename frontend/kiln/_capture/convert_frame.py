@@ -230,7 +230,7 @@ class Compiler:
             return
         for (index, path), old in list(state.seen.items()):
             value = _fetch(func, args, index, path)
-            if isinstance(value, kiln.Tensor) and isinstance(old, tuple):
+            if _is_tensor_or_array(value) and isinstance(old, tuple):
                 if len(value.shape) == len(old):
                     pairs = enumerate(zip(value.shape, old, strict=True))
                     changed = {d for d, (a, b) in pairs if a != b}
@@ -628,6 +628,11 @@ def _path_of(source):
     else:
         return None
     return (root, tuple(reversed(path)))
+
+
+def _is_tensor_or_array(value) -> bool:
+    np = sys.modules.get("numpy")
+    return isinstance(value, kiln.Tensor) or np is not None and type(value) is np.ndarray
 
 
 def _fetch(func, args, root, path):

@@ -132,3 +132,16 @@ def test_arrays_that_kiln_cannot_share_are_copied_read_only():
     y.flags.writeable = False
     f = kiln.compile(lambda a, b: a + b)
     np.testing.assert_array_equal(f(y[:3], y[3:]), y[:3] + y[3:])
+
+
+def test_array_sizes_that_change_become_symbolic():
+    """An ndarray dim that changes between calls becomes symbolic (automatic dynamic, as for
+    tensors): one recompile, then every length runs the same graph."""
+    from kiln._capture.backend_compiled import CpuBackend
+
+    backend = CpuBackend(fallback=False)
+    f = kiln.compile(lambda x, y: np.sin(x) * 2.0 + y[: x.shape[0]], backend=backend)
+    for n in range(10, 20):
+        x, y = np.linspace(0, 1, n), np.arange(n + 3.0)
+        np.testing.assert_allclose(f(x, y), np.sin(x) * 2.0 + y[:n], rtol=1e-15)
+    assert len(backend.reports) == 2
