@@ -217,6 +217,9 @@ public:
   /// Whether the state is one value folded by one associative op (sum/prod/max/min): such
   /// states can be split over several independent accumulators and combined at the end.
   bool foldsOneValue() const;
+  /// Whether each fold rounds (a floating-point sum): a long chain of them loses precision
+  /// that a blocked accumulation keeps.
+  bool rounds() const;
   /// The state of two partial accumulations of a foldsOneValue() reduction, combined.
   std::vector<Value> combine(const std::vector<Value> &a, const std::vector<Value> &b);
   /// Folds the vector state of a sum/prod/max/min/welford into the scalar state `scalar`

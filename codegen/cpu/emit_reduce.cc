@@ -135,6 +135,8 @@ bool Accumulator::foldsOneValue() const {
          kind_ == ReductionKind::Max || kind_ == ReductionKind::Min;
 }
 
+bool Accumulator::rounds() const { return isFloating(dtype_) && kind_ == ReductionKind::Sum; }
+
 std::vector<Value> Accumulator::combine(const std::vector<Value> &a, const std::vector<Value> &b) {
   return {b_.binary(foldOp(kind_, dtype_).binary, a[0], b[0])};
 }
