@@ -376,6 +376,12 @@ def fast_ufunc(frame, ufunc, args: list) -> V.VT | None:
         raise V.Unsupported(str(e), "NumPy runs this code") from None
     except Exception:  # noqa: BLE001 - NumPy refuses these operands: the implementation says how
         return None
+    for a in args:
+        if isinstance(a, V.ConstVar):
+            try:
+                _ufuncs.check_fits(a.value, cdt)
+            except OverflowError as e:  # NumPy raises it when the code runs there
+                raise V.Unsupported(f"{e} (NumPy raises OverflowError)") from None
     operands = [_operand(frame, a, cdt, first=(i == 0)) for i, a in enumerate(args)]
     result = ops.record(frame.ctx, kfn, operands, {}, kfn.__name__)
     if result.example.dtype != rdt:

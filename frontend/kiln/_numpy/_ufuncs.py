@@ -33,7 +33,16 @@ def as_operand(x, dtype):
         return float(x)
     if dtype == kiln.bool:
         return bool(x)
+    check_fits(x, dtype)
     return int(x)
+
+
+def check_fits(x, dtype) -> None:
+    """NumPy 2 (NEP 50): a Python int combined with an integer array must fit its dtype."""
+    if type(x) is int and not _dt.is_float(dtype) and dtype != kiln.bool:
+        info = kiln.iinfo(dtype)
+        if not info.min <= x <= info.max:
+            raise OverflowError(f"Python integer {x} out of bounds for {_dt.to_numpy(dtype)}")
 
 
 def as_tensor(x, dtype):

@@ -378,3 +378,20 @@ def test_diagonals_eye_and_float_ranges_compile():
                 np.arange(0.1, 1.0, 0.3, dtype=np.float32), np.arange(2.5, -1.0, -0.5))
 
     run_both(fn, m, v)
+
+
+def test_python_int_out_of_bounds_raises_numpys_overflow_error():
+    """NEP 50: a Python int combined with an integer array must fit its dtype; the compiled
+    code leaves that operation to NumPy, which raises."""
+    a = np.array([1, 2], np.int8)
+    for fn in (lambda a: a + 300, lambda a: a * 2**40, lambda a: np.add(a, -129)):
+        with pytest.raises(OverflowError, match="out of bounds for int8"):
+            fn(a)
+        with pytest.raises(OverflowError, match="out of bounds for int8"):
+            kiln.compile(fn)(a)
+    fits = kiln.compile(lambda a: (a + 127, a - 128 + 0 * a, np.add(a, 100)))
+    for got, want in zip(fits(np.array([1, 2], np.int16)), (np.array([128, 129], np.int16),
+                         np.array([-127, -126], np.int16), np.array([101, 102], np.int16)),
+                         strict=True):  # fmt: skip
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype
