@@ -79,8 +79,8 @@ Tensor rmsNorm(const Tensor &input, IntList normalizedShape, const Tensor &weigh
     return kiln::ops::rmsNorm(input, normalizedShape, weight, eps);
   // The kernel checks the arguments (and is the result on a device, where the decomposition
   // does not run yet).
-  if (Tensor out = kiln::ops::rmsNorm(input, normalizedShape, weight, eps);
-      recordUnsupportedOnDevice("rms_norm", {&input, &weight}, out))
+  Tensor out = kiln::ops::rmsNorm(input, normalizedShape, weight, eps);
+  if (recordUnsupportedOnDevice("rms_norm", {&input, &weight}, out))
     return out;
   Shape dims;
   for (size_t i = 0; i < normalizedShape.size(); ++i)
@@ -91,7 +91,9 @@ Tensor rmsNorm(const Tensor &input, IntList normalizedShape, const Tensor &weigh
                                                     : std::numeric_limits<float>::epsilon());
   Tensor ms = mean(mul(input, input), DimList(dims), true);
   Tensor y = mul(input, rsqrt(add(ms, number(e))));
-  return weight.defined() ? mul(y, weight) : y;
+  // The kernel's dtype (the input's), also for a weight of a wider dtype (autocast's float32
+  // parameters with a bfloat16 input), as torch's.
+  return weight.defined() ? autograd::to(mul(y, weight), out.dtype()) : y;
 }
 
 Tensor groupNorm(const Tensor &input_, int64_t numGroups, const Tensor &weight_,
@@ -101,8 +103,8 @@ Tensor groupNorm(const Tensor &input_, int64_t numGroups, const Tensor &weight_,
   const Tensor bias = autocast::widenOnCuda(bias_);
   if (!anyRequiresGrad({&input, &weight, &bias}))
     return kiln::ops::groupNorm(input, numGroups, weight, bias, eps);
-  if (Tensor out = kiln::ops::groupNorm(input, numGroups, weight, bias, eps); // as rms_norm
-      recordUnsupportedOnDevice("group_norm", {&input, &weight, &bias}, out))
+  Tensor out = kiln::ops::groupNorm(input, numGroups, weight, bias, eps); // as rms_norm
+  if (recordUnsupportedOnDevice("group_norm", {&input, &weight, &bias}, out))
     return out;
   Tensor grouped = autograd::reshape(input, {input.size(0), numGroups, -1});
   DimList last(Shape{2});
@@ -114,7 +116,7 @@ Tensor groupNorm(const Tensor &input_, int64_t numGroups, const Tensor &weight_,
     y = mul(y, classWeight(weight, input.dim()));
   if (bias.defined())
     y = add(y, classWeight(bias, input.dim()));
-  return y;
+  return autograd::to(y, out.dtype()); // the kernel's dtype, as rms_norm
 }
 
 Tensor embedding(const Tensor &indices, const Tensor &weight, std::optional<int64_t> paddingIdx) {

@@ -63,6 +63,10 @@ class Builder:
     def ints(self, v) -> list[int]:
         return self._w.ints(v)
 
+    def syms(self, v) -> list[str]:
+        """Int arguments as SymInt text (symbolic where they are run-time sizes)."""
+        return self._w.syms(v)
+
     def number(self, v, name: str) -> float | int:
         """A constant Python number argument."""
         if type(v) not in (int, float, bool):

@@ -1,7 +1,8 @@
 """Layers whose eager forms are kernels or Python the capture does not inline, decomposed into
 graph ops for compiled code (decompose.py explains the mechanism): glu, softmin, prelu,
 instance_norm without running statistics, adaptive max pooling and 3-d average pooling whose
-input divides into the output, and bilinear."""
+input divides into the output, bilinear, and layer_norm / rms_norm whose parameters are wider
+than the input (autocast: float32 parameters, a bfloat16 input)."""
 
 from __future__ import annotations
 
@@ -175,3 +176,42 @@ def _bilinear(b, input1, input2, weight, bias, out):
     t = b.reshape(b.matmul(x1, flat), shape=[n, o, j])
     y = b.sum(b.mul(t, b.unsqueeze(x2, dim=1)), dim=[2])
     return y if bias is None else b.add(y, b.tensor(bias))
+
+
+def _s_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5,
+                  cudnn_enable=True): ...  # fmt: skip
+def _s_rms_norm(input, normalized_shape, weight=None, eps=None): ...
+
+
+def _normalized(b, op: str, input, params: list, attrs: dict):
+    """The op itself, or, for parameters of a wider dtype than the input (float32 weights of a
+    bfloat16 input under autocast), the op on the input widened, then narrowed back: eager's
+    kernel computes in float32 and gives the input's dtype."""
+    x = b.float_tensor(input)
+    params = [b.tensor(p) for p in params]
+    wide = {b.dtype(p) for p in params} - {b.dtype(x)}
+    if not wide:
+        return getattr(b, op)(x, *params, **attrs)
+    if len(wide) > 1 or any(b.dtype(p) != next(iter(wide)) for p in params):
+        raise Decline(f"{op} with parameters of two dtypes")
+    y = getattr(b, op)(b.cast(x, wide.pop()), *params, **attrs)
+    return b.cast(y, b.dtype(x))
+
+
+@decomposition(_s_layer_norm, _F + "layer_norm", "kiln.layer_norm")
+def _layer_norm(b, input, normalized_shape, weight, bias, eps, cudnn_enable):
+    if weight is None and bias is not None:
+        raise Decline("layer_norm with a bias and no weight")
+    attrs = {"normalized_shape": b.syms(normalized_shape)}
+    if float(b.number(eps, "eps")) != 1e-5:
+        attrs["eps"] = float(eps)
+    return _normalized(b, "layer_norm", input, [p for p in (weight, bias) if p is not None],
+                       attrs)
+
+
+@decomposition(_s_rms_norm, _F + "rms_norm", "kiln.rms_norm")
+def _rms_norm(b, input, normalized_shape, weight, eps):
+    attrs = {"normalized_shape": b.syms(normalized_shape)}
+    if eps is not None:
+        attrs["eps"] = float(b.number(eps, "eps"))
+    return _normalized(b, "rms_norm", input, [] if weight is None else [weight], attrs)

@@ -245,6 +245,17 @@ def _group_norm(w, node, a):
     if not x.type.dtype.startswith(("f", "bf")):
         raise Decline("group_norm of an integer tensor")
     loc = node.meta.get("loc")
+    # Parameters wider than the input (autocast's float32 weights of a bfloat16 input): eager
+    # normalizes in float32 and gives the input's dtype, so the input is widened, and the
+    # result narrowed at the end.
+    wide = {w.tensor(a[k]).type.dtype for k in ("weight", "bias") if a[k] is not None}
+    wide -= {x.type.dtype}
+    narrow = None
+    if wide:
+        if len(wide) > 1:
+            raise Decline("group_norm with parameters of two dtypes")
+        narrow = x.type.dtype
+        (x,) = w.emit("cast", [x], {"dtype": wide.pop()}, loc)
     channels = int(sizes[1])
     grouped = [sizes[0], str(groups), str(channels // groups), *sizes[2:]]
     (g,) = w.emit("reshape", [x], {"shape": grouped}, loc)
@@ -265,10 +276,11 @@ def _group_norm(w, node, a):
     steps = [(op, v) for op, v in steps if v is not None]
     for k, (op, v) in enumerate(steps):
         (p,) = w.emit("reshape", [w.tensor(v)], per_channel, loc)
-        if k == len(steps) - 1:
+        if k == len(steps) - 1 and narrow is None:
             w.emit_node(node, op, [y, p], {})
             return
         (y,) = w.emit(op, [y, p], {}, loc)
+    w.emit_node(node, "cast", [y], {"dtype": narrow})
 
 
 def _s_interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,

@@ -341,9 +341,6 @@ def _s_linear(input, weight, bias=None): ...
 def _s_conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1): ...
 def _s_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
             enable_gqa=False): ...  # fmt: skip
-def _s_layer_norm(
-    input, normalized_shape, weight=None, bias=None, eps=1e-05, cudnn_enable=True
-): ...
 def _s_embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                  scale_grad_by_freq=False, sparse=False): ...  # fmt: skip
 
@@ -452,19 +449,6 @@ def _attention(w, node, a):
     if a["scale"] is not None:
         attrs["scale"] = float(a["scale"])
     w.emit_node(node, "scaled_dot_product_attention", ops, attrs)
-
-
-@lowering(_s_layer_norm, "kiln.layer_norm", "kiln.nn.functional.layer_norm")
-def _layer_norm(w, node, a):
-    if a["weight"] is None and a["bias"] is not None:
-        raise Decline("layer_norm bias without weight")
-    ops = [w.tensor(a["input"])]
-    ops += [w.tensor(a[k]) for k in ("weight", "bias") if a[k] is not None]
-    shape = a["normalized_shape"]
-    attrs = {"normalized_shape": w.syms(shape)}
-    if float(a["eps"]) != 1e-05:
-        attrs["eps"] = float(a["eps"])
-    w.emit_node(node, "layer_norm", ops, attrs)
 
 
 @lowering(_s_embedding, "kiln.nn.functional.embedding")

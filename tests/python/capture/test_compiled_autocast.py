@@ -189,3 +189,35 @@ def test_export_puts_the_regions_back_when_it_fails():
     with pytest.raises(Exception, match="graph break"):
         kiln.export(f, (kiln.randn(3, 3),))
     assert not kiln.is_autocast_enabled("cpu")
+
+
+@pytest.mark.parametrize("norm", ["layer_norm", "rms_norm", "group_norm"])
+def test_norms_after_a_low_precision_gemm_compile_and_keep_its_dtype(norm):
+    """A LayerNorm / RMSNorm / GroupNorm with float32 parameters after a bfloat16 GEMM (autocast):
+    eager normalizes in float32 and returns bfloat16, with or without autograd (torch's dtype);
+    compiled, the input is widened and the result narrowed, with no eager node, in inference
+    and in training."""
+    import torch
+
+    kiln.manual_seed(0)
+    layers = {"layer_norm": kiln.nn.LayerNorm(16), "rms_norm": kiln.nn.RMSNorm(16),
+              "group_norm": kiln.nn.GroupNorm(4, 16)}  # fmt: skip
+    net = kiln.nn.Sequential(kiln.nn.Linear(16, 16), layers[norm], kiln.nn.Linear(16, 4))
+    tnorm = {"layer_norm": torch.nn.LayerNorm(16), "rms_norm": torch.nn.RMSNorm(16),
+             "group_norm": torch.nn.GroupNorm(4, 16)}[norm]  # fmt: skip
+    h = torch.randn(8, 16, dtype=torch.bfloat16, requires_grad=True)
+    assert tnorm(h).dtype == torch.bfloat16
+    assert net[1](kiln.randn(8, 16, dtype=kiln.bfloat16, requires_grad=True)).dtype == (
+        kiln.bfloat16)
+    x = kiln.randn(8, 16)
+    for grad in (False, True):
+        backend = CpuBackend(fallback=False)
+        compiled = kiln.compile(net, backend=backend)
+        with kiln.set_grad_enabled(grad), kiln.autocast("cpu", dtype=kiln.bfloat16):
+            got, want = compiled(x), net(x)
+        assert got.dtype == want.dtype == kiln.bfloat16
+        close(got, want, 3e-2)
+        assert [r.eager_nodes for r in backend.reports] == [0]
+        if grad:
+            got.float().sum().backward()
+            assert backend.reports[0].backward_parts == 1
