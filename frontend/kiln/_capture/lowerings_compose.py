@@ -630,6 +630,34 @@ lowering(_s_scatter_reduce, "kiln.scatter_reduce", "kiln.Tensor.scatter_reduce")
 lowering(_s_scatter_reduce, "kiln.Tensor.scatter_reduce_")(_scatter_reduce(True))
 
 
+def _s_scatter(input, dim, index, src=None, *, value=None, reduce=None): ...
+
+
+def _scatter(inplace: bool):
+    def lower(w, node, a):
+        """scatter of a tensor `src` (the table's row), or of a number: a tensor of it shaped
+        like the index (the one-hot idiom `zeros(n, k).scatter_(1, y[:, None], 1.0)`)."""
+        src = a["src"] if a["src"] is not None else a["value"]
+        x, index = w.tensor(a["input"]), w.tensor(a["index"])
+        if not hasattr(src, "meta"):  # a Python number
+            if type(src) not in (int, float, bool):
+                raise Decline("a scatter value computed at run time")
+            (src,) = w.emit("full", [], {"size": list(index.type.sizes), "value": src,
+                                         "dtype": x.type.dtype}, node.meta.get("loc"))  # fmt: skip
+        else:
+            src = w.tensor(src)
+        attrs = {"dim": w.int_(a["dim"])}
+        if a["reduce"] is not None:
+            attrs["reduce"] = a["reduce"]
+        emit_into(w, node, a, inplace, "scatter", [x, index, src], attrs)
+
+    return lower
+
+
+lowering(_s_scatter, "kiln.scatter", "kiln.Tensor.scatter")(_scatter(False))
+lowering(_s_scatter, "kiln.Tensor.scatter_")(_scatter(True))
+
+
 # --- Elementwise ops the table spells without a node kind (KILN_EAGER_SPELLING rows) ------------
 
 

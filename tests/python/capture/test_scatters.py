@@ -21,6 +21,10 @@ CASES = {
     "scatter_reduce_add": lambda m, x, i, s: x.scatter(1, i, s, reduce="add"),
     "index_add": lambda m, x, i, s: x.index_add(0, i[0, :2], s[:2].repeat(1, 2), alpha=2) - 1,
     "index_put_accumulate": lambda m, x, i, s: x.index_put((i[0],), s[0, :, None], accumulate=True),
+    # a number scattered: the one-hot idiom, and the value overload with a reduction
+    "scatter_value_one_hot": lambda m, x, i, s: m.zeros(3, 4).scatter_(1, i, 1.0) * x,
+    "scatter_value_multiply": lambda m, x, i, s: x.clone().scatter_(1, i, 2.5, reduce="multiply"),
+    "scatter_value_keyword": lambda m, x, i, s: x.scatter(1, i, value=-1.0),
 }
 
 
