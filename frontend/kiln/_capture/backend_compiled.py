@@ -324,6 +324,25 @@ def _mutates(node: Node) -> bool:
     return is_impure(node) and not has_effects(node)
 
 
+def _assertions_later(calls: list[Node]) -> list[Node]:
+    """`calls` with each tensor assertion (``kiln._assert`` of a tensor condition: a graph break
+    avoided, an eager node that reads one value) moved past the pure nodes after it, so the
+    compiled nodes around it form one part, and the assertions run together after it. An
+    assertion stays before anything with an effect or a mutation: it still raises before any
+    of those happens."""
+    out: list[Node] = []
+    waiting: list[Node] = []
+    for n in calls:
+        if n.target is kiln._assert:
+            waiting.append(n)
+            continue
+        if waiting and (is_impure(n) or _mutates(n)):
+            out += waiting
+            waiting = []
+        out.append(n)
+    return out + waiting
+
+
 def _is_multi_result(node: Node) -> bool:
     """A node whose value is a tuple or list of tensors, read through getitem nodes."""
     return isinstance(node.meta.get("example"), (tuple, list))
@@ -354,7 +373,7 @@ class _Partitioner:
         self.fallback = fallback
         self.fuse = fuse
         self.training = training  # values require grad: parts that need it compile a backward
-        self.calls = [n for n in graph.nodes if n.op == "call"]
+        self.calls = _assertions_later([n for n in graph.nodes if n.op == "call"])
         self.position = {id(n): i for i, n in enumerate(self.calls)}
         self.report = PartitionReport(graph.name)
         self.eager: set[int] = set()

@@ -119,7 +119,7 @@ class CaptureContext:
             if source is not None:
                 self.guards.equals(source, value)
             return V.ConstVar(value, source)
-        if type(value) in (tuple, list) or (
+        if type(value) in (tuple, list, kiln.Size) or (
             isinstance(value, tuple) and _is_namedtuple(type(value))
         ):
             if source is not None:

@@ -12,6 +12,16 @@ from .utils import _size, lazy_property
 __all__ = ["Distribution"]
 
 
+def _require(valid, short: str, message) -> None:
+    """Raises ValueError(message()) unless every element of `valid` holds. In compiled code the
+    check runs with the graph as an assertion node (AssertionError with the `short` message,
+    which names no values: they are not known when the graph is built)."""
+    if kiln.compiler.is_compiling():
+        kiln._assert(valid.all(), short)
+    elif not bool(valid.all()):
+        raise ValueError(message())
+
+
 class Distribution:
     """Base class: batch_shape indexes independent parameterizations, event_shape
     is the shape of one draw.
@@ -57,15 +67,16 @@ class Distribution:
                 ):
                     continue  # not constructed; checking would force it
                 value = getattr(self, param)
-                valid = constraint.check(value)
-                if not bool(valid.all()):
-                    raise ValueError(
-                        f"Expected parameter {param} "
-                        f"({type(value).__name__} of shape {tuple(value.shape)}) "
-                        f"of distribution {repr(self)} "
-                        f"to satisfy the constraint {repr(constraint)}, "
-                        f"but found invalid values:\n{value}"
-                    )
+                _require(constraint.check(value),
+                         f"Expected parameter {param} of distribution "
+                         f"{type(self).__name__} to satisfy the constraint "
+                         f"{type(constraint).__name__}",
+                         lambda param=param, value=value, constraint=constraint: (
+                             f"Expected parameter {param} "
+                             f"({type(value).__name__} of shape {tuple(value.shape)}) "
+                             f"of distribution {repr(self)} "
+                             f"to satisfy the constraint {repr(constraint)}, "
+                             f"but found invalid values:\n{value}"))  # fmt: skip
         super().__init__()
 
     def expand(self, batch_shape, _instance=None):
@@ -175,15 +186,14 @@ class Distribution:
             return
         if support is None:
             raise AssertionError("support is unexpectedly None")
-        valid = support.check(value)
-        if not bool(valid.all()):
-            raise ValueError(
-                "Expected value argument "
-                f"({type(value).__name__} of shape {tuple(value.shape)}) "
-                f"to be within the support ({repr(support)}) "
-                f"of the distribution {repr(self)}, "
-                f"but found invalid values:\n{value}"
-            )
+        _require(support.check(value),
+                 f"Expected value argument to be within the support "
+                 f"({type(support).__name__}) of the distribution {type(self).__name__}",
+                 lambda: ("Expected value argument "
+                          f"({type(value).__name__} of shape {tuple(value.shape)}) "
+                          f"to be within the support ({repr(support)}) "
+                          f"of the distribution {repr(self)}, "
+                          f"but found invalid values:\n{value}"))  # fmt: skip
 
     def _get_checked_instance(self, cls, _instance=None):
         if _instance is None and type(self).__init__ != cls.__init__:
