@@ -664,6 +664,10 @@ class CallMixin(AccessMixin):
             raise V.Unsupported("print() is a side effect", "remove print() from compiled code "
                                 "or move it outside")
         name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+        if isinstance(fn, type) and issubclass(fn, BaseException):  # the code raises here
+            text = args[0].value if args and isinstance(args[0], V.ConstVar) else ""
+            raise V.Unsupported(f"the code raises {name}" + (f": {text}" if text else ""),
+                                "it raises when run: the graph breaks there")
         if calls_object.user_class(fn):
             raise V.Unsupported(f"creating a {name} object: {calls_object.why_not_plain(fn)}",
                                 "create the object outside the compiled function, or make its "

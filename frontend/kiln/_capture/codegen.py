@@ -85,9 +85,12 @@ class _Builder:
         if isinstance(v, V.TensorAttrVar):
             return f"{self.expr(v.tensor)}.{v.name}"
         from kiln._capture.calls_access import _ContainerMethod
+        from kiln._capture.calls_numpy import NumpyCallVar
 
         if isinstance(v, _ContainerMethod):
             return f"{self.expr(v.obj)}.{v.name}"
+        if isinstance(v, NumpyCallVar):  # `a.sum` about to be called at the break
+            return f"{self.expr(v.self_var)}.{v.name}"
         if isinstance(v, V.PartialVar):
             args = "".join(f", {self.expr(a)}" for a in v.args)
             kw = "".join(f", {k}={self.expr(x)}" for k, x in v.kwargs.items())

@@ -221,6 +221,13 @@ class Compiler:
                                    f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}): "
                                    f"{e.reason}") from None
             logs.log("graph_breaks", f"{code.co_name} runs eagerly: {e.reason}")
+            # A frame that cannot be captured at all, twice: every later call runs eagerly
+            # without trying again (each try costs a capture).
+            state.failures = getattr(state, "failures", 0) + 1
+            if state.failures >= 2:
+                _C._capture.mark_no_capture(code)
+                logs.log("graph_breaks", f"{code.co_name}: not captured again (it runs eagerly "
+                                         "from now on)")
             return None
         finally:
             kiln.set_rng_state(rng)

@@ -1,4 +1,5 @@
-"""More of NumPy: ufunc methods (`np.add.outer`, `np.maximum.reduce`, `np.add.accumulate`),
+"""More of NumPy: ufunc methods (`np.add.outer`, `np.maximum.reduce`, `np.add.accumulate`,
+`np.maximum.accumulate`),
 differences, grids, takes, splits, `isclose`, `nan_to_num`, `copyto`, `median`."""
 
 from __future__ import annotations
@@ -45,6 +46,25 @@ def _extreme_reduce(reduction):
 def _accumulate(scan):
     def accumulate(array, axis=0, dtype=None, out=None):
         return scan(array, axis=axis, dtype=dtype, out=out)
+
+    return accumulate
+
+
+def _extreme_accumulate(scan):
+    """np.maximum.accumulate / np.minimum.accumulate: the running extreme (kiln.cummax's
+    values), in the array's dtype."""
+
+    def accumulate(array, axis=0, dtype=None, out=None):
+        x = _tensor(array)
+        if dtype is not None:
+            x = x.to(_dt.to_kiln(dtype))
+        if axis is None:
+            x, axis = x.reshape(-1), 0
+        result = scan(x, _dt.index_of(axis, x.dim())).values
+        if out is None:
+            return result
+        out.copy_(result)
+        return out
 
     return accumulate
 
@@ -199,3 +219,5 @@ FUNCTIONS[np.maximum.reduce] = _extreme_reduce(_reductions.FUNCTIONS[np.max])
 FUNCTIONS[np.minimum.reduce] = _extreme_reduce(_reductions.FUNCTIONS[np.min])
 FUNCTIONS[np.add.accumulate] = _accumulate(_reductions.FUNCTIONS[np.cumsum])
 FUNCTIONS[np.multiply.accumulate] = _accumulate(_reductions.FUNCTIONS[np.cumprod])
+FUNCTIONS[np.maximum.accumulate] = _extreme_accumulate(kiln.cummax)
+FUNCTIONS[np.minimum.accumulate] = _extreme_accumulate(kiln.cummin)

@@ -1,0 +1,52 @@
+"""Graph breaks in NumPy code: a break at a method call resumes (the bound method is rebuilt),
+so later calls run the compiled entry instead of capturing again; what cannot be captured says
+what the code raises; a frame that cannot be captured twice is not tried again."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import kiln
+from kiln._capture import convert_frame
+
+
+def test_a_break_at_a_method_call_resumes_and_is_not_captured_again(monkeypatch):
+    def f(x, img):
+        y = x * 2
+        total = img.sum()  # uint8 sums to uint64, which kiln has no dtype for: a break
+        return y, total
+
+    x, img = np.ones(10), np.arange(10, dtype=np.uint8)
+    explained = kiln.explain(f)(x, img)
+    assert explained.graph_break_count == 1
+    captures = []
+    real = convert_frame.Compiler.capture
+
+    def counted(self, func, args, code, state, reason):
+        captures.append(code.co_name)
+        return real(self, func, args, code, state, reason)
+
+    monkeypatch.setattr(convert_frame.Compiler, "capture", counted)
+    compiled = kiln.compile(f)
+    for _ in range(4):
+        y, total = compiled(x, img)
+        np.testing.assert_array_equal(y, x * 2)
+        assert total == img.sum() and type(total) is type(img.sum())
+    assert len(captures) <= 2, captures  # f, and the code after its break: once each
+
+
+def test_running_extremes_compile():
+    x = np.random.default_rng(0).random((4, 5))
+    for fn in (lambda a: np.maximum.accumulate(a, axis=0),
+               lambda a: np.minimum.accumulate(a, axis=1),
+               lambda a: np.maximum.accumulate((a * 10).astype(np.int32), axis=1)):
+        got, want = kiln.compile(fn)(x), fn(x)
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype
+        assert kiln.explain(fn)(x).graph_break_count == 0
+
+
+def test_a_break_names_what_the_code_raises():
+    x = np.random.default_rng(0).random((4, 4))
+    reasons = [r.reason for r in kiln.explain(lambda a: np.where(a > 0.5))(x).break_reasons]
+    assert any("raises NotImplementedError: np.where(condition)" in r for r in reasons), reasons
