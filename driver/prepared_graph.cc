@@ -302,6 +302,8 @@ PreparedGraph prepareGraph(std::unique_ptr<ir::Graph> graph, const ir::NodePosit
   passes::schedule::ScheduleOptions scheduleOptions;
   scheduleOptions.fuse = options.fuse;
   out.schedule = passes::schedule::schedule(lowered, scheduleOptions);
+  for (const std::string &sym : out.schedule.program.sizeSymbols())
+    out.programSymbols.push_back(sym);
   lap("schedule");
   out.loopText = out.schedule.str();
   dumpStage(options.dumps, "schedule", out.name, [&] { return out.loopText; });
@@ -340,6 +342,8 @@ ir::SymbolValues PreparedGraph::bindSymbols(std::span<const Tensor> tensors,
   // Sizes that are expressions in one symbol no input gives directly (`s0*2`).
   for (size_t k = 0; k < inputs.size(); ++k) {
     for (size_t d = 0; inputs[k].kind == ValueKind::Tensor && d < inputs[k].sizes.size(); ++d) {
+      if (inputs[k].sizes[d].isConstant())
+        continue;
       std::set<std::string, std::less<>> syms;
       inputs[k].sizes[d].collectSymbols(syms);
       std::vector<std::string> unbound;
@@ -366,12 +370,14 @@ ir::SymbolValues PreparedGraph::bindSymbols(std::span<const Tensor> tensors,
       continue;
     const Tensor &t = tensors[k];
     for (size_t d = 0; d < in.sizes.size(); ++d) {
-      std::set<std::string, std::less<>> syms;
-      in.sizes[d].collectSymbols(syms);
-      for (const std::string &s : syms)
-        if (!values.count(s))
-          throw SpecializationError(fmt::format("size {} of input {} has no value (size {})", s,
-                                                in.name, in.sizes[d].str()));
+      if (!in.sizes[d].isConstant()) {
+        std::set<std::string, std::less<>> syms;
+        in.sizes[d].collectSymbols(syms);
+        for (const std::string &s : syms)
+          if (!values.count(s))
+            throw SpecializationError(fmt::format("size {} of input {} has no value (size {})", s,
+                                                  in.name, in.sizes[d].str()));
+      }
       int64_t want = in.sizes[d].evaluate(values);
       if (want != t.size(static_cast<int64_t>(d)))
         throw SpecializationError(fmt::format("input {} has shape {}, the graph expects size "
@@ -384,7 +390,7 @@ ir::SymbolValues PreparedGraph::bindSymbols(std::span<const Tensor> tensors,
                         shapeToString(t.strides()), in.strides[d].str(), d));
     }
   }
-  for (const std::string &s : schedule.program.sizeSymbols())
+  for (const std::string &s : programSymbols)
     if (!values.count(s))
       throw SpecializationError(fmt::format("no input gives size symbol {} a value", s));
   for (size_t k = 0; k < inputs.size(); ++k) {

@@ -128,6 +128,8 @@ struct PreparedGraph {
   std::string graphText;               ///< after the graph passes
   std::string loopText;                ///< the scheduled loop program
   passes::schedule::Schedule schedule; ///< empty unless the pipeline ran to the end
+  /// The scheduled program's size symbols (bindSymbols checks each has a value on every call).
+  std::vector<std::string> programSymbols;
   size_t kernels = 0, externKernels = 0;
   /// With PipelineOptions::collectDeclines: each declining node's diagnostic, positioned.
   std::vector<ir::Diagnostic> declines;

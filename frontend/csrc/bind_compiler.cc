@@ -29,6 +29,7 @@
 #include "driver/runner.h"
 #include "frontend/csrc/bindings.h"
 #include "frontend/csrc/built_graph.h"
+#include "frontend/csrc/tensor_object.h"
 #include "ir/printer.h"
 #include "passes/autodiff/graph_rule_builder.h"
 #include "passes/autodiff/training_graphs.h"
@@ -264,9 +265,10 @@ py::tuple CompiledGraph::call(const py::args &args) const {
     const driver::InputSpec &in = inputs[k];
     py::handle a = args[k];
     if (in.kind == ValueKind::Tensor) {
-      if (!py::isinstance<Tensor>(a))
+      const Tensor *t = asTensor(a.ptr());
+      if (t == nullptr)
         throw SpecializationError(fmt::format("input {} must be a tensor", in.name));
-      tensors[k] = a.cast<Tensor>();
+      tensors[k] = *t;
       if (tensors[k].dtype() != in.dtype ||
           tensors[k].dim() != static_cast<int64_t>(in.sizes.size()))
         throw SpecializationError(fmt::format("input {} is {} of shape {}, the graph expects "
@@ -296,7 +298,7 @@ py::tuple CompiledGraph::call(const py::args &args) const {
     const Tensor &t = results[k];
     switch (o.kind) {
     case ValueKind::Tensor:
-      out[k] = py::cast(t);
+      out[k] = wrapTensor(t);
       break;
     case ValueKind::Int:
       out[k] = py::int_(t.item().toInt());

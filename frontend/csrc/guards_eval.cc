@@ -1,6 +1,7 @@
 // Evaluating guard trees: accessors, leaf checks and symbol relations on borrowed PyObject*s,
 // without pybind11 in the hot path. See [Note: guard trees] in guards.h.
 #include "frontend/csrc/guards.h"
+#include "frontend/csrc/tensor_object.h"
 #include "runtime/tensor.h"
 
 #include <cmath>
@@ -18,24 +19,6 @@ struct GuardEval {
 };
 
 namespace {
-
-/// The C++ Tensor inside a kiln._C.Tensor (or subclass, e.g. Parameter) instance, or null.
-const Tensor *asTensor(PyObject *obj) {
-  static const py::detail::type_info *info = py::detail::get_type_info(typeid(Tensor));
-  PyTypeObject *type = info->type;
-  if (Py_TYPE(obj) != type && !PyType_IsSubtype(Py_TYPE(obj), type))
-    return nullptr;
-  auto *inst = reinterpret_cast<py::detail::instance *>(obj);
-  if (inst->simple_layout) {
-    if (!inst->simple_holder_constructed)
-      return nullptr;
-    return static_cast<const Tensor *>(inst->simple_value_holder[0]);
-  }
-  auto vh = inst->get_value_and_holder(info, /*throw_if_missing=*/false);
-  if (!vh || !vh.holder_constructed())
-    return nullptr;
-  return vh.value_ptr<Tensor>();
-}
 
 /// Type identity and equality, element-wise for tuples. Floats compare by value with -0.0 and
 /// 0.0 distinct and NaN equal to NaN: a constant that was baked into a graph must be the same.
