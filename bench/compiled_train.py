@@ -14,7 +14,9 @@ first thread count, a warm start from the caches it filled at the second. Each f
 rounds run back to back (their thread pools would spin while another runs); medians over the
 rounds; ratios are the other's time over kiln compiled's (above 1: kiln compiled is faster).
 `kiln saved MB` is what kiln's compiled forward saves for the backward (activations; saved
-inputs excluded), `kiln fallbacks` the nodes or parts its backend ran on eager kernels.
+inputs excluded), `kiln step peak MB` the host memory a step needs above what stays allocated
+between steps (kiln.cpu.max_memory_allocated; torch has no CPU counter), eager and compiled,
+`kiln fallbacks` the nodes or parts its backend ran on eager kernels.
 The markdown table is printed and written atomically to bench/results/compiled_train.md
 (``--quick``: small shapes, few rounds, no file). ``--autocast`` runs each step's forward and
 loss inside the frameworks' bfloat16 autocast (``kiln.autocast`` / ``torch.autocast``, CPU),
@@ -140,10 +142,16 @@ def bench(name, make, batch, loss, rounds, kiln, torch, autocast=False):
     tol = 2e-2 if autocast else 1e-4  # bfloat16 rounds the fused kernels' results differently
     assert abs(first["kc"] - first["ke"]) <= tol * max(1.0, abs(first["ke"])), first
     samples = {k: [] for k in models}
+    peak = {}
     for k, t in models.items():  # one framework at a time: no thread pool spins during another
         time.sleep(0.2)
         for _ in range(2):  # warm: steady state, caches filled
             t.step()
+        if t.m is kiln:  # host memory a step needs above what stays allocated between steps
+            base = kiln.cpu.memory_allocated()
+            kiln.cpu.reset_peak_memory_stats()
+            t.step()
+            peak[k] = (kiln.cpu.max_memory_allocated() - base) / 2**20
         for _ in range(rounds):
             start = time.perf_counter()
             t.step()
@@ -152,6 +160,7 @@ def bench(name, make, batch, loss, rounds, kiln, torch, autocast=False):
     compiled = {
         "saved_mb": sum(i.get("saved_bytes", 0) for r in reports for i in r.infos) / 2**20,
         "fallbacks": sum(len(r.fallbacks) for r in reports),
+        "peak_mb": (peak["ke"], peak["kc"]),
     }
     return {k: statistics.median(v) * 1e3 for k, v in samples.items()}, cold, compiled
 
@@ -182,9 +191,10 @@ def main(argv=None) -> int:
              "1 thread, warm (disk caches) at the second thread count.", "",
              "| threads | workload | size | kiln eager | kiln.compile | torch eager | "
              "torch.compile | vs kiln eager | vs torch eager | vs torch.compile | cold kiln "
-             "/ torch.compile (s) | kiln saved MB | kiln fallbacks |",
+             "/ torch.compile (s) | kiln saved MB | kiln step peak MB eager / compiled | "
+             "kiln fallbacks |",
              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
-             "---: |"]
+             "---: | ---: |"]
     print("\n".join(lines), flush=True)
     for threads in sorted({1, os.cpu_count() or 1}):
         kiln.set_num_threads(threads)
@@ -197,7 +207,7 @@ def main(argv=None) -> int:
                     f"{ms['te']:.2f} | {ms['tc']:.2f} | {ms['ke'] / ms['kc']:.2f}x | "
                     f"{ms['te'] / ms['kc']:.2f}x | {ms['tc'] / ms['kc']:.2f}x | "
                     f"{cold['kc']:.2f} / {cold['tc']:.2f} | {kc['saved_mb']:.1f} | "
-                    f"{kc['fallbacks']} |")
+                    f"{kc['peak_mb'][0]:.1f} / {kc['peak_mb'][1]:.1f} | {kc['fallbacks']} |")
             print(line, flush=True)
             lines.append(line)
     out = args.out or (None if args.quick else BF16_OUT if args.autocast else DEFAULT_OUT)

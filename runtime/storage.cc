@@ -48,6 +48,31 @@ void Storage::failHostAccess() const {
        device_.type == DeviceType::CUDA ? "CUDA" : device_.str());
 }
 
+namespace {
+
+std::atomic<int64_t> liveHostBytes{0}, peakHostBytes{0};
+
+} // namespace
+
+std::shared_ptr<Storage> Storage::counted(std::shared_ptr<Storage> s) {
+  int64_t n = static_cast<int64_t>(s->nbytes());
+  int64_t live = liveHostBytes.fetch_add(n, std::memory_order_relaxed) + n;
+  int64_t peak = peakHostBytes.load(std::memory_order_relaxed);
+  while (live > peak && !peakHostBytes.compare_exchange_weak(peak, live, std::memory_order_relaxed))
+    ;
+  s->countedBytes_ = n;
+  return s;
+}
+
+HostMemoryStats hostMemoryStats() {
+  return {liveHostBytes.load(std::memory_order_relaxed),
+          peakHostBytes.load(std::memory_order_relaxed)};
+}
+
+void resetHostPeak() {
+  peakHostBytes.store(liveHostBytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   if (device.type != DeviceType::CPU) {
     DeviceMemory &m = deviceMemory(device);
@@ -62,14 +87,14 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
     void *p = hostcache::take(sizeClass);
     if (!p)
       fail(ErrorKind::Runtime, "out of memory: cannot allocate {} bytes", nbytes);
-    return std::make_shared<Storage>(p, nbytes, device,
-                                     [p, sizeClass] { hostcache::give(p, sizeClass); });
+    return counted(std::make_shared<Storage>(p, nbytes, device,
+                                             [p, sizeClass] { hostcache::give(p, sizeClass); }));
   }
   size_t rounded = (nbytes + kAlign - 1) / kAlign * kAlign;
   void *p = rounded ? std::aligned_alloc(kAlign, rounded) : nullptr;
   if (rounded && !p)
     fail(ErrorKind::Runtime, "out of memory: cannot allocate {} bytes", nbytes);
-  return std::make_shared<Storage>(p, nbytes, device, [p] { std::free(p); });
+  return counted(std::make_shared<Storage>(p, nbytes, device, [p] { std::free(p); }));
 }
 
 std::shared_ptr<Storage> Storage::borrow(void *data, size_t nbytes, Device device,
@@ -80,6 +105,8 @@ std::shared_ptr<Storage> Storage::borrow(void *data, size_t nbytes, Device devic
 Storage::~Storage() {
   if (release_)
     release_();
+  if (countedBytes_)
+    liveHostBytes.fetch_sub(countedBytes_, std::memory_order_relaxed);
 }
 
 } // namespace kiln

@@ -14,6 +14,14 @@
 
 namespace kiln {
 
+/// Bytes of host memory kiln allocated for storages that are alive now, and the most there
+/// were since the last resetHostPeak() (memory borrowed from NumPy or DLPack is not counted).
+struct HostMemoryStats {
+  int64_t allocated = 0, peak = 0;
+};
+HostMemoryStats hostMemoryStats();
+void resetHostPeak();
+
 class Storage {
 public:
   /// Allocates nbytes of uninitialized memory on `device`.
@@ -45,12 +53,15 @@ public:
 
 private:
   [[noreturn]] void failHostAccess() const;
+  /// `s` (owned host memory) counted as alive in hostMemoryStats (~Storage uncounts it).
+  static std::shared_ptr<Storage> counted(std::shared_ptr<Storage> s);
 
   void *data_;
   size_t nbytes_;
   Device device_;
   std::function<void()> release_;
   std::atomic<int64_t> version_{0};
+  int64_t countedBytes_ = 0; ///< host bytes hostMemoryStats counts for this storage
 };
 
 } // namespace kiln

@@ -2,6 +2,7 @@
 #include "frontend/csrc/bindings.h"
 #include "runtime/blas.h"
 #include "runtime/error.h"
+#include "runtime/storage.h"
 #include "runtime/thread_pool.h"
 
 namespace py = pybind11;
@@ -35,6 +36,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("get_num_threads", &kiln::numThreads);
   m.def("set_num_threads", &kiln::setNumThreads, py::arg("n"));
   m.def("_blas", &kiln::blas::name); // "mkl" or "openblas": what float GEMMs run on
+  m.def("_host_memory", [] {
+    kiln::HostMemoryStats s = kiln::hostMemoryStats();
+    return std::make_pair(s.allocated, s.peak);
+  });
+  m.def("_reset_host_peak", &kiln::resetHostPeak);
   using namespace kiln::frontend;
   bindDTypes(m);
   bindTensor(m);

@@ -68,7 +68,7 @@ from kiln.amp.autocast import (  # noqa: E402,F401,I001 - torch.autocast and its
 from kiln._capture.compile import compile  # noqa: E402,F401,A001,I001 - torch spelling
 from kiln._capture.context import mark_dynamic, mark_static  # noqa: E402,F401,I001
 from kiln._capture.explain import explain  # noqa: E402,F401,I001
-from kiln import cuda  # noqa: E402,F401,I001
+from kiln import cpu, cuda  # noqa: E402,F401,I001
 from kiln._export import Dim, ExportedProgram, export, load_exported  # noqa: E402,F401,I001
 from kiln import distributions  # noqa: E402,F401,I001 (after nn: uses kiln.nn.functional)
 from kiln._ops_composite_foreach import FUNCTIONS as _FOREACH  # noqa: E402,I001 - torch._foreach_*
