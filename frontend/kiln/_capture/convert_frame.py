@@ -483,8 +483,8 @@ class TopFrame(Frame):
 
     def _make_break(self, inst, error):
         resume_offset = inst.offset
-        if inst.opname == "CALL":
-            i = self.ip - 1
+        if inst.opname == "CALL":  # resume at its PRECALL and KW_NAMES, which set it up
+            i = self.index_of[inst.offset]
             if i >= 1 and self.insts[i - 1].opname == "PRECALL":
                 i -= 1
                 if i >= 1 and self.insts[i - 1].opname == "KW_NAMES":

@@ -548,3 +548,20 @@ def test_a_list_made_in_compiled_code_keeps_its_identity_across_a_break():
         return out
 
     assert kiln.compile(one)(x)["first"] == one(x)["first"]
+
+
+def keyword_call_breaking_in_a_loop(a):
+    out = []
+    for i in range(2):  # the break is inside the loop: the frame resumes natively at the call
+        out.append(kiln.unique(a[i], return_counts=True)[1] * 1)
+    return out
+
+
+def test_a_breaking_call_with_keywords_inside_a_loop_keeps_its_keywords():
+    """The resume function re-runs the call's KW_NAMES (it resumed at PRECALL, and the call
+    took its keyword values as positionals: return_index for return_counts)."""
+    a = kiln.tensor([[1, 2, 3, 3], [0, 0, 0, 1]])
+    compiled = kiln.compile(keyword_call_breaking_in_a_loop)
+    for _ in range(2):
+        got, want = compiled(a), keyword_call_breaking_in_a_loop(a)
+        assert [g.tolist() for g in got] == [w.tolist() for w in want] == [[1, 1, 2], [3, 1]]
