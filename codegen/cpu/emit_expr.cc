@@ -376,14 +376,7 @@ Value emitPrim(Builder &b, ExprKind kind, DType operandType, std::span<const Val
     return arith("arith.subf", "arith.subi");
   case ExprKind::Mul:
     return arith("arith.mulf", "arith.muli");
-  case ExprKind::Div:
-    // A divisor shared by every lane (softmax's sum, a mean's count) becomes one reciprocal
-    // and a multiply per vector: a vector divide costs several multiplies' throughput, and the
-    // reciprocal is loop-invariant where the divisor is. Eager softmax and norms scale the same
-    // way; the result may differ from the divide in the last bit.
-    if (args[0].isVector() && !args[1].isVector())
-      return b.binary("arith.mulf", args[0],
-                      b.binary("arith.divf", b.floatConst(1.0, args[1].elem), args[1]));
+  case ExprKind::Div: // correctly rounded, as eager's and NumPy's (softmax asks for a reciprocal)
     return b.binary("arith.divf", args[0], args[1]);
   case ExprKind::FloorDiv:
   case ExprKind::Mod:

@@ -188,7 +188,7 @@ void lowerNorm(LowerContext &ctx, const ir::Node &n) {
     ctx.decline(n, "an infinity norm of an empty tensor raises");
   DType result = out.dtype, compute = computeDType(result);
   LoopProgram &p = ctx.program();
-  ReductionKind kind = !inf    ? ReductionKind::Sum
+  ReductionKind kind = !inf      ? ReductionKind::Sum
                        : ord > 0 ? ReductionKind::Max
                                  : ReductionKind::Min;
   BufferId acc = p.reduction(kind, shape.outer, shape.inner, [&](Ops &ops, Idx i) {
@@ -260,7 +260,10 @@ void lowerSoftmax(LowerContext &ctx, const ir::Node &n) {
   ctx.define(n.result(0), ctx.pointwise(out.sizes, [&](Ops &ops, Idx i) {
     std::vector<IndexExpr> row = shape.outerPoint(i);
     Val shifted = inputAs(ops, n, x, i, compute) - ops.load(mx, row);
-    Val v = log ? shifted - ops.log(ops.load(sum, row)) : ops.exp(shifted) / ops.load(sum, row);
+    // exp times the row's reciprocal, as eager's softmax (and torch's) scales: one divide per
+    // row, a multiply per element (a user's x / d stays a correctly rounded divide).
+    Val v = log ? shifted - ops.log(ops.load(sum, row))
+                : ops.exp(shifted) * (ops.constant(1.0, compute) / ops.load(sum, row));
     return ops.cast(v, result);
   }));
 }
