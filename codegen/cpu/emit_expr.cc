@@ -258,6 +258,13 @@ Value emitMath(Builder &b, ExprKind kind, std::string_view op, std::span<const V
     return exp64(b, args[0]);
   if (kind == ExprKind::Log && args[0].elem == "f64")
     return log64(b, args[0]);
+  if ((kind == ExprKind::Exp || kind == ExprKind::Expm1) && args[0].elem == "f32") {
+    // The polynomial converts x / ln 2 to an integer, which LLVM folds to poison for a NaN it
+    // sees as a constant (exp(-inf - -inf) in a fully masked softmax row): NaN stays NaN.
+    const Value &x = args[0];
+    std::optional<Value> vec = vectorLibmCall(b, kind, args);
+    return b.select(b.compare("arith.cmpf", "uno", x, x), x, vec ? *vec : b.unary(op, x));
+  }
   if (kind != ExprKind::Atan2 && kind != ExprKind::Asin && kind != ExprKind::Acos)
     if (std::optional<Value> r = vectorLibmCall(b, kind, args))
       return *r;
@@ -365,7 +372,7 @@ Value emitPrim(Builder &b, ExprKind kind, DType operandType, std::span<const Val
   case ExprKind::Sigmoid: {
     Value one = b.floatConst(1.0, args[0].elem);
     Value negated = b.unary("arith.negf", args[0]);
-    Value e = args[0].elem == "f64" ? exp64(b, negated) : b.unary("math.exp", negated);
+    Value e = emitMath(b, ExprKind::Exp, "math.exp", std::span<const Value>(&negated, 1));
     return b.binary("arith.divf", one, b.binary("arith.addf", one, e));
   }
   case ExprKind::Not:
