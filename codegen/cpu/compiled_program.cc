@@ -433,6 +433,8 @@ std::vector<Tensor> CompiledProgram::State::run(std::span<const Tensor> inputs,
     arena.storage.reset(); // the old arena goes before the new one is allocated
     arena.storage = Storage::allocate(arena.need);
   }
+  if (!arena.storage && !s.slotted.empty()) // buffers of no element still need a storage
+    arena.storage = Storage::allocate(0);
   for (size_t k = 0; k < s.slotted.size(); ++k) {
     BufferId id = s.slotted[k];
     DType dtype = s.program.buffer(id).meta.dtype;
