@@ -267,6 +267,9 @@ def _install() -> None:
     t.__array__ = lambda self, dtype=None, copy=None: (
         self.numpy() if dtype is None else self.numpy().astype(dtype)
     )
+    # As torch's: NumPy scalars and arrays defer to the tensor's reflected operators, so
+    # `np.float64(2) * t` is a tensor (NumPy would otherwise convert t and return an ndarray).
+    t.__array_priority__ = 1000
     t.cpu = _cpu
     t.float = _cast(_C.dtype.float32)
     t.double = _cast(_C.dtype.float64)

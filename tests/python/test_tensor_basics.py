@@ -170,3 +170,14 @@ def test_import_kiln_exposes_nn():
 def test_impossible_shapes_raise(shape):
     with pytest.raises(RuntimeError, match="more than 2\\^63 bytes|out of memory"):
         kiln.empty(*shape)
+
+
+def test_numpy_scalars_defer_to_the_tensor():
+    """np.float64(2) * t is a float32 tensor, as torch's (__array_priority__), not an ndarray."""
+    import numpy as np
+
+    t = kiln.tensor([1.0, 2.0, 3.0])
+    for result in (np.float64(2.0) * t, np.float32(1.5) + t, np.float64(1) - t,
+                   np.int64(3) * t, t * np.float64(2.0)):
+        assert isinstance(result, kiln.Tensor) and result.dtype == kiln.float32
+    assert (np.float64(1) - t).tolist() == [0.0, -1.0, -2.0]
