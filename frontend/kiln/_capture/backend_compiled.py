@@ -819,10 +819,27 @@ def _concrete_sizes(value):
     return [str(d) for d in value.shape] if isinstance(value, kiln.Tensor) else None
 
 
+def _check_history_of_writes(inputs, nodes) -> None:
+    """Raises ValueError for an in-place write of a value that requires grad into a part input
+    that does not (zeros, then index_add_ of a layer's output): eager autograd gives that tensor
+    its history, which a compiled node cannot attach to the caller's tensor, so the part runs
+    eagerly. (A BatchNorm's running statistics take no history: their example stays without
+    grad.)"""
+    no_grad_inputs = {id(n) for n in inputs if not _requires_grad(n)}
+    for n in nodes:
+        if not (_mutates(n) and n.args and id(n.args[0]) in no_grad_inputs):
+            continue
+        written = n.args[2] if n.target is operator.setitem and len(n.args) > 2 else n
+        if isinstance(written, Node) and _requires_grad(written):
+            raise ValueError(f"an in-place write into {n.args[0].name} of a value that requires "
+                             "grad (the tensor takes eager autograd's history)")
+
+
 def _build_training(inputs, nodes, outputs, name: str, fuse: bool, debug: bool, *, types=None,
                     input_values=None):
     """(TrainingPart, info) of these nodes, typed by `types` (symbolic) or by the values of one
     call (`input_values`)."""
+    _check_history_of_writes(inputs, nodes)
     w = _RunWriter(name, inputs, nodes, outputs, types, input_values)
     built = w.write()
     needs = [_requires_grad(n) for n in inputs]

@@ -378,3 +378,30 @@ def test_requires_grad_inside_compiled_code_then_autograd_grad():
         "getitem", "grad", "requires_grad_"], report.fallbacks
     with pytest.raises(RuntimeError, match="only Tensors of floating point"):
         kiln.compile(lambda n: n.requires_grad_())(kiln.arange(3))
+
+
+def test_a_write_of_a_value_that_requires_grad_into_a_plain_tensor_trains():
+    """zeros, an eager node (torch.where(mask)), then index_add_ of a layer's output into the
+    zeros: eager autograd gives that tensor its history, so the part that writes it runs
+    eagerly (with the reason) and the layer gets its gradient (a mixture-of-experts layer)."""
+    kiln.manual_seed(0)
+    lin = nn.Linear(4, 4)
+
+    def moe(h):
+        out = kiln.zeros(16, 4)
+        (top_x,) = kiln.where(h[:, 0] > 0)
+        out.index_add_(0, top_x, lin(h[top_x]))
+        return out
+
+    h = kiln.randn(16, 4)
+    grads = []
+    backend = CpuBackend()
+    for fn in (moe, kiln.compile(moe, backend=backend)):
+        lin.zero_grad()
+        out = fn(h)
+        assert out.requires_grad
+        (out * kiln.arange(4.0)).sum().backward()
+        grads.append(lin.weight.grad.clone())
+    np.testing.assert_allclose(grads[1].numpy(), grads[0].numpy(), rtol=1e-6)
+    reasons = [why for r in backend.reports for _, _, why in r.fallbacks]
+    assert any("in-place write into" in why for why in reasons), reasons
