@@ -507,7 +507,21 @@ def _flipped_index(frame, a: V.TensorVar, index: V.VT):
     return flipped, V.TupleVar(new_items)
 
 
+def _integer_index(frame, index: V.VT) -> V.VT:
+    """`index` with uint8 arrays as int64: NumPy indexes with them as integers, where kiln's
+    (torch's) indexing takes a uint8 tensor for a mask."""
+    def fix(it):
+        if isinstance(it, V.TensorVar) and it.example.dtype == kiln.uint8:
+            return _cast(frame, it, kiln.int64)
+        return it
+
+    if isinstance(index, V.TupleVar) and index.tuple_type is tuple:
+        return V.TupleVar([fix(it) for it in index.items])
+    return fix(index)
+
+
 def get_item(frame, a: V.TensorVar, index: V.VT) -> V.VT:
+    index = _integer_index(frame, index)
     with _as_tensors([a, index]):
         base, idx = _flipped_index(frame, a, index)
         result = ops.record(frame.ctx, operator.getitem, [base, idx], {}, "getitem")
@@ -546,6 +560,7 @@ def check_writable(a: V.VT) -> None:
 
 def set_item(frame, a: V.TensorVar, index: V.VT, value: V.VT) -> None:
     check_writable(a)
+    index = _integer_index(frame, index)
     if any(isinstance(it, V.SliceVar) and isinstance(it.step, V.ConstVar)
            and isinstance(it.step.value, int) and it.step.value < 0
            for it in _index_items(index)):

@@ -162,6 +162,8 @@ class _Builder:
 
 def tensors_in(values) -> list:
     """Distinct TensorVar/SymIntVar reachable from variables, in first-seen order."""
+    from kiln._capture.calls_numpy import NumpyCallVar
+
     found: dict = {}
     seen: set = set()
 
@@ -197,6 +199,8 @@ def tensors_in(values) -> list:
                 visit(a)
         elif isinstance(v, V.TensorAttrVar):
             visit(v.tensor)
+        elif isinstance(v, NumpyCallVar):  # `a.sum` on the stack at a break
+            visit(v.self_var)
         elif isinstance(v, V.NestedFunctionVar):
             for c in v.closure or ():
                 visit(c)

@@ -50,3 +50,32 @@ def test_a_break_names_what_the_code_raises():
     x = np.random.default_rng(0).random((4, 4))
     reasons = [r.reason for r in kiln.explain(lambda a: np.where(a > 0.5))(x).break_reasons]
     assert any("raises NotImplementedError: np.where(condition)" in r for r in reasons), reasons
+
+
+def test_a_break_at_a_method_of_a_computed_array():
+    """The array whose method the break calls was computed by the graph: it is a graph output
+    (uint16 has no kiln dtype, so astype breaks)."""
+    def f(a):
+        return a.astype(np.uint8).astype(np.uint16)
+
+    a = np.arange(5, dtype=np.int32)
+    got = kiln.compile(f)(a)
+    np.testing.assert_array_equal(got, f(a))
+    assert got.dtype == np.uint16
+
+
+def test_uint8_index_arrays_are_integer_indices():
+    """NumPy indexes with a uint8 array as integers (kiln's tensors take uint8 for a mask)."""
+    def get(lut, idx):
+        return lut[idx]
+
+    def put(a, idx):
+        a[idx] = -1
+        return a
+
+    lut, idx = np.array([10.0, 20.0, 30.0, 40.0]), np.array([3, 0, 1, 1], dtype=np.uint8)
+    np.testing.assert_array_equal(kiln.compile(get)(lut, idx), get(lut, idx))
+    np.testing.assert_array_equal(kiln.compile(put)(lut.copy(), idx), put(lut.copy(), idx))
+    image = np.array([[3, 200], [7, 255]], dtype=np.uint8)  # a lookup table applied to an image
+    np.testing.assert_array_equal(kiln.compile(get)(np.arange(256.0), image),
+                                  get(np.arange(256.0), image))
