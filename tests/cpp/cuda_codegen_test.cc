@@ -476,14 +476,15 @@ TEST_CASE("golden: the scheduled row softmax (two block reductions, one pointwis
     const kiln::Vec<float, 4> w0 = kiln::load_vec<4>(buf0 + i0 * 128 + i1);
     const float v0 = buf1[i0];
     const float v1 = buf2[i0];
+    const float v2 = 1.0f / v1;
     kiln::Vec<float, 4> out;
     #pragma unroll
     for (int lane = 0; lane < 4; ++lane) {
-      const float v2 = w0.v[lane];
-      const float v3 = v2 - v0;
-      const float v4 = expf(v3);
-      const float v5 = v4 / v1;
-      out.v[lane] = v5;
+      const float v3 = w0.v[lane];
+      const float v4 = v3 - v0;
+      const float v5 = expf(v4);
+      const float v6 = v5 * v2;
+      out.v[lane] = v6;
     }
     kiln::store_vec<4>(buf3 + i0 * 128 + i1, out);
   }

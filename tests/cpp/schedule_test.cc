@@ -201,8 +201,9 @@ kernel k0 loop [s0] parallel i0 {
     %2 = sub %0, %1
     %3 = exp %2
     %4 = load buf2[i0]
-    %5 = div %3, %4
-    yield %5
+    %5 = div 1.0, %4
+    %6 = mul %3, %5
+    yield %6
   }
 }
 return buf3
