@@ -127,6 +127,15 @@ def _inlined_kiln(fn) -> bool:
         getattr(fn, "__name__", "") not in _KEPT_WHOLE.get(module, ()))
 
 
+def _as_sequence(v: V.VT) -> V.VT:
+    """A constant tuple or list as the sequence variable of its items (other values as they
+    are)."""
+    if isinstance(v, V.ConstVar) and type(v.value) in (tuple, list):
+        items = [V.ConstVar(x) for x in v.value]
+        return V.TupleVar(items) if type(v.value) is tuple else V.ListVar(items)
+    return v
+
+
 def top_offset(frame) -> int:
     """The offset of the top frame's instruction running now (a call that inlines `frame`)."""
     while frame.parent is not None:
@@ -257,6 +266,14 @@ class CallMixin(AccessMixin):
             return ops.record(self.ctx, op, [a, b], {}, op.__name__)
         if isinstance(a, V.SymIntVar) or isinstance(b, V.SymIntVar):
             return self.sym_binary(op, a, b)
+        if isinstance(a, (V.ListVar, V.TupleVar)) or isinstance(b, (V.ListVar, V.TupleVar)):
+            a, b = _as_sequence(a), _as_sequence(b)  # `() + (h,)`: a constant tuple's items
+        if op in (operator.eq, operator.ne) and isinstance(a, V.TupleVar) and isinstance(
+            b, V.TupleVar
+        ):  # shapes compared (`g.shape[:2] != x.shape[:2]`), sizes symbolic or not
+            same = len(a.items) == len(b.items) and all(
+                self.truth(self.binary(operator.eq, x, y)) for x, y in zip(a.items, b.items, strict=True))
+            return V.ConstVar(same if op is operator.eq else not same)
         if isinstance(a, (V.ListVar, V.TupleVar)) and op in (operator.add, operator.iadd):
             if isinstance(b, (V.ListVar, V.TupleVar)):
                 if op is operator.iadd and isinstance(a, V.ListVar):
@@ -551,6 +568,12 @@ class CallMixin(AccessMixin):
         if fn in _DTYPE_FACTS:
             return _dtype_fact(fn, args, kwargs)
         name = getattr(fn, "__name__", "?")
+        if fn is kiln.is_tensor and len(args) == 1:
+            return V.ConstVar(isinstance(args[0], V.TensorVar))
+        if name in ("numel", "is_floating_point", "is_complex", "is_signed") and args and (
+            isinstance(args[0], V.TensorVar)
+        ):  # the module forms of these metadata methods
+            return self.call_tensor_method(args[0], name, list(args[1:]), kwargs)
         if name in ops.DATA_DEPENDENT_FUNCTIONS:
             raise V.Unsupported(f"kiln.{name}() depends on data or creates a tensor from Python "
                                 "data at run time")
@@ -580,6 +603,13 @@ class CallMixin(AccessMixin):
         except TypeError as e:
             raise V.Unsupported(f"kiln._assert(): {e}") from None
         cond, message = bound.arguments["condition"], bound.arguments["message"]
+        if isinstance(message, V.LazyTextVar):  # shown only if the check fails, at run time
+            if isinstance(cond, V.TensorVar):
+                message = V.ConstVar(message.example)
+            elif self.truth(cond):
+                return V.ConstVar(None)
+            else:
+                raise V.AssertionFailed(message.example)
         if isinstance(cond, V.TensorVar):
             try:
                 holds = bool(cond.example)

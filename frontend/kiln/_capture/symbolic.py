@@ -413,15 +413,26 @@ class Frame(CallMixin):
 
     def op_BUILD_STRING(self, inst):
         parts = self.popn(inst.arg)
+        if any(isinstance(p, V.LazyTextVar) for p in parts):
+            self.push(V.LazyTextVar("".join(p.example if isinstance(p, V.LazyTextVar)
+                                            else p.const() for p in parts)))  # fmt: skip
+            return
         self.push(V.ConstVar("".join(p.const() for p in parts)))
 
     def op_FORMAT_VALUE(self, inst):
         spec = self.pop().const() if inst.arg & 0x04 else ""
         value = self.pop()
-        if isinstance(value, (V.TensorVar, V.SymIntVar)):
-            raise V.Unsupported("formatting a tensor or symbolic size into a string")
-        v = value.const()
+        if isinstance(value, V.TensorVar):
+            raise V.Unsupported("formatting a tensor into a string")
         conv = inst.arg & 0x03
+        if not value.is_const():  # a symbolic size (or a shape holding one): run-time text
+            from kiln._capture.ops import to_example
+
+            v = to_example(value)
+            v = {0: v, 1: str(v), 2: repr(v), 3: ascii(v)}[conv] if conv else v
+            self.push(V.LazyTextVar(format(v, spec)))
+            return
+        v = value.const()
         v = {0: v, 1: str(v), 2: repr(v), 3: ascii(v)}[conv] if conv else v
         self.push(V.ConstVar(format(v, spec)))
 

@@ -343,6 +343,16 @@ class NewObjectVar(VT):
         return f"NewObjectVar({self.cls.__name__})"
 
 
+class LazyTextVar(VT):
+    """A string formatted from values known only at run time (an f-string of a symbolic shape:
+    `f"got {x.shape}"`). An assertion's message may be one (it is shown only when the check
+    fails, which then runs eagerly); any other use is a graph break. `example` is the text the
+    capture's values give."""
+
+    def __init__(self, example: str) -> None:
+        self.example = example
+
+
 class GradModeVar(VT):
     """`kiln.no_grad()` / `enable_grad()` / `set_grad_enabled(b)`: a context manager."""
 

@@ -1,0 +1,80 @@
+"""Python idioms of model files that broke the graph: tuples built up from `()` (Hugging Face's
+all_hidden_states), shapes compared as tuples once sizes are symbolic, an assertion whose
+message is an f-string of a symbolic shape (torchvision's ViT), and the module-level metadata
+functions (kiln.is_tensor, kiln.is_floating_point, kiln.numel)."""
+
+from __future__ import annotations
+
+import pytest
+from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches around every test
+
+import kiln
+from kiln._capture.backend_compiled import CpuBackend
+
+
+def one_graph(fn, *calls):
+    """fn compiled, called with each argument tuple: equal to eager, one graph, no break."""
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(fn, backend=backend)
+    for args in calls:
+        got, want = compiled(*args), fn(*args)
+        for g, w in zip(got if isinstance(got, tuple) else (got,),
+                        want if isinstance(want, tuple) else (want,), strict=True):
+            if isinstance(w, tuple):
+                assert all(kiln.equal(a, b) for a, b in zip(g, w, strict=True))
+            else:
+                assert kiln.allclose(g, w)
+    explained = kiln.explain(fn)(*calls[0])
+    assert explained.graph_break_count == 0, explained.break_reasons
+
+
+def test_a_tuple_built_up_from_an_empty_one():
+    def f(x, output_hidden_states=True):
+        all_hidden = () if output_hidden_states else None
+        for _ in range(3):
+            all_hidden = all_hidden + (x,)
+            x = x * 2 + 1
+        return x, all_hidden
+
+    one_graph(f, (kiln.randn(4),))
+
+
+def test_shapes_compared_as_tuples_with_symbolic_sizes():
+    def f(x, g):
+        if g.shape[:2] != x.shape[:2]:
+            g = kiln.zeros(x.shape[0], x.shape[1], 1)
+        return x + g
+
+    one_graph(f, *[(kiln.randn(b, 4, 8), kiln.zeros(b, 4, 1)) for b in (2, 3, 5)])
+
+
+def test_an_assertion_message_formatted_from_a_symbolic_shape():
+    def f(x):
+        kiln._assert(x.dim() == 3, f"Expected (batch, seq, hidden) got {x.shape}")
+        return x * 2
+
+    one_graph(f, *[(kiln.randn(b, 4, 8),) for b in (2, 3, 5)])
+    with pytest.raises(AssertionError, match=r"got kiln.Size\(\[2, 4\]\)"):
+        kiln.compile(f)(kiln.randn(2, 4))
+
+
+def test_a_run_time_string_used_otherwise_breaks():
+    def f(x):
+        name = f"{x.shape[0]}"
+        return x * int(name)
+
+    kiln.compile(f, dynamic=True)(kiln.randn(3))  # runs, breaking where the text is needed
+    explained = kiln.explain(f)(kiln.randn(3))
+    assert explained.graph_count >= 1
+
+
+def test_module_level_metadata_functions():
+    def f(x, t):
+        if not kiln.is_tensor(t):
+            t = kiln.full((1,), t)
+        if kiln.is_floating_point(x):
+            x = x * kiln.numel(x)
+        return x * t
+
+    one_graph(f, (kiln.randn(4), kiln.tensor(3.0)))
+    assert kiln.compile(f)(kiln.randn(4), 2.0).shape == (4,)
