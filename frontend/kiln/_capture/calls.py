@@ -272,7 +272,8 @@ class CallMixin(AccessMixin):
             b, V.TupleVar
         ):  # shapes compared (`g.shape[:2] != x.shape[:2]`), sizes symbolic or not
             same = len(a.items) == len(b.items) and all(
-                self.truth(self.binary(operator.eq, x, y)) for x, y in zip(a.items, b.items, strict=True))
+                self.truth(self.binary(operator.eq, x, y))
+                for x, y in zip(a.items, b.items, strict=True))
             return V.ConstVar(same if op is operator.eq else not same)
         if isinstance(a, (V.ListVar, V.TupleVar)) and op in (operator.add, operator.iadd):
             if isinstance(b, (V.ListVar, V.TupleVar)):
