@@ -1,5 +1,6 @@
 // kiln.dtype and the core of kiln.Tensor: properties, views, copies. Op methods are added by the
 // other bind_*.cc files onto the same class.
+#include "frontend/csrc/bind_factory.h"
 #include "frontend/csrc/bindings.h"
 #include "frontend/csrc/py_convert.h"
 #include "runtime/error.h"
@@ -28,9 +29,39 @@ void bindDTypes(py::module_ &m) {
   m.def("set_default_dtype", &setDefaultFloatDType);
 }
 
+namespace {
+
+/// torch's legacy constructors (`Tensor(2, 3)`, `Tensor([1., 2.])`, `FloatTensor(4)`,
+/// `x.new(5)`): sizes as ints or a Size give a tensor of zeros (torch leaves the memory
+/// uninitialized; kiln fills it so a forgotten init is not garbage), one sequence gives its data.
+Tensor legacyTensor(const py::args &args, DType dtype) {
+  if (args.empty())
+    return Tensor::empty({0}, dtype);
+  bool sizes = true;
+  for (py::handle a : args)
+    sizes = sizes && py::isinstance<py::int_>(a) && !py::isinstance<py::bool_>(a);
+  if (args.size() == 1 && py::isinstance<py::tuple>(args[0]) &&
+      py::type::of(args[0]).attr("__name__").cast<std::string>() == "Size")
+    return ops::zeros(args[0].cast<Shape>(), dtype);
+  if (sizes)
+    return ops::zeros(args.cast<Shape>(), dtype);
+  KILN_CHECK_KIND(Type, args.size() == 1,
+                  "Tensor(): expected sizes (ints) or one sequence of data, got {} arguments",
+                  args.size());
+  return tensorFromData(args[0], dtype, "Tensor");
+}
+
+} // namespace
+
 void bindTensor(py::module_ &m) {
   py::class_<Tensor> t(m, "Tensor");
   t.def(py::init([](const Tensor &other) { return other.alias(); }), py::arg("data"));
+  t.def(py::init([](const py::args &args) { return legacyTensor(args, DType::Float32); }));
+  t.def("new", [](const Tensor &self, const py::args &args) {
+    return legacyTensor(args, self.dtype()).to(self.device());
+  });
+  m.def("_legacy_tensor",
+        [](DType dtype, const py::args &args) { return legacyTensor(args, dtype); });
   t.def_property_readonly("dtype", &Tensor::dtype);
   t.def_property_readonly("_device_str", [](const Tensor &self) { return self.device().str(); });
   t.def_property_readonly("ndim", &Tensor::dim);

@@ -52,9 +52,13 @@ from kiln import utils  # noqa: E402,F401,I001
 from kiln.serialization import load, save  # noqa: E402,F401,I001
 from kiln import amp, backends, linalg, special  # noqa: E402,F401,I001
 from kiln.backends import (  # noqa: E402,F401,I001
+    are_deterministic_algorithms_enabled,
     get_float32_matmul_precision,
+    is_deterministic_algorithms_warn_only_enabled,
     set_float32_matmul_precision,
+    use_deterministic_algorithms,
 )
+from kiln import fx  # noqa: E402,F401,I001 - torch.fx.wrap
 from kiln.amp.autocast import (  # noqa: E402,F401,I001 - torch.autocast and its state
     autocast,
     get_autocast_cpu_dtype,
@@ -74,6 +78,9 @@ from kiln import distributions  # noqa: E402,F401,I001 (after nn: uses kiln.nn.f
 from kiln._ops_composite_foreach import FUNCTIONS as _FOREACH  # noqa: E402,I001 - torch._foreach_*
 
 globals().update(_FOREACH)
+from kiln._legacy_tensors import CONSTRUCTORS as _LEGACY  # noqa: E402,I001 - torch.FloatTensor, ...
+
+globals().update(_LEGACY)
 from kiln import jit, profiler, random, testing  # noqa: E402,F401,I001 - torch's small modules
 import kiln.autograd.profiler as _autograd_profiler  # noqa: E402,F401,I001
 import kiln.nn.attention as _nn_attention  # noqa: E402,F401,I001 (not the nn.modules.attention)

@@ -44,3 +44,23 @@ def set_float32_matmul_precision(precision: str) -> None:
 
 def get_float32_matmul_precision() -> str:
     return _precision[0]
+
+
+_deterministic = {"mode": False, "warn_only": False}
+
+
+def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
+    """torch.use_deterministic_algorithms: recorded; kiln's kernels give the same results run
+    after run for the same inputs and thread count, so there is nothing to switch."""
+    if not isinstance(mode, bool):
+        raise TypeError(f"use_deterministic_algorithms(): mode must be a bool, not "
+                        f"{type(mode).__name__}")
+    _deterministic.update(mode=mode, warn_only=bool(warn_only))
+
+
+def are_deterministic_algorithms_enabled() -> bool:
+    return _deterministic["mode"]
+
+
+def is_deterministic_algorithms_warn_only_enabled() -> bool:
+    return _deterministic["warn_only"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import kiln
 from kiln.nn import functional as F
 from kiln.nn import init
-from kiln.nn.modules._utils import _pair, _reverse_repeat_tuple, _single, _triple
 from kiln.nn.modules.module import Module
+from kiln.nn.modules.utils import _pair, _reverse_repeat_tuple, _single, _triple
 from kiln.nn.parameter import Parameter
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d"]

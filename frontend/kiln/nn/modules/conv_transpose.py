@@ -6,9 +6,9 @@ from __future__ import annotations
 import kiln
 from kiln.nn import functional as F
 from kiln.nn import init
-from kiln.nn.modules._utils import _pair, _single, _triple
 from kiln.nn.modules.conv import _ConvNd
 from kiln.nn.modules.module import Module
+from kiln.nn.modules.utils import _pair, _single, _triple
 from kiln.nn.parameter import Parameter
 
 __all__ = ["ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]

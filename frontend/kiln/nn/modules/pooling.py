@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kiln.nn import functional as F
-from kiln.nn.modules._utils import _single
 from kiln.nn.modules.module import Module
+from kiln.nn.modules.utils import _single
 
 __all__ = [
     "AdaptiveAvgPool1d",

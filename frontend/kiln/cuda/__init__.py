@@ -250,3 +250,5 @@ class Event:
         if self._event is None:
             return "<kiln.cuda.Event uninitialized>"
         return f"<kiln.cuda.Event device=cuda:{self._event.device}>"
+
+from kiln.cuda import amp  # noqa: E402,F401 - torch.cuda.amp

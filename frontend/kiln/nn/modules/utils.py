@@ -1,11 +1,12 @@
-"""Argument helpers shared by the layer modules: int-or-tuple expansion (torch's _pair etc.)."""
+"""torch.nn.modules.utils: argument helpers of the layer modules (int-or-tuple expansion:
+_single, _pair, _triple, _quadruple), which model files import too."""
 
 from __future__ import annotations
 
 import collections.abc
 from itertools import repeat
 
-__all__ = ["_ntuple", "_pair", "_reverse_repeat_tuple", "_single", "_triple"]
+__all__ = ["_ntuple", "_pair", "_quadruple", "_reverse_repeat_tuple", "_single", "_triple"]
 
 
 def _ntuple(n: int, name: str = "parse"):
@@ -21,6 +22,7 @@ def _ntuple(n: int, name: str = "parse"):
 _single = _ntuple(1, "_single")
 _pair = _ntuple(2, "_pair")
 _triple = _ntuple(3, "_triple")
+_quadruple = _ntuple(4, "_quadruple")
 
 
 def _reverse_repeat_tuple(t, n: int) -> tuple:
