@@ -515,8 +515,10 @@ class CallMixin(AccessMixin):
             return V.ConstVar(ex.numel())
         if name in ("is_floating_point", "is_complex", "element_size", "get_device",
                     "is_contiguous", "stride", "storage_offset", "is_signed"):
-            if name in ("stride", "is_contiguous", "storage_offset") and self.ctx.has_symbols:
-                raise V.RestartStatic()
+            if name in ("stride", "is_contiguous", "storage_offset"):
+                self.ctx.keep_layout(t)  # the code sees the caller's layout
+                if self.ctx.has_symbols:
+                    raise V.RestartStatic()
             ex_args = [ops.to_example(a) for a in args]
             return V.ConstVar(getattr(ex, name)(*ex_args))
         if name == "type" and not args and not kwargs:

@@ -227,6 +227,8 @@ def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_n
         if e is not None and i in ctx.input_numpy:
             arrays.append((len(inputs), e))
             e = f"_np_in({e})"
+        elif e is not None and any(k == i for k, _, _ in ctx.input_contiguous):
+            e = f"({e}).contiguous()"  # its strides vary between calls (guards skip them)
         inputs.append(e if e is not None else b.const(ctx.input_baked[i]))
     params = "".join(", " + a for a in b.arg_names)
     lines = [f"def entry(_func{params}):"]  # the hook passes the function object first

@@ -74,6 +74,10 @@ class CaptureContext:
         self.input_numpy: set = set()  # indices of graph inputs read as NumPy arrays
         self._arrays: list = []  # (ndarray, its tensor): kept alive while the capture runs
         self.seen_sizes: dict = {}  # source -> sizes, recorded for automatic dynamic
+        self.seen_strides: dict = {}  # source -> strides, likewise
+        # graph inputs made contiguous by the entry (their strides changed between calls, as a
+        # decode loop's x[:, -1:] does): (input index, variable, the contiguous example)
+        self.input_contiguous: list = []
         self.seen_scalars: dict = {}  # source -> int/float value, for automatic dynamic
         self.input_by_id: dict = {}
         self.symbols: list = []  # (name, hint)
@@ -261,7 +265,7 @@ class CaptureContext:
         dims |= {d for d, v in marks.items() if v}
         dims -= {d for d, v in marks.items() if not v}
         # Sizes 0 and 1 stay static (broadcasting and emptiness depend on them).
-        return {d for d in dims if d < t.dim() and t.shape[d] >= 2}
+        return {d for d in dims if type(d) is int and d < t.dim() and t.shape[d] >= 2}
 
     def _wrap_ndarray(self, arr, source, label=None) -> V.VT:
         """An ndarray: a graph input over the same memory (`kiln._numpy.to_tensor` in the
@@ -301,24 +305,41 @@ class CaptureContext:
             sym = self._symbol_for(source, d, t.shape[d])
             sym_sizes[d] = self.symbols[sym][0]
             sym_names[d] = self.symbols[sym][0]
+        marks = self.auto_dynamic.get(source, ()) if source is not None else ()
+        any_strides = (guard_src and array is None and "strides" in marks
+                       and "layout" not in marks and not self.static_only)  # fmt: skip
         if guard_src:
             if array is not None:
                 self.guards.ndarray(source, array, dyn, sym_names)
             else:
-                self.guards.tensor(source, t, dyn, sym_names)
+                self.guards.tensor(source, t, dyn, sym_names, any_strides=any_strides)
+            self.seen_strides[source] = tuple(t.stride())
             for d in sorted(dyn):
                 sym = self._symbol_for(source, d, t.shape[d])
                 self.guards.bind_size(source, d, sym, self.symbols[sym][0])
                 self.guards.sym("ge_const", sym, 2, f"{self.symbols[sym][0]} >= 2")
             self.seen_sizes[source] = tuple(t.shape)
+        if any_strides:  # the graph is compiled for the contiguous layout the entry gives it
+            t = t.contiguous()
         node = self._add_input(source, t, sym_sizes if dyn else None)
         if array is not None and self.input_baked[-1] is None:
             self.input_numpy.add(len(self.input_sources) - 1)
         var = V.TensorVar(node, t, source)
+        if any_strides:
+            self.input_contiguous.append((len(self.input_sources) - 1, var, t))
         var.dynamic_dims = dyn
         var.sym_of_dim = {d: self._symbol_for(source, d, t.shape[d]) for d in dyn}
         self.input_by_id[key] = var
         return var
+
+    def keep_layout(self, var: V.TensorVar) -> None:
+        """`var` came in made contiguous (its strides varied between calls), but the code reads
+        its layout or writes into it: capture again with its strides guarded, now and later."""
+        if any(v is var for _, v, _ in self.input_contiguous):
+            marks = self.auto_dynamic.setdefault(var.source, set())
+            marks.discard("strides")
+            marks.add("layout")
+            raise V.RestartStatic()
 
     def _symbol_for(self, source, dim: int, hint: int) -> int:
         key = (source, dim)

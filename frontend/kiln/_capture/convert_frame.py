@@ -88,6 +88,7 @@ class CodeState:
     def __init__(self) -> None:
         self.resume_fns: dict = {}
         self.auto_dynamic: dict = {}
+        self.seen_strides: dict = {}  # (argument, path) -> strides at the last capture
         self.seen: dict = {}
         self.captures = 0
         # Reentrant: a thread never waits on a capture it is running itself.
@@ -246,6 +247,18 @@ class Compiler:
                         state.auto_dynamic.setdefault(key, set()).update(changed)
                         logs.log("recompiles", f"automatic dynamic: {key} dims "
                                                f"{sorted(changed)} change between calls")
+                    elif isinstance(value, kiln.Tensor) and (index, path) in state.seen_strides \
+                            and state.seen_strides[(index, path)] != tuple(value.stride()):
+                        # same sizes, other strides (a decode loop's x[:, -1:] of a growing
+                        # sequence): the entry makes it contiguous, the guard stops checking
+                        # (not for a tensor whose layout the code reads or writes through:
+                        # "layout", see context.input_contiguous)
+                        key = _source_for(func, index, labels, path)
+                        marks = state.auto_dynamic.setdefault(key, set())
+                        if "layout" not in marks:
+                            marks.add("strides")
+                        logs.log("recompiles", f"automatic dynamic: {key} strides change "
+                                               "between calls (made contiguous)")
             elif type(value) in (int, float) and type(old) is type(value) and value != old:
                 key = _source_for(func, index, labels, path)
                 state.auto_dynamic.setdefault(key, set())
@@ -286,6 +299,13 @@ class Compiler:
             path = _path_of(source)
             if path is not None:
                 state.seen[path] = sizes
+        for (source, strides) in ctx.seen_strides.items():
+            path = _path_of(source)
+            if path is not None:
+                state.seen_strides[path] = strides
+        for _, var, example in ctx.input_contiguous:
+            if var.example is not example:  # written in place: a contiguous copy would lose it
+                ctx.keep_layout(var)
         for source, value in ctx.seen_scalars.items():
             path = _path_of(source)
             if path is not None:

@@ -68,11 +68,12 @@ class GuardSet:
         text = f"{source}.keys() == {_short(keys)}"
         self._add(("keys", source), source, "check_dict_keys", (keys,), text)
 
-    def tensor(self, source, t, dynamic_dims=(), sym_names=None) -> None:
-        """dtype, rank, static sizes and strides, requires_grad of the tensor at `source`."""
+    def tensor(self, source, t, dynamic_dims=(), sym_names=None, any_strides=False) -> None:
+        """dtype, rank, static sizes and strides, requires_grad of the tensor at `source`
+        (`any_strides`: the strides are not checked, the entry makes the tensor contiguous)."""
         sizes = [None if d in dynamic_dims else s for d, s in enumerate(t.shape)]
         strides = list(t.stride())
-        if dynamic_dims:
+        if dynamic_dims or any_strides:
             strides = [None] * len(strides)  # strides follow the symbolic sizes
         shown = [sym_names.get(d, "?") if s is None else str(s) for d, s in enumerate(sizes)] if (
             sym_names is not None

@@ -287,3 +287,32 @@ def test_dynamic_results_match_numpy_on_many_sizes():
         np.testing.assert_allclose(rows.numpy(), a.sum(1), rtol=1e-5, atol=1e-6)
         assert numel == a.size and tuple(half.shape) == (n // 2, 3) and tuple(shape) == (n, 3)
     assert len(p.records) == 2
+
+
+def test_strides_that_change_between_calls_recompile_once():
+    """A decode loop passes x[:, -1:] of a growing sequence: same sizes, growing strides. The
+    second capture stops guarding the strides and the entry makes the argument contiguous, so
+    every later step runs the same entry."""
+    from kiln._capture.backend_compiled import CpuBackend
+
+    backend = CpuBackend()
+    step = kiln.compile(lambda tok: (tok * 2 + 1).sum(-1), backend=backend)
+    x = kiln.arange(8).reshape(2, 4)
+    for _ in range(10):
+        assert step(x[:, -1:]).tolist() == ((x[:, -1:] * 2 + 1).sum(-1)).tolist()
+        x = kiln.cat([x, x[:, -1:] + 1], dim=1)
+    assert len(backend.reports) == 2
+
+
+def test_an_input_written_in_place_keeps_its_strides_guarded():
+    """A contiguous copy would lose the write: such an input stays guarded on its strides."""
+    def bump(t):
+        t.add_(1)
+        return t * 2
+
+    compiled = kiln.compile(bump)
+    for width in range(4, 9):
+        base = kiln.zeros(2, width)
+        view = base[:, -1:]
+        out = compiled(view)
+        assert base[:, -1].tolist() == [1.0, 1.0] and out.tolist() == [[2.0], [2.0]]

@@ -25,3 +25,7 @@ from kiln.nn.modules.sparse import *  # noqa: F403
 from kiln.nn.modules.sparse_extra import *  # noqa: F403
 from kiln.nn.modules.transformer import *  # noqa: F403
 from kiln.nn.modules.upsampling import *  # noqa: F403
+
+# The argument helpers (torch.nn.modules.utils) stay importable by that name but are not an
+# attribute here: kiln.nn's star import of this package would otherwise shadow kiln.nn.utils.
+del utils  # noqa: F821 - bound by the submodule imports above
