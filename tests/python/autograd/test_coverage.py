@@ -15,6 +15,7 @@ import kiln
 # Not differentiable in torch either: fresh tensors, samples, detached results, integer math.
 NON_DIFFERENTIABLE = {
     "detach",
+    "new",  # the legacy x.new(sizes or data): a fresh tensor
     "new_empty",
     "new_full",
     "new_ones",
@@ -79,6 +80,11 @@ def test_listed_ops_exist(name):
 
 # kiln.* and kiln.nn.functional.* functions called on a 4-d float64 tensor that requires grad.
 FUNCTIONS_NON_DIFFERENTIABLE = {
+    # the legacy typed constructors: FloatTensor(data) is fresh data, as kiln.tensor
+    "kiln.BFloat16Tensor",
+    "kiln.DoubleTensor",
+    "kiln.FloatTensor",
+    "kiln.HalfTensor",
     "kiln.bernoulli",
     "kiln.detach",
     "kiln.empty_like",
