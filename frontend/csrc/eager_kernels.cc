@@ -432,8 +432,8 @@ const EagerKernel kKernels[] = {
      [](Tensor &self, const BoundArgs &a) {
        kiln::ops::addcdiv_(self, a.tensor(1), a.tensor(2), a.scalar(3));
      }},
-    {std::nullopt, "bitwise_left_shift", binary<&ops::bitwiseLeftShift>},
-    {std::nullopt, "bitwise_right_shift", binary<&ops::bitwiseRightShift>},
+    {OpKind::BitwiseLeftShift, "bitwise_left_shift", binary<&ops::bitwiseLeftShift>},
+    {OpKind::BitwiseRightShift, "bitwise_right_shift", binary<&ops::bitwiseRightShift>},
     {std::nullopt, "isclose", [](const BoundArgs &a) {
        return ops::isclose(a.tensor(0), a.tensor(1), a.toDouble(2), a.toDouble(3), a.toBool(4));
      }},

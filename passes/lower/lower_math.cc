@@ -156,6 +156,8 @@ bool rejectsBool(OpKind op) {
   case OpKind::Fmod:
   case OpKind::Clamp:
   case OpKind::Relu:
+  case OpKind::BitwiseLeftShift:
+  case OpKind::BitwiseRightShift:
     return true;
   default:
     return false;
@@ -290,6 +292,31 @@ Val unaryBody(Ops &ops, const ir::Node &n, Val x, DType result) {
   }
 }
 
+namespace {
+
+/// a << b or a >> b as eager's kernel (runtime/ops/bitwise.cc) computes it: a count outside
+/// [0, bits) (bits - 1 for a signed right shift; a uint8 count read as int8, as eager's cast)
+/// gives 0, or the sign for a signed right shift. In int64: a times or floor-divided by 2^b,
+/// which wraps and rounds as the shift does.
+Val shiftBody(Ops &ops, Val a, Val b, bool left) {
+  DType t = a.dtype();
+  bool isSigned = t != DType::UInt8;
+  int64_t bits = static_cast<int64_t>(itemsize(t)) * 8;
+  int64_t limit = left || !isSigned ? bits : bits - 1;
+  Val x = ops.cast(a, DType::Int64);
+  Val y = ops.cast(t == DType::UInt8 ? ops.cast(b, DType::Int8) : b, DType::Int64);
+  Val zero = ops.constant(int64_t{0}, DType::Int64);
+  Val inRange = ops.bitwiseAnd(ops.ge(y, zero), ops.lt(y, ops.constant(limit, DType::Int64)));
+  Val power = ops.pow(ops.constant(int64_t{2}, DType::Int64), ops.where(inRange, y, zero));
+  Val shifted = left ? x * power : ops.floorDiv(x, power);
+  Val outside = left || !isSigned
+                    ? zero
+                    : ops.where(ops.lt(x, zero), ops.constant(int64_t{-1}, DType::Int64), zero);
+  return ops.cast(ops.where(inRange, shifted, outside), t);
+}
+
+} // namespace
+
 Val binaryBody(Ops &ops, const ir::Node &n, Val a, Val b) {
   bool logical = a.dtype() == DType::Bool; // torch: add/mul/max/min of bools are or/and
   switch (n.op()) {
@@ -347,6 +374,9 @@ Val binaryBody(Ops &ops, const ir::Node &n, Val a, Val b) {
     return ops.bitwiseOr(a, b);
   case OpKind::BitwiseXor:
     return ops.bitwiseXor(a, b);
+  case OpKind::BitwiseLeftShift:
+  case OpKind::BitwiseRightShift:
+    return shiftBody(ops, a, b, n.op() == OpKind::BitwiseLeftShift);
   default:
     fail(ErrorKind::Runtime, "lowering: '{}' has no binary body", n.keyword());
   }

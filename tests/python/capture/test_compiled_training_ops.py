@@ -23,7 +23,8 @@ NO_GRAD = {
     "isnan", "isinf", "isfinite", "isposinf", "isneginf", "signbit", "logical_not",
     "bitwise_not", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
     "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "all", "any", "argmax",
-    "argmin", "one_hot", "argsort", "floor_divide", "detach",
+    "argmin", "one_hot", "argsort", "floor_divide", "detach", "bitwise_left_shift",
+    "bitwise_right_shift",
 }  # fmt: skip
 DIFFERENTIABLE = sorted(set(SAMPLES) - NO_GRAD)
 

@@ -86,6 +86,8 @@ BINARY = {
     "logical_or": lambda a, b: a.logical_or(b), "logical_xor": lambda a, b: a.logical_xor(b),
     "bitwise_and": lambda a, b: a & b, "bitwise_or": lambda a, b: a | b,
     "bitwise_xor": lambda a, b: a ^ b, "where": lambda a, b: kiln.where(a > b, a, b),
+    # counts of every sign and size: torch's rules outside [0, bits) included
+    "bitwise_left_shift": lambda a, b: a << b, "bitwise_right_shift": lambda a, b: a >> b,
     "lerp": lambda a, b: kiln.lerp(a, b, 0.3),
     "mse_loss": lambda a, b: F.mse_loss(a, b.expand_as(a)),
     "l1_loss": lambda a, b: F.l1_loss(a, b.expand_as(a), reduction="sum"),
@@ -229,7 +231,8 @@ def test_random_fused_chains(seed):
     one graph and equal eager."""
     g = np.random.default_rng(seed)
     names = [n for n in sorted({**UNARY_FLOAT_MATH, **UNARY_ANY, **BINARY}) if n not in (
-        "bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor", "logical_not", "logical_and",
+        "bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+        "bitwise_right_shift", "logical_not", "logical_and",
         "logical_or", "logical_xor", "isnan", "isinf", "isfinite", "isposinf", "isneginf",
         "signbit", "eq", "ne", "lt", "le", "gt", "ge")]  # fmt: skip
     chain = [str(c) for c in g.choice(names, size=6)]
