@@ -202,11 +202,41 @@ def _to(w, node, a):
             dt = v
         elif isinstance(v, (str, kiln.device)):
             dev = v
+        elif isinstance(getattr(v, "meta", {}).get("example"), kiln.Tensor):  # to(other)
+            other = v.meta["example"]
+            dt, dev = other.dtype, other.device
         elif v is not None:
-            raise Decline("to(other)")
-    if dt is None or (dev is not None and kiln.device(dev).type != "cpu"):
+            raise Decline("to() of an unknown argument")
+    x = w.tensor(a["input"])
+    if dev is not None and (kiln.device(dev).type != "cpu" or x.type.device not in (None,
+                                                                                    "cpu")):
         raise Decline("a device move")
+    if dt is None or dtype_short(dt) == x.type.dtype:  # nothing moves: the tensor itself
+        _same(w, node, x)
+        return
     _cast(w, node, a["input"], dt)
+
+
+def _same(w, node, x) -> None:
+    """A call that returns its input unchanged (`t.to(t.device)`, `t.cpu()` of a CPU tensor):
+    a view of all of it, as eager returns the tensor itself (a whole slice, which writes
+    through it functionalize into)."""
+    if x.type.sizes:
+        w.emit_node(node, "slice", [x], {"dim": 0})
+    else:
+        w.emit_node(node, "view", [x], {"shape": []})
+
+
+def _s_cpu(input, memory_format=None): ...
+
+
+@lowering(_s_cpu, "kiln.Tensor.cpu")
+def _cpu(w, node, a):
+    _no(a["memory_format"])
+    x = w.tensor(a["input"])
+    if x.type.device not in (None, "cpu"):
+        raise Decline("a device move")
+    _same(w, node, x)
 
 
 def _cast_to(dt):

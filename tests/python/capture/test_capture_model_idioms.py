@@ -78,3 +78,23 @@ def test_module_level_metadata_functions():
 
     one_graph(f, (kiln.randn(4), kiln.tensor(3.0)))
     assert kiln.compile(f)(kiln.randn(4), 2.0).shape == (4,)
+
+
+@pytest.mark.parametrize("move", ["to_device", "to_other", "cpu", "to_same_dtype"])
+def test_same_device_moves_compile(move):
+    """t.to(x.device), t.to(x), t.cpu() and t.to(t.dtype) of CPU tensors return the tensor
+    itself (diffusers' timesteps.to(sample.device)): compiled as a view, not an eager node."""
+    moves = {"to_device": lambda t, x: t.to(x.device), "to_other": lambda t, x: t.to(x),
+             "cpu": lambda t, x: t.cpu(), "to_same_dtype": lambda t, x: t.to(kiln.float32)}
+    backend = CpuBackend(fallback=False)
+
+    def f(x, t):
+        moved = moves[move](t, x)
+        moved.add_(1)  # writes through to t, as the tensor itself would
+        return x * moved
+
+    x, t = kiln.randn(3, 4), kiln.randn(4)
+    t_ref = t.clone()
+    got, want = kiln.compile(f, backend=backend)(x, t), f(x, t_ref)
+    assert kiln.allclose(got, want) and kiln.equal(t, t_ref)
+    assert [r.eager_nodes for r in backend.reports] == [0]
