@@ -316,8 +316,14 @@ class Compiler:
         break_record = None
         if isinstance(outcome, Break):
             lineno = outcome.lineno
-            break_record = BreakRecord(outcome.error.reason, outcome.error.hint,
-                                       code.co_filename, lineno,
+            hint = outcome.error.hint
+            if bytecode.in_loop(code, outcome.inst.offset) or bytecode.in_exception_region(
+                code, outcome.inst.offset
+            ):  # BreakHandler's native mode: the frame goes on as plain Python from here
+                hint = (hint + "; " if hint else "") + (
+                    "the break is inside a loop or try block: the rest of this function runs "
+                    "uncompiled (compile the loop's body as a function of its own)")
+            break_record = BreakRecord(outcome.error.reason, hint, code.co_filename, lineno,
                                        reversed(outcome.error.__dict__.get("frames", ())))
             logs.log("graph_breaks", f"graph break in {code.co_name}: {break_record}")
             if self.fullgraph and isinstance(outcome.error, V.AssertionFailed):

@@ -387,3 +387,15 @@ def test_counts_and_lines_match_torch_dynamo(name, tmp_path, capsys):
     assert all(br.filename == str(path) for br in got.break_reasons)
     np.testing.assert_allclose(got.result.numpy(), with_torch(torch.from_numpy(values)).numpy(),
                                rtol=1e-6, atol=1e-6)
+
+
+def test_a_break_inside_a_loop_says_the_rest_runs_uncompiled():
+    def epoch(xs):
+        total = 0.0
+        for x in xs:
+            total += (x * 2).sum().item()
+        return total
+
+    explained = kiln.explain(epoch)([kiln.ones(3), kiln.ones(3)])
+    (reason,) = explained.break_reasons
+    assert "inside a loop" in reason.hint and "runs uncompiled" in reason.hint
