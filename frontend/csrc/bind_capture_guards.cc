@@ -129,6 +129,16 @@ void bindGuards(py::module_ &m) {
       },
       py::arg("value"), py::arg("text"));
   node.def(
+      "check_compare",
+      [](GuardNode &n, int op, py::object value, bool expected, std::string text) {
+        LeafCheck c = leaf(Kind::Compare, kEqualsTier, std::move(text));
+        c.n = op;
+        c.object = std::move(value);
+        c.expected = expected;
+        n.addCheck(std::move(c));
+      },
+      py::arg("op"), py::arg("value"), py::arg("expected"), py::arg("text"));
+  node.def(
       "check_len",
       [](GuardNode &n, int64_t len, std::string text) {
         if (len < 0)

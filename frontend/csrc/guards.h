@@ -54,7 +54,8 @@ struct LeafCheck {
     DictKeys,
     Tensor,
     Array,
-    BindSize
+    BindSize,
+    Compare
   };
   Kind kind;
   int tier = 0;
@@ -62,8 +63,10 @@ struct LeafCheck {
   py::object object;
   /// DictKeys: the expected keys in order.
   std::vector<py::object> keys;
-  /// Len: the length; BindSize: the dim.
+  /// Len: the length; BindSize: the dim; Compare: the Py_LT..Py_GE operator.
   int64_t n = 0;
+  /// Compare: the comparison's result that the capture assumed.
+  bool expected = false;
   /// BindSize: the symbol slot.
   int64_t sym = 0;
   /// Array (a NumPy array, read through the buffer protocol): its format and itemsize (`n`).

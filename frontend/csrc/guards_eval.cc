@@ -183,6 +183,12 @@ bool leafPasses(const LeafCheck &c, PyObject *obj, GuardEval &eval) {
       PyErr_Clear();
     return eq == 1;
   }
+  case LeafCheck::Kind::Compare: { // a number compared with a constant (`random() < 0.5`)
+    int r = PyObject_RichCompareBool(obj, c.object.ptr(), static_cast<int>(c.n));
+    if (r < 0)
+      PyErr_Clear();
+    return r >= 0 && (r == 1) == c.expected;
+  }
   case LeafCheck::Kind::Len:
     return lengthOf(obj) == c.n;
   case LeafCheck::Kind::DictKeys:

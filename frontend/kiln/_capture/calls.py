@@ -319,9 +319,19 @@ class CallMixin(AccessMixin):
     def sym_compare(self, op, a: V.VT, b: V.VT) -> bool:
         sym_side = a if isinstance(a, V.SymIntVar) else b
         other = b if sym_side is a else a
-        if sym_side.sym is None and getattr(sym_side, "source", None) is not None:
+        source = getattr(sym_side, "source", None)
+        if sym_side.sym is None and source is not None:
+            result = op(ops.to_example(a), ops.to_example(b))
+            if isinstance(other, V.ConstVar) and type(other.value) in (int, float) and (
+                source.guardable()
+            ):  # a run-time number (a random draw, a float argument) compared with a constant
+                flipped = {operator.lt: "gt", operator.gt: "lt", operator.le: "ge",
+                           operator.ge: "le", operator.eq: "eq", operator.ne: "ne"}
+                name = op.__name__ if sym_side is a else flipped[op]
+                self.ctx.guards.compare(source, name, other.value, result)
+                return result
             self.concrete_int(sym_side)
-            return op(ops.to_example(a), ops.to_example(b))
+            return result
         if sym_side.sym is None or not isinstance(other, V.ConstVar):
             raise V.RestartStatic()
         result = op(ops.to_example(a), ops.to_example(b))

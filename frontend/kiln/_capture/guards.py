@@ -60,6 +60,16 @@ class GuardSet:
             return
         self._add(("eq", source), source, "check_equals", (value,), f"{source} == {_short(value)}")
 
+    _PY_OPS = {"lt": 0, "le": 1, "eq": 2, "ne": 3, "gt": 4, "ge": 5}  # Py_LT .. Py_GE
+
+    def compare(self, source, op: str, value, expected: bool) -> None:
+        """`(source OP value) == expected`, OP one of lt le eq ne gt ge: a number the code only
+        compared (`random.random() < 0.5`) is guarded on the comparison, not on its value."""
+        symbol = {"lt": "<", "le": "<=", "eq": "==", "ne": "!=", "gt": ">", "ge": ">="}[op]
+        text = f"({source} {symbol} {value!r}) is {expected}"
+        self._add(("cmp", source, op, value), source, "check_compare",
+                  (self._PY_OPS[op], value, bool(expected)), text)
+
     def length(self, source, n: int) -> None:
         self._add(("len", source), source, "check_len", (n,), f"len({source}) == {n}")
 

@@ -548,3 +548,26 @@ def test_guard_descriptions_are_readable():
     assert "G['FACTOR'] == 2" in guards and "G['MODE'] == 'add'" in guards
     assert "grad mode is enabled" in guards
     assert np.all([isinstance(g, str) for g in guards])
+
+
+def test_a_number_only_compared_is_guarded_on_the_comparison():
+    """Teacher forcing (`random.random() < ratio` inside compiled code): once the drawn number
+    varies (automatic dynamic), it is guarded on the comparison's outcome, not its value, so
+    the step keeps at most one entry per branch instead of recompiling on every draw."""
+    import random
+
+    from kiln._capture.backend_compiled import CpuBackend
+
+    backend = CpuBackend()
+
+    def step(x):
+        teacher = random.random() < 0.5
+        return x + 1 if teacher else x - 1
+
+    compiled = kiln.compile(step, backend=backend)
+    random.seed(0)
+    want = [random.random() < 0.5 for _ in range(12)]
+    random.seed(0)
+    got = [compiled(kiln.zeros(1)).item() > 0 for _ in range(12)]
+    assert got == want
+    assert len(backend.reports) <= 4  # before the resume, and its first, dynamic, flipped entries
