@@ -127,6 +127,9 @@ def _inlined_kiln(fn) -> bool:
         getattr(fn, "__name__", "") not in _KEPT_WHOLE.get(module, ()))
 
 
+def _s_literal(data, dtype=None, device=None, requires_grad=False, pin_memory=False): ...
+
+
 def _as_sequence(v: V.VT) -> V.VT:
     """A constant tuple or list as the sequence variable of its items (other values as they
     are)."""
@@ -587,6 +590,10 @@ class CallMixin(AccessMixin):
             isinstance(args[0], V.TensorVar)
         ):  # the module forms of these metadata methods
             return self.call_tensor_method(args[0], name, list(args[1:]), kwargs)
+        if fn in (kiln.tensor, kiln.as_tensor):
+            literal = self.literal_tensor(fn, args, kwargs)
+            if literal is not None:
+                return literal
         if name in ops.DATA_DEPENDENT_FUNCTIONS:
             raise V.Unsupported(f"kiln.{name}() depends on data or creates a tensor from Python "
                                 "data at run time")
@@ -605,6 +612,41 @@ class CallMixin(AccessMixin):
             if parts is not None:
                 return parts
         return ops.record(self.ctx, fn, list(args), kwargs, name)
+
+    def literal_tensor(self, fn, args, kwargs) -> V.VT | None:
+        """`kiln.tensor(0.5)`, `kiln.tensor([1.0, 2.0], device=x.device)`: a tensor of numbers the
+        code spells (constants of the capture, at most 64 of them) built in the graph from
+        `full` and `stack`, instead of a graph break. None for anything else (data that is a
+        tensor or run-time values, requires_grad, another device): the call then breaks."""
+        try:
+            bound = inspect.signature(_s_literal).bind(*args, **kwargs)
+        except TypeError:
+            return None
+        a = bound.arguments
+        values = [a.get("data"), a.get("dtype"), a.get("device"), a.get("requires_grad")]
+        if not all(v is None or v.is_const() for v in values):
+            return None
+        data, dtype, device, requires_grad = (None if v is None else v.const() for v in values)
+        if requires_grad or (device is not None and kiln.device(device).type != "cpu"):
+            return None
+        if not isinstance(data, (int, float, bool, list, tuple)):
+            return None
+        try:
+            example = kiln.tensor(data, dtype=dtype)
+        except (TypeError, ValueError, RuntimeError):
+            return None  # eager raises: the break runs it there
+        if example.numel() > 64 or example.numel() == 0:
+            return None
+        dt = V.ConstVar(example.dtype)
+        scalars = [ops.record(self.ctx, kiln.full, [V.ConstVar(()), V.ConstVar(v)], {"dtype": dt},
+                              "full") for v in example.reshape(-1).tolist()]  # fmt: skip
+        if example.dim() == 0:
+            return scalars[0]
+        flat = ops.record(self.ctx, kiln.stack, [V.ListVar(scalars)], {}, "stack")
+        if example.dim() == 1:
+            return flat
+        return ops.record(self.ctx, kiln.Tensor.reshape, [flat, V.ConstVar(tuple(example.shape))],
+                          {}, "reshape")
 
     def kiln_assert(self, args, kwargs) -> V.VT:
         """`kiln._assert(cond, msg)` without a graph break. A Python condition (shape checks)

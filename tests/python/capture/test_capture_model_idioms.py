@@ -98,3 +98,36 @@ def test_same_device_moves_compile(move):
     got, want = kiln.compile(f, backend=backend)(x, t), f(x, t_ref)
     assert kiln.allclose(got, want) and kiln.equal(t, t_ref)
     assert [r.eager_nodes for r in backend.reports] == [0]
+
+
+LITERALS = {
+    "scalar": lambda x: x * kiln.tensor(2.0),
+    "int_scalar": lambda x: x * kiln.tensor(3),
+    "vector": lambda x: x + kiln.tensor([1.0, 2.0, 3.0]),
+    "index_list": lambda x: x[:, kiln.tensor([2, 0])],
+    "matrix_as_tensor": lambda x: x * kiln.as_tensor([[1, 2, 3]], dtype=kiln.float64),
+    "bool": lambda x: (x > 0) & kiln.tensor(True),
+    "from_shape": lambda x: x[..., :2] / kiln.tensor([x.shape[1], x.shape[0]], dtype=kiln.float32),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LITERALS))
+def test_tensors_of_literal_numbers_compile(name):
+    """kiln.tensor / as_tensor of numbers the code spells (DETR's box scale, gains, index lists)
+    are built in the graph: no break, no eager node, eager's dtypes."""
+    fn = LITERALS[name]
+    backend = CpuBackend(fallback=False)
+    x = kiln.randn(2, 3)
+    got, want = kiln.compile(fn, backend=backend)(x), fn(x)
+    assert got.dtype == want.dtype and kiln.equal(got, want)
+    assert [r.eager_nodes for r in backend.reports] == [0]
+    assert kiln.explain(fn)(x).graph_break_count == 0
+
+
+def test_tensor_of_run_time_data_still_breaks():
+    def f(x):
+        return kiln.tensor(x.tolist()) * 2
+
+    explained = kiln.explain(f)(kiln.randn(3))
+    assert explained.graph_break_count >= 1
+    assert kiln.equal(kiln.compile(f)(kiln.ones(3)), f(kiln.ones(3)))
