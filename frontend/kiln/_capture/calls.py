@@ -623,6 +623,12 @@ class CallMixin(AccessMixin):
         except TypeError:
             return None
         a = bound.arguments
+        items = None  # a flat list of numbers some of which are run-time ints (sizes)
+        if isinstance(a.get("data"), (V.ListVar, V.TupleVar)) and all(
+            isinstance(i, V.SymIntVar) or isinstance(i, V.ConstVar) and type(i.value) in (
+                int, float) for i in a["data"].items):  # fmt: skip
+            items = list(a["data"].items)
+            a["data"] = V.ConstVar([ops.to_example(i) for i in items])
         values = [a.get("data"), a.get("dtype"), a.get("device"), a.get("requires_grad")]
         if not all(v is None or v.is_const() for v in values):
             return None
@@ -638,8 +644,10 @@ class CallMixin(AccessMixin):
         if example.numel() > 64 or example.numel() == 0:
             return None
         dt = V.ConstVar(example.dtype)
-        scalars = [ops.record(self.ctx, kiln.full, [V.ConstVar(()), V.ConstVar(v)], {"dtype": dt},
-                              "full") for v in example.reshape(-1).tolist()]  # fmt: skip
+        numbers = items if items is not None else [V.ConstVar(v)
+                                                   for v in example.reshape(-1).tolist()]
+        scalars = [ops.record(self.ctx, kiln.full, [V.ConstVar(()), v], {"dtype": dt}, "full")
+                   for v in numbers]  # fmt: skip
         if example.dim() == 0:
             return scalars[0]
         flat = ops.record(self.ctx, kiln.stack, [V.ListVar(scalars)], {}, "stack")

@@ -131,3 +131,17 @@ def test_tensor_of_run_time_data_still_breaks():
     explained = kiln.explain(f)(kiln.randn(3))
     assert explained.graph_break_count >= 1
     assert kiln.equal(kiln.compile(f)(kiln.ones(3)), f(kiln.ones(3)))
+
+
+def test_a_tensor_of_symbolic_sizes_compiles():
+    """kiln.tensor([w, h, w, h]) of sizes that vary between calls (automatic dynamic)."""
+    def f(x):
+        h, w = x.shape[-2:]
+        return x[..., :4] / kiln.tensor([w, h, w, h], dtype=kiln.float32)
+
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(f, backend=backend)
+    for rows in (5, 6, 7):
+        x = kiln.randn(2, rows, 8)
+        assert kiln.allclose(compiled(x), f(x))
+    assert len(backend.reports) == 2 and all(r.eager_nodes == 0 for r in backend.reports)
