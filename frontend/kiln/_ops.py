@@ -36,6 +36,6 @@ def _assert(condition, message):
 
     An explicit raise rather than an `assert` statement, so `python -O` keeps the check. Under
     kiln.compile a Python condition is decided at capture time and a tensor one becomes a graph
-    node that runs with the graph (see CallMixin.kiln_assert)."""
+    node that runs with the graph (see KilnCallMixin.kiln_assert)."""
     if not condition:
         raise AssertionError(message)

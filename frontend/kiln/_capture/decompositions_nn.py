@@ -115,27 +115,30 @@ def _windows(b, x, output_size, spatial: int, name: str) -> list[int]:
 def _s_adaptive_max(input, output_size, return_indices=False): ...
 
 
+def _adaptive_max(b, input, output_size, return_indices, spatial: int):
+    """The max over each window of an input that divides into `output_size`: max_pool2d, a
+    1-d input as a height of one."""
+    name = f"adaptive_max_pool{spatial}d"
+    if return_indices:
+        raise Decline(f"{name} with indices")
+    x = b.tensor(input)
+    if b.rank(x) != spatial + 2:
+        raise Decline(f"{name} of an unbatched input")
+    k = _windows(b, x, output_size, spatial, name)
+    if spatial == 2:
+        return b.max_pool2d(x, kernel_size=k, stride=k)
+    y = b.max_pool2d(b.unsqueeze(x, dim=2), kernel_size=[1, *k], stride=[1, *k])
+    return b.squeeze(y, dim=[2])
+
+
 @decomposition(_s_adaptive_max, _F + "adaptive_max_pool2d")
 def _adaptive_max_pool2d(b, input, output_size, return_indices):
-    if return_indices:
-        raise Decline("adaptive_max_pool2d with indices")
-    x = b.tensor(input)
-    if b.rank(x) != 4:
-        raise Decline("adaptive_max_pool2d of an unbatched input")
-    k = _windows(b, x, output_size, 2, "adaptive_max_pool2d")
-    return b.max_pool2d(x, kernel_size=k, stride=k)
+    return _adaptive_max(b, input, output_size, return_indices, 2)
 
 
 @decomposition(_s_adaptive_max, _F + "adaptive_max_pool1d", "kiln.adaptive_max_pool1d")
 def _adaptive_max_pool1d(b, input, output_size, return_indices):
-    if return_indices:
-        raise Decline("adaptive_max_pool1d with indices")
-    x = b.tensor(input)
-    if b.rank(x) != 3:
-        raise Decline("adaptive_max_pool1d of an unbatched input")
-    (k,) = _windows(b, x, output_size, 1, "adaptive_max_pool1d")
-    y = b.max_pool2d(b.unsqueeze(x, dim=2), kernel_size=[1, k], stride=[1, k])
-    return b.squeeze(y, dim=[2])
+    return _adaptive_max(b, input, output_size, return_indices, 1)
 
 
 def _s_adaptive_avg(input, output_size): ...

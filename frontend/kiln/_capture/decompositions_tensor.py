@@ -19,27 +19,28 @@ def _s_vdot(input, other, *, out=None): ...
 def _s_mv(input, vec, *, out=None): ...
 
 
+def _product(b, name: str, a, v, rank: int, out):
+    """a @ v for a vector `v` and `a` of `rank` (1: dot, 2: mv), both of one dtype."""
+    _no_out(out)
+    x, y = b.tensor(a), b.tensor(v)
+    if b.rank(x) != rank or b.rank(y) != 1 or b.dtype(x) != b.dtype(y):
+        raise Decline(f"{name} of operands of other ranks or dtypes (eager reports it)")
+    return b.matmul(x, y)
+
+
 @decomposition(_s_dot, "kiln.dot", "kiln.Tensor.dot")
 def _dot(b, input, tensor, out):
-    _no_out(out)
-    x, y = b.tensor(input), b.tensor(tensor)
-    if b.rank(x) != 1 or b.rank(y) != 1 or b.dtype(x) != b.dtype(y):
-        raise Decline("dot of tensors that are not vectors of one dtype (eager reports it)")
-    return b.matmul(x, y)
+    return _product(b, "dot", input, tensor, 1, out)
 
 
 @decomposition(_s_vdot, "kiln.vdot", "kiln.Tensor.vdot")
 def _vdot(b, input, other, out):  # real tensors: vdot is dot
-    return _dot(b, input, other, out)
+    return _product(b, "vdot", input, other, 1, out)
 
 
 @decomposition(_s_mv, "kiln.mv", "kiln.Tensor.mv")
 def _mv(b, input, vec, out):
-    _no_out(out)
-    m, v = b.tensor(input), b.tensor(vec)
-    if b.rank(m) != 2 or b.rank(v) != 1 or b.dtype(m) != b.dtype(v):
-        raise Decline("mv of a matrix and a vector of one dtype (eager reports it)")
-    return b.matmul(m, v)
+    return _product(b, "mv", input, vec, 2, out)
 
 
 def _s_tile(input, dims, *, out=None): ...
