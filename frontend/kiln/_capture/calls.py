@@ -13,9 +13,9 @@ import operator
 import types
 
 import kiln
-from kiln._capture import calls_numpy, calls_object, ops, optimizer_step
+from kiln._capture import calls_numpy, calls_object, ops, optimizer_step, side_effects
 from kiln._capture import variables as V
-from kiln._capture.calls_access import _ContainerMethod, _SuperVar, from_outside
+from kiln._capture.calls_access import _ContainerMethod, _SuperVar
 from kiln._capture.calls_kiln import DTYPE_FACTS, KilnCallMixin, dtype_fact
 from kiln._capture.sources import AttrSource, ItemSource
 
@@ -265,9 +265,7 @@ class CallMixin(KilnCallMixin):
         if isinstance(a, (V.ListVar, V.TupleVar)) and op in (operator.add, operator.iadd):
             if isinstance(b, (V.ListVar, V.TupleVar)):
                 if op is operator.iadd and isinstance(a, V.ListVar):
-                    if from_outside(a):
-                        raise V.Unsupported("+= on a list from outside the graph")
-                    self.ctx.undo.append((a, "items", a.items.copy()))
+                    side_effects.will_mutate(self.ctx, a, "+=")
                     a.items.extend(b.items)
                     return a
                 return type(a)(a.items + b.items)

@@ -13,7 +13,7 @@ import operator
 import types
 
 import kiln
-from kiln._capture import calls_numpy, calls_object, ops
+from kiln._capture import calls_numpy, calls_object, ops, side_effects
 from kiln._capture import variables as V
 from kiln._capture.sources import AttrSource
 
@@ -89,7 +89,10 @@ class AccessMixin:
                     return V.ConstVar(None)
                 return self.ctx.wrap(value, None, f"{mv.label}.{name}")
         if name in d:
-            return self.ctx.wrap(d[name], None, f"{mv.label}.{name}")
+            var = self.ctx.wrap(d[name], None, f"{mv.label}.{name}")
+            if isinstance(var, (V.ListVar, V.DictVar)) and var.source is None:
+                var.owner = mod  # changes to it are replayed (side_effects.py)
+            return var
         cls_attr = inspect.getattr_static(type(mod), name, None)
         if isinstance(cls_attr, types.FunctionType):
             return V.BoundMethodVar(V.FunctionVar(cls_attr), mv)
@@ -188,19 +191,14 @@ class AccessMixin:
         if isinstance(obj, V.TensorVar):
             ops.record(self.ctx, operator.setitem, [obj, index, value], {}, "setitem")
             return
-        if isinstance(obj, (V.ListVar, V.DictVar)) and not from_outside(obj):
-            self.ctx.undo.append((obj, "items", obj.items.copy()))
-            obj.items[self.const_index(index)] = value
+        if isinstance(obj, (V.ListVar, V.DictVar)):
+            key = self.const_index(index)
+            side_effects.will_mutate(self.ctx, obj, "item assignment")
+            obj.items[key] = value
             return
-        raise V.Unsupported(f"item assignment into a {type(obj).__name__} from outside the graph")
+        raise V.Unsupported(f"item assignment into a {obj.python_type().__name__}")
 
     # -- operators -----------------------------------------------------------------------
-
-
-def from_outside(v: V.VT) -> bool:
-    """A list or dict that exists outside the capture (read from an argument, a global, a module
-    attribute...): mutating it is a side effect the graph cannot replay, so it breaks."""
-    return v.source is not None or getattr(v, "origin", None) is not None
 
 
 def _attr_getter(name):
@@ -250,9 +248,9 @@ class _ContainerMethod(V.VT):
         obj, name = self.obj, self.name
         if isinstance(obj, V.ListVar):
             if name in ("append", "extend", "insert", "pop", "clear", "reverse", "remove"):
-                if from_outside(obj):
-                    raise V.Unsupported(f"list.{name} on a list from outside the graph")
-                frame.ctx.undo.append((obj, "items", obj.items.copy()))
+                if name == "remove":
+                    raise V.Unsupported("list.remove")
+                side_effects.will_mutate(frame.ctx, obj, f"list.{name}")
                 if name == "append":
                     obj.items.append(args[0])
                 elif name == "extend":
@@ -263,10 +261,8 @@ class _ContainerMethod(V.VT):
                     return obj.items.pop(args[0].const() if args else -1)
                 elif name == "clear":
                     obj.items.clear()
-                elif name == "reverse":
-                    obj.items.reverse()
                 else:
-                    raise V.Unsupported("list.remove")
+                    obj.items.reverse()
                 return V.ConstVar(None)
             if name == "copy":
                 return V.ListVar(obj.items)
@@ -281,8 +277,8 @@ class _ContainerMethod(V.VT):
                 key = args[0].const()
                 default = args[1] if len(args) > 1 else V.ConstVar(None)
                 return obj.items.get(key, default)
-            if name in ("update", "pop", "setdefault", "__setitem__") and not from_outside(obj):
-                frame.ctx.undo.append((obj, "items", obj.items.copy()))
+            if name in ("update", "pop", "setdefault"):
+                side_effects.will_mutate(frame.ctx, obj, f"dict.{name}")
                 if name == "update":
                     obj.items.update(args[0].items if args else {})
                     obj.items.update(kwargs)

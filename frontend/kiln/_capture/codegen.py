@@ -12,6 +12,7 @@ from __future__ import annotations
 import keyword
 import types
 
+from kiln._capture import side_effects
 from kiln._capture import variables as V
 
 
@@ -49,10 +50,9 @@ class _Builder:
                 return f"_o[{self.index[id(v.node)]}]"
             raise AssertionError(f"{v} is not a graph output")
         source = getattr(v, "source", None)
-        mutated = getattr(v, "mutated", False)
-        if getattr(v, "origin", None) is not None:  # a list/dict from outside, unchanged
+        if getattr(v, "origin", None) is not None:  # a list/dict from outside (changes replayed)
             return self.const(v.origin)
-        if source is not None and not mutated and not isinstance(source, tuple):
+        if source is not None and not isinstance(source, tuple):
             e = source.expr(self.arg_names)
             if e is not None and isinstance(v, (V.ListVar, V.DictVar, V.ObjectVar, V.ModuleVar,
                                                 V.FunctionVar, V.TupleVar)):
@@ -237,7 +237,8 @@ def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_n
         for k, (pos, _) in enumerate(arrays):
             inputs[pos] = f"_arrays[{k}]"
     lines.append(f"    _o = _graph({', '.join(inputs)}{',' if len(inputs) == 1 else ''})")
-    lines += b.lines
+    replay = side_effects.replay_lines(b, ctx)  # after the graph, before the frame goes on
+    lines += b.lines + replay
     text = body(exprs) if callable(body) else body.format(**exprs)
     for line in text.splitlines():
         lines.append("    " + line)
@@ -249,6 +250,7 @@ def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_n
         _autocast_exit=_AutocastExit,
         _NULL=NULL_MARK, _object_new=object.__new__,
     )
+    namespace.update(side_effects.ENTRY_NAMESPACE)
     namespace.update(extra_ns)
     source = "\n".join(lines) + "\n"
     if "_np_in" in source or "_np_out(" in source:

@@ -7,6 +7,7 @@ import sys
 
 import kiln
 from kiln import _C
+from kiln._capture import side_effects
 from kiln._capture.convert_frame import Compiler, reset_code_states
 
 
@@ -102,6 +103,7 @@ def reset() -> None:
     """Forgets every compiled entry and resume function: the next calls capture again."""
     _C._capture.reset()
     reset_code_states()
+    side_effects.forget_replays()
 
 
 def allow_in_graph(fn):

@@ -83,6 +83,7 @@ class CaptureContext:
         self.symbols: list = []  # (name, hint)
         self.sym_by_source: dict = {}
         self.undo: list = []
+        self._containers: dict = {}  # id(list or dict) -> (its variable, the object)
         self.modules_seen: dict = {}
         self.loc = None  # (filename, lineno) of the user's line being evaluated
         self.caller_loc = None  # the line that called the captured code (symbolic.caller_loc)
@@ -123,6 +124,15 @@ class CaptureContext:
             if source is not None:
                 self.guards.equals(source, value)
             return V.ConstVar(value, source)
+        if type(value) in (list, dict, collections.OrderedDict):
+            known = self._containers.get(id(value))
+            if known is not None:  # one variable per object: changes through it are seen
+                var = known[0]
+                if source is not None and source != var.source:
+                    self.guards.id(source, value)  # the aliasing holds on the next call
+                    if var.source is not None:
+                        self.guards.id(var.source, value)
+                return var
         if type(value) in (tuple, list, kiln.Size) or (
             isinstance(value, tuple) and _is_namedtuple(type(value))
         ):
@@ -131,7 +141,7 @@ class CaptureContext:
                 self.guards.length(source, len(value))
             items = list(self._wrap_items(value, source, enumerate(value)).values())
             if isinstance(value, list):
-                return _with_origin(V.ListVar(items, source), value)
+                return self._known(_with_origin(V.ListVar(items, source), value), value)
             return V.TupleVar(items, source, type(value))
         if type(value) in (dict, collections.OrderedDict):  # OrderedDict: Module._modules
             if source is not None:
@@ -140,7 +150,7 @@ class CaptureContext:
             if not all(type(k) in (str, int) for k in value):
                 raise V.Unsupported("a dict whose keys are not str or int")
             items = self._wrap_items(value, source, value.items())
-            return _with_origin(V.DictVar(items, source, type(value)), value)
+            return self._known(_with_origin(V.DictVar(items, source, type(value)), value), value)
         if isinstance(value, kiln.nn.Module):
             return self._wrap_module(value, source, label)
         if isinstance(value, types.FunctionType):
@@ -198,6 +208,10 @@ class CaptureContext:
             else:
                 self.guards.type(source, value)
         return V.ObjectVar(value, source)
+
+    def _known(self, var, value):
+        self._containers[id(value)] = (var, value)  # the value is kept alive with its id
+        return var
 
     def _wrap_items(self, container, source, pairs) -> dict:
         """Wraps the items of a list, tuple or dict; one that contains itself is Unsupported

@@ -20,7 +20,7 @@ import warnings
 
 import kiln
 from kiln import _C
-from kiln._capture import bytecode, codegen, logs
+from kiln._capture import bytecode, codegen, logs, side_effects
 from kiln._capture import variables as V
 from kiln._capture.calls import library_dirs
 from kiln._capture.context import CaptureContext
@@ -335,9 +335,9 @@ class Compiler:
                     + (f"\n  hint: {outcome.error.hint}" if outcome.error.hint else "")
                 )
             state_vars = list(outcome.stack) + list(outcome.locals.values())
-            outputs = codegen.tensors_in(state_vars)
+            outputs = codegen.tensors_in(state_vars + side_effects.mutated_outside(ctx))
         else:
-            outputs = codegen.tensors_in([outcome.value])
+            outputs = codegen.tensors_in([outcome.value] + side_effects.mutated_outside(ctx))
         graph = ctx.graph
         graph.output([v.node for v in outputs])
         graph.erase_unused()

@@ -16,7 +16,7 @@ import os
 import sys
 
 import kiln
-from kiln._capture import logs, loops
+from kiln._capture import logs, loops, side_effects
 from kiln._capture import variables as V
 from kiln._capture.calls import CallMixin
 from kiln._capture.sources import GlobalSource
@@ -341,11 +341,9 @@ class Frame(CallMixin):
     def op_DELETE_SUBSCR(self, inst):
         index = self.pop()
         obj = self.pop()
-        if isinstance(obj, (V.ListVar, V.DictVar)) and obj.source is None and (
-            getattr(obj, "origin", None) is None
-        ):
-            key = index.const()
-            self.ctx.undo.append((obj, "items", obj.items.copy()))
+        if isinstance(obj, (V.ListVar, V.DictVar)):
+            key = self.const_index(index)
+            side_effects.will_mutate(self.ctx, obj, "del")
             del obj.items[key]
             return
         raise V.Unsupported(f"del on {type(obj).__name__}")

@@ -155,7 +155,6 @@ class ListVar(VT):
     def __init__(self, items, source=None) -> None:
         self.items = list(items)
         self.source = source
-        self.mutated = False
 
     def python_type(self):
         return list
@@ -193,7 +192,6 @@ class DictVar(VT):
         self.items = dict(items)
         self.source = source
         self.dict_type = dict_type
-        self.mutated = False
 
     def python_type(self):
         return self.dict_type

@@ -480,38 +480,6 @@ def test_setattr_on_module_breaks_and_counts_like_eager():
     assert first.source_line == "self.calls = self.calls + 1"
 
 
-def append_to_arg(x, out):
-    y = x + 1
-    out.append(y)
-    return y * 2
-
-
-def test_mutating_a_list_argument_breaks():
-    info = run_case(append_to_arg, rand(3), [], expect_graphs=2, expect_breaks=1)
-    assert_breaks(info, "list.append on a list from outside the graph")
-    assert info.op_counts == [1, 1]
-
-
-def test_list_argument_mutation_is_visible_to_the_caller():
-    out = []
-    compiled = kiln.compile(append_to_arg)
-    x = rand(3)
-    compiled(x, out)
-    compiled(x, out)
-    assert len(out) == 2
-    assert_same(out[1], x + 1)
-
-
-def setitem_dict_arg(x, d):
-    d["y"] = x * 2
-    return x + 1
-
-
-def test_mutating_a_dict_argument_breaks():
-    info = run_case(setitem_dict_arg, rand(3), {"a": 1}, expect_breaks=1)
-    assert_breaks(info, "item assignment")
-
-
 def nonlocal_outside(x, counter=[0]):  # noqa: B006 - the mutable default is the point
     counter[0] += 1
     return x + counter[0]

@@ -1,0 +1,112 @@
+"""Mutations of lists and dicts that exist outside the capture, replayed by the entry.
+
+Code under capture may change a list or dict the caller can see: a list argument written item by
+item (YOLO's `x[i] = self.m[i](x[i])`), a result list the caller passed in (`out.append(y)`), a
+cache kept in a module attribute (`self.grid[i] = make_grid(...)`). The capture changes the
+container's variable as it does a local one (reads later in the capture see the change, a
+rollback undoes it through the capture's undo log); the entry then writes the final contents
+into the real object after the graph has run, before it returns or resumes at a break.
+
+A container reached through a module attribute is baked into the compiled code (the module's
+version guards it), so the entry also bumps that module's version: the next call captures again
+and sees the new contents. A cache filled once settles with that capture; a module whose
+containers change on every call would capture again on every call, so after `_MAX_REPLAY_BUMPS`
+captures in a row that change it, its changes break the graph instead.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from kiln._capture import variables as V
+
+_MAX_REPLAY_BUMPS = 3
+_replay_bumps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> count
+
+
+def from_outside(v: V.VT) -> bool:
+    """A list or dict that exists outside the capture (read from an argument, a global, a module
+    attribute...), as opposed to one made by the captured code."""
+    return v.source is not None or getattr(v, "origin", None) is not None
+
+
+def will_mutate(ctx, obj: V.VT, what: str) -> None:
+    """Called before `obj`'s items change: records the undo entry, or raises Unsupported when the
+    change could not be replayed on the real object."""
+    if from_outside(obj):
+        _check_replayable(ctx, obj, what)
+    ctx.undo.append((obj, "items", obj.items.copy()))
+
+
+def _check_replayable(ctx, obj: V.VT, what: str) -> None:
+    if obj.source is not None:
+        if obj.source.expr(ctx.state_labels) is None:
+            raise V.Unsupported(f"{what} on a {_kind(obj)} the compiled code cannot reach again")
+        return
+    owner = getattr(obj, "owner", None)
+    if owner is None:
+        raise V.Unsupported(f"{what} on a {_kind(obj)} from outside the graph (not an argument, "
+                            "a global or a module attribute)")
+    if _replay_bumps.get(owner, 0) >= _MAX_REPLAY_BUMPS:
+        raise V.Unsupported(
+            f"{what} on a {_kind(obj)} attribute of {type(owner).__name__} that changes on every "
+            "call (each change would capture the code again)",
+            "keep per-call state out of module attributes, or pass it in and return it")
+
+
+def _kind(obj: V.VT) -> str:
+    return "list" if isinstance(obj, V.ListVar) else "dict"
+
+
+def mutated_outside(ctx) -> list:
+    """The outside containers the capture changed (and did not roll back), in first-change
+    order."""
+    seen: dict = {}
+    for obj, attr, _ in ctx.undo:
+        if attr == "items" and isinstance(obj, (V.ListVar, V.DictVar)) and from_outside(obj):
+            seen.setdefault(id(obj), obj)
+    return list(seen.values())
+
+
+def replay_lines(builder, ctx) -> list:
+    """Entry lines that write each changed container's final contents into the real object."""
+    lines = []
+    owners = set()
+    for obj in mutated_outside(ctx):
+        target = (obj.source.expr(builder.arg_names) if obj.source is not None
+                  else builder.const(obj.origin))
+        if isinstance(obj, V.ListVar):
+            items = ", ".join(builder.expr(i) for i in obj.items)
+            lines.append(f"    {target}[:] = [{items}]")
+        else:
+            items = ", ".join(f"{builder.const(k)}: {builder.expr(v)}"
+                              for k, v in obj.items.items())
+            lines.append(f"    _replace_items({target}, {{{items}}})")
+        owner = getattr(obj, "owner", None)
+        if owner is not None and obj.source is None:
+            lines.append(f"    _bump_after_replay({builder.const(owner)})")
+            owners.add(id(owner))
+    for module in ctx.modules_seen.values():  # read and left alone: its state has settled
+        if id(module) not in owners:
+            _replay_bumps.pop(module, None)
+    return lines
+
+
+def _replace_items(d: dict, items: dict) -> None:
+    d.clear()
+    d.update(items)
+
+
+def _bump_after_replay(module) -> None:
+    from kiln.nn.modules.module import _bump_version
+
+    _replay_bumps[module] = _replay_bumps.get(module, 0) + 1
+    _bump_version(module)
+
+
+def forget_replays() -> None:
+    """kiln.compiler.reset(): modules start over."""
+    _replay_bumps.clear()
+
+
+ENTRY_NAMESPACE = {"_replace_items": _replace_items, "_bump_after_replay": _bump_after_replay}

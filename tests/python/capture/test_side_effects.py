@@ -1,0 +1,224 @@
+"""Changes to lists and dicts the caller can see, made by compiled code: an argument list written
+item by item (YOLO's Detect head), results appended to a list passed in, a cache kept in a
+module attribute. The capture goes on through them and the entry writes the final contents into
+the real objects after the graph runs, so the caller sees what eager leaves."""
+
+from __future__ import annotations
+
+from corpus_util import (  # noqa: F401 - fresh_capture: autouse fixture
+    assert_breaks,
+    assert_same,
+    compiler_of,
+    fresh_capture,
+    run_case,
+)
+
+import kiln
+import kiln.nn as nn
+from kiln._capture.backend_compiled import CpuBackend
+
+
+def rand(*shape, seed=0):
+    kiln.manual_seed(seed)
+    return kiln.randn(*shape)
+
+
+def append_to_arg(x, out):
+    y = x + 1
+    out.append(y)
+    return y * 2
+
+
+def test_appending_to_a_list_argument_is_one_graph():
+    info = run_case(append_to_arg, rand(3), [], expect_graphs=1, expect_breaks=0)
+    assert info.op_counts == [2]
+
+
+def test_the_caller_sees_every_append():
+    out = []
+    compiled = kiln.compile(append_to_arg)
+    x = rand(3)
+    compiled(x, out)
+    compiled(x * 2, out)
+    assert len(out) == 2
+    assert_same(out[0], x + 1)
+    assert_same(out[1], x * 2 + 1)
+
+
+def dict_changes(x, d):
+    d["y"] = x * 2
+    d["z"] = d.pop("a") + x
+    d.update(w=x - 1)
+    del d["y"]
+    d.setdefault("v", x)
+    return x + 1
+
+
+def test_dict_argument_changes_are_replayed_in_order():
+    info = run_case(dict_changes, rand(3), {"a": rand(3, seed=1), "b": 7},
+                    expect_graphs=1, expect_breaks=0)
+    assert info.op_counts == [3]  # `d["y"]` is deleted again: its product is never computed
+
+
+def list_edits(x, lst):
+    lst[0] = lst[0] * x
+    lst += [x]
+    lst.insert(1, x + 1)
+    lst.extend([x, x])
+    del lst[-1]
+    last = lst.pop()
+    lst.reverse()
+    return last.sum()
+
+
+def test_list_argument_edits_match_eager():
+    run_case(list_edits, rand(3), [rand(3, seed=1), rand(3, seed=2)],
+             expect_graphs=1, expect_breaks=0)
+
+
+def nested(x, batch):
+    batch["feats"].append(x.relu())
+    batch["feats"][0] = batch["feats"][0] + 1
+    return x
+
+
+def test_a_list_inside_a_dict_argument():
+    run_case(nested, rand(4), {"feats": [rand(4, seed=3)]}, expect_graphs=1, expect_breaks=0)
+
+
+def test_the_same_list_through_two_arguments_is_one_list():
+    def twice(x, a, b):
+        a.append(x)
+        return len(b) * x
+
+    lst = []
+    compiled = kiln.compile(twice, backend=CpuBackend(fallback=False))
+    assert_same(compiled(rand(2), lst, lst), rand(2))  # `b` sees the append through `a`
+    assert len(lst) == 1
+    a, b = [], []
+    assert_same(compiled(rand(2), a, b), rand(2) * 0)  # aliasing guarded: captured again
+    assert (len(a), len(b)) == (1, 0)
+
+
+def test_changes_before_a_graph_break_are_seen_after_it():
+    def fn(x, out):
+        out.append(x * 3)
+        print("", end="")  # a call that breaks the graph
+        out.append(out[0] + 1)
+        return len(out)
+
+    out = []
+    assert kiln.compile(fn)(rand(2), out) == 2
+    assert_same(out[0], rand(2) * 3)
+    assert_same(out[1], rand(2) * 3 + 1)
+
+
+def test_a_change_rolled_back_with_a_failed_inline_is_not_replayed():
+    def helper(lst, x):
+        lst.append(x)
+        print("", end="")  # breaks inside the inlined call: the call runs eagerly, once
+        return x
+
+    def fn(x, lst):
+        return helper(lst, x + 1) * 2
+
+    lst = []
+    got = kiln.compile(fn)(rand(2), lst)
+    assert len(lst) == 1  # not twice: the capture's append was undone with the inline
+    assert_same(got, (rand(2) + 1) * 2)
+
+
+class DetectHead(nn.Module):
+    """YOLOv5's Detect pattern: the input list is written item by item, and a grid cache kept
+    in a module attribute is rebuilt when the feature map's shape changes."""
+
+    def __init__(self):
+        super().__init__()
+        self.m = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+        self.grid = [kiln.empty(0) for _ in range(2)]
+
+    def forward(self, x):
+        for i in range(2):
+            x[i] = self.m[i](x[i])
+            if self.grid[i].shape != x[i].shape:
+                self.grid[i] = kiln.arange(x[i].numel()).reshape(x[i].shape).float()
+        return kiln.cat([x[0] + self.grid[0], x[1] - self.grid[1]], 1)
+
+
+def test_a_yolo_head_compiles_whole_and_its_caches_match_eager():
+    eager = DetectHead()
+    mod = DetectHead()
+    mod.load_state_dict(eager.state_dict())
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(mod, backend=backend)
+    records: list = []
+    compiler_of(compiled).recorder = records
+    for step in range(4):
+        inputs = [rand(2, 4, seed=step), rand(2, 4, seed=10 + step)]
+        theirs = [t.clone() for t in inputs]
+        assert_same(compiled(inputs), eager(theirs))
+        assert_same(inputs, theirs)  # the list argument, written in place
+        assert_same(mod.grid, eager.grid)
+    # the first call fills the grids (a module change: captured again once), then it is stable
+    assert [r.break_record for r in records] == [None, None]
+    assert [r.eager_nodes for r in backend.reports] == [0, 0]
+
+
+class History(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def forward(self, x):
+        self.seen.append(x.sum())
+        return x * 2
+
+
+def test_a_module_list_that_grows_every_call_stops_recapturing():
+    eager, mod = History(), History()
+    compiled = kiln.compile(mod)
+    records: list = []
+    compiler_of(compiled).recorder = records
+    for step in range(6):
+        x = rand(3, seed=step)
+        assert_same(compiled(x), eager(x))
+    assert len(mod.seen) == 6
+    assert_same(mod.seen, eager.seen)
+    # three captures replay the append (each bumps the module), the fourth breaks there instead
+    assert len(records) <= 5
+    assert any(r.break_record and "changes on every call" in r.break_record.reason
+               for r in records)
+
+
+def test_a_list_in_a_closure_is_replayed():
+    seen = []
+
+    def fn(x):
+        seen.append(x * 2)
+        return x + 1
+
+    run_case(fn, rand(2), expect_graphs=1, expect_breaks=0, calls=1)
+    assert len(seen) == 2  # run_case's eager call, then the compiled one
+    assert_same(seen[1], seen[0])
+
+
+class Config:
+    def __init__(self):
+        self.history = []
+
+
+class Logged(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cfg = Config()
+
+    def forward(self, x):
+        self.cfg.history.append(x.sum())
+        return x * 2
+
+
+def test_a_list_the_entry_cannot_reach_breaks_with_the_reason():
+    mod = Logged()
+    info = run_case(mod, rand(2), expect_breaks=1, calls=1)
+    assert_breaks(info, "list.append on a list from outside the graph")
+    assert len(mod.cfg.history) == 2
