@@ -80,6 +80,9 @@ class AccessMixin:
 
     def module_attr(self, mv: V.ModuleVar, name: str) -> V.VT:
         mod = mv.module
+        stored = side_effects.stored_module_attr(self.ctx, mod, name)
+        if stored is not None:
+            return stored
         d = mod.__dict__
         for table in ("_parameters", "_buffers", "_modules"):
             entries = d.get(table)
@@ -143,6 +146,9 @@ class AccessMixin:
     def set_attr(self, obj: V.VT, name: str, value: V.VT) -> None:
         if isinstance(obj, V.NewObjectVar):  # made in this capture: nobody else sees it yet
             calls_object.set_attr(self, obj, name, value)
+            return
+        if isinstance(obj, V.ModuleVar):
+            side_effects.store_module_attr(self.ctx, obj.module, name, value)
             return
         raise V.Unsupported(f"assignment to attribute {name!r} of {type(obj).__name__}",
                             "keep state in local variables inside compiled code")

@@ -335,9 +335,9 @@ class Compiler:
                     + (f"\n  hint: {outcome.error.hint}" if outcome.error.hint else "")
                 )
             state_vars = list(outcome.stack) + list(outcome.locals.values())
-            outputs = codegen.tensors_in(state_vars + side_effects.mutated_outside(ctx))
+            outputs = codegen.tensors_in(state_vars + side_effects.replayed_values(ctx))
         else:
-            outputs = codegen.tensors_in([outcome.value] + side_effects.mutated_outside(ctx))
+            outputs = codegen.tensors_in([outcome.value] + side_effects.replayed_values(ctx))
         graph = ctx.graph
         graph.output([v.node for v in outputs])
         graph.erase_unused()

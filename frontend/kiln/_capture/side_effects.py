@@ -1,4 +1,4 @@
-"""Mutations of lists and dicts that exist outside the capture, replayed by the entry.
+"""Changes to objects that exist outside the capture, replayed by the entry.
 
 Code under capture may change a list or dict the caller can see: a list argument written item by
 item (YOLO's `x[i] = self.m[i](x[i])`), a result list the caller passed in (`out.append(y)`), a
@@ -6,12 +6,14 @@ cache kept in a module attribute (`self.grid[i] = make_grid(...)`). The capture 
 container's variable as it does a local one (reads later in the capture see the change, a
 rollback undoes it through the capture's undo log); the entry then writes the final contents
 into the real object after the graph has run, before it returns or resumes at a break.
+Attribute assignments to a module (`self.mask = triu(...)` made once) are kept the same way and
+replayed with setattr.
 
 A container reached through a module attribute is baked into the compiled code (the module's
-version guards it), so the entry also bumps that module's version: the next call captures again
-and sees the new contents. A cache filled once settles with that capture; a module whose
-containers change on every call would capture again on every call, so after `_MAX_REPLAY_BUMPS`
-captures in a row that change it, its changes break the graph instead.
+version guards it), as are the module's attributes, so the entry also bumps that module's
+version: the next call captures again and sees the new contents. A cache filled once settles
+with that capture; a module changed on every call would be captured again on every call, so
+after `_MAX_REPLAY_BUMPS` captures in a row that change it, its changes break the graph instead.
 """
 
 from __future__ import annotations
@@ -58,6 +60,50 @@ def _kind(obj: V.VT) -> str:
     return "list" if isinstance(obj, V.ListVar) else "dict"
 
 
+class ModuleStores:
+    """Attribute assignments the captured code made to one module (`self.cache = k`): later reads
+    in the capture see them; the entry replays them with setattr, which registers buffers and
+    submodules as eager's assignment does and bumps the module's version."""
+
+    def __init__(self, module) -> None:
+        self.module = module
+        self.items: dict = {}
+
+
+def store_module_attr(ctx, module, name: str, value: V.VT) -> None:
+    from kiln.nn import Module
+
+    what = f"assignment to attribute {name!r} of {type(module).__name__}"
+    if type(module).__setattr__ is not Module.__setattr__:
+        raise V.Unsupported(f"{what}: the class defines its own __setattr__")
+    if name in module.__dict__.get("_parameters", {}):
+        raise V.Unsupported(f"{what}: it replaces a parameter")
+    if _replay_bumps.get(module, 0) >= _MAX_REPLAY_BUMPS:
+        raise V.Unsupported(f"{what}, which changes on every call (each change would capture "
+                            "the code again)",
+                            "keep per-call state out of module attributes, or pass it in and "
+                            "return it")
+    stores = ctx.__dict__.setdefault("module_stores", {})
+    entry = stores.setdefault(id(module), ModuleStores(module))
+    ctx.undo.append((entry, "items", dict(entry.items)))
+    entry.items[name] = value
+
+
+def stored_module_attr(ctx, module, name: str):
+    """The value the captured code assigned to `module.name`, or None."""
+    entry = ctx.__dict__.get("module_stores", {}).get(id(module))
+    return None if entry is None else entry.items.get(name)
+
+
+def _module_stores(ctx) -> list:
+    return [e for e in ctx.__dict__.get("module_stores", {}).values() if e.items]
+
+
+def replayed_values(ctx) -> list:
+    """Everything the entry writes into outside objects (its tensors are graph outputs)."""
+    return mutated_outside(ctx) + [v for e in _module_stores(ctx) for v in e.items.values()]
+
+
 def mutated_outside(ctx) -> list:
     """The outside containers the capture changed (and did not roll back), in first-change
     order."""
@@ -86,6 +132,12 @@ def replay_lines(builder, ctx) -> list:
         if owner is not None and obj.source is None:
             lines.append(f"    _bump_after_replay({builder.const(owner)})")
             owners.add(id(owner))
+    for entry in _module_stores(ctx):
+        target = builder.const(entry.module)
+        for name, value in entry.items.items():
+            lines.append(f"    setattr({target}, {name!r}, {builder.expr(value)})")
+        lines.append(f"    _bump_after_replay({target})")
+        owners.add(id(entry.module))
     for module in ctx.modules_seen.values():  # read and left alone: its state has settled
         if id(module) not in owners:
             _replay_bumps.pop(module, None)

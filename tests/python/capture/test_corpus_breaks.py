@@ -464,7 +464,7 @@ class Counting(nn.Module):
         return y * self.calls
 
 
-def test_setattr_on_module_breaks_and_counts_like_eager():
+def test_setattr_on_module_every_call_breaks_after_three_captures_and_counts_like_eager():
     kiln.manual_seed(0)
     eager, compiled_mod = Counting(), Counting()
     compiled_mod.load_state_dict(eager.state_dict())
@@ -472,12 +472,16 @@ def test_setattr_on_module_breaks_and_counts_like_eager():
     records = []
     compiled._compiled_call._kiln_compiler.recorder = records
     x = rand(2, 3)
-    for _ in range(3):
+    for _ in range(6):
         assert_same(compiled(x), eager(x))
-    assert compiled_mod.calls == eager.calls == 3
-    first = records[0].break_record
-    assert "assignment to attribute 'calls'" in first.reason
-    assert first.source_line == "self.calls = self.calls + 1"
+    assert compiled_mod.calls == eager.calls == 6
+    # replayed by the first three captures (each changes the module: captured again), then a
+    # break at the assignment
+    assert [r.break_record is None for r in records[:3]] == [True, True, True]
+    last = records[3].break_record
+    assert "assignment to attribute 'calls'" in last.reason
+    assert "changes on every call" in last.reason
+    assert last.source_line == "self.calls = self.calls + 1"
 
 
 def nonlocal_outside(x, counter=[0]):  # noqa: B006 - the mutable default is the point

@@ -5,6 +5,7 @@ the real objects after the graph runs, so the caller sees what eager leaves."""
 
 from __future__ import annotations
 
+import pytest
 from corpus_util import (  # noqa: F401 - fresh_capture: autouse fixture
     assert_breaks,
     assert_same,
@@ -222,3 +223,66 @@ def test_a_list_the_entry_cannot_reach_breaks_with_the_reason():
     info = run_case(mod, rand(2), expect_breaks=1, calls=1)
     assert_breaks(info, "list.append on a list from outside the graph")
     assert len(mod.cfg.history) == 2
+
+
+class LazyMask(nn.Module):
+    """A causal mask made on first use and kept in an attribute, as many attention layers do."""
+
+    def __init__(self):
+        super().__init__()
+        self.mask = None
+        self.proj = nn.Linear(6, 6)
+
+    def forward(self, x):
+        if self.mask is None or self.mask.shape[0] != x.shape[1]:
+            self.mask = kiln.ones(x.shape[1], x.shape[1]).triu(1).bool()
+        scores = x @ x.transpose(1, 2)
+        return self.proj(scores.masked_fill(self.mask, 0.0) @ x)
+
+
+def test_an_attribute_set_once_is_replayed_and_then_stable():
+    eager, mod = LazyMask(), LazyMask()
+    mod.load_state_dict(eager.state_dict())
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(mod, backend=backend)
+    records: list = []
+    compiler_of(compiled).recorder = records
+    for step in range(4):
+        x = rand(2, 5, 6, seed=step)
+        assert_same(compiled(x), eager(x))
+        assert_same(mod.mask, eager.mask)
+    assert [r.break_record for r in records] == [None, None]
+    assert [r.eager_nodes for r in backend.reports] == [0, 0]
+
+
+class Buffered(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("state", kiln.zeros(3))
+        self.weight = nn.Parameter(kiln.ones(3))
+
+    def forward(self, x, replace_weight=False):
+        self.state = self.state + x  # a buffer: setattr keeps it registered
+        if replace_weight:
+            self.weight = x
+        return self.state * 2
+
+
+def test_assigning_a_buffer_keeps_it_registered():
+    eager, mod = Buffered(), Buffered()
+    compiled = kiln.compile(mod)
+    x = rand(3)
+    assert_same(compiled(x), eager(x))
+    assert "state" in mod._buffers
+    assert_same(mod.state, eager.state)
+
+
+def test_replacing_a_parameter_breaks_and_raises_like_eager():
+    compiled = kiln.compile(Buffered())
+    records: list = []
+    compiler_of(compiled).recorder = records
+    with pytest.raises(TypeError, match="as parameter 'weight'"):
+        Buffered()(rand(3), True)
+    with pytest.raises(TypeError, match="as parameter 'weight'"):
+        compiled(rand(3), True)
+    assert "it replaces a parameter" in records[0].break_record.reason
