@@ -571,3 +571,28 @@ def test_a_number_only_compared_is_guarded_on_the_comparison():
     got = [compiled(kiln.zeros(1)).item() > 0 for _ in range(12)]
     assert got == want
     assert len(backend.reports) <= 4  # before the resume, and its first, dynamic, flipped entries
+
+
+def test_unfreezing_a_parameter_after_compiling_gives_it_a_gradient():
+    # fine-tuning: the backbone is frozen for the first calls, then unfrozen; the compiled forward
+    # must not keep treating its weight as a constant
+    kiln.manual_seed(0)
+    model = kiln.nn.Sequential(kiln.nn.Linear(4, 8), kiln.nn.Tanh(), kiln.nn.Linear(8, 2))
+    x = kiln.randn(3, 4)
+    compiled = kiln.compile(model)
+    for p in model[0].parameters():
+        p.requires_grad_(False)
+    compiled(x).sum().backward()
+    assert model[0].weight.grad is None
+    for p in model[0].parameters():
+        p.requires_grad_(True)
+    compiled(x).sum().backward()
+    got = model[0].weight.grad.clone()
+    model[0].weight.grad = None
+    model(x).sum().backward()
+    np.testing.assert_allclose(got.numpy(), model[0].weight.grad.numpy(), rtol=1e-6)
+    for p in model[0].parameters():  # and frozen again
+        p.requires_grad_(False)
+        p.grad = None
+    compiled(x).sum().backward()
+    assert model[0].weight.grad is None
