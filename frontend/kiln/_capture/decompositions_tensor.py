@@ -278,3 +278,35 @@ def _eye(b, n, m, dtype, layout, device, pin_memory, requires_grad):
     r = b.unsqueeze(b.arange(end=str(rows), dtype="i64"), dim=1)
     c = b.arange(end=str(cols), dtype="i64")
     return b.cast(b.eq(r, c), dtype or kiln.get_default_dtype())
+
+
+def _s_triangle(input, diagonal=0, *, out=None): ...
+
+
+def _triangle(b, op, input, diagonal, out):
+    """tril / triu. A constant diagonal is the table op; a run-time one (a causal mask over a
+    growing cache: `triu(diagonal=past + 1)`) keeps the elements where `col - row` is at least
+    (triu) or at most (tril) the diagonal."""
+    _no_out(out)
+    x = b.tensor(input)
+    if b.rank(x) < 2:
+        raise Decline(f"{op} of fewer than 2 dims (eager reports it)")
+    if type(diagonal) is int:
+        return getattr(b, op)(x, **({"diagonal": diagonal} if diagonal else {}))
+    rows, cols = b.sizes(x)[-2:]
+    r = b.unsqueeze(b.arange(end=rows), dim=1)
+    c = b.unsqueeze(b.arange(end=cols), dim=0)
+    offset = b.sub(c, r)
+    keep = b.ge(offset, diagonal) if op == "triu" else b.le(offset, diagonal)
+    zero = {"b8": False}.get(b.dtype(x), 0.0 if b.dtype(x) in ("f16", "bf16", "f32", "f64") else 0)
+    return b.where(keep, x, zero)
+
+
+@decomposition(_s_triangle, "kiln.triu", "kiln.Tensor.triu")
+def _triu(b, input, diagonal, out):
+    return _triangle(b, "triu", input, diagonal, out)
+
+
+@decomposition(_s_triangle, "kiln.tril", "kiln.Tensor.tril")
+def _tril(b, input, diagonal, out):
+    return _triangle(b, "tril", input, diagonal, out)

@@ -292,15 +292,20 @@ class GraphWriter:
         raise Decline("expected an int")
 
     def int_(self, v) -> int:
-        """A constant int argument (an int-valued node counts as its example value, unless it
-        changes between the iterations of a loop node)."""
+        """A constant int argument. An int-valued node is a run-time value (a symbolic size, a
+        dynamic int argument, a loop index): its example is one call's value, so it counts only
+        when shape inference proved it constant."""
         if type(v) is int:
             return v
         if isinstance(v, Node) and type(v.meta.get("example")) is int:
             if varies_per_iteration(v):
                 raise Decline("an int that changes between loop iterations where a constant "
                               "is needed")
-            return v.meta["example"]
+            val = self.value_of(v)
+            sym = val.sym if isinstance(val, Val) else None
+            if sym is not None and sym.lstrip("-").isdigit():
+                return int(sym)
+            raise Decline("a run-time int where the op needs a constant")
         raise Decline("expected a constant int")
 
     def ints(self, v) -> list[int]:

@@ -34,14 +34,36 @@ def _arange(w, node, a):
         raise Decline("arange of bool")
     if any(type(v) is float for v in (start, end, step)):
         return _float_arange(w, node, start, end, step)
+    if type(start) is not int:  # a run-time start (HF: arange(past, past + seq))
+        return _arange_from(w, node, start, end, w.int_(step), a["dtype"])
     attrs = {"end": w.sym(end)}
-    if w.int_(start) != 0:
-        attrs["start"] = w.int_(start)
+    if start != 0:
+        attrs["start"] = start
     if w.int_(step) != 1:
         attrs["step"] = w.int_(step)
     if a["dtype"] is not None and a["dtype"] != kiln.int64:
         attrs["dtype"] = dtype_short(a["dtype"])
     w.emit_node(node, "arange", [], attrs)
+
+
+def _arange_from(w, node, start, end, step, dtype):
+    """arange whose start is a run-time int: `start + step * arange(n)` for the n that eager's
+    range has, computed in i64 and cast to the result's dtype."""
+    if step == 0:
+        raise Decline("a zero step (eager raises)")
+    span = f"({w.sym(end)}) - ({w.sym(start)})"
+    n = f"max(({span} + {step - 1}) floordiv {step}, 0)" if step > 0 else \
+        f"max(({span} + {step + 1}) floordiv {step}, 0)"
+    loc = node.meta.get("loc")
+    (i,) = w.emit("arange", [], {"end": n}, loc)
+    if step != 1:
+        (i,) = w.emit("mul", [i, w.constant(step)], {}, loc)
+    result = dtype_short(node.meta["example"].dtype)
+    if result == "i64":
+        w.emit_node(node, "add", [i, w.operand(start)], {})
+        return
+    (i,) = w.emit("add", [i, w.operand(start)], {}, loc)
+    w.emit_node(node, "cast", [i], {"dtype": result})
 
 
 def _float_arange(w, node, start, end, step):

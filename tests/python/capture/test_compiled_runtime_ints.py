@@ -1,0 +1,57 @@
+"""Ints computed at run time (a KV cache's length once its size is symbolic) passed to ops that
+take an int: the compiled code must use each call's value, never the example's. arange with a
+run-time start and triu/tril with a run-time diagonal compile; ops whose int argument must be
+a constant for the compiler (pad amounts, roll shifts) run that node eagerly, correctly."""
+
+from __future__ import annotations
+
+import pytest
+from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches around every test
+
+import kiln
+import kiln.nn.functional as F
+from kiln._capture.backend_compiled import CpuBackend
+
+CASES = {
+    "arange_from_past": (lambda pk: kiln.arange(pk.shape[2], pk.shape[2] + 3), 0),
+    "arange_step": (lambda pk: kiln.arange(pk.shape[2], 20, 3), 0),
+    "arange_float_dtype": (lambda pk: kiln.arange(pk.shape[2], pk.shape[2] + 2,
+                                                  dtype=kiln.float32) * 0.5, 0),
+    "causal_mask_triu": (lambda pk: kiln.full((2, 2 + pk.shape[2]), float("-inf"))
+                         .triu(pk.shape[2] + 1), 0),
+    "tril_bool": (lambda pk: kiln.ones(3, 3 + pk.shape[2], dtype=kiln.bool).tril(pk.shape[2]),
+                  0),
+    "tril_int": (lambda pk: kiln.ones(3, 4, dtype=kiln.int64).tril(-pk.shape[2]), 0),
+    "pad_by_past": (lambda pk: F.pad(kiln.ones(2), (pk.shape[2], 0)), None),
+    "roll_by_past": (lambda pk: kiln.arange(6).roll(pk.shape[2]), None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_run_time_int_argument_follows_each_call(name):
+    fn, eager_nodes = CASES[name]
+    backend = CpuBackend(fallback=eager_nodes is None)  # strict where it must compile whole
+    compiled = kiln.compile(fn, backend=backend)
+    for past in range(1, 7):  # the cache's length goes symbolic at the second size
+        pk = kiln.zeros(1, 2, past, 4)
+        want, got = fn(pk), compiled(pk)
+        assert got.dtype == want.dtype and got.shape == want.shape, past
+        assert kiln.equal(got, want), f"past={past}: {got.tolist()} != {want.tolist()}"
+    assert len(backend.reports) == 2  # static first, then one symbolic graph for every length
+    if eager_nodes is not None:
+        assert backend.reports[-1].eager_nodes == eager_nodes
+
+
+def test_hf_position_ids_in_a_decode_loop():
+    # GPT-2 / LLaMA: position_ids = arange(past_length, past_length + seq_len)
+    emb = kiln.nn.Embedding(32, 8)
+
+    def step(x, past_k):
+        past = past_k.shape[2]
+        pos = kiln.arange(past, past + x.shape[1]).unsqueeze(0)
+        return emb(pos) + x
+
+    compiled = kiln.compile(step)
+    for past in range(1, 8):
+        x, pk = kiln.randn(1, 1, 8), kiln.zeros(1, 2, past, 4)
+        assert kiln.allclose(compiled(x, pk), step(x, pk))
