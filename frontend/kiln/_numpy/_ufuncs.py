@@ -119,7 +119,9 @@ def _copysign(a, b):
 
 
 def _heaviside(a, b):
-    return kiln.where(a < 0, kiln.zeros_like(a), kiln.where(a > 0, kiln.ones_like(a), b))
+    # NumPy's: a NaN stays NaN (torch.heaviside gives 0 there)
+    return kiln.where(a < 0, kiln.zeros_like(a),
+                      kiln.where(a > 0, kiln.ones_like(a), kiln.where(a == 0, b, a)))
 
 
 def _deg2rad(x):
@@ -165,6 +167,8 @@ UNARY = {
     np.sign: (_sign, "out"),
     np.deg2rad: (_deg2rad, "out"),
     np.rad2deg: (_rad2deg, "out"),
+    np.degrees: (_rad2deg, "out"),
+    np.radians: (_deg2rad, "out"),
     np.isnan: (kiln.isnan, "common"),
     np.isinf: (kiln.isinf, "common"),
     np.isfinite: (kiln.isfinite, "common"),

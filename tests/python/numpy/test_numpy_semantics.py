@@ -395,3 +395,14 @@ def test_python_int_out_of_bounds_raises_numpys_overflow_error():
                          strict=True):  # fmt: skip
         np.testing.assert_array_equal(got, want)
         assert got.dtype == want.dtype
+
+
+@pytest.mark.parametrize("name", ["heaviside", "degrees", "radians"])
+def test_ufuncs_keep_nan_and_compile(name):
+    ufunc = getattr(np, name)
+    a = np.array([-1.0, 0.0, 2.0, np.nan, -np.inf, np.inf])
+    if name == "heaviside":  # NaN stays NaN (torch.heaviside gives 0 there)
+        run_both(lambda x: ufunc(x, 0.5), a)
+        run_both(lambda x: ufunc(x, x * 2), a)
+    else:
+        run_both(ufunc, a)
