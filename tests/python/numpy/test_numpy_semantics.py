@@ -405,4 +405,4 @@ def test_ufuncs_keep_nan_and_compile(name):
         run_both(lambda x: ufunc(x, 0.5), a)
         run_both(lambda x: ufunc(x, x * 2), a)
     else:
-        run_both(ufunc, a)
+        run_both(lambda x: ufunc(x), a)
