@@ -63,9 +63,10 @@ class BodyGraph(Graph):
     """The graph of one iteration: carried values are inputs made up front (`carried`), and a
     node of an enclosing graph used by a call is lifted to an input the first time."""
 
-    def __init__(self, outer: Graph, name: str) -> None:
+    def __init__(self, outer: Graph, name: str, symbolic: bool = False) -> None:
         super().__init__(name)
         self.outer = outer
+        self.symbolic = symbolic  # the enclosing graph has symbolic sizes
         self.grad_enabled = outer.grad_enabled
         self.lifted: dict[int, Node] = {}
         # per input: the enclosing graph's node, None for a carried value, or INDEX
@@ -76,9 +77,21 @@ class BodyGraph(Graph):
         # graph; calls lift it from there like any outside value.
         return self.outer.placeholder(name, example, sym_sizes)
 
-    def carried(self, name: str, example, sym_sizes=None) -> Node:
+    def carried(self, name: str, example, outer_node: Node) -> Node:
         self.sources.append(None)
-        return super().placeholder(f"{name}_in", example, sym_sizes)
+        return super().placeholder(f"{name}_in", example, self._sizes_from(outer_node))
+
+    def _sizes_from(self, node: Node):
+        """The symbolic sizes of an enclosing graph's tensor. The body is compiled for these
+        sizes whatever the example's are, so one the enclosing graph could not type (an opaque
+        call's result) while it has symbols makes the loop unroll instead."""
+        sizes = node.meta.get("sym_sizes")
+        example = node.meta.get("example")
+        if sizes is None and self.symbolic and node.op == "call" and \
+                isinstance(example, kiln.Tensor) and example.dim() > 0:
+            raise NotALoopNode(f"the sizes of {node.name}, read by the body, are not known "
+                               "symbolically")
+        return sizes
 
     def index(self, name: str, example: int) -> Node:
         """The loop index as an int input with a symbol of its own: sizes and values computed
@@ -97,7 +110,7 @@ class BodyGraph(Graph):
             example = node.meta.get("example")
             if not isinstance(example, kiln.Tensor):
                 raise NotALoopNode("the body reads a Python value computed from tensors")
-            found = super().placeholder(node.name, example, node.meta.get("sym_sizes"))
+            found = super().placeholder(node.name, example, self._sizes_from(node))
             self.lifted[id(node)] = found
             self.sources.append(node)
         return found
@@ -301,10 +314,14 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
     from kiln._capture.symbolic import Snapshot
 
     saved = Snapshot(frame)
-    typing = ctx._typed_upto, dict(ctx._int_syms)  # the enclosing graph's shape inference
     outer = ctx.graph
+    if ctx.has_symbols:  # type the enclosing graph: the body's inputs take its symbolic sizes
+        last = next((n for n in reversed(outer.nodes) if n.op == "call"), None)
+        if last is not None:
+            ctx._sizes_of(last)
+    typing = ctx._typed_upto, dict(ctx._int_syms)  # the enclosing graph's shape inference
     loops = sum(isinstance(n.target, LoopCall) for n in outer.nodes)
-    body = BodyGraph(outer, f"{outer.name}_loop{loops}")
+    body = BodyGraph(outer, f"{outer.name}_loop{loops}", ctx.has_symbols)
     before = {name: frame.locals[name] for name in stored if name in frame.locals}
     carried = [name for name, v in before.items() if isinstance(v, V.TensorVar)]
     first_serial = next(V.VT._serials)
@@ -314,7 +331,7 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         for name in carried:
             var = copy.copy(before[name])
             var.source = var.array_source = None  # which array it is differs per iteration
-            var.node = body.carried(name, var.example, var.node.meta.get("sym_sizes"))
+            var.node = body.carried(name, var.example, var.node)
             frame.locals[name] = var
         index = it.items[0]
         if index_read:  # a run-time int of the body, set by the node on each iteration

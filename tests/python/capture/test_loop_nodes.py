@@ -531,3 +531,28 @@ def test_numpy_arithmetic_with_the_index_compiles_with_numpy_dtypes(dtype, no_un
         assert g.dtype == w.dtype
         np.testing.assert_allclose(g, w, rtol=1e-6 if dtype == np.float32 else 1e-12)
     assert len(loop_nodes(report)) == 1 and eager_nodes(report) == 0
+
+
+def life(grid, steps):
+    g = grid.astype(bool)  # computed in the graph: its sizes come from shape inference
+    for _ in range(steps):
+        n = np.zeros(g.shape, dtype=np.int8)
+        n[1:, :] += g[:-1, :]
+        n[:-1, :] += g[1:, :]
+        n[:, 1:] += g[:, :-1]
+        g = np.logical_and(g, n == 2)
+    return g
+
+
+def test_a_loop_body_is_symbolic_when_its_enclosing_graph_is(no_unroll):
+    # at the second size the enclosing graph goes symbolic; the body, fed a value computed in
+    # it, was compiled for the second size's example and failed at every later size
+    from kiln._capture.backend_compiled import CpuBackend
+
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(life, backend=backend)
+    rng = np.random.default_rng(0)
+    for size in (12, 6, 12, 9):
+        a = (rng.random((size, size)) < 0.5).astype(np.uint8)
+        np.testing.assert_array_equal(compiled(a, 20), life(a, 20))
+    assert len(backend.reports) == 2  # static, then symbolic (loop bodies compile inside)
