@@ -389,8 +389,11 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
     int64_t offset = 0;
     for (int i = 0; i < n.numOperands(); ++i) {
       const int64_t len = B::sizes(in(i))[dim];
-      if (need[i])
+      if (need[i]) {
         r[i] = b.slice(g, dim, offset, offset + len, 1);
+        if (B::dtype(r[i]) != B::dtype(in(i))) // a promoted cat: back to the input's dtype
+          r[i] = b.cast(r[i], B::dtype(in(i)));
+      }
       offset += len;
     }
     return r;
