@@ -434,9 +434,10 @@ class Frame(CallMixin):
         v = {0: v, 1: str(v), 2: repr(v), 3: ascii(v)}[conv] if conv else v
         self.push(V.ConstVar(format(v, spec)))
 
-    def op_LIST_APPEND(self, inst):
+    def op_LIST_APPEND(self, inst):  # a comprehension's list: undone with a loop node's try
         value = self.pop()
         target = self.stack[-inst.arg]
+        self.ctx.undo.append((target, "items", target.items.copy()))
         target.items.append(value)
 
     def op_SET_ADD(self, inst):
@@ -447,11 +448,15 @@ class Frame(CallMixin):
     def op_MAP_ADD(self, inst):
         value = self.pop()
         key = self.pop()
-        self.stack[-inst.arg].items[key.const()] = value
+        target = self.stack[-inst.arg]
+        self.ctx.undo.append((target, "items", target.items.copy()))
+        target.items[key.const()] = value
 
     def op_LIST_EXTEND(self, inst):
         items = self.unpack_iterable(self.pop())
-        self.stack[-inst.arg].items.extend(items)
+        target = self.stack[-inst.arg]
+        self.ctx.undo.append((target, "items", target.items.copy()))
+        target.items.extend(items)
 
     def op_LIST_TO_TUPLE(self, inst):
         self.push(V.TupleVar(self.pop().items))
@@ -460,7 +465,9 @@ class Frame(CallMixin):
         other = self.pop()
         if not isinstance(other, V.DictVar):
             raise V.Unsupported("dict.update with a non-dict")
-        self.stack[-inst.arg].items.update(other.items)
+        target = self.stack[-inst.arg]
+        self.ctx.undo.append((target, "items", target.items.copy()))
+        target.items.update(other.items)
 
     op_DICT_MERGE = op_DICT_UPDATE
 

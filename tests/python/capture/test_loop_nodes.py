@@ -556,3 +556,22 @@ def test_a_loop_body_is_symbolic_when_its_enclosing_graph_is(no_unroll):
         a = (rng.random((size, size)) < 0.5).astype(np.uint8)
         np.testing.assert_array_equal(compiled(a, 20), life(a, 20))
     assert len(backend.reports) == 2  # static, then symbolic (loop bodies compile inside)
+
+
+@pytest.mark.parametrize("size", [4, 1 << 17])  # small (unrolled) and large (tried as a node)
+def test_a_comprehension_of_tensors_keeps_every_item(size):
+    # the comprehension's appends were not undone when its loop turned out not to be a node:
+    # the list kept the body graph's value (a crash at the next break, or a lost item)
+    def f(x, n):
+        zs = [x * i for i in range(n)]
+        if x.sum() > 0:  # a graph break after it
+            x = x + 1
+        for z in zs:
+            x = x * 0.5 + z
+        return x, len(zs)
+
+    x = kiln.ones(size)
+    want = f(x, 9)
+    got = kiln.compile(f)(x, 9)
+    assert got[1] == want[1] == 9
+    assert kiln.allclose(got[0], want[0])
