@@ -49,8 +49,20 @@ _MISSING = object()
 def _bump_version(module) -> None:
     """Marks the module's attributes as changed. kiln.compile bakes a module's parameters,
     submodules and Python attributes into compiled code and guards on this version (one
-    integer read per module on each call), so any change here triggers a new capture."""
-    module.__dict__["_kiln_version"] = next(_version_counter)
+    integer read per module on each call), so any change here triggers a new capture.
+
+    The version's lowest bit is the training flag, so train() / eval() switch between two
+    versions of the same attributes: an epoch loop that alternates them reuses the code
+    captured for each mode instead of capturing again every epoch."""
+    d = module.__dict__
+    d["_kiln_attrs"] = next(_version_counter)
+    d["_kiln_version"] = d["_kiln_attrs"] * 2 + bool(d.get("training", True))
+
+
+def _set_training(module, mode: bool) -> None:
+    d = module.__dict__
+    d["training"] = mode
+    d["_kiln_version"] = d.get("_kiln_attrs", 0) * 2 + bool(mode)
 
 
 def _check_member_name(kind: str, name, obj: Module) -> None:
@@ -82,7 +94,8 @@ class Module(StateDictMixin):
                 f"kwargs={kwargs}"
             )
         setter = object.__setattr__
-        setter(self, "_kiln_version", 0)
+        setter(self, "_kiln_attrs", 0)
+        setter(self, "_kiln_version", 1)  # _kiln_attrs * 2 + training
         setter(self, "training", True)
         setter(self, "_parameters", OrderedDict())
         setter(self, "_buffers", OrderedDict())
@@ -202,6 +215,9 @@ class Module(StateDictMixin):
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __setattr__(self, name: str, value) -> None:
+        if name == "training" and type(value) is bool and "training" in self.__dict__:
+            _set_training(self, value)
+            return
         if self._current_attr(name) is not value:
             _bump_version(self)
         self._set_attr(name, value)
