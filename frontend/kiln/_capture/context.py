@@ -17,7 +17,7 @@ from kiln._capture import variables as V
 from kiln._capture.graph import Graph, nodes_in, sym_size
 from kiln._capture.graph_build import Val
 from kiln._capture.guards import GuardSet
-from kiln._capture.sources import AttrSource, BakedSource, ItemSource
+from kiln._capture.sources import ArgSource, AttrSource, BakedSource, ItemSource
 
 _dynamic_marks: dict = {}  # id(tensor) -> (weakref, {dim: True (dynamic) | False (static)})
 
@@ -256,6 +256,11 @@ class CaptureContext:
     def _wrap_sym_int(self, value: int, source) -> V.VT:
         self.guards.type(source, value)
         node = self._add_input(source, value)
+        if type(value) is int and isinstance(source, ArgSource):
+            # an argument that changes between calls (a decode position): the compiled code
+            # reads it as a symbol bound at each call. A global or closure int (a config value
+            # that changed once) stays its example, checked at each call.
+            node.meta["sym"] = f"i{len(self.input_sources) - 1}"
         var = (V.SymIntVar if type(value) is int else V.SymFloatVar)(node, value, None)
         var.source = source
         return var

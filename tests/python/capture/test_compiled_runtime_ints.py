@@ -55,3 +55,37 @@ def test_hf_position_ids_in_a_decode_loop():
     for past in range(1, 8):
         x, pk = kiln.randn(1, 1, 8), kiln.zeros(1, 2, past, 4)
         assert kiln.allclose(compiled(x, pk), step(x, pk))
+
+
+def test_a_dynamic_int_argument_is_a_symbol_of_the_compiled_code():
+    # Meta LLaMA's forward(tokens, start_pos): once start_pos goes dynamic, the compiled part
+    # must take each call's value, not refuse every value but its example's and run eagerly
+    from kiln._capture import backend_compiled
+
+    reports = []
+
+    def compile_graph(graph, **kw):
+        fn = original(graph, **kw)
+        reports.append(fn.kiln_report)
+        return fn
+
+    original = backend_compiled.compile_graph
+    backend_compiled.compile_graph = compile_graph
+    try:
+        cache, ref_cache = kiln.zeros(1, 16, 8), kiln.zeros(1, 16, 8)
+
+        def step(x, start_pos: int, cache):
+            cache[:, start_pos:start_pos + x.shape[1]] = x
+            keys = cache[:, :start_pos + x.shape[1]]
+            return (x @ keys.transpose(1, 2)).softmax(-1) * start_pos
+
+        compiled = kiln.compile(step)
+        for pos in range(3, 10):
+            x = kiln.randn(1, 1, 8)
+            assert kiln.allclose(compiled(x, pos, cache), step(x, pos, ref_cache))
+            assert kiln.equal(cache, ref_cache)
+    finally:
+        backend_compiled.compile_graph = original
+    assert len(reports) == 2
+    assert [r.eager_nodes for r in reports] == [0, 0]
+    assert sum(r.eager_calls for r in reports) == 0
