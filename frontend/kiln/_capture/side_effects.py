@@ -76,6 +76,10 @@ def store_module_attr(ctx, module, name: str, value: V.VT) -> None:
     what = f"assignment to attribute {name!r} of {type(module).__name__}"
     if type(module).__setattr__ is not Module.__setattr__:
         raise V.Unsupported(f"{what}: the class defines its own __setattr__")
+    example = getattr(value, "example", None)
+    if example is not None and example is module._current_attr(name) and \
+            stored_module_attr(ctx, module, name) is None:
+        return  # `self.cache = self.cache.to(x)`: the same tensor, as eager's setattr sees it
     if name in module.__dict__.get("_parameters", {}):
         raise V.Unsupported(f"{what}: it replaces a parameter")
     if _replay_bumps.get(module, 0) >= _MAX_REPLAY_BUMPS:

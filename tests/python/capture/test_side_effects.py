@@ -286,3 +286,47 @@ def test_replacing_a_parameter_breaks_and_raises_like_eager():
     with pytest.raises(TypeError, match="as parameter 'weight'"):
         compiled(rand(3), True)
     assert "it replaces a parameter" in records[0].break_record.reason
+
+
+class CachedAttention(nn.Module):
+    """Meta LLaMA's cache idiom: `self.cache_k = self.cache_k.to(q)` (the same tensor), then
+    writes into it at the decode position."""
+
+    def __init__(self):
+        super().__init__()
+        self.wq = nn.Linear(16, 16, bias=False)
+        self.cache_k = kiln.zeros(1, 32, 16)
+
+    def forward(self, x, start_pos: int):
+        q = self.wq(x)
+        self.cache_k = self.cache_k.to(q)
+        self.cache_k[:, start_pos:start_pos + x.shape[1]] = q
+        k = self.cache_k[:, :start_pos + x.shape[1]]
+        return x + (q @ k.transpose(1, 2)).softmax(-1) @ k
+
+
+def test_assigning_an_attribute_its_own_tensor_changes_nothing():
+    layers = [CachedAttention() for _ in range(3)]
+    refs = [CachedAttention() for _ in range(3)]
+    for a, b in zip(layers, refs, strict=True):
+        b.load_state_dict(a.state_dict())
+    model, ref = nn.Sequential(*layers).eval(), nn.Sequential(*refs).eval()
+
+    def run(m, x, pos):
+        for layer in m:
+            x = layer(x, pos)
+        return x
+
+    compiled = kiln.compile(run)
+    records: list = []
+    compiler_of(compiled).recorder = records
+    with kiln.no_grad():
+        x = rand(1, 4, 16)
+        assert_same(compiled(model, x, 0), run(ref, x, 0))
+        for pos in range(4, 10):
+            x = rand(1, 1, 16, seed=pos)
+            assert_same(compiled(model, x, pos), run(ref, x, pos), atol=1e-5)
+    for a, b in zip(layers, refs, strict=True):
+        assert_same(a.cache_k, b.cache_k, atol=1e-5)
+    assert [r.break_record for r in records] == [None] * len(records)
+    assert len(records) <= 3  # prefill, the first decode step, then a dynamic position
