@@ -91,12 +91,21 @@ class CodeState:
         self.seen_strides: dict = {}  # (argument, path) -> strides at the last capture
         self.seen: dict = {}
         self.captures = 0
+        # captures per module instance the code ran for (a layer's forward in a 12-layer model
+        # is captured once per layer when a graph break guards `self`'s identity)
+        self.captures_by_owner: dict = {}
         # Reentrant: a thread never waits on a capture it is running itself.
         self.lock = threading.RLock()
 
 
 _code_states: dict = {}
 _code_states_lock = threading.Lock()
+
+
+def _module_owner(args):
+    """The module a method's code runs for (its first argument), or None."""
+    first = args[0] if args else None
+    return first if isinstance(first, kiln.nn.Module) else None
 
 
 def code_state(code) -> CodeState:
@@ -175,7 +184,10 @@ class Compiler:
             reason = gm.first_failure(args, func)
             logs.log("recompiles", f"recompiling {code.co_name} ({code.co_filename}:"
                                    f"{code.co_firstlineno}): guard failed: {reason}")
-            if len(entries) >= self.recompile_limit:
+            owner = _module_owner(args)
+            mine = state.captures_by_owner.get(id(owner), 0) if owner is not None else len(entries)
+            # as Dynamo's limits: per module instance a method's code runs for, and overall
+            if mine >= self.recompile_limit or len(entries) >= self.recompile_limit * 8:
                 _C._capture.mark_no_capture(code)
                 warnings.warn(
                     f"kiln.compile: {code.co_name} hit the recompile limit "
@@ -185,6 +197,9 @@ class Compiler:
                 )
                 return None
         entry = self.capture(func, args, code, state, reason)
+        owner = _module_owner(args)
+        if entry is not None and owner is not None:
+            state.captures_by_owner[id(owner)] = state.captures_by_owner.get(id(owner), 0) + 1
         return entry
 
     # -- capture ---------------------------------------------------------------------------

@@ -618,3 +618,31 @@ def test_an_epoch_loop_alternating_train_and_eval_captures_each_mode_once():
     with kiln.no_grad():
         np.testing.assert_allclose(compiled(x).numpy(), model(x).numpy(), rtol=1e-5)
     assert len(records) == 3
+
+
+class OverflowChecked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.fc(x)
+        if h.abs().max() > 1e6:  # a data-dependent branch: a graph break in every layer
+            h = h.clamp(-1e6, 1e6)
+        return x + h.relu()
+
+
+def test_the_recompile_limit_counts_per_module_instance():
+    # each layer's forward is captured for its own instance (the break guards `self`): twelve
+    # layers are twelve captures of one code object, not a recompile storm
+    kiln.manual_seed(0)
+    model = nn.Sequential(*[OverflowChecked() for _ in range(12)]).eval()
+    compiled = kiln.compile(model)
+    x = kiln.randn(4, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a recompile-limit warning fails the test
+        with kiln.no_grad():
+            for _ in range(3):
+                np.testing.assert_allclose(compiled(x).numpy(), model(x).numpy(), rtol=1e-6)
+    entries = kiln._C._capture.entries(OverflowChecked.forward.__code__)
+    assert len(entries) == 12
