@@ -317,9 +317,16 @@ class CallMixin(KilnCallMixin):
                 return result
             self.concrete_int(sym_side)
             return result
+        result = op(ops.to_example(a), ops.to_example(b))
+        if isinstance(other, V.SymIntVar) and other.sym is not None and sym_side.sym is not None \
+                and op in (operator.eq, operator.ne) and (op is operator.eq) == result:
+            # two sizes found equal (gpt-fast's `assert pos.shape[0] == k.shape[2]`): guarded
+            # as a relation of the symbols, so both stay symbolic
+            names = [self.ctx.symbols[v.sym][0] for v in (a, b)]
+            self.ctx.guards.sym("eq", a.sym, b.sym, f"{names[0]} == {names[1]}")
+            return result
         if sym_side.sym is None or not isinstance(other, V.ConstVar):
             raise V.RestartStatic()
-        result = op(ops.to_example(a), ops.to_example(b))
         c = other.value
         if not isinstance(c, int):
             raise V.RestartStatic()

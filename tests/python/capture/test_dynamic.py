@@ -316,3 +316,20 @@ def test_an_input_written_in_place_keeps_its_strides_guarded():
         view = base[:, -1:]
         out = compiled(view)
         assert base[:, -1].tolist() == [1.0, 1.0] and out.tolist() == [[2.0], [2.0]]
+
+
+def test_two_sizes_found_equal_stay_symbolic_and_are_guarded():
+    # gpt-fast's KVCache.update: `assert input_pos.shape[0] == k_val.shape[2]`
+    def update(k_val, input_pos):
+        assert input_pos.shape[0] == k_val.shape[2]
+        return k_val * 2 + input_pos[-1]
+
+    compiled = kiln.compile(update)
+    records: list = []
+    compiler_of(compiled).recorder = records
+    for n in range(3, 12):
+        k, pos = kiln.randn(1, 2, n, 4), kiln.arange(n).float()
+        assert kiln.allclose(compiled(k, pos), update(k, pos))
+    assert len(records) == 2  # static, then one symbolic graph for every length
+    with pytest.raises(AssertionError):  # the relation is a guard: a mismatch is not served
+        compiled(kiln.randn(1, 2, 5, 4), kiln.arange(6).float())
