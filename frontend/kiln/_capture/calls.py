@@ -92,6 +92,24 @@ def _is_optimizer_update(fn) -> bool:
             and (getattr(fn, "__module__", None) or "").startswith("kiln.optim"))
 
 
+def _is_grad_mode_clone(fn: V.BoundMethodVar) -> bool:
+    from kiln._grad_mode import _DecoratorContextManager
+
+    owner = getattr(fn.self_var, "value", None)
+    return isinstance(fn.self_var, V.ObjectVar) and isinstance(
+        owner, _DecoratorContextManager) and isinstance(fn.fn, V.FunctionVar) and (
+        fn.fn.fn.__name__ == "clone")
+
+
+def _grad_mode_of(mode_object) -> bool:
+    """The grad mode inside a no_grad / enable_grad / set_grad_enabled / inference_mode."""
+    if isinstance(mode_object, kiln.inference_mode):
+        return not mode_object.mode
+    if isinstance(mode_object, kiln.set_grad_enabled):
+        return mode_object.mode
+    return isinstance(mode_object, kiln.enable_grad)
+
+
 def _is_kiln_function(fn) -> bool:
     """A kiln op (a pybind11 function, or a Python-level op of kiln, kiln.nn.functional...)
     recorded as one graph node rather than inlined."""
@@ -370,6 +388,9 @@ class CallMixin(KilnCallMixin):
         if isinstance(fn, V.BoundMethodVar) and isinstance(fn.self_var, V.ModuleVar) and (
                 isinstance(fn.fn, V.FunctionVar) and fn.fn.fn in _module_modes()):
             return self.module_mode(fn.self_var, fn.fn.fn, args, kwargs)
+        if isinstance(fn, V.BoundMethodVar) and _is_grad_mode_clone(fn):
+            # the fresh mode object a @no_grad / @inference_mode wrapper enters per call
+            return V.GradModeVar(_grad_mode_of(fn.self_var.value))
         if isinstance(fn, V.BoundMethodVar):
             return self.call(fn.fn, [fn.self_var] + list(args), kwargs)
         if isinstance(fn, V.PartialVar):
@@ -596,8 +617,11 @@ class CallMixin(KilnCallMixin):
             return V.GradModeVar(self.ctx.grad_enabled)  # keeps the grad mode: changes nothing
         if fn is kiln.set_grad_enabled:
             return V.GradModeVar(bool(args[0].const()))
-        if fn is kiln.inference_mode:
-            raise V.Unsupported("inference_mode() blocks are not captured")
+        if fn is kiln.inference_mode:  # no grad inside (kiln has no inference tensors)
+            mode = args[0].const() if args else kwargs["mode"].const() if kwargs else True
+            if not isinstance(mode, bool):
+                raise V.Unsupported("inference_mode used as a bare decorator inside compiled code")
+            return V.GradModeVar(not mode)
         if fn is kiln.autocast:  # built now: its arguments are constants of the code
             try:
                 return V.ObjectVar(fn(*[_const_arg(a) for a in args],
