@@ -176,10 +176,31 @@ def _install() -> None:
     t.pin_memory = lambda self, device=None: self
     t.is_pinned = lambda self, device=None: False
     t.is_inference = lambda self: False
+    t.fill_diagonal_ = _fill_diagonal_
     for name in ("unsqueeze", "squeeze", "t", "transpose", "swapdims", "swapaxes", "as_strided"):
         setattr(t, name + "_", _inplace_view(name))
     t.resize_ = _resize_
     t.resize_as_ = lambda self, other, memory_format=None: _resize_(self, tuple(other.shape))
+
+
+
+def _fill_diagonal_(self, fill_value, wrap=False):
+    """torch's: fills the main diagonal (x[i, i, ..., i]) in place; all dims equal past 2-d. A
+    tall matrix with `wrap` starts the diagonal again every `columns + 1` rows, as NumPy's."""
+    if self.dim() < 2:
+        raise RuntimeError("dimensions must larger than 1")
+    if self.dim() > 2 and len(set(self.shape)) != 1:
+        raise RuntimeError("all dimensions of input must be of equal length")
+    if self.dim() > 2:
+        n = self.shape[0]
+        diag = self.as_strided((n,), (sum(self.stride()),), self.storage_offset())
+        diag.fill_(fill_value)
+        return self
+    rows, cols = self.shape
+    starts = range(0, rows, cols + 1) if wrap and rows > cols else [0]
+    for r in starts:
+        self[r:r + cols].diagonal().fill_(fill_value)
+    return self
 
 
 _install()

@@ -3,7 +3,7 @@
 ``cuda.matmul.allow_tf32``, ``cudnn.allow_tf32``, ``cudnn.benchmark`` and
 ``cudnn.deterministic`` are accepted and recorded: kiln's float32 GEMMs never use TF32, and its
 kernels are deterministic, so they change nothing. ``cpu.get_cpu_capability()`` names the
-vector ISA kiln's eager float kernels run with.
+vector ISA kiln's eager float kernels run with; ``mps.is_available()`` is False.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ def _cpu_capability() -> str:
 
 
 cpu = types.SimpleNamespace(get_cpu_capability=_cpu_capability)
+# Apple's Metal backend: never present (device-picking code asks before falling back)
+mps = types.SimpleNamespace(is_available=lambda: False, is_built=lambda: False)
 
 _precision = ["highest"]
 

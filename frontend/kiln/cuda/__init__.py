@@ -5,7 +5,9 @@ Tensors move with ``.to("cuda")`` / ``.cuda()`` / ``.cpu()`` or are made there w
 compiled once per signature by NVRTC and run through the CUDA driver API (``cuda/``). Both
 libraries are opened with dlopen on first use, so importing kiln never needs them. On a machine
 without the NVIDIA driver or a GPU, ``is_available()`` is False, ``device_count()`` is 0, and
-everything that needs a device raises ``RuntimeError("kiln: CUDA is not available: <reason>")``.
+everything that needs a device raises ``RuntimeError("kiln: CUDA is not available: <reason>")``,
+except the calls torch also lets through there (``empty_cache``, ``manual_seed``,
+``manual_seed_all``, ``seed``: nothing to do).
 
 ``KILN_CUDA_EMULATOR=1`` (set before kiln is imported) replaces the GPUs with one device emulated
 on the host: the same generated CUDA C, compiled by the host compiler, in host memory. Tests use
@@ -19,6 +21,7 @@ that one stream; there are no other streams yet.
 
 from __future__ import annotations
 
+import kiln
 from kiln import _C
 
 __all__ = [
@@ -36,6 +39,10 @@ __all__ = [
     "get_device_name",
     "get_device_properties",
     "is_available",
+    "manual_seed",
+    "manual_seed_all",
+    "seed",
+    "seed_all",
     "synchronize",
 ]
 
@@ -121,8 +128,30 @@ def memory_reserved(device=None) -> int:
 
 
 def empty_cache(device=None) -> None:
-    """Returns the cached, unused blocks of the device's memory to the device."""
+    """Returns the cached, unused blocks of the device's memory to the device; nothing to do
+    where CUDA is not available (as torch's, which scripts call unconditionally)."""
+    if not is_available():
+        return
     _C._cuda.empty_cache(_index(device))
+
+
+def manual_seed(seed) -> None:
+    """Seeds the random numbers of CUDA tensors. kiln draws them from its one generator, which
+    this seeds; without CUDA it does nothing, as torch's (seed_everything calls it
+    unconditionally)."""
+    if is_available():
+        kiln.manual_seed(seed)
+
+
+manual_seed_all = manual_seed
+
+
+def seed() -> None:
+    if is_available():
+        kiln.seed()
+
+
+seed_all = seed
 
 
 def _eager_programs_compiled() -> int:
