@@ -59,6 +59,17 @@ class NotALoopNode(Exception):  # noqa: N818 - a signal: unroll the loop instead
     pass
 
 
+class BecomesTensor(NotALoopNode):
+    """A local that starts as a Python number and is a tensor after one iteration (`b = 0.0`,
+    then `b = b - lr * grad`): after the first iteration, which runs unrolled, every iteration
+    is the same and the rest may be a node."""
+
+
+def _number(v: V.VT) -> bool:
+    return isinstance(v, V.ConstVar) and type(v.value) in (int, float) or (
+        isinstance(v, V.SymIntVar))
+
+
 class BodyGraph(Graph):
     """The graph of one iteration: carried values are inputs made up front (`carried`), and a
     node of an enclosing graph used by a call is lifted to an input the first time."""
@@ -296,7 +307,9 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
     if not ctx.loop_nodes:
         return False
     symbolic = it.sym_bounds is not None
-    if it.pos != 0 or not it.items or (len(it.items) < MIN_TRIPS and not symbolic):
+    first = it.pos  # 1 after a peeled first iteration
+    trips = len(it.items) - first
+    if first != getattr(it, "peeled", 0) or trips <= 0 or (trips < MIN_TRIPS and not symbolic):
         return False
     for_index = frame.ip - 1
     loop_loc, loop_line = ctx.loc, frame.lineno
@@ -333,7 +346,7 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
             var.source = var.array_source = None  # which array it is differs per iteration
             var.node = body.carried(name, var.example, var.node)
             frame.locals[name] = var
-        index = it.items[0]
+        index = it.items[first]
         if index_read:  # a run-time int of the body, set by the node on each iteration
             index = V.SymIntVar(body.index(index_name, index.const()), index.const(), None)
         frame.push(index)
@@ -342,7 +355,7 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
             frame.step(frame.insts[frame.ip])
         frame.loop_break = outer_break
         results = _check_iteration(frame, saved, stored, before, carried, live, symbolic, body,
-                                   first_serial, len(it.items), brk)
+                                   first_serial, trips, brk)
         # the results' sizes as symbols, so what reads them after the loop stays symbolic
         sizes = [ctx._sizes_of(v.node) if ctx.has_symbols else None for _, v in results]
     except (V.Unsupported, V.RestartStatic, NotALoopNode) as e:
@@ -351,6 +364,9 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         saved.restore(frame)
         ctx._typed_upto, ctx._int_syms = typing
         why = str(e) or "the loop index is needed as a Python value"  # RestartStatic
+        if isinstance(e, BecomesTensor) and first == 0:
+            it.peeled = 1  # the first iteration runs unrolled, the others may be a node
+            why += "; the first iteration is peeled off"
         logs.log("graph", f"loop at line {loop_line} unrolled: {why}")
         return False
     except BaseException:
@@ -395,6 +411,8 @@ def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body
             continue
         if name in before:
             if not _same_kind(before[name], after):
+                if _number(before[name]) and isinstance(after, V.TensorVar):
+                    raise BecomesTensor(f"{name!r} starts as a number and becomes a tensor")
                 raise NotALoopNode(f"{name!r} changes from one iteration to the next")
         elif name not in live:
             continue
@@ -463,6 +481,7 @@ def _record(frame, it, body: BodyGraph, before: dict, carried: list, results: li
     outer = ctx.graph
     if it.sym_bounds is None:
         start, stop, step = it.range.start, it.range.stop, it.range.step
+        start += it.pos * step  # past a peeled first iteration
     else:  # range(stop), range(start, stop) or range(start, stop, step)
         bounds = [b.node if isinstance(b, V.SymIntVar) else b.const() for b in it.sym_bounds]
         start, stop, step = [0, *bounds, 1] if len(bounds) == 1 else [*bounds, 1][:3]

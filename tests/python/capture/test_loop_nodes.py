@@ -575,3 +575,34 @@ def test_a_comprehension_of_tensors_keeps_every_item(size):
     got = kiln.compile(f)(x, 9)
     assert got[1] == want[1] == 9
     assert kiln.allclose(got[0], want[0])
+
+
+def logistic_gd(X, y, iters):
+    w = np.zeros(X.shape[1])
+    b = 0.0  # a Python float that is a NumPy value after the first step
+    for _ in range(iters):
+        g = 1.0 / (1.0 + np.exp(-(X @ w + b))) - y
+        w -= 0.1 * (X.T @ g) / len(y)
+        b -= 0.1 * g.mean()
+    return w, b
+
+
+def test_a_number_that_becomes_an_array_peels_the_first_iteration(no_unroll):
+    # before, the whole loop unrolled: thousands of nodes, seconds of compile time, and a new
+    # capture for every step count
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((50, 4)), (rng.standard_normal(50) > 0) * 1.0
+    want, got, report, _, _ = run_both(logistic_gd, X, y, 40)
+    assert_same(got, want)
+    assert type(got[1]) is type(want[1])
+    assert len(loop_nodes(report)) == 1
+    body = loop_nodes(report)[0].target.body
+    assert body.op_count() < 40  # one iteration's graph, not forty
+
+
+def test_a_peeled_loop_with_one_trip_runs_only_the_peeled_iteration(no_unroll):
+    rng = np.random.default_rng(1)
+    X, y = rng.standard_normal((20, 3)), (rng.standard_normal(20) > 0) * 1.0
+    for iters in (1, 2, 9):
+        want, got, _, _, _ = run_both(logistic_gd, X, y, iters)
+        assert_same(got, want)
