@@ -303,6 +303,28 @@ def _compilable_mutation(node: Node) -> bool:
     return lowerings.lowers(node.target)
 
 
+_SMALL_WRITE = ("a write of a few elements into a large input array: the eager kernel writes "
+                "them in place, where compiled code rewrites the whole array")
+_SMALL_WRITE_ELEMENTS = 4096  # arrays from this size up, written by at most 1/16 of them
+
+
+def _small_write_into_input(node: Node) -> bool:
+    """`hist[t] = row` into an array the graph takes as an input (a time loop's history, a
+    caller's array): functionalized, the part computes and writes back the whole array on every
+    call, which makes a loop over its rows quadratic."""
+    if node.target is not operator.setitem or len(node.args) != 3:
+        return False
+    target, value = node.args[0], node.args[2]
+    if not (isinstance(target, Node) and target.op == "placeholder"):
+        return False
+    big = target.meta.get("example")
+    if not isinstance(big, kiln.Tensor) or big.numel() < _SMALL_WRITE_ELEMENTS:
+        return False
+    small = value.meta.get("example") if isinstance(value, Node) else None
+    written = small.numel() if isinstance(small, kiln.Tensor) else 1
+    return written * 16 <= big.numel()
+
+
 def _impure_reason(node: Node) -> str:
     """Why a node with effects runs on its eager kernel (explain's and the logs' fallbacks)."""
     if node.kwargs.get("out") is not None:
@@ -383,6 +405,9 @@ class _Partitioner:
                 if not isinstance(n.target, LoopCall):  # a loop node compiles its own body
                     self.report.fallbacks.append((n.name, target_name(n.target),
                                                   _impure_reason(n)))
+            elif _small_write_into_input(n):
+                self.eager.add(id(n))
+                self.report.fallbacks.append((n.name, target_name(n.target), _SMALL_WRITE))
         # A loop node's results, read through getitem nodes, leave with the node (loops.py).
         self.loop_items = {id(u) for n in self.calls if isinstance(n.target, LoopCall)
                            for u in n.users if u.target is operator.getitem}

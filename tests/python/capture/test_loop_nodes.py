@@ -606,3 +606,31 @@ def test_a_peeled_loop_with_one_trip_runs_only_the_peeled_iteration(no_unroll):
     for iters in (1, 2, 9):
         want, got, _, _, _ = run_both(logistic_gd, X, y, iters)
         assert_same(got, want)
+
+
+def sir(S, I, R, beta, gamma, steps):
+    N = S + I + R
+    hist = np.empty((steps, 3) + S.shape)
+    for t in range(steps):
+        new_inf = beta * S * I / N
+        new_rec = gamma * I
+        S, I, R = S - new_inf, I + new_inf - new_rec, R + new_rec
+        hist[t, 0] = S
+        hist[t, 1] = I
+        hist[t, 2] = R
+    return hist
+
+
+def test_row_writes_into_a_large_history_are_written_in_place(no_unroll):
+    # compiled, each row write rewrote the whole history on every step (quadratic in the
+    # steps); the eager write of the row into the array is the in-place store it is
+    n = 64
+    args = (np.full(n, 990.0), np.linspace(1, 10, n), np.zeros(n), 0.3, 0.1, 200)
+    want, got, report, _, _ = run_both(sir, *args)
+    assert_same(got, want)
+    assert len(loop_nodes(report)) == 1
+    (body_report,) = [r for c in report.captures if c.report for r in c.report.loops]
+    reasons = [reason for _, _, reason in body_report.fallbacks]
+    assert len(reasons) == 3  # the three row writes; the arithmetic compiles
+    assert all("a few elements into a large input array" in r for r in reasons)
+    assert body_report.compiled_nodes > 0
