@@ -608,16 +608,16 @@ def test_a_peeled_loop_with_one_trip_runs_only_the_peeled_iteration(no_unroll):
         assert_same(got, want)
 
 
-def sir(S, I, R, beta, gamma, steps):
-    N = S + I + R
-    hist = np.empty((steps, 3) + S.shape)
+def sir(sus, inf, rec, beta, gamma, steps):
+    n = sus + inf + rec
+    hist = np.empty((steps, 3) + sus.shape)
     for t in range(steps):
-        new_inf = beta * S * I / N
-        new_rec = gamma * I
-        S, I, R = S - new_inf, I + new_inf - new_rec, R + new_rec
-        hist[t, 0] = S
-        hist[t, 1] = I
-        hist[t, 2] = R
+        new_inf = beta * sus * inf / n
+        new_rec = gamma * inf
+        sus, inf, rec = sus - new_inf, inf + new_inf - new_rec, rec + new_rec
+        hist[t, 0] = sus
+        hist[t, 1] = inf
+        hist[t, 2] = rec
     return hist
 
 
