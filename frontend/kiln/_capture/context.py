@@ -57,6 +57,8 @@ def _is_namedtuple(t) -> bool:
     return issubclass(t, tuple) and hasattr(t, "_fields")
 
 
+# NumPy scalar types whose arguments go symbolic when their value changes, as ints and floats do
+NUMPY_NUMBER_NAMES = ("float64", "float32", "int64", "int32")
 _CONST_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), range)
 
 
@@ -104,6 +106,11 @@ class CaptureContext:
             if type(value) is np.ndarray:
                 return self._wrap_ndarray(value, source, label)
             if isinstance(value, np.generic):  # a NumPy scalar: a typed constant
+                if source is not None and source.guardable() and (
+                        type(value).__name__ in NUMPY_NUMBER_NAMES):
+                    self.seen_scalars[source] = value  # for automatic dynamic
+                    if self._int_is_dynamic(source) and source.expr(self.state_labels):
+                        return self._wrap_numpy_scalar(value, source)
                 if source is not None:
                     self.guards.type(source, value)
                     self.guards.equals(source, value)
@@ -304,6 +311,23 @@ class CaptureContext:
         # An array kiln cannot address (negative strides, read-only) enters as a copy (its
         # strides are guarded, so every call's does): a write into it must run in NumPy.
         var.copied_input = arr.size > 0 and t.data_ptr() != arr.__array_interface__["data"][0]
+        return var
+
+    def _wrap_numpy_scalar(self, value, source) -> V.VT:
+        """A NumPy scalar argument whose value changed between calls (a particle filter's
+        `u0s[t]`): a 0-d array input of its dtype, which NumPy's promotion treats as it treats
+        the scalar (both are strongly typed), instead of one capture per value."""
+        from kiln import _numpy
+
+        self.guards.type(source, value)
+        t = _numpy.to_tensor(value)
+        node = self._add_input(source, t)
+        self.input_numpy.add(len(self.input_sources) - 1)
+        var = V.TensorVar(node, t, source)
+        var.numpy = True
+        var.array_source = source  # returned as is, it is the caller's scalar
+        var.copied_input = True  # a scalar cannot be written into: such code runs in NumPy
+        var.dynamic_dims, var.sym_of_dim = set(), {}
         return var
 
     def _wrap_tensor(self, t, source, label=None, array=None) -> V.VT:

@@ -23,7 +23,7 @@ from kiln import _C
 from kiln._capture import bytecode, codegen, logs, side_effects
 from kiln._capture import variables as V
 from kiln._capture.calls import library_dirs
-from kiln._capture.context import CaptureContext
+from kiln._capture.context import NUMPY_NUMBER_NAMES, CaptureContext
 from kiln._capture.sources import ArgSource, ClosureSource
 from kiln._capture.symbolic import Frame, Snapshot, user_frames
 
@@ -100,6 +100,14 @@ class CodeState:
 
 _code_states: dict = {}
 _code_states_lock = threading.Lock()
+
+
+def _varying_number(value) -> bool:
+    """A number argument that goes symbolic when it changes between calls: a Python int or
+    float, or a NumPy scalar of these kinds (context.CaptureContext.wrap)."""
+    t = type(value)
+    return t in (int, float) or (t.__module__ == "numpy" and t.__name__ in NUMPY_NUMBER_NAMES)
+
 
 
 def _module_owner(args):
@@ -274,7 +282,7 @@ class Compiler:
                             marks.add("strides")
                         logs.log("recompiles", f"automatic dynamic: {key} strides change "
                                                "between calls (made contiguous)")
-            elif type(value) in (int, float) and type(old) is type(value) and value != old:
+            elif _varying_number(value) and type(old) is type(value) and value != old:
                 key = _source_for(func, index, labels, path)
                 state.auto_dynamic.setdefault(key, set())
 

@@ -6,6 +6,7 @@ Python types: a reduction to a scalar is a NumPy scalar in both).
 """
 
 import operator
+import warnings
 
 import numpy as np
 import pytest
@@ -406,3 +407,25 @@ def test_ufuncs_keep_nan_and_compile(name):
         run_both(lambda x: ufunc(x, x * 2), a)
     else:
         run_both(lambda x: ufunc(x), a)
+
+
+@pytest.mark.parametrize("kind", [np.float64, np.float32, np.int64, np.int32],
+                         ids=lambda k: k.__name__)
+def test_a_numpy_scalar_argument_that_changes_goes_symbolic(kind):
+    # a particle filter's systematic_resample(w, u0s[t]): one capture per value hit the
+    # recompile limit; the scalar is now an input of its own dtype (NumPy promotes a scalar
+    # and a 0-d array alike)
+    def fn(x32, x64, u):
+        return x32 * u, x64 + u, u * 2, u, np.sqrt(np.abs(u) + 1)
+
+    kiln.compiler.reset()
+    compiled = kiln.compile(fn)
+    records: list = []
+    compiled._kiln_compiler.recorder = records
+    x32, x64 = np.linspace(0, 1, 5, dtype=np.float32), np.linspace(0, 1, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for i in range(12):
+            u = kind(i + 1) / kind(3) if kind in (np.float64, np.float32) else kind(i - 4)
+            _same(compiled(x32, x64, u), fn(x32, x64, u))
+    assert len(records) == 2  # the first value, then one capture for every other
