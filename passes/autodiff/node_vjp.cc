@@ -73,16 +73,21 @@ int64_t clampBound(int64_t v, int64_t size) {
 /// valid rows' sum of w[t].
 V crossEntropyRows(B &b, const ir::Node &n, V x, V target, V g);
 
+int64_t elementsPerRow(const B::Sizes &xs);
+V crossEntropyProbabilityRows(B &b, const ir::Node &n, V x, V target, V g, int64_t rows);
+
 /// (N, C, d1, ..., dk) logits (segmentation, sequence models) are (N * d1 * ... * dk, C) rows
-/// with the class dim moved last; the rows' gradient is moved back.
+/// with the class dim moved last, as are probability targets; the rows' gradient is moved back.
+
 V crossEntropyGrad(B &b, const ir::Node &n, V g) {
   V x = n.operand(0), target = n.operand(1);
   B::Sizes xs = B::sizes(x);
-  if (xs.size() < 2 || !isIntegral(B::dtype(target), false))
-    throw Unsupported("cross_entropy: compiled derivatives cover (N, C, ...) logits with class "
-                      "indices");
+  if (xs.size() < 2)
+    throw Unsupported("cross_entropy: compiled derivatives cover (N, C, ...) logits");
+  const bool probabilities = !isIntegral(B::dtype(target), false);
   if (xs.size() == 2)
-    return crossEntropyRows(b, n, x, target, g);
+    return probabilities ? crossEntropyProbabilityRows(b, n, x, target, g, xs[0])
+                         : crossEntropyRows(b, n, x, target, g);
   B::Sizes last = {0}; // the permutation moving the class dim last, and back
   for (int64_t d = 2; d < static_cast<int64_t>(xs.size()); ++d)
     last.push_back(d);
@@ -96,8 +101,43 @@ V crossEntropyGrad(B &b, const ir::Node &n, V g) {
   V rows2d = b.reshape(b.permute(x, last), {-1, xs[1]});
   const ir::Attribute *red = n.attr("reduction");
   V gRows = red && red->toString() == "none" ? b.reshape(g, {-1}) : g;
-  V grad = crossEntropyRows(b, n, rows2d, b.reshape(target, {-1}), gRows);
+  V grad = probabilities
+               ? crossEntropyProbabilityRows(b, n, rows2d,
+                                             b.reshape(b.permute(target, last), {-1, xs[1]}), gRows,
+                                             elementsPerRow(xs))
+               : crossEntropyRows(b, n, rows2d, b.reshape(target, {-1}), gRows);
   return b.permute(b.reshape(grad, moved), back);
+}
+
+/// Rows of the batch a mean over probability targets divides by: N, times the extra dims.
+int64_t elementsPerRow(const B::Sizes &xs) {
+  int64_t n = xs[0];
+  for (size_t d = 2; d < xs.size(); ++d)
+    n *= xs[d];
+  return n;
+}
+
+/// Probability targets (mixup, CutMix, soft labels): the row loss is -sum_c a_c log_softmax(x)_c
+/// with a = w * (p (1 - e) + e / C), so its gradient is softmax(x) * sum_c a_c - a; a mean
+/// divides by the number of rows, whatever the weights.
+V crossEntropyProbabilityRows(B &b, const ir::Node &n, V x, V target, V g, int64_t rows) {
+  V weight = n.numOperands() > 2 ? n.operand(2) : nullptr;
+  const int64_t classes = B::sizes(x)[1];
+  const double smoothing = numberAttr(n, "label_smoothing", 0.0);
+  const ir::Attribute *red = n.attr("reduction");
+  const std::string reduction = red ? red->toString() : "mean";
+  V a = b.cast(target, B::dtype(x));
+  if (smoothing != 0.0)
+    a = b.addScalar(b.scale(a, 1.0 - smoothing), smoothing / static_cast<double>(classes));
+  if (weight)
+    a = b.mul(a, b.unsqueeze(weight, 0));
+  V total = b.sum(a, B::Sizes{1}, true);
+  V grad = b.sub(b.mul(b.softmax(x, 1), total), a);
+  if (reduction == "none")
+    return b.mul(grad, b.unsqueeze(g, 1));
+  if (reduction == "sum")
+    return b.mul(grad, g);
+  return b.mul(grad, b.scale(g, 1.0 / static_cast<double>(rows)));
 }
 
 V crossEntropyRows(B &b, const ir::Node &n, V x, V target, V g) {
@@ -419,6 +459,8 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
   case OpKind::Embedding:
     return Grads{nullptr, need[1] ? embeddingGrad(b, n, g) : nullptr};
   case OpKind::CrossEntropy:
+    if (need[1])
+      throw Unsupported("cross_entropy: the gradient of probability targets");
     if (n.numOperands() > 2 && need[2])
       throw Unsupported("cross_entropy: the gradient of the class weights");
     return Grads{need[0] ? crossEntropyGrad(b, n, g) : nullptr, nullptr, nullptr};
