@@ -79,6 +79,11 @@ def capture_step(tx, opt_var: V.VT, args: list, kwargs: dict) -> V.VT:
 
     opt = opt_var.value
     kind = _kinds().get(type(opt))
+    if kind is None and not isinstance(opt, kiln.optim.Optimizer):  # an LR scheduler
+        raise V.Unsupported(f"{type(opt).__name__}.step() is not captured: a learning-rate "
+                            "schedule runs eagerly (the compiled update reads each step's rate)",
+                            "call the scheduler's step() outside the compiled function, or leave "
+                            "it: the break costs one eager call")
     if kind is None:
         raise V.Unsupported(f"{type(opt).__name__}.step() is not captured (SGD, Adam, AdamW, "
                             "RMSprop and Adagrad are)",

@@ -218,3 +218,34 @@ def test_load_state_dict_and_new_gradients_recompile_and_stay_right():
         for p, q in zip(net.parameters(), ref.parameters(), strict=True):
             np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=2e-5,
                                        atol=1e-6)
+
+
+def test_a_scheduler_step_inside_the_compiled_step_runs_eagerly_with_its_reason():
+    results = []
+    for compiled in (False, True):
+        kiln.manual_seed(0)
+        w = kiln.nn.Parameter(kiln.ones(4))
+        opt = kiln.optim.SGD([w], lr=0.1, momentum=0.9)
+        sched = kiln.optim.lr_scheduler.StepLR(opt, 2, gamma=0.5)
+
+        def step(x, w=w, opt=opt, sched=sched):
+            loss = (w * x).sum() ** 2
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            return loss
+
+        fn = step
+        if compiled:
+            fn = kiln.compile(step)
+            records: list = []
+            fn._kiln_compiler.recorder = records
+        for i in range(6):
+            fn(kiln.full((4,), 0.1 * (i + 1)))
+        results.append((w.detach().numpy().copy(), opt.param_groups[0]["lr"]))
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-6)
+    assert results[1][1] == results[0][1] == 0.1 * 0.5 ** 3
+    reasons = [r.break_record.reason for r in records if r.break_record]
+    assert any("StepLR.step() is not captured: a learning-rate schedule runs eagerly" in r
+               for r in reasons)
