@@ -11,6 +11,7 @@ import functools
 import inspect
 import operator
 import types
+import weakref
 
 import kiln
 from kiln._capture import calls_numpy, calls_object, ops, optimizer_step, side_effects
@@ -90,6 +91,26 @@ def _is_optimizer_update(fn) -> bool:
     """An optimizer's step or zero_grad (of kiln.optim's classes, or a subclass's)."""
     return (getattr(fn, "__name__", "") in ("step", "zero_grad")
             and (getattr(fn, "__module__", None) or "").startswith("kiln.optim"))
+
+
+_EAGER_APPLY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _eager_apply(cls):
+    """`cls.apply`, run uncaptured (its forward is the Function's own business)."""
+    runner = _EAGER_APPLY.get(cls)
+    if runner is None:
+        from kiln._capture.compile import disable
+
+        runner = _EAGER_APPLY[cls] = disable(cls.apply)
+    return runner
+
+
+def _is_function_apply(fn: V.BoundMethodVar) -> bool:
+    owner = getattr(fn.self_var, "value", None)
+    return isinstance(fn.self_var, V.ObjectVar) and isinstance(owner, type) and issubclass(
+        owner, kiln.autograd.Function) and isinstance(fn.fn, V.FunctionVar) and (
+        fn.fn.fn is kiln.autograd.Function.apply.__func__)
 
 
 def _is_grad_mode_clone(fn: V.BoundMethodVar) -> bool:
@@ -388,6 +409,12 @@ class CallMixin(KilnCallMixin):
         if isinstance(fn, V.BoundMethodVar) and isinstance(fn.self_var, V.ModuleVar) and (
                 isinstance(fn.fn, V.FunctionVar) and fn.fn.fn in _module_modes()):
             return self.module_mode(fn.self_var, fn.fn.fn, args, kwargs)
+        if isinstance(fn, V.BoundMethodVar) and _is_function_apply(fn):
+            # a custom autograd.Function: one node that runs eagerly, its own forward and
+            # backward, between compiled parts (autograd chains through it)
+            cls = fn.self_var.value
+            return ops.record(self.ctx, _eager_apply(cls), list(args), dict(kwargs),
+                              f"{cls.__name__}.apply")
         if isinstance(fn, V.BoundMethodVar) and _is_grad_mode_clone(fn):
             # the fresh mode object a @no_grad / @inference_mode wrapper enters per call
             return V.GradModeVar(_grad_mode_of(fn.self_var.value))
