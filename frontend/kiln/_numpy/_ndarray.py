@@ -72,8 +72,13 @@ def conj(self):
     return self
 
 
-def nonzero_count(self):
-    return kiln.sum(self != 0)
+def nonzero_count(self, axis=None, *, keepdims=False):
+    """np.count_nonzero: an int64 count (a NumPy int over everything, an array per axis)."""
+    nonzero = self != 0
+    if axis is None and not keepdims:
+        return kiln.sum(nonzero)
+    dims = tuple(range(self.dim())) if axis is None else axis
+    return kiln.sum(nonzero, dim=dims, keepdim=keepdims)
 
 
 METHODS = dict(_reductions.METHODS)

@@ -429,3 +429,10 @@ def test_a_numpy_scalar_argument_that_changes_goes_symbolic(kind):
             u = kind(i + 1) / kind(3) if kind in (np.float64, np.float32) else kind(i - 4)
             _same(compiled(x32, x64, u), fn(x32, x64, u))
     assert len(records) == 2  # the first value, then one capture for every other
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"axis": 0}, {"axis": (0, 2)},
+                                    {"axis": 1, "keepdims": True}, {"keepdims": True}], ids=str)
+def test_count_nonzero_with_axis_compiles(kwargs):
+    x = np.random.default_rng(0).normal(size=(5, 4, 3))
+    run_both(lambda a: np.count_nonzero(a > 0, **kwargs), x)
