@@ -80,7 +80,7 @@ class AccessMixin:
 
     def module_attr(self, mv: V.ModuleVar, name: str) -> V.VT:
         mod = mv.module
-        stored = side_effects.stored_module_attr(self.ctx, mod, name)
+        stored = side_effects.stored_attr(self.ctx, mod, name)
         if stored is not None:
             return stored
         d = mod.__dict__
@@ -111,6 +111,9 @@ class AccessMixin:
 
     def object_attr(self, ov: V.ObjectVar, name: str) -> V.VT:
         obj = ov.value
+        stored = side_effects.stored_attr(self.ctx, obj, name)
+        if stored is not None:  # assigned earlier in this capture
+            return stored
         source = AttrSource(ov.source, name) if ov.source is not None else None
         if isinstance(obj, types.ModuleType):
             if not hasattr(obj, name):
@@ -149,6 +152,9 @@ class AccessMixin:
             return
         if isinstance(obj, V.ModuleVar):
             side_effects.store_module_attr(self.ctx, obj.module, name, value)
+            return
+        if isinstance(obj, V.ObjectVar):
+            side_effects.store_object_attr(self.ctx, obj, name, value)
             return
         raise V.Unsupported(f"assignment to attribute {name!r} of {type(obj).__name__}",
                             "keep state in local variables inside compiled code")

@@ -6,8 +6,9 @@ cache kept in a module attribute (`self.grid[i] = make_grid(...)`). The capture 
 container's variable as it does a local one (reads later in the capture see the change, a
 rollback undoes it through the capture's undo log); the entry then writes the final contents
 into the real object after the graph has run, before it returns or resumes at a break.
-Attribute assignments to a module (`self.mask = triu(...)` made once) are kept the same way and
-replayed with setattr.
+Attribute assignments to a module (`self.mask = triu(...)` made once) or to a plain object the
+entry can reach (a cache object's `self._seen_tokens += n`) are kept the same way and replayed
+with setattr.
 
 A container reached through a module attribute is baked into the compiled code (the module's
 version guards it), as are the module's attributes, so the entry also bumps that module's
@@ -60,14 +61,24 @@ def _kind(obj: V.VT) -> str:
     return "list" if isinstance(obj, V.ListVar) else "dict"
 
 
-class ModuleStores:
-    """Attribute assignments the captured code made to one module (`self.cache = k`): later reads
-    in the capture see them; the entry replays them with setattr, which registers buffers and
-    submodules as eager's assignment does and bumps the module's version."""
+class AttrStores:
+    """Attribute assignments the captured code made to one outside object: a module
+    (`self.cache = k`) or a plain object reached through a source (a cache object's
+    `self._seen_tokens += n`). Later reads in the capture see them; the entry replays them
+    with setattr, which for a module registers buffers and submodules as eager's assignment does
+    and bumps its version. A plain object's attributes are guarded where read, so the next call
+    sees the new values (an int that keeps changing goes symbolic)."""
 
-    def __init__(self, module) -> None:
-        self.module = module
+    def __init__(self, obj, source=None) -> None:
+        self.obj, self.source = obj, source
         self.items: dict = {}
+
+
+def _record_store(ctx, obj, source, name: str, value: V.VT) -> None:
+    stores = ctx.__dict__.setdefault("attr_stores", {})
+    entry = stores.setdefault(id(obj), AttrStores(obj, source))
+    ctx.undo.append((entry, "items", dict(entry.items)))
+    entry.items[name] = value
 
 
 def store_module_attr(ctx, module, name: str, value: V.VT) -> None:
@@ -78,7 +89,7 @@ def store_module_attr(ctx, module, name: str, value: V.VT) -> None:
         raise V.Unsupported(f"{what}: the class defines its own __setattr__")
     example = getattr(value, "example", None)
     if example is not None and example is module._current_attr(name) and \
-            stored_module_attr(ctx, module, name) is None:
+            stored_attr(ctx, module, name) is None:
         return  # `self.cache = self.cache.to(x)`: the same tensor, as eager's setattr sees it
     if name in module.__dict__.get("_parameters", {}):
         raise V.Unsupported(f"{what}: it replaces a parameter")
@@ -87,25 +98,45 @@ def store_module_attr(ctx, module, name: str, value: V.VT) -> None:
                             "the code again)",
                             "keep per-call state out of module attributes, or pass it in and "
                             "return it")
-    stores = ctx.__dict__.setdefault("module_stores", {})
-    entry = stores.setdefault(id(module), ModuleStores(module))
-    ctx.undo.append((entry, "items", dict(entry.items)))
-    entry.items[name] = value
+    _record_store(ctx, module, None, name, value)
 
 
-def stored_module_attr(ctx, module, name: str):
-    """The value the captured code assigned to `module.name`, or None."""
-    entry = ctx.__dict__.get("module_stores", {}).get(id(module))
+def store_object_attr(ctx, ov: V.ObjectVar, name: str, value: V.VT) -> None:
+    """An attribute of a plain object the entry can reach (an argument, a global, an attribute
+    of one): replayed with setattr. Objects whose class hooks attribute access keep breaking."""
+    import inspect
+
+    obj = ov.value
+    what = f"assignment to attribute {name!r} of a {type(obj).__name__} object"
+    cls = type(obj)
+    if ov.source is None or ov.source.expr(ctx.state_labels) is None:
+        raise V.Unsupported(f"{what} the compiled code cannot reach again",
+                            "keep state in local variables inside compiled code")
+    if isinstance(obj, type) or cls.__setattr__ is not object.__setattr__ or getattr(
+            cls, "__getattr__", None) is not None or (
+            cls.__getattribute__ is not object.__getattribute__):
+        raise V.Unsupported(f"{what}: its class hooks attribute access")
+    static = inspect.getattr_static(cls, name, None)
+    if static is not None and (hasattr(static, "__set__") or hasattr(static, "__delete__")):
+        raise V.Unsupported(f"{what}: a property or slot of its class")
+    if not hasattr(obj, "__dict__"):
+        raise V.Unsupported(f"{what}: the object has no __dict__")
+    _record_store(ctx, obj, ov.source, name, value)
+
+
+def stored_attr(ctx, obj, name: str):
+    """The value the captured code assigned to `obj.name`, or None."""
+    entry = ctx.__dict__.get("attr_stores", {}).get(id(obj))
     return None if entry is None else entry.items.get(name)
 
 
-def _module_stores(ctx) -> list:
-    return [e for e in ctx.__dict__.get("module_stores", {}).values() if e.items]
+def _attr_stores(ctx) -> list:
+    return [e for e in ctx.__dict__.get("attr_stores", {}).values() if e.items]
 
 
 def replayed_values(ctx) -> list:
     """Everything the entry writes into outside objects (its tensors are graph outputs)."""
-    return mutated_outside(ctx) + [v for e in _module_stores(ctx) for v in e.items.values()]
+    return mutated_outside(ctx) + [v for e in _attr_stores(ctx) for v in e.items.values()]
 
 
 def mutated_outside(ctx) -> list:
@@ -136,12 +167,14 @@ def replay_lines(builder, ctx) -> list:
         if owner is not None and obj.source is None:
             lines.append(f"    _bump_after_replay({builder.const(owner)})")
             owners.add(id(owner))
-    for entry in _module_stores(ctx):
-        target = builder.const(entry.module)
+    for entry in _attr_stores(ctx):
+        target = (entry.source.expr(builder.arg_names) if entry.source is not None
+                  else builder.const(entry.obj))
         for name, value in entry.items.items():
             lines.append(f"    setattr({target}, {name!r}, {builder.expr(value)})")
-        lines.append(f"    _bump_after_replay({target})")
-        owners.add(id(entry.module))
+        if entry.source is None:  # a module: its baked attributes changed
+            lines.append(f"    _bump_after_replay({target})")
+            owners.add(id(entry.obj))
     for module in ctx.modules_seen.values():  # read and left alone: its state has settled
         if id(module) not in owners:
             _replay_bumps.pop(module, None)

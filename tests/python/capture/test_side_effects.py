@@ -330,3 +330,57 @@ def test_assigning_an_attribute_its_own_tensor_changes_nothing():
         assert_same(a.cache_k, b.cache_k, atol=1e-5)
     assert [r.break_record for r in records] == [None] * len(records)
     assert len(records) <= 3  # prefill, the first decode step, then a dynamic position
+
+
+class DynamicCache:
+    """HF's DynamicCache pattern: a plain object passed in, its lists appended to and an int
+    attribute advanced by the compiled step."""
+
+    def __init__(self):
+        self.key_cache, self._seen_tokens = [], 0
+
+    def update(self, key_states, layer_idx):
+        if layer_idx == 0:
+            self._seen_tokens += key_states.shape[-2]
+        if len(self.key_cache) <= layer_idx:
+            self.key_cache.append(key_states)
+        else:
+            self.key_cache[layer_idx] = kiln.cat([self.key_cache[layer_idx], key_states], -2)
+        return self.key_cache[layer_idx]
+
+
+def decode_step(x, cache):
+    for i in range(2):
+        x = x + cache.update(x, i).sum(-2, keepdim=True) * 0.1
+    return x
+
+
+def test_a_cache_object_passed_in_is_updated_as_eager_updates_it():
+    compiled = kiln.compile(decode_step)
+    records: list = []
+    compiler_of(compiled).recorder = records
+    mine, ref = DynamicCache(), DynamicCache()
+    x = rand(1, 3, 4)
+    for step in range(6):
+        assert_same(compiled(x, mine), decode_step(x, ref), atol=1e-5)
+        assert mine._seen_tokens == ref._seen_tokens == 3 * (step + 1)
+        assert_same(mine.key_cache, ref.key_cache, atol=1e-5)
+        x = rand(1, 3, 4, seed=step + 1)
+    assert [r.break_record for r in records] == [None] * len(records)
+    assert len(records) <= 4  # the first call, the cache filled, then lengths go symbolic
+
+
+class Slotted:
+    __slots__ = ("count",)
+
+    def __init__(self):
+        self.count = 0
+
+
+def test_an_object_whose_class_owns_the_attribute_still_breaks():
+    def fn(x, obj):
+        obj.count = 5
+        return x + 1
+
+    info = run_case(fn, rand(2), Slotted(), expect_breaks=1, calls=1, check_cached=False)
+    assert_breaks(info, "a property or slot of its class")
