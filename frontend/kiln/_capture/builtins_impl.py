@@ -7,6 +7,7 @@ cannot decide statically raises `Unsupported`.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import functools
 import itertools
 import operator
@@ -293,6 +294,26 @@ def _partial(frame, args, kwargs):
     return V.PartialVar(args[0], args[1:], kwargs)
 
 
+def _dataclass_type(v: V.VT):
+    """The class of a dataclass instance or class variable, or None."""
+    cls = getattr(v, "cls", None) if isinstance(v, V.NewObjectVar) else getattr(v, "value", None)
+    if cls is not None and not isinstance(cls, type):
+        cls = type(cls)
+    return cls if dataclasses.is_dataclass(cls) else None
+
+
+def _fields(frame, args, kwargs):
+    """dataclasses.fields(obj): the class's fields (constant for a guarded class)."""
+    cls = _dataclass_type(args[0]) if args else None
+    if cls is None:
+        raise V.Unsupported("dataclasses.fields() of a value that is not a dataclass")
+    return V.ConstVar(dataclasses.fields(cls))
+
+
+def _is_dataclass(frame, args, kwargs):
+    return V.ConstVar(_dataclass_type(args[0]) is not None)
+
+
 def _assert_error(frame, args, kwargs):
     raise V.Unsupported("assertion failed (raises at run time)")
 
@@ -333,5 +354,7 @@ HANDLERS = {
     itertools.chain: _chain,
     itertools.chain.from_iterable: _chain_from_iterable,
     itertools.product: _product,
+    dataclasses.fields: _fields,
+    dataclasses.is_dataclass: _is_dataclass,
 }
 _ = kiln

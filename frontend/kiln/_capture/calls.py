@@ -232,6 +232,10 @@ class CallMixin(KilnCallMixin):
             return item.const() in container.value  # "ab" in "xaby" is a substring test
         if isinstance(container, V.DictVar):
             return item.const() in container.items
+        if isinstance(container, V.NewObjectVar) and container.mapping is not None and (
+                calls_object.class_attr(container.cls, "__contains__") is calls_object.mapping_base(
+                    container.cls).__contains__):
+            return item.const() in container.mapping.items
         if isinstance(container, V.ModuleVar) and isinstance(item, V.ConstVar):
             return item.value in container.module
         items = self.unpack_iterable(container)
@@ -262,6 +266,11 @@ class CallMixin(KilnCallMixin):
             return items
         if isinstance(value, V.DictVar):
             return [V.ConstVar(k) for k in value.items]
+        if isinstance(value, V.NewObjectVar) and value.mapping is not None and (
+                calls_object.class_attr(value.cls, "__iter__") is dict.__iter__ or
+                calls_object.class_attr(value.cls, "__iter__") is calls_object.mapping_base(
+                    value.cls).__iter__):
+            return [V.ConstVar(k) for k in value.mapping.items]
         if isinstance(value, V.ConstVar) and isinstance(value.value, (range, str, tuple, list,
                                                                       frozenset, set, bytes)):
             return [V.ConstVar(v) for v in value.value]
@@ -469,7 +478,7 @@ class CallMixin(KilnCallMixin):
             return self.call_tensor_method(fn.tensor, fn.name, args, kwargs)
         if isinstance(fn, V.ModuleVar):
             return self.call_module(fn, args, kwargs)
-        if isinstance(fn, (_ContainerMethod, calls_object.ObjectInitVar)):
+        if isinstance(fn, (_ContainerMethod, calls_object.ObjectInitVar, calls_object.RawSetattr)):
             return fn.call(self, args, kwargs)
         if isinstance(fn, V.NewObjectVar):
             return calls_object.call(self, fn, args, kwargs)
@@ -741,6 +750,11 @@ class CallMixin(KilnCallMixin):
             ):
                 return self.call_kiln(f, args, kwargs)
             if _is_library_code(code):
+                from kiln._capture import builtins_impl
+
+                handler = builtins_impl.HANDLERS.get(f)  # dataclasses.fields and the like
+                if handler is not None:
+                    return handler(self, args, kwargs)
                 raise V.Unsupported(f"call into library function {f.__qualname__}")
         else:
             code, globals_ = fn.code, fn.globals

@@ -165,6 +165,8 @@ class AccessMixin:
             return calls_numpy.get_item(self, obj, index)
         if isinstance(obj, V.TensorVar):
             return ops.record(self.ctx, operator.getitem, [obj, index], {}, "getitem")
+        if isinstance(obj, V.NewObjectVar):
+            return calls_object.item(self, obj, index)
         if isinstance(obj, (V.ListVar, V.TupleVar)):
             key = self.const_index(index)
             if isinstance(key, slice):
@@ -203,6 +205,9 @@ class AccessMixin:
         if isinstance(obj, V.TensorVar):
             ops.record(self.ctx, operator.setitem, [obj, index, value], {}, "setitem")
             return
+        if isinstance(obj, V.NewObjectVar):
+            calls_object.item(self, obj, index, value)
+            return
         if isinstance(obj, (V.ListVar, V.DictVar)):
             key = self.const_index(index)
             side_effects.will_mutate(self.ctx, obj, "item assignment")
@@ -234,11 +239,18 @@ class _SuperVar(V.VT):
         if self.cls not in mro:
             raise V.Unsupported(f"super() of a {owner.__name__} in a method of "
                                 f"{self.cls.__name__} (raises at run time)")
+        mapping = getattr(self.self_var, "mapping", None)
         for klass in mro[mro.index(self.cls) + 1:]:
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
                 if isinstance(attr, types.FunctionType):
                     return V.BoundMethodVar(V.FunctionVar(attr), self.self_var)
+                if mapping is not None and klass in calls_object._MAPPINGS and (
+                        name in calls_object._MAPPING_METHODS):
+                    return _ContainerMethod(mapping, name)  # the dict's own items
+                if klass is object and name == "__setattr__" and isinstance(
+                        self.self_var, V.NewObjectVar):
+                    return calls_object.RawSetattr(self.self_var)
                 if klass is object and name == "__init__":
                     return calls_object.ObjectInitVar()
                 if isinstance(attr, staticmethod):  # __new__ of a Python base
@@ -289,6 +301,19 @@ class _ContainerMethod(V.VT):
                 key = args[0].const()
                 default = args[1] if len(args) > 1 else V.ConstVar(None)
                 return obj.items.get(key, default)
+            if name == "__getitem__":
+                key = args[0].const()
+                if key not in obj.items:
+                    raise V.Unsupported(f"KeyError: {key!r} (raises at run time)")
+                return obj.items[key]
+            if name == "__contains__":
+                return V.ConstVar(args[0].const() in obj.items)
+            if name == "__len__":
+                return V.ConstVar(len(obj.items))
+            if name == "__setitem__":
+                side_effects.will_mutate(frame.ctx, obj, "item assignment")
+                obj.items[args[0].const()] = args[1]
+                return V.ConstVar(None)
             if name in ("update", "pop", "setdefault"):
                 side_effects.will_mutate(frame.ctx, obj, f"dict.{name}")
                 if name == "update":

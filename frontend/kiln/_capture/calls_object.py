@@ -4,12 +4,16 @@ Calling a plain class makes a `NewObjectVar` and inlines its `__init__`; attribu
 into the variable (undone like list mutations when the top frame breaks), reads see them, and
 methods, properties and `__call__` are inlined with `self` bound. No real object exists during
 the capture: one that outlives it is built by the entry (codegen.py: object.__new__, then the
-final attributes). Classes whose instances need more than that (their own `__new__`, a
-metaclass, custom attribute hooks, `__del__`) break the graph at the call with the reason.
+final attributes). A class deriving from dict or OrderedDict (HF's ModelOutput dataclasses)
+keeps its items in a `DictVar` beside the attributes; the dict's methods and `super()` calls into
+them act on it, and its own `__setitem__`/`__getitem__`/`__setattr__` written in Python are
+inlined. Classes whose instances need more than that (their own `__new__`, a metaclass,
+`__getattribute__`, `__del__`) break the graph at the call with the reason.
 """
 
 from __future__ import annotations
 
+import collections
 import sys
 import types
 
@@ -38,15 +42,31 @@ def user_class(cls) -> bool:
     return not filename.startswith(library_dirs())
 
 
+_MAPPINGS = (collections.OrderedDict, dict)
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class written in Python
+
+
+def mapping_base(cls):
+    """OrderedDict or dict when `cls` derives from it and otherwise only from Python classes."""
+    builtin = [k for k in cls.__mro__ if k is not object and not k.__flags__ & _HEAP_TYPE]
+    if builtin and all(k in _MAPPINGS for k in builtin):
+        return builtin[0]
+    return None
+
+
 def why_not_plain(cls) -> str | None:
     """None when instances of `cls` can be created symbolically, else why not."""
     if type(cls) is not type:
         return f"its metaclass {type(cls).__name__} may customize creation"
-    if cls.__new__ is not object.__new__:
+    mapping = mapping_base(cls)
+    if cls.__new__ is not object.__new__ and not (mapping and cls.__new__ is mapping.__new__):
         return "it defines its own __new__ (or derives from a builtin type)"
     for hook in _HOOKS:
-        if getattr(cls, hook) is not getattr(object, hook):
-            return f"it defines {hook}"
+        if getattr(cls, hook) in (getattr(object, hook), getattr(mapping or object, hook)):
+            continue
+        if hook == "__setattr__" and isinstance(class_attr(cls, hook), types.FunctionType):
+            continue  # written in Python: inlined at every attribute write
+        return f"it defines {hook}"
     if getattr(cls, "__del__", None) is not None:
         return "it defines __del__"
     init = class_attr(cls, "__init__")
@@ -59,7 +79,16 @@ def construct(frame, cls_var: V.ObjectVar, args, kwargs) -> V.VT:
     """`cls(*args, **kwargs)` for a plain class: a new object with `__init__` inlined."""
     cls = cls_var.value
     obj = V.NewObjectVar(cls_var)
+    mapping = mapping_base(cls)
+    if mapping is not None:
+        obj.mapping = V.DictVar({}, None, mapping)
     init = class_attr(cls, "__init__")
+    if mapping is not None and init is mapping.__init__:  # dict(**kwargs) or dict(other)
+        if len(args) > 1 or (args and not isinstance(args[0], V.DictVar)):
+            raise V.Unsupported(f"{cls.__name__}() from other than keywords or one dict")
+        obj.mapping.items.update(args[0].items if args else {})
+        obj.mapping.items.update(kwargs)
+        return obj
     if init is object.__init__:
         if args or kwargs:
             raise V.Unsupported(f"{cls.__name__}() takes no arguments (raises at run time)")
@@ -111,6 +140,11 @@ def get_attr(frame, obj: V.NewObjectVar, name: str) -> V.VT:
                             "(raises at run time)")
     if isinstance(static, types.FunctionType):
         return V.BoundMethodVar(V.FunctionVar(static), obj)
+    if obj.mapping is not None and name in _MAPPING_METHODS and static is getattr(
+            mapping_base(cls), name, None):
+        from kiln._capture.calls_access import _ContainerMethod
+
+        return _ContainerMethod(obj.mapping, name)
     if isinstance(static, staticmethod):
         return frame.ctx.wrap(static.__func__, None)
     if isinstance(static, classmethod):
@@ -135,8 +169,17 @@ def has_attr(obj: V.NewObjectVar, name: str) -> bool:
     return static is not _MISSING and not isinstance(static, types.MemberDescriptorType)
 
 
-def set_attr(frame, obj: V.NewObjectVar, name: str, value: V.VT) -> None:
+_MAPPING_METHODS = ("keys", "items", "values", "get", "update", "pop", "setdefault",
+                    "__setitem__", "__getitem__", "__contains__", "__len__")
+
+
+def set_attr(frame, obj: V.NewObjectVar, name: str, value: V.VT, raw: bool = False) -> None:
+    """`obj.name = value`; `raw` is object.__setattr__ (a class's own __setattr__ calling up)."""
     cls = obj.cls
+    hook = class_attr(cls, "__setattr__")
+    if not raw and isinstance(hook, types.FunctionType):
+        frame.inline(V.FunctionVar(hook), [obj, V.ConstVar(name), value], {})
+        return
     static = class_attr(cls, name)
     if static is not _MISSING and _is_data_descriptor(static):
         if isinstance(static, property):
@@ -163,11 +206,40 @@ def call(frame, obj: V.NewObjectVar, args, kwargs) -> V.VT:
     return frame.inline(V.FunctionVar(fn), [obj] + list(args), kwargs)
 
 
+def item(frame, obj: V.NewObjectVar, key: V.VT, value: V.VT | None = None) -> V.VT:
+    """`obj[key]` (value None) or `obj[key] = value`: the class's own method written in Python,
+    inlined, else the mapping's items."""
+    name = "__getitem__" if value is None else "__setitem__"
+    fn = class_attr(obj.cls, name, None)
+    if isinstance(fn, types.FunctionType):
+        return frame.inline(V.FunctionVar(fn), [obj, key] + ([] if value is None else [value]),
+                            {})
+    if obj.mapping is None:
+        raise V.Unsupported(f"{name} of a {obj.cls.__name__} object")
+    from kiln._capture.calls_access import _ContainerMethod
+
+    return _ContainerMethod(obj.mapping, name).call(
+        frame, [key] + ([] if value is None else [value]), {})
+
+
+class RawSetattr(V.VT):
+    """`super().__setattr__` that reaches object's: sets the attribute itself."""
+
+    def __init__(self, obj: V.NewObjectVar) -> None:
+        self.obj = obj
+
+    def call(self, frame, args, kwargs) -> V.VT:
+        set_attr(frame, self.obj, args[0].const(), args[1], raw=True)
+        return V.ConstVar(None)
+
+
 def truth(frame, obj: V.NewObjectVar) -> bool:
     for hook in ("__bool__", "__len__"):
         fn = class_attr(obj.cls, hook, None)
         if fn is None:
             continue
+        if obj.mapping is not None and fn is getattr(mapping_base(obj.cls), hook, None):
+            return bool(obj.mapping.items)
         if not isinstance(fn, types.FunctionType):
             raise V.Unsupported(f"truth value of a {obj.cls.__name__} object")
         return frame.truth(frame.inline(V.FunctionVar(fn), [obj], {}))
@@ -176,6 +248,8 @@ def truth(frame, obj: V.NewObjectVar) -> bool:
 
 def length(frame, obj: V.NewObjectVar) -> V.VT:
     fn = class_attr(obj.cls, "__len__", None)
+    if obj.mapping is not None and fn is mapping_base(obj.cls).__len__:
+        return V.ConstVar(len(obj.mapping.items))
     if not isinstance(fn, types.FunctionType):
         raise V.Unsupported(f"len() of a {obj.cls.__name__} object (raises at run time)")
     return frame.inline(V.FunctionVar(fn), [obj], {})

@@ -12,7 +12,7 @@ from __future__ import annotations
 import keyword
 import types
 
-from kiln._capture import side_effects
+from kiln._capture import calls_object, side_effects
 from kiln._capture import variables as V
 
 
@@ -151,12 +151,23 @@ class _Builder:
         if id(v) not in self.objects:
             name = f"_obj{len(self.objects)}"
             self.objects[id(v)] = name
-            self.lines.append(f"    {name} = _object_new({self.const(v.cls)})")
+            if v.mapping is None:
+                self.lines.append(f"    {name} = _object_new({self.const(v.cls)})")
+            else:  # a dict subclass: made empty by its dict base, its items set through it
+                base = self.const(calls_object.mapping_base(v.cls))
+                self.lines.append(f"    {name} = {base}.__new__({self.const(v.cls)})")
+                for key, value in v.mapping.items.items():
+                    self.lines.append(
+                        f"    {base}.__setitem__({name}, {self.const(key)}, {self.expr(value)})")
+            hooked = v.cls.__setattr__ is not object.__setattr__
             for attr, value in v.attrs.items():
                 e = self.expr(value)
                 plain = attr.isidentifier() and not keyword.iskeyword(attr)
-                self.lines.append(f"    {name}.{attr} = {e}" if plain
-                                  else f"    setattr({name}, {attr!r}, {e})")
+                if hooked:  # the attributes as they are, not through the class's __setattr__
+                    self.lines.append(f"    _object_setattr({name}, {attr!r}, {e})")
+                else:
+                    self.lines.append(f"    {name}.{attr} = {e}" if plain
+                                      else f"    setattr({name}, {attr!r}, {e})")
         return self.objects[id(v)]
 
 
@@ -189,6 +200,8 @@ def tensors_in(values) -> list:
         elif isinstance(v, V.NewObjectVar):
             for i in v.attrs.values():
                 visit(i)
+            if v.mapping is not None:
+                visit(v.mapping)
         elif isinstance(v, V.BoundMethodVar):
             visit(v.fn), visit(v.self_var)
         elif isinstance(v, V.PartialVar):
@@ -248,7 +261,7 @@ def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_n
         _CellType=types.CellType, _partial=__import__("functools").partial,
         _with_kwdefaults=_with_kwdefaults, _grad_exit=_grad_exit, _grad_mode=_grad_mode,
         _autocast_exit=_AutocastExit,
-        _NULL=NULL_MARK, _object_new=object.__new__,
+        _NULL=NULL_MARK, _object_new=object.__new__, _object_setattr=object.__setattr__,
     )
     namespace.update(side_effects.ENTRY_NAMESPACE)
     namespace.update(extra_ns)

@@ -114,7 +114,7 @@ def store_object_attr(ctx, ov: V.ObjectVar, name: str, value: V.VT) -> None:
                             "keep state in local variables inside compiled code")
     if isinstance(obj, type) or cls.__setattr__ is not object.__setattr__ or getattr(
             cls, "__getattr__", None) is not None or (
-            cls.__getattribute__ is not object.__getattribute__):
+            cls.__getattribute__ not in (object.__getattribute__, dict.__getattribute__)):
         raise V.Unsupported(f"{what}: its class hooks attribute access")
     static = inspect.getattr_static(cls, name, None)
     if static is not None and (hasattr(static, "__set__") or hasattr(static, "__delete__")):

@@ -333,6 +333,7 @@ class NewObjectVar(VT):
         self.cls_var = cls_var  # the class as read (guarded by identity at its source)
         self.cls = cls_var.value
         self.attrs: dict = {}
+        self.mapping: DictVar | None = None  # the items of a dict subclass's instance
 
     def python_type(self):
         return self.cls
