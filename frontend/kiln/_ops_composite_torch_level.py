@@ -62,11 +62,14 @@ def _positions(window_length: int, periodic: bool, dtype, device):
     return kiln.arange(window_length, dtype=kiln.float64, device=device) / (points - 1)
 
 
-def _window(values, window_length, dtype, device):
+def _window(values, window_length, dtype, device, requires_grad):
     dtype = dtype or kiln.get_default_dtype()
     if values is None:
-        return kiln.ones(window_length, dtype=dtype, device=device)
-    return values.to(dtype)
+        window = kiln.ones(window_length, dtype=dtype, device=device)
+    else:
+        window = values.to(dtype)
+    # only when asked: an in-place flag change would be an eager node in compiled code
+    return window.requires_grad_(True) if requires_grad else window
 
 
 def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None,
@@ -74,7 +77,7 @@ def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype
     """alpha - beta cos(2 pi n / (N - 1))."""
     t = _positions(window_length, periodic, dtype, device)
     values = None if t is None else alpha - beta * (2 * math.pi * t).cos()
-    return _window(values, window_length, dtype, device).requires_grad_(requires_grad)
+    return _window(values, window_length, dtype, device, requires_grad)
 
 
 def hann_window(window_length, periodic=True, *, dtype=None, layout=None, device=None,
@@ -90,7 +93,7 @@ def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, de
     t = _positions(window_length, periodic, dtype, device)
     values = None if t is None else (0.42 - 0.5 * (2 * math.pi * t).cos()
                                      + 0.08 * (4 * math.pi * t).cos())  # fmt: skip
-    return _window(values, window_length, dtype, device).requires_grad_(requires_grad)
+    return _window(values, window_length, dtype, device, requires_grad)
 
 
 def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, device=None,
@@ -98,7 +101,7 @@ def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, de
     """1 - |2n / (N - 1) - 1|: a triangle."""
     t = _positions(window_length, periodic, dtype, device)
     values = None if t is None else 1 - (2 * t - 1).abs()
-    return _window(values, window_length, dtype, device).requires_grad_(requires_grad)
+    return _window(values, window_length, dtype, device, requires_grad)
 
 
 def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=None,
@@ -109,4 +112,4 @@ def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout
     if t is not None:
         arg = (1 - (2 * t - 1).pow(2)).clamp(min=0).sqrt() * beta
         values = kiln.i0(arg) / kiln.i0(kiln.tensor(float(beta), dtype=kiln.float64))
-    return _window(values, window_length, dtype, device).requires_grad_(requires_grad)
+    return _window(values, window_length, dtype, device, requires_grad)

@@ -424,3 +424,19 @@ def test_torch_level_names_of_functional_ops():
     _same(z, torch.sigmoid(_t(x)), rtol=1e-12)
     with pytest.raises(RuntimeError, match="pdist only supports 2D tensors"):
         kiln.pdist(kiln.zeros(2))
+
+
+@pytest.mark.parametrize("name", ["hann_window", "hamming_window", "blackman_window"])
+def test_window_functions_compile_whole_and_honor_requires_grad(name):
+    from kiln._capture.backend_compiled import CpuBackend
+
+    def spectrum_weights(x):
+        return x * getattr(kiln, name)(x.shape[-1])
+
+    x = kiln.randn(2, 8)
+    backend = CpuBackend(fallback=False)
+    got = kiln.compile(spectrum_weights, backend=backend)(x)
+    _same(got, torch.from_numpy(spectrum_weights(x).numpy()), atol=1e-6)
+    assert [r.eager_nodes for r in backend.reports] == [0]
+    assert getattr(kiln, name)(4, requires_grad=True).requires_grad
+    assert not getattr(kiln, name)(4).requires_grad
