@@ -162,6 +162,29 @@ def lstsq_gd(X, y, lr, steps):
     return w, np.mean((X @ w - y) ** 2)
 
 
+def sir_history(sus, inf, rec, beta, gamma, steps):
+    n = sus + inf + rec
+    hist = np.empty((steps, 3, sus.shape[0]))
+    for t in range(steps):
+        new_inf = beta * sus * inf / n
+        new_rec = gamma * inf
+        sus, inf, rec = sus - new_inf, inf + new_inf - new_rec, rec + new_rec
+        hist[t, 0] = sus
+        hist[t, 1] = inf
+        hist[t, 2] = rec
+    return hist
+
+
+def logistic_gd(X, y, lr, steps):
+    w = np.zeros(X.shape[1])
+    b = 0.0
+    for _ in range(steps):
+        g = 1.0 / (1.0 + np.exp(-(X @ w + b))) - y
+        w -= lr * (X.T @ g) / len(y)
+        b -= lr * g.mean()
+    return w, b
+
+
 def rescale_reverse(x):
     lo = x.min(axis=0)
     hi = x.max(axis=0)
@@ -227,6 +250,14 @@ KERNELS = [
                          4, 3, 9)),
     Kernel("rescale_reverse", rescale_reverse, lambda r, s: (_f64(r, 256 * s, 128),)),
     Kernel("lstsq_gd", lstsq_gd, lambda r, s: (_f64(r, 100 * s, 32), _f64(r, 100 * s), 0.1, 100)),
+    # an epidemic model writing one row of a preallocated history per step (a loop node whose
+    # row writes go into the history in place)
+    Kernel("sir_history", sir_history,
+           lambda r, s: (np.full(64 * s, 990.0), 1 + 9 * _f64(r, 64 * s), np.zeros(64 * s),
+                         0.3, 0.1, 200)),
+    # an accumulator that starts as a Python float (b = 0.0): the first step is peeled off
+    Kernel("logistic_gd", logistic_gd,
+           lambda r, s: (_f64(r, 200 * s, 8) - 0.5, (_f64(r, 200 * s) > 0.5) * 1.0, 0.1, 100)),
 ]
 
 
