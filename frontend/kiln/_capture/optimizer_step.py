@@ -91,6 +91,9 @@ def capture_step(tx, opt_var: V.VT, args: list, kwargs: dict) -> V.VT:
     if args or kwargs:
         raise V.Unsupported("optimizer.step(closure) is not captured",
                             "call the closure, then step() without it")
+    # what an LR scheduler's wrapper records (its order warning checks it on its first step,
+    # which follows this capture): the step ran
+    opt._opt_called = True
     if (opt._optimizer_step_pre_hooks or opt._optimizer_step_post_hooks or _global_pre_hooks
             or _global_post_hooks):
         raise V.Unsupported("optimizer.step() with step hooks is not captured")
