@@ -66,7 +66,7 @@ std::vector<SymInt> viewShape(const Node &n, const TensorMeta &in, std::span<con
   return shape;
 }
 
-std::vector<SymInt> expandShape(const Node &n, const TensorMeta &in) {
+std::vector<SymInt> expandShape(const Node &n, const TensorMeta &in, SymAssumptions *assumed) {
   std::vector<SymInt> size = n.attr("size")->toSymInts();
   int64_t lead = static_cast<int64_t>(size.size()) - in.rank();
   if (lead < 0)
@@ -83,6 +83,8 @@ std::vector<SymInt> expandShape(const Node &n, const TensorMeta &in) {
     else if (have != SymInt(1) && provablyDifferent(have, size[i]))
       ruleFails("cannot expand dim {} of size {} to {} (only size-1 dims expand)", i - lead,
                 have.str(), size[i].str());
+    else if (assumed && have != SymInt(1) && have != size[i]) // a run-time size kept its size
+      assumed->add(SymRelation{have, RelOp::Eq, size[i]});
   }
   return size;
 }
@@ -224,7 +226,7 @@ std::vector<SymInt> viewSizes(const Node &n, const TensorMeta &in, std::span<con
     return out;
   }
   case OpKind::Expand:
-    return expandShape(n, in);
+    return expandShape(n, in, assumed);
   case OpKind::Slice:
     return sliceShape(n, in, assumed);
   case OpKind::Select:
@@ -278,8 +280,8 @@ std::vector<SymInt> viewResultStrides(const Node &n, const TensorMeta &in,
   case OpKind::Expand: { // new leading dims and expanded size-1 dims get stride 0
     size_t lead = sizes.size() - in.sizes.size();
     std::vector<SymInt> out(sizes.size(), SymInt(0));
-    for (size_t i = lead; i < sizes.size(); ++i)
-      if (sizes[i] == in.sizes[i - lead])
+    for (size_t i = lead; i < sizes.size(); ++i) // a size that is not 1 keeps its stride
+      if (sizes[i] == in.sizes[i - lead] || in.sizes[i - lead] != SymInt(1))
         out[i] = in.strides[i - lead];
     return out;
   }

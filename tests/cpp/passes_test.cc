@@ -115,6 +115,21 @@ TEST_CASE("shape rules compute symbolic sizes for every op class", "[passes][sha
         "linear input has 7 features but the weight expects 8");
 }
 
+TEST_CASE("expanding a run-time size to a constant records the equality", "[passes][shape]") {
+  SymInt s0 = sym("s0");
+  // Meta LLaMA's repeat_kv with the read length baked: the kernel is right only when s0 + 1 is 6,
+  // which the run-time check of the assumption makes sure of.
+  SymAssumptions assumed;
+  CHECK(OneNode(OpKind::Expand, {f32({1, s0 + 1, 2, 1, 8})}, {{"size", {1, 6, 2, 2, 8}}},
+                f32({1, 6, 2, 2, 8}))
+            .infer(&assumed) == "f32[1, 6, 2, 2, 8] strided [s0*16 + 16, 16, 8, 0, 1]");
+  CHECK(relations(assumed) == "s0 + 1 == 6");
+  SymAssumptions none; // size-1 dims, -1 and equal sizes assume nothing
+  CHECK(OneNode(OpKind::Expand, {f32({s0, 1})}, {{"size", {-1, 4}}}, f32({2, 4})).infer(&none) ==
+        "f32[s0, 4] strided [1, 0]");
+  CHECK(none.empty());
+}
+
 TEST_CASE("view rules compute sizes and the strides eager kiln gives views", "[passes][shape]") {
   SymInt s0 = sym("s0"), s1 = sym("s1");
   // -1 is the element count over the other sizes; an inexact quotient is an assumption.

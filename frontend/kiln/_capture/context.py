@@ -265,9 +265,10 @@ class CaptureContext:
         node = self._add_input(source, value)
         if type(value) is int and isinstance(source, ArgSource):
             # an argument that changes between calls (a decode position): the compiled code
-            # reads it as a symbol bound at each call. A global or closure int (a config value
-            # that changed once) stays its example, checked at each call.
-            node.meta["sym"] = f"i{len(self.input_sources) - 1}"
+            # reads it as a symbol bound at each call, and sizes computed from it are symbolic
+            # in the capture too (size_of). A global or closure int (a config value that
+            # changed once) stays its example, checked at each call.
+            node.meta["sym"] = self.symbols[self._symbol_for(source, "int", value)][0]
         var = (V.SymIntVar if type(value) is int else V.SymFloatVar)(node, value, None)
         var.source = source
         return var

@@ -89,3 +89,37 @@ def test_a_dynamic_int_argument_is_a_symbol_of_the_compiled_code():
     assert len(reports) == 2
     assert [r.eager_nodes for r in reports] == [0, 0]
     assert sum(r.eager_calls for r in reports) == 0
+
+
+class CachedGQA(kiln.nn.Module):
+    """Meta LLaMA's attention: a cache written at `start_pos`, read up to it, and grouped kv
+    heads repeated with expand to the read length (a size computed from the int argument)."""
+
+    def __init__(self):
+        super().__init__()
+        self.wq, self.wk = kiln.nn.Linear(8, 8, bias=False), kiln.nn.Linear(8, 4, bias=False)
+        self.cache_k = kiln.zeros(1, 16, 1, 4)
+
+    def forward(self, x, start_pos: int):
+        bsz, seqlen, _ = x.shape
+        q = self.wq(x).view(bsz, seqlen, 2, 4)
+        k = self.wk(x).view(bsz, seqlen, 1, 4)
+        self.cache_k[:bsz, start_pos:start_pos + seqlen] = k
+        keys = self.cache_k[:bsz, :start_pos + seqlen]
+        bs, slen, n_kv, hd = keys.shape
+        keys = keys[:, :, :, None, :].expand(bs, slen, n_kv, 2, hd).reshape(bs, slen, 2, hd)
+        return (q.transpose(1, 2) @ keys.transpose(1, 2).transpose(2, 3)).softmax(-1)
+
+
+def test_sizes_computed_from_a_dynamic_int_argument_stay_symbolic():
+    # the int argument's symbol was unknown to the capture, which typed `slen` as the second
+    # decode step's value: the expand was compiled for it and later steps were silently wrong
+    kiln.manual_seed(0)
+    mod, ref = CachedGQA(), CachedGQA()
+    ref.load_state_dict(mod.state_dict())
+    compiled = kiln.compile(mod)
+    steps = [(kiln.randn(1, 5, 8), 0)] + [(kiln.randn(1, 1, 8), p) for p in range(5, 10)]
+    with kiln.no_grad():
+        for x, pos in steps:
+            assert kiln.allclose(compiled(x, pos), ref(x, pos), atol=1e-6), pos
+    assert kiln.equal(mod.cache_k, ref.cache_k)
