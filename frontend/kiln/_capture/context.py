@@ -17,7 +17,7 @@ from kiln._capture import variables as V
 from kiln._capture.graph import Graph, nodes_in, sym_size
 from kiln._capture.graph_build import Val
 from kiln._capture.guards import GuardSet
-from kiln._capture.sources import ArgSource, AttrSource, BakedSource, ItemSource
+from kiln._capture.sources import ArgSource, AttrSource, BakedSource, ItemSource, root_of
 
 _dynamic_marks: dict = {}  # id(tensor) -> (weakref, {dim: True (dynamic) | False (static)})
 
@@ -263,7 +263,7 @@ class CaptureContext:
     def _wrap_sym_int(self, value: int, source) -> V.VT:
         self.guards.type(source, value)
         node = self._add_input(source, value)
-        if type(value) is int and isinstance(source, ArgSource):
+        if type(value) is int and isinstance(root_of(source), ArgSource):
             # an argument that changes between calls (a decode position): the compiled code
             # reads it as a symbol bound at each call, and sizes computed from it are symbolic
             # in the capture too (size_of). A global or closure int (a config value that

@@ -123,3 +123,29 @@ def test_sizes_computed_from_a_dynamic_int_argument_stay_symbolic():
         for x, pos in steps:
             assert kiln.allclose(compiled(x, pos), ref(x, pos), atol=1e-6), pos
     assert kiln.equal(mod.cache_k, ref.cache_k)
+
+
+def scatter_mean(x, batch):
+    n = int(batch.max().item() + 1)  # PyG's global_mean_pool: a graph break, then a size
+    size = list(x.size())
+    size[0] = n
+    cnt = x.new_zeros(n).scatter_add_(0, batch, x.new_ones(x.size(0)))
+    out = x.new_zeros(size).scatter_add_(0, batch.view(-1, 1).expand_as(x), x)
+    return out / cnt.clamp(min=1).view(-1, 1).expand(out.size())
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
+def test_an_int_read_with_item_sizes_what_follows_the_break(train):
+    # the int reaches the resumed code through the break's saved state: as a symbol there,
+    # sizes made from it follow every call (they were baked, and the third call crashed)
+    compiled = kiln.compile(scatter_mean)
+    for graphs in (2, 3, 5, 4):
+        batch = kiln.arange(graphs).repeat_interleave(4)
+        x = kiln.randn(batch.numel(), 16, requires_grad=train)
+        x_ref = x.detach().clone().requires_grad_(train)
+        got, want = compiled(x, batch), scatter_mean(x_ref, batch)
+        assert got.shape == want.shape and kiln.allclose(got, want, atol=1e-6)
+        if train:
+            (got * kiln.arange(16.0)).sum().backward()
+            (want * kiln.arange(16.0)).sum().backward()
+            assert kiln.allclose(x.grad, x_ref.grad, atol=1e-6)
