@@ -681,6 +681,9 @@ class CallMixin(KilnCallMixin):
             return calls_numpy.call_operator(self, fn, args)
         if fn is super and not args and not kwargs:
             return self.zero_arg_super()
+        if fn is super and len(args) == 2 and not kwargs and isinstance(args[0], V.ObjectVar) \
+                and isinstance(args[0].value, type):  # super(Cls, self), the older spelling
+            return _SuperVar(args[0].value, args[1])
         if isinstance(fn, types.BuiltinFunctionType) and module in _PURE_MODULES or (
             _hashable(fn) and fn in _SIMPLE_BUILTINS or _is_const_method(fn)
         ):

@@ -145,3 +145,25 @@ def test_a_tensor_of_symbolic_sizes_compiles():
         x = kiln.randn(2, rows, 8)
         assert kiln.allclose(compiled(x), f(x))
     assert len(backend.reports) == 2 and all(r.eager_nodes == 0 for r in backend.reports)
+
+
+class CausalConv1d(kiln.nn.Conv1d):
+    """WaveNet/Tacotron's layer, in the older spelling: two-argument super() and a
+    name-mangled attribute."""
+
+    def __init__(self, cin, cout, k, dilation=1):
+        self.__padding = (k - 1) * dilation
+        super(CausalConv1d, self).__init__(cin, cout, k, padding=self.__padding,  # noqa: UP008
+                                           dilation=dilation)
+
+    def forward(self, x):
+        return super(CausalConv1d, self).forward(x)[:, :, :-self.__padding]  # noqa: UP008
+
+
+def test_two_argument_super_is_captured():
+    kiln.manual_seed(0)
+    model = kiln.nn.Sequential(CausalConv1d(4, 4, 2, 1), CausalConv1d(4, 4, 2, 2))
+    x = kiln.randn(2, 4, 16)
+    out = kiln.explain(model)(x)
+    assert (out.graph_count, out.graph_break_count) == (1, 0)
+    assert kiln.allclose(out.result, model(x), atol=1e-6)
