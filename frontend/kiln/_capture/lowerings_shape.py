@@ -226,8 +226,24 @@ def _flip_method(w, node, a):
 
 @lowering(_s_varargs, "kiln.Tensor.repeat")
 def _repeat_method(w, node, a):
-    repeats = w.ints(_shape_list(a["sizes"]))
-    w.emit_node(node, "repeat", [w.tensor(a["input"])], {"repeats": repeats})
+    given = _shape_list(a["sizes"])
+    x = w.tensor(a["input"])
+    if all(type(r) is int for r in given):
+        w.emit_node(node, "repeat", [x], {"repeats": w.ints(given)})
+        return
+    # a run-time count (DETR's query_embed.repeat(1, bs, 1)): every dim viewed as [1, size],
+    # expanded to [count, size] and merged, which is what repeat computes
+    repeats = w.syms(given)
+    sizes = ["1"] * (len(repeats) - len(x.type.sizes)) + list(x.type.sizes)
+    if len(sizes) != len(repeats):
+        raise Decline("repeat with fewer counts than dims (eager raises)")
+    loc = node.meta.get("loc")
+    pairs = [d for size in sizes for d in ("1", size)]
+    (v,) = w.emit("reshape", [x], {"shape": pairs}, loc)
+    counted = [d for r, size in zip(repeats, sizes, strict=True) for d in (r, size)]
+    (v,) = w.emit("expand", [v], {"size": counted}, loc)
+    merged = [f"({r})*({size})" for r, size in zip(repeats, sizes, strict=True)]
+    w.emit_node(node, "reshape", [v], {"shape": merged})
 
 
 @lowering(_s_stack, "kiln.stack")

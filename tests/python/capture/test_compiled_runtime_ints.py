@@ -149,3 +149,34 @@ def test_an_int_read_with_item_sizes_what_follows_the_break(train):
             (got * kiln.arange(16.0)).sum().backward()
             (want * kiln.arange(16.0)).sum().backward()
             assert kiln.allclose(x.grad, x_ref.grad, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["leading", "middle", "new_dims"])
+def test_repeat_by_a_run_time_count_compiles_symbolically(case):
+    # DETR's query_embed.unsqueeze(1).repeat(1, bs, 1), Perceiver's latents.repeat(b, 1, 1):
+    # repeat by a batch size was left to eager, which restarted the capture with static shapes
+    # (one capture per batch size)
+    p = kiln.randn(4, 8, requires_grad=True)
+
+    def fn(x):
+        if case == "leading":
+            r = p.unsqueeze(0).repeat(x.shape[0], 1, 1)
+        elif case == "middle":
+            r = p.unsqueeze(1).repeat(1, x.shape[0], 2)
+        else:
+            r = p.repeat(x.shape[0], 1, 1, 1)
+        return (r * 2).chunk(2, -1)[0].sum() + x.sum()
+
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(fn, backend=backend)
+    for b in (2, 3, 5, 6):
+        x = kiln.randn(b, 3)
+        p.grad = None
+        fn(x).backward()
+        want = p.grad.clone()
+        p.grad = None
+        got = compiled(x)
+        assert kiln.allclose(got, fn(x), atol=1e-5)
+        got.backward()
+        assert kiln.allclose(p.grad, want)
+    assert len(backend.reports) == 2
