@@ -1,11 +1,14 @@
 """F.interpolate against torch: nearest, nearest-exact, (bi/tri)linear and bicubic with and
 without align_corners, area; size= and scale_factor= (with recompute_scale_factor); 3-D to 5-D
-inputs."""
+inputs; antialias for bilinear and bicubic."""
 
+import numpy as np
 import pytest
+import torch
 import torch.nn.functional as F
 from conftest import FLOAT_DTYPES, assert_close, make
 
+import kiln
 import kiln.nn.functional as KF
 
 LINEAR_MODE = {1: "linear", 2: "bilinear", 3: "trilinear"}
@@ -213,3 +216,36 @@ def test_bicubic_gradient_and_compiled_matches():
             for got, want in zip(kiln.compile(fn, backend=backend)(v), fn(v), strict=True):
                 assert kiln.equal(got, want)
     assert all(r.eager_nodes == 0 and len(r.parts) == 1 for r in backend.reports)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("kwargs", [{"size": (13, 7)}, {"size": (20, 17)}, {"scale_factor": 0.37},
+                                    {"scale_factor": (0.5, 2.3)},
+                                    {"size": (5, 5), "align_corners": True}],
+                         ids=str)
+def test_antialias_matches_torch_with_gradients(mode, kwargs):
+    # timm's resample_abs_pos_embed resizes a ViT's position embedding with antialias=True
+    x = np.random.default_rng(0).standard_normal((2, 3, 16, 12)).astype(np.float32)
+    grads = {}
+    outs = {}
+    for lib in (torch, kiln):
+        t = lib.tensor(x, requires_grad=True)
+        out = lib.nn.functional.interpolate(t, mode=mode, antialias=True, **kwargs)
+        (out * lib.arange(float(out.numel())).reshape(out.shape)).sum().backward()
+        outs[lib.__name__], grads[lib.__name__] = out.detach().numpy(), t.grad.numpy()
+    np.testing.assert_allclose(outs["kiln"], outs["torch"], rtol=1e-5, atol=2e-6)
+    np.testing.assert_allclose(grads["kiln"], grads["torch"], rtol=1e-4, atol=1e-3)
+
+
+def test_antialias_inside_compiled_code_and_its_errors():
+    x = kiln.randn(1, 2, 16, 16)
+
+    def resize(t):
+        return kiln.nn.functional.interpolate(t, size=(6, 6), mode="bicubic", antialias=True) * 2
+
+    assert kiln.allclose(kiln.compile(resize)(x), resize(x), atol=1e-6)
+    with pytest.raises(NotImplementedError, match="restricted to bilinear and bicubic"):
+        kiln.nn.functional.interpolate(x, size=(6, 6), mode="nearest", antialias=True)
+    with pytest.raises(NotImplementedError, match="restricted to bilinear and bicubic"):
+        kiln.nn.functional.interpolate(kiln.randn(1, 2, 8), size=4, mode="linear",
+                                       antialias=True)

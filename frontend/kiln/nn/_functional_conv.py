@@ -175,7 +175,7 @@ def interpolate(
 ):
     """F.interpolate: resamples [N, C, *spatial] (1 to 3 spatial dims) to `size` or by
     `scale_factor`; modes 'nearest', 'nearest-exact', 'linear', 'bilinear', 'bicubic',
-    'trilinear', 'area'."""
+    'trilinear', 'area'; `antialias` for 'bilinear' and 'bicubic' (nn/_interpolate_aa.py)."""
     dim = input.dim() - 2
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
@@ -185,8 +185,10 @@ def interpolate(
             )
     elif align_corners is None:
         align_corners = False
-    if antialias:
-        raise NotImplementedError("interpolate: antialias=True is not supported by kiln")
+    if antialias and (mode not in ("bilinear", "bicubic") or input.dim() != 4):
+        raise NotImplementedError(
+            "Anti-alias option is restricted to bilinear and bicubic modes and requires a 4-D "
+            "tensor as input")
     if dim < 1 or dim > 3:
         raise NotImplementedError(
             f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for "
@@ -211,6 +213,10 @@ def interpolate(
     if recompute_scale_factor:
         scales = None
     scale_list = scales if scales is not None else [None] * dim
+    if antialias:
+        from kiln.nn._interpolate_aa import interpolate_aa
+
+        return interpolate_aa(input, output_size, mode, align_corners, scale_list)
     if mode in ("nearest", "nearest-exact"):
         return _C._upsample_nearest(input, output_size, scale_list, mode == "nearest-exact")
     if mode in _LINEAR_RANK:
