@@ -499,11 +499,30 @@ class Frame(CallMixin):
             loops.record_break(self, self.pop(), inst)
             return
         value = self.stack[-1]
+        if isinstance(value, V.TensorVar) and when and self._assert_on_tensor(inst, value):
+            return
         if self.truth(value) == when:
             self.pop()
             self.jump_to(inst.argval)
         else:
             self.pop()
+
+    def _assert_on_tensor(self, inst, cond: V.TensorVar) -> bool:
+        """`assert <tensor>` / `assert <tensor>, "message"`: a check node, as kiln._assert, where
+        a Python `if` on a tensor would break the graph (torch.compile's _assert_async)."""
+        following = [i for i in self.insts[self.ip:self.ip + 6]]
+        names = [i.opname for i in following]
+        if names[:2] == ["LOAD_ASSERTION_ERROR", "RAISE_VARARGS"]:
+            message = "assertion failed"
+        elif names[:5] == ["LOAD_ASSERTION_ERROR", "LOAD_CONST", "PRECALL", "CALL",
+                           "RAISE_VARARGS"] and isinstance(following[1].argval, str):
+            message = following[1].argval
+        else:
+            return False
+        self.kiln_assert([cond, V.ConstVar(message)], {})
+        self.pop()
+        self.jump_to(inst.argval)
+        return True
 
     def op_POP_JUMP_FORWARD_IF_TRUE(self, inst):
         self._pop_jump(inst, True)

@@ -212,3 +212,30 @@ def test_tensor_assertion_node_runs_eagerly_between_compiled_parts():
     assert report.compiled_nodes == graph.op_count() - 1
     with pytest.raises(AssertionError, match="^values out of range$"):
         compiled(x * 1000)
+
+
+# compiled from text: pytest rewrites the assert statements of test modules
+_CHECKED = """
+def checked_tanh(x, limit):
+    y = kiln.tanh(x) * limit
+    assert (y.abs() <= 1).all(), "activation out of range"
+    assert (y == y).all()
+    return y * 2
+"""
+_namespace = {"kiln": kiln}
+exec(compile(_CHECKED, "<checked_tanh>", "exec"), _namespace)  # noqa: S102
+checked_tanh = _namespace["checked_tanh"]
+
+
+def test_a_python_assert_on_a_tensor_is_a_check_node():
+    # torch.compile keeps such asserts in the graph (_assert_async); a Python `if` on a tensor
+    # would break the graph
+    compiled = kiln.compile(checked_tanh)
+    out = kiln.explain(checked_tanh)(kiln.randn(4), 1.0)
+    assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons
+    x = kiln.randn(4)
+    assert kiln.allclose(compiled(x, 1.0), checked_tanh(x, 1.0), atol=1e-6)
+    with pytest.raises(AssertionError, match="activation out of range"):
+        compiled(kiln.full((4,), 3.0), 5.0)  # fails at run time, in the cached graph's check
+    with pytest.raises(AssertionError, match="activation out of range"):
+        checked_tanh(kiln.full((4,), 3.0), 5.0)
