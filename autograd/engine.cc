@@ -188,6 +188,8 @@ std::vector<Tensor> GraphTask::run(size_t numResults) {
     if (anyGrad) {
       for (size_t slot = 0; slot < grads.size(); ++slot) {
         if (!grads[slot].defined() && slot < node->outputs.size()) {
+          if (!node->materializeGrads)
+            continue;
           const OutputInfo &info = node->outputs[slot];
           grads[slot] = kiln::ops::zeros(info.sizes, info.dtype).to(info.device);
         }
@@ -197,7 +199,7 @@ std::vector<Tensor> GraphTask::run(size_t numResults) {
               grads[slot] = std::move(replaced);
       }
       for (const auto &[slot, hook] : node->retainHooks)
-        if (slot < grads.size())
+        if (slot < grads.size() && grads[slot].defined())
           hook(grads[slot]);
     }
     if (auto it = captures_.find(node); it != captures_.end())

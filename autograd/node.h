@@ -55,6 +55,10 @@ public:
   /// Frees what the node saved for backward (after a backward without retain_graph).
   virtual void releaseSaved() {}
 
+  /// Whether the engine fills the gradients of unused outputs with zeros before apply (a
+  /// compiled backward instead tells which input gradients they reach, and answers None).
+  bool materializeGrads = true;
+
   /// Whether input `i` of the forward op needs a gradient.
   bool needsInputGrad(size_t i) const { return i < next.size() && next[i].valid(); }
 

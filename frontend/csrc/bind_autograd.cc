@@ -323,8 +323,10 @@ void bindAutograd(py::module_ &m) {
   bindNodes(ag);
   ag.def(
       "_record_function",
-      [](const std::string &name, py::function backward, py::list inputs, py::list outputs) {
+      [](const std::string &name, py::function backward, py::list inputs, py::list outputs,
+         bool materializeGrads) {
         auto node = std::make_shared<PythonFunctionNode>(name, std::move(backward));
+        node->materializeGrads = materializeGrads;
         for (py::handle h : inputs) {
           if (py::isinstance<Tensor>(h)) {
             Tensor t = h.cast<Tensor>();
@@ -345,7 +347,8 @@ void bindAutograd(py::module_ &m) {
           autograd::setHistory(outs[i], node, static_cast<uint32_t>(i));
         return std::shared_ptr<Node>(node);
       },
-      py::arg("name"), py::arg("backward"), py::arg("inputs"), py::arg("outputs"));
+      py::arg("name"), py::arg("backward"), py::arg("inputs"), py::arg("outputs"),
+      py::arg("materialize_grads") = true);
   ag.def("is_grad_enabled", &autograd::isGradEnabled);
   ag.def("_set_grad_enabled", &autograd::setGradEnabled, py::arg("mode"));
   // Autocast regions (kiln.amp.autocast): per thread, per device type.

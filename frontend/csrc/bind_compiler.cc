@@ -39,6 +39,7 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <set>
 #include <unordered_set>
 
 namespace py = pybind11;
@@ -344,6 +345,33 @@ py::dict CompiledGraph::info() const {
 
 /// training_graphs: the forward and backward graphs of compiled training (see
 /// passes/autodiff/training_graphs.h) as a dict of built graphs and their interface.
+
+/// Per backward output (an input's gradient): the indices of the gradient inputs (after the
+/// `saved` values) it is computed from. An input whose gradients all came as None gets None
+/// from autograd, as in eager, not a gradient of zeros.
+std::vector<std::vector<int>> gradSources(const ir::Graph &backward, size_t saved) {
+  std::vector<ir::Value *> inputs = backward.inputs();
+  std::unordered_map<const ir::Value *, std::set<int>> from; // value -> gradient inputs
+  for (size_t k = saved; k < inputs.size(); ++k)
+    from[inputs[k]] = {static_cast<int>(k - saved)};
+  for (const ir::Node *n : backward.nodes()) { // in order: operands come first
+    std::set<int> found;
+    for (int i = 0; i < n->numOperands(); ++i)
+      if (auto it = from.find(n->operand(i)); it != from.end())
+        found.insert(it->second.begin(), it->second.end());
+    if (!found.empty())
+      for (int r = 0; r < n->numResults(); ++r)
+        from[n->result(r)] = found;
+  }
+  std::vector<std::vector<int>> out;
+  for (const ir::Value *v : backward.outputs()) {
+    auto it = from.find(v);
+    out.push_back(it == from.end() ? std::vector<int>{}
+                                   : std::vector<int>(it->second.begin(), it->second.end()));
+  }
+  return out;
+}
+
 py::dict trainingGraphs(const BuiltGraph &built, const std::vector<bool> &needsGrad,
                         const std::vector<int> &noGradPositions) {
   std::unordered_set<int> positions(noGradPositions.begin(), noGradPositions.end());
@@ -368,6 +396,8 @@ py::dict trainingGraphs(const BuiltGraph &built, const std::vector<bool> &needsG
   d["saved"] = saved;
   d["grad_outputs"] = t.gradOutputs;
   d["input_grads"] = t.inputGrads;
+  d["input_grad_sources"] =
+      gradSources(*d["backward"].cast<std::shared_ptr<BuiltGraph>>()->graph, t.saved.size());
   d["joint_text"] = t.jointText;
   return d;
 }

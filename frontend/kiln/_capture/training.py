@@ -52,6 +52,8 @@ class TrainingPart:
         self.saved = [(bool(is_input), index) for is_input, index, _, _ in spec["saved"]]
         self.grad_outputs = list(spec["grad_outputs"])
         self.input_grads = list(spec["input_grads"])
+        # per input gradient: the output gradients it is computed from (none given: None)
+        self.grad_sources = [list(s) for s in spec.get("input_grad_sources", ())]
         self.__name__ = self.__qualname__ = name
         self.__module__ = "kiln.compiled"
         # (the part's nodes as eager code, its PartitionReport): inputs the forward was not
@@ -76,7 +78,7 @@ class TrainingPart:
                  if is_input else raw[i] for is_input, i in self.saved]
         grad_of = [outs[k] for k in self.grad_outputs]
         shapes = [(o.shape, o.dtype) for o in grad_of]
-        backward, name = self.backward, self.__name__
+        backward, name, sources = self.backward, self.__name__, self.grad_sources
 
         def run_backward(*grads):
             if _C._autograd.is_grad_enabled():
@@ -85,9 +87,16 @@ class TrainingPart:
                     "(create_graph=True); run this function uncompiled for double backward")
             gs = [kiln.zeros(shape, dtype=dtype) if g is None else g.contiguous()
                   for g, (shape, dtype) in zip(grads, shapes, strict=True)]
-            return tuple(backward(*saved, *gs))
+            result = tuple(backward(*saved, *gs))
+            if any(g is None for g in grads) and len(sources) == len(result):
+                # an input reached only from outputs nobody used gets None, as in eager (an
+                # optimizer then leaves its parameter alone), not zeros
+                result = tuple(None if all(grads[k] is None for k in src) else r
+                               for r, src in zip(result, sources, strict=True))
+            return result
 
-        _C._autograd._record_function("CompiledFunctionBackward", run_backward, inputs, grad_of)
+        _C._autograd._record_function("CompiledFunctionBackward", run_backward, inputs, grad_of,
+                                      materialize_grads=False)
         return outs
 
 

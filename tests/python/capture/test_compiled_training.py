@@ -521,3 +521,32 @@ def test_cross_entropy_of_per_position_logits(reduction, smoothing):
         trained_in_one_part(backend)
         np.testing.assert_allclose(got.item(), want.item(), rtol=1e-10)
         np.testing.assert_allclose(kx.grad.numpy(), tx.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+class TwoHeads(kiln.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.skip, self.out = kiln.nn.Linear(4, 4), kiln.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.out(x) + x, self.skip(x)
+
+
+def test_a_parameter_reached_only_from_an_unused_output_gets_no_gradient():
+    # WaveNet's last block drops its residual output: eager leaves the parameters behind it
+    # with grad None (an optimizer skips them); the compiled backward gave them zeros, and
+    # weight decay then moved them
+    kiln.manual_seed(0)
+    model = TwoHeads()
+    compiled = kiln.compile(model)
+    opt = kiln.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.1)
+    before = model.out.weight.detach().clone()
+    _, skip = compiled(kiln.randn(3, 4))
+    skip.sum().backward()
+    assert model.out.weight.grad is None and model.out.bias.grad is None
+    assert model.skip.weight.grad is not None
+    opt.step()
+    assert kiln.equal(model.out.weight, before)
+    residual, skip = compiled(kiln.randn(3, 4))  # both used: both get gradients
+    (residual.sum() + skip.sum()).backward()
+    assert model.out.weight.grad is not None
