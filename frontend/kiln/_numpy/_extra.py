@@ -1,6 +1,7 @@
 """More of NumPy: ufunc methods (`np.add.outer`, `np.maximum.reduce`, `np.add.accumulate`,
 `np.maximum.accumulate`),
-differences, grids, takes, splits, `isclose`, `nan_to_num`, `copyto`, `median`."""
+differences, grids, takes, splits, `isclose`, `nan_to_num`, `copyto`, `median`, `searchsorted`,
+`digitize`, `isin`, `ptp`, `select`."""
 
 from __future__ import annotations
 
@@ -203,10 +204,67 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     return r.reshape([]) if axis is None else r.squeeze(d)
 
 
+def searchsorted(a, v, side="left", sorter=None):
+    """Insertion points of `v` in the sorted 1-d `a` (int64, NumPy's intp)."""
+    if sorter is not None or side not in ("left", "right"):
+        raise NotImplementedError("np.searchsorted with sorter= or another side")
+    sorted_, values = _tensor(a), _tensor(v)
+    if sorted_.dim() != 1:
+        raise ValueError("object too deep for desired array")  # NumPy's message
+    common = _dt.common((spec(a), spec(v)))
+    return kiln.searchsorted(sorted_.to(common), values.to(common), right=side == "right")
+
+
+def digitize(x, bins, right=False):
+    """The bin of each value: searchsorted on increasing bins (decreasing ones are reversed)."""
+    b = _tensor(bins)
+    if b.dim() != 1:
+        raise ValueError("bins must be 1d")
+    up = searchsorted(b, x, side="left" if right else "right")
+    if b.shape[0] < 2:
+        return up
+    down = b.shape[0] - searchsorted(b.flip(0), x, side="right" if right else "left")
+    return kiln.where(b[-1] >= b[0], up, down)  # both computed: no branch on the data
+
+
+def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None):
+    e, t = _tensor(element), _tensor(test_elements)
+    return kiln.isin(e, t.reshape(-1), invert=invert)
+
+
+def ptp(a, axis=None, out=None, keepdims=False):
+    if out is not None:
+        raise NotImplementedError("np.ptp with out=")
+    x = _tensor(a)
+    return _MAX(x, axis=axis, keepdims=keepdims) - _MIN(x, axis=axis, keepdims=keepdims)
+
+
+_MAX, _MIN = _reductions.FUNCTIONS[np.max], _reductions.FUNCTIONS[np.min]
+
+
+def select(condlist, choicelist, default=0):
+    """The first true condition's choice, else `default` (NumPy's result dtype)."""
+    if len(condlist) != len(choicelist):
+        raise ValueError("list of cases must be same length as list of conditions")
+    if not condlist:
+        raise ValueError("select with an empty condition list is not possible")
+    choices = [_tensor(c) for c in choicelist]
+    dtype = _dt.common(tuple(spec(c) for c in choicelist) + (spec(default),))
+    out = as_tensor(default, dtype)
+    for cond, choice in zip(reversed(condlist), reversed(choices), strict=True):
+        c = _tensor(cond)
+        if c.dtype != kiln.bool:
+            raise TypeError("invalid entry in condlist: should be boolean ndarray")
+        out = kiln.where(c, choice.to(dtype), out)
+    return out
+
+
 FUNCTIONS = {
     np.diff: diff, np.meshgrid: meshgrid, np.take: take, np.take_along_axis: take_along_axis,
     np.split: split, np.array_split: array_split, np.isclose: isclose,
     np.nan_to_num: nan_to_num, np.copyto: copyto, np.median: median,
+    np.searchsorted: searchsorted, np.digitize: digitize, np.isin: isin, np.ptp: ptp,
+    np.select: select,
 }
 for _ufunc in (np.add, np.subtract, np.multiply, np.true_divide, np.maximum, np.minimum,
                np.power, np.equal, np.less, np.greater, np.logical_and, np.logical_or):

@@ -436,3 +436,29 @@ def test_a_numpy_scalar_argument_that_changes_goes_symbolic(kind):
 def test_count_nonzero_with_axis_compiles(kwargs):
     x = np.random.default_rng(0).normal(size=(5, 4, 3))
     run_both(lambda a: np.count_nonzero(a > 0, **kwargs), x)
+
+
+_G = np.random.default_rng(0)
+_SORTED, _X = np.sort(_G.random(20)), _G.standard_normal(30)
+SEARCH_CASES = {
+    "searchsorted": (lambda a, v: np.searchsorted(a, v), (_SORTED, _G.random((3, 4)))),
+    "searchsorted_right": (lambda a, v: np.searchsorted(a, v, side="right"),
+                           (_SORTED, np.array([_SORTED[3], 2.0, -1.0]))),
+    "digitize": (lambda x, b: np.digitize(x, b), (_X, np.linspace(-2, 2, 7))),
+    "digitize_right": (lambda x, b: np.digitize(x, b, right=True),
+                       (np.linspace(-2, 2, 7), np.linspace(-2, 2, 7))),
+    "digitize_decreasing": (lambda x, b: np.digitize(x, b), (_X, np.linspace(2, -2, 7))),
+    "isin": (lambda e, t: np.isin(e, t), (_G.integers(0, 10, (4, 5)), np.array([1, 3, 5]))),
+    "isin_invert": (lambda e, t: np.isin(e, t, invert=True), (_G.integers(0, 4, 9),
+                                                              np.array([[1], [2]]))),
+    "ptp_axis": (lambda a: np.ptp(a, axis=0), (_G.random((3, 4)),)),
+    "ptp_all": (lambda a: np.ptp(a), (_G.integers(-5, 5, (3, 4)),)),
+    "select": (lambda x: np.select([x < -1, x > 1], [x * 2, x ** 2], default=0.0), (_X,)),
+    "select_int_default": (lambda x: np.select([x < 0], [np.ones(x.shape, np.int32)], 5), (_X,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEARCH_CASES))
+def test_search_and_selection_functions_compile(name):
+    fn, args = SEARCH_CASES[name]
+    run_both(fn, *args)
