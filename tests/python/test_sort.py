@@ -2,6 +2,7 @@
 mode, unique/unique_consecutive. Values must match exactly; indices must match where torch is
 deterministic (stable sort, mode) and otherwise point at the returned values."""
 
+import numpy as np
 import pytest
 import torch
 from conftest import DTYPES, assert_close, make, to_kiln, to_torch
@@ -201,3 +202,25 @@ def test_unique_nan_and_edge_shapes():
     t, k = make((20,), "int64")
     got = kiln.unique(k, sorted=False)
     assert_close(got, torch.unique(t))
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_sort_keys_keep_torchs_order_of_nan_signed_zero_and_ties(descending, dtype):
+    # floats sort by integer keys (runtime/ops/sort.cc): NaN above every number, -0.0 equal to
+    # 0.0, equal values in their original order
+    g = np.random.default_rng(0)
+    x = g.standard_normal((6, 300)).astype(dtype)
+    x[0, ::7] = np.nan
+    x[1, ::3], x[1, 1::3] = 0.0, -0.0
+    x[2] = np.round(x[2])
+    x[3, ::5] = np.inf
+    x[3, 1::5] = -np.inf
+    want = torch.sort(torch.from_numpy(x), dim=1, descending=descending, stable=True)
+    got = kiln.sort(kiln.from_numpy(x), dim=1, descending=descending, stable=True)
+    np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy())
+    np.testing.assert_array_equal(got.values.numpy(), want.values.numpy())
+    # along a strided dim too
+    want0 = torch.sort(torch.from_numpy(x.T.copy()), dim=0, descending=descending, stable=True)
+    got0 = kiln.sort(kiln.from_numpy(x.T.copy()), dim=0, descending=descending, stable=True)
+    np.testing.assert_array_equal(got0.indices.numpy(), want0.indices.numpy())
