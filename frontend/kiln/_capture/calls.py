@@ -11,13 +11,20 @@ import functools
 import inspect
 import operator
 import types
-import weakref
 
 import kiln
-from kiln._capture import calls_numpy, calls_object, ops, optimizer_step, side_effects
+from kiln._capture import (
+    calls_autograd,
+    calls_numpy,
+    calls_object,
+    ops,
+    optimizer_step,
+    side_effects,
+)
 from kiln._capture import variables as V
 from kiln._capture.calls_access import _ContainerMethod, _SuperVar
 from kiln._capture.calls_kiln import DTYPE_FACTS, KilnCallMixin, dtype_fact
+from kiln._capture.calls_symbolic import SymbolicMixin
 from kiln._capture.sources import AttrSource, ItemSource
 
 _TENSOR = kiln.Tensor
@@ -93,44 +100,6 @@ def _is_optimizer_update(fn) -> bool:
             and (getattr(fn, "__module__", None) or "").startswith("kiln.optim"))
 
 
-_EAGER_APPLY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _eager_apply(cls):
-    """`cls.apply`, run uncaptured (its forward is the Function's own business)."""
-    runner = _EAGER_APPLY.get(cls)
-    if runner is None:
-        from kiln._capture.compile import disable
-
-        runner = _EAGER_APPLY[cls] = disable(cls.apply)
-    return runner
-
-
-def _is_function_apply(fn: V.BoundMethodVar) -> bool:
-    owner = getattr(fn.self_var, "value", None)
-    return isinstance(fn.self_var, V.ObjectVar) and isinstance(owner, type) and issubclass(
-        owner, kiln.autograd.Function) and isinstance(fn.fn, V.FunctionVar) and (
-        fn.fn.fn is kiln.autograd.Function.apply.__func__)
-
-
-def _is_grad_mode_clone(fn: V.BoundMethodVar) -> bool:
-    from kiln._grad_mode import _DecoratorContextManager
-
-    owner = getattr(fn.self_var, "value", None)
-    return isinstance(fn.self_var, V.ObjectVar) and isinstance(
-        owner, _DecoratorContextManager) and isinstance(fn.fn, V.FunctionVar) and (
-        fn.fn.fn.__name__ == "clone")
-
-
-def _grad_mode_of(mode_object) -> bool:
-    """The grad mode inside a no_grad / enable_grad / set_grad_enabled / inference_mode."""
-    if isinstance(mode_object, kiln.inference_mode):
-        return not mode_object.mode
-    if isinstance(mode_object, kiln.set_grad_enabled):
-        return mode_object.mode
-    return isinstance(mode_object, kiln.enable_grad)
-
-
 def _is_kiln_function(fn) -> bool:
     """A kiln op (a pybind11 function, or a Python-level op of kiln, kiln.nn.functional...)
     recorded as one graph node rather than inlined."""
@@ -169,7 +138,7 @@ def top_offset(frame) -> int:
     return frame.insts[frame.ip - 1].offset
 
 
-class CallMixin(KilnCallMixin):
+class CallMixin(KilnCallMixin, SymbolicMixin):
     def get_item(self, obj: V.VT, index: V.VT) -> V.VT:
         # `List[int]`, `Optional[Tensor]`: typing forms built as values (kiln.jit.annotate's
         # first argument) are constants of the capture.
@@ -245,17 +214,6 @@ class CallMixin(KilnCallMixin):
             (i.const() == item.const()) if i.is_const() else self.identical(i, item) for i in items
         )
 
-    def concrete_int(self, value: V.SymIntVar) -> int:
-        """A symbolic size used as a Python int: specialize to its value (guarded)."""
-        if value.sym is None:
-            if getattr(value, "source", None) is not None:  # a dynamic int input
-                self.ctx.guards.equals(value.source, value.hint)
-                return value.hint
-            raise V.RestartStatic()
-        self.ctx.guards.sym("eq_const", value.sym, value.hint,
-                            f"{self.ctx.symbols[value.sym][0]} == {value.hint}")
-        return value.hint
-
     # -- iteration -----------------------------------------------------------------------
     def unpack_iterable(self, value: V.VT) -> list:
         if isinstance(value, (V.ListVar, V.TupleVar)):
@@ -328,77 +286,6 @@ class CallMixin(KilnCallMixin):
                 raise V.Unsupported(f"{op.__name__} raised {type(e).__name__}: {e}") from None
         raise V.Unsupported(f"operator {op.__name__} on {type(a).__name__}, {type(b).__name__}")
 
-    def sym_binary(self, op, a: V.VT, b: V.VT) -> V.VT:
-        if op in (operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne):
-            return V.ConstVar(self.sym_compare(op, a, b))
-        for v in (a, b):
-            if not isinstance(v, (V.SymIntVar, V.ConstVar)) or (
-                isinstance(v, V.ConstVar) and type(v.value) not in (int, bool)
-            ):
-                if isinstance(v, V.ConstVar) and isinstance(v.value, float):
-                    continue
-                raise V.Unsupported(f"{op.__name__} of a symbolic int and {type(v).__name__}")
-        hint = op(ops.to_example(a), ops.to_example(b))
-        node = self.ctx.graph.call(op, (ops.to_graph_arg(a), ops.to_graph_arg(b)), {}, hint,
-                                   loc=self.ctx.loc)
-        if isinstance(hint, bool):
-            raise V.RestartStatic()
-        if isinstance(hint, int):
-            return V.SymIntVar(node, hint)
-        if isinstance(hint, float):
-            return V.SymFloatVar(node, hint)
-        raise V.Unsupported(f"{op.__name__} of symbolic numbers gives a {type(hint).__name__}")
-
-    def sym_compare(self, op, a: V.VT, b: V.VT) -> bool:
-        sym_side = a if isinstance(a, V.SymIntVar) else b
-        other = b if sym_side is a else a
-        source = getattr(sym_side, "source", None)
-        if sym_side.sym is None and source is not None:
-            result = op(ops.to_example(a), ops.to_example(b))
-            if isinstance(other, V.ConstVar) and type(other.value) in (int, float) and (
-                source.guardable()
-            ):  # a run-time number (a random draw, a float argument) compared with a constant
-                flipped = {operator.lt: "gt", operator.gt: "lt", operator.le: "ge",
-                           operator.ge: "le", operator.eq: "eq", operator.ne: "ne"}
-                name = op.__name__ if sym_side is a else flipped[op]
-                self.ctx.guards.compare(source, name, other.value, result)
-                return result
-            self.concrete_int(sym_side)
-            return result
-        result = op(ops.to_example(a), ops.to_example(b))
-        if isinstance(other, V.SymIntVar) and other.sym is not None and sym_side.sym is not None \
-                and op in (operator.eq, operator.ne) and (op is operator.eq) == result:
-            # two sizes found equal (gpt-fast's `assert pos.shape[0] == k.shape[2]`): guarded
-            # as a relation of the symbols, so both stay symbolic
-            names = [self.ctx.symbols[v.sym][0] for v in (a, b)]
-            self.ctx.guards.sym("eq", a.sym, b.sym, f"{names[0]} == {names[1]}")
-            return result
-        if sym_side.sym is None or not isinstance(other, V.ConstVar):
-            raise V.RestartStatic()
-        c = other.value
-        if not isinstance(c, int):
-            raise V.RestartStatic()
-        # Normalize to "s OP c" and record the relation that makes `result` hold.
-        flipped = {operator.lt: operator.gt, operator.gt: operator.lt, operator.le: operator.ge,
-                   operator.ge: operator.le}
-        if sym_side is b:
-            op = flipped.get(op, op)
-        s = sym_side.sym
-        name = self.ctx.symbols[s][0]
-        if op in (operator.eq, operator.ne):
-            kind = "eq_const" if (op is operator.eq) == result else "ne_const"
-            self.ctx.guards.sym(kind, s, c, f"{name} {'==' if kind == 'eq_const' else '!='} {c}")
-        else:
-            lower = {operator.gt: c + 1, operator.ge: c}.get(op)
-            upper = {operator.lt: c - 1, operator.le: c}.get(op)
-            if lower is not None:
-                bound = ("ge_const", lower) if result else ("le_const", lower - 1)
-            else:
-                bound = ("le_const", upper) if result else ("ge_const", upper + 1)
-            sign = ">=" if bound[0] == "ge_const" else "<="
-            self.ctx.guards.sym(bound[0], s, bound[1], f"{name} {sign} {bound[1]}")
-        return result
-
     def unary(self, op, a: V.VT) -> V.VT:
         if calls_numpy.is_array(a):
             return calls_numpy.unary(self, op, a)
@@ -418,15 +305,15 @@ class CallMixin(KilnCallMixin):
         if isinstance(fn, V.BoundMethodVar) and isinstance(fn.self_var, V.ModuleVar) and (
                 isinstance(fn.fn, V.FunctionVar) and fn.fn.fn in _module_modes()):
             return self.module_mode(fn.self_var, fn.fn.fn, args, kwargs)
-        if isinstance(fn, V.BoundMethodVar) and _is_function_apply(fn):
+        if isinstance(fn, V.BoundMethodVar) and calls_autograd.is_function_apply(fn):
             # a custom autograd.Function: one node that runs eagerly, its own forward and
             # backward, between compiled parts (autograd chains through it)
             cls = fn.self_var.value
-            return ops.record(self.ctx, _eager_apply(cls), list(args), dict(kwargs),
+            return ops.record(self.ctx, calls_autograd.eager_apply(cls), list(args), dict(kwargs),
                               f"{cls.__name__}.apply")
-        if isinstance(fn, V.BoundMethodVar) and _is_grad_mode_clone(fn):
+        if isinstance(fn, V.BoundMethodVar) and calls_autograd.is_grad_mode_clone(fn):
             # the fresh mode object a @no_grad / @inference_mode wrapper enters per call
-            return V.GradModeVar(_grad_mode_of(fn.self_var.value))
+            return V.GradModeVar(calls_autograd.grad_mode_of(fn.self_var.value))
         if isinstance(fn, V.BoundMethodVar):
             return self.call(fn.fn, [fn.self_var] + list(args), kwargs)
         if isinstance(fn, V.PartialVar):
