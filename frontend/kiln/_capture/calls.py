@@ -46,7 +46,8 @@ _INLINED_KILN_MODULES = ("kiln._capture", "kiln.nn.modules", "kiln._ops_composit
                          "kiln.nn._functional_composite", "kiln._numpy", "kiln.linalg",
                          "kiln._tensor_compat", "kiln._ops_shape", "kiln.jit",
                          "kiln.utils.checkpoint", "kiln.nn.init",
-                         "kiln.amp.grad_scaler", "kiln.distributions")  # fmt: skip
+                         "kiln.amp.grad_scaler", "kiln.distributions",
+                         "kiln.nn.utils._common")  # fmt: skip
 # Functions of the inlined modules that are still recorded as one node each: nn.init's fills
 # that draw through NumPy or rejection loops (its samplers and helpers are inlined, so their
 # draws compile).

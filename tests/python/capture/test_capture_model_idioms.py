@@ -167,3 +167,22 @@ def test_two_argument_super_is_captured():
     out = kiln.explain(model)(x)
     assert (out.graph_count, out.graph_break_count) == (1, 0)
     assert kiln.allclose(out.result, model(x), atol=1e-6)
+
+
+@pytest.mark.parametrize("spelling", ["parametrizations", "legacy"])
+def test_weight_norm_compiles_with_no_eager_node(spelling):
+    # WaveNet/HiFi-GAN convolutions: the weight is g * v / ||v||, recomputed on every call
+    kiln.manual_seed(0)
+    conv = kiln.nn.Conv1d(4, 4, 3, padding=1)
+    if spelling == "parametrizations":
+        conv = kiln.nn.utils.parametrizations.weight_norm(conv)
+    else:
+        conv = kiln.nn.utils.weight_norm(conv)
+    x = kiln.randn(2, 4, 16)
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(conv, backend=backend)
+    got = compiled(x)
+    assert kiln.allclose(got, conv(x), atol=1e-6)
+    assert [r.eager_nodes for r in backend.reports] == [0]
+    got.sum().backward()
+    assert all(p.grad is not None for p in conv.parameters())
