@@ -14,7 +14,7 @@ changes. The in-place updates are written back into the parameters and the state
 every mutation of a graph input is.
 
 Captured: SGD (momentum, dampening, Nesterov, weight decay, maximize), Adam and AdamW (weight
-decay either way, maximize; not amsgrad), RMSprop (momentum, centered) and Adagrad (lr decay).
+decay either way, maximize, amsgrad), RMSprop (momentum, centered) and Adagrad (lr decay).
 A state the first step creates is created at capture time for Adam, RMSprop and Adagrad (as the
 first eager step would make it), and for SGD with momentum as a zero buffer (the first update
 from zeros is the first gradient, which the first eager step copies); with dampening the first
@@ -181,16 +181,17 @@ class _Adam:
 
     @staticmethod
     def state(ctx, opt, p, group, state_source, label):
-        if group["amsgrad"]:
-            raise V.Unsupported("Adam(amsgrad=True).step() is not captured")
         with kiln.no_grad():
             opt._init_state(p, group)  # zeros, as the first eager step would make them
-        return _state_tensors(ctx, opt, p, state_source, label, ("step", "exp_avg", "exp_avg_sq"))
+        keys = ("step", "exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"]
+                                                    else ())
+        return _state_tensors(ctx, opt, p, state_source, label, keys)
 
     @staticmethod
-    def update(param, grad, step, exp_avg, exp_avg_sq, lr, betas, eps, weight_decay, amsgrad,
-               maximize, decoupled_weight_decay):
-        """torch's single-tensor capturable Adam/AdamW update (the step counter a tensor)."""
+    def update(param, grad, step, exp_avg, exp_avg_sq, *max_exp_avg_sq, lr, betas, eps,
+               weight_decay, amsgrad, maximize, decoupled_weight_decay):
+        """torch's single-tensor capturable Adam/AdamW update (the step counter a tensor); with
+        amsgrad the denominator takes the running maximum of the second moment."""
         beta1, beta2 = betas
         if maximize:
             grad = -grad
@@ -205,7 +206,13 @@ class _Adam:
         bias_correction1 = 1 - beta1**step
         bias_correction2 = 1 - beta2**step
         step_size = lr / bias_correction1
-        denom = (exp_avg_sq.sqrt() / bias_correction2.sqrt()).add_(eps)
+        if amsgrad:
+            (running_max,) = max_exp_avg_sq
+            running_max.copy_(kiln.maximum(running_max, exp_avg_sq))
+            second = running_max
+        else:
+            second = exp_avg_sq
+        denom = (second.sqrt() / bias_correction2.sqrt()).add_(eps)
         param.sub_(step_size * exp_avg / denom)
 
 
