@@ -22,7 +22,7 @@ from kiln._capture import (
     side_effects,
 )
 from kiln._capture import variables as V
-from kiln._capture.calls_access import _ContainerMethod, _SuperVar
+from kiln._capture.calls_access import _ContainerMethod, _SuperVar, dict_key
 from kiln._capture.calls_kiln import DTYPE_FACTS, KilnCallMixin, dtype_fact
 from kiln._capture.calls_symbolic import SymbolicMixin
 from kiln._capture.sources import AttrSource, ItemSource
@@ -201,7 +201,7 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
         if isinstance(container, V.ConstVar) and item.is_const():
             return item.const() in container.value  # "ab" in "xaby" is a substring test
         if isinstance(container, V.DictVar):
-            return item.const() in container.items
+            return dict_key(item) in container.items
         if isinstance(container, V.NewObjectVar) and container.mapping is not None and (
                 calls_object.class_attr(container.cls, "__contains__") is calls_object.mapping_base(
                     container.cls).__contains__):

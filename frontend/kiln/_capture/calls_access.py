@@ -177,7 +177,7 @@ class AccessMixin:
             except IndexError:
                 raise V.Unsupported("index out of range (raises at run time)") from None
         if isinstance(obj, V.DictVar):
-            key = index.const()
+            key = dict_key(index)
             if key not in obj.items:
                 raise V.Unsupported(f"KeyError {key!r} (raises at run time)")
             return obj.items[key]
@@ -209,7 +209,7 @@ class AccessMixin:
             calls_object.item(self, obj, index, value)
             return
         if isinstance(obj, (V.ListVar, V.DictVar)):
-            key = self.const_index(index)
+            key = dict_key(index) if isinstance(obj, V.DictVar) else self.const_index(index)
             side_effects.will_mutate(self.ctx, obj, "item assignment")
             obj.items[key] = value
             return
@@ -220,6 +220,13 @@ class AccessMixin:
 
 def _attr_getter(name):
     return operator.attrgetter(name)
+
+
+def dict_key(v: V.VT):
+    """A dict key as the real dict holds it: a constant, or a module (keyed by identity)."""
+    if isinstance(v, V.ModuleVar):
+        return v.module
+    return v.const()
 
 
 class _SuperVar(V.VT):
@@ -291,28 +298,31 @@ class _ContainerMethod(V.VT):
             if name == "copy":
                 return V.ListVar(obj.items)
         if isinstance(obj, V.DictVar):
+            def key_var(k):  # a module key is the module (wrapped as modules read from code)
+                return frame.ctx.wrap(k, None) if isinstance(k, kiln.nn.Module) else V.ConstVar(k)
+
             if name == "items":
-                return V.ListVar([V.TupleVar([V.ConstVar(k), v]) for k, v in obj.items.items()])
+                return V.ListVar([V.TupleVar([key_var(k), v]) for k, v in obj.items.items()])
             if name == "keys":
-                return V.ListVar([V.ConstVar(k) for k in obj.items])
+                return V.ListVar([key_var(k) for k in obj.items])
             if name == "values":
                 return V.ListVar(list(obj.items.values()))
             if name == "get":
-                key = args[0].const()
+                key = dict_key(args[0])
                 default = args[1] if len(args) > 1 else V.ConstVar(None)
                 return obj.items.get(key, default)
             if name == "__getitem__":
-                key = args[0].const()
+                key = dict_key(args[0])
                 if key not in obj.items:
                     raise V.Unsupported(f"KeyError: {key!r} (raises at run time)")
                 return obj.items[key]
             if name == "__contains__":
-                return V.ConstVar(args[0].const() in obj.items)
+                return V.ConstVar(dict_key(args[0]) in obj.items)
             if name == "__len__":
                 return V.ConstVar(len(obj.items))
             if name == "__setitem__":
                 side_effects.will_mutate(frame.ctx, obj, "item assignment")
-                obj.items[args[0].const()] = args[1]
+                obj.items[dict_key(args[0])] = args[1]
                 return V.ConstVar(None)
             if name in ("update", "pop", "setdefault"):
                 side_effects.will_mutate(frame.ctx, obj, f"dict.{name}")
@@ -321,9 +331,9 @@ class _ContainerMethod(V.VT):
                     obj.items.update(kwargs)
                     return V.ConstVar(None)
                 if name == "pop":
-                    return obj.items.pop(args[0].const(), *(args[1:2]))
+                    return obj.items.pop(dict_key(args[0]), *(args[1:2]))
                 if name == "setdefault":
-                    return obj.items.setdefault(args[0].const(), args[1])
+                    return obj.items.setdefault(dict_key(args[0]), args[1])
             if name == "copy":
                 return V.DictVar(obj.items)
         if name in ("index", "count") and obj.is_const():

@@ -14,6 +14,7 @@ import types
 
 from kiln._capture import calls_object, side_effects
 from kiln._capture import variables as V
+from kiln._capture.sources import KEY_OBJECTS
 
 
 class _Builder:
@@ -263,7 +264,7 @@ def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_n
         _autocast_exit=_AutocastExit,
         _NULL=NULL_MARK, _object_new=object.__new__, _object_setattr=object.__setattr__,
     )
-    namespace.update(side_effects.ENTRY_NAMESPACE)
+    namespace.update(side_effects.ENTRY_NAMESPACE, _keys=KEY_OBJECTS)
     namespace.update(extra_ns)
     source = "\n".join(lines) + "\n"
     if "_np_in" in source or "_np_out(" in source:

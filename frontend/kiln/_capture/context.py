@@ -154,8 +154,8 @@ class CaptureContext:
             if source is not None:
                 self.guards.type(source, value)
                 self.guards.dict_keys(source, value.keys())
-            if not all(type(k) in (str, int) for k in value):
-                raise V.Unsupported("a dict whose keys are not str or int")
+            if not all(type(k) in (str, int) or isinstance(k, kiln.nn.Module) for k in value):
+                raise V.Unsupported("a dict whose keys are not str, int or modules")
             items = self._wrap_items(value, source, value.items())
             return self._known(_with_origin(V.DictVar(items, source, type(value)), value), value)
         if isinstance(value, kiln.nn.Module):

@@ -94,20 +94,36 @@ class AttrSource(Source):
         return None if base is None else f"{base}.{self.attr}"
 
 
+# Dict keys that are objects (a module: OpenAI Whisper's kv_cache[self.key]), spelled in entries
+# as `_keys[id]`; each stays alive as long as the process (modules outlive their entries).
+KEY_OBJECTS: dict = {}
+
+
 @dataclass(frozen=True)
 class ItemSource(Source):
     base: Source
     key: object
 
     def name(self) -> str:
-        return f"{self.base.name()}[{self.key!r}]"
+        if _literal(self.key):
+            return f"{self.base.name()}[{self.key!r}]"
+        return f"{self.base.name()}[<{type(self.key).__name__} at 0x{id(self.key):x}>]"
 
     def guardable(self) -> bool:
         return self.base.guardable()
 
     def expr(self, arg_names) -> str | None:
         base = self.base.expr(arg_names)
-        return None if base is None else f"{base}[{self.key!r}]"
+        if base is None:
+            return None
+        if _literal(self.key):
+            return f"{base}[{self.key!r}]"
+        KEY_OBJECTS[id(self.key)] = self.key
+        return f"{base}[_keys[{id(self.key)}]]"
+
+
+def _literal(key) -> bool:
+    return type(key) in (str, int, float, bool, type(None))
 
 
 def root_of(source: Source) -> Source:

@@ -209,7 +209,8 @@ def test_fullgraph_error_when_the_arguments_cannot_be_captured():
     def lookup(x, table):
         return x * table[0.5]
 
-    with pytest.raises(kiln.compiler.CaptureError, match="a dict whose keys are not str or int"):
+    with pytest.raises(kiln.compiler.CaptureError,
+                       match="a dict whose keys are not str, int or modules"):
         kiln.compile(lookup, fullgraph=True)(rand(2), {0.5: 2.0})
     assert_same(kiln.compile(lookup)(rand(2), {0.5: 2.0}), rand(2) * 2.0)
 

@@ -384,3 +384,71 @@ def test_an_object_whose_class_owns_the_attribute_still_breaks():
 
     info = run_case(fn, rand(2), Slotted(), expect_breaks=1, calls=1, check_cached=False)
     assert_breaks(info, "a property or slot of its class")
+
+
+class KeyedAttention(nn.Module):
+    """OpenAI Whisper's attention: keys and values cached in a dict keyed by the projection
+    modules, filled by forward hooks that concatenate each step's projections."""
+
+    def __init__(self):
+        super().__init__()
+        self.query, self.key, self.value = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x, xa=None, kv_cache=None):
+        q = self.query(x)
+        if kv_cache is None or xa is None or self.key not in kv_cache:
+            k = self.key(x if xa is None else xa)
+            v = self.value(x if xa is None else xa)
+        else:
+            k, v = kv_cache[self.key], kv_cache[self.value]
+        return (q @ k.transpose(-1, -2)).softmax(-1) @ v
+
+
+class KeyedDecoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn, self.cross = KeyedAttention(), KeyedAttention()
+
+    def forward(self, x, xa, kv_cache=None):
+        x = x + self.attn(x, kv_cache=kv_cache)
+        return x + self.cross(x, xa, kv_cache=kv_cache)
+
+
+def install_kv_cache_hooks(model):
+    cache = {}
+
+    def save_to_cache(module, _, output):
+        if module not in cache or output.shape[1] > 64:
+            cache[module] = output
+        else:
+            cache[module] = kiln.cat([cache[module], output], dim=1).detach()
+        return cache[module]
+
+    for m in model.modules():
+        if isinstance(m, KeyedAttention):
+            m.key.register_forward_hook(save_to_cache)
+            m.value.register_forward_hook(save_to_cache)
+    return cache
+
+
+def test_a_cache_keyed_by_modules_and_filled_by_hooks_compiles():
+    # a dict keyed by modules made the whole decoder run eagerly
+    ref = KeyedDecoder()
+    mod = KeyedDecoder()
+    mod.load_state_dict(ref.state_dict())
+    ref_cache, cache = install_kv_cache_hooks(ref), install_kv_cache_hooks(mod)
+    compiled = kiln.compile(mod)
+    records: list = []
+    compiler_of(compiled).recorder = records
+    xa, x = rand(1, 5, 8), rand(1, 3, 8, seed=1)
+    with kiln.no_grad():
+        for step in range(5):
+            assert_same(compiled(x, xa, kv_cache=cache), ref(x, xa, kv_cache=ref_cache),
+                        atol=1e-6)
+            assert [tuple(v.shape) for v in cache.values()] == [
+                tuple(v.shape) for v in ref_cache.values()]
+            x = rand(1, 1, 8, seed=step + 2)
+    assert all(k is r for k, r in zip(cache, [mod.attn.key, mod.attn.value, mod.cross.key,
+                                               mod.cross.value], strict=True))
+    assert [r.break_record for r in records] == [None] * len(records)
+    assert len(records) <= 4
