@@ -202,6 +202,19 @@ std::optional<SymInt> exactQuotient(const SymInt &a, const SymInt &b) {
   return q.build();
 }
 
+/// k when a == k * b for an integer k (b not constant): `(s0*64 + 64) floordiv (s0*8 + 8)` is 8,
+/// the -1 of a view that splits a symbolic dim's elements evenly.
+std::optional<int64_t> integerMultiple(const SymInt &a, const SymInt &b) {
+  auto [aTerms, aConst] = parts(a);
+  auto [bTerms, bConst] = parts(b);
+  if (aTerms.empty() || bTerms.empty() || aTerms[0].coeff % bTerms[0].coeff != 0)
+    return std::nullopt;
+  const int64_t k = aTerms[0].coeff / bTerms[0].coeff;
+  if (a != b * SymInt(k))
+    return std::nullopt;
+  return k;
+}
+
 /// gcd of `c` and the coefficients and constant of `s`.
 int64_t contentGcd(const SymInt &s, int64_t c) {
   auto [terms, constant] = parts(s);
@@ -356,6 +369,8 @@ SymInt floorDiv(const SymInt &a, const SymInt &b) {
     return 1;
   if (std::optional<SymInt> q = exactQuotient(a, b))
     return *q;
+  if (std::optional<int64_t> k = integerMultiple(a, b))
+    return *k;
   return fromAtom(AtomKind::FloorDiv, "", a, b);
 }
 
@@ -368,7 +383,7 @@ SymInt mod(const SymInt &a, const SymInt &b) {
       return -mod(-a, -b);
     return modByPositive(a, *c);
   }
-  if (a == SymInt(0) || a == b || exactQuotient(a, b))
+  if (a == SymInt(0) || a == b || exactQuotient(a, b) || integerMultiple(a, b))
     return 0;
   return fromAtom(AtomKind::Mod, "", a, b);
 }

@@ -88,6 +88,11 @@ TEST_CASE("identities simplify", "[symint]") {
   CHECK(max(x, x) == x);
   CHECK(max(x + 1, x) == x + 1);
   CHECK(min(x + 1, x) == x);
+  // an integer multiple of a polynomial divides to the integer (a view's -1 over a symbolic dim)
+  CHECK(floorDiv(x * 64 + 64, x * 8 + 8).constant() == 8);
+  CHECK(floorDiv(-x * 6 - 12, x + 2).constant() == -6);
+  CHECK(mod(x * 64 + 64, x * 8 + 8).constant() == 0);
+  CHECK(!floorDiv(x * 64 + 65, x * 8 + 8).isConstant());
 }
 
 TEST_CASE("like terms collect into one canonical form", "[symint]") {
