@@ -4,6 +4,7 @@ from kiln.nn._functional_activation import *  # noqa: F401,F403
 from kiln.nn._functional_composite import *  # noqa: F401,F403
 from kiln.nn._functional_composite_extra import *  # noqa: F401,F403
 from kiln.nn._functional_conv import *  # noqa: F401,F403
+from kiln.nn._functional_ctc import *  # noqa: F401,F403
 from kiln.nn._functional_linalg import *  # noqa: F401,F403
 from kiln.nn._functional_loss import *  # noqa: F401,F403
 from kiln.nn._functional_norm import *  # noqa: F401,F403
