@@ -342,7 +342,10 @@ class CaptureContext:
                 self.guards.id(source, t if array is None else array)
             if source is None:
                 source = BakedSource(label or f"tensor@0x{id(t):x}")
-            if isinstance(t, kiln.nn.Parameter):  # frozen or unfrozen after the capture
+            if isinstance(t, kiln.nn.Parameter) and (self.graph.grad_enabled or
+                                                     self.grad_enabled):
+                # frozen or unfrozen after the capture. Under no_grad the flag changes nothing
+                # the graph computes, and inference calls skip one check per parameter
                 self.guards.flag(t, "requires_grad", t.requires_grad,
                                  f"{source.name()}.requires_grad is {t.requires_grad}")
         dyn = self._dynamic_dims(t, source) if guard_src else set()

@@ -53,7 +53,7 @@ class TrainingPart:
         self.grad_outputs = list(spec["grad_outputs"])
         self.input_grads = list(spec["input_grads"])
         # per input gradient: the output gradients it is computed from (none given: None)
-        self.grad_sources = [list(s) for s in spec.get("input_grad_sources", ())]
+        self.grad_sources = [list(s) for s in spec["input_grad_sources"]]
         self.__name__ = self.__qualname__ = name
         self.__module__ = "kiln.compiled"
         # (the part's nodes as eager code, its PartitionReport): inputs the forward was not
@@ -88,7 +88,7 @@ class TrainingPart:
             gs = [kiln.zeros(shape, dtype=dtype) if g is None else g.contiguous()
                   for g, (shape, dtype) in zip(grads, shapes, strict=True)]
             result = tuple(backward(*saved, *gs))
-            if any(g is None for g in grads) and len(sources) == len(result):
+            if any(g is None for g in grads):
                 # an input reached only from outputs nobody used gets None, as in eager (an
                 # optimizer then leaves its parameter alone), not zeros
                 result = tuple(None if all(grads[k] is None for k in src) else r

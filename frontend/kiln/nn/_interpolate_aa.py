@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 import kiln
+from kiln.nn._bicubic import axis_scale
 
 _SUPPORT = {"bilinear": 1.0, "bicubic": 2.0}  # half the filter's width at scale 1
 
@@ -27,19 +28,10 @@ def _filter(mode: str, x: np.ndarray) -> np.ndarray:
     return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
 
 
-def _scale(in_size: int, out_size: int, align_corners: bool, scale_factor) -> float:
-    """torch's area_pixel_compute_scale."""
-    if align_corners:
-        return (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
-    if scale_factor is not None and scale_factor > 0:
-        return 1.0 / scale_factor
-    return in_size / out_size
-
-
 def weights(mode: str, in_size: int, out_size: int, align_corners: bool,
             scale_factor=None) -> np.ndarray:
     """The [out_size, in_size] resampling matrix of one dim."""
-    scale = _scale(in_size, out_size, align_corners, scale_factor)
+    scale = axis_scale(in_size, out_size, align_corners, scale_factor)
     support = _SUPPORT[mode] * (scale if scale >= 1.0 else 1.0)
     invscale = 1.0 / scale if scale >= 1.0 else 1.0
     m = np.zeros((out_size, in_size))

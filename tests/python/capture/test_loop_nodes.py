@@ -608,25 +608,12 @@ def test_a_peeled_loop_with_one_trip_runs_only_the_peeled_iteration(no_unroll):
         assert_same(got, want)
 
 
-def sir(sus, inf, rec, beta, gamma, steps):
-    n = sus + inf + rec
-    hist = np.empty((steps, 3) + sus.shape)
-    for t in range(steps):
-        new_inf = beta * sus * inf / n
-        new_rec = gamma * inf
-        sus, inf, rec = sus - new_inf, inf + new_inf - new_rec, rec + new_rec
-        hist[t, 0] = sus
-        hist[t, 1] = inf
-        hist[t, 2] = rec
-    return hist
-
-
 def test_row_writes_into_a_large_history_are_written_in_place(no_unroll):
     # compiled, each row write rewrote the whole history on every step (quadratic in the
     # steps); the eager write of the row into the array is the in-place store it is
     n = 64
     args = (np.full(n, 990.0), np.linspace(1, 10, n), np.zeros(n), 0.3, 0.1, 200)
-    want, got, report, _, _ = run_both(sir, *args)
+    want, got, report, _, _ = run_both(K.sir_history, *args)
     assert_same(got, want)
     assert len(loop_nodes(report)) == 1
     (body_report,) = [r for c in report.captures if c.report for r in c.report.loops]
