@@ -32,9 +32,12 @@ def test_gradients_come_back_in_each_inputs_dtype(name, compiled):
             a = x.to(lib.bfloat16) @ w.to(lib.bfloat16)  # bf16 with history into the join
             return (_join(lib, name)(a, y) * 3).sum()
 
-        fn = kiln.compile(loss, backend=CpuBackend(fallback=False)) if (
-            compiled and lib is kiln) else loss
+        backend = CpuBackend(fallback=False)
+        fn = kiln.compile(loss, backend=backend) if compiled and lib is kiln else loss
         fn(lib.tensor(x_np)).backward()
+        if compiled and lib is kiln:  # the backward compiled too: no part trained eagerly
+            assert [f for r in backend.reports for f in r.fallbacks] == []
+            assert [r.eager_nodes for r in backend.reports] == [0]
         assert w.grad.dtype == w.dtype and y.grad.dtype == y.dtype
         grads[lib.__name__] = (w.grad.float().numpy(), y.grad.numpy())
     for got, want in zip(grads["kiln"], grads["torch"], strict=True):
