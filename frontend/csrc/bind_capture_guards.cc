@@ -87,6 +87,7 @@ void bindGuards(py::module_ &m) {
   node.def("arg", &GuardNode::arg, child, py::arg("i"))
       .def("global_", &GuardNode::global, child, py::arg("name"))
       .def("closure", &GuardNode::closure, child, py::arg("i"))
+      .def("held", &GuardNode::held, child, py::arg("obj"), py::arg("label"))
       .def("attr", &GuardNode::attr, child, py::arg("name"))
       .def("item", &GuardNode::item, child, py::arg("key"))
       .def_property_readonly("source", &GuardNode::source)

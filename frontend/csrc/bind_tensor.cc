@@ -86,6 +86,10 @@ void bindTensor(py::module_ &m) {
   t.def("storage_offset", &Tensor::storageOffset);
   t.def("is_contiguous", [](const Tensor &self) { return self.isContiguous(); });
   t.def("data_ptr", [](const Tensor &self) { return reinterpret_cast<uintptr_t>(self.address()); });
+  // Python wrappers are made per access (`p.grad` twice gives two objects); this names the
+  // tensor itself, for code that must tell tensors apart by identity.
+  t.def_property_readonly(
+      "_impl_id", [](const Tensor &self) { return reinterpret_cast<uintptr_t>(&self.impl()); });
   t.def("_storage_ptr",
         [](const Tensor &self) { return reinterpret_cast<uintptr_t>(self.storage()->address()); });
   t.def(

@@ -30,16 +30,17 @@ GuardNode::GuardNode(GuardManager &owner, const GuardNode *parent, Access access
 
 void GuardNode::requireRoot(bool root, const char *what) const {
   if ((access_ == Access::Root) != root)
-    throw py::type_error(std::string(what) +
-                         (root ? " is an accessor of the guard root (the frame state)"
-                               : " is not available on the guard root (use arg/global_/closure)"));
+    throw py::type_error(
+        std::string(what) +
+        (root ? " is an accessor of the guard root (the frame state)"
+              : " is not available on the guard root (use arg/global_/closure/held)"));
 }
 
 GuardNode &GuardNode::child(Access access, int64_t index, py::object key, std::string source) {
   owner_.requireNotEvaluating();
   for (auto &c : children_)
     if (c->access_ == access && c->index_ == index &&
-        (!key || (c->key_ && sameKey(c->key_.ptr(), key.ptr()))))
+        (!key || access == Access::Held || (c->key_ && sameKey(c->key_.ptr(), key.ptr()))))
       return *c;
   children_.push_back(
       std::make_unique<GuardNode>(owner_, this, access, index, std::move(key), std::move(source)));
@@ -63,6 +64,13 @@ GuardNode &GuardNode::closure(int64_t i) {
   if (i < 0)
     throw py::value_error("closure(): the index must be >= 0, got " + std::to_string(i));
   return child(Access::Closure, i, py::object(), "closure[" + std::to_string(i) + "]");
+}
+
+GuardNode &GuardNode::held(py::object obj, const std::string &label) {
+  requireRoot(true, "held()");
+  // Identity, not equality, tells held objects apart (tensors compare elementwise).
+  auto identity = static_cast<int64_t>(reinterpret_cast<intptr_t>(obj.ptr()));
+  return child(Access::Held, identity, std::move(obj), label);
 }
 
 GuardNode &GuardNode::attr(const std::string &name) {

@@ -85,7 +85,7 @@ struct LeafCheck {
 /// A node of the guard tree: how its value is reached from the parent, its checks, its children.
 class GuardNode {
 public:
-  enum class Access : uint8_t { Root, Arg, Global, Closure, Attr, Item };
+  enum class Access : uint8_t { Root, Arg, Global, Closure, Held, Attr, Item };
   /// index() of an Item node whose key is not an int that fits in int64 (no tuple/list fast path).
   static constexpr int64_t kNoIndex = INT64_MIN;
 
@@ -94,10 +94,12 @@ public:
   GuardNode(const GuardNode &) = delete;
   GuardNode &operator=(const GuardNode &) = delete;
 
-  /// Children (the root only has arg/global/closure children; other nodes attr/item children).
+  /// Children (the root only has arg/global/closure/held children; other nodes attr/item children).
   GuardNode &arg(int64_t i);
   GuardNode &global(const std::string &name);
   GuardNode &closure(int64_t i);
+  /// An object the compiled entry holds (a baked parameter whose `.grad` is read per call).
+  GuardNode &held(py::object obj, const std::string &label);
   GuardNode &attr(const std::string &name);
   GuardNode &item(py::object key);
 

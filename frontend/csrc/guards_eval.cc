@@ -295,6 +295,9 @@ PyObject *access(const GuardNode &node, PyObject *parent, const GuardEval &eval)
     return getGlobal(node.key(), eval.func);
   case GuardNode::Access::Closure:
     return getClosure(node.index(), eval.func);
+  case GuardNode::Access::Held:
+    Py_INCREF(node.key());
+    return node.key();
   case GuardNode::Access::Attr: {
     PyObject *v = PyObject_GetAttr(parent, node.key());
     if (v == nullptr)

@@ -29,7 +29,6 @@ from kiln._capture.sources import AttrSource, ItemSource
 
 _TENSOR = kiln.Tensor
 _PURE_MODULES = ("math", "operator", "_operator")
-_METADATA_ATTRS = {"dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "is_leaf"}
 _SIMPLE_BUILTINS = {
     abs, bool, float, int, str, repr, round, divmod, pow, hash, ord, chr, format, hex, oct, bin,
 }
@@ -47,7 +46,7 @@ _INLINED_KILN_MODULES = ("kiln._capture", "kiln.nn.modules", "kiln._ops_composit
                          "kiln._tensor_compat", "kiln._ops_shape", "kiln.jit",
                          "kiln.utils.checkpoint", "kiln.nn.init",
                          "kiln.amp.grad_scaler", "kiln.distributions",
-                         "kiln.nn.utils._common")  # fmt: skip
+                         "kiln.nn.utils._common", "kiln.nn.utils.clip_grad")  # fmt: skip
 # Functions of the inlined modules that are still recorded as one node each: nn.init's fills
 # that draw through NumPy or rejection loops (its samplers and helpers are inlined, so their
 # draws compile).
@@ -59,8 +58,8 @@ _KEPT_WHOLE = {"kiln.nn.init": frozenset(("orthogonal_", "trunc_normal_", "eye_"
 # nothing (profiler ranges, attention backend choices: the ops in the block are compiled).
 _CAPTURE_VALUE = "_kiln_value_in_capture"
 # A function carrying _EAGER_REASON runs eagerly at a graph break with that reason: it reads or
-# writes state the capture cannot see (the parameters' .grad of clip_grad_norm_), so recording
-# it as one node, whose example runs at capture time, would apply its effect twice.
+# writes state the capture cannot see (vector_to_parameters' writes into the parameters), so
+# recording it as one node, whose example runs at capture time, would apply its effect twice.
 _EAGER_REASON = "_kiln_eager_reason"
 _NOOP_CONTEXT = "_kiln_noop_context_in_capture"
 
@@ -119,8 +118,17 @@ def _is_kiln_function(fn) -> bool:
 def _inlined_kiln(fn) -> bool:
     """A Python function of kiln's that the capture inlines (its ops are recorded one by one)."""
     module = getattr(fn, "__module__", None) or ""
-    return module.startswith(_INLINED_KILN_MODULES) and (
-        getattr(fn, "__name__", "") not in _KEPT_WHOLE.get(module, ()))
+    name = getattr(fn, "__name__", "")
+    if (module, name) == ("kiln.optim.optimizer", "zero_grad"):  # its .grad stores are replayed
+        return True
+    return module.startswith(_INLINED_KILN_MODULES) and name not in _KEPT_WHOLE.get(module, ())
+
+
+def _truthy_arg(args, kwargs, name: str, default) -> bool:
+    """The first positional or the `name` keyword argument as a Python truth value (True when
+    it is not a constant: the caller then records the call as it is)."""
+    v = args[0] if args else kwargs.get(name, V.ConstVar(default))
+    return not isinstance(v, V.ConstVar) or bool(v.value)
 
 
 def _as_sequence(v: V.VT) -> V.VT:
@@ -343,11 +351,7 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
             return optimizer_step.capture_step(self, opt, list(args), kwargs)
         if isinstance(fn, V.FunctionVar) and _is_optimizer_update(fn.fn):
             if fn.fn.__name__ == "zero_grad":
-                raise V.Unsupported(
-                    f"{fn.fn.__qualname__}() is not captured: it sets or zeroes every "
-                    "parameter's .grad (a Python attribute write), so it runs eagerly",
-                    "call zero_grad() outside the compiled function, or leave it: the break "
-                    "costs one eager call")
+                return self.inline(fn, args, kwargs)
             raise V.Unsupported(f"{fn.fn.__qualname__}() is not captured here",
                                 "call optimizer.step() on the optimizer object")
         if isinstance(fn, V.FunctionVar) and hasattr(fn.fn, _EAGER_REASON):
@@ -405,7 +409,7 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
                 self.ctx.watch_module(value)
             var = self.ctx.wrap(value, None, label)
             out.append(V.TupleVar([V.ConstVar(name), var]) if named else var)
-        return V.IteratorVar(out)
+        return V.IteratorVar(out, types.GeneratorType)
 
     def module_mode(self, mv: V.ModuleVar, method, args, kwargs) -> V.VT:
         """`m.train()` / `m.eval()`: nothing to do when every submodule is already in that mode
@@ -452,6 +456,9 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
             return self.tensor_attr(t, "shape")
         if name == "dim" or name == "ndimension":
             return V.ConstVar(ex.dim())
+        if name == "requires_grad_" and not ex.requires_grad and not _truthy_arg(
+                args, kwargs, "requires_grad", True):
+            return t  # already off (a guarded input's flag, or a graph value's): nothing to do
         if name in ("numel", "nelement"):
             if self.ctx.has_symbols:
                 sizes = [self.ctx.size_of(t, d) for d in range(ex.dim())]
@@ -666,7 +673,7 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
         if code.co_flags & (inspect.CO_GENERATOR):
             child.yields = []
             child.run()
-            it = V.IteratorVar(child.yields)
+            it = V.IteratorVar(child.yields, types.GeneratorType)
             it.made_at = top_offset(self)  # the top frame's call that made it
             return it
         if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):

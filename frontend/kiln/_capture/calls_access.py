@@ -15,10 +15,11 @@ import types
 import kiln
 from kiln._capture import calls_numpy, calls_object, ops, side_effects
 from kiln._capture import variables as V
-from kiln._capture.sources import AttrSource
+from kiln._capture.sources import AttrSource, HeldSource
 
 _TENSOR = kiln.Tensor
-_METADATA_ATTRS = {"dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "is_leaf"}
+_METADATA_ATTRS = {"dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "is_leaf",
+                   "_device_str"}
 
 
 class AccessMixin:
@@ -72,11 +73,47 @@ class AccessMixin:
             if fn is not None:
                 return ops.record(self.ctx, fn, [t], {}, name)
             return ops.record(self.ctx, _attr_getter(name), [t], {}, name)
-        if name in ("grad", "grad_fn", "_version"):
+        if name == "grad":
+            return self.tensor_grad(t)
+        if name == "grad_fn" and self._leaf_input(t) is not None and (
+                t.example.is_leaf or not t.example.requires_grad):
+            return V.ConstVar(None)  # its requires_grad is guarded, so this holds on every call
+        if name in ("grad_fn", "_version"):
             raise V.Unsupported(f"Tensor.{name} is autograd state")
         if not hasattr(_TENSOR, name):
             raise V.Unsupported(f"Tensor has no attribute {name!r}")
         return V.TensorAttrVar(t, name)
+
+    def _leaf_input(self, t: V.TensorVar):
+        """The source that re-reads the graph input `t` on every call (a baked parameter's is
+        the entry's reference to it), or None when `t` is computed or a contiguous copy."""
+        if t.source is None or self.ctx.input_by_id.get(t.example._impl_id) is not t or any(
+                v is t for _, v, _ in self.ctx.input_contiguous):
+            return None
+        if t.source.expr(self.ctx.state_labels) is None:
+            return HeldSource(t.example, t.source.name())
+        return t.source
+
+    def tensor_grad(self, t: V.TensorVar) -> V.VT:
+        """`p.grad` of a graph input (a parameter after an eager backward): read on every call
+        as a graph input of its own, guarded by its metadata (None-ness included); an in-place
+        change of it is written back as for any input, an assignment replayed with setattr."""
+        stored = side_effects.stored_attr(self.ctx, t.example, "grad")
+        if stored is not None:
+            return stored
+        source = self._leaf_input(t)
+        if source is None or not t.example.is_leaf:
+            raise V.Unsupported("Tensor.grad of a tensor computed in the graph (autograd state)")
+        return self.ctx.wrap(t.example.grad, AttrSource(source, "grad"))
+
+    def set_tensor_grad(self, t: V.TensorVar, value: V.VT) -> None:
+        source = self._leaf_input(t)
+        if source is None or not t.example.is_leaf:
+            raise V.Unsupported("assignment to .grad of a tensor computed in the graph")
+        if not (isinstance(value, V.TensorVar) or
+                isinstance(value, V.ConstVar) and value.value is None):
+            raise V.Unsupported(f"assignment of a {type(value).__name__} to Tensor.grad")
+        side_effects.record_store(self.ctx, t.example, source, "grad", value)
 
     def module_attr(self, mv: V.ModuleVar, name: str) -> V.VT:
         mod = mv.module
@@ -155,6 +192,9 @@ class AccessMixin:
             return
         if isinstance(obj, V.ObjectVar):
             side_effects.store_object_attr(self.ctx, obj, name, value)
+            return
+        if isinstance(obj, V.TensorVar) and name == "grad":
+            self.set_tensor_grad(obj, value)
             return
         raise V.Unsupported(f"assignment to attribute {name!r} of {type(obj).__name__}",
                             "keep state in local variables inside compiled code")

@@ -332,7 +332,7 @@ class CaptureContext:
         return var
 
     def _wrap_tensor(self, t, source, label=None, array=None) -> V.VT:
-        key = id(t) if array is None else id(array)
+        key = t._impl_id if array is None else id(array)
         if key in self.input_by_id:
             return self.input_by_id[key]
         guard_src = source is not None and source.guardable()

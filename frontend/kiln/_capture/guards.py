@@ -16,6 +16,7 @@ from kiln._capture.sources import (
     AttrSource,
     ClosureSource,
     GlobalSource,
+    HeldSource,
     ItemSource,
     Source,
 )
@@ -138,6 +139,8 @@ class GuardSet:
                 node = gm.root.global_(source.key)
             elif isinstance(source, ClosureSource):
                 node = gm.root.closure(source.index)
+            elif isinstance(source, HeldSource):
+                node = gm.root.held(source.obj, source.label)
             elif isinstance(source, AttrSource):
                 node = node_of(source.base).attr(source.attr)
             elif isinstance(source, ItemSource):

@@ -74,7 +74,7 @@ class AttrStores:
         self.items: dict = {}
 
 
-def _record_store(ctx, obj, source, name: str, value: V.VT) -> None:
+def record_store(ctx, obj, source, name: str, value: V.VT) -> None:
     stores = ctx.__dict__.setdefault("attr_stores", {})
     entry = stores.setdefault(id(obj), AttrStores(obj, source))
     ctx.undo.append((entry, "items", dict(entry.items)))
@@ -98,7 +98,7 @@ def store_module_attr(ctx, module, name: str, value: V.VT) -> None:
                             "the code again)",
                             "keep per-call state out of module attributes, or pass it in and "
                             "return it")
-    _record_store(ctx, module, None, name, value)
+    record_store(ctx, module, None, name, value)
 
 
 def store_object_attr(ctx, ov: V.ObjectVar, name: str, value: V.VT) -> None:
@@ -121,7 +121,7 @@ def store_object_attr(ctx, ov: V.ObjectVar, name: str, value: V.VT) -> None:
         raise V.Unsupported(f"{what}: a property or slot of its class")
     if not hasattr(obj, "__dict__"):
         raise V.Unsupported(f"{what}: the object has no __dict__")
-    _record_store(ctx, obj, ov.source, name, value)
+    record_store(ctx, obj, ov.source, name, value)
 
 
 def stored_attr(ctx, obj, name: str):

@@ -122,6 +122,28 @@ class ItemSource(Source):
         return f"{base}[_keys[{id(self.key)}]]"
 
 
+@dataclass(frozen=True, eq=False)
+class HeldSource(Source):
+    """An object the entry holds and re-reads something of on every call: a baked parameter
+    whose `.grad` changes between calls (spelled `_keys[id]`; parameters outlive entries)."""
+
+    obj: object
+    label: str
+
+    def name(self) -> str:
+        return self.label
+
+    def expr(self, arg_names) -> str | None:
+        KEY_OBJECTS[id(self.obj)] = self.obj
+        return f"_keys[{id(self.obj)}]"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, HeldSource) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return hash(id(self.obj))
+
+
 def _literal(key) -> bool:
     return type(key) in (str, int, float, bool, type(None))
 

@@ -223,9 +223,13 @@ class IteratorVar(VT):
     range = None  # the range iterated over, when it is one
     sym_bounds = None  # its bounds as variables when some is a run-time int
 
-    def __init__(self, items) -> None:
+    def __init__(self, items, py_type: type | None = None) -> None:
         self.items = list(items)
         self.pos = 0
+        self.py_type = py_type  # the type eager code would see, where one is known
+
+    def python_type(self):
+        return self.py_type if self.py_type is not None else super().python_type()
 
     def next_item(self):
         if self.pos >= len(self.items):

@@ -166,6 +166,22 @@ def test_closure_accessor():
     assert check(out, func=fn) == (False, "closure[5]")
 
 
+def test_held_accessor_reads_the_held_object_by_identity():
+    """held(obj) reaches an object the entry keeps (a baked parameter, whose .grad changes
+    between calls); equal-valued objects are different nodes."""
+    p, q = kiln.nn.Parameter(kiln.ones(1)), kiln.nn.Parameter(kiln.ones(1))
+    gm = C.GuardManager()
+    node = gm.root.held(p, "net.weight")
+    assert gm.root.held(p, "again") is node and gm.root.held(q, "other") is not node
+    assert node.source == "net.weight"
+    node.attr("grad").check_none("net.weight.grad is None")
+    assert check(gm) == PASS
+    p.grad = kiln.ones(1)
+    assert check(gm) == (False, "net.weight.grad is None")
+    with pytest.raises(TypeError):
+        gm.root.arg(0).held(p, "x")
+
+
 class Obj:
     a = 1
 

@@ -131,10 +131,3 @@ def clip_grad_value_(parameters, clip_value, foreach=None) -> None:
     grads = [p.grad for p in parameters if p.grad is not None]
     for grad in grads:
         grad.clamp_(min=-clip_value, max=clip_value)
-
-
-# Under kiln.compile these read and write the parameters' .grad, which the capture does not
-# track: each runs eagerly at a graph break (kiln/_capture/calls.py, _EAGER_REASON).
-for _fn in (clip_grad_norm_, clip_grad_norm, clip_grad_value_, clip_grads_with_norm_):
-    _fn._kiln_eager_reason = "reads and writes the parameters' .grad, which compiled code does not"
-del _fn
