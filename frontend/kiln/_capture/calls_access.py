@@ -75,8 +75,8 @@ class AccessMixin:
             return ops.record(self.ctx, _attr_getter(name), [t], {}, name)
         if name == "grad":
             return self.tensor_grad(t)
-        if name == "grad_fn" and self._leaf_input(t) is not None and (
-                t.example.is_leaf or not t.example.requires_grad):
+        if name == "grad_fn" and (leaf := self._leaf_input(t)) is not None and (
+                leaf[0].is_leaf or not leaf[0].requires_grad):
             return V.ConstVar(None)  # its requires_grad is guarded, so this holds on every call
         if name in ("grad_fn", "_version"):
             raise V.Unsupported(f"Tensor.{name} is autograd state")
@@ -85,35 +85,37 @@ class AccessMixin:
         return V.TensorAttrVar(t, name)
 
     def _leaf_input(self, t: V.TensorVar):
-        """The source that re-reads the graph input `t` on every call (a baked parameter's is
-        the entry's reference to it), or None when `t` is computed or a contiguous copy."""
-        if t.source is None or self.ctx.input_by_id.get(t.example._impl_id) is not t or any(
-                v is t for _, v, _ in self.ctx.input_contiguous):
+        """(the caller's tensor, the source that re-reads it on every call) for a graph input
+        (a baked parameter's source is the entry's reference to it); None for a value computed
+        in the graph or an input the entry made contiguous."""
+        obj = t.input_object
+        if obj is None or t.source is None:
             return None
         if t.source.expr(self.ctx.state_labels) is None:
-            return HeldSource(t.example, t.source.name())
-        return t.source
+            return obj, HeldSource(obj, t.source.name())
+        return obj, t.source
 
     def tensor_grad(self, t: V.TensorVar) -> V.VT:
         """`p.grad` of a graph input (a parameter after an eager backward): read on every call
         as a graph input of its own, guarded by its metadata (None-ness included); an in-place
         change of it is written back as for any input, an assignment replayed with setattr."""
-        stored = side_effects.stored_attr(self.ctx, t.example, "grad")
+        leaf = self._leaf_input(t)
+        if leaf is None or not leaf[0].is_leaf:
+            raise V.Unsupported("Tensor.grad of a tensor computed in the graph (autograd state)")
+        obj, source = leaf
+        stored = side_effects.stored_attr(self.ctx, obj, "grad")
         if stored is not None:
             return stored
-        source = self._leaf_input(t)
-        if source is None or not t.example.is_leaf:
-            raise V.Unsupported("Tensor.grad of a tensor computed in the graph (autograd state)")
-        return self.ctx.wrap(t.example.grad, AttrSource(source, "grad"))
+        return self.ctx.wrap(obj.grad, AttrSource(source, "grad"))
 
     def set_tensor_grad(self, t: V.TensorVar, value: V.VT) -> None:
-        source = self._leaf_input(t)
-        if source is None or not t.example.is_leaf:
+        leaf = self._leaf_input(t)
+        if leaf is None or not leaf[0].is_leaf:
             raise V.Unsupported("assignment to .grad of a tensor computed in the graph")
         if not (isinstance(value, V.TensorVar) or
                 isinstance(value, V.ConstVar) and value.value is None):
             raise V.Unsupported(f"assignment of a {type(value).__name__} to Tensor.grad")
-        side_effects.record_store(self.ctx, t.example, source, "grad", value)
+        side_effects.record_store(self.ctx, leaf[0], leaf[1], "grad", value)
 
     def module_attr(self, mv: V.ModuleVar, name: str) -> V.VT:
         mod = mv.module
@@ -195,6 +197,14 @@ class AccessMixin:
             return
         if isinstance(obj, V.TensorVar) and name == "grad":
             self.set_tensor_grad(obj, value)
+            return
+        if isinstance(obj, V.TensorVar) and name == "data" and isinstance(value, V.TensorVar) and (
+                value.input_object is None and value.example.shape == obj.example.shape and
+                value.example.dtype == obj.example.dtype):
+            # `p.data = p.data - lr * g`, a manual update: written as a copy into p, so p's
+            # storage is not shared with the new value as eager's is (a value computed here,
+            # seen by no one else unless it is returned)
+            self.call_tensor_method(self.tensor_attr(obj, "data"), "copy_", [value], {})
             return
         raise V.Unsupported(f"assignment to attribute {name!r} of {type(obj).__name__}",
                             "keep state in local variables inside compiled code")

@@ -375,6 +375,8 @@ class CaptureContext:
         if array is not None and self.input_baked[-1] is None:
             self.input_numpy.add(len(self.input_sources) - 1)
         var = V.TensorVar(node, t, source)
+        if array is None and not any_strides:
+            var.input_object = t
         if any_strides:
             self.input_contiguous.append((len(self.input_sources) - 1, var, t))
         var.dynamic_dims = dyn

@@ -108,6 +108,9 @@ class TensorVar(VT):
     compiled code as an ndarray."""
 
     numpy = False
+    # A graph input's tensor as the caller gave it (`example` becomes a copy when the code
+    # changes the input in place); None for values computed in the graph.
+    input_object = None
 
     def __init__(self, node, example, source=None) -> None:
         self.node = node

@@ -119,6 +119,43 @@ def test_assigning_grad_is_replayed_and_later_reads_see_it():
     assert w.grad is None
 
 
+MANUAL_UPDATES = {
+    "isub": lambda p: p.__isub__(0.1 * p.grad),
+    "data_add_": lambda p: p.data.add_(p.grad, alpha=-0.1),
+    "copy_": lambda p: p.copy_(p - 0.1 * p.grad),
+    "data_assign": lambda p: setattr(p, "data", p.data - 0.1 * p.grad.data),
+}
+
+
+@pytest.mark.parametrize("update", MANUAL_UPDATES, ids=list(MANUAL_UPDATES))
+def test_manual_sgd_updates_compile_and_write_the_parameters_back(update):
+    """Hand-written SGD (`p -= lr * p.grad` under no_grad, `p.data.add_`, `p.data = ...`)
+    followed by clearing the gradient, compiled with no break and no eager node."""
+
+    def train(compiled):
+        net = _net()
+
+        def sgd():
+            with kiln.no_grad():
+                for p in net.parameters():
+                    MANUAL_UPDATES[update](p)
+                    p.grad.zero_()
+
+        run = kiln.compile(sgd) if compiled else sgd
+        for x, _ in _batches(3):
+            net(x).pow(2).sum().backward()
+            run()
+        net(x).pow(2).sum().backward()
+        explained = kiln.explain(sgd)() if compiled else sgd()
+        return [p.detach().numpy().copy() for p in net.parameters()], explained
+
+    want, _ = train(False)
+    got, explained = train(True)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    assert explained.graph_break_count == 0 and explained.fallbacks == [[]]
+
+
 def test_grad_of_a_computed_tensor_still_breaks_with_the_reason():
     x = kiln.randn(3, requires_grad=True)
 
