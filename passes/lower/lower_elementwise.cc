@@ -83,10 +83,12 @@ void lowerScalarArith(LowerContext &ctx, const ir::Node &n) {
   if (type == ir::ScalarType::Float && floats.size() == arity)
     if (std::optional<double> r = fold(n.op(), floats))
       return ctx.define(n.result(0), ScalarRef{type, *r});
-  // Python's ints do not wrap and raise on a zero divisor: those stay folded-only.
-  const bool pythonInt = type == ir::ScalarType::Int &&
-                         (n.op() == OpKind::FloorDivide || n.op() == OpKind::Remainder ||
-                          n.op() == OpKind::Pow || n.op() == OpKind::Mul);
+  // Python's ints raise on a zero divisor and grow past 64 bits under pow: those stay
+  // folded-only. A product of run-time ints (a loop index times a stride, `k * step`) is
+  // computed in int64, as the index arithmetic it is.
+  const bool pythonInt =
+      type == ir::ScalarType::Int &&
+      (n.op() == OpKind::FloorDivide || n.op() == OpKind::Remainder || n.op() == OpKind::Pow);
   if (type == ir::ScalarType::Bool || arity > 2 || pythonInt)
     ctx.decline(n, "arithmetic on Python numbers is only folded when they are known at compile "
                    "time (literals and sizes)");

@@ -38,6 +38,9 @@ MIN_TRIPS = 8
 # a node (each iteration's kernels stay small and cache-friendly) and compile faster.
 UNROLL_OPS = 1024
 SMALL_ELEMENTS = 1 << 16
+# Iterations after the node that the body does not stand for (slices clipped by an array's end)
+# are unrolled when they record at most TAIL_OPS ops; else the whole loop unrolls.
+TAIL_OPS = 1024
 
 _REJECTED_OPS = {
     "RETURN_VALUE": "returns from inside the loop",
@@ -356,6 +359,7 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         frame.loop_break = outer_break
         results = _check_iteration(frame, saved, stored, before, carried, live, symbolic, body,
                                    first_serial, trips, brk)
+        until = _uniform_until(body, it, first, symbolic, brk) if index_read else len(it.items)
         # the results' sizes as symbols, so what reads them after the loop stays symbolic
         sizes = [ctx._sizes_of(v.node) if ctx.has_symbols else None for _, v in results]
     except (V.Unsupported, V.RestartStatic, NotALoopNode) as e:
@@ -381,11 +385,33 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         if name not in before and name not in live:
             frame.locals.pop(name, None)
     if index_name in live:
-        frame.locals[index_name] = it.items[-1]
+        frame.locals[index_name] = it.items[until - 1]
     else:
         frame.locals.pop(index_name, None)
-    _record(frame, it, body, before, carried, results, sizes, inst, brk)
+    _record(frame, it, body, before, carried, results, sizes, inst, brk, until)
     return True
+
+
+def _uniform_until(body: BodyGraph, it: V.IteratorVar, first: int, symbolic: bool,
+                   brk: BreakPoint | None) -> int:
+    """Where the iterations the body stands for end (loops_uniform.py); the ones after it, a
+    short tail, run unrolled after the node."""
+    from kiln._capture import loops_uniform
+
+    try:
+        until = loops_uniform.uniform_until(body, it.items, first)
+    except loops_uniform.Unverified as e:
+        raise NotALoopNode(str(e)) from None
+    tail = len(it.items) - until
+    if tail and (symbolic or brk is not None or until - first < 2
+                 or tail * body.op_count() > TAIL_OPS):
+        raise NotALoopNode(f"the iteration at index {it.items[until].const()} is not the first "
+                           "one's program (a slice clipped by an array's end)")
+    if tail:
+        logs.log("graph", f"loop node stops before index {it.items[until].const()}: the last "
+                          f"{tail} iteration(s) differ (a slice clipped by an array's end) and "
+                          "run unrolled")
+    return until
 
 
 def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body,
@@ -472,9 +498,10 @@ def _largest(body: BodyGraph) -> int:
 
 
 def _record(frame, it, body: BodyGraph, before: dict, carried: list, results: list,
-            sizes: list, inst, brk: BreakPoint | None) -> None:
-    """The loop node in the enclosing graph, its results bound to the locals, and the frame
-    moved past the loop as if it had run."""
+            sizes: list, inst, brk: BreakPoint | None, until: int) -> None:
+    """The loop node in the enclosing graph for the iterations before `until`, its results
+    bound to the locals, and the frame moved past the loop as if it had run (or back to the
+    loop's head, to unroll the iterations from `until` on)."""
     import operator
 
     ctx = frame.ctx
@@ -482,6 +509,8 @@ def _record(frame, it, body: BodyGraph, before: dict, carried: list, results: li
     if it.sym_bounds is None:
         start, stop, step = it.range.start, it.range.stop, it.range.step
         start += it.pos * step  # past a peeled first iteration
+        if until < len(it.items):
+            stop = it.items[until].const()
     else:  # range(stop), range(start, stop) or range(start, stop, step)
         bounds = [b.node if isinstance(b, V.SymIntVar) else b.const() for b in it.sym_bounds]
         start, stop, step = [0, *bounds, 1] if len(bounds) == 1 else [*bounds, 1][:3]
@@ -503,6 +532,9 @@ def _record(frame, it, body: BodyGraph, before: dict, carried: list, results: li
         out = copy.copy(var)
         out.node, out.source = item, None
         frame.locals[name] = out
-    it.pos = len(it.items)
+    it.pos = until
+    if until < len(it.items):
+        frame.jump_to(inst.offset)  # FOR_ITER again: the tail unrolls
+        return
     frame.pop()  # the iterator
     frame.jump_to(inst.argval)

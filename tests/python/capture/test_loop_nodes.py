@@ -621,3 +621,49 @@ def test_row_writes_into_a_large_history_are_written_in_place(no_unroll):
     assert len(reasons) == 3  # the three row writes; the arithmetic compiles
     assert all("a few elements into a large input array" in r for r in reasons)
     assert body_report.compiled_nodes > 0
+
+
+def _chunk_means(x, w, batch):
+    for s in range(0, x.shape[0], batch):
+        xb = x[s:s + batch]  # the last chunk is shorter
+        w += xb.sum(axis=0) / len(xb)
+    return w
+
+
+def _window_means(x, width, step):
+    n = x.shape[0] // step
+    out = np.zeros(n)
+    for k in range(n):
+        seg = x[k * step:k * step + width]  # windows near the end are clipped
+        out[k] = seg.sum() / seg.size
+    return out
+
+
+def _ramp_rows(x, out, batch):
+    for s in range(0, x.shape[0], batch):
+        xb = x[s:s + batch]
+        out[s:s + batch] = xb[:, 0] * np.arange(len(xb))
+    return out
+
+
+@pytest.mark.parametrize("case", [
+    (_chunk_means, lambda rng: (rng.random((400, 5)), np.zeros(5), 24), 1),
+    (_window_means, lambda rng: (rng.random(2000), 30, 10), 2),
+    (_ramp_rows, lambda rng: (rng.random((400, 3)), np.zeros(400), 24), 1),
+], ids=["len_of_chunk", "size_of_window", "arange_of_len"])
+def test_slices_clipped_by_the_arrays_end_leave_the_node_and_unroll(no_unroll, case):
+    """The body is evaluated at the first index: the iterations whose slices the array's end
+    clips (a shorter last chunk, so `len(xb)` differs) are not that program. The node covers
+    the iterations before them and the clipped ones run unrolled after it."""
+    fn, make_args, tail = case
+    want, got, report, wa, ga = run_both(fn, *make_args(np.random.default_rng(7)))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    for w, g in zip(wa, ga, strict=True):
+        if isinstance(w, np.ndarray):
+            np.testing.assert_allclose(g, w, rtol=1e-12)
+    (node,) = loop_nodes(report)
+    start, stop, step = node.args[:3]
+    assert len(range(start, stop, step)) == {_chunk_means: 16, _window_means: 198,
+                                             _ramp_rows: 16}[fn]
+    assert report.graph_break_count == 0 and eager_nodes(report) == 0
+    assert tail >= 1

@@ -1,0 +1,140 @@
+"""Whether one evaluation of a loop body stands for the iterations at other index values.
+
+The body is evaluated at the first index. A slice bounded by the index (`x[s:s + batch]`,
+`x[k * step:k * step + w]`) has that iteration's length everywhere the capture used it: in the
+graph, and in Python values taken from it (`len(xb)`, `xb.size`, `np.arange(len(xb))`), which
+are constants. Where the last slices are clipped by the end of the array, those iterations are
+different programs. This module finds them: the shapes of the body's index-dependent values are
+worked out again at another index value, on stand-ins (zero-stride tensors of the examples'
+shapes, so no data is read or written), and compared with the first iteration's. The loop
+node then covers the iterations up to the first that differs, and the rest run unrolled.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import kiln
+from kiln._capture.graph import Node, is_impure, replace_nodes
+
+_DIFFERS = object()  # a shape or int changed, or an evaluation failed where the first passed
+
+
+class Unverified(Exception):
+    """The stand-in evaluation failed at the first index itself: nothing can be compared."""
+
+
+def _dependents(body, index: Node) -> set:
+    """The ids of the body nodes computed from the index."""
+    dep = {id(index)}
+    for node in body.nodes:
+        if node.op != "call":
+            continue
+        found = []
+        replace_nodes((node.args, node.kwargs), lambda n: found.append(id(n) in dep) or n)
+        if any(found):
+            dep.add(id(node))
+    return dep
+
+
+def _reads_int_of_index(node: Node, dep: set) -> bool:
+    """Whether a call takes a Python value (an int) computed from the index: its result's shape
+    may then differ between iterations."""
+    found = []
+
+    def visit(n: Node) -> Node:
+        found.append(id(n) in dep and not isinstance(n.meta.get("example"), kiln.Tensor))
+        return n
+
+    replace_nodes((node.args, node.kwargs), visit)
+    return any(found)
+
+
+def _stand_in(example):
+    """A tensor of the example's dtype and shape whose data does not matter: small ones real
+    (any op takes them), large ones one element seen through zero strides."""
+    if isinstance(example, kiln.Tensor):
+        if example.numel() <= 1 << 16:
+            return kiln.zeros(tuple(example.shape), dtype=example.dtype)
+        return kiln.zeros((), dtype=example.dtype).expand(*example.shape)
+    return example
+
+
+def _shape(value):
+    if isinstance(value, kiln.Tensor):
+        return tuple(value.shape)
+    if type(value) in (tuple, list):
+        return tuple(_shape(v) for v in value)
+    return None
+
+
+def signature(body, index: Node, dep: set, value: int) -> list | object:
+    """The shapes of the index-dependent values with the index at `value` (in node order), or
+    _DIFFERS when a dependent tensor's shape already differs from its example's."""
+    env: dict = {id(index): value}
+    shapes = []
+
+    def arg(n: Node):
+        return env[id(n)] if id(n) in env else _stand_in(n.meta.get("example"))
+
+    for node in body.nodes:
+        if node.op != "call" or id(node) not in dep:
+            continue
+        args, kwargs = replace_nodes(node.args, arg), replace_nodes(node.kwargs, arg)
+        if is_impure(node):  # not run: the region it writes, and what it writes, are compared
+            if node.target is operator.setitem:
+                try:
+                    shapes.append((_shape(args[0][args[1]]), _shape(args[2])))
+                except Exception:  # noqa: BLE001 - out of range here: not the same program
+                    return _DIFFERS
+            else:
+                shapes.append(_shape((args, kwargs)))
+            env[id(node)] = _stand_in(node.meta.get("example"))
+            continue
+        if not _reads_int_of_index(node, dep):
+            # only tensors computed from the index, whose shapes are the examples' so far: the
+            # result's shape is the example's too (nothing runs)
+            shapes.append(_shape(node.meta.get("example")))
+            env[id(node)] = _stand_in(node.meta.get("example"))
+            continue
+        try:
+            out = node.target(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - fails at this index: not the same program
+            return _DIFFERS
+        example = node.meta.get("example")
+        if _shape(out) != _shape(example) or (
+                type(example) is int and type(out) is not int):
+            return _DIFFERS
+        shapes.append(_shape(out))
+        env[id(node)] = out
+    return shapes
+
+
+def uniform_until(body, items: list, first: int) -> int:
+    """The position in `items` (the loop's index values) of the first iteration that the body
+    evaluated at items[first] does not stand for, or len(items). Iterations that differ are
+    taken to be a suffix (slices clipped by the end of an array), found by bisection."""
+    index = next((n for n in body.inputs if n.meta.get("loop_index")), None)
+    if index is None:
+        return len(items)
+    dep = _dependents(body, index)
+    if len(dep) == 1:
+        return len(items)
+    reference = signature(body, index, dep, items[first].const())
+    if reference is _DIFFERS:
+        raise Unverified("the body's shapes could not be worked out at other index values")
+
+    def same(k: int) -> bool:
+        return signature(body, index, dep, items[k].const()) == reference
+
+    last = len(items) - 1
+    if same(last) and same((first + last) // 2):
+        return len(items)
+    lo, hi = first, last  # items[lo] is the same program, items[hi] may not be
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if same(mid):
+            lo = mid
+        else:
+            hi = mid
+    return hi if not same(hi) else len(items)
