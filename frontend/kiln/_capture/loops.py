@@ -19,7 +19,10 @@ when it breaks, returns what the locals held at the test); it changes no Python 
 before it (lists, dicts, attributes, cells, globals); it records at least one tensor op; and
 every local it rebinds keeps its dtype, shape and kind (a tensor) or its value (anything
 else). Any other loop is unrolled as before, which is always correct; so is a constant loop
-whose unrolled graph stays small (`UNROLL_OPS`), which fuses across iterations.
+whose unrolled graph stays small (`UNROLL_OPS`), which fuses across iterations. The shapes
+that depend on the index are checked at other index values (`loops_uniform.py`): iterations
+whose slices an array's end clips (a shorter last chunk) are not the first one's program, so
+the node stops before them and they run unrolled.
 """
 
 from __future__ import annotations
