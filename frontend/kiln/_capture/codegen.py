@@ -46,7 +46,7 @@ class _Builder:
                     return e
             if id(v.node) in self.index:
                 return f"_np_out(_o[{self.index[id(v.node)]}])"
-        if isinstance(v, (V.TensorVar, V.SymIntVar)):
+        if isinstance(v, (V.TensorVar, V.SymIntVar, V.RunIntVar)):
             if id(v.node) in self.index:
                 return f"_o[{self.index[id(v.node)]}]"
             raise AssertionError(f"{v} is not a graph output")
@@ -173,7 +173,7 @@ class _Builder:
 
 
 def tensors_in(values) -> list:
-    """Distinct TensorVar/SymIntVar reachable from variables, in first-seen order."""
+    """Distinct TensorVar/SymIntVar/RunIntVar reachable from variables, in first-seen order."""
     from kiln._capture.calls_numpy import NumpyCallVar
 
     found: dict = {}
@@ -183,7 +183,7 @@ def tensors_in(values) -> list:
         if id(v) in seen:
             return
         seen.add(id(v))
-        if isinstance(v, (V.TensorVar, V.SymIntVar)):
+        if isinstance(v, (V.TensorVar, V.SymIntVar, V.RunIntVar)):
             found.setdefault(id(v.node), v)
         elif isinstance(v, (V.ListVar, V.TupleVar)):
             for i in v.items:

@@ -70,6 +70,22 @@ class BecomesTensor(NotALoopNode):
     then `b = b - lr * grad`): after the first iteration, which runs unrolled, every iteration
     is the same and the rest may be a node."""
 
+    def __init__(self, name: str, after: V.TensorVar) -> None:
+        super().__init__(f"{name!r} starts as a number and becomes a tensor")
+        self.name, self.after = name, after
+
+
+def _as_zero_dim(frame, number: V.VT, like: V.TensorVar) -> V.VT:
+    """`number` as a 0-d tensor (or array) of `like`'s dtype, recorded in the enclosing graph."""
+    from kiln._capture import ops
+
+    if like.example.dim() != 0:
+        raise NotALoopNode("a number becomes a tensor of more than 0 dims")
+    var = ops.record(frame.ctx, kiln.full, [V.ConstVar(()), number],
+                     {"dtype": V.ConstVar(like.example.dtype)})
+    var.numpy = like.numpy
+    return var
+
 
 def _number(v: V.VT) -> bool:
     return isinstance(v, V.ConstVar) and type(v.value) in (int, float) or (
@@ -162,8 +178,14 @@ class LoopCall:
         self.__name__ = self.__qualname__ = "kiln_loop"
 
     def with_body(self, run_body) -> LoopCall:
-        return LoopCall(self.body, self.carried_slots, self.index_slot, self.breaks_when,
+        loop = LoopCall(self.body, self.carried_slots, self.index_slot, self.breaks_when,
                         run_body)
+        loop.index_out = self.index_out
+        return loop
+
+    # (the index's name, its value before the loop or _UNBOUND) when the node also returns the
+    # index it stopped at (read after a loop that breaks or has a run-time length)
+    index_out = None
 
     def __call__(self, start: int, stop: int, step: int, *args):
         run = self.run_body if self.run_body is not None else self.body.forward
@@ -171,18 +193,28 @@ class LoopCall:
         outputs = tuple(args[slot] for slot in self.carried_slots)
         index_slot = self.index_slot
         breaks_when = self.breaks_when
+        last = self.index_out[1] if self.index_out is not None else None
         for i in range(start, stop, step):
+            last = i
             if index_slot is not None:
                 args[index_slot] = i
             outputs = run(*args)
             if breaks_when is not None:  # (test, the iteration's results, the break's)
                 n = (len(outputs) - 1) // 2
                 if bool(outputs[0]) == breaks_when:
-                    return tuple(outputs[1 + n:])
+                    return self._with_index(tuple(outputs[1 + n:]), last)
                 outputs = outputs[1:1 + n]
             for k, slot in enumerate(self.carried_slots):
                 args[slot] = outputs[k]
-        return tuple(outputs)
+        return self._with_index(tuple(outputs), last)
+
+    def _with_index(self, outputs: tuple, last) -> tuple:
+        if self.index_out is None:
+            return outputs
+        if last is _UNBOUND:  # no trips, and the index had no value: Python's error
+            raise UnboundLocalError(f"cannot access local variable {self.index_out[0]!r} where "
+                                    "it is not associated with a value")
+        return (*outputs, last)
 
     def __repr__(self) -> str:
         return f"<kiln loop of {self.body.name}>"
@@ -324,8 +356,9 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         index_name, index_read = _index_name(frame, body_insts)
         stored = list(dict.fromkeys(i.argval for i in body_insts if i.opname == "STORE_FAST"))
         live = _read_outside(frame, stored, body_insts)
-        if (symbolic or brk is not None) and index_name in live:
-            raise NotALoopNode("the loop index is read after a loop of run-time length")
+        # after a loop whose length only the run knows, the index is what the node returns
+        returns_index = (symbolic or brk is not None) and index_name in live
+        index_default = _index_before(frame, index_name) if returns_index else None
     except NotALoopNode as e:
         logs.log("graph", f"loop at line {loop_line} unrolled: {e}")
         return False
@@ -371,6 +404,15 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         saved.restore(frame)
         ctx._typed_upto, ctx._int_syms = typing
         why = str(e) or "the loop index is needed as a Python value"  # RestartStatic
+        if isinstance(e, BecomesTensor) and first == 0 and brk is not None and not symbolic \
+                and not getattr(it, "promoted", False):
+            # An unrolled first iteration would meet the break test as a Python branch on a
+            # tensor: the number becomes the 0-d array the loop makes of it instead (exact: the
+            # constant range runs at least once, so the loop always rebinds it)
+            it.promoted = True
+            frame.locals[e.name] = _as_zero_dim(frame, before[e.name], e.after)
+            logs.log("graph", f"loop at line {loop_line}: {e}; it starts as a 0-d array")
+            return try_capture(frame, inst, it)
         if isinstance(e, BecomesTensor) and first == 0:
             it.peeled = 1  # the first iteration runs unrolled, the others may be a node
             why += "; the first iteration is peeled off"
@@ -391,8 +433,23 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         frame.locals[index_name] = it.items[until - 1]
     else:
         frame.locals.pop(index_name, None)
-    _record(frame, it, body, before, carried, results, sizes, inst, brk, until)
+    _record(frame, it, body, before, carried, results, sizes, inst, brk, until,
+            (index_name, index_default) if returns_index else None)
     return True
+
+
+_UNBOUND = object()  # the index had no value before the loop (a loop of no trips leaves none)
+
+
+def _index_before(frame, name: str):
+    """The loop index's value before the loop (what a loop of no trips leaves): an int or
+    _UNBOUND; anything else makes the loop unroll."""
+    v = frame.locals.get(name)
+    if v is None:
+        return _UNBOUND
+    if isinstance(v, V.ConstVar) and type(v.value) is int:
+        return v.value
+    raise NotALoopNode("the loop index had a value other than an int before the loop")
 
 
 def _uniform_until(body: BodyGraph, it: V.IteratorVar, first: int, symbolic: bool,
@@ -441,7 +498,7 @@ def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body
         if name in before:
             if not _same_kind(before[name], after):
                 if _number(before[name]) and isinstance(after, V.TensorVar):
-                    raise BecomesTensor(f"{name!r} starts as a number and becomes a tensor")
+                    raise BecomesTensor(name, after)
                 raise NotALoopNode(f"{name!r} changes from one iteration to the next")
         elif name not in live:
             continue
@@ -453,7 +510,9 @@ def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body
             raise NotALoopNode(f"{name!r} is a {type(after).__name__} made in the loop")
     if body.op_count() == 0:
         raise NotALoopNode("the body records no tensor op")
-    if not symbolic and trips * body.op_count() <= UNROLL_OPS and _largest(body) < SMALL_ELEMENTS:
+    # (a loop that breaks on a tensor stays a node: unrolled, its test would break the graph)
+    if not symbolic and brk is None and trips * body.op_count() <= UNROLL_OPS and \
+            _largest(body) < SMALL_ELEMENTS:
         raise NotALoopNode(f"unrolled, {trips} x {body.op_count()} ops on small tensors")
     for node in body.nodes:  # (inputs may require grad: under no_grad nothing records)
         ex = node.meta.get("example")
@@ -501,7 +560,8 @@ def _largest(body: BodyGraph) -> int:
 
 
 def _record(frame, it, body: BodyGraph, before: dict, carried: list, results: list,
-            sizes: list, inst, brk: BreakPoint | None, until: int) -> None:
+            sizes: list, inst, brk: BreakPoint | None, until: int,
+            index_out: tuple | None) -> None:
     """The loop node in the enclosing graph for the iterations before `until`, its results
     bound to the locals, and the frame moved past the loop as if it had run (or back to the
     loop's head, to unroll the iterations from `until` on)."""
@@ -525,8 +585,11 @@ def _record(frame, it, body: BodyGraph, before: dict, carried: list, results: li
     index_slot = body.sources.index(INDEX) if INDEX in body.sources else None
     examples = tuple(v.example for _, v in results)
     breaks_when = brk.breaks_when if brk is not None else None
-    node = outer.call(LoopCall(body, slots, index_slot, breaks_when), (start, stop, step, *args),
-                      {}, examples, loc=ctx.loc)
+    loop = LoopCall(body, slots, index_slot, breaks_when)
+    if index_out is not None:
+        loop.index_out = index_out
+        examples += (it.items[until - 1].const(),)
+    node = outer.call(loop, (start, stop, step, *args), {}, examples, loc=ctx.loc)
     node.meta["result_sym_sizes"] = sizes
     for k, (name, var) in enumerate(results):
         item = outer.call(operator.getitem, (node, k), {}, var.example, loc=ctx.loc)
@@ -535,6 +598,9 @@ def _record(frame, it, body: BodyGraph, before: dict, carried: list, results: li
         out = copy.copy(var)
         out.node, out.source = item, None
         frame.locals[name] = out
+    if index_out is not None:
+        item = outer.call(operator.getitem, (node, len(results)), {}, examples[-1], loc=ctx.loc)
+        frame.locals[index_out[0]] = V.RunIntVar(item)
     it.pos = until
     if until < len(it.items):
         frame.jump_to(inst.offset)  # FOR_ITER again: the tail unrolls

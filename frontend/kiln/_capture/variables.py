@@ -143,6 +143,21 @@ class SymIntVar(VT):
         return f"SymIntVar({self.node.name}, hint={self.hint})"
 
 
+class RunIntVar(VT):
+    """An int only the run knows (the index a loop node stopped at): the compiled code can
+    return it or hand it to the code after a graph break, and any other use breaks the graph
+    there, where the resumed code has the real int."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+
+    def python_type(self):
+        return int
+
+    def __repr__(self) -> str:
+        return f"RunIntVar({self.node.name})"
+
+
 class SymFloatVar(SymIntVar):
     """A float that varies between calls (e.g. the result of `.item()` before a resume point):
     a graph input rather than a guarded constant, so new values do not recompile."""

@@ -289,6 +289,11 @@ def diag(v, k=0):
     return kiln.where(cols - rows == k, value, kiln.zeros((), dtype=v.dtype))
 
 
+def diagflat(v, k=0):
+    """The flattened input on the k-th diagonal of a square matrix."""
+    return diag(_tensor(v).reshape(-1), k)
+
+
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     a = _tensor(a)
     rdt = _dt.reduction_result("sum", a.dtype, dtype)
@@ -322,6 +327,7 @@ FUNCTIONS = {
     np.concatenate: concatenate, np.stack: stack, np.vstack: vstack, np.hstack: hstack,
     np.column_stack: column_stack, np.where: where, np.clip: clip, np.tril: tril, np.triu: triu,
     np.roll: roll, np.flip: flip, np.fliplr: fliplr, np.flipud: flipud, np.sort: sort,
-    np.argsort: argsort, np.pad: pad, np.copy: copy, np.diag: diag, np.diagonal: diagonal,
+    np.argsort: argsort, np.pad: pad, np.copy: copy, np.diag: diag, np.diagflat: diagflat,
+    np.diagonal: diagonal,
     np.trace: trace, np.repeat: repeat, np.tile: tile,
 }

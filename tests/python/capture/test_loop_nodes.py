@@ -667,3 +667,72 @@ def test_slices_clipped_by_the_arrays_end_leave_the_node_and_unroll(no_unroll, c
                                              _ramp_rows: 16}[fn]
     assert report.graph_break_count == 0 and eager_nodes(report) == 0
     assert tail >= 1
+
+
+def _jacobi(A, b, tol, maxit):
+    x = np.zeros_like(b)
+    D = np.diag(A)
+    R = A - np.diagflat(D)
+    err = np.inf
+    for it in range(maxit):  # noqa: B007 - read after the loop
+        x_new = (b - R @ x) / D
+        err = np.max(np.abs(x_new - x))
+        x = x_new
+        if err < tol:
+            break
+    return x, it, err
+
+
+def test_solver_that_breaks_returns_its_iteration_count_from_the_node():
+    """`return x, it, err` after `if err < tol: break`: the node returns the index it stopped
+    at, and `err = np.inf` before the loop starts as the 0-d array the loop makes of it (an
+    unrolled first iteration would branch on the test in Python)."""
+    rng = np.random.default_rng(4)
+    A, b = rng.random((40, 40)) + 40 * np.eye(40), rng.random(40)
+    for tol, maxit in [(1e-10, 500), (1e-3, 500), (1e-30, 12)]:  # converges early or runs out
+        want, got, report, _, _ = run_both(_jacobi, A, b, tol, maxit)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+        assert type(got[1]) is int and got[1] == want[1]
+        assert type(got[2]) is type(want[2]) and got[2] == want[2]
+        assert report.graph_count == 1 and report.graph_break_count == 0
+        assert len(loop_nodes(report)) == 1 and eager_nodes(report) == 0
+
+
+def test_index_after_a_loop_of_run_time_length_is_the_nodes_result(no_unroll):
+    def halve(n, x):
+        i = -1
+        for i in range(n):  # noqa: B007 - read after the loop
+            x = x * 0.5 + 1
+        return x, i
+
+    def halve_unbound(n, x):
+        for i in range(n):  # noqa: B007 - read after the loop
+            x = x * 0.5 + 1
+        return x, i
+
+    compiled = kiln.compile(halve)
+    records: list = []
+    compiler_of(compiled).recorder = records
+    for n in [9, 14, 30, 0]:
+        want, got = halve(n, np.ones(3)), compiled(n, np.ones(3))
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+        assert got[1] == want[1]
+    assert len(records) == 2  # the first count, then the run-time count
+    unbound = kiln.compile(halve_unbound)
+    for n in [9, 11]:
+        assert unbound(n, np.ones(2))[1] == n - 1
+    with pytest.raises(UnboundLocalError, match="'i'"):
+        unbound(0, np.ones(2))
+
+
+def test_the_index_used_as_a_number_after_the_loop_breaks_there():
+    rng = np.random.default_rng(5)
+    A, b = rng.random((20, 20)) + 20 * np.eye(20), rng.random(20)
+
+    def steps_taken(A, b):
+        x, it, err = _jacobi(A, b, 1e-8, 300)
+        return x, it + 1
+
+    want, got, report, _, _ = run_both(steps_taken, A, b)
+    assert got[1] == want[1] and type(got[1]) is int
+    assert len(loop_nodes(report)) == 1
