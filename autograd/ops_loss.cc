@@ -126,10 +126,22 @@ Tensor binaryCrossEntropy(const Tensor &input_, const Tensor &target_, const Ten
                  [&] { return kiln::ops::binaryCrossEntropy(input, target, weight, reduction); }))
     return out;
   kiln::ops::binaryCrossEntropy(input, target, weight, reduction); // the kernel's range checks
-  // torch clamps each log at -100.
-  Tensor logx = maximum(log(input), number(-100.0));
-  Tensor log1mx = maximum(log(sub(number(1.0), input)), number(-100.0));
-  Tensor l = neg(add(mul(target, logx), mul(sub(number(1.0), target), log1mx)));
+  // torch clamps each log at -100, and its gradient is torch's formula, not the logs':
+  // (x - t) / max(x (1 - x), 1e-12), finite where x saturates at 0 or 1 (a sigmoid of a large
+  // logit, whose chained gradient is then torch's too). The loss is computed from x detached,
+  // plus (x - x.detach()) times that gradient: zero in value, the gradient in derivative. The
+  // target's gradient comes from the logs, which read 1 where their argument is 0 (safe logs,
+  // so no 0 * 1/0 either).
+  auto clampedLog = [](const Tensor &v) {
+    Tensor nonzero = kiln::ops::ne(v, number(0.0));
+    Tensor safe = where(nonzero, v, number(1.0));
+    return maximum(where(nonzero, log(safe), number(-100.0)), number(-100.0));
+  };
+  const Tensor x = detach(input);
+  Tensor l = neg(add(mul(target, clampedLog(x)),
+                     mul(sub(number(1.0), target), clampedLog(sub(number(1.0), x)))));
+  Tensor slope = detach(div(sub(x, target), maximum(mul(x, sub(number(1.0), x)), number(1e-12))));
+  l = add(l, mul(sub(input, x), slope));
   return reduced(weight.defined() ? mul(l, weight) : l, reduction);
 }
 

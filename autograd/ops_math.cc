@@ -76,9 +76,9 @@ KILN_FROM_INPUT(selu, "EluBackward0",
 KILN_FROM_INPUT(hardsigmoid, "HardsigmoidBackward0",
                 b.zeroWhere(b.scale(g, 1.0 / 6.0),
                             b.logicalOr(b.leScalar(x, -3.0), b.geScalar(x, 3.0))))
-KILN_FROM_INPUT(hardswish, "HardswishBackward0",
-                b.where(b.ltScalar(x, -3.0), b.scale(g, 0.0),
-                        b.where(b.leScalar(x, 3.0),
+KILN_FROM_INPUT(hardswish, "HardswishBackward0", // torch's kinks: 0 at -3, 1 at 3
+                b.where(b.leScalar(x, -3.0), b.scale(g, 0.0),
+                        b.where(b.ltScalar(x, 3.0),
                                 b.mul(g, b.scale(b.addScalar(b.scale(x, 2.0), 3.0), 1.0 / 6.0)),
                                 g)))
 KILN_FROM_INPUT(mish, "MishBackward0", [&] {

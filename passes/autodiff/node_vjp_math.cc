@@ -90,7 +90,8 @@ V unaryGrad(B &b, const ir::Node &n, V g) {
     return b.zeroWhere(b.scale(g, 1.0 / 6.0), b.logicalOr(b.leScalar(x, -3.0), b.geScalar(x, 3.0)));
   case OpKind::Hardswish: {
     V middle = b.mul(g, b.scale(b.addScalar(b.scale(x, 2.0), 3.0), 1.0 / 6.0));
-    return b.where(b.ltScalar(x, -3.0), b.scale(g, 0.0), b.where(b.leScalar(x, 3.0), middle, g));
+    // torch's kinks: 0 at -3, 1 at 3
+    return b.where(b.leScalar(x, -3.0), b.scale(g, 0.0), b.where(b.ltScalar(x, 3.0), middle, g));
   }
   case OpKind::LogSigmoid:
     return b.mul(g, b.rsubScalar(b.sigmoid(x), 1.0));

@@ -38,16 +38,30 @@ def _s_bce(input, target, weight=None, size_average=None, reduce=None, reduction
 
 @decomposition(_s_bce, _BCE)
 def _binary_cross_entropy(b, input, target, weight, size_average, reduce, reduction):
-    """(t - 1) * max(log1p(-x), -100) - t * max(log(x), -100)."""
+    """(t - 1) * max(log1p(-x), -100) - t * max(log(x), -100) of x detached, plus (x -
+    x.detach()) * (x - t) / max(x (1 - x), 1e-12): eager's formula (autograd/ops_loss.cc), whose
+    gradient in x is torch's, finite where x is exactly 0 or 1."""
     x, t = b.float_tensor(input), b.float_tensor(target)
     _same_shape(b, x, t, "binary_cross_entropy")
     if b.dtype(x) != b.dtype(t):
         raise Decline("binary_cross_entropy of different dtypes (eager reports it)")
-    log_x = b.clamp(b.log(x), min=-100.0)
-    log_1mx = b.clamp(b.log1p(b.neg(x)), min=-100.0)
+    xd = b.detach(x)
+    log_x = _clamped_log(b, xd, of_one_minus=False)
+    log_1mx = _clamped_log(b, xd, of_one_minus=True)
     values = b.sub(b.mul(b.sub(t, 1.0), log_1mx), b.mul(t, log_x))
+    slope = b.detach(b.div(b.sub(xd, t), b.clamp(b.mul(xd, b.sub(1.0, xd)), min=1e-12)))
+    values = b.add(values, b.mul(b.sub(x, xd), slope))
     values = _weighted(b, values, weight, b.dtype(x))
     return b.reduce(values, _legacy_reduction(size_average, reduce, reduction))
+
+
+def _clamped_log(b, x, of_one_minus: bool):
+    """max(log(x), -100), or max(log1p(-x), -100), with no NaN gradient where the log's argument
+    is 0: the log reads a safe value there (a probability outside [0, 1] still gives NaN)."""
+    nonzero = b.ne(x, 1.0) if of_one_minus else b.ne(x, 0.0)
+    safe = b.where(nonzero, x, 0.0 if of_one_minus else 1.0)
+    logged = b.log1p(b.neg(safe)) if of_one_minus else b.log(safe)
+    return b.clamp(b.where(nonzero, logged, -100.0), min=-100.0)
 
 
 def _s_bce_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
@@ -77,13 +91,15 @@ def _enum(reduction) -> str:
 
 
 def _bce_logits(b, input, target, weight, pos_weight, reduction: str):
-    """(1 - t) * x + (1 + (pos_weight - 1) * t) * softplus(-x), softplus(-x) written stably as
-    log1p(exp(-|x|)) + max(-x, 0); the result has the target's dtype, as eager's."""
+    """(1 - t) * x + (1 + (pos_weight - 1) * t) * softplus(-x), softplus(-x) as -logsigmoid(x),
+    eager's formula: one op whose derivative is right at x = 0 (written with abs and max, each
+    with a zero derivative there, the slope at 0 would be -t, not 1/2 - t); the result has the
+    target's dtype, as eager's."""
     x, t = b.float_tensor(input), b.float_tensor(target)
     _same_shape(b, x, t, "binary_cross_entropy_with_logits")
     if b.dtype(x) != b.dtype(t):
         raise Decline("binary_cross_entropy_with_logits of different dtypes")
-    softplus_neg = b.add(b.log1p(b.exp(b.neg(b.abs(x)))), b.clamp(b.neg(x), min=0.0))
+    softplus_neg = b.neg(b.log_sigmoid(x))
     if pos_weight is not None:
         scale = b.add(b.mul(b.sub(b.tensor(pos_weight), 1.0), t), 1.0)
         softplus_neg = b.mul(scale, softplus_neg)
