@@ -124,13 +124,29 @@ Tensor select(const Tensor &self, int64_t dim, int64_t index) {
   return recordView("SelectBackward0", self, out, sliceBack(self, d, i, i + 1, 1, true));
 }
 
+/// The slices of `self` along dim, views recorded by one node whose backward stacks their
+/// gradients: an RNN's per-step inputs, unbound once, cost one pass in the backward, where a
+/// select per step would add a zero-padded copy of self per step (quadratic in the length).
 std::vector<Tensor> unbind(const Tensor &self, int64_t dim) {
   if (!anyRequiresGrad({&self}))
     return self.unbind(dim);
   int64_t d = wrapDim(dim, self.dim(), "unbind");
-  std::vector<Tensor> parts;
-  for (int64_t i = 0; i < self.size(d); ++i)
-    parts.push_back(select(self, d, i));
+  std::vector<Tensor> parts = self.unbind(d);
+  const Tensor *inputs[] = {&self};
+  bool recorded = record("UnbindBackward0", inputs, parts, [&](const NodePtr &) {
+    Shape piece = self.sizes();
+    piece.erase(piece.begin() + d);
+    return [d, piece, n = parts.size(), dt = self.dtype()](B &b, const Node &, Grads &g) {
+      std::vector<Tensor> pieces;
+      for (size_t i = 0; i < n; ++i)
+        pieces.push_back(
+            b.unsqueeze(i < g.size() && g[i].defined() ? g[i] : b.zeros(piece, dt), d));
+      return Grads{b.cat(pieces, d)};
+    };
+  });
+  if (recorded) // the parts are views of self's base (an in-place write rewrites it)
+    for (Tensor &p : parts)
+      markView(p, self, true);
   return parts;
 }
 

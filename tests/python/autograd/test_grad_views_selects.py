@@ -44,3 +44,25 @@ def test_broadcast_tensors_gradient():
                                    for k, t in enumerate(lib.broadcast_tensors(a, b, c)))
 
     check(fn(torch), fn(kiln), (3, 1), (1, 4), (4,))
+
+
+def test_unbind_is_one_node_whose_backward_stacks_the_parts_gradients():
+    """An RNN steps through `x.unbind(0)`: one UnbindBackward0 node for all parts (a select per
+    part would add a zero-padded copy of x per part in the backward), gradients equal torch's
+    with parts unused and used twice; a part written in place is refused as torch refuses it."""
+    data = np.random.default_rng(0).standard_normal((6, 3, 4)).astype(np.float32)
+
+    def run(lib):
+        x = lib.tensor(data, requires_grad=True)
+        parts = (x * 1.0).unbind(1)
+        out = (parts[0] * 2).sum() + (parts[0] * parts[2]).sum()  # parts[1] unused
+        out.backward()
+        with pytest.raises(RuntimeError, match="Output 3 of Unbind is a view"):
+            x.clone().unbind(0)[3].mul_(3.0)
+        return parts, x.grad.numpy()
+
+    kparts, kgrad = run(kiln)
+    _, tgrad = run(torch)
+    np.testing.assert_allclose(kgrad, tgrad, rtol=1e-6)
+    assert {p.grad_fn.name() for p in kparts} == {"UnbindBackward0"}
+    assert len({id(p.grad_fn) for p in kparts}) == 1

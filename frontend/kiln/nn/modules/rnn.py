@@ -128,10 +128,13 @@ def _packed_reverse(step, gi, initial, sizes, weights, mode):
 
 def _padded_direction(step, gi, state, reverse, weights, mode):
     """Outputs and final state of one direction over a padded ``(T, B, ...)`` ``gi``."""
+    # One unbind, not gi[t] per step: its backward stacks the steps' gradients once, where each
+    # select's would add a zero-padded full-size gradient (quadratic in the length).
+    inputs = gi.unbind(0)
     steps = range(gi.shape[0] - 1, -1, -1) if reverse else range(gi.shape[0])
     hs = []
     for t in steps:
-        state = step(gi[t], state, *weights)
+        state = step(inputs[t], state, *weights)
         hs.append(_hidden_of(state, mode))
     if reverse:
         hs.reverse()
