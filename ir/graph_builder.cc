@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace kiln::ir {
 
 GraphBuilder::GraphBuilder(std::string name) : graph_(std::make_unique<Graph>(std::move(name))) {}
@@ -44,7 +46,10 @@ std::vector<Value *> GraphBuilder::add(OpKind op, std::vector<Value *> operands,
       graph_->create(op, std::move(operands), std::move(attrs), std::move(types), std::move(loc));
   try {
     if (node->numResults() == 1) {
-      std::optional<ValueType> type = inferResultType(*node);
+      SymAssumptions assumed;
+      std::optional<ValueType> type = inferResultType(*node, &assumed);
+      for (const SymRelation &r : assumed.relations())
+        assumed_.emplace_back(order_.size(), r);
       KILN_CHECK_KIND(Value, type || !typedByRule, "{}: give the result type (it has no rule)",
                       info.keyword);
       if (type)
@@ -63,8 +68,17 @@ std::vector<Value *> GraphBuilder::add(OpKind op, std::vector<Value *> operands,
   return node->results();
 }
 
+std::vector<SymRelation> GraphBuilder::assumptions() const {
+  std::vector<SymRelation> out;
+  for (const auto &[number, r] : assumed_)
+    if (std::find(out.begin(), out.end(), r) == out.end())
+      out.push_back(r);
+  return out;
+}
+
 void GraphBuilder::rollback(size_t mark) {
   KILN_CHECK(mark <= order_.size(), "rollback to {} of {} nodes", mark, order_.size());
+  std::erase_if(assumed_, [&](const auto &a) { return a.first >= mark; });
   while (order_.size() > mark) {
     number_.erase(order_.back());
     graph_->erase(order_.back());

@@ -45,6 +45,11 @@ public:
   /// Erases every node added after `mark` (latest first).
   void rollback(size_t mark);
 
+  /// What the shape rules assumed about the symbols while typing the nodes still in the graph
+  /// (`end <= size` of a slice, `s0 == s1` of a broadcast), each once, in order: a caller that
+  /// relies on the types must guard them.
+  std::vector<SymRelation> assumptions() const;
+
   /// The graph being built (to read types; add nodes through the builder).
   const Graph &graph() const { return *graph_; }
   /// Node → its number + 1 as a line (see the file comment).
@@ -60,6 +65,8 @@ private:
   std::unique_ptr<Graph> graph_;
   std::vector<Node *> order_;
   std::unordered_map<const Node *, int> number_;
+  /// (the number of the node whose rule assumed it, the relation)
+  std::vector<std::pair<size_t, SymRelation>> assumed_;
 };
 
 /// A copy of `graph` (same nodes, attributes, types, names and locations); `map` receives each

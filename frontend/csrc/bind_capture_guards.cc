@@ -172,6 +172,15 @@ void bindGuards(py::module_ &m) {
         n.addCheck(std::move(c));
       },
       py::arg("dim"), py::arg("sym"), py::arg("text"));
+  node.def(
+      "bind_int",
+      [](GuardNode &n, int64_t sym, std::string text) {
+        LeafCheck c = leaf(Kind::BindSize, kTensorTier, std::move(text));
+        c.n = LeafCheck::kBindValue;
+        c.sym = sym;
+        n.addCheck(std::move(c));
+      },
+      py::arg("sym"), py::arg("text"), "Binds the value (an exact int) to symbol slot `sym`.");
 
   py::class_<GuardManager> gm(m, "GuardManager",
                               "The guard set of one compiled entry: a tree of accessors rooted at "
@@ -197,6 +206,10 @@ void bindGuards(py::module_ &m) {
   symConst("add_sym_ge_const", Op::GeConst);
   symConst("add_sym_le_const", Op::LeConst);
   symConst("add_sym_ne_const", Op::NeConst);
+  gm.def("add_sym_relation", &GuardManager::addRelationCheck, py::arg("relation"), py::arg("slots"),
+         py::arg("text"),
+         "A relation a shape rule assumed (SymRelation text), over the symbols named in "
+         "`slots` ((name, slot) pairs), which must be bound.");
   gm.def("check_global_flag", &GuardManager::addFlagCheck, py::arg("obj"), py::arg("attr_name"),
          py::arg("expected_value"), py::arg("text"));
   gm.def(

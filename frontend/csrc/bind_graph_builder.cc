@@ -214,6 +214,12 @@ public:
   }
 
   size_t mark() const { return builder_.mark(); }
+  std::vector<std::string> assumptions() const {
+    std::vector<std::string> out;
+    for (const ir::SymRelation &r : builder_.assumptions())
+      out.push_back(r.str());
+    return out;
+  }
 
   void rollback(size_t mark) {
     builder_.rollback(mark);
@@ -259,6 +265,14 @@ private:
 } // namespace
 
 void bindGraphBuilder(py::module_ &ir) {
+  ir.def(
+      "evaluate_relation",
+      [](const std::string &relation, const std::map<std::string, int64_t> &values) {
+        ir::SymbolValues v(values.begin(), values.end());
+        return ir::SymRelation::parse(relation).evaluate(v);
+      },
+      py::arg("relation"), py::arg("values"),
+      "Whether a SymRelation (text, `s0 + 8 <= s1`) holds for the symbols' values.");
   py::class_<BuiltGraph, std::shared_ptr<BuiltGraph>>(
       ir, "Graph", "A graph built in memory (GraphBuilder.finish), as the compiler takes it.")
       .def_property_readonly("name", [](const BuiltGraph &g) { return g.graph->name(); })
@@ -294,6 +308,8 @@ void bindGraphBuilder(py::module_ &ir) {
            "Adds one node: returns [(handle, type)] of its results (ValueError when the op "
            "table rejects it; types only for ops typed as given: call, constant, weight).")
       .def("mark", &PyGraphBuilder::mark, "The number of nodes added so far.")
+      .def("assumptions", &PyGraphBuilder::assumptions,
+           "What the shape rules assumed about the symbols (`s0 >= 100`), as relation texts.")
       .def("rollback", &PyGraphBuilder::rollback, py::arg("mark"),
            "Erases the nodes added after `mark`.")
       .def("type", &PyGraphBuilder::type, py::arg("value"), "The type of a value handle.")

@@ -148,6 +148,16 @@ void GuardManager::addSymCheck(SymCheck::Op op, int64_t a, int64_t b, std::strin
   syms_.push_back(SymCheck{op, a, b, std::move(text)});
 }
 
+void GuardManager::addRelationCheck(const std::string &relation,
+                                    std::vector<std::pair<std::string, int64_t>> slots,
+                                    std::string text) {
+  requireNotEvaluating();
+  ir::SymRelation parsed = ir::SymRelation::parse(relation);
+  for (const auto &[name, slot] : slots)
+    useSymbol(slot);
+  relations_.push_back(RelationCheck{std::move(parsed), std::move(slots), std::move(text)});
+}
+
 void GuardManager::addFlagCheck(py::object object, py::object name, py::object expected,
                                 std::string text) {
   requireNotEvaluating();
@@ -175,9 +185,13 @@ std::vector<std::string> GuardManager::describe() const {
   describeNode(*root_, out);
   for (auto &s : syms_)
     out.push_back(s.text);
+  for (auto &r : relations_)
+    out.push_back(r.text);
   return out;
 }
 
-size_t GuardManager::numChecks() const { return flags_.size() + root_->numChecks() + syms_.size(); }
+size_t GuardManager::numChecks() const {
+  return flags_.size() + root_->numChecks() + syms_.size() + relations_.size();
+}
 
 } // namespace kiln::frontend

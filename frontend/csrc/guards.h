@@ -18,6 +18,7 @@
 /// raises. Building (adding nodes or checks) while the same manager is being evaluated (a check
 /// that re-enters Python) is refused, so the tree never changes under an evaluation.
 
+#include "ir/sym_int.h"
 #include "runtime/device.h"
 #include "runtime/dtype.h"
 
@@ -80,6 +81,8 @@ struct LeafCheck {
   std::string text;
 
   static constexpr int64_t kUnchecked = INT64_MIN;
+  /// BindSize's `n` that binds the value itself (a Python int argument), not a size of it.
+  static constexpr int64_t kBindValue = INT64_MIN;
 };
 
 /// A node of the guard tree: how its value is reached from the parent, its checks, its children.
@@ -144,6 +147,14 @@ struct SymCheck {
   std::string text;
 };
 
+/// A relation a shape rule assumed (`s0 >= 100`, `s1 + 8 <= s0`), over symbols bound by
+/// BindSize checks: each named symbol's slot.
+struct RelationCheck {
+  ir::SymRelation relation;
+  std::vector<std::pair<std::string, int64_t>> slots;
+  std::string text;
+};
+
 /// getattr(object, name) == expected, checked before the nodes.
 struct FlagCheck {
   py::object object;
@@ -162,6 +173,9 @@ public:
   GuardNode &root() { return *root_; }
 
   void addSymCheck(SymCheck::Op op, int64_t a, int64_t b, std::string text);
+  /// `relation` (SymRelation text) over the symbols named in `slots`, which must all be bound.
+  void addRelationCheck(const std::string &relation,
+                        std::vector<std::pair<std::string, int64_t>> slots, std::string text);
   void addFlagCheck(py::object object, py::object name, py::object expected, std::string text);
 
   /// True when every check passes on the frame state. Never raises, never leaves an exception.
@@ -186,6 +200,7 @@ private:
   std::unique_ptr<GuardNode> root_;
   std::vector<FlagCheck> flags_;
   std::vector<SymCheck> syms_;
+  std::vector<RelationCheck> relations_;
   int64_t numSyms_ = 0;
   /// The number of evaluations of this manager in progress (re-entrancy through Python).
   mutable int evaluating_ = 0;

@@ -156,7 +156,20 @@ std::optional<int64_t> sizeOf(PyObject *obj, int64_t d) {
 }
 
 bool bindSize(const LeafCheck &c, PyObject *obj, GuardEval &eval) {
-  std::optional<int64_t> size = sizeOf(obj, c.n);
+  std::optional<int64_t> size;
+  if (c.n == LeafCheck::kBindValue) {
+    if (!PyLong_CheckExact(obj))
+      return false;
+    int overflow = 0;
+    long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow != 0 || (value == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return false;
+    }
+    size = value;
+  } else {
+    size = sizeOf(obj, c.n);
+  }
   if (!size)
     return false;
   int64_t v = *size;
@@ -352,6 +365,20 @@ const std::string *GuardManager::evalSyms(GuardEval &eval) const {
   for (const SymCheck &s : syms_)
     if (!symPasses(s, eval))
       return &s.text;
+  for (const RelationCheck &r : relations_) {
+    ir::SymbolValues values;
+    for (const auto &[name, slot] : r.slots) {
+      if (!eval.symBound[slot])
+        return &r.text;
+      values.emplace(name, eval.symValues[slot]);
+    }
+    try {
+      if (!r.relation.evaluate(values))
+        return &r.text;
+    } catch (const std::exception &) { // a division by zero: the relation cannot hold
+      return &r.text;
+    }
+  }
   return nullptr;
 }
 

@@ -97,3 +97,20 @@ TEST_CASE("cloneGraph copies nodes, attributes, names and locations") {
   CHECK(map.at(y->definingNode())->loc() == SourceLoc{"model.py", 4});
   CHECK(map.at(y->definingNode()) != y->definingNode());
 }
+
+TEST_CASE("GraphBuilder keeps what the rules assumed about the symbols, until rolled back") {
+  GraphBuilder b("f");
+  Value *x = b.input(f32({s0(), 2}), "x");
+  b.add(OpKind::Exp, {x}, {});
+  CHECK(b.assumptions().empty());
+  size_t mark = b.mark();
+  Value *w = b.add(OpKind::Slice, {x},
+                   {{"dim", int64_t{0}}, {"start", int64_t{9}}, {"end", int64_t{12}}})[0];
+  CHECK(w->meta().sizes == std::vector<SymInt>{3, 2}); // the end taken to be within s0
+  std::vector<std::string> texts;
+  for (const SymRelation &r : b.assumptions())
+    texts.push_back(r.str());
+  CHECK(texts == std::vector<std::string>{"12 <= s0"});
+  b.rollback(mark);
+  CHECK(b.assumptions().empty());
+}

@@ -564,3 +564,20 @@ def test_compiled_training_gradients_equal_eager():
     (compiled(x) ** 2).sum().backward()
     for p, q in zip(model.parameters(), twin.parameters(), strict=True):
         np.testing.assert_allclose(_np(q.grad), _np(p.grad), rtol=1e-5, atol=1e-6)
+
+
+def test_tensor_split_takes_torchs_keyword_and_variable_is_the_tensor():
+    """`x.split(split_size=[d, d], dim=-1)` (mamba-minimal) and older code's
+    `from torch.autograd import Variable`, eager and compiled."""
+    import numpy as np
+
+    import kiln
+    from kiln.autograd import Variable
+
+    x = kiln.arange(10.0)
+    assert [p.shape[0] for p in x.split(split_size=[4, 6], dim=-1)] == [4, 6]
+    assert [p.shape[0] for p in kiln.split(x, split_size_or_sections=5)] == [5, 5]
+    compiled = kiln.compile(lambda x: x.split(split_size=[4, 6], dim=-1)[1] * 2)
+    np.testing.assert_array_equal(compiled(x).numpy(), np.arange(4.0, 10.0) * 2)
+    v = Variable(kiln.ones(2), requires_grad=True)
+    assert v.requires_grad and isinstance(v, Variable) and not isinstance(3, Variable)

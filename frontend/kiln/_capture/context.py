@@ -8,6 +8,7 @@ attribute) into a variable and records the guards that make the capture valid fo
 from __future__ import annotations
 
 import collections
+import re
 import sys
 import types
 import weakref
@@ -430,6 +431,32 @@ class CaptureContext:
         node = self.graph.call(sym_size, (tv.node, dim), {}, hint, loc=self.loc)
         return V.SymIntVar(node, hint, sym)
 
+    def _guard_assumption(self, relation: str) -> None:
+        """A relation the shape rules assumed while typing the graph: the capture relies on the
+        sizes they computed (a slice's length read by `len(xb)` is a constant because its end
+        was taken to be within the size), so the relation is guarded, and another call where it
+        fails captures again. Only relations over the entry's symbols (a loop body's index has
+        none: loops_uniform.py settles those) that hold for this call's values."""
+        if getattr(self.graph, "outer", None) is not None:
+            return  # a loop body's graph: its symbols are the body's
+        names = sorted(set(re.findall(r"\bs(\d+)\b", relation)), key=int)
+        if not names or any(int(k) >= len(self.symbols) for k in names):
+            return
+        slots = [(f"s{k}", int(k)) for k in names]
+        hints = {f"s{k}": self.symbols[int(k)][1] for k in names}
+        try:
+            holds = kiln._C._ir.evaluate_relation(relation, hints)
+        except Exception:  # noqa: BLE001 - a relation the evaluator cannot read: left as before
+            return
+        if not holds:
+            return
+        int_sources = {sym: source for (source, what), sym in self.sym_by_source.items()
+                       if what == "int"}
+        for _, k in slots:
+            if k in int_sources:  # an int argument's symbol: bound by its own check
+                self.guards.bind_int(int_sources[k], k, f"s{k}")
+        self.guards.relation(relation, slots, f"{relation} (assumed by a shape rule)")
+
     def _sizes_of(self, node) -> list | None:
         """The sizes of tensor `node` as SymInt text (`s0`, `8`, `s0*8`), or None if unknown.
 
@@ -440,7 +467,8 @@ class CaptureContext:
             nodes = self.graph.nodes
             new = [n for n in nodes[self._typed_upto:] if n.op == "call"]
             self._typed_upto = len(nodes)
-            _annotate_sizes(self.graph.name, new, self._int_syms)
+            for relation in _annotate_sizes(self.graph.name, new, self._int_syms):
+                self._guard_assumption(relation)
         sizes = node.meta.get("sym_sizes")
         example = node.meta.get("example")
         if sizes is None and node.op == "placeholder" and isinstance(example, kiln.Tensor):
@@ -448,7 +476,7 @@ class CaptureContext:
         return [str(s) for s in sizes] if sizes is not None else None
 
 
-def _annotate_sizes(name: str, nodes: list, int_syms: dict) -> None:
+def _annotate_sizes(name: str, nodes: list, int_syms: dict) -> list:
     """Sets ``meta["sym_sizes"]`` of `nodes` (call nodes, in order) to their sizes as the op
     rules type them, from the symbolic types of the values they read (earlier nodes'
     annotations, `int_syms` for ints); records the SymInt text of their int results in
@@ -457,11 +485,12 @@ def _annotate_sizes(name: str, nodes: list, int_syms: dict) -> None:
     Values typed only by their example cannot be trusted, since a symbol would show as a
     number: the result of an opaque ``call`` op, of a node left untyped, a tuple. Nodes reading
     one stay untyped (their sizes stay run-time ints), as do the nodes after an int the builder
-    could only spell by its example."""
+    could only spell by its example. Returns what the rules assumed about the symbols while
+    typing them (relation texts: `s0 >= 100`, a slice's end within its size)."""
     from kiln._capture.backend_compiled import _RunWriter
 
     if not nodes:
-        return
+        return []
     inside = {id(n) for n in nodes}
     # A multi-result node (a split) typed earlier is built again with its getitems: a tuple
     # cannot be an input of the graph the writer builds.
@@ -485,14 +514,14 @@ def _annotate_sizes(name: str, nodes: list, int_syms: dict) -> None:
             elif id(a) in int_syms:
                 types[id(a)] = (None, int_syms[id(a)])
             else:
-                return
+                return []
     writer = _RunWriter(f"{name}_sizes", list(inputs.values()), nodes, [], types)
     try:
         writer.write()
     except Exception:  # noqa: BLE001 - an untyped graph: its sizes stay run-time ints
-        return
+        return []
     if writer.opaque:
-        return
+        return []
     ints = {}
     for node in nodes:
         val = writer.values.get(id(node))
@@ -507,6 +536,7 @@ def _annotate_sizes(name: str, nodes: list, int_syms: dict) -> None:
             node.meta["sym_sizes"] = [int(s) if s.lstrip("-").isdigit() else s
                                       for s in val.type.sizes]  # fmt: skip
     int_syms.update(ints)
+    return writer.builder.assumptions()
 
 
 def _with_origin(var, value):

@@ -33,6 +33,7 @@ class GuardSet:
     def __init__(self) -> None:
         self._checks: dict = {}
         self._sym_checks: dict = {}
+        self._relations: dict = {}  # relation text -> ((name, slot) pairs, description)
         self._flags: dict = {}
 
     def _add(self, key, source: Source, method: str, args: tuple, text: str) -> None:
@@ -113,8 +114,18 @@ class GuardSet:
         text = f"{source}.size({dim}) -> {sym_name}"
         self._add(("bind", source, dim), source, "bind_size", (dim, sym), text)
 
+    def bind_int(self, source, sym: int, sym_name: str) -> None:
+        """A dynamic int argument's value as symbol `sym` (for relations over it)."""
+        text = f"{source} -> {sym_name}"
+        self._add(("bind", source, "int"), source, "bind_int", (sym,), text)
+
     def sym(self, kind: str, a: int, b: int, text: str) -> None:
         self._sym_checks.setdefault((kind, a, b), text)
+
+    def relation(self, relation: str, slots: list, text: str) -> None:
+        """A relation between symbols that a shape rule assumed (`s0 >= 100`: a slice's end
+        within the size), with the slot of each symbol it names."""
+        self._relations.setdefault(relation, (slots, text))
 
     def flag(self, obj, attr: str, value, text: str) -> None:
         self._flags.setdefault((id(obj), attr), (obj, attr, value, text))
@@ -123,6 +134,7 @@ class GuardSet:
         texts = [text for (_, _, _, text) in self._checks.values()]
         texts += [text for (_, _, _, text) in self._flags.values()]
         texts += list(self._sym_checks.values())
+        texts += [text for _, text in self._relations.values()]
         return texts
 
     def build(self):
@@ -158,4 +170,6 @@ class GuardSet:
             gm.check_global_flag(obj, attr, value, text)
         for (kind, a, b), text in self._sym_checks.items():
             getattr(gm, f"add_sym_{kind}")(a, b, text)
+        for relation, (slots, text) in self._relations.items():
+            gm.add_sym_relation(relation, slots, text)
         return gm

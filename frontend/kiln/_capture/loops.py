@@ -65,6 +65,12 @@ class NotALoopNode(Exception):  # noqa: N818 - a signal: unroll the loop instead
     pass
 
 
+class SlicesNeedStaticSizes(NotALoopNode):
+    """The body slices by the index while sizes or bounds are run-time: the capture starts
+    again with static sizes (guarded, so another size captures again) and the iterations an
+    array's end clips are settled at capture."""
+
+
 class BecomesTensor(NotALoopNode):
     """A local that starts as a Python number and is a tensor after one iteration (`b = 0.0`,
     then `b = b - lr * grad`): after the first iteration, which runs unrolled, every iteration
@@ -404,6 +410,10 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         saved.restore(frame)
         ctx._typed_upto, ctx._int_syms = typing
         why = str(e) or "the loop index is needed as a Python value"  # RestartStatic
+        if isinstance(e, SlicesNeedStaticSizes) and not ctx.static_only:
+            logs.log("graph", f"loop at line {loop_line}: slices by the index over run-time "
+                              "sizes; captured again with static sizes")
+            raise V.RestartStatic() from None
         if isinstance(e, BecomesTensor) and first == 0 and brk is not None and not symbolic \
                 and not getattr(it, "promoted", False):
             # An unrolled first iteration would meet the break test as a Python branch on a
@@ -458,6 +468,8 @@ def _uniform_until(body: BodyGraph, it: V.IteratorVar, first: int, symbolic: boo
     short tail, run unrolled after the node."""
     from kiln._capture import loops_uniform
 
+    if (symbolic or body.symbolic) and loops_uniform.slices_by_index(body):
+        raise SlicesNeedStaticSizes()
     try:
         until = loops_uniform.uniform_until(body, it.items, first)
     except loops_uniform.Unverified as e:

@@ -110,6 +110,31 @@ def signature(body, index: Node, dep: set, value: int) -> list | object:
     return shapes
 
 
+def slices_by_index(body) -> bool:
+    """Whether the body slices by the index (`x[s:s + batch]`, `x.narrow(0, k, w)`): where the
+    sizes or the loop's bounds are run-time, which iterations an array's end clips changes from
+    call to call, so it cannot be settled once at capture."""
+    index = next((n for n in body.inputs if n.meta.get("loop_index")), None)
+    if index is None:
+        return False
+    dep = _dependents(body, index)
+    # (x[t] selects, `x[t] * t` scales: their shapes do not follow the index)
+    return any(node.op == "call" and node.target in _INDEXING and id(node) in dep
+               and _slice_by_index(node.args[1:], dep) for node in body.nodes)
+
+
+_INDEXING = (operator.getitem, operator.setitem, kiln.Tensor.__getitem__, kiln.Tensor.__setitem__)
+
+
+def _slice_by_index(value, dep: set) -> bool:
+    if isinstance(value, slice):
+        return any(isinstance(b, Node) and id(b) in dep
+                   for b in (value.start, value.stop, value.step))
+    if type(value) in (tuple, list):
+        return any(_slice_by_index(v, dep) for v in value)
+    return False
+
+
 def uniform_until(body, items: list, first: int) -> int:
     """The position in `items` (the loop's index values) of the first iteration that the body
     evaluated at items[first] does not stand for, or len(items). Iterations that differ are

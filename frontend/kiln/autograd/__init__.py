@@ -25,6 +25,7 @@ from kiln.autograd.gradcheck import gradcheck, gradgradcheck
 __all__ = [
     "Function",
     "FunctionCtx",
+    "Variable",
     "backward",
     "enable_grad",
     "forward_ad",
@@ -39,6 +40,24 @@ __all__ = [
 ]
 
 Node = _C._autograd.Node
+
+
+class _VariableMeta(type):
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, _C.Tensor)
+
+
+class Variable(metaclass=_VariableMeta):
+    """torch's legacy wrapper, kept by older code (`Variable(x)`,
+    `Variable(x, requires_grad=True)`): every tensor is one, and calling it returns the tensor
+    itself, with the flag set when given."""
+
+    def __new__(cls, data, requires_grad: bool = False, volatile: bool = False):
+        if not isinstance(data, _C.Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
+        if requires_grad:
+            data.requires_grad_(True)
+        return data
 
 
 def _as_tuple(x):

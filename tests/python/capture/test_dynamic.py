@@ -333,3 +333,37 @@ def test_two_sizes_found_equal_stay_symbolic_and_are_guarded():
     assert len(records) == 2  # static, then one symbolic graph for every length
     with pytest.raises(AssertionError):  # the relation is a guard: a mismatch is not served
         compiled(kiln.randn(1, 2, 5, 4), kiln.arange(6).float())
+
+
+def window_mean(x):
+    xb = x[9:12]
+    return xb.sum(0) / len(xb)  # len(xb) is 3 while the slice's end is within the rows
+
+
+def window_from(x, start: int):
+    xb = x[start:start + 3]
+    return xb * xb.shape[0]
+
+
+def test_a_slice_end_the_rules_assumed_within_the_size_is_guarded():
+    """Typing `x[9:12]` over a symbolic length takes its end to be within the size, and the
+    capture bakes the length 3 (len(xb)); the assumption `12 <= s0` is guarded, so a call where
+    the end clips captures again instead of dividing by 3."""
+    p = Probe(window_mean)
+    p.check(rand(12, 2), expect_captures=1)
+    p.check(rand(14, 2), expect_captures=2)
+    assert "12 <= s0 (assumed by a shape rule)" in p.guards()
+    p.check(rand(20, 2), expect_captures=2)
+    p.check(rand(11, 2), expect_captures=3)  # x[9:12] has 2 rows here
+    assert p.records[-1].recompile_reason == "12 <= s0 (assumed by a shape rule)"
+
+
+def test_assumptions_over_an_int_argument_bind_it():
+    """`x[start:start + 3]` with a dynamic `start`: the relation names the int's symbol, which
+    the guards bind to the argument's value."""
+    p = Probe(window_from)
+    p.check(rand(10, 2), 0, expect_captures=1)
+    p.check(rand(10, 2), 1, expect_captures=2)
+    for start in (2, 5, 7):
+        p.check(rand(10, 2), start, expect_captures=2)
+    p.check(rand(10, 2), 8, expect_captures=3)  # two rows left: not the captured program

@@ -446,3 +446,19 @@ def test_resume_style_arguments():
     glob = C.GuardManager()
     glob.root.global_("SCALE").check_equals(2.5, "g")
     assert glob.first_failure((), None) == "g"  # no function: no globals
+
+
+def test_relation_checks_over_bound_sizes_and_ints():
+    """A relation a shape rule assumed, over a tensor's size and an int argument's value (both
+    bound to symbol slots); an unbound symbol fails the check."""
+    gm = C.GuardManager()
+    gm.root.arg(0).bind_size(0, 0, "x.size(0) -> s0")
+    gm.root.arg(1).bind_int(1, "start -> s1")
+    gm.add_sym_relation("s1 + 3 <= s0", [("s0", 0), ("s1", 1)], "s1 + 3 <= s0")
+    assert check(gm, kiln.zeros(10), 7) == PASS
+    assert check(gm, kiln.zeros(10), 8) == (False, "s1 + 3 <= s0")
+    assert check(gm, kiln.zeros(10), True) == (False, "start -> s1")  # a bool is not an int
+    assert "s1 + 3 <= s0" in gm.describe()
+    unbound = C.GuardManager()
+    unbound.add_sym_relation("s0 >= 4", [("s0", 0)], "s0 >= 4")
+    assert check(unbound) == (False, "s0 >= 4")

@@ -736,3 +736,33 @@ def test_the_index_used_as_a_number_after_the_loop_breaks_there():
     want, got, report, _, _ = run_both(steps_taken, A, b)
     assert got[1] == want[1] and type(got[1]) is int
     assert len(loop_nodes(report)) == 1
+
+
+def _batched_center(x, batch):
+    out = np.empty_like(x)
+    for s in range(0, len(x), batch):
+        xb = x[s:s + batch]
+        out[s:s + batch] = xb - xb.sum() / len(xb)
+    return out
+
+
+def _moving_avg(x, n, w):
+    out = np.zeros(n)
+    for k in range(n):
+        xb = x[k:k + w]
+        out[k] = xb.sum() / len(xb)
+    return out
+
+
+def test_slices_by_the_index_over_run_time_sizes_are_captured_with_static_sizes():
+    """Which iterations an array's end clips depends on the sizes and bounds: with those
+    run-time (a second length, a second count), a body that slices by the index is captured
+    again with static sizes, each size its own capture, never the first one's baked lengths."""
+    chunked = kiln.compile(_batched_center)
+    for n in (90, 100, 103, 95):
+        x = np.random.default_rng(n).random(n)
+        np.testing.assert_allclose(chunked(x, 10), _batched_center(x, 10), rtol=1e-12)
+    windowed = kiln.compile(_moving_avg)
+    x = np.arange(40.0)
+    for n in (30, 32, 40, 36):
+        np.testing.assert_allclose(windowed(x, n, 5), _moving_avg(x, n, 5), rtol=1e-12)
