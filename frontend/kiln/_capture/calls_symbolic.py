@@ -44,6 +44,32 @@ class SymbolicMixin:
             return V.SymFloatVar(node, hint)
         raise V.Unsupported(f"{op.__name__} of symbolic numbers gives a {type(hint).__name__}")
 
+    def _relation_text(self, op, a: V.VT, b: V.VT, result: bool) -> str | None:
+        """`a op b` (or its negation when `result` is False) as SymRelation text over the
+        entry's symbols, or None when a side has no symbolic spelling."""
+        sides = []
+        for v in (a, b):
+            if isinstance(v, V.ConstVar) and type(v.value) is int:
+                sides.append(str(v.value))
+            elif isinstance(v, V.SymIntVar) and type(v.hint) is int:
+                if v.sym is not None:
+                    sides.append(self.ctx.symbols[v.sym][0])
+                    continue
+                self.ctx._sizes_of(v.node)  # types the int nodes recorded so far
+                text = self.ctx._int_syms.get(id(v.node))
+                if text is None:
+                    return None
+                sides.append(f"({text})")
+            else:
+                return None
+        spelled = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=",
+                   operator.eq: "==", operator.ne: "!="}
+        negated = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+        if op not in spelled:
+            return None
+        rel = spelled[op] if result else negated[spelled[op]]
+        return f"{sides[0]} {rel} {sides[1]}"
+
     def sym_compare(self, op, a: V.VT, b: V.VT) -> bool:
         sym_side = a if isinstance(a, V.SymIntVar) else b
         other = b if sym_side is a else a
@@ -69,6 +95,11 @@ class SymbolicMixin:
             self.ctx.guards.sym("eq", a.sym, b.sym, f"{names[0]} == {names[1]}")
             return result
         if sym_side.sym is None or not isinstance(other, V.ConstVar):
+            # an expression of sizes (`k.shape[-2] + past.shape[-2] > cached`): the relation
+            # that makes `result` hold, guarded as it is, keeps the sizes symbolic
+            relation = self._relation_text(op, a, b, result)
+            if relation is not None and self.ctx.guard_relation(relation, "a comparison"):
+                return result
             raise V.RestartStatic()
         c = other.value
         if not isinstance(c, int):

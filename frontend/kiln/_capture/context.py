@@ -434,28 +434,33 @@ class CaptureContext:
     def _guard_assumption(self, relation: str) -> None:
         """A relation the shape rules assumed while typing the graph: the capture relies on the
         sizes they computed (a slice's length read by `len(xb)` is a constant because its end
-        was taken to be within the size), so the relation is guarded, and another call where it
-        fails captures again. Only relations over the entry's symbols (a loop body's index has
-        none: loops_uniform.py settles those) that hold for this call's values."""
-        if getattr(self.graph, "outer", None) is not None:
-            return  # a loop body's graph: its symbols are the body's
+        was taken to be within the size), so it is guarded, and a call where it fails captures
+        again. Not in a loop body, whose index symbol loops_uniform.py settles."""
+        if getattr(self.graph, "outer", None) is None:
+            self.guard_relation(relation, "assumed by a shape rule")
+
+    def guard_relation(self, relation: str, why: str) -> bool:
+        """Guards `relation` (SymRelation text over the entry's symbols) when it holds for this
+        call's values; False when it cannot be guarded (a symbol of a loop body, an unreadable
+        text) or does not hold."""
         names = sorted(set(re.findall(r"\bs(\d+)\b", relation)), key=int)
         if not names or any(int(k) >= len(self.symbols) for k in names):
-            return
+            return False
         slots = [(f"s{k}", int(k)) for k in names]
         hints = {f"s{k}": self.symbols[int(k)][1] for k in names}
         try:
             holds = kiln._C._ir.evaluate_relation(relation, hints)
-        except Exception:  # noqa: BLE001 - a relation the evaluator cannot read: left as before
-            return
+        except Exception:  # noqa: BLE001 - a relation the evaluator cannot read
+            return False
         if not holds:
-            return
+            return False
         int_sources = {sym: source for (source, what), sym in self.sym_by_source.items()
                        if what == "int"}
         for _, k in slots:
             if k in int_sources:  # an int argument's symbol: bound by its own check
                 self.guards.bind_int(int_sources[k], k, f"s{k}")
-        self.guards.relation(relation, slots, f"{relation} (assumed by a shape rule)")
+        self.guards.relation(relation, slots, f"{relation} ({why})")
+        return True
 
     def _sizes_of(self, node) -> list | None:
         """The sizes of tensor `node` as SymInt text (`s0`, `8`, `s0*8`), or None if unknown.

@@ -362,6 +362,10 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         index_name, index_read = _index_name(frame, body_insts)
         stored = list(dict.fromkeys(i.argval for i in body_insts if i.opname == "STORE_FAST"))
         live = _read_outside(frame, stored, body_insts)
+        if index_name in live and any(i.opname == "STORE_FAST" and i.argval == index_name
+                                      for i in body_insts[1:]):
+            # what the loop leaves is the body's last value of it, not the range's
+            raise NotALoopNode("the body assigns the loop index, which is read after the loop")
         # after a loop whose length only the run knows, the index is what the node returns
         returns_index = (symbolic or brk is not None) and index_name in live
         index_default = _index_before(frame, index_name) if returns_index else None

@@ -186,8 +186,8 @@ def record(ctx, target, args: list, kwargs: dict, name: str | None = None) -> V.
         if isinstance(example, kiln.Tensor) and mutated and example is mutated[0][1]:
             return mutated[0][0]  # in-place ops return their target
     result = wrap_result(ctx, node, example, name)
-    if isinstance(example, (tuple, list)):  # after the pieces' getitem nodes: sizes see them
-        _guard_piece_count(ctx, args, example)
+    if isinstance(example, (tuple, list)) and name.rsplit(".", 1)[-1] in _SPLITS:
+        _guard_piece_count(ctx, args, example)  # after the pieces' getitem nodes: sizes see them
     return result
 
 
@@ -245,6 +245,12 @@ def _autocast_operands(ctx, name: str, args: list, kwargs: dict):
         return record(ctx, kiln.Tensor.to, [v, V.ObjectVar(kiln.float32)], {}, "to")
 
     return [cast(a) for a in args], {k: cast(v) for k, v in kwargs.items()}
+
+
+# Ops whose number of pieces follows a size (max(x, d, keepdim=True) or topk return two pieces
+# whatever the sizes are).
+_SPLITS = frozenset(("split", "chunk", "tensor_split", "split_with_sizes", "unbind", "hsplit",
+                     "vsplit", "dsplit", "array_split", "unsafe_split", "unsafe_chunk"))
 
 
 def _guard_piece_count(ctx, args, pieces) -> None:

@@ -367,3 +367,34 @@ def test_assumptions_over_an_int_argument_bind_it():
     for start in (2, 5, 7):
         p.check(rand(10, 2), start, expect_captures=2)
     p.check(rand(10, 2), 8, expect_captures=3)  # two rows left: not the captured program
+
+
+def rope_cache_check(k, past):
+    seq_len = k.shape[-2] + past.shape[-2]  # HF RoPE: grow the cos/sin cache past its size
+    if seq_len > 64:
+        return k * 2
+    return k + past.sum()
+
+
+def max_keepdim_and_topk(x):
+    return x.max(1, keepdim=True)[0] + x.topk(2, dim=1)[0].sum(1, keepdim=True)
+
+
+def test_a_comparison_of_a_sum_of_sizes_is_guarded_as_a_relation():
+    """`k.shape[-2] + past.shape[-2] > 64` guards `s0 + s1 <= 64`, not each size's value: a
+    decode loop whose cache grows does not capture again at every step."""
+    p = Probe(rope_cache_check)
+    p.check(rand(1, 4, 8), rand(1, 2, 8), expect_captures=1)
+    for n in range(3, 10):
+        p.check(rand(1, 4, 8), rand(1, n, 8), expect_captures=2)
+    assert any("<= 64 (a comparison)" in g for g in p.guards())
+    p.check(rand(1, 4, 8), rand(1, 70, 8), expect_captures=3)  # the other side of the branch
+
+
+def test_max_with_keepdim_and_topk_keep_the_reduced_dim_symbolic():
+    """max(x, d, keepdim=True) and topk return two pieces whatever the size along d: no
+    piece-count guard pins it."""
+    p = Probe(max_keepdim_and_topk)
+    p.check(rand(2, 5), expect_captures=1)
+    for n in (6, 9, 12):
+        p.check(rand(2, n), expect_captures=2)

@@ -766,3 +766,16 @@ def test_slices_by_the_index_over_run_time_sizes_are_captured_with_static_sizes(
     x = np.arange(40.0)
     for n in (30, 32, 40, 36):
         np.testing.assert_allclose(windowed(x, n, 5), _moving_avg(x, n, 5), rtol=1e-12)
+
+
+def test_a_body_that_assigns_the_index_unrolls_and_leaves_its_last_value(no_unroll):
+    def smooth(u, n):
+        for i in range(n):
+            u[1:-1] = 0.5 * u[1:-1] + 0.25 * (u[2:] + u[:-2])
+            i = i * 2  # noqa: PLW2901 - what the loop leaves is this, not the range's last
+        return i
+
+    want, got, report, wa, ga = run_both(smooth, np.linspace(0, 1, 30), 20)
+    assert got == want == 38
+    np.testing.assert_allclose(ga[0], wa[0], rtol=1e-12)
+    assert not loop_nodes(report)
