@@ -131,6 +131,13 @@ def _truthy_arg(args, kwargs, name: str, default) -> bool:
     return not isinstance(v, V.ConstVar) or bool(v.value)
 
 
+def _is_data(v: V.VT) -> bool:
+    """A constant, or a list/tuple of constants (a tensor constructor's data or sizes)."""
+    if isinstance(v, (V.ListVar, V.TupleVar)):
+        return all(_is_data(i) for i in v.items)
+    return isinstance(v, V.ConstVar)
+
+
 def _as_sequence(v: V.VT) -> V.VT:
     """A constant tuple or list as the sequence variable of its items (other values as they
     are)."""
@@ -567,6 +574,12 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
             return V.TupleVar(list(bound.arguments.values()), None, fn)
         if fn is kiln.Size:
             return V.TupleVar(self.unpack_iterable(args[0]) if args else [], None, kiln.Size)
+        if fn is kiln.Tensor and not kwargs and all(_is_data(a) for a in args):
+            # the legacy constructor (NeRF's `torch.Tensor([1e10])`): the default dtype's
+            # typed constructor, recorded as the op it is
+            legacy = kiln._legacy_tensors.CONSTRUCTORS[
+                {kiln.float64: "DoubleTensor"}.get(kiln.get_default_dtype(), "FloatTensor")]
+            return self.call_kiln(legacy, args, kwargs)
         module = getattr(fn, "__module__", None) or ""
         if fn is abs and len(args) == 1 and isinstance(args[0], V.TensorVar):
             return self.unary(operator.abs, args[0])

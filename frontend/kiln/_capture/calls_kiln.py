@@ -46,6 +46,25 @@ class KilnCallMixin(AccessMixin):
             isinstance(args[0], V.TensorVar)
         ):  # the module forms of these metadata methods
             return self.call_tensor_method(args[0], name, list(args[1:]), kwargs)
+        if fn is kiln.from_numpy and len(args) == 1 and not kwargs and isinstance(
+                args[0], V.TensorVar) and args[0].numpy and args[0].source is None and getattr(
+                args[0], "array_source", None) is None:
+            # an array the captured NumPy code made: the same values seen as a tensor (its
+            # memory, as from_numpy shares it)
+            from kiln._capture import calls_numpy
+
+            return calls_numpy.reflag(args[0], array=False)
+        if fn in (kiln.tensor, kiln.as_tensor, kiln.from_numpy) and args and isinstance(
+                args[0], V.ConstVar) and type(args[0].value).__name__ == "ndarray" and (
+                fn is kiln.from_numpy or not kwargs):
+            # a NumPy array the code made of constants (PointNet's identity `from_numpy(
+            # np.array([1, 0, 0, ...]).astype(np.float32))`): its numbers, in its dtype
+            arr = args[0].value
+            dtype = kiln.from_numpy(arr.copy()).dtype if arr.dtype.kind != "O" else None
+            literal = None if dtype is None else self.literal_tensor(
+                kiln.tensor, [V.ConstVar(arr.tolist())], {"dtype": V.ConstVar(dtype)})
+            if literal is not None:
+                return literal
         if fn in (kiln.tensor, kiln.as_tensor):
             literal = self.literal_tensor(fn, args, kwargs)
             if literal is not None:

@@ -81,6 +81,9 @@ def record_store(ctx, obj, source, name: str, value: V.VT) -> None:
     entry.items[name] = value
 
 
+_IMMUTABLE = (type(None), bool, int, float, str)
+
+
 def store_module_attr(ctx, module, name: str, value: V.VT) -> None:
     from kiln.nn import Module
 
@@ -88,9 +91,14 @@ def store_module_attr(ctx, module, name: str, value: V.VT) -> None:
     if type(module).__setattr__ is not Module.__setattr__:
         raise V.Unsupported(f"{what}: the class defines its own __setattr__")
     example = getattr(value, "example", None)
-    if example is not None and example is module._current_attr(name) and \
+    current = module._current_attr(name)
+    same_constant = isinstance(value, V.ConstVar) and type(value.value) in _IMMUTABLE and (
+        type(current) is type(value.value) and current == value.value)
+    if ((example is not None and example is current) or same_constant) and \
             stored_attr(ctx, module, name) is None:
-        return  # `self.cache = self.cache.to(x)`: the same tensor, as eager's setattr sees it
+        # `self.cache = self.cache.to(x)` (the same tensor), `self.mask = ... else None` when
+        # it is None: what eager's setattr stores is there already
+        return
     if name in module.__dict__.get("_parameters", {}):
         raise V.Unsupported(f"{what}: it replaces a parameter")
     if _replay_bumps.get(module, 0) >= _MAX_REPLAY_BUMPS:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from corpus_util import RecordingBackend, fresh_capture  # noqa: F401 - autouse fixture
 from test_backend_compiled import assert_same, rand, run_compiled
@@ -273,3 +274,23 @@ def test_sizes_after_flatten_keep_the_batch_dynamic():
 
     (report,) = compile_batches(fn, lambda b: rand(b, 3, 4, seed=b))
     assert report.eager_nodes == 0
+
+
+def test_constant_tensors_built_in_forward_compile():
+    """NeRF's `torch.Tensor([1e10])` (the legacy constructor) and PointNet's identity
+    `torch.from_numpy(np.array([1, 0, 0, ...]).astype(np.float32))`: constants of the graph,
+    not breaks."""
+
+    def nerf_like(x):
+        dists = x[..., 1:] - x[..., :-1]
+        return kiln.cat([dists, kiln.Tensor([1e10]).expand(dists[..., :1].shape)], -1)
+
+    def pointnet_like(x):
+        iden = kiln.from_numpy(np.array([1, 0, 0, 0, 1, 0, 0, 0, 1]).astype(np.float32))
+        return x + iden.view(1, 9).repeat(x.shape[0], 1)
+
+    for fn, x in [(nerf_like, rand(4, 8)), (pointnet_like, rand(4, 9))]:
+        explained = kiln.explain(fn)(x)
+        assert_same(explained.result, fn(x))
+        assert explained.graph_count == 1 and explained.graph_break_count == 0
+        assert explained.result.dtype == kiln.float32

@@ -452,3 +452,30 @@ def test_a_cache_keyed_by_modules_and_filled_by_hooks_compiles():
                                                mod.cross.value], strict=True))
     assert [r.break_record for r in records] == [None] * len(records)
     assert len(records) <= 4
+
+
+class MaskedBlock(nn.Module):
+    """OpenAI CLIP's ResidualAttentionBlock: the mask is moved to the input's dtype and device
+    on every call (the same tensor, or None again)."""
+
+    def __init__(self, mask):
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+        self.attn_mask = mask
+
+    def forward(self, x):
+        self.attn_mask = self.attn_mask.to(dtype=x.dtype, device=x.device) if (
+            self.attn_mask is not None) else None
+        return self.lin(x) + (self.attn_mask if self.attn_mask is not None else 0)
+
+
+def test_storing_what_an_attribute_holds_already_captures_once():
+    model = nn.Sequential(MaskedBlock(kiln.zeros(16)), MaskedBlock(None)).eval()
+    compiled = kiln.compile(model)
+    records: list = []
+    compiler_of(compiled).recorder = records
+    x = rand(4, 16)
+    with kiln.no_grad():
+        for _ in range(6):
+            assert_same(compiled(x), model(x))
+    assert len(records) == 1 and records[0].break_record is None
