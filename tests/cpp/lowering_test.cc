@@ -532,8 +532,9 @@ TEST_CASE("a lowering declines with the node and the reason", "[lower][errors]")
         "cannot contain");
   CHECK(declined(graph("%x: f32[4], %y: f32[4]", "  %0 = copy_(%x, %y) : f32[4]\n", "%0"))
             .find("must be functionalized") != std::string::npos);
-  // Python's ints do not wrap: their run-time products stay folded-only (floats compute).
-  CHECK(declined(graph("%a: int", "  %0 = mul(%a, %a) : int\n", "%0"))
+  // Python's ints raise on a zero divisor: their run-time quotients stay folded-only (a
+  // product of run-time ints, index arithmetic, computes in int64).
+  CHECK(declined(graph("%a: int", "  %0 = floor_divide(%a, %a) : int\n", "%0"))
             .find("known at compile time") != std::string::npos);
   CHECK(declined(graph("%x: b8[4]", "  %0 = abs(%x) : b8[4]\n", "%0")).find("bool operands") !=
         std::string::npos);
