@@ -131,6 +131,10 @@ def _truthy_arg(args, kwargs, name: str, default) -> bool:
     return not isinstance(v, V.ConstVar) or bool(v.value)
 
 
+_RUN_INT_OPS = (operator.add, operator.sub, operator.mul, operator.iadd, operator.isub,
+                operator.imul)
+
+
 def _is_data(v: V.VT) -> bool:
     """A constant, or a list/tuple of constants (a tensor constructor's data or sizes)."""
     if isinstance(v, (V.ListVar, V.TupleVar)):
@@ -268,6 +272,17 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
         raise V.Unsupported(f"iteration over {type(value).__name__}")
 
     # -- attributes ----------------------------------------------------------------------
+    def run_int_arithmetic(self, op, a: V.VT, b: V.VT) -> V.VT:
+        """`it + 1` of an int only the run knows (the index a loop node stopped at): another
+        such int, computed by the entry; comparisons and anything else break the graph there."""
+        if op not in _RUN_INT_OPS or not all(
+                isinstance(v, V.RunIntVar) or isinstance(v, V.ConstVar) and type(v.value) is int
+                for v in (a, b)):
+            raise V.Unsupported(f"operator {op.__name__} on an int only the run knows (the "
+                                "index a loop stopped at)", "the code after it runs eagerly")
+        args = tuple(v.node if isinstance(v, V.RunIntVar) else v.value for v in (a, b))
+        return V.RunIntVar(self.ctx.graph.call(op, args, {}, 0, loc=self.ctx.loc))
+
     def binary(self, op, a: V.VT, b: V.VT) -> V.VT:
         if calls_numpy.is_array(a) or calls_numpy.is_array(b):
             return calls_numpy.binary(self, op, a, b)
@@ -275,6 +290,8 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
             return ops.record(self.ctx, op, [a, b], {}, op.__name__)
         if isinstance(a, V.SymIntVar) or isinstance(b, V.SymIntVar):
             return self.sym_binary(op, a, b)
+        if isinstance(a, V.RunIntVar) or isinstance(b, V.RunIntVar):
+            return self.run_int_arithmetic(op, a, b)
         if isinstance(a, (V.ListVar, V.TupleVar)) or isinstance(b, (V.ListVar, V.TupleVar)):
             a, b = _as_sequence(a), _as_sequence(b)  # `() + (h,)`: a constant tuple's items
         if op in (operator.eq, operator.ne) and isinstance(a, V.TupleVar) and isinstance(

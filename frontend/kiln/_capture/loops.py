@@ -147,6 +147,15 @@ class BodyGraph(Graph):
         found = self.lifted.get(id(node))
         if found is None:
             example = node.meta.get("example")
+            if type(example) in (int, float) and node.op == "placeholder":
+                # a number the entry passes in (a tolerance that changed between calls, a
+                # dynamic count): the same number on every iteration
+                found = super().placeholder(node.name, example)
+                if node.meta.get("sym") is not None:
+                    found.meta["sym"] = node.meta["sym"]
+                self.lifted[id(node)] = found
+                self.sources.append(node)
+                return found
             if not isinstance(example, kiln.Tensor):
                 raise NotALoopNode("the body reads a Python value computed from tensors")
             found = super().placeholder(node.name, example, self._sizes_from(node))

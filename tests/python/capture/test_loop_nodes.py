@@ -725,17 +725,42 @@ def test_index_after_a_loop_of_run_time_length_is_the_nodes_result(no_unroll):
         unbound(0, np.ones(2))
 
 
-def test_the_index_used_as_a_number_after_the_loop_breaks_there():
+def test_arithmetic_on_the_index_after_the_loop_compiles_a_comparison_breaks():
+    """`it + 1` of the index a breaking loop stopped at is computed by the entry; comparing it
+    (a Python branch on it) breaks the graph there, where the resumed code has the int."""
     rng = np.random.default_rng(5)
     A, b = rng.random((20, 20)) + 20 * np.eye(20), rng.random(20)
 
     def steps_taken(A, b):
         x, it, err = _jacobi(A, b, 1e-8, 300)
-        return x, it + 1
+        return x, it + 1, 2 * it - 3
+
+    def converged(A, b):
+        x, it, err = _jacobi(A, b, 1e-8, 300)
+        return x, it < 299
 
     want, got, report, _, _ = run_both(steps_taken, A, b)
-    assert got[1] == want[1] and type(got[1]) is int
-    assert len(loop_nodes(report)) == 1
+    assert got[1:] == want[1:] and type(got[1]) is int
+    assert len(loop_nodes(report)) == 1 and report.graph_break_count == 0
+    want, got, report, _, _ = run_both(converged, A, b)
+    assert got[1] is want[1] is True
+    assert report.graph_break_count == 1 and "only the run knows" in str(report.break_reasons[0])
+
+
+def test_a_tolerance_that_changes_between_calls_stays_an_input_of_the_node():
+    """The second tolerance makes it a run-time float: the body reads it as an input of its
+    own, so the solver stays one loop node and later tolerances do not capture again."""
+    rng = np.random.default_rng(6)
+    A, b = rng.random((30, 30)) + 30 * np.eye(30), rng.random(30)
+    compiled = kiln.compile(_jacobi)
+    records: list = []
+    compiler_of(compiled).recorder = records
+    for tol in (1e-10, 1e-8, 1e-6, 1e-12, 1e-4):
+        got, want = compiled(A, b, tol, 400), _jacobi(A, b, tol, 400)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+        assert got[1:] == want[1:]
+    assert len(records) == 2 and all(r.break_record is None for r in records)
+    assert any(isinstance(n.target, LoopCall) for n in records[-1].graph.nodes)
 
 
 def _batched_center(x, batch):
