@@ -564,7 +564,10 @@ class Frame(CallMixin):
         if isinstance(value, V.IteratorVar):
             self.push(value)
             return
-        it = V.IteratorVar(self.unpack_iterable(value))
+        if isinstance(value, V.ConstVar) and type(value.value) is range:
+            it = V.IteratorVar(V.RangeItems(value.value))
+        else:
+            it = V.IteratorVar(self.unpack_iterable(value))
         if isinstance(value, V.ConstVar) and type(value.value) is range:
             it.range = value.value  # a long one may become a loop node (loops.py)
             it.sym_bounds = getattr(value, "sym_bounds", None)

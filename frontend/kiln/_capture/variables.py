@@ -9,6 +9,8 @@ or recorded. Every variable can be rebuilt into a real Python value at run time
 
 from __future__ import annotations
 
+import collections.abc
+
 import itertools
 
 
@@ -235,6 +237,22 @@ class SliceVar(VT):
         return slice(self.start.const(), self.stop.const(), self.step.const())
 
 
+class RangeItems(collections.abc.Sequence):
+    """A range's items as constants, made when read: a time loop's `range(100_000)` becomes a
+    loop node without 100,000 variables made at capture."""
+
+    def __init__(self, r: range) -> None:
+        self.range = r
+
+    def __len__(self) -> int:
+        return len(self.range)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [ConstVar(v) for v in self.range[k]]
+        return ConstVar(self.range[k])
+
+
 class IteratorVar(VT):
     """An iterator over a sequence known at capture time (lists, tuples, ranges, zip, ...)."""
 
@@ -242,7 +260,7 @@ class IteratorVar(VT):
     sym_bounds = None  # its bounds as variables when some is a run-time int
 
     def __init__(self, items, py_type: type | None = None) -> None:
-        self.items = list(items)
+        self.items = items if isinstance(items, RangeItems) else list(items)
         self.pos = 0
         self.py_type = py_type  # the type eager code would see, where one is known
 

@@ -804,3 +804,14 @@ def test_a_body_that_assigns_the_index_unrolls_and_leaves_its_last_value(no_unro
     assert got == want == 38
     np.testing.assert_allclose(ga[0], wa[0], rtol=1e-12)
     assert not loop_nodes(report)
+
+
+def test_a_huge_iteration_limit_is_not_enumerated_at_capture():
+    """`for it in range(10**9): ... break`: the range's items are made when read, so capturing
+    the loop node costs the same for any limit (a list of 10**9 constants would not fit)."""
+    rng = np.random.default_rng(8)
+    A, b = rng.random((20, 20)) + 20 * np.eye(20), rng.random(20)
+    want, got, report, _, _ = run_both(_jacobi, A, b, 1e-9, 10**9)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    assert got[1] == want[1] < 100
+    assert len(loop_nodes(report)) == 1
