@@ -10,7 +10,6 @@ or recorded. Every variable can be rebuilt into a real Python value at run time
 from __future__ import annotations
 
 import collections.abc
-
 import itertools
 
 
@@ -123,6 +122,10 @@ class TensorVar(VT):
         if self.numpy:
             import numpy
 
+            if self.example.dim() == 0 and self.example.is_cpu:
+                # a 0-d result is a NumPy scalar, as the entry returns it (to_ndarray) and as
+                # NumPy's reductions and ufuncs make it: `isinstance(err, float)` holds
+                return self.example.numpy().dtype.type
             return numpy.ndarray
         return type(self.example)
 

@@ -462,3 +462,18 @@ SEARCH_CASES = {
 def test_search_and_selection_functions_compile(name):
     fn, args = SEARCH_CASES[name]
     run_both(fn, *args)
+
+
+def _scalar_types(x):
+    v = x.sum()
+    m = x.astype(np.int64).max()
+    return (isinstance(v, float), isinstance(v, np.floating), type(v).__name__,
+            isinstance(v, np.ndarray), np.isscalar(v), isinstance(m, np.integer),
+            type(m).__name__)
+
+
+def test_reductions_are_numpy_scalars_inside_compiled_code():
+    """A reduction's 0-d result is a NumPy scalar to the code, as NumPy makes it (and as the
+    entry returns it): isinstance checks and type names are NumPy's."""
+    x = np.arange(5.0)
+    assert kiln.compile(_scalar_types)(x) == _scalar_types(x)
