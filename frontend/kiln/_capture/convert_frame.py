@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import re
 import sys
 import threading
 import time
@@ -190,8 +191,9 @@ class Compiler:
         if entries:
             gm = entries[0][0]
             reason = gm.first_failure(args, func)
-            logs.log("recompiles", f"recompiling {code.co_name} ({code.co_filename}:"
-                                   f"{code.co_firstlineno}): guard failed: {reason}")
+            logs.log("recompiles", lambda: f"recompiling {code.co_name} ({code.co_filename}:"
+                                           f"{code.co_firstlineno}): guard failed: {reason}"
+                                           f"{_now(reason, args, code)}")
             owner = _module_owner(args)
             mine = state.captures_by_owner.get(id(owner), 0) if owner is not None else len(entries)
             # as Dynamo's limits: per module instance a method's code runs for, and overall
@@ -655,6 +657,28 @@ class BreakHandler:
         if native:
             _C._capture.mark_skip(resume_code)
         return resume_code
+
+
+def _now(reason: str | None, args, code) -> str:
+    """What an argument named by a failed guard is now (`L['x']: tensor f32[2, 3] ...` failed:
+    ` (now: tensor float32[5, 3] strides (3, 1) requires_grad=True)`), so the log says what
+    changed, not only what the capture expected; "" for other guards."""
+    m = re.match(r"L\['([^']+)'\][:.]", reason or "")
+    if m is None:
+        return ""
+    labels = _state_labels(code, len(args))
+    if m.group(1) not in labels:
+        return ""
+    v = args[labels.index(m.group(1))]
+    if isinstance(v, kiln.Tensor):
+        what = (f"tensor {v.dtype}{list(v.shape)} strides {tuple(v.stride())} "
+                f"requires_grad={v.requires_grad}")
+    elif type(v).__name__ == "ndarray":
+        what = f"ndarray {v.dtype}{list(v.shape)} strides {v.strides}"
+    else:
+        text = repr(v)
+        what = f"{type(v).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+    return f" (now: {what})"
 
 
 def _state_labels(code, n: int) -> list:
