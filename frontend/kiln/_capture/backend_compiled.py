@@ -318,11 +318,21 @@ def _small_write_into_input(node: Node) -> bool:
     if not (isinstance(target, Node) and target.op == "placeholder"):
         return False
     big = target.meta.get("example")
-    if not isinstance(big, kiln.Tensor) or big.numel() < _SMALL_WRITE_ELEMENTS:
+    if not isinstance(big, kiln.Tensor):
         return False
     small = value.meta.get("example") if isinstance(value, Node) else None
     written = small.numel() if isinstance(small, kiln.Tensor) else 1
+    if _symbolic(target) and not (isinstance(value, Node) and _symbolic(value)):
+        # the array's size is a run-time one (the example of a small first call says little)
+        # and the write's is fixed: the row of a time loop over however many steps
+        return written * 16 <= _SMALL_WRITE_ELEMENTS
+    if big.numel() < _SMALL_WRITE_ELEMENTS:
+        return False
     return written * 16 <= big.numel()
+
+
+def _symbolic(node: Node) -> bool:
+    return any(not isinstance(s, int) for s in node.meta.get("sym_sizes") or ())
 
 
 def _impure_reason(node: Node) -> str:

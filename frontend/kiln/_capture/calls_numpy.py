@@ -507,12 +507,33 @@ def _flipped_index(frame, a: V.TensorVar, index: V.VT):
     return flipped, V.TupleVar(new_items)
 
 
+def _list_index(frame, items: V.ListVar) -> V.VT:
+    """`A[[p, 0]]` with `p` computed (a NumPy integer): NumPy reads a list as an index array,
+    where torch's indexing would read a list holding a tensor as a tuple (`A[p, 0]`); the list
+    becomes the int64 array it stands for."""
+    parts = []
+    for i in items.items:
+        if isinstance(i, V.TensorVar):
+            if i.example.dim() != 0 or i.example.is_floating_point() or i.example.is_complex():
+                raise V.Unsupported("a list index holding an array that is not an integer")
+            parts.append(i if i.example.dtype == kiln.int64 else _cast(frame, i, kiln.int64))
+        elif isinstance(i, V.SymIntVar) or isinstance(i, V.ConstVar) and type(i.value) is int:
+            parts.append(ops.record(frame.ctx, kiln.full, [V.ConstVar(()), i],
+                                    {"dtype": V.ConstVar(kiln.int64)}, "full"))
+        else:
+            raise V.Unsupported(f"a list index holding a {type(i).__name__}")
+    return ops.record(frame.ctx, kiln.stack, [V.ListVar(parts)], {}, "stack")
+
+
 def _integer_index(frame, index: V.VT) -> V.VT:
     """`index` with uint8 arrays as int64: NumPy indexes with them as integers, where kiln's
     (torch's) indexing takes a uint8 tensor for a mask."""
     def fix(it):
         if isinstance(it, V.TensorVar) and it.example.dtype == kiln.uint8:
             return _cast(frame, it, kiln.int64)
+        if isinstance(it, V.ListVar) and any(isinstance(i, (V.TensorVar, V.SymIntVar))
+                                             for i in it.items):
+            return _list_index(frame, it)
         return it
 
     if isinstance(index, V.TupleVar) and index.tuple_type is tuple:

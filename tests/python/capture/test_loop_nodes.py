@@ -815,3 +815,23 @@ def test_a_huge_iteration_limit_is_not_enumerated_at_capture():
     np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
     assert got[1] == want[1] < 100
     assert len(loop_nodes(report)) == 1
+
+
+def _ewma(x, alpha):
+    out = np.empty_like(x)
+    out[0] = x[0]
+    for t in range(1, x.shape[0]):
+        out[t] = alpha * x[t] + (1 - alpha) * out[t - 1]
+    return out
+
+
+def test_a_row_write_into_an_array_of_run_time_size_is_written_in_place():
+    """Captured at small sizes then made dynamic, the body's `out[t] = ...` still writes one
+    element in place (an eager node), not the whole array per iteration (quadratic in n): the
+    first call's small example says nothing about the sizes the node will run at."""
+    explain = kiln.explain(_ewma)
+    explain(np.random.default_rng(0).random(100), 0.1)
+    report = explain(np.random.default_rng(1).random(200), 0.1)
+    assert "in loop body" in report.report() and "in place" in report.report()
+    x = np.random.default_rng(2).random(9000)
+    np.testing.assert_allclose(kiln.compile(_ewma)(x, 0.1), _ewma(x, 0.1), rtol=1e-12)

@@ -477,3 +477,20 @@ def test_reductions_are_numpy_scalars_inside_compiled_code():
     entry returns it): isinstance checks and type names are NumPy's."""
     x = np.arange(5.0)
     assert kiln.compile(_scalar_types)(x) == _scalar_types(x)
+
+
+def _pivot_rows(A):
+    A = A.copy()
+    p = np.argmax(A[:, 0])
+    A[[0, p]] = A[[p, 0]]  # LU's partial pivoting: a list index with a computed integer
+    return A, A[[p]], A[[p, 0], 1:]
+
+
+def test_a_list_index_holding_a_computed_integer_is_an_index_array():
+    """NumPy reads `A[[p, 0]]` as an index array even when `p` is an array result; it must
+    not become the tuple index `A[p, 0]` (torch's reading of a list holding a tensor)."""
+    A = np.array([[1.0, 2.0], [5.0, 6.0], [3.0, 4.0]])
+    got, want = kiln.compile(_pivot_rows)(A), _pivot_rows(A)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
