@@ -155,9 +155,14 @@ def _minmax(pick):
             raise V.Unsupported(f"{pick.__name__}() of an empty sequence")
         if all(i.is_const() for i in items):
             return V.ConstVar(pick(i.const() for i in items))
-        values = [frame.concrete_int(i) if isinstance(i, V.SymIntVar) else i.const()
-                  for i in items]
-        return V.ConstVar(pick(values))
+        # sizes: each comparison is guarded as the relation it is (`s0 <= s1`), so the
+        # winner stays a symbol (np.diagonal's min(rows, cols) of a dynamic matrix)
+        better = operator.lt if pick is min else operator.gt
+        best = items[0]
+        for item in items[1:]:
+            if frame.truth(frame.binary(better, item, best)):
+                best = item
+        return best
 
     return handler
 

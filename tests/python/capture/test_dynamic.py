@@ -398,3 +398,19 @@ def test_max_with_keepdim_and_topk_keep_the_reduced_dim_symbolic():
     p.check(rand(2, 5), expect_captures=1)
     for n in (6, 9, 12):
         p.check(rand(2, n), expect_captures=2)
+
+
+def diag_of_dynamic(a, b):
+    d = np.diag(a)  # n = min(rows, cols): a Python min() of two sizes
+    return (b - (a - np.diagflat(d)) @ b) / d
+
+
+def test_min_of_sizes_keeps_them_symbolic():
+    """Python's min()/max() over sizes decide by guarded relations and return the winning
+    size as a symbol: a Jacobi step over np.diag compiles once for every n."""
+    p = Probe(diag_of_dynamic)
+    for k, n in enumerate((10, 12, 14, 16, 20)):
+        a = np.random.default_rng(n).random((n, n)) + n * np.eye(n)
+        b = np.random.default_rng(n + 1).random(n)
+        np.testing.assert_allclose(p.compiled(a, b), diag_of_dynamic(a, b), rtol=1e-12)
+        assert len(p.records) == min(k + 1, 2)
