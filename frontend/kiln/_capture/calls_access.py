@@ -154,6 +154,8 @@ class AccessMixin:
         if stored is not None:  # assigned earlier in this capture
             return stored
         source = AttrSource(ov.source, name) if ov.source is not None else None
+        if type(obj).__name__ in ("iinfo", "finfo") and type(obj).__module__ == "numpy":
+            return V.ConstVar(getattr(obj, name))  # a dtype's fixed limits (np.iinfo(t).max)
         if isinstance(obj, types.ModuleType):
             if not hasattr(obj, name):
                 raise V.Unsupported(f"module {obj.__name__!r} has no attribute {name!r}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import sys
 import types
 
 import kiln
@@ -166,6 +167,12 @@ def call_function(frame, fn, args, kwargs) -> V.VT:
     """A call of a NumPy callable (`np.sum(a)`, `np.float32(x)`, `np.zeros(n)`)."""
     knp = _knp()
     values = list(args) + list(kwargs.values())
+    if fn is sys.modules["numpy"].errstate and not args and all(
+            isinstance(v, V.ConstVar) and v.value in (None, "ignore", "warn", "print", "log")
+            for v in kwargs.values()):
+        # silencing or reporting floating-point warnings: compiled kernels raise none, so the
+        # block's ops compile as they are ('raise' or 'call' would need the checks: NumPy runs)
+        return V.GradModeVar(frame.ctx.grad_enabled)
     impl = knp.lookup(fn)
     if impl is None and isinstance(fn, type) and _is_scalar_type(fn) and _has_runtime_values(
             values):  # fmt: skip

@@ -5,6 +5,7 @@ what the code raises; a frame that cannot be captured twice is not tried again."
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import kiln
 from kiln._capture import convert_frame
@@ -79,3 +80,31 @@ def test_uint8_index_arrays_are_integer_indices():
     image = np.array([[3, 200], [7, 255]], dtype=np.uint8)  # a lookup table applied to an image
     np.testing.assert_array_equal(kiln.compile(get)(np.arange(256.0), image),
                                   get(np.arange(256.0), image))
+
+
+def _guarded_reciprocal(x):
+    big = np.iinfo(np.int64).max
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = np.where(x > 0, 1.0 / x, 0.0)
+    return y, big, np.finfo(x.dtype).eps
+
+
+def test_errstate_that_silences_warnings_and_dtype_limits_compile():
+    """`with np.errstate(divide="ignore")` changes nothing compiled code does (its kernels warn
+    about nothing) and np.iinfo/np.finfo limits are constants: no break."""
+    x = np.array([0.0, 2.0, 4.0])
+    explained = kiln.explain(_guarded_reciprocal)(x)
+    assert explained.graph_break_count == 0
+    got, want = explained.result, _guarded_reciprocal(x)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1:] == want[1:]
+
+
+def _raising(x):
+    with np.errstate(divide="raise"):
+        return 1.0 / x
+
+
+def test_errstate_raise_runs_in_numpy():
+    with pytest.raises(FloatingPointError):
+        kiln.compile(_raising)(np.array([0.0, 1.0]))
