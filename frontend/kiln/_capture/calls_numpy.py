@@ -200,7 +200,8 @@ def call_function(frame, fn, args, kwargs) -> V.VT:
 # NumPy functions whose result is a view with a negative stride (kiln makes a copy).
 _REVERSED_VIEWS = frozenset(("flip", "fliplr", "flipud", "rot90"))
 # NumPy functions that write into their first argument.
-_WRITES_FIRST = frozenset(("copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis"))
+_WRITES_FIRST = frozenset(("copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis",
+                           "at"))
 
 
 def _written(fn, args, kwargs) -> list:

@@ -1,5 +1,5 @@
 """More of NumPy: ufunc methods (`np.add.outer`, `np.maximum.reduce`, `np.add.accumulate`,
-`np.maximum.accumulate`),
+`np.maximum.accumulate`, `np.add.at`),
 differences, grids, takes, splits, `isclose`, `nan_to_num`, `copyto`, `median`, `searchsorted`,
 `digitize`, `isin`, `ptp`, `select`."""
 
@@ -259,6 +259,46 @@ def select(condlist, choicelist, default=0):
     return out
 
 
+def _ufunc_at(ufunc):
+    """`np.add.at(a, indices, b)`: unbuffered in-place accumulation, repeated indices counted
+    each time (a histogram, a particle deposit). add and subtract take any integer-array index
+    (index_put_ with accumulate); multiply, minimum and maximum a 1-D array and one index array
+    (scatter_reduce_)."""
+    reduce = {np.multiply: "prod", np.minimum: "amin", np.maximum: "amax"}.get(ufunc)
+
+    def at(a, indices, b=None, /):
+        if not isinstance(a, kiln.Tensor):
+            raise TypeError(f"{ufunc.__name__}.at() needs an array to write into")
+        parts = indices if isinstance(indices, tuple) else (indices,)
+        index = []
+        for part in parts:
+            if isinstance(part, slice) or part is None or part is Ellipsis:
+                raise NotImplementedError(f"np.{ufunc.__name__}.at with a slice index is not "
+                                          "supported by kiln")
+            t = _tensor(part)
+            if t.dtype == kiln.bool or t.is_floating_point():
+                raise NotImplementedError(f"np.{ufunc.__name__}.at with a non-integer index is "
+                                          "not supported by kiln")
+            index.append(t.to(kiln.int64))
+        values = _tensor(b if b is not None else 1).to(a.dtype)
+        if ufunc in (np.add, np.subtract):
+            if ufunc is np.subtract:
+                values = -values
+            shape = a[tuple(index)].shape
+            a.index_put_(tuple(index), values.expand(shape), accumulate=True)
+            return None
+        if a.dim() != 1 or len(index) != 1:
+            raise NotImplementedError(f"np.{ufunc.__name__}.at beyond a 1-D array is not "
+                                      "supported by kiln")
+        idx = index[0].reshape(-1)
+        a.scatter_reduce_(0, idx, values.expand(index[0].shape).reshape(-1), reduce,
+                          include_self=True)
+        return None
+
+    at.__name__ = "at"
+    return at
+
+
 FUNCTIONS = {
     np.diff: diff, np.meshgrid: meshgrid, np.take: take, np.take_along_axis: take_along_axis,
     np.split: split, np.array_split: array_split, np.isclose: isclose,
@@ -275,6 +315,8 @@ for _ufunc, _impl in ((np.add, _reductions.SUM), (np.multiply, _reductions.FUNCT
     FUNCTIONS[_ufunc.reduce] = _reduce(_impl)
 FUNCTIONS[np.maximum.reduce] = _extreme_reduce(_reductions.FUNCTIONS[np.max])
 FUNCTIONS[np.minimum.reduce] = _extreme_reduce(_reductions.FUNCTIONS[np.min])
+for _ufunc in (np.add, np.subtract, np.multiply, np.minimum, np.maximum):
+    FUNCTIONS[_ufunc.at] = _ufunc_at(_ufunc)
 FUNCTIONS[np.add.accumulate] = _accumulate(_reductions.FUNCTIONS[np.cumsum])
 FUNCTIONS[np.multiply.accumulate] = _accumulate(_reductions.FUNCTIONS[np.cumprod])
 FUNCTIONS[np.maximum.accumulate] = _extreme_accumulate(kiln.cummax)

@@ -494,3 +494,40 @@ def test_a_list_index_holding_a_computed_integer_is_an_index_array():
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape
         np.testing.assert_array_equal(g, w)
+
+
+def _deposit(grid, pos, w):
+    idx = np.floor(pos).astype(np.int64)
+    np.add.at(grid, idx, w)  # repeated indices each count
+    np.subtract.at(grid, idx[:3], 0.5)
+    return grid.sum()
+
+
+def _extremes(a, idx, v):
+    np.minimum.at(a, idx, v)
+    np.maximum.at(a, idx[:2], 100.0)
+    return a
+
+
+def _histogram2d(h, i, j):
+    np.add.at(h, (i, j), 1)
+    return h
+
+
+@pytest.mark.parametrize("case", ["deposit", "extremes", "histogram2d"])
+def test_ufunc_at_accumulates_in_place_without_a_break(case):
+    rng = np.random.default_rng(3)
+    fn, args = {
+        "deposit": (_deposit, (np.zeros(10), rng.random(50) * 10, rng.random(50))),
+        "extremes": (_extremes, (np.full(6, 5.0), np.array([0, 2, 2, 5]),
+                                 np.array([1.0, 3.0, -1.0, 7.0]))),
+        "histogram2d": (_histogram2d, (np.zeros((4, 5)), rng.integers(0, 4, 30),
+                                       rng.integers(0, 5, 30))),
+    }[case]
+    want_args = [a.copy() for a in args]
+    got_args = [a.copy() for a in args]
+    want = fn(*want_args)
+    explained = kiln.explain(fn)(*got_args)
+    np.testing.assert_allclose(explained.result, want, rtol=1e-12)
+    np.testing.assert_allclose(got_args[0], want_args[0], rtol=1e-12)  # written in place
+    assert explained.graph_break_count == 0
