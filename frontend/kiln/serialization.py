@@ -169,9 +169,14 @@ def _write_archive(out, pickled: bytes, storages: dict) -> None:
 
 _SAFE = {
     ("collections", "OrderedDict"): collections.OrderedDict,
+    ("collections", "Counter"): collections.Counter,  # MultiStepLR's milestones
     ("builtins", "set"): set, ("builtins", "frozenset"): frozenset, ("builtins", "slice"): slice,
     ("builtins", "complex"): complex, ("builtins", "bytearray"): bytearray,
+    # dtypes and devices in a checkpoint (an AMP config, a saved `device`), torch's or kiln's
+    ("torch", "device"): kiln.device, ("kiln._tensor", "device"): kiln.device,
+    ("kiln._C", "dtype"): type(kiln.float32),
 }  # fmt: skip
+_DTYPE_NAMES = {name for name in dir(kiln) if isinstance(getattr(kiln, name), type(kiln.float32))}
 
 
 def _rebuild_tensor(storage, offset, size, stride, requires_grad=False, hooks=None, *rest):
@@ -200,6 +205,8 @@ class _Unpickler(pickle.Unpickler):
             return _DTYPE_OF_STORAGE[name]
         if module == "torch" and name == "Size":
             return tuple
+        if module == "torch" and name in _DTYPE_NAMES:
+            return getattr(kiln, name)
         if (module, name) in _SAFE:
             return _SAFE[(module, name)]
         if module.split(".")[0] == "torch":

@@ -153,3 +153,19 @@ def test_many_non_contiguous_tensors_keep_their_own_values():
     kiln.save(tensors, buf)
     for i, t in enumerate(kiln.load(io.BytesIO(buf.getvalue()))):
         np.testing.assert_array_equal(t.numpy(), np.arange(4096.0).reshape(64, 64).T * i)
+
+
+def test_checkpoints_with_schedulers_dtypes_and_devices_load(tmp_path):
+    """MultiStepLR's state holds a collections.Counter; AMP configs hold dtypes and devices:
+    kiln.load reads them from torch's files and from its own, weights_only included."""
+    import torch
+
+    opt = kiln.optim.SGD([kiln.nn.Parameter(kiln.zeros(1))], lr=0.1)
+    sched = kiln.optim.lr_scheduler.MultiStepLR(opt, [30, 80])
+    path = tmp_path / "ckpt.pt"
+    kiln.save({"sched": sched.state_dict(), "dt": kiln.bfloat16, "dev": kiln.device("cpu")}, path)
+    back = kiln.load(path)
+    assert back["sched"]["milestones"] == sched.state_dict()["milestones"]
+    assert back["dt"] == kiln.bfloat16 and back["dev"] == kiln.device("cpu")
+    torch.save({"dev": torch.device("cpu"), "dtype": torch.float32}, path)
+    assert kiln.load(path) == {"dev": kiln.device("cpu"), "dtype": kiln.float32}

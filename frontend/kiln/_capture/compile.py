@@ -98,6 +98,28 @@ class OptimizedModule(kiln.nn.Module):
     def __repr__(self) -> str:
         return f"OptimizedModule({self._orig_mod!r})"
 
+    def __deepcopy__(self, memo):
+        """A compiled copy of a copy of the module (an EMA model, AveragedModel): the copy's
+        calls must run the copy's weights, not go through the original's bound __call__."""
+        import copy
+
+        mod = copy.deepcopy(self._modules["_orig_mod"], memo)
+        new = OptimizedModule(mod, self._compiled_call._kiln_compiler)
+        memo[id(self)] = new
+        return new
+
+    def __reduce__(self):
+        """Pickled (kiln.save of a whole compiled model) as the module and how it was compiled;
+        loading compiles it again (a custom backend must itself pickle)."""
+        c = self._compiled_call._kiln_compiler
+        options = {"recompile_limit": c.recompile_limit, **c.options}
+        return (_compiled_again, (self._modules["_orig_mod"], c.backend, c.fullgraph, c.dynamic,
+                                  options))
+
+
+def _compiled_again(mod, backend, fullgraph, dynamic, options):
+    return compile(mod, backend=backend, fullgraph=fullgraph, dynamic=dynamic, options=options)
+
 
 def reset() -> None:
     """Forgets every compiled entry and resume function: the next calls capture again."""

@@ -458,3 +458,29 @@ def test_supported_python_version_passes():
     assert sys.version_info[:2] == (3, 11)
     compile_mod._check_python()
     assert C.is_supported()
+
+
+def test_a_deep_copy_of_a_compiled_module_runs_its_own_weights():
+    """`ema = copy.deepcopy(compiled)` (timm's ModelEma, AveragedModel): the copy's calls use
+    the copy's parameters, also as a child of a copied parent; pickling compiles again."""
+    import copy
+    import pickle
+
+    m = kiln.nn.Linear(4, 1, bias=False)
+    with kiln.no_grad():
+        m.weight.fill_(1.0)
+    compiled = kiln.compile(m)
+    x = kiln.ones(1, 4)
+    assert compiled(x).item() == 4.0
+    ema = copy.deepcopy(compiled)
+    with kiln.no_grad():
+        ema.weight.fill_(0.5)
+    assert ema(x).item() == 2.0 and compiled(x).item() == 4.0
+    parent = kiln.nn.Sequential(compiled)
+    twin = copy.deepcopy(parent)
+    with kiln.no_grad():
+        twin[0].weight.fill_(0.25)
+    assert twin(x).item() == 1.0 and parent(x).item() == 4.0
+    loaded = pickle.loads(pickle.dumps(compiled))
+    assert type(loaded).__name__ == "OptimizedModule" and loaded(x).item() == 4.0
+    assert loaded.weight is not compiled.weight
