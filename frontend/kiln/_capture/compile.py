@@ -61,6 +61,11 @@ def compile(model=None, *, backend=None, fullgraph=False, dynamic=None, mode=Non
 
 def wrap_with_compiler(fn, compiler):
     callback = compiler.callback
+    owner = getattr(fn, "__self__", None)
+    for f in (fn, getattr(type(owner), "forward", None) if owner is not None else None):
+        code = getattr(getattr(f, "__func__", f), "__code__", None)
+        if code is not None:  # what the user compiled: never left to plain Python
+            compiler.root_codes.add(code)
 
     @functools.wraps(fn)
     def compiled(*args, **kwargs):

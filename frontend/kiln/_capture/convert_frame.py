@@ -167,6 +167,7 @@ class Compiler:
         self.dynamic = dynamic
         self.recompile_limit = recompile_limit
         self.recorder = recorder
+        self.root_codes: set = set()  # the compiled function's (or forward's) code objects
 
     # -- the hook's callback ---------------------------------------------------------------
     def callback(self, func, args, code):
@@ -379,12 +380,28 @@ class Compiler:
         if isinstance(outcome, Return):
             entry = codegen.make_entry(ctx, graph_fn, outputs, "return {ret}",
                                        {"ret": outcome.value}, {})
+            self._note_no_tensor_work(code, state, ctx, graph)
         else:
             entry = self._break_entry(func, code, state, ctx, graph_fn, outputs, outcome)
         logs.log("output_code", lambda: f"code of {graph.name}:\n{graph.python_source()}\n"
                                         f"entry:\n{entry.kiln_source}")
         _C._capture.add_entry(code, gm, entry)
         return entry
+
+    def _note_no_tensor_work(self, code, state, ctx, graph) -> None:
+        """A frame whose captures compute no tensor (a scheduler's `lr_lambda(step)`, called
+        from code that runs eagerly): after its second such capture it runs as plain Python,
+        as torch.compile skips it, instead of capturing again for every new int it gets."""
+        if code in self.root_codes or any(
+                isinstance(n.meta.get("example"), kiln.Tensor) for n in graph.nodes) or (
+                side_effects.replayed_values(ctx) or ctx.__dict__.get("attr_stores")):
+            state.no_tensor_work = 0
+            return
+        state.no_tensor_work = getattr(state, "no_tensor_work", 0) + 1
+        if state.no_tensor_work >= 2:
+            logs.log("recompiles", f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}) "
+                                   "computes no tensor: it runs as plain Python from now on")
+            _C._capture.mark_no_capture(code)
 
     def _compile_graph(self, graph, ctx):
         if self.backend == "eager":

@@ -406,3 +406,36 @@ def test_a_write_of_a_value_that_requires_grad_into_a_plain_tensor_trains():
     np.testing.assert_allclose(grads[1].numpy(), grads[0].numpy(), rtol=1e-6)
     reasons = [why for r in backend.reports for _, _, why in r.fallbacks]
     assert any("in-place write into" in why for why in reasons), reasons
+
+
+def test_a_frame_without_tensor_work_runs_as_python_after_two_captures():
+    """HF's linear warmup: scheduler.step() inside a compiled step calls `lr_lambda(step)` with
+    a new int every step. A frame that computes no tensor runs as plain Python after its second
+    capture instead of capturing again for each step; the compiled function itself never does."""
+    from corpus_util import compiler_of
+
+    net = nn.Linear(3, 1)
+    opt = kiln.optim.SGD(net.parameters(), lr=0.1)
+
+    def warmup(step):
+        return min(1.0, (step + 1) / 4) * max(0.0, (20 - step) / 20)
+
+    sched = kiln.optim.lr_scheduler.LambdaLR(opt, warmup)
+
+    def step(x):
+        loss = net(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        sched.step()
+        return loss
+
+    compiled = kiln.compile(step)
+    records: list = []
+    compiler_of(compiled).recorder = records
+    lrs = []
+    for _ in range(12):
+        compiled(kiln.ones(2, 3))
+        lrs.append(opt.param_groups[0]["lr"])
+    np.testing.assert_allclose(lrs, [0.1 * warmup(k + 1) for k in range(12)], rtol=1e-12)
+    assert sum(r.code.co_name == "warmup" for r in records) <= 2
