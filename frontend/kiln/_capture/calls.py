@@ -62,6 +62,9 @@ _CAPTURE_VALUE = "_kiln_value_in_capture"
 # recording it as one node, whose example runs at capture time, would apply its effect twice.
 _EAGER_REASON = "_kiln_eager_reason"
 _NOOP_CONTEXT = "_kiln_noop_context_in_capture"
+# A function carrying _FOLD_CONSTANT_ARGS, called with constants only (types, numbers), runs at
+# capture time and its result is a constant of the graph (kl_divergence's registry lookup).
+_FOLD_CONSTANT_ARGS = "_kiln_fold_constant_args"
 
 
 def _unflatten_signature(input, dim, sizes): ...
@@ -365,6 +368,11 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
             return self.call(self.ctx.wrap(fn.fn._kiln_original, None), args, kwargs)
         if isinstance(fn, V.FunctionVar) and hasattr(fn.fn, _CAPTURE_VALUE):
             return V.ConstVar(getattr(fn.fn, _CAPTURE_VALUE))
+        if isinstance(fn, V.FunctionVar) and getattr(fn.fn, _FOLD_CONSTANT_ARGS, False) and all(
+                isinstance(a, (V.ConstVar, V.ObjectVar)) for a in [*args, *kwargs.values()]):
+            # a lookup on constants (a registry keyed by types): run now, its result a constant
+            return self.ctx.wrap(fn.fn(*[a.value for a in args],
+                                       **{k: v.value for k, v in kwargs.items()}), None)
         if isinstance(fn, V.FunctionVar) and (runner := ops.allowed_in_graph(fn.fn)):
             return ops.record(self.ctx, runner, list(args), dict(kwargs))
         if isinstance(fn, V.FunctionVar) and _is_optimizer_update(fn.fn) and (

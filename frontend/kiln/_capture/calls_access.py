@@ -278,6 +278,10 @@ def dict_key(v: V.VT):
     """A dict key as the real dict holds it: a constant, or a module (keyed by identity)."""
     if isinstance(v, V.ModuleVar):
         return v.module
+    if isinstance(v, V.ObjectVar) and isinstance(v.value, type):
+        return v.value
+    if isinstance(v, V.TupleVar) and v.tuple_type is tuple:
+        return tuple(dict_key(i) for i in v.items)
     return v.const()
 
 
@@ -329,6 +333,12 @@ class _ContainerMethod(V.VT):
 
     def call(self, frame, args, kwargs) -> V.VT:
         obj, name = self.obj, self.name
+        if isinstance(obj, V.TupleVar) and obj.tuple_type is kiln.Size and name == "numel" and (
+                not args and not kwargs):  # `x.shape.numel()` (distributions' sample shapes)
+            total = V.ConstVar(1)
+            for size in obj.items:
+                total = frame.binary(operator.mul, total, size)
+            return total
         if isinstance(obj, V.ListVar):
             if name in ("append", "extend", "insert", "pop", "clear", "reverse", "remove"):
                 if name == "remove":

@@ -155,8 +155,8 @@ class CaptureContext:
             if source is not None:
                 self.guards.type(source, value)
                 self.guards.dict_keys(source, value.keys())
-            if not all(type(k) in (str, int) or isinstance(k, kiln.nn.Module) for k in value):
-                raise V.Unsupported("a dict whose keys are not str, int or modules")
+            if not all(_plain_key(k) for k in value):
+                raise V.Unsupported("a dict whose keys are not str, int, types or modules")
             items = self._wrap_items(value, source, value.items())
             return self._known(_with_origin(V.DictVar(items, source, type(value)), value), value)
         if isinstance(value, kiln.nn.Module):
@@ -542,6 +542,14 @@ def _annotate_sizes(name: str, nodes: list, int_syms: dict) -> list:
                                       for s in val.type.sizes]  # fmt: skip
     int_syms.update(ints)
     return writer.builder.assumptions()
+
+
+def _plain_key(k) -> bool:
+    """A dict key the capture can hold and guard: a str or int, a module (by identity), a
+    class or a tuple of these (a registry keyed by type pairs, kl_divergence's)."""
+    if type(k) in (str, int) or isinstance(k, (kiln.nn.Module, type)):
+        return True
+    return type(k) is tuple and all(_plain_key(i) for i in k)
 
 
 def _with_origin(var, value):

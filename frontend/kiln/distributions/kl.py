@@ -112,17 +112,26 @@ def _batch_trace_XXT(bmat):
     return flat_trace.reshape(tuple(bmat.shape[:-2]))
 
 
+def _resolve_kl(type_p, type_q):
+    """The registered function for the pair of types (memoized): compiled code calls it with
+    the types as constants, at capture time (_kiln_fold_constant_args)."""
+    fun = _KL_MEMOIZE.get((type_p, type_q))
+    if fun is None:
+        fun = _dispatch_kl(type_p, type_q)
+        _KL_MEMOIZE[type_p, type_q] = fun
+    return fun
+
+
+_resolve_kl._kiln_fold_constant_args = True
+
+
 def kl_divergence(p, q):
     """KL(p || q), batched over the batch shape.
 
     Raises:
         NotImplementedError: if no function is registered for the pair of types.
     """
-    try:
-        fun = _KL_MEMOIZE[type(p), type(q)]
-    except KeyError:
-        fun = _dispatch_kl(type(p), type(q))
-        _KL_MEMOIZE[type(p), type(q)] = fun
+    fun = _resolve_kl(type(p), type(q))
     if fun is NotImplemented:
         raise NotImplementedError(
             f"No KL(p || q) is implemented for p type {p.__class__.__name__} and "

@@ -210,7 +210,7 @@ def test_fullgraph_error_when_the_arguments_cannot_be_captured():
         return x * table[0.5]
 
     with pytest.raises(kiln.compiler.CaptureError,
-                       match="a dict whose keys are not str, int or modules"):
+                       match="a dict whose keys are not str, int, types or modules"):
         kiln.compile(lookup, fullgraph=True)(rand(2), {0.5: 2.0})
     assert_same(kiln.compile(lookup)(rand(2), {0.5: 2.0}), rand(2) * 2.0)
 

@@ -76,3 +76,22 @@ def test_invalid_arguments_raise():
         scale(kiln.tensor([2.0, 1.0])).item())
     with pytest.raises((ValueError, AssertionError), match="Expected parameter scale"):
         compiled(kiln.tensor([1.0, -1.0]))  # the compiled entry's assertion node
+
+
+def test_kl_divergence_and_sample_shapes_compile_without_breaks():
+    """kl_divergence's registry keyed by type pairs is looked up at capture; `shape.numel()`
+    (sample shapes) is a product of sizes."""
+    from kiln.distributions import Categorical, Normal, kl_divergence
+
+    def policy_terms(logits, old_logits, mu, sigma):
+        p, q = Categorical(logits=logits), Categorical(logits=old_logits)
+        prior = Normal(kiln.zeros_like(mu), kiln.ones_like(sigma))
+        return (kl_divergence(p, q).mean() + kl_divergence(Normal(mu, sigma), prior).sum()
+                + logits.shape.numel())
+
+    gen = np.random.default_rng(0)
+    args = [kiln.tensor(gen.standard_normal((4, 5)).astype(np.float32)) for _ in range(3)]
+    args.append(args[2].exp())
+    explained = kiln.explain(policy_terms)(*args)
+    assert explained.graph_break_count == 0
+    np.testing.assert_allclose(explained.result.item(), policy_terms(*args).item(), rtol=1e-5)
