@@ -106,12 +106,11 @@ Tensor groupNorm(const Tensor &input_, int64_t numGroups, const Tensor &weight_,
   Tensor out = kiln::ops::groupNorm(input, numGroups, weight, bias, eps); // as rms_norm
   if (recordUnsupportedOnDevice("group_norm", {&input, &weight, &bias}, out))
     return out;
+  // Each group normalized over its elements is a layer_norm of the grouped rows: its fused
+  // kernel and one-pass backward, not a chain of mean/sub/mul nodes (3x slower to train).
   Tensor grouped = autograd::reshape(input, {input.size(0), numGroups, -1});
-  DimList last(Shape{2});
-  Tensor mu = mean(grouped, last, true);
-  Tensor centered = sub(grouped, mu);
-  Tensor var = mean(mul(centered, centered), last, true);
-  Tensor y = autograd::reshape(mul(centered, rsqrt(add(var, number(eps)))), input.sizes());
+  Tensor y = autograd::reshape(layerNorm(grouped, {grouped.size(2)}, Tensor(), Tensor(), eps),
+                               input.sizes());
   if (weight.defined())
     y = mul(y, classWeight(weight, input.dim()));
   if (bias.defined())
