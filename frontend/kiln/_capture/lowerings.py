@@ -312,15 +312,22 @@ def _extreme_along(kind: str):
             raise Decline("an extreme without its indices")
         d, keep = w.int_(dim), bool(a["keepdim"])
         loc = node.meta.get("loc")
-        # The values are gathered at the indices, not an amax: the gradient then goes to the
-        # one returned index, as eager's and torch's (amax splits it over tied values).
-        (at,) = w.emit("argmax" if kind == "max" else "argmin", [x], {"dim": d, "keepdim": True},
-                       loc)
-        (values,) = w.emit("gather", [x, at], {"dim": d % max(len(x.type.sizes), 1)}, loc)
-        indices = at
-        if not keep:
-            (values,) = w.emit("squeeze", [values], {"dim": [d]}, loc)
-            (indices,) = w.emit("squeeze", [at], {"dim": [d]}, loc)
+        if not pair[0].requires_grad:  # an amax fuses with its neighbours (NumPy's np.max)
+            (values,) = w.emit("amax" if kind == "max" else "amin", [x],
+                               {"dim": [d], **({"keepdim": True} if keep else {})}, loc)
+            (indices,) = w.emit("argmax" if kind == "max" else "argmin", [x],
+                                {"dim": d, **({"keepdim": True} if keep else {})}, loc)
+        else:
+            # Differentiated, the values are gathered at the indices, not an amax: the
+            # gradient then goes to the one returned index, as eager's and torch's (amax splits
+            # it over tied values).
+            (at,) = w.emit("argmax" if kind == "max" else "argmin", [x],
+                           {"dim": d, "keepdim": True}, loc)
+            (values,) = w.emit("gather", [x, at], {"dim": d % max(len(x.type.sizes), 1)}, loc)
+            indices = at
+            if not keep:
+                (values,) = w.emit("squeeze", [values], {"dim": [d]}, loc)
+                (indices,) = w.emit("squeeze", [at], {"dim": [d]}, loc)
         for val, example in zip((values, indices), pair, strict=True):
             if not isinstance(example, kiln.Tensor) or val.type.dtype != dtype_short(
                     example.dtype) or len(val.type.sizes) != example.dim():  # fmt: skip
