@@ -130,6 +130,9 @@ class AccessMixin:
                 if value is None:
                     return V.ConstVar(None)
                 return self.ctx.wrap(value, None, f"{mv.label}.{name}")
+        if name in d and type(d[name]) is int and name in d.get("_kiln_counters", ()):
+            # a counter (`self.step += 1` on every call): read on every call, a run-time int
+            return self.ctx._wrap_sym_int(d[name], AttrSource(HeldSource(mod, mv.label), name))
         if name in d:
             var = self.ctx.wrap(d[name], None, f"{mv.label}.{name}")
             if isinstance(var, (V.ListVar, V.DictVar)) and var.source is None:

@@ -101,12 +101,28 @@ def store_module_attr(ctx, module, name: str, value: V.VT) -> None:
         return
     if name in module.__dict__.get("_parameters", {}):
         raise V.Unsupported(f"{what}: it replaces a parameter")
+    if type(current) is int and _int_valued(value):
+        counters = module.__dict__.get("_kiln_counters", set())
+        if name in counters:  # read on every call: the store is replayed without a new capture
+            from kiln._capture.sources import HeldSource
+
+            record_store(ctx, module, HeldSource(module, type(module).__name__), name, value)
+            return
+        if _replay_bumps.get(module, 0) >= 1:
+            # an int changed by the last capture too (RWKV's `self.step += 1`): from the next
+            # capture on it is a run-time int, read and written on every call
+            module.__dict__["_kiln_counters"] = counters | {name}
     if _replay_bumps.get(module, 0) >= _MAX_REPLAY_BUMPS:
         raise V.Unsupported(f"{what}, which changes on every call (each change would capture "
                             "the code again)",
                             "keep per-call state out of module attributes, or pass it in and "
                             "return it")
     record_store(ctx, module, None, name, value)
+
+
+def _int_valued(v: V.VT) -> bool:
+    return isinstance(v, V.SymIntVar) and type(v.hint) is int or (
+        isinstance(v, V.ConstVar) and type(v.value) is int)
 
 
 def store_object_attr(ctx, ov: V.ObjectVar, name: str, value: V.VT) -> None:

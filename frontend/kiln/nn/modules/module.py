@@ -218,8 +218,11 @@ class Module(StateDictMixin):
         if name == "training" and type(value) is bool and "training" in self.__dict__:
             _set_training(self, value)
             return
-        if self._current_attr(name) is not value:
-            _bump_version(self)
+        current = self._current_attr(name)
+        if current is not value and not (
+                type(value) is int and type(current) is int
+                and name in self.__dict__.get("_kiln_counters", ())):
+            _bump_version(self)  # (a counter compiled code reads on every call: no new capture)
         self._set_attr(name, value)
 
     def _current_attr(self, name: str):
