@@ -82,7 +82,7 @@ void copyInto(const Tensor &dst, const Tensor &src) {
       }
       // Strided rows (a permuted tensor made contiguous): one typed load and store per
       // element, where a memcpy call of a run-time size per element cost five times as much.
-      auto strided = [&]<typename U>() {
+      dispatchBySize(sz, [&]<typename U>() {
         char *d = p[0];
         const char *q = p[1];
         const int64_t sd = s[0], sq = s[1];
@@ -91,27 +91,7 @@ void copyInto(const Tensor &dst, const Tensor &src) {
           std::memcpy(&v, q, sizeof(U)); // fixed size: a plain load, also when unaligned
           std::memcpy(d, &v, sizeof(U));
         }
-      };
-      switch (sz) {
-      case 1:
-        strided.template operator()<uint8_t>();
-        return;
-      case 2:
-        strided.template operator()<uint16_t>();
-        return;
-      case 4:
-        strided.template operator()<uint32_t>();
-        return;
-      case 8:
-        strided.template operator()<uint64_t>();
-        return;
-      default:
-        break;
-      }
-      char *d = p[0];
-      const char *q = p[1];
-      for (int64_t i = 0; i < n; ++i, d += s[0], q += s[1])
-        std::memcpy(d, q, sz);
+      });
     });
     return;
   }

@@ -40,8 +40,7 @@ std::optional<DType> dtypeFromName(std::string_view name);
 int64_t itemsize(DType t);
 
 inline bool isFloating(DType t) {
-  return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 ||
-         t == DType::Float64;
+  return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 || t == DType::Float64;
 }
 inline bool isIntegral(DType t, bool includeBool) {
   return (includeBool && t == DType::Bool) || (t >= DType::UInt8 && t <= DType::Int64);
@@ -91,6 +90,24 @@ template <typename Fn> decltype(auto) dispatchAll(DType t, Fn &&fn) {
 #undef X
   }
   __builtin_unreachable();
+}
+
+/// Calls fn.template operator()<U>() with U the unsigned type of `size` bytes (1, 2, 4 or 8, the
+/// sizes of every dtype): pure data movement does not care about the dtype, so 4 instantiations
+/// cover all of them.
+template <typename Fn> decltype(auto) dispatchBySize(int64_t size, Fn &&fn) {
+  switch (size) {
+  case 1:
+    return fn.template operator()<uint8_t>();
+  case 2:
+    return fn.template operator()<uint16_t>();
+  case 4:
+    return fn.template operator()<uint32_t>();
+  case 8:
+    return fn.template operator()<uint64_t>();
+  default:
+    __builtin_unreachable();
+  }
 }
 
 /// Like dispatchAll but for the dtypes kernels compute in: float16/bfloat16 are computed in float

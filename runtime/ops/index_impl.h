@@ -16,23 +16,6 @@
 
 namespace kiln::ops::detail {
 
-/// Calls fn.template operator()<U>() with U an unsigned type of the given byte size: pure data
-/// movement does not care about the dtype, so 4 instantiations cover all 10 dtypes.
-template <typename Fn> void dispatchBySize(int64_t size, Fn &&fn) {
-  switch (size) {
-  case 1:
-    return fn.template operator()<uint8_t>();
-  case 2:
-    return fn.template operator()<uint16_t>();
-  case 4:
-    return fn.template operator()<uint32_t>();
-  case 8:
-    return fn.template operator()<uint64_t>();
-  default:
-    fail(ErrorKind::Runtime, "indexing: unsupported element size {}", size);
-  }
-}
-
 /// Checks that index has an integer dtype accepted by `op` (int64, and int32 when allowInt32).
 void checkIndexDType(const Tensor &index, const char *op, bool allowInt32);
 

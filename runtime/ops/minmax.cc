@@ -102,26 +102,12 @@ Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
   Tensor out = Tensor::empty(shape, t, cond.device());
   // A pure selection: move bytes of the element size, whatever the dtype. Masking instead of a
   // branch lets the loop vectorize (a random mask would mispredict half the branches).
-  auto select = [&]<typename U>() {
+  dispatchBySize(itemsize(t), [&]<typename U>() {
     cpuKernel<U, bool, U, U>(out, ins, [](bool c, U x, U y) -> U {
       const U mask = static_cast<U>(U(0) - static_cast<U>(c));
       return static_cast<U>((x & mask) | (y & static_cast<U>(~mask)));
     });
-  };
-  switch (itemsize(t)) {
-  case 1:
-    select.template operator()<uint8_t>();
-    break;
-  case 2:
-    select.template operator()<uint16_t>();
-    break;
-  case 4:
-    select.template operator()<uint32_t>();
-    break;
-  default:
-    select.template operator()<uint64_t>();
-    break;
-  }
+  });
   return out;
 }
 

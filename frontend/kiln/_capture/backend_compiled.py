@@ -56,13 +56,10 @@ import time
 
 import kiln
 from kiln import _C
-from kiln._capture import logs, lowerings, lowerings_random, training
+from kiln._capture import logs, training
 from kiln._capture.graph import (
     Graph,
     Node,
-    draws_random,
-    has_effects,
-    inplace_flag,
     is_impure,
     nodes_in,
     target_name,
@@ -84,6 +81,19 @@ from kiln._capture.part_copies import (
 )
 from kiln._capture.part_copies import (
     remap as _remap,
+)
+from kiln._capture.partition_rules import (
+    SMALL_WRITE,
+    assertions_later,
+    compilable_mutation,
+    impure_reason,
+    is_multi_result,
+    kernel_random,
+    mutates,
+    needs_grad,
+    requires_grad_of,
+    small_write_into_input,
+    storage_of,
 )
 
 __all__ = ["BackendCompilerFailed", "CpuBackend", "PartitionReport", "compile_graph"]
@@ -176,7 +186,7 @@ def _records_autograd(graph: Graph) -> bool:
     """Whether running `graph` must record autograd history: some value it computed during
     capture (where the eager ops ran with the caller's grad mode) requires grad, outside
     no_grad blocks (an optimizer's in-place update of a parameter returns the parameter)."""
-    return any(_requires_grad(n) for n in graph.nodes
+    return any(requires_grad_of(n) for n in graph.nodes
                if n.op == "call" and n.meta.get("grad_enabled", graph.grad_enabled))
 
 
@@ -275,117 +285,6 @@ class _NoKirValue(Exception):  # noqa: N818 - a signal
 # --- The partitioner -------------------------------------------------------------------------
 
 
-def _requires_grad(node: Node) -> bool:
-    """Whether a node's value (any tensor of it) required grad when the capture computed it."""
-    example = node.meta.get("example")
-    values = example if isinstance(example, (tuple, list)) else (example,)
-    return any(getattr(v, "requires_grad", False) for v in values)
-
-
-def _needs_grad(part) -> bool:
-    """Whether some input of a part requires grad (as the capture's examples say)."""
-    return any(_requires_grad(n) for n in part.inputs)
-
-
-def _kernel_random(node: Node) -> bool:
-    """A random call that kernels compute themselves from the default generator's counters
-    (the calls lowerings_random.py lowers: dropout, rand, ...), or one that draws nothing
-    (evaluation-mode dropout); its lowering declines the forms it cannot draw in eager's order."""
-    return (target_name(node.target) in lowerings_random.TARGETS
-            and node.kwargs.get("generator") is None)
-
-
-def _compilable_mutation(node: Node) -> bool:
-    """An in-place call the capture mapping writes as its op plus ``copy_`` (only mutation, no
-    randomness or other effect, no ``out=``): functionalization makes its part pure."""
-    if node.kwargs.get("out") is not None or has_effects(node):
-        return False
-    return lowerings.lowers(node.target)
-
-
-_SMALL_WRITE = ("a write of a few elements into a large input array: the eager kernel writes "
-                "them in place, where compiled code rewrites the whole array")
-_SMALL_WRITE_ELEMENTS = 4096  # arrays from this size up, written by at most 1/16 of them
-
-
-def _small_write_into_input(node: Node) -> bool:
-    """`hist[t] = row` into an array the graph takes as an input (a time loop's history, a
-    caller's array): functionalized, the part computes and writes back the whole array on every
-    call, which makes a loop over its rows quadratic."""
-    if node.target is not operator.setitem or len(node.args) != 3:
-        return False
-    target, value = node.args[0], node.args[2]
-    if not (isinstance(target, Node) and target.op == "placeholder"):
-        return False
-    big = target.meta.get("example")
-    if not isinstance(big, kiln.Tensor):
-        return False
-    small = value.meta.get("example") if isinstance(value, Node) else None
-    written = small.numel() if isinstance(small, kiln.Tensor) else 1
-    if _symbolic(target) and not (isinstance(value, Node) and _symbolic(value)):
-        # the array's size is a run-time one (the example of a small first call says little)
-        # and the write's is fixed: the row of a time loop over however many steps
-        return written * 16 <= _SMALL_WRITE_ELEMENTS
-    if big.numel() < _SMALL_WRITE_ELEMENTS:
-        return False
-    return written * 16 <= big.numel()
-
-
-def _symbolic(node: Node) -> bool:
-    return any(not isinstance(s, int) for s in node.meta.get("sym_sizes") or ())
-
-
-def _impure_reason(node: Node) -> str:
-    """Why a node with effects runs on its eager kernel (explain's and the logs' fallbacks)."""
-    if node.kwargs.get("out") is not None:
-        return "a call with out= (writes a tensor the program does not own)"
-    if draws_random(node):
-        return "a random draw with no in-kernel sampler for these arguments (eager's stream)"
-    if has_effects(node):
-        return "an effect (printing, global state, an assertion) that runs as the code runs it"
-    return "an in-place call with no lowering (it mutates its operand on the eager kernel)"
-
-
-def _mutates(node: Node) -> bool:
-    """Whether a call node is an in-place op: its value is its mutated first operand."""
-    if not (node.args and isinstance(node.args[0], Node)):
-        return False
-    if _kernel_random(node):  # random, so impure either way: in place by name or when asked
-        return target_name(node.target).endswith("_") or inplace_flag(node.target, node.args,
-                                                                        node.kwargs)
-    return is_impure(node) and not has_effects(node)
-
-
-def _assertions_later(calls: list[Node]) -> list[Node]:
-    """`calls` with each tensor assertion (``kiln._assert`` of a tensor condition: a graph break
-    avoided, an eager node that reads one value) moved past the pure nodes after it, so the
-    compiled nodes around it form one part, and the assertions run together after it. An
-    assertion stays before anything with an effect or a mutation: it still raises before any
-    of those happens."""
-    out: list[Node] = []
-    waiting: list[Node] = []
-    for n in calls:
-        if n.target is kiln._assert:
-            waiting.append(n)
-            continue
-        if waiting and (is_impure(n) or _mutates(n)):
-            out += waiting
-            waiting = []
-        out.append(n)
-    return out + waiting
-
-
-def _is_multi_result(node: Node) -> bool:
-    """A node whose value is a tuple or list of tensors, read through getitem nodes."""
-    return isinstance(node.meta.get("example"), (tuple, list))
-
-
-def _storage(value) -> int:
-    if isinstance(value, kiln.Tensor) and value.numel() > 0:
-        return value._storage_ptr()
-    return 0
-
-
 class _Part:
     """A compiled part: its nodes, inputs, outputs and the eager recomputation of aliases."""
 
@@ -405,19 +304,19 @@ class _Partitioner:
         self.fallback = fallback
         self.fuse = fuse
         self.training = training  # values require grad: parts that need it compile a backward
-        self.calls = _assertions_later([n for n in graph.nodes if n.op == "call"])
+        self.calls = assertions_later([n for n in graph.nodes if n.op == "call"])
         self.position = {id(n): i for i, n in enumerate(self.calls)}
         self.report = PartitionReport(graph.name)
         self.eager: set[int] = set()
         for n in self.calls:  # effects the compiled code cannot replay: eager, with the reason
-            if is_impure(n) and not _kernel_random(n) and not _compilable_mutation(n):
+            if is_impure(n) and not kernel_random(n) and not compilable_mutation(n):
                 self.eager.add(id(n))
                 if not isinstance(n.target, LoopCall):  # a loop node compiles its own body
                     self.report.fallbacks.append((n.name, target_name(n.target),
-                                                  _impure_reason(n)))
-            elif _small_write_into_input(n):
+                                                  impure_reason(n)))
+            elif small_write_into_input(n):
                 self.eager.add(id(n))
-                self.report.fallbacks.append((n.name, target_name(n.target), _SMALL_WRITE))
+                self.report.fallbacks.append((n.name, target_name(n.target), SMALL_WRITE))
         # A loop node's results, read through getitem nodes, leave with the node (loops.py).
         self.loop_items = {id(u) for n in self.calls if isinstance(n.target, LoopCall)
                            for u in n.users if u.target is operator.getitem}
@@ -541,10 +440,10 @@ class _Partitioner:
         part = _Part(run)
         inside = {id(n) for n in run}
         part.inputs, escaping = self._boundary(run)
-        from_inputs = {_storage(n.meta.get("example")) for n in part.inputs} - {0}
+        from_inputs = {storage_of(n.meta.get("example")) for n in part.inputs} - {0}
         producer: dict[int, Node] = {}
         for n in run:
-            s = _storage(n.meta.get("example"))
+            s = storage_of(n.meta.get("example"))
             if s and s not in from_inputs:
                 producer.setdefault(s, n)
         outputs: set[int] = set()
@@ -554,8 +453,8 @@ class _Partitioner:
             n = pending.pop()
             if id(n) in outputs or id(n) in recompute:
                 continue
-            s = _storage(n.meta.get("example"))
-            if (s == 0 or producer.get(s) is n) and not _is_multi_result(n):
+            s = storage_of(n.meta.get("example"))
+            if (s == 0 or producer.get(s) is n) and not is_multi_result(n):
                 outputs.add(id(n))
                 continue
             recompute.add(id(n))
@@ -573,10 +472,10 @@ class _Partitioner:
             ex = n.meta.get("example")
             if not isinstance(ex, kiln.Tensor):
                 continue
-            if _mutates(n):
+            if mutates(n):
                 return False
-            args = {_storage(a.meta.get("example")) for a in nodes_in((n.args, n.kwargs))}
-            if _storage(ex) == 0 or _storage(ex) not in args:
+            args = {storage_of(a.meta.get("example")) for a in nodes_in((n.args, n.kwargs))}
+            if storage_of(ex) == 0 or storage_of(ex) not in args:
                 return False
         return True
 
@@ -629,7 +528,7 @@ class _Partitioner:
             i += len(part.nodes)
             # A part without outputs may still write into its inputs (NumPy's `B[1:-1] = ...`,
             # `x += y`): that is its result, written back by the program.
-            if (not part.outputs and not any(_mutates(n) for n in part.nodes)) or \
+            if (not part.outputs and not any(mutates(n) for n in part.nodes)) or \
                     self._only_moves_data(part):
                 for n in part.nodes:
                     self._emit_eager(pg, env, n)
@@ -638,7 +537,7 @@ class _Partitioner:
                                                       "Python-number arithmetic between eager "
                                                       "calls runs as Python"))
                 continue
-            if self.training and _needs_grad(part):
+            if self.training and needs_grad(part):
                 if not self._emit_training(pg, env, part, index):
                     for n in part.nodes:
                         self._emit_eager(pg, env, n)
@@ -748,7 +647,7 @@ class _Partitioner:
         name = f"{self.graph.name}_part{index}"
         self._emit_call(pg, env, part,
                         _CompiledPart(compiled, _eager_function(part, name), name, self.report,
-                                      mutates=any(_mutates(n) for n in part.nodes)))
+                                      mutates=any(mutates(n) for n in part.nodes)))
 
     def _record_part(self, part: _Part, info: dict) -> None:
         self.report.parts.append([n.name for n in part.nodes])
@@ -764,7 +663,7 @@ class _Partitioner:
         for k, n in enumerate(part.outputs):
             env[id(n)] = pg.call(operator.getitem, (call, k), {}, examples[k], n.meta.get("loc"))
         for n in part.aliases:
-            if _mutates(n):  # the part did the mutation: the value is the written operand
+            if mutates(n):  # the part did the mutation: the value is the written operand
                 env[id(n)] = env[id(n.args[0])]
                 continue
             env[id(n)] = pg.call(n.target, _remap(n.args, env), _remap(n.kwargs, env),
@@ -860,12 +759,12 @@ def _check_history_of_writes(inputs, nodes) -> None:
     its history, which a compiled node cannot attach to the caller's tensor, so the part runs
     eagerly. (A BatchNorm's running statistics take no history: their example stays without
     grad.)"""
-    no_grad_inputs = {id(n) for n in inputs if not _requires_grad(n)}
+    no_grad_inputs = {id(n) for n in inputs if not requires_grad_of(n)}
     for n in nodes:
-        if not (_mutates(n) and n.args and id(n.args[0]) in no_grad_inputs):
+        if not (mutates(n) and n.args and id(n.args[0]) in no_grad_inputs):
             continue
         written = n.args[2] if n.target is operator.setitem and len(n.args) > 2 else n
-        if isinstance(written, Node) and _requires_grad(written):
+        if isinstance(written, Node) and requires_grad_of(written):
             raise ValueError(f"an in-place write into {n.args[0].name} of a value that requires "
                              "grad (the tensor takes eager autograd's history)")
 
@@ -877,11 +776,11 @@ def _build_training(inputs, nodes, outputs, name: str, fuse: bool, debug: bool, 
     _check_history_of_writes(inputs, nodes)
     w = _RunWriter(name, inputs, nodes, outputs, types, input_values)
     built = w.write()
-    needs = [_requires_grad(n) for n in inputs]
+    needs = [requires_grad_of(n) for n in inputs]
     # nodes a no_grad block computed (an in-place one's example is its operand, which may
     # require grad: an optimizer's update of a parameter)
     no_grad = [pos for pos, n in w.owner.items()
-               if not _requires_grad(n) or n.meta.get("grad_enabled", True) is False]
+               if not requires_grad_of(n) or n.meta.get("grad_enabled", True) is False]
     options = {"fuse": fuse, "input_symbols": w.input_symbols, "dump_stages": debug}
     forward, backward, spec = training.build(built, needs, no_grad, name, options)
     info = forward.info

@@ -97,9 +97,10 @@ def _module_iterators() -> frozenset:
                       M.named_children, M.modules, M.named_modules))  # fmt: skip
 
 
-def _is_optimizer_update(fn) -> bool:
-    """An optimizer's step or zero_grad (of kiln.optim's classes, or a subclass's)."""
-    return (getattr(fn, "__name__", "") in ("step", "zero_grad")
+def _is_optimizer_step(fn) -> bool:
+    """An optimizer's step (of kiln.optim's classes, or a subclass's). (zero_grad is plain
+    Python, inlined: its .grad stores are replayed.)"""
+    return (getattr(fn, "__name__", "") == "step"
             and (getattr(fn, "__module__", None) or "").startswith("kiln.optim"))
 
 
@@ -375,15 +376,13 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
                                        **{k: v.value for k, v in kwargs.items()}), None)
         if isinstance(fn, V.FunctionVar) and (runner := ops.allowed_in_graph(fn.fn)):
             return ops.record(self.ctx, runner, list(args), dict(kwargs))
-        if isinstance(fn, V.FunctionVar) and _is_optimizer_update(fn.fn) and (
-                fn.fn.__name__ == "step" and args and isinstance(args[0], V.ObjectVar)):
+        if isinstance(fn, V.FunctionVar) and _is_optimizer_step(fn.fn) and args and isinstance(
+                args[0], V.ObjectVar):
             return optimizer_step.capture_step(self, args[0], list(args[1:]), kwargs)
         if isinstance(fn, V.FunctionVar) and (
                 (opt := optimizer_step.scheduled(self, fn)) is not None):
             return optimizer_step.capture_step(self, opt, list(args), kwargs)
-        if isinstance(fn, V.FunctionVar) and _is_optimizer_update(fn.fn):
-            if fn.fn.__name__ == "zero_grad":
-                return self.inline(fn, args, kwargs)
+        if isinstance(fn, V.FunctionVar) and _is_optimizer_step(fn.fn):
             raise V.Unsupported(f"{fn.fn.__qualname__}() is not captured here",
                                 "call optimizer.step() on the optimizer object")
         if isinstance(fn, V.FunctionVar) and hasattr(fn.fn, _EAGER_REASON):

@@ -95,27 +95,29 @@ class AccessMixin:
             return obj, HeldSource(obj, t.source.name())
         return obj, t.source
 
+    def _grad_owner(self, t: V.TensorVar, what: str):
+        """(the caller's leaf tensor, its source) whose `.grad` `what` reads or writes."""
+        leaf = self._leaf_input(t)
+        if leaf is None or not leaf[0].is_leaf:
+            raise V.Unsupported(f"{what} of a tensor computed in the graph (autograd state)")
+        return leaf
+
     def tensor_grad(self, t: V.TensorVar) -> V.VT:
         """`p.grad` of a graph input (a parameter after an eager backward): read on every call
         as a graph input of its own, guarded by its metadata (None-ness included); an in-place
         change of it is written back as for any input, an assignment replayed with setattr."""
-        leaf = self._leaf_input(t)
-        if leaf is None or not leaf[0].is_leaf:
-            raise V.Unsupported("Tensor.grad of a tensor computed in the graph (autograd state)")
-        obj, source = leaf
+        obj, source = self._grad_owner(t, "Tensor.grad")
         stored = side_effects.stored_attr(self.ctx, obj, "grad")
         if stored is not None:
             return stored
         return self.ctx.wrap(obj.grad, AttrSource(source, "grad"))
 
     def set_tensor_grad(self, t: V.TensorVar, value: V.VT) -> None:
-        leaf = self._leaf_input(t)
-        if leaf is None or not leaf[0].is_leaf:
-            raise V.Unsupported("assignment to .grad of a tensor computed in the graph")
+        obj, source = self._grad_owner(t, "assignment to .grad")
         if not (isinstance(value, V.TensorVar) or
                 isinstance(value, V.ConstVar) and value.value is None):
             raise V.Unsupported(f"assignment of a {type(value).__name__} to Tensor.grad")
-        side_effects.record_store(self.ctx, leaf[0], leaf[1], "grad", value)
+        side_effects.record_store(self.ctx, obj, source, "grad", value)
 
     def module_attr(self, mv: V.ModuleVar, name: str) -> V.VT:
         mod = mv.module
@@ -278,7 +280,8 @@ def _attr_getter(name):
 
 
 def dict_key(v: V.VT):
-    """A dict key as the real dict holds it: a constant, or a module (keyed by identity)."""
+    """A dict key as the real dict holds it: a constant, a module (keyed by identity), a class,
+    or a tuple of these (a registry keyed by type pairs)."""
     if isinstance(v, V.ModuleVar):
         return v.module
     if isinstance(v, V.ObjectVar) and isinstance(v.value, type):

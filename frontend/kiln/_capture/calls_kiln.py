@@ -59,12 +59,14 @@ class KilnCallMixin(AccessMixin):
                 fn is kiln.from_numpy or not kwargs):
             # a NumPy array the code made of constants (PointNet's identity `from_numpy(
             # np.array([1, 0, 0, ...]).astype(np.float32))`): its numbers, in its dtype
+            from kiln._numpy import _dtypes
+
             arr = args[0].value
-            dtype = kiln.from_numpy(arr.copy()).dtype if arr.dtype.kind != "O" else None
-            literal = None if dtype is None else self.literal_tensor(
-                kiln.tensor, [V.ConstVar(arr.tolist())], {"dtype": V.ConstVar(dtype)})
-            if literal is not None:
-                return literal
+            if _dtypes.supported(arr.dtype):
+                literal = self.literal_tensor(kiln.tensor, [V.ConstVar(arr.tolist())], {
+                    "dtype": V.ConstVar(_dtypes.to_kiln(arr.dtype))})
+                if literal is not None:
+                    return literal
         if fn in (kiln.tensor, kiln.as_tensor):
             literal = self.literal_tensor(fn, args, kwargs)
             if literal is not None:

@@ -92,6 +92,7 @@ class CodeState:
         self.seen_strides: dict = {}  # (argument, path) -> strides at the last capture
         self.seen: dict = {}
         self.captures = 0
+        self.no_tensor_work = 0  # captures in a row that computed no tensor
         # captures per module instance the code ran for (a layer's forward in a 12-layer model
         # is captured once per layer when a graph break guards `self`'s identity)
         self.captures_by_owner: dict = {}
@@ -392,12 +393,11 @@ class Compiler:
         """A frame whose captures compute no tensor (a scheduler's `lr_lambda(step)`, called
         from code that runs eagerly): after its second such capture it runs as plain Python,
         as torch.compile skips it, instead of capturing again for every new int it gets."""
-        if code in self.root_codes or any(
-                isinstance(n.meta.get("example"), kiln.Tensor) for n in graph.nodes) or (
-                side_effects.replayed_values(ctx) or ctx.__dict__.get("attr_stores")):
+        if code in self.root_codes or side_effects.replayed_values(ctx) or any(
+                isinstance(n.meta.get("example"), kiln.Tensor) for n in graph.nodes):
             state.no_tensor_work = 0
             return
-        state.no_tensor_work = getattr(state, "no_tensor_work", 0) + 1
+        state.no_tensor_work += 1
         if state.no_tensor_work >= 2:
             logs.log("recompiles", f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}) "
                                    "computes no tensor: it runs as plain Python from now on")

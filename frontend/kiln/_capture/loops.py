@@ -362,7 +362,7 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
     symbolic = it.sym_bounds is not None
     first = it.pos  # 1 after a peeled first iteration
     trips = len(it.items) - first
-    if first != getattr(it, "peeled", 0) or trips <= 0 or (trips < MIN_TRIPS and not symbolic):
+    if first != it.peeled or trips <= 0 or (trips < MIN_TRIPS and not symbolic):
         return False
     for_index = frame.ip - 1
     loop_loc, loop_line = ctx.loc, frame.lineno
@@ -428,7 +428,7 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
                               "sizes; captured again with static sizes")
             raise V.RestartStatic() from None
         if isinstance(e, BecomesTensor) and first == 0 and brk is not None and not symbolic \
-                and not getattr(it, "promoted", False):
+                and not it.promoted:
             # An unrolled first iteration would meet the break test as a Python branch on a
             # tensor: the number becomes the 0-d array the loop makes of it instead (exact: the
             # constant range runs at least once, so the loop always rebinds it)

@@ -153,13 +153,15 @@ def uniform_until(body, items: list, first: int) -> int:
         return signature(body, index, dep, items[k].const()) == reference
 
     last = len(items) - 1
-    if same(last) and same((first + last) // 2):
-        return len(items)
-    lo, hi = first, last  # items[lo] is the same program, items[hi] may not be
+    if same(last):
+        if same((first + last) // 2):
+            return len(items)
+        raise Unverified("an iteration between the first and the last is another program")
+    lo, hi = first, last  # items[lo] is the first's program, items[hi] is not
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if same(mid):
             lo = mid
         else:
             hi = mid
-    return hi if not same(hi) else len(items)
+    return hi

@@ -296,9 +296,10 @@ def _s_max_dim(input, dim, keepdim=False): ...
 
 
 def _extreme_along(kind: str):
-    """``max(x, dim)`` / ``min(x, dim)``: the (values, indices) pair as an argmax node and the
-    values gathered there (the first extreme, NaN counting as the largest, as eager);
-    ``max(x, y)`` binds here too and is the elementwise maximum."""
+    """``max(x, dim)`` / ``min(x, dim)``: the (values, indices) pair as amax and argmax nodes,
+    or, when the values are differentiated, the values gathered at the argmax (the first
+    extreme, NaN counting as the largest, as eager); ``max(x, y)`` binds here too and is the
+    elementwise maximum."""
 
     def lower_extreme(w, node, a):
         x, dim = w.tensor(a["input"]), a["dim"]

@@ -72,13 +72,15 @@ class AttrStores:
     def __init__(self, obj, source=None) -> None:
         self.obj, self.source = obj, source
         self.items: dict = {}
+        self.bumps = False  # a module attribute the compiled code baked changed: capture again
 
 
-def record_store(ctx, obj, source, name: str, value: V.VT) -> None:
+def record_store(ctx, obj, source, name: str, value: V.VT, bumps: bool = False) -> None:
     stores = ctx.__dict__.setdefault("attr_stores", {})
     entry = stores.setdefault(id(obj), AttrStores(obj, source))
     ctx.undo.append((entry, "items", dict(entry.items)))
     entry.items[name] = value
+    entry.bumps |= bumps
 
 
 _IMMUTABLE = (type(None), bool, int, float, str)
@@ -104,9 +106,7 @@ def store_module_attr(ctx, module, name: str, value: V.VT) -> None:
     if type(current) is int and _int_valued(value):
         counters = module.__dict__.get("_kiln_counters", set())
         if name in counters:  # read on every call: the store is replayed without a new capture
-            from kiln._capture.sources import HeldSource
-
-            record_store(ctx, module, HeldSource(module, type(module).__name__), name, value)
+            record_store(ctx, module, None, name, value)
             return
         if _replay_bumps.get(module, 0) >= 1:
             # an int changed by the last capture too (RWKV's `self.step += 1`): from the next
@@ -117,7 +117,7 @@ def store_module_attr(ctx, module, name: str, value: V.VT) -> None:
                             "the code again)",
                             "keep per-call state out of module attributes, or pass it in and "
                             "return it")
-    record_store(ctx, module, None, name, value)
+    record_store(ctx, module, None, name, value, bumps=True)
 
 
 def _int_valued(v: V.VT) -> bool:
@@ -196,7 +196,7 @@ def replay_lines(builder, ctx) -> list:
                   else builder.const(entry.obj))
         for name, value in entry.items.items():
             lines.append(f"    setattr({target}, {name!r}, {builder.expr(value)})")
-        if entry.source is None:  # a module: its baked attributes changed
+        if entry.bumps:  # a module whose baked attributes changed
             lines.append(f"    _bump_after_replay({target})")
             owners.add(id(entry.obj))
     for module in ctx.modules_seen.values():  # read and left alone: its state has settled

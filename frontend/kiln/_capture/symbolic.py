@@ -577,13 +577,13 @@ class Frame(CallMixin):
         it = self.stack[-1]
         if not isinstance(it, V.IteratorVar):
             raise V.Unsupported(f"iteration over {type(it).__name__}")
-        if it.range is not None and it.pos == getattr(it, "peeled", 0):
+        if it.range is not None and it.pos == it.peeled:
             if loops.try_capture(self, inst, it):
                 return
             for bound in it.sym_bounds or ():  # unrolled: for these bounds only
                 if isinstance(bound, V.SymIntVar):
                     self.concrete_int(bound)
-            if getattr(it, "peeled", 0):  # the rest may be a node over the constant range
+            if it.peeled:  # the rest may be a node over the constant range
                 it.sym_bounds = None
         item = it.next_item()
         if item is None:

@@ -261,6 +261,8 @@ class IteratorVar(VT):
 
     range = None  # the range iterated over, when it is one
     sym_bounds = None  # its bounds as variables when some is a run-time int
+    peeled = 0  # iterations of a range run unrolled before a loop node (loops.py)
+    promoted = False  # a loop node was tried with a number carried as a 0-d array (loops.py)
 
     def __init__(self, items, py_type: type | None = None) -> None:
         self.items = items if isinstance(items, RangeItems) else list(items)

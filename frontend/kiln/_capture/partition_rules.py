@@ -1,0 +1,128 @@
+"""Which nodes of a captured graph a compiled part can hold, and why the others run on their
+eager kernels: the partitioner's per-node rules (backend_compiled.py)."""
+
+from __future__ import annotations
+
+import operator
+
+import kiln
+from kiln._capture import lowerings, lowerings_random
+from kiln._capture.graph import (
+    Node,
+    draws_random,
+    has_effects,
+    inplace_flag,
+    is_impure,
+    target_name,
+)
+
+
+def requires_grad_of(node: Node) -> bool:
+    """Whether a node's value (any tensor of it) required grad when the capture computed it."""
+    example = node.meta.get("example")
+    values = example if isinstance(example, (tuple, list)) else (example,)
+    return any(getattr(v, "requires_grad", False) for v in values)
+
+
+def needs_grad(part) -> bool:
+    """Whether some input of a part requires grad (as the capture's examples say)."""
+    return any(requires_grad_of(n) for n in part.inputs)
+
+
+def kernel_random(node: Node) -> bool:
+    """A random call that kernels compute themselves from the default generator's counters
+    (the calls lowerings_random.py lowers: dropout, rand, ...), or one that draws nothing
+    (evaluation-mode dropout); its lowering declines the forms it cannot draw in eager's order."""
+    return (target_name(node.target) in lowerings_random.TARGETS
+            and node.kwargs.get("generator") is None)
+
+
+def compilable_mutation(node: Node) -> bool:
+    """An in-place call the capture mapping writes as its op plus ``copy_`` (only mutation, no
+    randomness or other effect, no ``out=``): functionalization makes its part pure."""
+    if node.kwargs.get("out") is not None or has_effects(node):
+        return False
+    return lowerings.lowers(node.target)
+
+
+SMALL_WRITE = ("a write of a few elements into a large input array: the eager kernel writes "
+                "them in place, where compiled code rewrites the whole array")
+SMALL_WRITE_ELEMENTS = 4096  # arrays from this size up, written by at most 1/16 of them
+
+
+def small_write_into_input(node: Node) -> bool:
+    """`hist[t] = row` into an array the graph takes as an input (a time loop's history, a
+    caller's array): functionalized, the part computes and writes back the whole array on every
+    call, which makes a loop over its rows quadratic."""
+    if node.target is not operator.setitem or len(node.args) != 3:
+        return False
+    target, value = node.args[0], node.args[2]
+    if not (isinstance(target, Node) and target.op == "placeholder"):
+        return False
+    big = target.meta.get("example")
+    if not isinstance(big, kiln.Tensor):
+        return False
+    small = value.meta.get("example") if isinstance(value, Node) else None
+    written = small.numel() if isinstance(small, kiln.Tensor) else 1
+    if _symbolic(target) and not (isinstance(value, Node) and _symbolic(value)):
+        # the array's size is a run-time one (the example of a small first call says little)
+        # and the write's is fixed: the row of a time loop over however many steps
+        return written * 16 <= SMALL_WRITE_ELEMENTS
+    if big.numel() < SMALL_WRITE_ELEMENTS:
+        return False
+    return written * 16 <= big.numel()
+
+
+def _symbolic(node: Node) -> bool:
+    return any(not isinstance(s, int) for s in node.meta.get("sym_sizes") or ())
+
+
+def impure_reason(node: Node) -> str:
+    """Why a node with effects runs on its eager kernel (explain's and the logs' fallbacks)."""
+    if node.kwargs.get("out") is not None:
+        return "a call with out= (writes a tensor the program does not own)"
+    if draws_random(node):
+        return "a random draw with no in-kernel sampler for these arguments (eager's stream)"
+    if has_effects(node):
+        return "an effect (printing, global state, an assertion) that runs as the code runs it"
+    return "an in-place call with no lowering (it mutates its operand on the eager kernel)"
+
+
+def mutates(node: Node) -> bool:
+    """Whether a call node is an in-place op: its value is its mutated first operand."""
+    if not (node.args and isinstance(node.args[0], Node)):
+        return False
+    if kernel_random(node):  # random, so impure either way: in place by name or when asked
+        return target_name(node.target).endswith("_") or inplace_flag(node.target, node.args,
+                                                                        node.kwargs)
+    return is_impure(node) and not has_effects(node)
+
+
+def assertions_later(calls: list[Node]) -> list[Node]:
+    """`calls` with each tensor assertion (``kiln._assert`` of a tensor condition: a graph break
+    avoided, an eager node that reads one value) moved past the pure nodes after it, so the
+    compiled nodes around it form one part, and the assertions run together after it. An
+    assertion stays before anything with an effect or a mutation: it still raises before any
+    of those happens."""
+    out: list[Node] = []
+    waiting: list[Node] = []
+    for n in calls:
+        if n.target is kiln._assert:
+            waiting.append(n)
+            continue
+        if waiting and (is_impure(n) or mutates(n)):
+            out += waiting
+            waiting = []
+        out.append(n)
+    return out + waiting
+
+
+def is_multi_result(node: Node) -> bool:
+    """A node whose value is a tuple or list of tensors, read through getitem nodes."""
+    return isinstance(node.meta.get("example"), (tuple, list))
+
+
+def storage_of(value) -> int:
+    if isinstance(value, kiln.Tensor) and value.numel() > 0:
+        return value._storage_ptr()
+    return 0
