@@ -599,8 +599,16 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
         if fn is kiln.Size:
             return V.TupleVar(self.unpack_iterable(args[0]) if args else [], None, kiln.Size)
         if fn is kiln.Tensor and not kwargs and all(_is_data(a) for a in args):
-            # the legacy constructor (NeRF's `torch.Tensor([1e10])`): the default dtype's
-            # typed constructor, recorded as the op it is
+            # the legacy constructor (NeRF's `torch.Tensor([1e10])`): data in the default dtype
+            # as the graph's constant, sizes as zeros (what it gives), else the typed
+            # constructor recorded as the op it is
+            dtype = V.ConstVar(kiln.get_default_dtype())
+            if len(args) == 1 and isinstance(args[0], (V.ListVar, V.TupleVar)):
+                literal = self.literal_tensor(kiln.tensor, list(args), {"dtype": dtype})
+                if literal is not None:
+                    return literal
+            elif args and all(type(a.value) is int for a in args):
+                return ops.record(self.ctx, kiln.zeros, list(args), {"dtype": dtype}, "zeros")
             legacy = kiln._legacy_tensors.CONSTRUCTORS[
                 {kiln.float64: "DoubleTensor"}.get(kiln.get_default_dtype(), "FloatTensor")]
             return self.call_kiln(legacy, args, kwargs)

@@ -293,4 +293,5 @@ def test_constant_tensors_built_in_forward_compile():
         explained = kiln.explain(fn)(x)
         assert_same(explained.result, fn(x))
         assert explained.graph_count == 1 and explained.graph_break_count == 0
+        assert explained.fallbacks == [[]]  # the constants are graph nodes, nothing eager
         assert explained.result.dtype == kiln.float32

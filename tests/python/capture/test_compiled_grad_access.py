@@ -94,6 +94,7 @@ def test_grads_of_a_modules_parameters_are_read_on_every_call():
         for p, g in zip(net.parameters(), grads, strict=True):
             np.testing.assert_allclose(p.grad.numpy(), g.numpy() * 0.5, rtol=1e-6)
     assert len(records) == 1  # one capture serves both calls
+    assert records[0].report.eager_nodes == 0  # the gradients' reads and writes compiled
 
 
 def test_assigning_grad_is_replayed_and_later_reads_see_it():
