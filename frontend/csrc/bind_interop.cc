@@ -4,37 +4,50 @@
 #include "frontend/csrc/dlpack.h"
 #include "runtime/error.h"
 
+#include <optional>
+#include <vector>
+
 namespace kiln::frontend {
 
 namespace {
 
+/// The NumPy dtypes kiln has, in DType order (BFloat16 has none), made once: a compiled NumPy
+/// function converts its arguments and results on every call, and building a dtype from its name
+/// or reading a descriptor's attributes costs more than the rest of the conversion.
+constexpr DType kNumpyDTypes[] = {DType::Bool,    DType::UInt8,   DType::Int8,
+                                  DType::Int16,   DType::Int32,   DType::Int64,
+                                  DType::Float16, DType::Float32, DType::Float64};
+
+const std::vector<py::dtype> &numpyDTypes() {
+  // Leaked: NumPy's builtin descriptors live as long as the interpreter.
+  static const auto *dtypes = [] {
+    auto *v = new std::vector<py::dtype>;
+    for (const char *name :
+         {"bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"})
+      v->push_back(py::dtype(name));
+    return v;
+  }();
+  return *dtypes;
+}
+
 py::dtype numpyDType(DType t) {
-  switch (t) {
-  case DType::Bool:
-    return py::dtype("bool");
-  case DType::UInt8:
-    return py::dtype("uint8");
-  case DType::Int8:
-    return py::dtype("int8");
-  case DType::Int16:
-    return py::dtype("int16");
-  case DType::Int32:
-    return py::dtype("int32");
-  case DType::Int64:
-    return py::dtype("int64");
-  case DType::Float16:
-    return py::dtype("float16");
-  case DType::Float32:
-    return py::dtype("float32");
-  case DType::Float64:
-    return py::dtype("float64");
-  case DType::BFloat16:
-    break;
-  }
+  for (size_t i = 0; i < std::size(kNumpyDTypes); ++i)
+    if (kNumpyDTypes[i] == t)
+      return numpyDTypes()[i];
   fail(ErrorKind::Type,
        "Got unsupported ScalarType {}: NumPy has no {} dtype; convert with "
        ".float() first",
        dtypeName(t), dtypeName(t));
+}
+
+/// The DType of a builtin native-order NumPy descriptor (NumPy hands out one object per builtin
+/// type), or nullopt for any other descriptor.
+std::optional<DType> builtinDType(const py::dtype &d) {
+  const auto &dtypes = numpyDTypes();
+  for (size_t i = 0; i < dtypes.size(); ++i)
+    if (dtypes[i].ptr() == d.ptr())
+      return kNumpyDTypes[i];
+  return std::nullopt;
 }
 
 /// Bytes spanned by a strided view (0 when it has no elements).
@@ -48,9 +61,29 @@ size_t spannedBytes(IntList sizes, IntList strides, int64_t itemsize) {
   return static_cast<size_t>((maxOff + 1) * itemsize);
 }
 
+py::array tensorToNumpy(const Tensor &input, bool force) {
+  KILN_CHECK(input.isCpu() || force,
+             "numpy(): can't convert {} device tensor to numpy; use .cpu() first",
+             input.device().str());
+  Tensor self = input.isCpu() ? input : input.to(Device{}); // force=True copies to the host
+  if (self.requiresGrad() && !force)
+    fail(ErrorKind::Runtime, "Can't call numpy() on Tensor that requires grad. Use "
+                             "tensor.detach().numpy() instead.");
+  std::vector<py::ssize_t> shape(self.sizes().begin(), self.sizes().end());
+  std::vector<py::ssize_t> strides(self.dim());
+  for (int64_t i = 0; i < self.dim(); ++i)
+    strides[i] = self.strides()[i] * self.itemsize();
+  // The capsule keeps the storage alive as long as the array (and its views) exist.
+  auto *keep = new Tensor(self);
+  py::capsule base(keep, [](void *p) { delete static_cast<Tensor *>(p); });
+  return py::array(numpyDType(self.dtype()), shape, strides, self.rawData(), base);
+}
+
 } // namespace
 
 DType dtypeFromNumpy(const py::dtype &d) {
+  if (auto builtin = builtinDType(d))
+    return *builtin;
   // Read through Python attributes: NumPy 2 changed the descriptor struct that older pybind11
   // accessors read directly.
   char kind = d.attr("kind").cast<std::string>()[0];
@@ -97,11 +130,13 @@ Tensor tensorFromNumpy(const py::array &input, bool share) {
     arr = py::reinterpret_borrow<py::array>(
         np.attr("array")(arr, py::arg("dtype") = native, py::arg("order") = "C"));
   }
-  DType dt = dtypeFromNumpy(arr.dtype());
-  KILN_CHECK_KIND(Type, arr.dtype().attr("byteorder").cast<std::string>() != ">",
+  const py::dtype descr = arr.dtype();
+  const std::optional<DType> builtin = builtinDType(descr);
+  DType dt = builtin ? *builtin : dtypeFromNumpy(descr);
+  KILN_CHECK_KIND(Type, builtin || descr.attr("byteorder").cast<std::string>() != ">",
                   "from_numpy: arrays in non-native byte order are not supported ({}); convert "
                   "with arr.astype(arr.dtype.newbyteorder('='))",
-                  std::string(py::repr(arr.dtype())));
+                  std::string(py::repr(descr)));
   const int64_t isz = itemsize(dt);
   Shape sizes(arr.ndim()), strides(arr.ndim());
   for (py::ssize_t i = 0; i < arr.ndim(); ++i) {
@@ -133,14 +168,46 @@ struct ArraySpan {
   uintptr_t lo, hi; // bytes [lo, hi)
 };
 
+/// Whether a tensor can share the array's memory: writable, of a builtin native dtype, with
+/// non-negative strides in whole elements.
+bool addressable(const py::array &arr) {
+  const std::optional<DType> dt = builtinDType(arr.dtype());
+  if (!dt || !arr.writeable())
+    return false;
+  const int64_t isz = itemsize(*dt);
+  for (py::ssize_t i = 0; i < arr.ndim(); ++i)
+    if (arr.strides(i) < 0 || arr.strides(i) % isz != 0)
+      return false;
+  return true;
+}
+
+/// A compiled function's ndarray argument: shared where kiln can address the memory, else a
+/// private copy (a read-only array, negative or unaligned strides, a non-native byte order).
+/// A NumPy scalar becomes a 0-d array first.
+Tensor ndarrayArgument(const py::object &value) {
+  if (py::isinstance<py::array>(value)) {
+    auto arr = py::reinterpret_borrow<py::array>(value);
+    return tensorFromNumpy(arr, addressable(arr));
+  }
+  py::array arr = py::array::ensure(value);
+  KILN_CHECK_KIND(Type, arr, "expected a NumPy array or scalar, got {}",
+                  std::string(py::str(py::type::of(value).attr("__name__"))));
+  return tensorFromNumpy(arr, false);
+}
+
 /// Tensors over each array's memory (as from_numpy), where arrays whose bytes overlap (views of
 /// one buffer, of one dtype) become views of one storage: a compiled program then sees that
 /// they alias, so a write through one is read through the other as in NumPy.
-std::vector<Tensor> tensorsFromNumpy(const std::vector<py::array> &arrays) {
+std::vector<Tensor> tensorsFromNumpy(const std::vector<py::object> &values) {
   std::vector<Tensor> out;
   std::vector<ArraySpan> spans;
-  for (size_t i = 0; i < arrays.size(); ++i) {
-    out.push_back(tensorFromNumpy(arrays[i], true));
+  std::vector<py::array> arrays(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const bool shared = py::isinstance<py::array>(values[i]) &&
+                        addressable(arrays[i] = py::reinterpret_borrow<py::array>(values[i]));
+    out.push_back(shared ? tensorFromNumpy(arrays[i], true) : ndarrayArgument(values[i]));
+    if (!shared)
+      continue; // a private copy (of a scalar too) aliases nothing
     const Tensor &t = out.back();
     auto lo = reinterpret_cast<uintptr_t>(t.rawData());
     spans.push_back({i, lo, lo + static_cast<uintptr_t>(t.storage()->nbytes())});
@@ -411,31 +478,24 @@ py::capsule exportDLPack(const Tensor &self, py::handle stream, py::handle maxVe
 
 void bindInterop(py::module_ &m) {
   m.def("from_numpy", [](py::array arr) { return tensorFromNumpy(arr, true); }, py::arg("ndarray"));
+  m.def("_ndarray_argument", &ndarrayArgument, py::arg("ndarray"),
+        "A compiled function's ndarray argument as a tensor over the same memory (a copy only "
+        "for arrays kiln cannot address)");
   m.def("_from_numpy_arrays", &tensorsFromNumpy, py::arg("ndarrays"),
         "from_numpy of each array; arrays whose memory overlaps share one storage");
   m.def("from_dlpack", &fromDLPack, py::arg("ext_tensor"));
 
   py::class_<Tensor> t = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
-  t.def(
-      "numpy",
-      [](const Tensor &input, bool force) {
-        KILN_CHECK(input.isCpu() || force,
-                   "numpy(): can't convert {} device tensor to numpy; use .cpu() first",
-                   input.device().str());
-        Tensor self = input.isCpu() ? input : input.to(Device{}); // force=True copies to the host
-        if (self.requiresGrad() && !force)
-          fail(ErrorKind::Runtime, "Can't call numpy() on Tensor that requires grad. Use "
-                                   "tensor.detach().numpy() instead.");
-        std::vector<py::ssize_t> shape(self.sizes().begin(), self.sizes().end());
-        std::vector<py::ssize_t> strides(self.dim());
-        for (int64_t i = 0; i < self.dim(); ++i)
-          strides[i] = self.strides()[i] * self.itemsize();
-        // The capsule keeps the storage alive as long as the array (and its views) exist.
-        auto *keep = new Tensor(self);
-        py::capsule base(keep, [](void *p) { delete static_cast<Tensor *>(p); });
-        return py::array(numpyDType(self.dtype()), shape, strides, self.rawData(), base);
+  t.def("numpy", &tensorToNumpy, py::arg("force") = false);
+  m.def(
+      "_ndarray_result",
+      [](const Tensor &t) -> py::object {
+        py::array a = tensorToNumpy(t, false);
+        return t.dim() == 0 ? a[py::tuple()] : py::object(std::move(a));
       },
-      py::arg("force") = false);
+      py::arg("tensor"),
+      "A compiled NumPy function's array result: an ndarray over the tensor's memory, or a NumPy "
+      "scalar for a 0-d one, as NumPy's ufuncs and reductions return");
   t.def("__dlpack__", &exportDLPack, py::arg("stream") = py::none(), py::kw_only(),
         py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(),
         py::arg("copy") = py::none());

@@ -56,32 +56,22 @@ def is_numpy_callable(fn) -> bool:
     return module == "numpy" or module.startswith("numpy.")
 
 
-def to_tensor(arr):
-    """A compiled function's ndarray argument as a kiln tensor over the same memory (a copy
-    only for arrays kiln cannot address: read-only, negative or unaligned strides)."""
-    try:
-        return kiln.from_numpy(arr)
-    except (ValueError, TypeError):
-        return kiln.from_numpy(np.array(arr, order="C", copy=True))
+# A compiled function's ndarray argument as a kiln tensor over the same memory (a copy only for
+# arrays kiln cannot address: read-only, negative or unaligned strides). C++: it runs on every
+# call.
+to_tensor = kiln._C._ndarray_argument
 
 
 def to_tensors(*arrays):
     """`to_tensor` of each argument, where arrays whose memory overlaps (views of one buffer)
     become views of one kiln storage, so the compiled program sees that they alias (a write
     through one is read through the other, as NumPy's are)."""
-    try:
-        return kiln._C._from_numpy_arrays(list(arrays))
-    except (ValueError, TypeError):  # one that kiln cannot address: each on its own
-        return tuple(to_tensor(a) for a in arrays)
+    return kiln._C._from_numpy_arrays(arrays)
 
 
-def to_ndarray(t):
-    """A compiled function's array result: an ndarray over the tensor's memory; a 0-d result
-    is a NumPy scalar, as NumPy's ufuncs and reductions return."""
-    a = t.numpy()
-    if a.ndim == 0:
-        return a[()]
-    return a
+# A compiled function's array result: an ndarray over the tensor's memory; a 0-d result is a
+# NumPy scalar, as NumPy's ufuncs and reductions return (C++: it runs on every call).
+to_ndarray = kiln._C._ndarray_result
 
 
 def wrap_numpy(fn):

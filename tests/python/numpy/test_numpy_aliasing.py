@@ -134,6 +134,26 @@ def test_arrays_that_kiln_cannot_share_are_copied_read_only():
     np.testing.assert_array_equal(f(y[:3], y[3:]), y[:3] + y[3:])
 
 
+def test_arguments_kiln_must_copy_convert_beside_shared_ones():
+    """Each argument kind the entry converts on its own: a big-endian array, a reversed view, a
+    read-only one and a NumPy scalar are copied, while the writable array beside them is still
+    written in place (the caller sees it), and a 0-d result is a NumPy scalar."""
+    def f(out, big, rev, ro, s):
+        out += big * rev - ro
+        return (out * s).sum()
+
+    base = np.arange(5.0)
+    ro = np.linspace(0, 1, 5)
+    ro.flags.writeable = False
+    args = lambda: (base.copy(), np.arange(5.0).astype(">f8"), np.arange(10.0)[::-2], ro,
+                    np.float32(1.5))
+    want_args, got_args = args(), args()
+    want = f(*want_args)
+    got = kiln.compile(f)(*got_args)
+    assert type(got) is type(want) and got == want
+    np.testing.assert_array_equal(got_args[0], want_args[0])
+
+
 def test_array_sizes_that_change_become_symbolic():
     """An ndarray dim that changes between calls becomes symbolic (automatic dynamic, as for
     tensors): one recompile, then every length runs the same graph."""
