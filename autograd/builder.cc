@@ -121,6 +121,13 @@ Tensor EagerBuilder::roll(const Tensor &a, const Shape &shifts, const Shape &dim
 }
 Tensor EagerBuilder::triu(const Tensor &a, int64_t diagonal) { return ops::triu(a, diagonal); }
 Tensor EagerBuilder::matmul(const Tensor &a, const Tensor &b) { return ops::matmul(a, b); }
+Tensor EagerBuilder::linalgSolve(const Tensor &a, const Tensor &b) {
+  return ops::linalgSolve(a, b);
+}
+Tensor EagerBuilder::linalgSolveTriangular(const Tensor &a, const Tensor &b, bool upper,
+                                           bool unit) {
+  return ops::linalgSolveTriangular(a, b, upper, unit);
+}
 Tensor EagerBuilder::cat(const std::vector<Tensor> &parts, int64_t dim) {
   return ops::cat(parts, dim);
 }

@@ -89,6 +89,8 @@ struct EagerBuilder {
   Tensor roll(const Tensor &a, const Shape &shifts, const Shape &dims);
   Tensor triu(const Tensor &a, int64_t diagonal);
   Tensor matmul(const Tensor &a, const Tensor &b);
+  Tensor linalgSolve(const Tensor &a, const Tensor &b);
+  Tensor linalgSolveTriangular(const Tensor &a, const Tensor &b, bool upper, bool unit);
   Tensor cat(const std::vector<Tensor> &parts, int64_t dim);
   /// The gradient of a slice: g placed into zeros of `sizes` at [start:end:step] of dim.
   Tensor sliceBackward(const Tensor &g, const Sizes &sizes, int64_t dim, int64_t start, int64_t end,

@@ -158,6 +158,12 @@ Tensor addmv(const Tensor &self, const Tensor &mat, const Tensor &vec,
              const Scalar &beta = Scalar(int64_t{1}), const Scalar &alpha = Scalar(int64_t{1}));
 Tensor baddbmm(const Tensor &self, const Tensor &batch1, const Tensor &batch2,
                const Scalar &beta = Scalar(int64_t{1}), const Scalar &alpha = Scalar(int64_t{1}));
+// The LAPACK-backed ops (runtime/ops/linalg.h), recording the rules of derivatives_linalg.h.
+Tensor linalgSolve(const Tensor &a, const Tensor &b, bool inverse = false);
+Tensor linalgSolveTriangular(const Tensor &a, const Tensor &b, bool upper, bool unitriangular);
+Tensor linalgCholesky(const Tensor &a);
+Tensor linalgLogabsdet(const Tensor &a);
+Tensor linalgEighPacked(const Tensor &a, bool upper);
 Tensor bilinear(const Tensor &input1, const Tensor &input2, const Tensor &weight,
                 const std::optional<Tensor> &bias);
 

@@ -1,6 +1,7 @@
 // Differentiable matrix products.
 #include "autograd/autocast.h"
 #include "autograd/derivatives.h"
+#include "autograd/derivatives_linalg.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 
@@ -162,6 +163,52 @@ Tensor bilinear(const Tensor &input1, const Tensor &input2, const Tensor &weight
   if (bias)
     y = add(y, *bias);
   return autograd::reshape(y, out.sizes());
+}
+
+} // namespace kiln::autograd::ops
+
+namespace kiln::autograd::ops {
+
+Tensor linalgSolve(const Tensor &a, const Tensor &b, bool inverse) {
+  Tensor out = kiln::ops::linalgSolve(a, b, inverse);
+  record("LinalgSolveBackward0", {&a, &b}, out, [&](const NodePtr &self) {
+    return [sa = SavedTensor(a), rhs = infoOf<B>(b),
+            so = SavedTensor(out, self)](B &bd, const Node &n, Grads &g) {
+      return rules::linalgSolve(bd, g[0], sa.unpack(n), rhs, so.unpack(n), Needs::of(n));
+    };
+  });
+  return out;
+}
+
+Tensor linalgSolveTriangular(const Tensor &a, const Tensor &b, bool upper, bool unitriangular) {
+  Tensor out = kiln::ops::linalgSolveTriangular(a, b, upper, unitriangular);
+  record("LinalgSolveTriangularBackward0", {&a, &b}, out, [&](const NodePtr &self) {
+    return [sa = SavedTensor(a), rhs = infoOf<B>(b), so = SavedTensor(out, self), upper,
+            unitriangular](B &bd, const Node &n, Grads &g) {
+      return rules::linalgSolveTriangular(bd, g[0], sa.unpack(n), rhs, so.unpack(n), upper,
+                                          unitriangular, Needs::of(n));
+    };
+  });
+  return out;
+}
+
+Tensor linalgCholesky(const Tensor &a) {
+  return unaryFromOutput(
+      "LinalgCholeskyBackward0", a, kiln::ops::linalgCholesky(a),
+      [](B &b, const Tensor &g, const Tensor &l) { return rules::linalgCholesky(b, g, l); });
+}
+
+Tensor linalgLogabsdet(const Tensor &a) {
+  return unaryFromInput(
+      "LinalgSlogdetBackward0", a, kiln::ops::linalgLogabsdet(a),
+      [](B &b, const Tensor &g, const Tensor &x) { return rules::linalgLogabsdet(b, g, x); });
+}
+
+Tensor linalgEighPacked(const Tensor &a, bool upper) {
+  return unaryFromOutput("LinalgEighBackward0", a, kiln::ops::linalgEighPacked(a, upper),
+                         [](B &b, const Tensor &g, const Tensor &packed) {
+                           return rules::linalgEighPacked(b, g, packed);
+                         });
 }
 
 } // namespace kiln::autograd::ops

@@ -119,6 +119,31 @@ void addScansAndSorts(ExternTable &t) {
     expectInputs("cumprod_backward", in, 2, 2);
     return std::vector<Tensor>{ops::cumprodBackward(in[0], in[1], attrs.at("dim").toInt())};
   });
+  t.emplace("linalg_solve", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("linalg_solve", in, 2, 2);
+    return std::vector<Tensor>{ops::linalgSolve(in[0], in[1], flag(attrs, "inverse"))};
+  });
+  t.emplace("linalg_solve_triangular", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("linalg_solve_triangular", in, 2, 2);
+    return std::vector<Tensor>{ops::linalgSolveTriangular(in[0], in[1], flag(attrs, "upper"),
+                                                          flag(attrs, "unitriangular"))};
+  });
+  t.emplace("linalg_cholesky", [](Inputs in, const ir::Attributes &) {
+    expectInputs("linalg_cholesky", in, 1, 1);
+    return std::vector<Tensor>{ops::linalgCholesky(in[0])};
+  });
+  t.emplace("linalg_logabsdet", [](Inputs in, const ir::Attributes &) {
+    expectInputs("linalg_logabsdet", in, 1, 1);
+    return std::vector<Tensor>{ops::linalgLogabsdet(in[0])};
+  });
+  t.emplace("linalg_det_sign", [](Inputs in, const ir::Attributes &) {
+    expectInputs("linalg_det_sign", in, 1, 1);
+    return std::vector<Tensor>{ops::linalgDetSign(in[0])};
+  });
+  t.emplace("linalg_eigh_packed", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("linalg_eigh_packed", in, 1, 1);
+    return std::vector<Tensor>{ops::linalgEighPacked(in[0], flag(attrs, "upper"))};
+  });
   t.emplace("argsort", [](Inputs in, const ir::Attributes &attrs) {
     expectInputs("argsort", in, 1, 1);
     return std::vector<Tensor>{ops::argsort(in[0], intOr(attrs, "dim", -1),

@@ -171,11 +171,13 @@ bool isScanOrSortOp(OpKind op) {
   case OpKind::IndexPut:
     return true;
   default:
-    return false;
+    return isLinalgOp(op);
   }
 }
 
 TensorMeta scanOrSortType(const Node &n) {
+  if (isLinalgOp(n.op()))
+    return linalgType(n);
   const TensorMeta &in = tensorOperand(n, 0);
   switch (n.op()) {
   case OpKind::Scatter:

@@ -12,6 +12,10 @@ namespace kiln::ir::detail {
 bool isScanOrSortOp(OpKind op);
 /// The result type of a scan or sort, or a rule failure worded as eager kiln's.
 TensorMeta scanOrSortType(const Node &n);
+/// Whether `op` is a LAPACK-backed op (shape_rules_linalg.cc), and its result type: scanOrSortType
+/// and checkScanOrSort serve them too.
+bool isLinalgOp(OpKind op);
+TensorMeta linalgType(const Node &n);
 /// The verifier's check: the result is what scanOrSortType computes.
 void checkScanOrSort(const Node &n);
 

@@ -11,7 +11,9 @@
 
 namespace kiln {
 
-enum class ErrorKind { Runtime, Type, Value, Index, NotImplemented };
+/// LinAlg: a factorization met a singular or indefinite matrix (Python's kiln.linalg.LinAlgError,
+/// a RuntimeError as torch's).
+enum class ErrorKind { Runtime, Type, Value, Index, NotImplemented, LinAlg };
 
 class Error : public std::runtime_error {
 public:

@@ -8,6 +8,7 @@
 #include "runtime/error.h"
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/factory.h"
+#include "runtime/ops/linalg.h"
 
 #include <fmt/format.h>
 
@@ -267,6 +268,20 @@ const EagerKernel kKernels[] = {
     {OpKind::Logcumsumexp, "logcumsumexp", [](const BoundArgs &a) {
        return ops::logcumsumexp(a.tensor(0), a.toInt(1));
      }},
+    {OpKind::LinalgSolve, "_linalg_solve", [](const BoundArgs &a) {
+       return ops::linalgSolve(a.tensor(0), a.tensor(1), a.toBool(2));
+     }},
+    {OpKind::LinalgSolveTriangular, "_linalg_solve_triangular", [](const BoundArgs &a) {
+       return ops::linalgSolveTriangular(a.tensor(0), a.tensor(1), a.toBool(2), a.toBool(3));
+     }},
+    {OpKind::LinalgCholesky, "_linalg_cholesky",
+     [](const BoundArgs &a) { return ops::linalgCholesky(a.tensor(0)); }},
+    {OpKind::LinalgLogabsdet, "_linalg_logabsdet",
+     [](const BoundArgs &a) { return ops::linalgLogabsdet(a.tensor(0)); }},
+    {OpKind::LinalgDetSign, "_linalg_det_sign",
+     [](const BoundArgs &a) { return kiln::ops::linalgDetSign(a.tensor(0)); }},
+    {OpKind::LinalgEighPacked, "_linalg_eigh_packed",
+     [](const BoundArgs &a) { return ops::linalgEighPacked(a.tensor(0), a.toBool(1)); }},
     {OpKind::Argsort, "argsort", [](const BoundArgs &a) {
        return ops::argsort(a.tensor(0), a.toInt(1), a.toBool(2), a.toBool(3));
      }},

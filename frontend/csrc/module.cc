@@ -9,6 +9,14 @@ namespace py = pybind11;
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "kiln's C++ runtime: tensors and eager CPU kernels";
+  // torch.linalg.LinAlgError (a RuntimeError) that is also NumPy's np.linalg.LinAlgError, so
+  // compiled NumPy code's `except np.linalg.LinAlgError` catches it; made here so C++ raises it.
+  static PyObject *linalgError = [] {
+    py::tuple bases = py::make_tuple(py::handle(PyExc_RuntimeError),
+                                     py::module_::import("numpy.linalg").attr("LinAlgError"));
+    return PyErr_NewException("kiln.linalg.LinAlgError", bases.ptr(), nullptr);
+  }();
+  m.attr("LinAlgError") = py::handle(linalgError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p)
@@ -29,6 +37,9 @@ PYBIND11_MODULE(_C, m) {
         return;
       case kiln::ErrorKind::Runtime:
         PyErr_SetString(PyExc_RuntimeError, e.what());
+        return;
+      case kiln::ErrorKind::LinAlg:
+        PyErr_SetString(linalgError, e.what());
         return;
       }
     }

@@ -30,6 +30,11 @@ float32 = float = _C.dtype.float32  # noqa: A001
 float64 = double = _C.dtype.float64
 
 from_numpy = _C.from_numpy
+# The LAPACK-backed table ops kiln.linalg is written over (their op-table spellings).
+from kiln._C import (  # noqa: E402,F401,I001
+    _linalg_cholesky, _linalg_det_sign, _linalg_eigh_packed, _linalg_logabsdet, _linalg_solve,
+    _linalg_solve_triangular,
+)
 promote_types = _C.promote_types
 get_default_dtype = _C.get_default_dtype
 set_default_dtype = _C.set_default_dtype

@@ -1,13 +1,14 @@
-"""torch's top-level matrix functions written in kiln ops: det, logdet, slogdet, inverse,
-pinverse, matrix_power, matrix_exp, cholesky, cholesky_solve, cholesky_inverse, lu, lu_unpack,
-lu_solve, triangular_solve, svd, qr, addbmm, addr and chain_matmul (kiln.linalg has none of the
-factorizations). The capture inlines them (kiln/_capture/calls.py) and autograd goes through
-their parts, so each is differentiable wherever its steps are.
+"""torch's top-level matrix functions: det, logdet, slogdet, inverse, cholesky and the
+triangular solves go to the LAPACK-backed ops (kiln._ops_composite_lapack); pinverse,
+matrix_power, matrix_exp, cholesky_solve, cholesky_inverse, lu, lu_unpack, lu_solve,
+triangular_solve, svd, qr, addbmm, addr and chain_matmul are written in kiln ops over them. The
+capture inlines them (kiln/_capture/calls.py) and autograd goes through their parts, so each is
+differentiable wherever its steps are.
 
 The factorizations follow LAPACK's conventions so their results are torch's, not just valid
 ones: LU with partial pivoting on the first largest |pivot| (1-based int32 pivots), QR by
-Householder reflections with beta = -sign(alpha) * norm (R's diagonal signs are LAPACK's), and
-right-looking Cholesky. Each is a loop over columns of whole-batch steps, O(n) kiln ops deep.
+Householder reflections with beta = -sign(alpha) * norm (R's diagonal signs are LAPACK's). LU
+and QR are loops over columns of whole-batch steps, O(n) kiln ops deep.
 The SVD is one-sided Jacobi (Hestenes) with a round-robin order that rotates n/2 disjoint
 column pairs per step; U comes from a QR of the converged columns so it stays orthonormal for
 rank-deficient input. Singular vectors are unique only up to sign, so they may differ from
@@ -22,6 +23,7 @@ import collections
 import math
 
 import kiln
+from kiln import _ops_composite_lapack as _lapack
 from kiln._ops_composite_math import inplace_method
 from kiln._ops_composite_stats import _torch_name
 from kiln._ops_reduce import return_types
@@ -39,9 +41,7 @@ for _name, _fields in (("slogdet", ("sign", "logabsdet")), ("svd", ("U", "S", "V
     setattr(return_types, _name, _cls)
 
 
-class LinAlgError(RuntimeError):
-    """torch.linalg.LinAlgError: a factorization met a singular or non-positive-definite
-    matrix."""
+LinAlgError = kiln._C.LinAlgError  # torch.linalg.LinAlgError, raised by the LAPACK-backed ops
 
 
 def _check_matrix(a, op, square=True):
@@ -78,19 +78,6 @@ def _diagonal(x):
     return kiln.where(rows == kiln.arange(k, device=x.device), square, 0).sum(-1)
 
 
-def _first_failure(bad, op, message):
-    """Raises LinAlgError for the first batch element whose `bad` (..., n) has a true entry,
-    message(its 1-based index) as LAPACK's info reports it."""
-    if bad.numel() == 0:
-        return
-    flat = bad.reshape(-1, bad.shape[-1])
-    if not bool(flat.any()):
-        return
-    batch, index = (int(v) for v in flat.nonzero()[0])
-    where = f"(Batch element {batch}): " if bad.dim() > 1 else ""
-    raise LinAlgError(f"{op}: {where}{message(index + 1)}")
-
-
 # ---------------------------------------------------------------------------------------------
 # LU and triangular solves
 
@@ -123,22 +110,8 @@ def _lu(a):
 
 
 def _trisolve(t, b, upper, unit=False):
-    """X with T X = B for the triangle of T (..., n, n) that `upper` names, B (..., n, k):
-    one row of X per step, each taken out of the rows still to solve."""
-    n = t.shape[-1]
-    batch = kiln.broadcast_shapes(t.shape[:-2], b.shape[:-2])
-    t = t.expand(*batch, n, n)
-    rest = b.expand(*batch, *b.shape[-2:])
-    rows = kiln.arange(n, device=t.device).unsqueeze(-1)
-    solved = [None] * n
-    for i in (reversed(range(n)) if upper else range(n)):
-        x = rest.narrow(-2, i, 1)
-        if not unit:
-            x = x / t.narrow(-2, i, 1).narrow(-1, i, 1)
-        solved[i] = x
-        column = kiln.where((rows < i) if upper else (rows > i), t.narrow(-1, i, 1), 0)
-        rest = rest - column * x
-    return kiln.cat(solved, -2) if n else rest
+    """X with T X = B for the triangle of T (..., n, n) that `upper` names, B (..., n, k)."""
+    return kiln._linalg_solve_triangular(t, b, upper=upper, unitriangular=unit)
 
 
 def _lu_solve_packed(lu, perm, b):
@@ -149,49 +122,25 @@ def _lu_solve_packed(lu, perm, b):
     return _trisolve(lu, _trisolve(lu, permuted, upper=False, unit=True), upper=True)
 
 
-def _swaps_parity(pivots):
-    steps = kiln.arange(pivots.shape[-1], device=pivots.device)
-    return (pivots != steps).sum(-1) % 2
-
-
 def slogdet(input):  # noqa: A002
-    """(sign, log |det|) of square matrices, through LU: sign 0 and -inf when singular."""
-    _check_matrix(input, "linalg.slogdet")
-    _check_floating(input, "linalg.slogdet")
-    lu_, pivots, _ = _lu(input)
-    diagonal = _diagonal(lu_)
-    sign = (1 - 2 * _swaps_parity(pivots)).to(input.dtype) * diagonal.sign().prod(-1)
-    return return_types.slogdet(sign, diagonal.abs().log().sum(-1))
+    """(sign, log |det|) of square matrices, through LAPACK's LU: sign 0 and -inf when
+    singular."""
+    _lapack.check_square(input, "linalg.slogdet")
+    sign, logabsdet = _lapack.slogdet(input)
+    return return_types.slogdet(sign, logabsdet)
 
 
 def det(input):  # noqa: A002
-    """The determinant: the product of U's diagonal, signed by the pivoting's parity."""
-    _check_matrix(input, "linalg.det")
-    _check_floating(input, "linalg.det")
-    lu_, pivots, _ = _lu(input)
-    sign = (1 - 2 * _swaps_parity(pivots)).to(input.dtype)
-    return _diagonal(lu_).prod(-1) * sign
+    return _lapack.det(input)
 
 
 def logdet(input):  # noqa: A002
-    """log det: NaN for a negative determinant, -inf for a singular matrix."""
-    _check_matrix(input, "logdet")
-    _check_floating(input, "logdet")
-    sign, logabsdet = slogdet(input)
-    return kiln.where(sign == -1, math.nan, logabsdet)
+    return _lapack.logdet(input)
 
 
 def inverse(input, *, out=None):  # noqa: A002
-    """The inverse, raising LinAlgError for a singular matrix as LAPACK's getri does."""
-    _check_matrix(input, "linalg.inv")
-    _check_floating(input, "linalg.inv")
-    n = input.shape[-1]
-    lu_, _, perm = _lu(input)
-    _first_failure(_diagonal(lu_) == 0, "linalg.inv", lambda i: (
-        f"The diagonal element {i} is zero, the inversion could not be completed because the "
-        "input matrix is singular."))
-    result = _lu_solve_packed(lu_, perm, _eye(n, input))
-    return result if out is None else out.copy_(result)
+    """The inverse, raising LinAlgError for a singular matrix."""
+    return _lapack.inv(input, out=out)
 
 
 def matrix_power(input, n, *, out=None):  # noqa: A002
@@ -253,38 +202,11 @@ def matrix_exp(A):  # noqa: N803 - torch's argument name
 # Cholesky
 
 
-def _cholesky_lower(a):
-    """(L, the pivots (..., n)) of the lower triangle of a, right-looking: each step takes a
-    column of L out of the Schur complement."""
-    n = a.shape[-1]
-    rows = kiln.arange(n, device=a.device).unsqueeze(-1)
-    columns, pivots = [], []
-    rest = a
-    for j in range(n):
-        pivot = rest.narrow(-2, j, 1).narrow(-1, j, 1)
-        pivots.append(pivot.squeeze(-1))
-        column = kiln.where(rows >= j, rest.narrow(-1, j, 1) / pivot.sqrt(), 0)
-        columns.append(column)
-        rest = rest - column * column.mT
-    if not columns:
-        return a.clone(), a.new_zeros(*a.shape[:-2], 0)
-    return kiln.cat(columns, -1), kiln.cat(pivots, -1)
-
-
 def cholesky(input, upper=False, *, out=None):  # noqa: A002
-    """L with input = L L^T from input's lower triangle (U with U^T U from the upper one when
-    upper). The gradient is the symmetric one torch gives, as for a symmetric input."""
+    """L with input = L L^T from input's lower triangle (U with U^T U when upper)."""
     _check_matrix(input, "cholesky")
     _check_kernel_dtype(input, "cholesky_cpu")
-    a = input.mT if upper else input
-    symmetric = (a + a.mT) / 2
-    a = a.detach().tril() + (symmetric - symmetric.detach()).tril()  # a's values, sym gradient
-    factor, pivots = _cholesky_lower(a)
-    _first_failure(~(pivots > 0), "cholesky", lambda i: (
-        "The factorization could not be completed because the input is not positive-definite "
-        f"(the leading minor of order {i} is not positive-definite)."))
-    result = factor.mT if upper else factor
-    return result if out is None else out.copy_(result)
+    return _lapack.cholesky(input, upper=upper, out=out)
 
 
 def _check_factor_pair(b, factor, op, kernel):

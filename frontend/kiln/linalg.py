@@ -1,6 +1,9 @@
 """kiln.linalg: torch.linalg's norms and products, as compositions of differentiable kiln ops
 (so they record autograd and compile like any Python code kiln.compile inlines).
 
+Solves and factorizations (``solve``, ``inv``, ``cholesky``, ``det``, ``slogdet``, ``eigh``,
+``solve_triangular``, ...) are kiln._ops_composite_lapack's, over LAPACK-backed table ops.
+
 Norms: ``vector_norm`` (any ord, over any dims), ``matrix_norm`` ('fro', 1, -1, inf, -inf) and
 ``norm`` (torch's dispatch between them). The spectral and nuclear norms (ord 2, -2, 'nuc')
 need singular values, which kiln does not compute yet: they raise NotImplementedError. Products:
@@ -12,9 +15,29 @@ from __future__ import annotations
 import math
 
 import kiln
+from kiln._C import LinAlgError  # noqa: E402,F401 - torch.linalg.LinAlgError
+from kiln._ops_composite_lapack import (  # noqa: E402,F401
+    cholesky,
+    det,
+    eigh,
+    eigvalsh,
+    inv,
+    lstsq,
+    matrix_rank,
+    pinv,
+    qr,
+    slogdet,
+    solve,
+    solve_triangular,
+    svd,
+    svdvals,
+)
+from kiln._ops_composite_linalg import matrix_exp, matrix_power  # noqa: E402,F401
 
-__all__ = ["cross", "diagonal", "matmul", "matrix_norm", "multi_dot", "norm", "vecdot",
-           "vector_norm"]
+__all__ = ["LinAlgError", "cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv",
+           "lstsq", "matmul", "matrix_exp", "matrix_norm", "matrix_power", "matrix_rank",
+           "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "solve_triangular", "svd",
+           "svdvals", "vecdot", "vector_norm"]  # fmt: skip
 
 
 _TORCH_NAMES = {"float16": "Half", "bfloat16": "BFloat16", "float32": "Float", "float64": "Double"}

@@ -107,6 +107,11 @@ public:
     return op(ir::OpKind::Roll, {a}, {{"shifts", shifts}, {"dims", dims}});
   }
   Value matmul(Value a, Value b) { return op(ir::OpKind::Matmul, {a, b}); }
+  Value linalgSolve(Value a, Value b) { return op(ir::OpKind::LinalgSolve, {a, b}); }
+  Value linalgSolveTriangular(Value a, Value b, bool upper, bool unit) {
+    return op(ir::OpKind::LinalgSolveTriangular, {a, b},
+              {{"upper", upper}, {"unitriangular", unit}});
+  }
   Value cat(const std::vector<Value> &parts, int64_t dim) {
     return op(ir::OpKind::Cat, parts, {{"dim", dim}});
   }

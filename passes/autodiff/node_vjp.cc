@@ -1,5 +1,7 @@
 #include "passes/autodiff/node_vjp.h"
 
+#include "autograd/derivatives_linalg.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -261,6 +263,11 @@ Differentiability differentiability(ir::OpKind op) {
   case OpKind::ConvTranspose2d:
   case OpKind::ConvTranspose3d:
   case OpKind::BatchNorm:
+  case OpKind::LinalgSolve:
+  case OpKind::LinalgSolveTriangular:
+  case OpKind::LinalgCholesky:
+  case OpKind::LinalgLogabsdet:
+  case OpKind::LinalgEighPacked:
     return Differentiability::Rule;
   case OpKind::Input: // leaves: what flows into them is the caller's business
   case OpKind::Constant:
@@ -440,6 +447,18 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
   }
   case OpKind::Matmul:
     return rules::matmul(b, g, in(0), in(1), need);
+  case OpKind::LinalgSolve:
+    return rules::linalgSolve(b, g, in(0), info(in(1)), out, need);
+  case OpKind::LinalgSolveTriangular:
+    return rules::linalgSolveTriangular(
+        b, g, in(0), info(in(1)), out, n.attr("upper")->toBool(),
+        n.attr("unitriangular") && n.attr("unitriangular")->toBool(), need);
+  case OpKind::LinalgCholesky:
+    return one(rules::linalgCholesky(b, g, out));
+  case OpKind::LinalgLogabsdet:
+    return one(rules::linalgLogabsdet(b, g, in(0)));
+  case OpKind::LinalgEighPacked:
+    return one(rules::linalgEighPacked(b, g, out));
   case OpKind::Linear: {
     std::optional<Info> bias;
     if (n.numOperands() > 2)

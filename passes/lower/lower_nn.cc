@@ -148,10 +148,15 @@ void lowerMatmul(LowerContext &ctx, const ir::Node &n) {
       // A reshape of a computed view (a backward's `reshape(g, [-1, n])` of a transposed
       // gradient) is stored in its own shape, where its index is affine, and passed to BLAS
       // reshaped: the same memory, without a floordiv and a mod per element.
+      // The realized operand may be a graph input of any strides (a transposed argument): then
+      // the reshape is realized itself, in its own shape.
       if (std::optional<std::vector<int64_t>> sizes = reshapeSizesOf(base)) {
-        in.push_back(ctx.realize(ctx.tensor(base->definingNode()->operand(0))));
-        attrs.emplace(views[k], *sizes);
-        continue;
+        BufferId source = ctx.realize(ctx.tensor(base->definingNode()->operand(0)));
+        if (ctx.program().buffer(source).meta.isContiguous()) {
+          in.push_back(source);
+          attrs.emplace(views[k], *sizes);
+          continue;
+        }
       }
       in.push_back(ctx.realize(ctx.tensor(base)));
       continue;

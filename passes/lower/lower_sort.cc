@@ -1,7 +1,8 @@
 // The scans, sorts, scatters and upsamples (cumsum, cumprod and its backward, argsort,
 // topk_indices, scatter, scatter_add, scatter_reduce, index_add, index_put, upsample_nearest,
-// upsample_linear) as extern nodes: eager's kernels run them inside the compiled program
-// (passes/lower/README.md lists the contract), so the code around them stays one compiled part.
+// upsample_linear) and the LAPACK-backed linalg ops as extern nodes: eager's kernels run them
+// inside the compiled program (passes/lower/README.md lists the contract), so the code around them
+// stays one compiled part.
 
 #include "passes/lower/lower_context.h"
 
@@ -25,12 +26,31 @@ void lowerScanOrSort(LowerContext &ctx, const ir::Node &n) {
 } // namespace
 
 void registerScansAndSorts(Registry &r) {
-  for (OpKind op :
-       {OpKind::Cumsum, OpKind::Cumprod, OpKind::CumprodBackward, OpKind::Argsort,
-        OpKind::TopkIndices, OpKind::Logcumsumexp, OpKind::SelectionIndices, OpKind::Scatter,
-        OpKind::ScatterAdd, OpKind::ScatterReduce, OpKind::IndexAdd, OpKind::IndexPut,
-        OpKind::UpsampleNearest, OpKind::UpsampleLinear, OpKind::Unfold, OpKind::Fold,
-        OpKind::ConvTranspose1d, OpKind::ConvTranspose2d, OpKind::ConvTranspose3d})
+  for (OpKind op : {OpKind::Cumsum,
+                    OpKind::Cumprod,
+                    OpKind::CumprodBackward,
+                    OpKind::Argsort,
+                    OpKind::TopkIndices,
+                    OpKind::Logcumsumexp,
+                    OpKind::SelectionIndices,
+                    OpKind::Scatter,
+                    OpKind::ScatterAdd,
+                    OpKind::ScatterReduce,
+                    OpKind::IndexAdd,
+                    OpKind::IndexPut,
+                    OpKind::UpsampleNearest,
+                    OpKind::UpsampleLinear,
+                    OpKind::Unfold,
+                    OpKind::Fold,
+                    OpKind::ConvTranspose1d,
+                    OpKind::ConvTranspose2d,
+                    OpKind::ConvTranspose3d,
+                    OpKind::LinalgSolve,
+                    OpKind::LinalgSolveTriangular,
+                    OpKind::LinalgCholesky,
+                    OpKind::LinalgLogabsdet,
+                    OpKind::LinalgDetSign,
+                    OpKind::LinalgEighPacked})
     r.add(op, lowerScanOrSort);
 }
 

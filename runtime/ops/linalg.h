@@ -45,4 +45,19 @@ Tensor bilinear(const Tensor &input1, const Tensor &input2, const Tensor &weight
 /// repeated subscripts (diagonals), ellipsis broadcasting. Contractions run as batched GEMMs.
 Tensor einsum(const std::string &equation, std::span<const Tensor> operands);
 
+/// torch.linalg's factorizations and solves of float32/float64 (..., n, n) batches, through LAPACK
+/// (linalg_lapack.cc); singular or indefinite input raises ErrorKind::LinAlg as torch does.
+/// X with A X = B for B (..., n, k), batch dims broadcast (`inverse`: B is the identity, errors
+/// worded as linalg.inv's).
+Tensor linalgSolve(const Tensor &a, const Tensor &b, bool inverse = false);
+/// The same for the upper (else lower) triangle of A, with a unit diagonal when unitriangular.
+Tensor linalgSolveTriangular(const Tensor &a, const Tensor &b, bool upper, bool unitriangular);
+/// The lower Cholesky factor of A (its lower triangle read).
+Tensor linalgCholesky(const Tensor &a);
+/// log|det A| and sign(det A), one per matrix (-inf and 0 for a singular one).
+Tensor linalgLogabsdet(const Tensor &a);
+Tensor linalgDetSign(const Tensor &a);
+/// (..., n + 1, n): the ascending eigenvalues in row 0, the eigenvectors as columns below.
+Tensor linalgEighPacked(const Tensor &a, bool upper);
+
 } // namespace kiln::ops

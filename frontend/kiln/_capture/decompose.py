@@ -27,7 +27,7 @@ class Builder:
     an op with several results returns them as a tuple."""
 
     def __init__(self, w, node):
-        self._w, self._loc = w, node.meta.get("loc")
+        self._w, self._node, self._loc = w, node, node.meta.get("loc")
 
     def __getattr__(self, op: str):
         if op.startswith("_"):
@@ -72,6 +72,23 @@ class Builder:
         if type(v) not in (int, float, bool):
             raise Decline(f"{name} computed at run time")
         return v
+
+    def result_written(self) -> bool:
+        """Whether the program writes in place into the call's result or into a value computed
+        from it: a call whose eager result is a view of its input (diagonal) decomposed as a new
+        value must decline then, or the write would miss the input."""
+        from kiln._capture.partition_rules import mutates
+
+        reached, todo = {id(self._node)}, list(self._node.users)
+        while todo:
+            n = todo.pop()
+            if id(n) in reached:
+                continue
+            reached.add(id(n))
+            if mutates(n) and id(n.args[0]) in reached:
+                return True
+            todo += n.users
+        return False
 
     # -- types -----------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """Tensor functions whose eager forms are single C++ bindings, decomposed into graph ops for
 compiled code (decompose.py explains the mechanism): dot products (dot, vdot, mv), tile,
 view_as, fliplr / flipud, nansum / nanmean, isclose, count_nonzero, aminmax, std_mean /
-var_mean, repeat_interleave by a constant count, split_with_sizes, scalar_tensor and eye."""
+var_mean, repeat_interleave by a constant count, split_with_sizes, scalar_tensor, eye, and
+diagonal / diag of a matrix read (not written) as a value."""
 
 from __future__ import annotations
 
@@ -268,15 +269,15 @@ def _s_eye(n, m=None, *, dtype=None, layout=None, device=None, pin_memory=None,
 
 @decomposition(_s_eye, "kiln.eye")
 def _eye(b, n, m, dtype, layout, device, pin_memory, requires_grad):
-    """Row index == column index, as the dtype."""
+    """Row index == column index, as the dtype; the sizes may be symbolic (eye(x.shape[0]))."""
     if device is not None and kiln.device(device).type != "cpu":
         raise Decline("a device")
     if requires_grad:
         raise Decline("eye that requires grad")
-    rows = b.int_(n)
-    cols = rows if m is None else b.int_(m)
-    r = b.unsqueeze(b.arange(end=str(rows), dtype="i64"), dim=1)
-    c = b.arange(end=str(cols), dtype="i64")
+    (rows,) = b.syms(n)
+    (cols,) = (rows,) if m is None else b.syms(m)
+    r = b.unsqueeze(b.arange(end=rows, dtype="i64"), dim=1)
+    c = b.arange(end=cols, dtype="i64")
     return b.cast(b.eq(r, c), dtype or kiln.get_default_dtype())
 
 
@@ -310,3 +311,56 @@ def _triu(b, input, diagonal, out):
 @decomposition(_s_triangle, "kiln.tril", "kiln.Tensor.tril")
 def _tril(b, input, diagonal, out):
     return _triangle(b, "tril", input, diagonal, out)
+
+
+def _s_diagonal(input, offset=0, dim1=0, dim2=1): ...
+
+
+@decomposition(_s_diagonal, "kiln.diagonal", "kiln.Tensor.diagonal")
+def _diagonal(b, input, offset, dim1, dim2):
+    """The elements where col - row == offset of dims dim1, dim2 (moved last), as a masked sum
+    along the columns cut to the diagonal's length. Eager's diagonal is a view: a program that
+    writes into it keeps the eager call."""
+    if b.result_written():
+        raise Decline("a diagonal written in place (it is a view of its input)")
+    return _diagonal_values(b, b.tensor(input), offset, dim1, dim2)
+
+
+def _diagonal_values(b, x, offset, dim1, dim2):
+    rank = b.rank(x)
+    d1, d2 = b.dim(dim1, rank), b.dim(dim2, rank)
+    offset = b.number(offset, "offset")
+    if d1 == d2 or rank < 2:
+        raise Decline("diagonal of one dim (eager reports it)")
+    order = [d for d in range(rank) if d not in (d1, d2)] + [d1, d2]
+    y = x if order == list(range(rank)) else b.permute(x, dims=order)
+    rows, cols = b.sizes(y)[-2:]
+    start = max(-offset, 0)
+    if rows.isdigit() and cols.isdigit():
+        length = max(0, min(int(rows) - start, int(cols) - max(offset, 0)))
+    elif rows == cols and offset == 0:
+        length = None  # a square matrix of symbolic size: every row's element
+    else:
+        raise Decline("the diagonal of a matrix of symbolic sizes off its main diagonal")
+    r = b.unsqueeze(b.arange(end=rows, dtype="i64"), dim=1)
+    c = b.arange(end=cols, dtype="i64")
+    on = b.eq(b.sub(c, r), offset)
+    zero = {"b8": False}.get(b.dtype(y), 0.0 if b.dtype(y) in ("f16", "bf16", "f32", "f64") else 0)
+    values = b.sum(b.where(on, y, zero), dim=[rank - 1])
+    if b.dtype(values) != b.dtype(y):  # sum widens integers and bools
+        values = b.cast(values, b.dtype(y))
+    if length is None or (start == 0 and str(length) == rows):
+        return values
+    return b.slice(values, dim=rank - 2, start=start, end=start + length)
+
+
+def _s_diag(input, diagonal=0, *, out=None): ...
+
+
+@decomposition(_s_diag, "kiln.diag", "kiln.Tensor.diag")
+def _diag(b, input, diagonal, out):
+    """diag of a matrix: its diagonal (a copy). diag of a vector keeps the eager call."""
+    _no_out(out)
+    if b.rank(b.tensor(input)) != 2:
+        raise Decline("diag of a vector (the matrix built from it)")
+    return _diagonal_values(b, b.tensor(input), diagonal, 0, 1)

@@ -1,4 +1,4 @@
-"""NumPy's products and norms over kiln's GEMM and reductions."""
+"""NumPy's products, norms and solvers over kiln's GEMM, reductions and LAPACK-backed ops."""
 
 from __future__ import annotations
 
@@ -119,7 +119,60 @@ def norm(x, ord=None, axis=None, keepdims=False):
     return r
 
 
+# np.linalg's solvers over kiln.linalg's LAPACK-backed ops: NumPy's dtypes (integer input
+# computes in float64, float32 stays float32) and NumPy's argument forms.
+
+
+def _float_operand(a):
+    dt = _dt.common((spec(a),))
+    if dt == kiln.float16:
+        raise TypeError("array type float16 is unsupported in linalg")
+    return as_tensor(a, dt if _dt.is_float(dt) else kiln.float64)
+
+
+def _float_pair(a, b):
+    a, b = _float_operand(a), _float_operand(b)
+    dt = kiln.promote_types(a.dtype, b.dtype)
+    return a.to(dt), b.to(dt)
+
+
+def solve(a, b):
+    """x with a x = b: b is a vector only when 1-d (NumPy 2), else (..., M, K)."""
+    a, b = _float_pair(a, b)
+    if b.dim() == 1:
+        return kiln._linalg_solve(a, b.unsqueeze(-1)).squeeze(-1)
+    return kiln._linalg_solve(a, b)
+
+
+def inv(a):
+    return kiln.linalg.inv(_float_operand(a))
+
+
+def det(a):
+    return kiln.linalg.det(_float_operand(a))
+
+
+def slogdet(a):
+    sign, logabsdet = kiln.linalg.slogdet(_float_operand(a))
+    return np.linalg._linalg.SlogdetResult(sign, logabsdet)
+
+
+def cholesky(a, /, *, upper=False):
+    return kiln.linalg.cholesky(_float_operand(a), upper=upper)
+
+
+def eigh(a, UPLO="L"):  # noqa: N803 - NumPy's argument name
+    w, v = kiln.linalg.eigh(_float_operand(a), UPLO=UPLO)
+    return np.linalg._linalg.EighResult(w, v)
+
+
+def eigvalsh(a, UPLO="L"):  # noqa: N803
+    return kiln.linalg.eigvalsh(_float_operand(a), UPLO=UPLO)
+
+
 FUNCTIONS = {
+    np.linalg.solve: solve, np.linalg.inv: inv, np.linalg.det: det, np.linalg.slogdet: slogdet,
+    np.linalg.cholesky: cholesky, np.linalg.eigh: eigh, np.linalg.eigvalsh: eigvalsh,
     np.matmul: matmul, np.dot: dot, np.vdot: vdot, np.inner: inner, np.outer: outer,
     np.tensordot: tensordot, np.einsum: einsum, np.linalg.norm: norm,
 }

@@ -24,7 +24,7 @@ NO_GRAD = {
     "bitwise_not", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
     "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "all", "any", "argmax",
     "argmin", "one_hot", "argsort", "floor_divide", "detach", "bitwise_left_shift",
-    "bitwise_right_shift",
+    "bitwise_right_shift", "linalg_det_sign",
 }  # fmt: skip
 DIFFERENTIABLE = sorted(set(SAMPLES) - NO_GRAD)
 

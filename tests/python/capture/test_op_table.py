@@ -97,6 +97,12 @@ PRODUCTS = {
     "matmul": lambda a, b: a.matmul(b) + kiln.matmul(b, a.t()),
     "linear": lambda a, b: F.linear(a, b.expand(4, b.shape[0]), b[:4]),
 }  # fmt: skip
+def _spd(x):
+    """v v^T + (n + 1) I for v = x flattened: symmetric positive definite for any x."""
+    v = x.reshape(-1, 1)
+    return v @ v.mT + (v.shape[0] + 1) * kiln.eye(v.shape[0], dtype=x.dtype)
+
+
 REDUCTIONS = {
     "sum": lambda x: x.sum(-1), "prod": lambda x: x.prod(0), "mean": lambda x: x.mean((0,)),
     "amax": lambda x: x.amax(-1, keepdim=True), "amin": lambda x: x.amin(),
@@ -124,6 +130,15 @@ REDUCTIONS = {
     "scatter": lambda x: x.scatter(1, (x.abs() * 5).long() % 3, x * 2),
     "index_add": lambda x: x.index_add(1, (x[0].abs() * 5).long() % 3, x, alpha=2),
     "logcumsumexp": lambda x: x.logcumsumexp(-1),
+    # the LAPACK-backed ops on a symmetric positive-definite matrix made from any x
+    "linalg_solve": lambda x: kiln._linalg_solve(_spd(x), x.reshape(-1, 1) * 2),
+    "linalg_solve_triangular": lambda x: kiln._linalg_solve_triangular(
+        _spd(x), x.reshape(-1, 1), upper=True),
+    "linalg_cholesky": lambda x: kiln._linalg_cholesky(_spd(x)),
+    "linalg_logabsdet": lambda x: kiln._linalg_logabsdet(_spd(x)),
+    "linalg_det_sign": lambda x: kiln._linalg_det_sign(_spd(x) - 2),
+    # eigenvalues, and the squared rows of the eigenvectors (ones, whatever their signs)
+    "linalg_eigh_packed": lambda x: (kiln._linalg_eigh_packed(_spd(x)) ** 2).sum(-1),
 }  # fmt: skip
 SAMPLES = {**UNARY_FLOAT_MATH, **UNARY_ANY, **BINARY, **REDUCTIONS, **PRODUCTS}
 
@@ -197,6 +212,14 @@ def test_product_layouts(op):
         run_compiled(fn, *args)
     backend = run_compiled(fn, rand(5, 9), rand(9), dynamic=True, calls=[(rand(7, 9), rand(9))])
     assert all(r.eager_nodes == 0 for r in backend.reports)
+
+
+def test_product_of_reshapes_of_a_transposed_argument():
+    """A GEMM operand that is a reshape of a transposed (non-contiguous) argument: realized in
+    its own shape, not handed to the library as a view its strides cannot give."""
+    x = rand(17, 3).t()
+    run_compiled(lambda x: x.reshape(-1, 1) @ x.reshape(1, -1), x)
+    run_compiled(lambda x: x.reshape(3, 17).mT @ x.reshape(3, 17), x)
 
 
 @pytest.mark.parametrize("op", sorted(set(SAMPLES) - set(PRODUCTS)))

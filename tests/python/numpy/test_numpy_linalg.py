@@ -1,0 +1,62 @@
+"""np.linalg's solvers under kiln.compile (solve, inv, det, slogdet, cholesky, eigh,
+eigvalsh): NumPy's results and dtypes (integer input computes in float64, float32 stays), captured
+with no graph break, and np.linalg.LinAlgError for a singular matrix."""
+
+import numpy as np
+import pytest
+
+import kiln
+
+
+def spd(n, seed=0, dtype=np.float64):
+    m = np.random.default_rng(seed).standard_normal((n, n))
+    return (m @ m.T + n * np.eye(n)).astype(dtype)
+
+
+KERNELS = {
+    "solve_vector": (lambda a, b: np.linalg.solve(a, b), lambda: (spd(5), np.arange(5.0))),
+    "solve_matrix": (lambda a, b: np.linalg.solve(a, b) * 2, lambda: (spd(4), spd(4, 1)[:, :2])),
+    "inv_float32": (lambda a: np.linalg.inv(a) @ a, lambda: (spd(5, dtype=np.float32),)),
+    "inv_int": (lambda a: np.linalg.inv(a), lambda: (np.array([[2, 1], [1, 3]]),)),
+    "det": (lambda a: np.linalg.det(a), lambda: (spd(4) - 3,)),
+    "det_batch": (lambda a: np.linalg.det(a), lambda: (np.stack([spd(3), -spd(3, 2)]),)),
+    "slogdet": (lambda a: tuple(np.linalg.slogdet(a)), lambda: (spd(6) - 5,)),
+    "cholesky": (lambda a: np.linalg.cholesky(a), lambda: (spd(5),)),
+    "eigvalsh": (lambda a: np.linalg.eigvalsh(a), lambda: (spd(5),)),
+    # eigenvectors are unique up to sign: the reconstruction is not
+    "eigh": (lambda a: (lambda w, v: (v * w) @ v.T)(*np.linalg.eigh(a)), lambda: (spd(5),)),
+    # a least-squares fit through the normal equations, as scientific code writes it
+    "normal_equations": (lambda x, y: np.linalg.solve(x.T @ x + 1e-3 * np.eye(x.shape[1]),
+                                                      x.T @ y),
+                         lambda: (np.random.default_rng(3).standard_normal((40, 4)),
+                                  np.arange(40.0))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_compiled_equals_numpy(name):
+    fn, make = KERNELS[name]
+    want = fn(*make())
+    explained = kiln.explain(fn)(*make())
+    assert explained.graph_break_count == 0, explained.break_reasons
+    got = kiln.compile(fn)(*make())
+    for g, w in zip(got if isinstance(want, tuple) else (got,),
+                    want if isinstance(want, tuple) else (want,), strict=True):
+        assert np.asarray(g).dtype == np.asarray(w).dtype
+        np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-6 if w.dtype == np.float32 else 0)
+
+
+def test_singular_matrix_raises_numpys_linalg_error():
+    fn = kiln.compile(lambda a: np.linalg.inv(a) * 2)
+    fn(np.eye(2))
+    with pytest.raises(np.linalg.LinAlgError):
+        fn(np.ones((2, 2)))
+
+    def guarded(a, b):
+        try:
+            return np.linalg.solve(a, b)
+        except np.linalg.LinAlgError:
+            return np.zeros_like(b)
+
+    np.testing.assert_array_equal(kiln.compile(guarded)(np.ones((2, 2)), np.ones(2)),
+                                  np.zeros(2))
