@@ -79,6 +79,9 @@ def private_copy(part):
         env[id(n)] = c = g.call(n.target, remap(n.args, env), remap(n.kwargs, env),
                                 light(n.meta.get("example")), n.meta.get("loc"))
         copy_meta(n, c)
+    # The outputs read: an in-place node whose operand is an output must write it, not become
+    # a pure op (the writer asks the operand's users).
+    g.output([env[id(n)] for n in part.outputs])
     return ([env[id(n)] for n in part.inputs], [env[id(n)] for n in part.nodes],
             [env[id(n)] for n in part.outputs])
 

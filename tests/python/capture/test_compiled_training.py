@@ -450,6 +450,31 @@ def test_per_shape_training_types_each_shape_by_its_own_values():
     assert all(r.eager_calls == 0 for r in backend.reports)
 
 
+@pytest.mark.parametrize("act", [nn.ReLU(inplace=True), nn.SiLU(inplace=True)],
+                         ids=["relu_", "silu_"])
+def test_per_shape_training_keeps_an_in_place_activation_of_an_output(act):
+    """An in-place activation of a value the part returns (here the model's output, feeding the
+    loss): a part built again for a new batch size must return the activation, not the value
+    before it (it once returned linear's output for every size after the symbolic capture)."""
+    kiln.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 8), act)
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(model, backend=backend)
+    for rows in (64, 32, 48, 48, 64):
+        x = kiln.randn(rows, 5)
+        out = compiled(x)
+        out.square().sum().backward()
+        got = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        want = model(x)
+        want.square().sum().backward()
+        close(out.detach(), want.detach())
+        for g, p in zip(got, model.parameters(), strict=True):
+            close(g, p.grad)
+        model.zero_grad()
+    assert any(info.get("per_shape") for r in backend.reports for info in r.infos)
+
+
 def test_a_symbolic_int_saved_for_backward():
     w = kiln.randn(5).requires_grad_()
 
