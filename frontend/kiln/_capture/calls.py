@@ -25,6 +25,7 @@ from kiln._capture import variables as V
 from kiln._capture.calls_access import _ContainerMethod, _SuperVar, dict_key
 from kiln._capture.calls_kiln import DTYPE_FACTS, KilnCallMixin, dtype_fact
 from kiln._capture.calls_symbolic import SymbolicMixin
+from kiln._capture.data_dependent import check_size_read
 from kiln._capture.sources import AttrSource, ItemSource
 
 _TENSOR = kiln.Tensor
@@ -259,11 +260,12 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
         if isinstance(value, V.TensorVar) and value.numpy:
             return calls_numpy.iterate(self, value)
         if isinstance(value, V.TensorVar):
-            n = value.example.shape[0] if value.example.dim() > 0 else None
-            if n is None:
+            if value.example.dim() == 0:
                 raise V.Unsupported("iteration over a 0-d tensor")
-            if self.ctx.has_symbols:
+            size = self.ctx.size_of(value, 0)  # a break for a data-dependent size
+            if not isinstance(size, V.ConstVar):
                 raise V.Unsupported("iteration over a tensor with symbolic sizes")
+            n = size.value
             return [ops.record(self.ctx, operator.getitem, [value, V.ConstVar(i)], {},
                                "getitem") for i in range(n)]
         if isinstance(value, V.ModuleVar):
@@ -491,6 +493,7 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
                 args, kwargs, "requires_grad", True):
             return t  # already off (a guarded input's flag, or a graph value's): nothing to do
         if name in ("numel", "nelement"):
+            check_size_read(t.node, f"Tensor.{name}()")
             if self.ctx.has_symbols:
                 sizes = [self.ctx.size_of(t, d) for d in range(ex.dim())]
                 total = V.ConstVar(1)

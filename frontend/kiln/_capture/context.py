@@ -15,6 +15,7 @@ import weakref
 
 import kiln
 from kiln._capture import variables as V
+from kiln._capture.data_dependent import check_size_read
 from kiln._capture.graph import Graph, nodes_in, sym_size
 from kiln._capture.graph_build import Val
 from kiln._capture.guards import GuardSet
@@ -413,6 +414,7 @@ class CaptureContext:
         static dim of a graph input (its tensor guard checks it), or a size of an intermediate
         that shape inference of the graph so far finds constant. A size that is exactly a symbol
         carries it, so a comparison guards the symbol instead of restarting the capture."""
+        check_size_read(tv.node, "the size")
         hint = tv.example.shape[dim]
         if not self.has_symbols:
             return V.ConstVar(hint)

@@ -13,6 +13,7 @@ import operator
 import kiln
 from kiln import _C
 from kiln._capture import variables as V
+from kiln._capture.data_dependent import check_size_read
 from kiln._capture.graph import MUTATING_DUNDERS, inplace_flag
 
 _INPLACE_OPERATORS = {
@@ -258,6 +259,8 @@ def _guard_piece_count(ctx, args, pieces) -> None:
     makes them, and the program unpacks that many: a symbolic size there is guarded to its value,
     so another size captures again instead of unpacking the wrong number of pieces."""
     t = next((a for a in args if isinstance(a, V.TensorVar)), None)
+    if t is not None:
+        check_size_read(t.node, "the number of pieces of a split")
     if t is None or not ctx.has_symbols:
         return
     ex = t.example

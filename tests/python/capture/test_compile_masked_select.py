@@ -357,3 +357,55 @@ def test_no_rows_runs_as_eager():
     x = kiln.zeros(0, 3)
     m = kiln.zeros(0, dtype=kiln.bool)
     assert kiln.compile(lambda x, m: x[m].sum())(x, m).item() == 0.0
+
+
+def test_the_size_of_a_selection_is_read_per_call_not_baked():
+    """A selection's size depends on the data: reading it (shape, len, numel, iteration) is a
+    graph break, so calls with the same shapes but other data count again."""
+    def count(x):
+        y = x[x > 0]
+        return kiln.tensor(y.shape[0]) + len(y) + (y * 2).numel()
+
+    compiled = kiln.compile(count)
+    for values in ([1.0, -2.0, 3.0, 4.0], [-1.0, -2.0, -3.0, -4.0], [-1.0, 5.0, -3.0, 2.0]):
+        x = kiln.tensor(values)
+        assert compiled(x).item() == count(x).item()
+    assert kiln.explain(count)(kiln.tensor([1.0, -1.0])).graph_break_count >= 1
+
+
+def test_a_greedy_suppression_loop_over_selections_matches_eager():
+    """NMS as detection code writes it: `order = order[1:][iou <= t]` until nothing is left.
+    Its trip count is the data's; it was once unrolled for the first call's data."""
+    def nms(boxes, scores, threshold):
+        order = scores.argsort(descending=True, stable=True)
+        keep = []
+        while order.numel() > 0:
+            i = order[0]
+            keep.append(i)
+            rest = boxes[order[1:]]
+            lo = kiln.maximum(boxes[i][:2], rest[:, :2])
+            hi = kiln.minimum(boxes[i][2:], rest[:, 2:])
+            inter = (hi - lo).clamp(min=0).prod(-1)
+            area = (boxes[:, 2:] - boxes[:, :2]).prod(-1)
+            iou = inter / (area[i] + area[order[1:]] - inter)
+            order = order[1:][iou <= threshold]
+        return kiln.stack(keep)
+
+    compiled = kiln.compile(nms)
+    g = np.random.default_rng(0)
+    for _ in range(4):
+        xy = g.uniform(0, 20, (12, 2))
+        boxes = kiln.tensor(np.concatenate([xy, xy + g.uniform(2, 12, (12, 2))], 1))
+        scores = kiln.tensor(g.uniform(size=12))
+        assert compiled(boxes, scores, 0.3).tolist() == nms(boxes, scores, 0.3).tolist()
+
+
+def test_a_value_that_only_reads_a_selection_keeps_its_size():
+    def fn(x):
+        scale = x[x > 0].mean()
+        y = x * scale
+        return y.reshape(y.shape[0] // 2, 2)
+
+    x = kiln.tensor([1.0, -2.0, 3.0, 4.0])
+    assert kiln.explain(fn)(x).graph_break_count == 0
+    np.testing.assert_allclose(kiln.compile(fn)(x).numpy(), fn(x).numpy())

@@ -646,3 +646,18 @@ def test_the_recompile_limit_counts_per_module_instance():
                 np.testing.assert_allclose(compiled(x).numpy(), model(x).numpy(), rtol=1e-6)
     entries = kiln._C._capture.entries(OverflowChecked.forward.__code__)
     assert len(entries) == 12
+
+
+def test_iterating_a_tensor_of_constant_length_beside_a_dynamic_argument():
+    """A diffusion loop's `for t in timesteps` over a fixed-length tensor unrolls even after
+    another argument's batch went symbolic (it once broke on 'symbolic sizes')."""
+    def denoise(x, timesteps):
+        for t in timesteps:
+            x = x * 0.9 + t * 0.01
+        return x
+
+    compiled = kiln.compile(denoise, fullgraph=True)  # a break raises
+    ts = kiln.tensor([3.0, 2.0, 1.0])
+    for batch in (1, 2, 3, 4):
+        x = kiln.randn(batch, 4)
+        np.testing.assert_allclose(compiled(x, ts).numpy(), denoise(x, ts).numpy(), rtol=1e-6)
