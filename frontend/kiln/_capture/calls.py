@@ -140,6 +140,14 @@ _RUN_INT_OPS = (operator.add, operator.sub, operator.mul, operator.iadd, operato
                 operator.imul)
 
 
+
+def _legacy_dtype(fn):
+    """The dtype of a legacy typed constructor (kiln.FloatTensor, ...), else None."""
+    from kiln import _legacy_tensors as legacy
+
+    name = getattr(fn, "__name__", None)
+    return legacy._DTYPES[name] if legacy.CONSTRUCTORS.get(name) is fn else None
+
 def _is_data(v: V.VT) -> bool:
     """A constant, or a list/tuple of constants (a tensor constructor's data or sizes)."""
     if isinstance(v, (V.ListVar, V.TupleVar)):
@@ -476,6 +484,16 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
             return self.call(self.ctx.wrap(mod.__dict__["forward"], None), args, kwargs)
         return self.inline(V.FunctionVar(forward), [mv] + list(args), kwargs)
 
+    def legacy_of_size(self, fn, args, kwargs):
+        """kiln.Tensor(x.size()) or a typed constructor (BoolTensor(x.size())): a tensor of those
+        sizes (zeros for torch's uninitialized memory), symbolic where they are; else None."""
+        dtype = kiln.get_default_dtype() if fn is kiln.Tensor else _legacy_dtype(fn)
+        if dtype is None or len(args) != 1 or kwargs or not isinstance(args[0], V.TupleVar) or (
+                args[0].tuple_type is not kiln.Size):
+            return None
+        return ops.record(self.ctx, kiln.zeros, list(args[0].items),
+                          {"dtype": V.ConstVar(dtype)}, "zeros")
+
     def call_tensor_method(self, t: V.TensorVar, name: str, args, kwargs) -> V.VT:
         ex = t.example
         if name in ops.DATA_DEPENDENT_METHODS:
@@ -593,6 +611,8 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
                                       **{k: _const_arg(v) for k, v in kwargs.items()}))
             except (TypeError, ValueError, RuntimeError) as e:
                 raise V.Unsupported(f"autocast(): {e}") from None
+        if fn is kiln.Tensor and (sized := self.legacy_of_size(fn, args, kwargs)) is not None:
+            return sized
         if _is_kiln_function(fn):
             return self.call_kiln(fn, args, kwargs)
         if isinstance(fn, type) and issubclass(fn, tuple) and hasattr(fn, "_fields"):

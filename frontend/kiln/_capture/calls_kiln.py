@@ -37,6 +37,8 @@ class KilnCallMixin(AccessMixin):
     def call_kiln(self, fn, args, kwargs) -> V.VT:
         if fn is kiln._assert:
             return self.kiln_assert(args, kwargs)
+        if (sized := self.legacy_of_size(fn, args, kwargs)) is not None:
+            return sized
         if fn in DTYPE_FACTS:
             return dtype_fact(fn, args, kwargs)
         name = getattr(fn, "__name__", "?")

@@ -111,6 +111,8 @@ def to_graph_arg(value):
         return [to_graph_arg(v) for v in value.items]
     if isinstance(value, V.TupleVar):
         items = tuple(to_graph_arg(v) for v in value.items)
+        if value.tuple_type is kiln.Size and all(type(i) is int for i in items):
+            return kiln.Size(items)  # a Size is sizes where a tuple may be data (FloatTensor(s))
         if value.tuple_type is tuple or not hasattr(value.tuple_type, "_fields"):
             return items
         # A namedtuple (PackedSequence) keeps its type; made as tuple.__new__ makes it, since

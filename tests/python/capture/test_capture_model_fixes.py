@@ -295,3 +295,20 @@ def test_constant_tensors_built_in_forward_compile():
         assert explained.graph_count == 1 and explained.graph_break_count == 0
         assert explained.fallbacks == [[]]  # the constants are graph nodes, nothing eager
         assert explained.result.dtype == kiln.float32
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_legacy_constructors_of_a_size_make_tensors_of_that_size(dynamic):
+    """deepspeech.pytorch's `torch.BoolTensor(x.size()).fill_(0)`: a Size argument is the
+    sizes, not data (it once became a 1-d tensor of len(x.shape) elements when compiled)."""
+    def masks(x, lengths):
+        mask = kiln.BoolTensor(x.size()).fill_(0)
+        for i in range(x.size(0)):
+            mask[i, int(lengths[i]):] = True
+        return x.masked_fill(mask, 0.0), kiln.FloatTensor(x.shape).zero_() + kiln.Tensor(x.size())
+
+    compiled = kiln.compile(masks, dynamic=dynamic)
+    for batch in (2, 3):
+        x, lengths = rand(batch, 4), kiln.tensor([4, 2, 1][:batch])
+        for got, want in zip(compiled(x, lengths), masks(x, lengths), strict=True):
+            assert got.shape == want.shape and kiln.equal(got, want)
