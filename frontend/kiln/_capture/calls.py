@@ -141,6 +141,27 @@ _RUN_INT_OPS = (operator.add, operator.sub, operator.mul, operator.iadd, operato
 
 
 
+def _stateless_module(cls, args, kwargs):
+    """An instance of module class `cls` made now from constant arguments, when it holds no
+    parameters or buffers (HF heads' `loss_fct = CrossEntropyLoss()` in forward, `nn.Softmax(-1)
+    (x)`): the same for every call, so the capture inlines its forward like any module's, with
+    its attributes as constants; else None."""
+    values = [a.value if isinstance(a, V.ConstVar) else _NOT_CONST for a in args]
+    named = {k: v.value if isinstance(v, V.ConstVar) else _NOT_CONST for k, v in kwargs.items()}
+    if any(v is _NOT_CONST for v in [*values, *named.values()]):
+        return None
+    try:
+        module = cls(*values, **named)
+    except Exception:  # noqa: BLE001 - its error is raised when eager runs the call
+        return None
+    if next(module.parameters(), None) is not None or next(module.buffers(), None) is not None:
+        return None
+    return module
+
+
+_NOT_CONST = object()
+
+
 def _legacy_dtype(fn):
     """The dtype of a legacy typed constructor (kiln.FloatTensor, ...), else None."""
     from kiln import _legacy_tensors as legacy
@@ -593,7 +614,12 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
         if _hashable(fn) and fn in DTYPE_FACTS:
             return dtype_fact(fn, args, kwargs)
         if isinstance(fn, type) and issubclass(fn, kiln.nn.Module):
-            raise V.Unsupported(f"creating a {fn.__name__} module inside compiled code")
+            module = _stateless_module(fn, args, kwargs)
+            if module is None:
+                raise V.Unsupported(f"creating a {fn.__name__} module with parameters, buffers or "
+                                    "run-time arguments inside compiled code",
+                                    "create it in __init__")
+            return V.ModuleVar(module, None, fn.__name__)
         if fn in (kiln.no_grad, kiln.enable_grad):
             return V.GradModeVar(fn is kiln.enable_grad)
         if isinstance(fn, type) and getattr(fn, _NOOP_CONTEXT, False):

@@ -16,6 +16,7 @@ import kiln
 from kiln._capture import calls_numpy, calls_object, ops, side_effects
 from kiln._capture import variables as V
 from kiln._capture.sources import AttrSource, HeldSource
+from kiln.nn.modules.module import note_attr_read
 
 _TENSOR = kiln.Tensor
 _METADATA_ATTRS = {"dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "is_leaf",
@@ -136,6 +137,7 @@ class AccessMixin:
             # a counter (`self.step += 1` on every call): read on every call, a run-time int
             return self.ctx._wrap_sym_int(d[name], AttrSource(HeldSource(mod, mv.label), name))
         if name in d:
+            note_attr_read(mod, name)  # its value is baked: a store to it captures again
             var = self.ctx.wrap(d[name], None, f"{mv.label}.{name}")
             if isinstance(var, (V.ListVar, V.DictVar)) and var.source is None:
                 var.owner = mod  # changes to it are replayed (side_effects.py)

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import weakref
 
+import kiln
 from kiln._capture import variables as V
+from kiln.nn.modules.module import _equal_plain, _unread_plain_attr
 
 _MAX_REPLAY_BUMPS = 3
 _replay_bumps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> count
@@ -83,9 +85,6 @@ def record_store(ctx, obj, source, name: str, value: V.VT, bumps: bool = False) 
     entry.bumps |= bumps
 
 
-_IMMUTABLE = (type(None), bool, int, float, str)
-
-
 def store_module_attr(ctx, module, name: str, value: V.VT) -> None:
     from kiln.nn import Module
 
@@ -94,8 +93,8 @@ def store_module_attr(ctx, module, name: str, value: V.VT) -> None:
         raise V.Unsupported(f"{what}: the class defines its own __setattr__")
     example = getattr(value, "example", None)
     current = module._current_attr(name)
-    same_constant = isinstance(value, V.ConstVar) and type(value.value) in _IMMUTABLE and (
-        type(current) is type(value.value) and current == value.value)
+    constant = _constant_of(value)
+    same_constant = constant is not _NOT_CONSTANT and _equal_plain(current, constant)
     if ((example is not None and example is current) or same_constant) and \
             stored_attr(ctx, module, name) is None:
         # `self.cache = self.cache.to(x)` (the same tensor), `self.mask = ... else None` when
@@ -112,12 +111,31 @@ def store_module_attr(ctx, module, name: str, value: V.VT) -> None:
             # an int changed by the last capture too (RWKV's `self.step += 1`): from the next
             # capture on it is a run-time int, read and written on every call
             module.__dict__["_kiln_counters"] = counters | {name}
+    if _unread_plain_attr(module, name, current):  # no compiled code baked the old value
+        record_store(ctx, module, None, name, value)
+        return
     if _replay_bumps.get(module, 0) >= _MAX_REPLAY_BUMPS:
         raise V.Unsupported(f"{what}, which changes on every call (each change would capture "
                             "the code again)",
                             "keep per-call state out of module attributes, or pass it in and "
                             "return it")
     record_store(ctx, module, None, name, value, bumps=True)
+
+
+_NOT_CONSTANT = object()
+
+
+def _constant_of(v: V.VT):
+    """The Python value of a constant (a ConstVar, or a tuple of them: `tuple(x.shape)` of a
+    static shape), else _NOT_CONSTANT."""
+    if isinstance(v, V.ConstVar):
+        return v.value
+    if isinstance(v, V.TupleVar) and v.tuple_type in (tuple, kiln.Size):
+        items = [_constant_of(i) for i in v.items]
+        if any(i is _NOT_CONSTANT for i in items):
+            return _NOT_CONSTANT
+        return v.tuple_type(items)
+    return _NOT_CONSTANT
 
 
 def _int_valued(v: V.VT) -> bool:

@@ -661,3 +661,60 @@ def test_iterating_a_tensor_of_constant_length_beside_a_dynamic_argument():
     for batch in (1, 2, 3, 4):
         x = kiln.randn(batch, 4)
         np.testing.assert_allclose(compiled(x, ts).numpy(), denoise(x, ts).numpy(), rtol=1e-6)
+
+
+class _KeepsState(nn.Module):
+    """Per-call attribute stores real model code makes: a dtype and a shape that stay the same
+    (Switch's router), and an attention map kept for plotting (ESPnet), which no compiled code
+    reads back."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.attn = None
+
+    def forward(self, x):
+        self.input_dtype = x.dtype
+        self.last_shape = tuple(x.shape)
+        self.attn = (x @ x.mT).softmax(-1)
+        return self.fc(self.attn @ x).to(self.input_dtype)
+
+
+def test_attribute_stores_that_change_nothing_read_do_not_recompile():
+    kiln.manual_seed(0)
+    mod = _KeepsState().eval()
+    p = Probe(mod, code=_KeepsState.forward.__code__)
+    x = rand(3, 4)
+    with kiln.no_grad():
+        for _ in range(6):
+            out = p(x)
+        want = mod(x)
+    assert_same(out, want)
+    assert_same(mod.attn, (x @ x.mT).softmax(-1))  # the stored map is the caller's to read
+    assert mod.last_shape == (3, 4) and mod.input_dtype == kiln.float32
+    # one capture, and one more after the first call created the two new attributes
+    assert p.captures <= 2, p.reasons
+
+
+def test_a_stateless_module_built_in_forward_is_inlined():
+    """HF heads' `loss_fct = CrossEntropyLoss()` inside forward: no break, no capture per call
+    (the fresh object's identity was guarded, so every call captured again)."""
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cls = nn.Linear(8, 5)
+
+        def forward(self, x, labels):
+            logits = self.cls(x)
+            loss_fct = nn.CrossEntropyLoss(ignore_index=-100)
+            return loss_fct(logits.view(-1, 5), labels.view(-1)), nn.Softmax(dim=-1)(logits)
+
+    kiln.manual_seed(0)
+    mod = Head()
+    p = Probe(mod, code=Head.forward.__code__, fullgraph=True)
+    x, y = rand(4, 8), kiln.tensor([0, 4, -100, 2])
+    for _ in range(5):
+        got = p(x, y)
+    for g, w in zip(got, mod(x, y), strict=True):
+        assert_same(g, w)
+    assert p.captures == 1, p.reasons

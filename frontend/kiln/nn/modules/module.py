@@ -46,6 +46,36 @@ _version_counter = itertools.count(1)
 _MISSING = object()
 
 
+_PLAIN = (int, float, bool, str, type(None), kiln.dtype, kiln.device)
+
+
+def _equal_plain(a, b) -> bool:
+    """Whether an attribute store changes nothing compiled code can have read: the same value
+    of an immutable plain type (`self.input_dtype = h.dtype`, `self.last_shape =
+    tuple(x.shape)` on every call), so the module's version stays."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_equal_plain(x, y) for x, y in zip(a, b, strict=True))
+    return isinstance(a, _PLAIN) and a == b
+
+
+def note_attr_read(module, name: str) -> None:
+    """Records that compiled code read plain attribute `name` of `module` (and guards it by the
+    module's version): from now on a store to it bumps the version."""
+    module.__dict__.setdefault("_kiln_read_attrs", set()).add(name)
+
+
+def _unread_plain_attr(module, name: str, current) -> bool:
+    """Whether `name` is an existing plain attribute no compiled code has read: storing another
+    value there (ESPnet's `self.attn = softmax(...)` kept for plotting, on every call) changes
+    nothing a capture relied on, so the version stays."""
+    d = module.__dict__
+    if current is _MISSING or name not in d or name in d.get("_kiln_read_attrs", ()):
+        return False
+    return not isinstance(current, Module)
+
+
 def _bump_version(module) -> None:
     """Marks the module's attributes as changed. kiln.compile bakes a module's parameters,
     submodules and Python attributes into compiled code and guards on this version (one
@@ -219,9 +249,10 @@ class Module(StateDictMixin):
             _set_training(self, value)
             return
         current = self._current_attr(name)
-        if current is not value and not (
+        if current is not value and not _equal_plain(current, value) and not (
                 type(value) is int and type(current) is int
-                and name in self.__dict__.get("_kiln_counters", ())):
+                and name in self.__dict__.get("_kiln_counters", ())) and not (
+                _unread_plain_attr(self, name, current)):
             _bump_version(self)  # (a counter compiled code reads on every call: no new capture)
         self._set_attr(name, value)
 
