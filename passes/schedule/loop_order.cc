@@ -248,6 +248,13 @@ void settleKernels(const LoopProgram &p, std::vector<Kernel> &kernels,
     // scalar.
     // The other nodes of an extern kernel (its epilogues) run one by one after the call.
     bool shared = k.kind == KernelKind::Loop && k.nodes.size() > 1;
+    // A shared kernel of pointwise nodes of one shape (a chain with a value read twice, kept in
+    // memory): each node runs its own loops inside the shared ones, so each merges them too.
+    bool alike = shared && std::all_of(k.nodes.begin(), k.nodes.end(), [&](size_t j) {
+                   const LoopNode &m = p.nodes()[j];
+                   return m.body && m.kind == LoopNodeKind::Pointwise &&
+                          m.ranges == p.nodes()[k.nodes[0]].ranges;
+                 });
     k.parallel.clear();
     for (size_t n : k.nodes) {
       const LoopNode &node = p.nodes()[n];
@@ -261,6 +268,14 @@ void settleKernels(const LoopProgram &p, std::vector<Kernel> &kernels,
       if (!shared) {
         order.tileVar = tileVarOf(node, order);
         order.mergedIntoLane = loopsToMerge(p, node, order);
+      } else if (alike && order.lane == LaneKind::Range &&
+                 node.ranges.size() > k.outer.size() + 1) {
+        // Inside the shared loops a node still merges its own contiguous loops into the lane
+        // (rows of 12 under shared [32, 16] vectorize as 144 points, not as scalar tails).
+        // All of its loops inside the shared ones join the lane, or none does.
+        size_t inner = node.ranges.size() - 1 - k.outer.size();
+        if (loopsToMerge(p, node, order) >= inner)
+          order.mergedIntoLane = inner;
       }
       size_t loops = node.ranges.size();
       if (shared)
@@ -270,7 +285,7 @@ void settleKernels(const LoopProgram &p, std::vector<Kernel> &kernels,
       else // the innermost range loop stays a loop, unless a reduction loop is inside it
         order.parallelLoops =
             order.lane == LaneKind::Reduce ? loops : std::max<size_t>(1, loops - 1);
-      if (order.lane == LaneKind::Range && order.mergedIntoLane > 0)
+      if (order.lane == LaneKind::Range && order.mergedIntoLane > 0 && !shared)
         order.parallelLoops = loops - 1 - order.mergedIntoLane;
       order.parallelLoops = std::min(order.parallelLoops, loops);
       if (k.parallel.empty())
