@@ -247,6 +247,8 @@ class _RunWriter(GraphWriter):
         for proxy in proxies:
             self._used_symbols.update(
                 s for s in proxy.meta.get("sym_sizes") or () if isinstance(s, str))
+            if isinstance(proxy.meta.get("sym"), str):  # a dynamic int (a loop's bound)
+                self._used_symbols.add(proxy.meta["sym"])
         params = 0
         for node, proxy in zip(self.run_inputs, proxies, strict=True):
             self._typing_inputs = True

@@ -448,6 +448,8 @@ class GraphWriter:
             self._used_symbols.update(
                 s for s in node.meta.get("sym_sizes") or () if isinstance(s, str)
             )
+            if isinstance(node.meta.get("sym"), str):  # a dynamic int input (a loop's bound)
+                self._used_symbols.add(node.meta["sym"])
         for node in self.graph.inputs:
             self._input(node)
         if self.export is not None:

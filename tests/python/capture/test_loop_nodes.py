@@ -356,6 +356,26 @@ def test_symbolic_sizes_flow_through_the_loop_node(no_unroll):
     assert report.eager_nodes == 0
 
 
+def test_a_loop_bound_that_went_symbolic_runs_the_body_compiled(no_unroll):
+    """NPBench's azimint_naive with another `npt`: the bound and the loop index are both int
+    inputs of the body; they once shared a symbol, so every iteration ran eagerly."""
+    def f(x, n):
+        res = kiln.zeros(n, dtype=x.dtype)
+        for i in range(n):
+            res[i] = (x * i / n).sum()
+        return res
+
+    compiled = kiln.compile(f)
+    records: list = []
+    compiler_of(compiled).recorder = records
+    for n in (20, 100, 150):
+        x = kiln.randn(64, dtype=kiln.float64)
+        assert_same(compiled(x, n), f(x, n))
+    report = records[-1].report
+    (body,) = report.loops
+    assert body.eager_calls == 0 and report.eager_calls == 0
+
+
 def test_export_unrolls_long_loops_into_one_program(no_unroll):
     def damped(x, y):
         for _ in range(12):
