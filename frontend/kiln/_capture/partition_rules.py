@@ -54,9 +54,13 @@ def small_write_into_input(node: Node) -> bool:
     """`hist[t] = row` into an array the graph takes as an input (a time loop's history, a
     caller's array): functionalized, the part computes and writes back the whole array on every
     call, which makes a loop over its rows quadratic."""
-    if node.target is not operator.setitem or len(node.args) != 3:
+    if node.target is operator.setitem and len(node.args) == 3:
+        target, value = node.args[0], node.args[2]
+    elif mutates(node) and _basic_view_base(node.args[0]) is not None:
+        # `A[:, j] -= v`: an in-place op on a view of the array, the same small write
+        target, value = _basic_view_base(node.args[0]), node.args[0]
+    else:
         return False
-    target, value = node.args[0], node.args[2]
     if not (isinstance(target, Node) and target.op == "placeholder"):
         return False
     big = target.meta.get("example")
@@ -71,6 +75,19 @@ def small_write_into_input(node: Node) -> bool:
     if big.numel() < SMALL_WRITE_ELEMENTS:
         return False
     return written * 16 <= big.numel()
+
+
+def _basic_view_base(node) -> Node | None:
+    """The graph input that `node` is a basic-indexing view of (`A[:, j]`, `A[i]`, `A[1:-1]`
+    and chains of them), else None."""
+    while isinstance(node, Node) and node.op == "call" and node.target is operator.getitem:
+        index = node.args[1]
+        items = index if isinstance(index, tuple) else (index,)
+        if any(isinstance(i, Node) and isinstance(i.meta.get("example"), kiln.Tensor)
+               for i in items):
+            return None  # advanced indexing: a copy, not a view
+        node = node.args[0]
+    return node if isinstance(node, Node) and node.op == "placeholder" else None
 
 
 def _symbolic(node: Node) -> bool:

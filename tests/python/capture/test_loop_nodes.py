@@ -855,3 +855,21 @@ def test_a_row_write_into_an_array_of_run_time_size_is_written_in_place():
     assert "in loop body" in report.report() and "in place" in report.report()
     x = np.random.default_rng(2).random(9000)
     np.testing.assert_allclose(kiln.compile(_ewma)(x, 0.1), _ewma(x, 0.1), rtol=1e-12)
+
+
+def test_an_augmented_column_update_writes_only_the_column(no_unroll):
+    """`A[:, j] -= A[:, j + 1] * s[j]` (gramschmidt, adi, ludcmp): the in-place op on the
+    column view is the small write; functionalized, it rewrote all of A on every iteration."""
+    def update(A, s):
+        for j in range(64):
+            A[:, j] -= A[:, j + 1] * s[j]
+        return A.sum()
+
+    rng = np.random.default_rng(0)
+    args = (rng.random((300, 300)), rng.random(64))
+    want, got, report, _, _ = run_both(update, *args)
+    assert_same(got, want)
+    (body_report,) = [r for c in report.captures if c.report for r in c.report.loops]
+    reasons = [reason for _, _, reason in body_report.fallbacks]
+    assert reasons and all("a few elements into a large input array" in r for r in reasons)
+    assert body_report.compiled_nodes > 0
