@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include <functional>
+#include <set>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -177,6 +179,10 @@ private:
       inputIndex_[map_[v]] = inputIndex_.size();
     }
     numInputs_ = joint_.mark();
+    for (Value *v : inputs)
+      if (v->isTensor())
+        for (const ir::SymInt &e : v->meta().sizes)
+          e.collectSymbols(tensorSymbols_);
     std::vector<Value *> outputs = graph_.outputs();
     std::vector<Value *> seeds;
     for (size_t k = 0; k < outputs.size(); ++k) {
@@ -252,9 +258,31 @@ private:
   /// instead: each recomputation re-reads both, and chains of them (the residual stream
   /// x0 + a1 + a2 + ...) would be re-read by every layer's backward.
   bool mayRecompute(const ir::Node &n) const {
-    if (!recomputable(n))
+    if (!recomputable(n) || usesIntOnlySymbols(n))
       return false;
     return !(forwardNodes_.count(&n) && readsTwoOfItsSize(n));
+  }
+
+  /// Whether `n`'s attributes or result sizes name a symbol no tensor input's size gives (a
+  /// slice bound from an int argument, `x[:, a:b]`): the backward, whose inputs are tensors,
+  /// could not bind it, so such a node is saved, not recomputed.
+  bool usesIntOnlySymbols(const ir::Node &n) const {
+    std::set<std::string, std::less<>> used;
+    for (const auto &[name, attr] : n.attrs()) {
+      if (attr.is<ir::SymInt>())
+        attr.toSymInt().collectSymbols(used);
+      else if (attr.is<std::vector<ir::SymInt>>())
+        for (const ir::SymInt &e : attr.toSymInts())
+          e.collectSymbols(used);
+    }
+    for (const Value *r : n.results())
+      if (r->isTensor())
+        for (const ir::SymInt &e : r->meta().sizes)
+          e.collectSymbols(used);
+    for (const std::string &sym : used)
+      if (!tensorSymbols_.count(sym))
+        return true;
+    return false;
   }
 
   bool isGradInput(const Value *v) const {
@@ -463,6 +491,7 @@ private:
   ValueMap map_;                                     ///< original value → joint value
   std::unordered_map<const Value *, Value *> grads_; ///< original value → joint gradient
   std::unordered_set<const ir::Node *> forwardNodes_;
+  std::set<std::string, std::less<>> tensorSymbols_; ///< symbols the inputs' sizes give
   std::vector<int> gradOutputs_, inputGrads_;
   std::vector<Value *> savedValues_;
   std::unordered_set<const ir::Node *> dependent_; ///< joint nodes that read an output gradient

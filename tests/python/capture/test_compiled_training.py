@@ -575,3 +575,24 @@ def test_a_parameter_reached_only_from_an_unused_output_gets_no_gradient():
     residual, skip = compiled(kiln.randn(3, 4))  # both used: both get gradients
     (residual.sum() + skip.sum()).backward()
     assert model.out.weight.grad is not None
+
+
+def test_slice_bounds_from_int_arguments_in_a_compiled_backward():
+    """CutMix's `x[:, :, y1:y2, x1:x2] = x[index, :, y1:y2, x1:x2]` with a new box per step:
+    the bounds are symbols only the int arguments give, so the backward cannot recompute the
+    slice from saved tensors (it raised 'no input gives size symbol s0 a value')."""
+    w0, x0 = kiln.randn(8, 8), kiln.randn(8, 8)
+
+    def f(x, w, a, b):
+        x = x.clone()
+        x[:, a:b] = x[:, a + 1:b + 1]
+        return (x * w).sum()
+
+    compiled = kiln.compile(f)
+    for a, b in [(1, 4), (0, 5), (2, 6)]:
+        w = w0.clone().requires_grad_()
+        compiled(x0, w, a, b).backward()
+        got = w.grad.clone()
+        w.grad = None
+        f(x0, w, a, b).backward()
+        close(got, w.grad)
