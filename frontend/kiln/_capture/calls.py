@@ -664,6 +664,16 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
         module = getattr(fn, "__module__", None) or ""
         if fn is abs and len(args) == 1 and isinstance(args[0], V.TensorVar):
             return self.unary(operator.abs, args[0])
+        if module == "math" and not kwargs and args and any(
+                isinstance(a, V.SymIntVar) for a in args) and all(
+                isinstance(a, V.SymIntVar) or a.is_const() for a in args):
+            # a schedule's math.cos(math.pi * t) of a run-time number (a float argument, a step
+            # counter): a Python-number node of the graph, computed on every call
+            hint = fn(*[a.hint if isinstance(a, V.SymIntVar) else a.const() for a in args])
+            node = self.ctx.graph.call(fn, tuple(a.node if isinstance(a, V.SymIntVar)
+                                                 else a.const() for a in args), {}, hint,
+                                       loc=self.ctx.loc)
+            return V.SymIntVar(node, hint)
         if _numpy_loaded() and _knp_is_numpy(fn):
             return calls_numpy.call_function(self, fn, args, kwargs)
         if module in ("operator", "_operator") and not kwargs and calls_numpy.any_array(args):

@@ -718,3 +718,32 @@ def test_a_stateless_module_built_in_forward_is_inlined():
     for g, w in zip(got, mod(x, y), strict=True):
         assert_same(g, w)
     assert p.captures == 1, p.reasons
+
+
+def test_math_functions_of_a_run_time_number_stay_in_the_graph():
+    """A cosine schedule of a float argument and an EMA decay of a step counter
+    (`1 - math.exp(-updates / tau)`, ultralytics' ModelEMA): math.* of a number that changes
+    per call is a graph node, not a break, and its value is the call's."""
+    import math
+
+    class State:
+        updates = 0
+
+    state = State()
+
+    def ema(x):
+        state.updates += 1
+        return x * (0.9999 * (1 - math.exp(-state.updates / 2000)))
+
+    def cosine(x, t):
+        return x * (0.5 * (1 + math.cos(math.pi * t))) + math.sqrt(1 - t)
+
+    x = kiln.ones(3)
+    compiled_ema = kiln.compile(ema, fullgraph=True)
+    compiled_cos = kiln.compile(cosine, fullgraph=True)
+    for i in range(1, 6):
+        got = compiled_ema(x)
+        want = 0.9999 * (1 - math.exp(-state.updates / 2000))
+        np.testing.assert_allclose(got.numpy(), np.full(3, want), rtol=1e-6)
+        t = i / 8
+        np.testing.assert_allclose(compiled_cos(x, t).numpy(), cosine(x, t).numpy(), rtol=1e-6)
