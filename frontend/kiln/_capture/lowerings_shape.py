@@ -51,6 +51,21 @@ lowering(_s_reshape, "kiln.reshape")(_view("reshape", "shape", False))
 lowering(_s_varargs, "kiln.Tensor.expand")(_view("expand", "size", True))
 
 
+def _s_shape_kw(input, *, shape): ...
+def _s_size_kw(input, *, size): ...
+
+
+# The keyword spellings: x.reshape(shape=...) (an MAE's patchify), x.view(size=...).
+lowering(_s_shape_kw, "kiln.Tensor.reshape")(_view("reshape", "shape", False))
+
+
+@lowering(_s_size_kw, "kiln.Tensor.view", "kiln.Tensor.expand")
+def _view_size_kw(w, node, a):
+    op = "view" if node.target is kiln.Tensor.view else "expand"
+    w.emit_node(node, op, [w.tensor(a["input"])],
+                {"shape" if op == "view" else "size": _syms(w, list(a["size"]))})
+
+
 @lowering(_s_broadcast_to, "kiln.broadcast_to", "kiln.Tensor.broadcast_to")
 def _broadcast_to(w, node, a):
     w.emit_node(node, "expand", [w.tensor(a["input"])], {"size": _syms(w, list(a["size"]))})

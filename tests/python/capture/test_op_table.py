@@ -222,6 +222,15 @@ def test_product_of_reshapes_of_a_transposed_argument():
     run_compiled(lambda x: x.reshape(3, 17).mT @ x.reshape(3, 17), x)
 
 
+def test_keyword_spellings_of_reshape_view_and_expand():
+    """x.reshape(shape=...) (MAE's patchify), x.view(size=...), x.expand(size=...) compile
+    (strict backend: an eager node raises)."""
+    x = rand(4, 6)
+    run_compiled(lambda x: x.reshape(shape=(2, 12)) * 2, x)
+    run_compiled(lambda x: x.view(size=(3, 8)) + 1, x)
+    run_compiled(lambda x: x[:1].expand(size=(5, 6)) - x[1], x)
+
+
 @pytest.mark.parametrize("op", sorted(set(SAMPLES) - set(PRODUCTS)))
 def test_op_layouts(op):
     """Transposed, broadcast, zero-size and 0-d operands, and a symbolic size."""
