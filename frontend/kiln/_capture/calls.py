@@ -345,6 +345,10 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
                 return type(a)(a.items + b.items)
         if isinstance(a, (V.ListVar, V.TupleVar)) and op is operator.mul:
             return type(a)(a.items * b.const())
+        if op in (operator.eq, operator.ne) and all(
+                isinstance(v, V.ObjectVar) and type(v.value) is type for v in (a, b)):
+            # `type(m) == nn.Conv2d`: classes (of the plain metaclass) compare by identity
+            return V.ConstVar(op(a.value, b.value))
         if op in (operator.eq, operator.ne) and calls_numpy.is_dtype_comparison(a, b):
             return V.ConstVar(op(calls_numpy.known(a), calls_numpy.known(b)))
         if a.is_const() and b.is_const():

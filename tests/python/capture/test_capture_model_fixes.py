@@ -312,3 +312,21 @@ def test_legacy_constructors_of_a_size_make_tensors_of_that_size(dynamic):
         x, lengths = rand(batch, 4), kiln.tensor([4, 2, 1][:batch])
         for got, want in zip(compiled(x, lengths), masks(x, lengths), strict=True):
             assert got.shape == want.shape and kiln.equal(got, want)
+
+
+def test_comparing_a_module_type_with_eq_compiles():
+    """deepspeech.pytorch's `if type(m) == nn.modules.conv.Conv2d:` over self.modules()."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Sequential(nn.Conv2d(1, 4, 3, stride=2, padding=1), nn.ReLU())
+
+        def forward(self, lengths):
+            for m in self.conv.modules():
+                if type(m) == nn.modules.conv.Conv2d:  # noqa: E721 - the idiom under test
+                    lengths = (lengths + 2 * m.padding[1] - 2) // m.stride[1] + 1
+            return lengths
+
+    m, lengths = M(), kiln.tensor([48, 40])
+    assert kiln.explain(m)(lengths).graph_break_count == 0
+    assert kiln.equal(kiln.compile(m)(lengths), m(lengths))
