@@ -149,7 +149,16 @@ def _clone(w, node, a):
         raise Decline("a memory format other than contiguous")
     x = w.tensor(a["input"])
     if not x.type.contiguous:
-        raise Decline("a clone of a strided tensor (eager keeps its strides)")
+        # An expanded input (a stride-0 dim: HF's causal_mask.expand(B, 1, -1, -1).clone())
+        # overlaps itself, so eager's clone is dense, as torch's: the contiguous copy. A dense
+        # permuted one keeps its strides in eager: that call stays.
+        expanded = any(str(st) == "0" and str(sz) != "1"
+                       for st, sz in zip(x.type.strides, x.type.sizes, strict=True))
+        example = node.meta.get("example")
+        if not (expanded and isinstance(example, kiln.Tensor) and example.is_contiguous()):
+            raise Decline("a clone of a strided tensor (eager keeps its strides)")
+        w.emit_node(node, "contiguous", [x], {})
+        return
     w.emit_node(node, "contiguous", [x], {})
 
 

@@ -330,3 +330,23 @@ def test_comparing_a_module_type_with_eq_compiles():
     m, lengths = M(), kiln.tensor([48, 40])
     assert kiln.explain(m)(lengths).graph_break_count == 0
     assert kiln.equal(kiln.compile(m)(lengths), m(lengths))
+
+
+def test_clone_of_an_expanded_mask_compiles_and_keeps_the_batch_dynamic():
+    """HF LLaMA's `causal_mask[None, None].expand(B, 1, -1, -1).clone()` then an in-place
+    masked write: the clone is a dense copy (as torch's), compiled, so later batch sizes reuse
+    one symbolic graph instead of recompiling each (it was an opaque call before)."""
+    def f(mask):
+        base = kiln.full((5, 5), -1.0).triu(1)
+        cm = base[None, None].expand(mask.shape[0], 1, -1, -1).clone()
+        pad = cm[:, :, :, :5] + mask[:, None, None, :]
+        cm[:, :, :, :5] = cm[:, :, :, :5].masked_fill(pad == 0, -9.0)
+        return cm, base
+
+    backend = CpuBackend(fallback=False)  # an eager node raises
+    compiled = kiln.compile(f, backend=backend)
+    for batch in (2, 3, 4, 5):
+        m = (rand(batch, 5) > 0).float()
+        for got, want in zip(compiled(m), f(m), strict=True):
+            assert kiln.equal(got, want)
+    assert len(backend.reports) <= 2
