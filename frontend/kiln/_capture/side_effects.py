@@ -95,8 +95,11 @@ def store_module_attr(ctx, module, name: str, value: V.VT) -> None:
     current = module._current_attr(name)
     constant = _constant_of(value)
     same_constant = constant is not _NOT_CONSTANT and _equal_plain(current, constant)
-    if ((example is not None and example is current) or same_constant) and \
-            stored_attr(ctx, module, name) is None:
+    # (an in-place op's result is its target: `self.n_averaged += 1` stores the buffer itself)
+    held = getattr(value, "input_object", None)
+    same_tensor = example is not None and (
+        example is current or (held is not None and held is current))
+    if (same_tensor or same_constant) and stored_attr(ctx, module, name) is None:
         # `self.cache = self.cache.to(x)` (the same tensor), `self.mask = ... else None` when
         # it is None: what eager's setattr stores is there already
         return

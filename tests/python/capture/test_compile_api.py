@@ -484,3 +484,31 @@ def test_a_deep_copy_of_a_compiled_module_runs_its_own_weights():
     loaded = pickle.loads(pickle.dumps(compiled))
     assert type(loaded).__name__ == "OptimizedModule" and loaded(x).item() == 4.0
     assert loaded.weight is not compiled.weight
+
+
+def test_averaged_model_update_in_a_compiled_step_does_not_recompile_every_step():
+    """`ema.update_parameters(model)` in a compiled training step: its `self.n_averaged += 1`
+    stores the buffer it just updated in place, which re-registered the buffer and bumped the
+    module's version, so every step recaptured until the recompile limit."""
+    from kiln.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    kiln.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.9))
+    buffer = ema.n_averaged
+    opt = kiln.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(x, y):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        ema.update_parameters(model)
+        return loss
+
+    explained = kiln.explain(step)
+    x, y = kiln.randn(4, 8), kiln.randint(0, 2, (4,))
+    for _ in range(10):
+        out = explained(x, y)
+    assert len(out.recompiles) <= 2, out.recompiles
+    assert ema.n_averaged is buffer and int(ema.n_averaged) == 10

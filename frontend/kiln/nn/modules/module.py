@@ -320,6 +320,8 @@ class Module(StateDictMixin):
                 persistent = name not in self._non_persistent_buffers_set
             if buffers is None:
                 raise AttributeError("cannot assign buffer before Module.__init__() call")
+            if buffers.get(name) is value and not isinstance(value, Buffer):
+                return  # `self.count += 1` on a buffer: the in-place op stored it already
             remove_from(self.__dict__, self._parameters, self._modules)
             self.register_buffer(name, value, persistent)
             return
