@@ -323,6 +323,9 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
             return calls_numpy.binary(self, op, a, b)
         if isinstance(a, V.TensorVar) or isinstance(b, V.TensorVar):
             return ops.record(self.ctx, op, [a, b], {}, op.__name__)
+        if op is operator.mul and isinstance(a, (V.ListVar, V.TupleVar)) and isinstance(
+                b, V.SymIntVar):  # YOLO's `[t] * bs`: as many items as the size is now
+            return type(a)(a.items * self.concrete_int(b))
         if isinstance(a, V.SymIntVar) or isinstance(b, V.SymIntVar):
             return self.sym_binary(op, a, b)
         if isinstance(a, V.RunIntVar) or isinstance(b, V.RunIntVar):

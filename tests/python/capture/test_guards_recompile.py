@@ -747,3 +747,16 @@ def test_math_functions_of_a_run_time_number_stay_in_the_graph():
         np.testing.assert_allclose(got.numpy(), np.full(3, want), rtol=1e-6)
         t = i / 8
         np.testing.assert_allclose(compiled_cos(x, t).numpy(), cosine(x, t).numpy(), rtol=1e-6)
+
+
+def test_a_list_repeated_by_a_symbolic_size_specializes_instead_of_breaking():
+    """YOLO's `z = [t] * bs` after the batch went symbolic: the length is the size now,
+    guarded (a new batch size captures again, as torch does)."""
+    def f(x):
+        parts = [x.sum(0)] * x.shape[0]
+        return kiln.stack(parts) + x
+
+    compiled = kiln.compile(f, fullgraph=True)  # a break raises
+    for batch in (2, 3, 4):
+        x = rand(batch, 5)
+        assert_same(compiled(x), f(x))
