@@ -356,12 +356,15 @@ def _batch_norm_training(w, node, a):
         raise Decline("batch_norm bias without weight")
     if x.type.dtype not in ("f32", "f64", "bf16", "f16") or len(x.type.sizes) < 2:
         raise Decline("batch_norm training of a floating (N, C, ...) input only")
-    if not all(re.fullmatch(r"[0-9]+", s) for s in x.type.sizes):
-        raise Decline("batch_norm training with symbolic sizes")
-    sizes = [int(s) for s in x.type.sizes]
-    rank, channels = len(sizes), sizes[1]
-    count = sizes[0] * math.prod(sizes[2:])
-    if count <= 1:
+    digits = [re.fullmatch(r"[0-9]+", s) is not None for s in x.type.sizes]
+    if not all(digits[1:]):
+        raise Decline("batch_norm training with symbolic channels or spatial sizes")
+    rank, channels = len(x.type.sizes), int(x.type.sizes[1])
+    plane = math.prod(int(s) for s in x.type.sizes[2:])
+    # A symbolic batch (a DataLoader's short last batch) keeps the node if every channel sees
+    # at least two values whatever the batch is: the count is then a run-time number.
+    count = int(x.type.sizes[0]) * plane if digits[0] else None
+    if (count if count is not None else plane) <= 1:
         raise Decline("batch_norm training needs more than one value per channel")
     dims, shape = [0, *range(2, rank)], [1, channels] + [1] * (rank - 2)
 
@@ -377,10 +380,15 @@ def _batch_norm_training(w, node, a):
     rstd = op("rsqrt", op("add", var, w.constant(float(eps))))
     if stats[0] is not None:
         m = float(momentum)
-        for buf, stat, factor in ((stats[0], mean, m), (stats[1], var, m * count / (count - 1))):
+        if count is not None:
+            unbiased = w.constant(m * count / (count - 1))
+        else:  # m * n / (n - 1) for the run-time n = batch * plane
+            n = op("sum", op("full", size=[x.type.sizes[0]], value=float(plane), dtype="f32"))
+            unbiased = op("div", op("mul", n, w.constant(m)), op("sub", n, w.constant(1.0)))
+        for buf, stat, factor in ((stats[0], mean, w.constant(m)), (stats[1], var, unbiased)):
             running = w.tensor(buf)
             kept = op("mul", running, w.constant(1.0 - m))
-            moved = op("mul", op("reshape", stat, shape=[channels]), w.constant(factor))
+            moved = op("mul", op("reshape", stat, shape=[channels]), factor)
             op("copy_", running, op("add", kept, moved))
     def result(name, operands):
         if narrow:

@@ -596,3 +596,28 @@ def test_slice_bounds_from_int_arguments_in_a_compiled_backward():
         w.grad = None
         f(x0, w, a, b).backward()
         close(got, w.grad)
+
+
+def test_batch_norm_training_with_a_symbolic_batch_compiles():
+    """Training-mode BatchNorm2d after the batch went symbolic (a DataLoader's short last
+    batch): one compiled node, with the running variance's n / (n - 1) computed per call; it
+    ran as an eager node before."""
+    kiln.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+    ref = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+    ref.load_state_dict(net.state_dict())
+    backend = CpuBackend(fallback=False)  # an eager node raises
+    compiled = kiln.compile(net, backend=backend)
+    for batch in (8, 5, 3, 8):
+        x = kiln.randn(batch, 3, 6, 6)
+        out = compiled(x)
+        out.square().sum().backward()
+        want = ref(x)
+        want.square().sum().backward()
+        close(out.detach(), want.detach())
+    for name in ("running_mean", "running_var"):
+        close(getattr(net[1], name), getattr(ref[1], name))
+    # gradients summed over four steps in float32, in another order
+    np.testing.assert_allclose(net[0].weight.grad.numpy(), ref[0].weight.grad.numpy(),
+                               rtol=1e-4, atol=1e-3)
+    assert all(r.eager_nodes == 0 for r in backend.reports)
