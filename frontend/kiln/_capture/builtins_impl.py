@@ -263,12 +263,29 @@ def _slice(frame, args, kwargs):
     return V.SliceVar(*parts)
 
 
+def _exact_floor_division(frame, value: V.SymFloatVar):
+    """int(a / b) of a non-negative symbolic int a and a positive int b (Swin's
+    `int(windows.shape[0] / (H * W / ws / ws))`): a // b, which it equals, kept symbolic; else
+    None."""
+    a, b = getattr(value, "quotient_of", (None, None))
+    if not (isinstance(a, V.SymIntVar) and type(a.hint) is int and a.hint >= 0):
+        return None
+    divisor = b.const() if isinstance(b, V.ConstVar) else None
+    if isinstance(divisor, float) and divisor.is_integer():
+        divisor = int(divisor)
+    if type(divisor) is not int or divisor <= 0:
+        return None
+    return frame.binary(operator.floordiv, a, V.ConstVar(divisor))
+
+
 def _int_float(conv):
     def handler(frame, args, kwargs):
         (value,) = args
         if isinstance(value, V.TensorVar):
             raise V.Unsupported(f"{conv.__name__}() of a tensor reads its data")
         if isinstance(value, V.SymFloatVar):
+            if conv is int and (floor := _exact_floor_division(frame, value)) is not None:
+                return floor
             return value if conv is float else V.ConstVar(int(frame.concrete_int(value)))
         if isinstance(value, V.SymIntVar):
             return value if conv is int else V.ConstVar(float(frame.concrete_int(value)))

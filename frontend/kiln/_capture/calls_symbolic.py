@@ -41,7 +41,10 @@ class SymbolicMixin:
         if isinstance(hint, int):
             return V.SymIntVar(node, hint)
         if isinstance(hint, float):
-            return V.SymFloatVar(node, hint)
+            result = V.SymFloatVar(node, hint)
+            if op is operator.truediv:
+                result.quotient_of = (a, b)  # int() of it is a floor division (builtins_impl)
+            return result
         raise V.Unsupported(f"{op.__name__} of symbolic numbers gives a {type(hint).__name__}")
 
     def _relation_text(self, op, a: V.VT, b: V.VT, result: bool) -> str | None:

@@ -760,3 +760,19 @@ def test_a_list_repeated_by_a_symbolic_size_specializes_instead_of_breaking():
     for batch in (2, 3, 4):
         x = rand(batch, 5)
         assert_same(compiled(x), f(x))
+
+
+def test_int_of_a_true_division_of_a_size_stays_symbolic():
+    """Swin's window_reverse: `B = int(windows.shape[0] / (H * W / ws / ws))` is a floor
+    division of the size (equal for a non-negative size and a positive whole divisor), so the
+    batch stays symbolic instead of recapturing static for every batch size."""
+    def window_reverse(windows, ws, h, w):
+        b = int(windows.shape[0] / (h * w / ws / ws))
+        x = windows.view(b, h // ws, w // ws, ws, ws, -1)
+        return x.permute(0, 1, 3, 2, 4, 5).contiguous().view(b, h, w, -1)
+
+    p = Probe(lambda x: window_reverse(x * 2, 4, 8, 8))
+    for batch in range(1, 7):
+        x = rand(batch * 4, 4, 4, 3)
+        assert_same(p(x), window_reverse(x * 2, 4, 8, 8))
+    assert p.captures <= 2, p.reasons
