@@ -31,6 +31,14 @@ def empty(shape, dtype=None, order="C", *, like=None):
     return kiln.zeros(_shape(shape), dtype=_dtype_or(dtype, kiln.float64))
 
 
+def ndarray(shape, dtype=float, buffer=None, offset=0, strides=None, order=None):
+    """The low-level constructor as NPBench's vadv calls it, `np.ndarray(shape, dtype=...)`:
+    uninitialized memory, which zeros are (over a buffer or strides it is NumPy's own)."""
+    if buffer is not None or strides is not None or offset:
+        raise NotImplementedError("np.ndarray over a buffer or with strides is not compiled")
+    return empty(shape, dtype)
+
+
 def full(shape, fill_value, dtype=None, order="C", *, like=None):
     dt = _dtype_or(dtype, _dt.common((spec(fill_value),)))
     if isinstance(fill_value, kiln.Tensor):
@@ -139,7 +147,8 @@ FUNCTIONS = {
     np.zeros: zeros, np.ones: ones, np.empty: empty, np.full: full, np.zeros_like: zeros_like,
     np.ones_like: ones_like, np.empty_like: empty_like, np.full_like: full_like,
     np.arange: arange, np.linspace: linspace, np.eye: eye, np.identity: identity,
-    np.array: array, np.asarray: asarray, np.ascontiguousarray: asarray,
+    np.array: array, np.asarray: asarray, np.ascontiguousarray: asarray, np.ndarray: ndarray,
 }
 # Called with constants only, these still build graph nodes (not NumPy values).
-CREATION = {np.zeros, np.ones, np.empty, np.full, np.arange, np.linspace, np.eye, np.identity}
+CREATION = {np.zeros, np.ones, np.empty, np.full, np.arange, np.linspace, np.eye, np.identity,
+            np.ndarray}

@@ -1,6 +1,7 @@
 """np.linalg's solvers under kiln.compile (solve, inv, det, slogdet, cholesky, eigh,
-eigvalsh): NumPy's results and dtypes (integer input computes in float64, float32 stays), captured
-with no graph break, and np.linalg.LinAlgError for a singular matrix."""
+eigvalsh): NumPy's results and dtypes (integer input computes in float64, float32 stays),
+captured with no graph break, and np.linalg.LinAlgError for a singular matrix; and the low-level
+ndarray constructor."""
 
 import numpy as np
 import pytest
@@ -60,3 +61,17 @@ def test_singular_matrix_raises_numpys_linalg_error():
 
     np.testing.assert_array_equal(kiln.compile(guarded)(np.ones((2, 2)), np.ones(2)),
                                   np.zeros(2))
+
+
+def test_the_low_level_ndarray_constructor_is_an_empty_array():
+    """NPBench's vadv allocates with `np.ndarray(shape, dtype=...)`; it broke the graph."""
+    def fn(x):
+        out = np.ndarray(x.shape, dtype=x.dtype)
+        out[:] = x * 2
+        return out, isinstance(out, np.ndarray)
+
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    assert kiln.explain(fn)(x).graph_break_count == 0
+    got, is_array = kiln.compile(fn)(x)
+    assert is_array and got.dtype == np.float32
+    np.testing.assert_array_equal(got, x * 2)
