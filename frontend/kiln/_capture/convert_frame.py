@@ -25,6 +25,7 @@ from kiln._capture import bytecode, codegen, logs, side_effects
 from kiln._capture import variables as V
 from kiln._capture.calls import library_dirs
 from kiln._capture.context import NUMPY_NUMBER_NAMES, CaptureContext
+from kiln._capture.graph import Graph
 from kiln._capture.sources import ArgSource, ClosureSource
 from kiln._capture.symbolic import Frame, Snapshot, user_frames
 
@@ -249,6 +250,13 @@ class Compiler:
                                    f"{code.co_name} ({code.co_filename}:{code.co_firstlineno}): "
                                    f"{e.reason}") from None
             logs.log("graph_breaks", f"{code.co_name} runs eagerly: {e.reason}")
+            if self.recorder is not None and not code.co_name.startswith("__resume_at"):
+                # explain() names it: a break of the whole function (a resume function's
+                # arguments come from a break explain() already reports)
+                record = BreakRecord(f"the whole function runs eagerly: {e.reason}", e.hint,
+                                     code.co_filename, code.co_firstlineno)
+                self.recorder.append(CaptureRecord(code, Graph(code.co_name), [], record,
+                                                   recompile_reason))
             # A frame that cannot be captured at all, twice: every later call runs eagerly
             # without trying again (each try costs a capture).
             state.failures = getattr(state, "failures", 0) + 1

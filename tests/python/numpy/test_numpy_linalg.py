@@ -75,3 +75,14 @@ def test_the_low_level_ndarray_constructor_is_an_empty_array():
     got, is_array = kiln.compile(fn)(x)
     assert is_array and got.dtype == np.float32
     np.testing.assert_array_equal(got, x * 2)
+
+
+def test_a_function_kiln_cannot_capture_at_all_is_reported_with_its_reason():
+    """Complex arguments run the whole function in NumPy; explain() once showed 0 graphs and
+    0 breaks with no reason."""
+    def fn(z):
+        return (z * 2).real
+
+    report = kiln.explain(fn)(np.ones(3, dtype=np.complex128))
+    assert report.graph_count == 0 and report.graph_break_count == 1
+    assert "complex128" in report.break_reasons[0].reason
