@@ -2,8 +2,8 @@
 #include "runtime/ops/unary_math.h"
 #include "runtime/device_ops.h"
 
-#include "runtime/ops/elementwise_impl.h"
 #include "runtime/fast_math.h"
+#include "runtime/ops/elementwise_impl.h"
 
 namespace kiln::ops {
 
@@ -17,11 +17,11 @@ using namespace detail;
     return floatUnaryKernel(a, floatResult(a.dtype()), []<typename T>(T x) -> T { return EXPR; }); \
   }
 
-// exp, sigmoid and erf on the vectorizable fast math too (runtime/fast_math.h: a few ulp; erf's
-// formula is the one torch's vectorized CPU erf uses).
+// exp, expm1, sigmoid and erf on the vectorizable fast math too (runtime/fast_math.h: a few ulp;
+// erf's formula is the one torch's vectorized CPU erf uses).
 KILN_FLOAT_UNARY(exp, fastExp(x))
 KILN_FLOAT_UNARY(exp2, std::exp2(x))
-KILN_FLOAT_UNARY(expm1, std::expm1(x))
+KILN_FLOAT_UNARY(expm1, fastExpm1(x))
 KILN_FLOAT_UNARY(log, std::log(x))
 KILN_FLOAT_UNARY(log2, std::log2(x))
 KILN_FLOAT_UNARY(log10, std::log10(x))

@@ -310,3 +310,21 @@ def test_vectorized_float32_math_keeps_relative_accuracy(name):
         getattr(kiln, name)(kiln.tensor(special)).numpy(),
         getattr(torch, name)(torch.tensor(special)).numpy(),
     )
+
+
+def test_float32_expm1_and_elu_are_accurate_across_the_polynomial_switch():
+    """expm1 in float32 is a polynomial below |x| = 0.5 and exp(x) - 1 above (vectorized):
+    within 2 float32 ulp of float64's expm1 on both sides of the switch, tiny and huge values
+    included, and ELU's negative side with it."""
+    x = np.concatenate([np.linspace(-2, 2, 40001), [-0.5, 0.5, -0.4999999, 0.4999999, 1e-30,
+                                                   -1e-30, 0.0, -0.0, 80.0, -90.0]])
+    x32 = x.astype(np.float32)
+    want = np.expm1(x32.astype(np.float64))
+    got = kiln.expm1(kiln.from_numpy(x32)).numpy().astype(np.float64)
+    ulp = np.spacing(np.abs(want).astype(np.float32)).astype(np.float64)
+    assert np.all(np.abs(got - want) <= 2 * ulp + 1e-45)
+    assert np.array_equal(np.signbit(got), np.signbit(want))  # -0.0 stays -0.0
+    elu = kiln.nn.functional.elu(kiln.from_numpy(x32), alpha=1.5).numpy().astype(np.float64)
+    want_elu = np.where(x32 > 0, x32, 1.5 * want)
+    elu_ulp = np.spacing(np.abs(want_elu).astype(np.float32)).astype(np.float64)
+    assert np.all(np.abs(elu - want_elu) <= 4 * elu_ulp + 1e-45)
