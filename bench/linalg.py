@@ -9,25 +9,11 @@ OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 for one thread:
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import torch
+from training_idioms import median_ms  # (bench/ is the script's directory: on sys.path)
 
 import kiln
-
-torch.set_num_threads(1)
-
-
-def median_ms(fn, *args, rounds=25, warmup=3) -> float:
-    for _ in range(warmup):
-        fn(*args)
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn(*args)
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e3
 
 
 def normal_equations(x, y):
@@ -51,13 +37,13 @@ def main() -> None:
         for name, (args, np_fn, k_fn, t_fn) in pairs.items():
             ks = [kiln.tensor(v) for v in args]
             ts = [torch.tensor(v) for v in args]
-            print(f"| {name} | {n} | {median_ms(np_fn, *args):.3f} | {median_ms(k_fn, *ks):.3f} | "
-                  f"{median_ms(t_fn, *ts):.3f} |")
+            print(f"| {name} | {n} | {median_ms(lambda: np_fn(*args)):.3f} | "
+                  f"{median_ms(lambda: k_fn(*ks)):.3f} | {median_ms(lambda: t_fn(*ts)):.3f} |")
     x, y = g.standard_normal((2000, 64)), g.standard_normal(2000)
     compiled = kiln.compile(normal_equations)
     print(f"\nleast squares through np.linalg.solve (2000 x 64): NumPy "
-          f"{median_ms(normal_equations, x, y):.3f} ms, kiln.compile "
-          f"{median_ms(compiled, x, y):.3f} ms")
+          f"{median_ms(lambda: normal_equations(x, y)):.3f} ms, kiln.compile "
+          f"{median_ms(lambda: compiled(x, y)):.3f} ms")
     w = kiln.randn(32, 16, 12, 12).requires_grad_()
 
     def silu_step(fn):
@@ -66,8 +52,9 @@ def main() -> None:
 
     eager = lambda t: kiln.nn.functional.silu(t * 1.0).sum()  # noqa: E731
     compiled_silu = kiln.compile(eager)
-    print(f"SiLU forward+backward [32, 16, 12, 12]: eager {median_ms(silu_step, eager):.3f} ms, "
-          f"compiled {median_ms(silu_step, compiled_silu):.3f} ms")
+    print(f"SiLU forward+backward [32, 16, 12, 12]: eager "
+          f"{median_ms(lambda: silu_step(eager)):.3f} ms, compiled "
+          f"{median_ms(lambda: silu_step(compiled_silu)):.3f} ms")
 
 
 if __name__ == "__main__":

@@ -79,6 +79,25 @@ py::array tensorToNumpy(const Tensor &input, bool force) {
   return py::array(numpyDType(self.dtype()), shape, strides, self.rawData(), base);
 }
 
+/// A tensor over `arr`'s memory (of builtin dtype `dt`, strides in whole non-negative elements:
+/// checked by the caller), keeping the array alive.
+Tensor borrowArray(const py::array &arr, DType dt) {
+  const int64_t isz = itemsize(dt);
+  Shape sizes(arr.ndim()), strides(arr.ndim());
+  for (py::ssize_t i = 0; i < arr.ndim(); ++i) {
+    sizes[i] = arr.shape(i);
+    strides[i] = arr.strides(i) / isz;
+  }
+  PyObject *owner = arr.ptr();
+  Py_INCREF(owner);
+  auto storage = Storage::borrow(const_cast<void *>(arr.data()), spannedBytes(sizes, strides, isz),
+                                 Device{}, [owner] {
+                                   py::gil_scoped_acquire gil;
+                                   Py_DECREF(owner);
+                                 });
+  return Tensor::fromStorage(storage, dt, sizes, strides, 0);
+}
+
 } // namespace
 
 DType dtypeFromNumpy(const py::dtype &d) {
@@ -138,25 +157,14 @@ Tensor tensorFromNumpy(const py::array &input, bool share) {
                   "with arr.astype(arr.dtype.newbyteorder('='))",
                   std::string(py::repr(descr)));
   const int64_t isz = itemsize(dt);
-  Shape sizes(arr.ndim()), strides(arr.ndim());
-  for (py::ssize_t i = 0; i < arr.ndim(); ++i) {
-    sizes[i] = arr.shape(i);
+  for (py::ssize_t i = 0; i < arr.ndim(); ++i)
     KILN_CHECK_KIND(Value, arr.strides(i) >= 0 && arr.strides(i) % isz == 0,
                     "from_numpy: arrays with negative or unaligned strides are not supported "
                     "(stride {} bytes at dim {}); use np.ascontiguousarray first",
                     arr.strides(i), i);
-    strides[i] = arr.strides(i) / isz;
-  }
   KILN_CHECK_KIND(Value, !share || arr.writeable(),
                   "from_numpy: the given NumPy array is not writable; copy it first");
-  PyObject *owner = arr.ptr();
-  Py_INCREF(owner);
-  auto storage = Storage::borrow(const_cast<void *>(arr.data()), spannedBytes(sizes, strides, isz),
-                                 Device{}, [owner] {
-                                   py::gil_scoped_acquire gil;
-                                   Py_DECREF(owner);
-                                 });
-  Tensor t = Tensor::fromStorage(storage, dt, sizes, strides, 0);
+  Tensor t = borrowArray(arr, dt);
   return share ? t : t.clone();
 }
 
@@ -168,17 +176,17 @@ struct ArraySpan {
   uintptr_t lo, hi; // bytes [lo, hi)
 };
 
-/// Whether a tensor can share the array's memory: writable, of a builtin native dtype, with
-/// non-negative strides in whole elements.
-bool addressable(const py::array &arr) {
+/// The dtype of an array a tensor can share the memory of (writable, of a builtin native dtype,
+/// with non-negative strides in whole elements), else nullopt.
+std::optional<DType> addressableDType(const py::array &arr) {
   const std::optional<DType> dt = builtinDType(arr.dtype());
   if (!dt || !arr.writeable())
-    return false;
+    return std::nullopt;
   const int64_t isz = itemsize(*dt);
   for (py::ssize_t i = 0; i < arr.ndim(); ++i)
     if (arr.strides(i) < 0 || arr.strides(i) % isz != 0)
-      return false;
-  return true;
+      return std::nullopt;
+  return dt;
 }
 
 /// A compiled function's ndarray argument: shared where kiln can address the memory, else a
@@ -187,7 +195,9 @@ bool addressable(const py::array &arr) {
 Tensor ndarrayArgument(const py::object &value) {
   if (py::isinstance<py::array>(value)) {
     auto arr = py::reinterpret_borrow<py::array>(value);
-    return tensorFromNumpy(arr, addressable(arr));
+    if (std::optional<DType> dt = addressableDType(arr))
+      return borrowArray(arr, *dt); // checked once: the per-call path
+    return tensorFromNumpy(arr, false);
   }
   py::array arr = py::array::ensure(value);
   KILN_CHECK_KIND(Type, arr, "expected a NumPy array or scalar, got {}",
@@ -203,10 +213,11 @@ std::vector<Tensor> tensorsFromNumpy(const std::vector<py::object> &values) {
   std::vector<ArraySpan> spans;
   std::vector<py::array> arrays(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
-    const bool shared = py::isinstance<py::array>(values[i]) &&
-                        addressable(arrays[i] = py::reinterpret_borrow<py::array>(values[i]));
-    out.push_back(shared ? tensorFromNumpy(arrays[i], true) : ndarrayArgument(values[i]));
-    if (!shared)
+    std::optional<DType> dt;
+    if (py::isinstance<py::array>(values[i]))
+      dt = addressableDType(arrays[i] = py::reinterpret_borrow<py::array>(values[i]));
+    out.push_back(dt ? borrowArray(arrays[i], *dt) : ndarrayArgument(values[i]));
+    if (!dt)
       continue; // a private copy (of a scalar too) aliases nothing
     const Tensor &t = out.back();
     auto lo = reinterpret_cast<uintptr_t>(t.rawData());

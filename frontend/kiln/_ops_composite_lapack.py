@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 
 import kiln
+from kiln._ops_composite_stats import _torch_name
 from kiln._ops_reduce import return_types
 
 __all__ = ["cholesky", "cholesky_solve_lapack", "det", "eigh", "eigvalsh", "inv", "logdet",
@@ -33,23 +34,26 @@ def _mt(x):
     return x.transpose(-2, -1)
 
 
-def _torch_name(dtype):
-    from kiln._ops_composite_stats import _torch_name as name
+def check_matrix(a, op, square=True):
+    """torch's checks of a batch of (square) matrices, worded with torch's function name."""
+    if a.dim() < 2:
+        raise RuntimeError(f"{op}: The input tensor A must have at least 2 dimensions.")
+    if square and a.shape[-1] != a.shape[-2]:
+        raise RuntimeError(f"{op}: A must be batches of square matrices, but they are "
+                           f"{a.shape[-2]} by {a.shape[-1]} matrices")
 
-    return name(dtype)
 
-
-def check_square(A, op, name="A"):  # noqa: N803
-    """torch's checks of a batch of square float matrices, with torch's function name (the ops
-    check again, worded for themselves)."""
-    if A.dim() < 2:
-        raise RuntimeError(f"{op}: The input tensor {name} must have at least 2 dimensions.")
-    if A.shape[-1] != A.shape[-2]:
-        raise RuntimeError(f"{op}: {name} must be batches of square matrices, but they are "
-                           f"{A.shape[-2]} by {A.shape[-1]} matrices")
-    if not A.is_floating_point():
+def check_floating(a, op):
+    if not a.is_floating_point():
         raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got "
-                           f"{_torch_name(A.dtype)}")
+                           f"{_torch_name(a.dtype)}")
+
+
+def check_square(A, op):  # noqa: N803
+    """A batch of square float matrices, as torch checks it under `op`'s name (the ops check
+    again, worded for themselves)."""
+    check_matrix(A, op)
+    check_floating(A, op)
 
 
 def _out(result, out):

@@ -24,6 +24,8 @@ import math
 
 import kiln
 from kiln import _ops_composite_lapack as _lapack
+from kiln._ops_composite_lapack import check_floating as _check_floating
+from kiln._ops_composite_lapack import check_matrix as _check_matrix
 from kiln._ops_composite_math import inplace_method
 from kiln._ops_composite_stats import _torch_name
 from kiln._ops_reduce import return_types
@@ -42,20 +44,6 @@ for _name, _fields in (("slogdet", ("sign", "logabsdet")), ("svd", ("U", "S", "V
 
 
 LinAlgError = kiln._C.LinAlgError  # torch.linalg.LinAlgError, raised by the LAPACK-backed ops
-
-
-def _check_matrix(a, op, square=True):
-    if a.dim() < 2:
-        raise RuntimeError(f"{op}: The input tensor A must have at least 2 dimensions.")
-    if square and a.shape[-1] != a.shape[-2]:
-        raise RuntimeError(f"{op}: A must be batches of square matrices, but they are "
-                           f"{a.shape[-2]} by {a.shape[-1]} matrices")
-
-
-def _check_floating(a, op):
-    if not a.is_floating_point():
-        raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got "
-                           f"{_torch_name(a.dtype)}")
 
 
 def _check_kernel_dtype(a, kernel):

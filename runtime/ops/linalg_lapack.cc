@@ -249,39 +249,44 @@ template <class Fn> Tensor byDType(const Tensor &a, Fn fn) {
   return a.dtype() == DType::Float32 ? fn(float{}) : fn(double{});
 }
 
+/// torch's checks of A X = B: square float matrices A, B of at least 2 dims, one dtype.
+void checkSystem(const char *op, const Tensor &a, const Tensor &b) {
+  checkSquare(op, a);
+  KILN_CHECK(b.dim() >= 2, "{}: The input tensor B must have at least 2 dimensions.", op);
+  KILN_CHECK(a.dtype() == b.dtype(),
+             "{}: Expected A and B to have the same dtype, but found A of type {} and B of type {} "
+             "instead",
+             op, dtypeWord(a.dtype()), dtypeWord(b.dtype()));
+  KILN_CHECK(b.size(-2) == a.size(-1),
+             "{}: Incompatible shapes of A and B for the equation AX = B ({}x{} and {}x{})", op,
+             a.size(-2), a.size(-1), b.size(-2), b.size(-1));
+}
+
+/// onHost for a pair of operands.
+template <class Fn> Tensor onHost(const Tensor &a, const Tensor &b, Fn fn) {
+  return onHost(a, [&](const Tensor &ha) { return fn(ha, b.isCpu() ? b : b.to(Device{})); });
+}
+
+/// log|det A| (sign false) or the determinant's sign (sign true).
+Tensor determinant(const Tensor &a, bool sign) {
+  checkSquare("linalg.slogdet", a);
+  return onHost(a, [sign](const Tensor &h) {
+    return byDType(h, [&](auto t) { return determinantImpl<decltype(t)>(h, sign); });
+  });
+}
+
 } // namespace
 
 Tensor linalgSolve(const Tensor &a, const Tensor &b, bool inverse) {
-  checkSquare(inverse ? "linalg.inv" : "linalg.solve", a);
-  KILN_CHECK(b.dim() >= 2, "linalg.solve: The input tensor B must have at least 2 dimensions.");
-  KILN_CHECK(a.dtype() == b.dtype(),
-             "linalg.solve: Expected A and B to have the same dtype, but found A of type {} and B "
-             "of type {} instead",
-             dtypeWord(a.dtype()), dtypeWord(b.dtype()));
-  KILN_CHECK(b.size(-2) == a.size(-1),
-             "linalg.solve: Incompatible shapes of A and B for the equation AX = B ({}x{} and "
-             "{}x{})",
-             a.size(-2), a.size(-1), b.size(-2), b.size(-1));
-  return onHost(a, [&](const Tensor &ha) {
-    const Tensor hb = b.isCpu() ? b : b.to(Device{});
+  checkSystem(inverse ? "linalg.inv" : "linalg.solve", a, b);
+  return onHost(a, b, [&](const Tensor &ha, const Tensor &hb) {
     return byDType(ha, [&](auto t) { return solveImpl<decltype(t)>(ha, hb, inverse); });
   });
 }
 
 Tensor linalgSolveTriangular(const Tensor &a, const Tensor &b, bool upper, bool unitriangular) {
-  checkSquare("linalg.solve_triangular", a);
-  KILN_CHECK(b.dim() >= 2,
-             "linalg.solve_triangular: The input tensor B must have at least 2 dimensions.");
-  KILN_CHECK(a.dtype() == b.dtype(),
-             "linalg.solve_triangular: Expected A and B to have the same dtype, but found A of "
-             "type {} and B of type {} instead",
-             dtypeWord(a.dtype()), dtypeWord(b.dtype()));
-  KILN_CHECK(b.size(-2) == a.size(-1),
-             "linalg.solve_triangular: Incompatible shapes of A and B for the equation AX = B "
-             "({}x{} and {}x{})",
-             a.size(-2), a.size(-1), b.size(-2), b.size(-1));
-  return onHost(a, [&](const Tensor &ha) {
-    const Tensor hb = b.isCpu() ? b : b.to(Device{});
+  checkSystem("linalg.solve_triangular", a, b);
+  return onHost(a, b, [&](const Tensor &ha, const Tensor &hb) {
     return byDType(
         ha, [&](auto t) { return triangularImpl<decltype(t)>(ha, hb, upper, unitriangular); });
   });
@@ -294,19 +299,9 @@ Tensor linalgCholesky(const Tensor &a) {
   });
 }
 
-Tensor linalgLogabsdet(const Tensor &a) {
-  checkSquare("linalg.slogdet", a);
-  return onHost(a, [](const Tensor &h) {
-    return byDType(h, [&](auto t) { return determinantImpl<decltype(t)>(h, false); });
-  });
-}
+Tensor linalgLogabsdet(const Tensor &a) { return determinant(a, false); }
 
-Tensor linalgDetSign(const Tensor &a) {
-  checkSquare("linalg.slogdet", a);
-  return onHost(a, [](const Tensor &h) {
-    return byDType(h, [&](auto t) { return determinantImpl<decltype(t)>(h, true); });
-  });
-}
+Tensor linalgDetSign(const Tensor &a) { return determinant(a, true); }
 
 Tensor linalgEighPacked(const Tensor &a, bool upper) {
   checkSquare("linalg.eigh", a);

@@ -141,34 +141,6 @@ _RUN_INT_OPS = (operator.add, operator.sub, operator.mul, operator.iadd, operato
 
 
 
-def _stateless_module(cls, args, kwargs):
-    """An instance of module class `cls` made now from constant arguments, when it holds no
-    parameters or buffers (HF heads' `loss_fct = CrossEntropyLoss()` in forward, `nn.Softmax(-1)
-    (x)`): the same for every call, so the capture inlines its forward like any module's, with
-    its attributes as constants; else None."""
-    values = [a.value if isinstance(a, V.ConstVar) else _NOT_CONST for a in args]
-    named = {k: v.value if isinstance(v, V.ConstVar) else _NOT_CONST for k, v in kwargs.items()}
-    if any(v is _NOT_CONST for v in [*values, *named.values()]):
-        return None
-    try:
-        module = cls(*values, **named)
-    except Exception:  # noqa: BLE001 - its error is raised when eager runs the call
-        return None
-    if next(module.parameters(), None) is not None or next(module.buffers(), None) is not None:
-        return None
-    return module
-
-
-_NOT_CONST = object()
-
-
-def _legacy_dtype(fn):
-    """The dtype of a legacy typed constructor (kiln.FloatTensor, ...), else None."""
-    from kiln import _legacy_tensors as legacy
-
-    name = getattr(fn, "__name__", None)
-    return legacy._DTYPES[name] if legacy.CONSTRUCTORS.get(name) is fn else None
-
 def _is_data(v: V.VT) -> bool:
     """A constant, or a list/tuple of constants (a tensor constructor's data or sizes)."""
     if isinstance(v, (V.ListVar, V.TupleVar)):
@@ -512,16 +484,6 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
             return self.call(self.ctx.wrap(mod.__dict__["forward"], None), args, kwargs)
         return self.inline(V.FunctionVar(forward), [mv] + list(args), kwargs)
 
-    def legacy_of_size(self, fn, args, kwargs):
-        """kiln.Tensor(x.size()) or a typed constructor (BoolTensor(x.size())): a tensor of those
-        sizes (zeros for torch's uninitialized memory), symbolic where they are; else None."""
-        dtype = kiln.get_default_dtype() if fn is kiln.Tensor else _legacy_dtype(fn)
-        if dtype is None or len(args) != 1 or kwargs or not isinstance(args[0], V.TupleVar) or (
-                args[0].tuple_type is not kiln.Size):
-            return None
-        return ops.record(self.ctx, kiln.zeros, list(args[0].items),
-                          {"dtype": V.ConstVar(dtype)}, "zeros")
-
     def call_tensor_method(self, t: V.TensorVar, name: str, args, kwargs) -> V.VT:
         ex = t.example
         if name in ops.DATA_DEPENDENT_METHODS:
@@ -621,7 +583,7 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
         if _hashable(fn) and fn in DTYPE_FACTS:
             return dtype_fact(fn, args, kwargs)
         if isinstance(fn, type) and issubclass(fn, kiln.nn.Module):
-            module = _stateless_module(fn, args, kwargs)
+            module = calls_object.stateless_module(fn, args, kwargs)
             if module is None:
                 raise V.Unsupported(f"creating a {fn.__name__} module with parameters, buffers or "
                                     "run-time arguments inside compiled code",

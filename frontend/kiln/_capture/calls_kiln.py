@@ -33,7 +33,25 @@ def _s_literal(data, dtype=None, device=None, requires_grad=False, pin_memory=Fa
 _LITERAL = inspect.signature(_s_literal)
 
 
+def _legacy_dtype(fn):
+    """The dtype of a legacy typed constructor (kiln.FloatTensor, ...), else None."""
+    from kiln import _legacy_tensors as legacy
+
+    name = getattr(fn, "__name__", None)
+    return legacy._DTYPES[name] if legacy.CONSTRUCTORS.get(name) is fn else None
+
+
 class KilnCallMixin(AccessMixin):
+    def legacy_of_size(self, fn, args, kwargs):
+        """kiln.Tensor(x.size()) or a typed constructor (BoolTensor(x.size())): a tensor of those
+        sizes (zeros for torch's uninitialized memory), symbolic where they are; else None."""
+        dtype = kiln.get_default_dtype() if fn is kiln.Tensor else _legacy_dtype(fn)
+        if dtype is None or len(args) != 1 or kwargs or not isinstance(args[0], V.TupleVar) or (
+                args[0].tuple_type is not kiln.Size):
+            return None
+        return ops.record(self.ctx, kiln.zeros, list(args[0].items),
+                          {"dtype": V.ConstVar(dtype)}, "zeros")
+
     def call_kiln(self, fn, args, kwargs) -> V.VT:
         if fn is kiln._assert:
             return self.kiln_assert(args, kwargs)

@@ -262,3 +262,24 @@ class ObjectInitVar(V.VT):
         if args or kwargs:
             raise V.Unsupported("object.__init__() takes no arguments (raises at run time)")
         return V.ConstVar(None)
+
+
+def stateless_module(cls, args, kwargs):
+    """An instance of module class `cls` made now from constant arguments, when it holds no
+    parameters or buffers (HF heads' `loss_fct = CrossEntropyLoss()` in forward, `nn.Softmax(-1)
+    (x)`): the same for every call, so the capture inlines its forward like any module's, with
+    its attributes as constants; else None."""
+    values = [a.value if isinstance(a, V.ConstVar) else _NOT_CONST for a in args]
+    named = {k: v.value if isinstance(v, V.ConstVar) else _NOT_CONST for k, v in kwargs.items()}
+    if any(v is _NOT_CONST for v in [*values, *named.values()]):
+        return None
+    try:
+        module = cls(*values, **named)
+    except Exception:  # noqa: BLE001 - its error is raised when eager runs the call
+        return None
+    if next(module.parameters(), None) is not None or next(module.buffers(), None) is not None:
+        return None
+    return module
+
+
+_NOT_CONST = object()
