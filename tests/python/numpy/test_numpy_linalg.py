@@ -40,6 +40,7 @@ def test_compiled_equals_numpy(name):
     want = fn(*make())
     explained = kiln.explain(fn)(*make())
     assert explained.graph_break_count == 0, explained.break_reasons
+    assert explained.graph_count >= 1 and not any(explained.fallbacks), explained.fallbacks
     got = kiln.compile(fn)(*make())
     for g, w in zip(got if isinstance(want, tuple) else (got,),
                     want if isinstance(want, tuple) else (want,), strict=True):
