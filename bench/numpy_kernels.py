@@ -185,6 +185,15 @@ def logistic_gd(X, y, lr, steps):
     return w, b
 
 
+def maxpool2d(x):
+    """NPBench's lenet/resnet pooling: the output filled slot by slot."""
+    output = np.empty([x.shape[0], x.shape[1] // 2, x.shape[2] // 2, x.shape[3]], dtype=x.dtype)
+    for i in range(x.shape[1] // 2):
+        for j in range(x.shape[2] // 2):
+            output[:, i, j, :] = np.max(x[:, 2 * i:2 * i + 2, 2 * j:2 * j + 2, :], axis=(1, 2))
+    return output
+
+
 def rescale_reverse(x):
     lo = x.min(axis=0)
     hi = x.max(axis=0)
@@ -248,6 +257,7 @@ KERNELS = [
     Kernel("clip_compute", clip_compute,
            lambda r, s: (r.integers(0, 20, (300 * s, 300)), r.integers(0, 20, (300 * s, 300)),
                          4, 3, 9)),
+    Kernel("maxpool2d", maxpool2d, lambda r, s: (_f64(r, 4, 4 * s + 8, 4 * s + 8, 16),)),
     Kernel("rescale_reverse", rescale_reverse, lambda r, s: (_f64(r, 256 * s, 128),)),
     Kernel("lstsq_gd", lstsq_gd, lambda r, s: (_f64(r, 100 * s, 32), _f64(r, 100 * s), 0.1, 100)),
     # an epidemic model writing one row of a preallocated history per step (a loop node whose

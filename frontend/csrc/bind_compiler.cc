@@ -331,6 +331,7 @@ py::dict CompiledGraph::info() const {
   size_t loopNodes = 0; // CUDA: one kernel (or a pair) per loop node
   for (const ir::loop::LoopNode &n : g.schedule.program.nodes())
     loopNodes += n.kind != ir::loop::LoopNodeKind::Extern;
+  d["loop_nodes"] = loopNodes;
   d["generated_kernels"] = program ? program->module().kernels.size() : loopNodes;
   std::vector<std::string> assumed;
   for (const ir::SymRelation &r : g.assumed)

@@ -9,6 +9,7 @@
 
 #include "passes/lower/lower_context.h"
 
+#include <optional>
 #include <set>
 
 namespace kiln::passes::lower {
@@ -272,42 +273,114 @@ void lowerCat(LowerContext &ctx, const ir::Node &n) {
   }));
 }
 
+/// Where a select_scatter / slice_scatter writes into its base, or where a select / slice view
+/// reads from its operand: along `dim`, `len` positions from `start` by `step` (a select: one
+/// position, and the dim is dropped).
+struct Region {
+  int64_t dim = 0;
+  bool select = false;
+  SymInt start = 0, len = 1;
+  int64_t step = 1;
+
+  bool operator==(const Region &o) const {
+    return dim == o.dim && select == o.select && start == o.start && len == o.len && step == o.step;
+  }
+};
+
+bool isScatter(const ir::Node &n) {
+  return n.op() == OpKind::SelectScatter || n.op() == OpKind::SliceScatter;
+}
+
+/// The region of a scatter or of a select / slice view; none for other nodes.
+std::optional<Region> regionOf(const ir::Node &n) {
+  bool select = n.op() == OpKind::SelectScatter || n.op() == OpKind::Select;
+  if (!select && n.op() != OpKind::SliceScatter && n.op() != OpKind::Slice)
+    return std::nullopt;
+  const std::vector<SymInt> &base = n.operand(0)->meta().sizes;
+  const ir::Attribute *dimAttr = n.attr("dim");
+  Region r;
+  r.dim = wrapDim(dimAttr ? dimAttr->toInt() : 0, static_cast<int64_t>(base.size()));
+  r.select = select;
+  if (select) {
+    r.start = normalizeIndex(n.attr("index")->toSymInt(), base[r.dim], false);
+    return r;
+  }
+  const ir::Attribute *startAttr = n.attr("start"), *stepAttr = n.attr("step");
+  r.start = normalizeIndex(startAttr ? startAttr->toSymInt() : SymInt(0), base[r.dim], true);
+  r.step = stepAttr ? stepAttr->toInt() : 1;
+  r.len = n.op() == OpKind::Slice ? n.result(0)->meta().sizes[r.dim]
+                                  : n.operand(1)->meta().sizes[r.dim];
+  return r;
+}
+
+/// Whether `point` of the base lies in the region.
+Val regionHit(Ops &ops, const std::vector<IndexExpr> &point, const Region &r) {
+  IndexExpr offset = point[r.dim] - r.start;
+  IndexExpr slot = r.step == 1 ? offset : floorDiv(offset, SymInt(r.step));
+  Val hit = ops.ge(ops.indexValue(offset), ops.constant(0, DType::Int64));
+  hit = ops.bitwiseAnd(hit, ops.lt(ops.indexValue(slot), indexOrConstant(ops, r.len)));
+  if (r.step != 1)
+    hit = ops.bitwiseAnd(
+        hit, ops.eq(ops.indexValue(mod(offset, SymInt(r.step))), ops.constant(0, DType::Int64)));
+  return hit;
+}
+
+/// The point of the written source that `point` of the base reads, clamped into bounds (the
+/// load runs everywhere; regionHit masks it).
+std::vector<IndexExpr> regionPoint(std::vector<IndexExpr> point, const Region &r) {
+  if (r.select) {
+    point.erase(point.begin() + r.dim);
+    return point;
+  }
+  IndexExpr offset = point[r.dim] - r.start;
+  IndexExpr slot = r.step == 1 ? offset : floorDiv(offset, SymInt(r.step));
+  point[r.dim] = max(min(slot, r.len - 1), SymInt(0));
+  return point;
+}
+
 /// slice_scatter / select_scatter (what functionalization makes of writes through views): the
 /// base, except where the slice or select lands, which reads the source. The source is read at
 /// a clamped index everywhere, so every load stays in bounds.
+///
+/// A write through a view of a view (`out[:, i, j, :] = v`) functionalizes to
+/// `scatter(B, scatter(select(B, i), v, j), i)`: the levels compose into one region test, so
+/// the result reads B once per point. Then a chain of such writes (a pooling loop filling its
+/// output slot by slot) inlines into one loop instead of copying B once per write.
 void lowerScatter(LowerContext &ctx, const ir::Node &n) {
-  const TensorRef &base = ctx.tensor(n.operand(0)), &src = ctx.tensor(n.operand(1));
-  const ir::TensorMeta &out = n.result(0)->meta();
-  const ir::Attribute *dimAttr = n.attr("dim");
-  int64_t dim = wrapDim(dimAttr ? dimAttr->toInt() : 0, base.rank());
-  bool select = n.op() == OpKind::SelectScatter;
-  SymInt start = 0, len = 1;
-  int64_t step = 1;
-  if (select) {
-    start = normalizeIndex(n.attr("index")->toSymInt(), base.sizes[dim], false);
-  } else {
-    const ir::Attribute *startAttr = n.attr("start"), *stepAttr = n.attr("step");
-    start = normalizeIndex(startAttr ? startAttr->toSymInt() : SymInt(0), base.sizes[dim], true);
-    step = stepAttr ? stepAttr->toInt() : 1;
-    len = src.sizes[dim];
-  }
-  if (len == SymInt(0)) // nothing lands: the result is the base
+  Region outer = *regionOf(n);
+  const TensorRef &base = ctx.tensor(n.operand(0));
+  if (outer.len == SymInt(0)) // nothing lands: the result is the base
     return ctx.define(n.result(0), base);
-  DType result = out.dtype;
-  ctx.define(n.result(0), ctx.pointwise(out.sizes, [&](Ops &ops, Idx i) {
-    IndexExpr offset = i[dim] - start, slot = step == 1 ? offset : floorDiv(offset, SymInt(step));
-    Val hit = ops.ge(ops.indexValue(offset), ops.constant(0, DType::Int64));
-    hit = ops.bitwiseAnd(hit, ops.lt(ops.indexValue(slot), indexOrConstant(ops, len)));
-    if (step != 1)
-      hit = ops.bitwiseAnd(
-          hit, ops.eq(ops.indexValue(mod(offset, SymInt(step))), ops.constant(0, DType::Int64)));
+  std::vector<Region> levels{outer};
+  std::vector<DType> levelTypes; // the result type of each inner scatter
+  const ir::Value *src = n.operand(1), *viewed = n.operand(0);
+  while (isScatter(*src->definingNode())) {
+    const ir::Node &inner = *src->definingNode();
+    const ir::Node &view = *inner.operand(0)->definingNode();
+    std::optional<Region> through = regionOf(view), written = regionOf(inner);
+    if (isScatter(view) || !through || view.operand(0) != viewed || !(*through == levels.back()) ||
+        written->len == SymInt(0))
+      break;
+    levels.push_back(*written);
+    levelTypes.push_back(inner.result(0)->meta().dtype);
+    viewed = inner.operand(0);
+    src = inner.operand(1);
+  }
+  const TensorRef &source = ctx.tensor(src);
+  DType result = n.result(0)->meta().dtype;
+  ctx.define(n.result(0), ctx.pointwise(n.result(0)->meta().sizes, [&](Ops &ops, Idx i) {
     std::vector<IndexExpr> point(i.begin(), i.end());
-    if (select)
-      point.erase(point.begin() + dim);
-    else
-      point[dim] = max(min(slot, len - 1), SymInt(0));
-    Val fromSrc = ops.cast(LowerContext::load(ops, src, point), result);
-    return ops.where(hit, fromSrc, ops.cast(LowerContext::load(ops, base, i), result));
+    Val hit = regionHit(ops, point, levels[0]);
+    point = regionPoint(std::move(point), levels[0]);
+    for (size_t l = 1; l < levels.size(); ++l) {
+      hit = ops.bitwiseAnd(hit, regionHit(ops, point, levels[l]));
+      point = regionPoint(std::move(point), levels[l]);
+    }
+    Val fromSrc = LowerContext::load(ops, source, point);
+    for (size_t l = levelTypes.size(); l-- > 0;)
+      fromSrc = ops.cast(fromSrc, levelTypes[l]);
+    return ops.where(hit, ops.cast(fromSrc, result),
+                     ops.cast(LowerContext::load(ops, base, i), result));
   }));
 }
 

@@ -5,6 +5,8 @@
 #include "passes/schedule/rebuild.h"
 #include "passes/schedule/schedule_impl.h"
 
+#include <optional>
+
 namespace kiln::passes::schedule {
 
 bool onePointPerShared(const ir::loop::LoopNode &node, size_t shared) {
@@ -40,7 +42,15 @@ ir::loop::LoopNode asScheduled(const LoopProgram &program, const ir::loop::LoopN
   return scheduled;
 }
 
-Schedule schedule(const LoopProgram &program, const ScheduleOptions &options) {
+Schedule schedule(const LoopProgram &lowered, const ScheduleOptions &options) {
+  // Dead nodes first (a lowering that composed a node into its reader leaves it unread), so that
+  // their loads do not count as readers when choosing what to inline.
+  std::vector<bool> none(lowered.buffers().size(), false);
+  std::vector<size_t> live = liveNodes(lowered, none);
+  std::optional<LoopProgram> pruned;
+  if (live.size() < lowered.nodes().size())
+    pruned = rebuild(lowered, {none, std::move(live)});
+  const LoopProgram &program = pruned ? *pruned : lowered;
   std::vector<bool> inlined = options.fuse && options.inlineProducers
                                   ? detail::chooseInlined(program)
                                   : std::vector<bool>(program.buffers().size(), false);
