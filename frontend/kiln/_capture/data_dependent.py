@@ -55,6 +55,9 @@ def check_size_read(node, what: str) -> None:
     """Raises Unsupported (a graph break) when `what` reads a data-dependent size of `node`."""
     from kiln._capture import variables as V
 
+    reads = getattr(getattr(node, "graph", None), "size_reads", None)
+    if reads is not None:  # a loop body: a size read as a Python value is one iteration's
+        reads.append(node)
     if has_data_dependent_size(node):
         raise V.Unsupported(f"{what} of a boolean-mask selection (or of a value computed from "
                             "one) depends on the data")

@@ -71,6 +71,13 @@ class SlicesNeedStaticSizes(NotALoopNode):
     array's end clips are settled at capture."""
 
 
+class PeelFirst(NotALoopNode):
+    """The body's sizes follow the index, and at the first index some are 0 (`L[i, :i]` at
+    i = 0): the capture may take shortcuts for empty values (an in-place op on one is
+    invisible) that other iterations must not take. The first iteration runs unrolled and the
+    body is captured at the second."""
+
+
 class BecomesTensor(NotALoopNode):
     """A local that starts as a Python number and is a tensor after one iteration (`b = 0.0`,
     then `b = b - lr * grad`): after the first iteration, which runs unrolled, every iteration
@@ -108,6 +115,7 @@ class BodyGraph(Graph):
         self.symbolic = symbolic  # the enclosing graph has symbolic sizes
         self.grad_enabled = outer.grad_enabled
         self.lifted: dict[int, Node] = {}
+        self.size_reads: list[Node] = []  # body values whose sizes the capture read as numbers
         # per input: the enclosing graph's node, None for a carried value, or INDEX
         self.sources: list = []
 
@@ -436,7 +444,7 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
             frame.locals[e.name] = _as_zero_dim(frame, before[e.name], e.after)
             logs.log("graph", f"loop at line {loop_line}: {e}; it starts as a 0-d array")
             return try_capture(frame, inst, it)
-        if isinstance(e, BecomesTensor) and first == 0:
+        if isinstance(e, (BecomesTensor, PeelFirst)) and first == 0:
             it.peeled = 1  # the first iteration runs unrolled, the others may be a node
             why += "; the first iteration is peeled off"
         logs.log("graph", f"loop at line {loop_line} unrolled: {why}")
@@ -488,6 +496,12 @@ def _uniform_until(body: BodyGraph, it: V.IteratorVar, first: int, symbolic: boo
     except loops_uniform.Unverified as e:
         raise NotALoopNode(str(e)) from None
     tail = len(it.items) - until
+    if tail and loops_uniform.index_sized(body, it.items, first):
+        if not loops_uniform.empty_at_capture(body):
+            logs.log("graph", "loop node with sizes that follow the index (a triangular loop)")
+            return len(it.items)
+        if first == 0:
+            raise PeelFirst("the first iteration's slices are empty")
     if tail and (symbolic or brk is not None or until - first < 2
                  or tail * body.op_count() > TAIL_OPS):
         raise NotALoopNode(f"the iteration at index {it.items[until].const()} is not the first "

@@ -165,3 +165,149 @@ def uniform_until(body, items: list, first: int) -> int:
         else:
             hi = mid
     return hi
+
+
+# --- bodies whose sizes follow the index ------------------------------------------------------
+# A triangular loop (`x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]`, a Cholesky or Gram-Schmidt
+# column) is a different program at every index as far as shapes go, but one program when its
+# sizes are written with the index as a symbol. The body is typed that way by the op table's
+# shape rules; the stand-in shapes at other index values must be what those sizes give there,
+# the carried values must keep their shapes, and the sizes the capture read as Python numbers
+# must not follow the index (one iteration's number would be baked in).
+
+_CHECKS = 4  # index values checked besides the first: the second, two inside, the last
+
+
+def index_sized(body, items: list, first: int) -> bool:
+    """Whether the body, typed with the loop index as a size symbol, stands for the iterations
+    at every index in `items[first:]`."""
+    index = next((n for n in body.inputs if n.meta.get("loop_index")), None)
+    if index is None or len(items) - first < 3:
+        return False
+    dep = _dependents(body, index)
+    if any(id(n) in dep for n in body.size_reads):
+        return False
+    typed = _typed(body, index)
+    if typed is None:
+        return False
+    sizes, symbol, assumptions = typed
+    last = len(items) - 1
+    picks = sorted({first + 1, (first + last) // 2, first + (last - first) // 4, last})
+    outputs = [n for n in nodes_in_output(body) if isinstance(n.meta.get("example"), kiln.Tensor)]
+    for k in picks[:_CHECKS]:
+        value = items[k].const()
+        values = {symbol: value}
+        if not all(kiln._C._ir.evaluate_relation(r, values) for r in assumptions):
+            return False
+        shapes = _run_shapes(body, index, dep, value)
+        if shapes is None:
+            return False
+        for node in body.nodes:
+            got = shapes.get(id(node), _DIFFERS)
+            if got is _DIFFERS:
+                continue
+            want = sizes.get(id(node))
+            if want is None or not _sizes_match(want, got, values):
+                return False
+        if any(shapes.get(id(n), tuple(n.meta["example"].shape)) != tuple(n.meta["example"].shape)
+               for n in outputs):
+            return False  # a carried value would change shape
+    return True
+
+
+def empty_at_capture(body) -> bool:
+    """Whether a value computed from the index is empty at the index the body was captured at."""
+    index = next((n for n in body.inputs if n.meta.get("loop_index")), None)
+    dep = _dependents(body, index) if index is not None else set()
+    return any(isinstance(n.meta.get("example"), kiln.Tensor) and n.meta["example"].numel() == 0
+               for n in body.nodes if id(n) in dep)
+
+
+def nodes_in_output(body) -> list:
+    out = next((n for n in reversed(body.nodes) if n.op == "output"), None)
+    if out is None:
+        return []
+    found = []
+    replace_nodes(out.args, lambda n: found.append(n) or n)
+    return found
+
+
+def _typed(body, index: Node):
+    """The body's call nodes typed by the shape rules with the index as a symbol: {id(node):
+    sizes as SymInt text (an int's value as a one-element list)}, the index's symbol, and the
+    relations the rules assumed; None when some index-dependent value cannot be typed."""
+    from kiln._capture.backend_compiled import _RunWriter
+    from kiln._capture.graph_build import Val
+
+    calls = [n for n in body.nodes if n.op == "call"]
+    writer = _RunWriter(f"{body.name}_sizes", list(body.inputs), calls, [], {})
+    try:
+        writer.write()
+    except Exception:  # noqa: BLE001 - a body the rules cannot type: not this kind of loop
+        return None
+    symbol = writer._symbols.get(index.meta["sym"])
+    if symbol is None or writer.opaque:
+        return None
+    sizes = {}
+    for node in calls:
+        val = writer.values.get(id(node))
+        if isinstance(val, Val) and val.is_tensor:
+            sizes[id(node)] = list(val.type.sizes)
+        elif isinstance(val, Val) and val.type == "int" and val.sym is not None:
+            sizes[id(node)] = [val.sym]
+    return sizes, symbol, list(writer.builder.assumptions())
+
+
+def _sizes_match(want: list, got, values: dict) -> bool:
+    if type(got) is int:
+        got = (got,)
+    if not isinstance(got, tuple) or len(got) != len(want) or \
+            not all(type(g) is int for g in got):
+        return False
+    return all(w == str(g) or kiln._C._ir.evaluate_relation(f"{w} == {g}", values)
+               for w, g in zip(want, got, strict=True))
+
+
+def _run_shapes(body, index: Node, dep: set, value: int) -> dict | None:
+    """The shape (an int's value) of each index-dependent call node with the index at
+    `value`, worked out on stand-ins; None when a node fails there."""
+    env: dict = {id(index): value}
+    shapes: dict = {}
+
+    def arg(n: Node):
+        return env[id(n)] if id(n) in env else _stand_in(n.meta.get("example"))
+
+    for node in body.nodes:
+        if node.op != "call" or id(node) not in dep:
+            continue
+        args, kwargs = replace_nodes(node.args, arg), replace_nodes(node.kwargs, arg)
+        if is_impure(node):  # not run: the region written must exist and take the value
+            target = args[0]
+            try:
+                if node.target is operator.setitem:
+                    target, values = target[args[1]], args[2:]
+                else:  # an in-place op (`y[:k] += v`): its value is its operand
+                    values = [*args[1:], *kwargs.values()]
+                if not isinstance(target, kiln.Tensor):
+                    return None
+                for v in values:
+                    if isinstance(v, kiln.Tensor) and \
+                            tuple(kiln.broadcast_shapes(target.shape, v.shape)) != \
+                            tuple(target.shape):
+                        return None
+            except Exception:  # noqa: BLE001 - out of range at this index
+                return None
+            if node.target is not operator.setitem:
+                shapes[id(node)] = tuple(target.shape)
+                env[id(node)] = target
+            continue
+        try:
+            out = node.target(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - fails at this index: not the same program
+            return None
+        if type(out) is int or isinstance(out, kiln.Tensor):
+            shapes[id(node)] = out if type(out) is int else tuple(out.shape)
+        elif not isinstance(out, (bool, float)):
+            return None
+        env[id(node)] = out
+    return shapes
