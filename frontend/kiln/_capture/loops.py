@@ -22,7 +22,11 @@ else). Any other loop is unrolled as before, which is always correct; so is a co
 whose unrolled graph stays small (`UNROLL_OPS`), which fuses across iterations. The shapes
 that depend on the index are checked at other index values (`loops_uniform.py`): iterations
 whose slices an array's end clips (a shorter last chunk) are not the first one's program, so
-the node stops before them and they run unrolled.
+the node stops before them and they run unrolled. A body whose slice lengths follow the index
+(`L[i, :i] @ x[:i]`, a triangular solve) is one program when typed with the index as a size
+symbol: when the shape rules' sizes match the stand-in shapes at other indices, the node covers
+every iteration (`loops_uniform.index_sized`); the first iteration is peeled off when its slices
+are empty.
 """
 
 from __future__ import annotations
