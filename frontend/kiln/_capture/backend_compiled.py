@@ -725,16 +725,7 @@ class _CompiledPart:
             raise compiled_error
 
 
-def _share_storage(args) -> bool:
-    """Whether two tensor arguments share storage (a mutation could be seen through both)."""
-    seen = set()
-    for a in args:
-        if isinstance(a, kiln.Tensor) and a.numel() > 0:
-            ptr = a._storage_ptr()
-            if ptr in seen:
-                return True
-            seen.add(ptr)
-    return False
+_share_storage = _C._share_storage  # whether two tensor arguments share storage
 
 
 def _part_device(part: _Part) -> str:
