@@ -14,7 +14,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <map>
 #include <set>
 
 namespace kiln::driver {
@@ -166,6 +168,86 @@ ir::Diagnostic located(ir::Diagnostic d, const ir::NodePositions &positions,
   return d;
 }
 
+namespace {
+
+using Substitution = std::map<std::string, ir::SymInt, std::less<>>;
+
+/// Whether a symbol appears in an attribute (a slice bound, a view shape): renaming it there
+/// would take more than retyping values.
+bool mentionedInAttributes(const ir::Graph &graph, const std::string &symbol) {
+  for (const ir::Node *node : graph.nodes()) {
+    for (const auto &[name, attr] : node->attrs()) {
+      std::string text = attr.str();
+      for (size_t at = text.find(symbol); at != std::string::npos; at = text.find(symbol, at + 1)) {
+        size_t end = at + symbol.size();
+        bool word = (at == 0 || !std::isalnum(static_cast<unsigned char>(text[at - 1]))) &&
+                    (end == text.size() || !std::isalnum(static_cast<unsigned char>(text[end])));
+        if (word)
+          return true;
+      }
+    }
+  }
+  return false;
+}
+
+void substituteInTypes(ir::Graph &graph, const Substitution &subs) {
+  auto retype = [&](ir::Value *v) {
+    if (!v->isTensor())
+      return;
+    ir::TensorMeta m = v->meta();
+    for (ir::SymInt &s : m.sizes)
+      s = s.substitute(subs);
+    for (ir::SymInt &s : m.strides)
+      s = s.substitute(subs);
+    v->setType(ir::ValueType(std::move(m)));
+  };
+  for (ir::Value *in : graph.inputs())
+    retype(in);
+  for (ir::Node *node : graph.nodes())
+    for (int i = 0; i < node->numResults(); ++i)
+      retype(node->result(i));
+}
+
+/// Duck sizing by what the shape rules assumed: `c * x[1:-1]` with c of size s3 and the slice of
+/// size s0 - 2 assumes `s0 - 2 == s3` (a guard establishes it before the graph runs). Two names
+/// for one size keep the loops from seeing that c and the slice walk together (c's loads decode
+/// a flat position with a floordiv and a mod per element), so an input's own size symbol is
+/// replaced by the other side and the graph's types follow; the input binding checks the
+/// equality on each call. Symbols of scalar inputs (`reserved`) and of attributes stay.
+/// Returns the replacements made.
+Substitution unifyAssumedSizes(ir::Graph &graph, const std::vector<ir::SymRelation> &assumed,
+                               const std::set<std::string, std::less<>> &reserved) {
+  std::set<std::string, std::less<>> inputSymbols;
+  for (const ir::Value *in : graph.inputs())
+    if (in->isTensor())
+      for (const ir::SymInt &s : in->meta().sizes)
+        if (!s.symbolName().empty() && !reserved.count(s.symbolName()))
+          inputSymbols.insert(std::string(s.symbolName()));
+  Substitution subs;
+  for (const ir::SymRelation &r : assumed) {
+    if (r.op != ir::RelOp::Eq)
+      continue;
+    ir::SymInt lhs = r.lhs.substitute(subs), rhs = r.rhs.substitute(subs);
+    for (auto [from, to] : {std::pair{&rhs, &lhs}, std::pair{&lhs, &rhs}}) {
+      std::string name(from->symbolName());
+      std::set<std::string, std::less<>> inTo;
+      to->collectSymbols(inTo);
+      if (name.empty() || !inputSymbols.count(name) || inTo.count(name) ||
+          mentionedInAttributes(graph, name))
+        continue;
+      for (auto &[k, v] : subs)
+        v = v.substitute({{name, *to}});
+      subs.emplace(name, *to);
+      break;
+    }
+  }
+  if (!subs.empty())
+    substituteInTypes(graph, subs);
+  return subs;
+}
+
+} // namespace
+
 static void typeAndVerify(ir::Graph &graph, const ir::NodePositions &positions,
                           const std::string &filename, ir::SymAssumptions *assumed) {
   try {
@@ -216,6 +298,22 @@ PreparedGraph prepareGraph(std::unique_ptr<ir::Graph> graph, const ir::NodePosit
   };
   ir::SymAssumptions assumed;
   typeAndVerify(*graph, positions, filename, &assumed);
+  std::set<std::string, std::less<>> scalarSymbols;
+  for (const auto &[k, text] : options.inputSymbols)
+    ir::SymInt::parse(text).collectSymbols(scalarSymbols);
+  if (Substitution subs = unifyAssumedSizes(*graph, assumed.relations(), scalarSymbols);
+      !subs.empty()) {
+    std::vector<ir::SymRelation> before = assumed.relations();
+    assumed = {};
+    for (const ir::SymRelation &r : before) // the ones that still say something
+      assumed.add({r.lhs.substitute(subs), r.op, r.rhs.substitute(subs)});
+    ir::SymAssumptions again;
+    typeAndVerify(*graph, positions, filename, &again);
+    for (const ir::SymRelation &r : again.relations())
+      assumed.add(r);
+    for (const auto &[symbol, value] : subs)
+      out.unified.push_back({ir::SymInt::symbol(symbol), ir::RelOp::Eq, value});
+  }
   out.name = graph->name();
   for (const ir::SymRelation &r : assumed.relations())
     out.assumed.push_back(r);

@@ -2,7 +2,8 @@
 /// The one pipeline a `.kir` graph becomes a program through, shared by kiln.compile's backend
 /// (frontend/csrc/bind_compiler.cc), `kilnc` and the AOT runtime (aot/):
 ///
-///   parse (or a graph built in memory) → shape-infer → verify → exported-program nodes out of the
+///   parse (or a graph built in memory) → shape-infer → verify → sizes assumed equal spelled with
+///   one symbol (unifyAssumedSizes) → exported-program nodes out of the
 ///   graph (`weight` nodes become trailing inputs, `sym_constrain_range` nodes become assumptions)
 ///   → graph passes → lower (passes/lower) → schedule (passes/schedule)
 ///
@@ -14,7 +15,8 @@
 /// [Note: specialization checks]
 /// A program assumes what its .kir text says about its inputs: dtypes, ranks, sizes as symbolic
 /// expressions, the strides of non-contiguous inputs, the equalities shape-infer assumed
-/// (`s0 == s1` where two symbolic sizes broadcast) and the ranges of `sym_constrain_range`. A
+/// (`s0 == s1` where two symbolic sizes broadcast; where one side is an input's own symbol, the
+/// input's size is spelled with the other side instead) and the ranges of `sym_constrain_range`. A
 /// call binds the symbols from the input shapes (a size that is exactly a symbol, or an
 /// expression in one unbound symbol that can be solved: `s0*2`), from scalar inputs named as
 /// symbols, then checks every size, stride and assumption; one that breaks any of them throws
@@ -124,6 +126,9 @@ struct PreparedGraph {
   std::vector<SymRange> ranges;
   /// shape-infer's assumptions and the ranges, as relations.
   std::vector<ir::SymRelation> assumed;
+  /// Equalities shape-infer assumed that became one symbol (`s2 == s0 - 2`: input sizes spelled
+  /// with s0 - 2 where they said s2); the input binding checks them as sizes.
+  std::vector<ir::SymRelation> unified;
   std::string outSpec;                 ///< the return's out_spec attribute ("" when absent)
   std::string graphText;               ///< after the graph passes
   std::string loopText;                ///< the scheduled loop program

@@ -334,6 +334,8 @@ py::dict CompiledGraph::info() const {
   d["loop_nodes"] = loopNodes;
   d["generated_kernels"] = program ? program->module().kernels.size() : loopNodes;
   std::vector<std::string> assumed;
+  for (const ir::SymRelation &r : g.unified)
+    assumed.push_back(r.str());
   for (const ir::SymRelation &r : g.assumed)
     assumed.push_back(r.str());
   d["assumptions"] = assumed;

@@ -106,3 +106,28 @@ TEST_CASE("misused exported-program nodes are diagnostics at the node") {
 )";
   CHECK(has(errorOf(empty), "the range [2, 1] is empty"));
 }
+
+TEST_CASE("sizes the shape rules assumed equal become one symbol, checked by the binding") {
+  driver::PreparedGraph g = driver::prepareGraph(R"(graph @f(%x: f64[s0, s1], %c: f64[s2, s3]) {
+  %0 = slice(%x) {start = 2} : f64[s0 - 2, s1]
+  %1 = mul(%c, %0) : f64[s2, s3]
+  return %1
+}
+)");
+  REQUIRE(g.inputs.size() == 2);
+  CHECK(g.inputs[1].sizes[0].str() == "s0 - 2");
+  CHECK(g.inputs[0].sizes[1] == g.inputs[1].sizes[1]);
+  std::vector<std::optional<int64_t>> ints(2);
+  std::vector<Tensor> ok = {Tensor::empty({7, 5}, DType::Float64),
+                            Tensor::empty({5, 5}, DType::Float64)};
+  CHECK(g.bindSymbols(ok, ints).at("s0") == 7);
+  std::vector<Tensor> wrong = {Tensor::empty({7, 5}, DType::Float64),
+                               Tensor::empty({4, 5}, DType::Float64)};
+  std::string message;
+  try {
+    g.bindSymbols(wrong, ints);
+  } catch (const driver::SpecializationError &e) {
+    message = e.what();
+  }
+  CHECK(has(message, "input c has shape [4, 5], the graph expects size s0 - 2 = 5 in dim 0"));
+}

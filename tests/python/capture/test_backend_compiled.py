@@ -415,7 +415,8 @@ def test_dynamic_serves_two_sizes_with_one_compile():
                            calls=[(rand(9, 16, seed=4), w), (rand(31, 16, seed=5), w)])
     (report,) = backend.reports  # one capture served all three sizes, compiled
     assert report.eager_nodes == 0 and len(report.infos) == 1 and report.eager_calls == 0
-    assert report.infos[0]["assumptions"]  # the matmul's inner sizes must agree: checked per call
+    # the matmul's inner sizes must agree: w's first size is spelled as x's, checked per call
+    assert report.infos[0]["assumptions"]
 
 
 def test_automatic_dynamic_after_a_size_change():
@@ -622,10 +623,18 @@ def test_symbolic_assumption_is_checked_per_call():
         }
         """)
     g = C.compile_graph(P(text))
-    assert g.info["assumptions"] == ["s0 == s1"]
+    # b's size is spelled s0: the input binding checks it
+    assert g.info["assumptions"] == ["s1 == s0"]
     assert_same(g(rand(6), rand(6, seed=1))[0], rand(6) + rand(6, seed=1))
-    with pytest.raises(C.SpecializationError, match="assumed s0 == s1"):
+    with pytest.raises(C.SpecializationError, match="size s0 is 6 but input b makes it 1"):
         g(rand(6), rand(1))  # broadcasting: the compiled code would be wrong, it refuses
+    # sizes that are no input's own symbol stay an assumption, checked per call
+    text = text.replace("f32[s0]", "f32[s0*2]").replace("f32[s1]", "f32[s1*2]")
+    g = C.compile_graph(P(text))
+    assert g.info["assumptions"] == ["s0*2 == s1*2"]
+    assert_same(g(rand(6), rand(6, seed=1))[0], rand(6) + rand(6, seed=1))
+    with pytest.raises(C.SpecializationError, match="assumed s0\\*2 == s1\\*2"):
+        g(rand(6), rand(4))
 
 
 def test_default_and_named_backend_wiring(capsys):

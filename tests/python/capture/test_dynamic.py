@@ -414,3 +414,31 @@ def test_min_of_sizes_keeps_them_symbolic():
         b = np.random.default_rng(n + 1).random(n)
         np.testing.assert_allclose(p.compiled(a, b), diag_of_dynamic(a, b), rtol=1e-12)
         assert len(p.records) == min(k + 1, 2)
+
+
+def test_sizes_assumed_equal_are_one_symbol_in_the_kernel(capsys):
+    """A stencil's coefficient array and the slices it multiplies have sizes the broadcast
+    assumes equal (a guard checks it): compiled with one symbol per size, the loads stay affine
+    (no floordiv/mod decode per element), and a call with a mismatched array still raises."""
+    from kiln._capture import logs
+
+    def stencil(x, c):
+        return x[1:-1, 1:-1, :] - c * (x[2:, 1:-1, :] - x[:-2, 1:-1, :])
+
+    g = np.random.default_rng(0)
+    probe = Probe(stencil)
+    logs.configure("+output_code")
+    try:
+        for n, k in [(10, 5), (16, 7), (21, 4)]:
+            x, c = g.random((n, n, k)), g.random((n - 2, n - 2, k))
+            np.testing.assert_allclose(probe.compiled(x, c), stencil(x, c), rtol=1e-12)
+    finally:
+        logs.configure()
+    assert len(probe.records) == 2, [r.recompile_reason for r in probe.records]
+    dynamic = capsys.readouterr().err.split("compiled part stencil_1_part0")[1]
+    loads = [line for line in dynamic.split("// kiln loop program")[0].splitlines()
+             if "= load " in line]
+    assert len(loads) == 4 and not any("floordiv" in line or "mod" in line for line in loads)
+    x, c = g.random((12, 12, 3)), g.random((9, 10, 3))
+    with pytest.raises((ValueError, RuntimeError), match="broadcast"):
+        probe.compiled(x, c)
