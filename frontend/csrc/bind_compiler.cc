@@ -190,6 +190,15 @@ class CompiledGraph {
 public:
   CompiledGraph(const BuiltGraph &built, const py::dict &options);
   py::tuple call(const py::args &args) const;
+  /// A loop node whose body is this graph: runs it for i in range(start, stop, step) on `args`
+  /// (a list, updated in place), the index going to `indexSlot` (-1: none) and output k
+  /// replacing input `carried[k]` after each run. Stops early at an iteration whose inputs do not
+  /// match what the graph was compiled for (SpecializationError); returns (the index it
+  /// stopped at, the last run's outputs or None), so the caller runs the rest its own way.
+  /// A graph that writes into its inputs (`distinctStorage`) stops at an iteration whose tensor
+  /// inputs share storage (a write through one would have to be seen through the other).
+  py::tuple loop(int64_t start, int64_t stop, int64_t step, py::list args,
+                 const std::vector<int> &carried, int indexSlot, bool distinctStorage) const;
 
   py::dict info() const;
   const std::string &graphText() const { return graph().graphText; }
@@ -218,6 +227,9 @@ public:
 
 private:
   const PreparedGraph &graph() const { return runner_->graph(); }
+  void readInputs(const py::sequence &args, std::vector<Tensor> &tensors,
+                  std::vector<std::optional<int64_t>> &ints) const;
+  py::tuple wrapOutputs(const std::vector<Tensor> &results, const py::sequence &args) const;
   const CompiledProgram *cpuProgram() const { return runner_->executable().cpuProgram(); }
 
   std::unique_ptr<driver::Runner> runner_;
@@ -254,14 +266,15 @@ CompiledGraph::CompiledGraph(const BuiltGraph &built, const py::dict &options) {
   runner_ = driver::compile(std::move(graph), positions, compile, &report_);
 }
 
-py::tuple CompiledGraph::call(const py::args &args) const {
+void CompiledGraph::readInputs(const py::sequence &args, std::vector<Tensor> &tensors,
+                               std::vector<std::optional<int64_t>> &ints) const {
   const PreparedGraph &g = graph();
   const std::vector<driver::InputSpec> &inputs = g.inputs;
   if (args.size() != inputs.size())
     throw py::type_error(fmt::format("compiled graph @{} takes {} inputs, got {}", g.name,
                                      inputs.size(), args.size()));
-  std::vector<Tensor> tensors(inputs.size());
-  std::vector<std::optional<int64_t>> ints(inputs.size());
+  tensors.assign(inputs.size(), Tensor());
+  ints.assign(inputs.size(), std::nullopt);
   for (size_t k = 0; k < inputs.size(); ++k) {
     const driver::InputSpec &in = inputs[k];
     py::handle a = args[k];
@@ -284,11 +297,11 @@ py::tuple CompiledGraph::call(const py::args &args) const {
       tensors[k] = Tensor::scalarTensor(s, in.dtype);
     }
   }
-  std::vector<Tensor> results;
-  {
-    py::gil_scoped_release release;
-    results = runner_->run(tensors, runner_->bind(tensors, ints));
-  }
+}
+
+py::tuple CompiledGraph::wrapOutputs(const std::vector<Tensor> &results,
+                                     const py::sequence &args) const {
+  const PreparedGraph &g = graph();
   py::tuple out(g.outputs.size());
   for (size_t k = 0; k < g.outputs.size(); ++k) {
     const driver::OutputSpec &o = g.outputs[k];
@@ -313,6 +326,90 @@ py::tuple CompiledGraph::call(const py::args &args) const {
     }
   }
   return out;
+}
+
+py::tuple CompiledGraph::call(const py::args &args) const {
+  std::vector<Tensor> tensors;
+  std::vector<std::optional<int64_t>> ints;
+  readInputs(args, tensors, ints);
+  std::vector<Tensor> results;
+  {
+    py::gil_scoped_release release;
+    results = runner_->run(tensors, runner_->bind(tensors, ints));
+  }
+  return wrapOutputs(results, args);
+}
+
+namespace {
+
+bool shareStorage(const std::vector<Tensor> &tensors) {
+  std::vector<const void *> seen;
+  for (const Tensor &t : tensors) {
+    if (!t.defined() || t.numel() == 0)
+      continue;
+    const void *p = t.storage()->address();
+    if (std::find(seen.begin(), seen.end(), p) != seen.end())
+      return true;
+    seen.push_back(p);
+  }
+  return false;
+}
+
+} // namespace
+
+py::tuple CompiledGraph::loop(int64_t start, int64_t stop, int64_t step, py::list args,
+                              const std::vector<int> &carried, int indexSlot,
+                              bool distinctStorage) const {
+  const PreparedGraph &g = graph();
+  KILN_CHECK(step != 0, "range() arg 3 must not be zero");
+  KILN_CHECK(carried.size() <= g.outputs.size(), "loop: {} carried values, {} outputs",
+             carried.size(), g.outputs.size());
+  for (size_t k = 0; k < carried.size(); ++k) {
+    int alias = g.outputs[k].aliasOf;
+    KILN_CHECK(carried[k] >= 0 && carried[k] < static_cast<int>(args.size()) &&
+                   (alias < 0 || alias == carried[k]) && g.outputs[k].kind == ValueKind::Tensor,
+               "loop: output {} cannot feed input {}", k, carried[k]);
+  }
+  std::vector<Tensor> tensors;
+  std::vector<std::optional<int64_t>> ints;
+  if (indexSlot >= 0)
+    args[indexSlot] = py::int_(start);
+  readInputs(args, tensors, ints);
+  DType indexType = indexSlot >= 0 ? g.inputs[indexSlot].dtype : DType::Int64;
+  std::vector<Tensor> results;
+  bool ran = false;
+  int64_t i = start;
+  {
+    py::gil_scoped_release release;
+    for (; step > 0 ? i < stop : i > stop; i += step) {
+      if (indexSlot >= 0) {
+        ints[indexSlot] = i;
+        tensors[indexSlot] = Tensor::scalarTensor(Scalar(i), indexType);
+      }
+      if (distinctStorage && shareStorage(tensors))
+        break;
+      try {
+        results = runner_->run(tensors, runner_->bind(tensors, ints));
+      } catch (const SpecializationError &) {
+        break; // the caller runs this iteration (and what follows) its own way
+      }
+      ran = true;
+      for (size_t k = 0; k < carried.size(); ++k)
+        if (g.outputs[k].aliasOf < 0) // an alias is the input itself, updated in place
+          tensors[carried[k]] = results[k];
+    }
+  }
+  for (size_t k = 0; k < carried.size() && ran; ++k)
+    if (g.outputs[k].aliasOf < 0)
+      args[carried[k]] = wrapTensor(tensors[carried[k]]);
+  if (indexSlot >= 0)
+    args[indexSlot] = py::int_(i);
+  if (!ran)
+    return py::make_tuple(i, py::none());
+  py::tuple out = wrapOutputs(results, args);
+  for (size_t k = 0; k < carried.size(); ++k) // the carried objects, not second wrappers
+    out[k] = args[carried[k]];
+  return py::make_tuple(i, out);
 }
 
 py::dict CompiledGraph::info() const {
@@ -435,6 +532,8 @@ void bindCompiler(py::module_ &parent) {
       m, "CompiledGraph",
       "A graph compiled for the CPU or a CUDA device: call it with the graph inputs.")
       .def("__call__", &CompiledGraph::call)
+      .def("loop", &CompiledGraph::loop, py::arg("start"), py::arg("stop"), py::arg("step"),
+           py::arg("args"), py::arg("carried"), py::arg("index_slot"), py::arg("distinct_storage"))
       .def_property_readonly("info", &CompiledGraph::info,
                              "compile_seconds, jit_seconds, from_cache, cache (hit/miss and "
                              "why), kernels, extern_kernels, assumptions")

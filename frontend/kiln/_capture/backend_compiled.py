@@ -309,6 +309,7 @@ class _Partitioner:
         self.calls = assertions_later([n for n in graph.nodes if n.op == "call"])
         self.position = {id(n): i for i, n in enumerate(self.calls)}
         self.report = PartitionReport(graph.name)
+        self.emitted: list = []  # (part, CompiledGraph) per compiled part, in order
         self.eager: set[int] = set()
         for n in self.calls:  # effects the compiled code cannot replay: eager, with the reason
             if is_impure(n) and not kernel_random(n) and not compilable_mutation(n):
@@ -566,6 +567,7 @@ class _Partitioner:
         pg.output(_remap(self.graph.outputs, env))
         self._log_partition()
         fn = pg.compile_python()
+        fn.kiln_loop = self._whole_part_loop()
         logs.log("output_code", lambda: f"partitioned code of {self.graph.name} (compiled parts "
                                         f"and eager nodes):\n{fn.__kiln_source__}")
         return fn
@@ -645,7 +647,23 @@ class _Partitioner:
         env[id(node)] = pg.call(target, _remap(node.args, env), _remap(node.kwargs, env),
                                 node.meta.get("example"), node.meta.get("loc"))
 
+    def _whole_part_loop(self):
+        """The compiled part's `loop` when the graph is that one part alone (its inputs and
+        outputs the graph's, in order, nothing eager around it): a loop node whose body this
+        is runs its iterations in C++ (LoopCall). None otherwise."""
+        if len(self.emitted) != 1 or self.report.eager_nodes or self.report.loops:
+            return None
+        part, compiled = self.emitted[0]
+        outputs, inputs = self.graph.outputs, list(self.graph.inputs)
+        if part.aliases or len(part.inputs) != len(inputs) or \
+                {id(n) for n in part.inputs} != {id(n) for n in inputs} or \
+                not isinstance(outputs, (list, tuple)) or list(outputs) != part.outputs:
+            return None
+        return _PartLoop(compiled, [inputs.index(n) for n in part.inputs],
+                         any(mutates(n) for n in part.nodes))
+
     def _emit_part(self, pg: Graph, env: dict, part: _Part, compiled, index: int) -> None:
+        self.emitted.append((part, compiled))
         name = f"{self.graph.name}_part{index}"
         self._emit_call(pg, env, part,
                         _CompiledPart(compiled, _eager_function(part, name), name, self.report,
@@ -685,6 +703,25 @@ class _Partitioner:
             return "\n".join(lines)
 
         logs.log("graph", text)
+
+
+class _PartLoop:
+    """A loop node's iterations run in C++ (CompiledGraph.loop) on a body that is one compiled
+    part; the part takes the body's inputs in its own order (`order[k]`: the body input at the
+    part's position k)."""
+
+    def __init__(self, compiled, order: list[int], writes_inputs: bool):
+        self.compiled, self.order, self.writes_inputs = compiled, order, writes_inputs
+        self.position = {body: k for k, body in enumerate(order)}
+
+    def __call__(self, start, stop, step, args: list, carried: list[int], index_slot: int):
+        ours = [args[body] for body in self.order]
+        at, outputs = self.compiled.loop(
+            start, stop, step, ours, [self.position[c] for c in carried],
+            self.position[index_slot] if index_slot >= 0 else -1, self.writes_inputs)
+        for k, body in enumerate(self.order):
+            args[body] = ours[k]
+        return at, outputs
 
 
 class _CompiledPart:

@@ -191,7 +191,8 @@ class LoopCall:
     `carried_slots` and the index going to `index_slot` when the body reads it. Returns the
     last run's outputs (the carried inputs when it makes no run). `run_body` is the body as the
     backend compiled it; without a backend (a custom one, KILN_BACKEND=eager) the body runs as
-    Python."""
+    Python. A body the backend compiled to one part has `kiln_loop`: the iterations run in C++
+    up to the first whose inputs the compiled body does not take, and the rest here."""
 
     __module__ = "kiln.compiled"
 
@@ -221,6 +222,13 @@ class LoopCall:
         index_slot = self.index_slot
         breaks_when = self.breaks_when
         last = self.index_out[1] if self.index_out is not None else None
+        whole = getattr(run, "kiln_loop", None)  # the body is one compiled part: loop in C++
+        if whole is not None and breaks_when is None and start != stop:
+            at, ran = whole(start, stop, step, args, self.carried_slots,
+                            -1 if index_slot is None else index_slot)
+            if ran is not None:
+                outputs, last = ran, at - step
+            start = at  # where an iteration's inputs did not fit the compiled body, if any
         for i in range(start, stop, step):
             last = i
             if index_slot is not None:

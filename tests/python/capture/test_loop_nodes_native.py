@@ -1,0 +1,110 @@
+"""A loop node whose body compiled to one part runs its iterations in C++
+(CompiledGraph.loop, through backend_compiled._PartLoop): no Python per iteration. An iteration
+whose inputs the compiled body does not take (a size it was not compiled for, inputs sharing
+storage while the body writes into them) ends the native run there; the rest runs the Python
+way, with the same results."""
+
+import textwrap
+
+import numpy as np
+import pytest
+from test_backend_compiled import rand
+from test_loop_nodes import loop_nodes, run_both
+
+import kiln
+from kiln._capture import backend_compiled, loops
+
+C = kiln._C._compiler
+P = kiln._C._ir.parse
+
+
+@pytest.fixture
+def no_unroll(monkeypatch):
+    monkeypatch.setattr(loops, "UNROLL_OPS", 0)
+
+
+@pytest.fixture
+def python_part_calls(monkeypatch):
+    """How many times a compiled part was called from Python."""
+    calls = []
+    original = backend_compiled._CompiledPart.__call__
+
+    def counted(self, *args):
+        calls.append(self.__name__)
+        return original(self, *args)
+
+    monkeypatch.setattr(backend_compiled._CompiledPart, "__call__", counted)
+    return calls
+
+
+def relax(a, b, steps):
+    for _ in range(steps):
+        a[1:-1] += 0.25 * (b[2:] - 2 * b[1:-1] + b[:-2])
+        b = a * 0.5 + b * 0.5
+    return b
+
+
+def test_iterations_run_in_cpp_with_no_python_part_call(no_unroll, python_part_calls):
+    rng = np.random.default_rng(0)
+    a, b = rng.random(50), rng.random(50)
+    want, got, report, wa, ga = run_both(relax, a, b, 30)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(ga[0], wa[0], rtol=1e-12)
+    (node,) = loop_nodes(report)
+    compiled = kiln.compile(relax)
+    compiled(a.copy(), b.copy(), 30)
+    python_part_calls.clear()
+    a2, b2 = a.copy(), b.copy()
+    np.testing.assert_allclose(compiled(a2, b2, 30), want, rtol=1e-12)
+    np.testing.assert_allclose(a2, wa[0], rtol=1e-12)
+    assert python_part_calls == []  # 30 iterations, none through Python
+
+
+def test_inputs_sharing_storage_leave_the_native_loop(no_unroll):
+    """`relax(x, x, n)`: the body writes `a` and reads `b`, the same array: each iteration
+    must see the last one's writes through both names, as NumPy does."""
+    x = np.random.default_rng(1).random(40)
+    want_x, got_x = x.copy(), x.copy()
+    want = relax(want_x, want_x, 12)
+    got = kiln.compile(relax)(got_x, got_x, 12)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(got_x, want_x, rtol=1e-12)
+
+
+def test_loop_stops_where_the_compiled_body_does_not_fit():
+    """The body shortens its carried vector on each run: the second run's input no longer has
+    the compiled size, so the native loop stops there and says where."""
+    g = C.compile_graph(P(textwrap.dedent("""\
+        graph @body(%x: f32[6], %i: int) {
+          %two = full() {dtype = f32, size = [], value = 2} : f32[]
+          %0 = mul(%x, %two) : f32[6]
+          %1 = slice(%0) {end = 5} : f32[5]
+          return %1
+        }
+        """)))
+    x = rand(6)
+    args = [x, 0]
+    at, outputs = g.loop(3, 9, 2, args, [0], 1, False)
+    assert at == 5  # ran the iteration at 3; the one at 5 did not fit
+    assert outputs[0] is args[0]
+    np.testing.assert_allclose(args[0].numpy(), (x * 2)[:5].numpy())
+    at, outputs = g.loop(9, 3, -2, [x, 0], [0], 1, False)
+    assert at == 7 and outputs is not None
+    assert g.loop(4, 4, 1, [x, 0], [0], 1, False) == (4, None)
+    with pytest.raises(RuntimeError, match="must not be zero"):
+        g.loop(0, 4, 0, [x, 0], [0], 1, False)
+
+
+def test_shared_storage_stops_a_body_that_writes_its_inputs():
+    g = C.compile_graph(P(textwrap.dedent("""\
+        graph @body(%x: f32[4], %y: f32[4]) {
+          %0 = add(%x, %y) : f32[4]
+          return %0
+        }
+        """)))
+    x = rand(8)
+    args = [x[:4], x[4:]]  # one storage
+    assert g.loop(0, 3, 1, args, [0], -1, True) == (0, None)
+    at, outputs = g.loop(0, 3, 1, list(args), [0], -1, False)
+    assert at == 3
+    np.testing.assert_allclose(outputs[0].numpy(), (x[:4] + 3 * x[4:]).numpy(), rtol=1e-6)
