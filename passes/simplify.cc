@@ -76,6 +76,10 @@ public:
       if (Value *v = catOfSplitDims(n))
         return {v};
       return {innermostCatAsStack(n)};
+    case OpKind::SelectScatter:
+    case OpKind::SliceScatter:
+      return {unchangedRegion(n.operand(1), n.operand(0), n) ? sameValue(n, n.operand(0))
+                                                             : nullptr};
     default:
       return {};
     }
@@ -91,6 +95,32 @@ private:
   /// (a functional graph, and x is not an input it writes back).
   Value *sameValue(const Node &n, Value *x) const {
     return functional_ && !sharesStorage(x, written_) ? same(n, x) : nullptr;
+  }
+
+  /// Whether `src` holds what the region of `base` that scatter `at` writes holds: that view
+  /// of base itself, or a scatter into that view of a region of the view it leaves unchanged.
+  /// Functionalized `A[i, j] -= v` writes the element, then writes the element it just wrote
+  /// back through the view it came from (`A[i][j] = t`); those second writes are no-ops.
+  static bool unchangedRegion(const Value *src, const Value *base, const Node &at) {
+    const Node *d = src->definingNode();
+    OpKind view = at.op() == OpKind::SelectScatter ? OpKind::Select : OpKind::Slice;
+    if (d->op() == view)
+      return sameView(d->operand(0), base) && d->attrs() == at.attrs();
+    if (d->op() != OpKind::SelectScatter && d->op() != OpKind::SliceScatter)
+      return false;
+    const Node *region = d->operand(0)->definingNode();
+    return region->op() == view && sameView(region->operand(0), base) &&
+           region->attrs() == at.attrs() && unchangedRegion(d->operand(1), d->operand(0), *d);
+  }
+
+  /// Whether a and b are one value or the same select/slice chain of one value (functionalize
+  /// makes a fresh view per read; cse merges them only later).
+  static bool sameView(const Value *a, const Value *b) {
+    if (a == b)
+      return true;
+    const Node *x = a->definingNode(), *y = b->definingNode();
+    return x->op() == y->op() && (x->op() == OpKind::Select || x->op() == OpKind::Slice) &&
+           x->attrs() == y->attrs() && sameView(x->operand(0), y->operand(0));
   }
 
   Value *arithmetic(Node &n) {

@@ -93,8 +93,10 @@ bool hasTranscendental(const Body &body) {
 
 class KernelEmitter {
 public:
-  KernelEmitter(const passes::schedule::Schedule &schedule, const EmitOptions &options)
-      : program_(schedule.program), loops_(schedule.loops), options_(options) {
+  /// `symbols`: the program's size symbols, every kernel's trailing arguments.
+  KernelEmitter(const passes::schedule::Schedule &schedule, const EmitOptions &options,
+                const std::vector<std::string> &symbols)
+      : program_(schedule.program), loops_(schedule.loops), options_(options), symbols_(symbols) {
     scope_.program = &program_;
   }
 
@@ -121,8 +123,7 @@ public:
       for (BufferId id : node.outputs)
         use(id);
     }
-    std::set<std::string, std::less<>> symbols = program_.sizeSymbols();
-    info.symbols.assign(symbols.begin(), symbols.end());
+    info.symbols = symbols_;
     for (size_t n : run.nodes)
       for (const Expr *e : program_.nodes()[n].body->exprs())
         info.checksIndices = info.checksIndices || e->kind == ExprKind::IndirectLoad;
@@ -562,6 +563,7 @@ private:
   const LoopProgram &program_;
   const std::vector<passes::schedule::LoopOrder> &loops_;
   EmitOptions options_;
+  const std::vector<std::string> &symbols_;
   const LoopNode *node_ = nullptr;
   LoopNode scheduled_; ///< the selected node as asScheduled gives it
   NodePlan plan_;
@@ -616,11 +618,15 @@ EmittedModule emitModule(const passes::schedule::Schedule &schedule, const EmitO
     return fmt::format("node{}_{}", k, bufferName(nodes[k].outputs[0]));
   };
   std::map<std::string, std::string> functionOfText; // body text with buffers numbered by use
+  // Once per module: a program of thousands of kernels (an unrolled loop) would walk every node
+  // once per kernel.
+  std::set<std::string, std::less<>> symbolSet = program.sizeSymbols();
+  std::vector<std::string> symbols(symbolSet.begin(), symbolSet.end());
   for (const Run &run : runsOf(schedule)) {
     KernelInfo head;
     head.node = run.nodes[0];
     head.name = nameOf(run.nodes[0]);
-    KernelEmitter emitter(schedule, options);
+    KernelEmitter emitter(schedule, options, symbols);
     std::string function = emitter.emit(run, head, externals);
     std::string key = canonicalFunction(function, head.name);
     if (auto it = functionOfText.find(key); it != functionOfText.end()) {
@@ -629,7 +635,6 @@ EmittedModule emitModule(const passes::schedule::Schedule &schedule, const EmitO
       functionOfText.emplace(std::move(key), head.name);
       functions += function;
     }
-    std::vector<std::string> symbols = head.symbols;
     out.kernels.push_back(std::move(head));
     // The run's other nodes ran inside the first one's function: theirs do nothing.
     for (size_t n = 1; n < run.nodes.size(); ++n) {

@@ -78,6 +78,8 @@ bool decodesWithoutDivision(const LoopNode &reader, const Expr *load, const ir::
   ir::loop::VarRanges ranges = reader.varRanges();
   if (load->index.hasDivision())
     return true; // a division already there is the reader's own
+  if (load->index.isConstant())
+    return true; // one element: its position decodes to constants
   bool affine = ir::loop::affineForm(load->index, ranges).has_value();
   if (affine && !producerUsesIndices)
     return true; // views keep their decodes
@@ -96,6 +98,10 @@ SymInt numel(std::span<const SymInt> sizes) {
     n = n * s;
   return n;
 }
+
+namespace {
+const Expr kNotOne{}; // marks "more than one varying load"
+} // namespace
 
 std::vector<bool> chooseInlined(const LoopProgram &p) {
   size_t numBuffers = p.buffers().size();
@@ -143,16 +149,26 @@ std::vector<bool> chooseInlined(const LoopProgram &p) {
       continue;
     size_t loads = 0;
     bool divisionFree = true, usesIndices = usesIndicesNonAffinely(node);
+    const Expr *varying = nullptr; // the one load at a point that moves, if only one
+    const LoopNode *varyingReader = nullptr;
     for (const Reader &r : rs) {
       loads += r.loads.size();
-      for (const Expr *e : r.loads)
+      for (const Expr *e : r.loads) {
         divisionFree =
             divisionFree && decodesWithoutDivision(p.nodes()[r.node], e, meta, usesIndices);
+        if (e->kind == ExprKind::Load && e->index.isConstant() && !expensive[n])
+          continue;
+        varying = varying ? &kNotOne : e;
+        varyingReader = &p.nodes()[r.node];
+      }
     }
     if (!divisionFree)
       continue;
-    bool once =
-        rs.size() == 1 && loads == 1 && visitsOnce(p.nodes()[rs[0].node], rs[0].loads[0], meta);
+    // Loads at a fixed element (`A[i, j] -= v; A[i, j] /= A[j, j]`: each write's value reads one
+    // element of the array the last write made) recompute a cheap producer at one point (its
+    // region tests fold); they do not count against reading it once. An expensive producer's
+    // value at the point is stored instead: the code generator recomputes it per row.
+    bool once = varying && varying != &kNotOne && visitsOnce(*varyingReader, varying, meta);
     // Recomputing at each extra load must stay cheap too: a stencil reading a producer at
     // three offsets would otherwise redo it three times, and chains of stencils (time steps of
     // NumPy code) compound that.
