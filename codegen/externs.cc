@@ -278,12 +278,21 @@ ExternTable buildTable() {
     expectInputs("matmul", in, 2, 2);
     // An operand buffer is read as `a_view`/`b_view` (a reshape of the contiguous buffer), then
     // transposed when asked (passes/lower/lower_nn.cc: the layouts BLAS reads in place).
-    auto operand = [&](const Tensor &t, const char *view, const char *transpose) {
+    // Or as `a_strided`/`b_strided`: [sizes..., strides..., offset] of a view of the buffer.
+    auto operand = [&](const Tensor &t, const char *view, const char *transpose,
+                       const char *strided) {
+      if (attrs.count(strided)) {
+        Shape layout = ints(attrs, strided, {});
+        size_t rank = (layout.size() - 1) / 2;
+        Shape sizes(layout.begin(), layout.begin() + rank);
+        Shape strides(layout.begin() + rank, layout.begin() + 2 * rank);
+        return t.asStrided(sizes, strides, t.storageOffset() + layout.back());
+      }
       Tensor v = attrs.count(view) ? t.view(ints(attrs, view, {})) : t;
       return flag(attrs, transpose) ? v.mT() : v;
     };
-    Tensor a = operand(in[0], "a_view", "transpose_a");
-    Tensor b = operand(in[1], "b_view", "transpose_b");
+    Tensor a = operand(in[0], "a_view", "transpose_a", "a_strided");
+    Tensor b = operand(in[1], "b_view", "transpose_b", "b_strided");
     return std::vector<Tensor>{ops::matmul(a, b)};
   });
   t.emplace("linear", [](Inputs in, const ir::Attributes &) {

@@ -115,7 +115,18 @@ std::vector<int64_t> broadcastStrides(const Operand &o, const std::vector<int64_
 /// torch.matmul's product of `a` and `b` into `out` (shapes checked against each other).
 /// A contiguous operand read as the sizes of attribute `view` (a reshape: new row-major
 /// strides), or as it is when the attribute is absent.
-DeviceTensor viewed(const DeviceTensor &t, const ir::Attributes &attrs, const char *view) {
+/// Or, with attribute `strided` ([sizes..., strides..., offset]), as that view of the buffer.
+DeviceTensor viewed(const DeviceTensor &t, const ir::Attributes &attrs, const char *view,
+                    const char *strided) {
+  if (auto layout = attrs.find(strided); layout != attrs.end()) {
+    std::vector<int64_t> v = layout->second.toInts();
+    size_t rank = (v.size() - 1) / 2;
+    DeviceTensor out = t;
+    out.sizes.assign(v.begin(), v.begin() + rank);
+    out.strides.assign(v.begin() + rank, v.begin() + 2 * rank);
+    out.address = t.address + static_cast<uint64_t>(v.back() * itemsize(t.dtype));
+    return out;
+  }
   auto it = attrs.find(view);
   if (it == attrs.end())
     return t;
@@ -473,13 +484,14 @@ Table buildTable(const Cublas &cublas) {
                     fmt::join(in[0].sizes, ", "), fmt::join(in[1].sizes, ", "));
     product(cublas, device, matmulGemm("bmm", in[0], in[1], out[0], false, false), out[0], nullptr);
   });
-  t.emplace("matmul", [&cublas](CudaDevice &device, Inputs in, Inputs out,
-                                const ir::Attributes &attrs) {
-    expectCounts("matmul", in, 2, 2, out);
-    Gemm g = matmulGemm("matmul", viewed(in[0], attrs, "a_view"), viewed(in[1], attrs, "b_view"),
-                        out[0], flag(attrs, "transpose_a"), flag(attrs, "transpose_b"));
-    product(cublas, device, std::move(g), out[0], nullptr);
-  });
+  t.emplace("matmul",
+            [&cublas](CudaDevice &device, Inputs in, Inputs out, const ir::Attributes &attrs) {
+              expectCounts("matmul", in, 2, 2, out);
+              Gemm g = matmulGemm("matmul", viewed(in[0], attrs, "a_view", "a_strided"),
+                                  viewed(in[1], attrs, "b_view", "b_strided"), out[0],
+                                  flag(attrs, "transpose_a"), flag(attrs, "transpose_b"));
+              product(cublas, device, std::move(g), out[0], nullptr);
+            });
   t.emplace("linear", [&cublas](CudaDevice &device, Inputs in, Inputs out, const ir::Attributes &) {
     expectCounts("linear", in, 2, 3, out);
     KILN_CHECK_KIND(Value, in[1].sizes.size() == 2, "extern linear: a weight of rank {}",

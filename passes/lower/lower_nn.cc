@@ -6,7 +6,9 @@
 // fusion folds its producer into), except a matmul operand that is exactly a transpose of its
 // last two dims, a reshape of a contiguous buffer, or a transpose of such a reshape: that one is
 // passed as the buffer with `transpose_a`/`transpose_b = true` and `a_view`/`b_view` (the sizes
-// the buffer is read as; BLAS reads these layouts for free). A bias is not given to the library: it
+// the buffer is read as; BLAS reads these layouts for free); so is any view whose offsets are
+// affine with constant non-negative strides (a slice, a row or column), with `a_strided`/
+// `b_strided` = [sizes..., strides..., offset]. A bias is not given to the library: it
 // is a pointwise epilogue, which fusion merges with whatever follows (linear -> gelu becomes one
 // epilogue of the GEMM).
 
@@ -131,13 +133,54 @@ std::optional<InPlaceOperand> inPlaceOperand(LowerContext &ctx, const ir::Value 
   return out;
 }
 
+/// A view of a buffer whose element offsets are affine in its indices (`L[i, :i]`, `A[:, j]`,
+/// a slice of rows): the buffer and the view's sizes, strides and offset in it, which the library
+/// reads in place (BLAS takes an offset and a stride per dim, or ops::matmul copies for it).
+/// Without it, each such operand is a copy kernel of its own: in an unrolled loop of dot
+/// products, two kernels per product.
+std::optional<std::vector<SymInt>> stridedOperand(LowerContext &ctx, const ir::Value *v,
+                                                  BufferId &buffer) {
+  const LoopProgram &p = ctx.program();
+  const TensorRef &t = ctx.tensor(v);
+  if (t.isFill())
+    return std::nullopt;
+  const ir::TensorMeta &m = p.buffer(t.buffer).meta;
+  ir::loop::VarRanges ranges(t.sizes, {});
+  std::optional<ir::loop::AffineForm> form =
+      ir::loop::affineForm(ir::loop::flatIndex(t.index, m.strides), ranges);
+  if (!form)
+    return std::nullopt;
+  std::vector<SymInt> out(t.sizes.begin(), t.sizes.end());
+  std::vector<IndexExpr> vars = loopVars(t.sizes.size());
+  for (const IndexExpr &var : vars) {
+    auto it = form->coeffs.find(var.symbolName());
+    SymInt stride = it == form->coeffs.end() ? SymInt(0) : it->second;
+    std::optional<int64_t> known = stride.constant();
+    if (!known || *known < 0)
+      return std::nullopt; // a flipped view (tensors have no negative strides), or unknown
+    out.push_back(stride);
+  }
+  out.push_back(form->base);
+  buffer = t.buffer;
+  return out;
+}
+
 void lowerMatmul(LowerContext &ctx, const ir::Node &n) {
   ir::Attributes attrs;
   std::vector<BufferId> in;
   const char *flags[] = {"transpose_a", "transpose_b"};
   const char *views[] = {"a_view", "b_view"};
+  const char *strided[] = {"a_strided", "b_strided"};
   for (int k = 0; k < 2; ++k) {
     std::optional<InPlaceOperand> o = inPlaceOperand(ctx, n.operand(k));
+    BufferId source;
+    if (!o && !lastTwoTransposeOf(n.operand(k)) && !reshapeSizesOf(n.operand(k))) {
+      if (std::optional<std::vector<SymInt>> layout = stridedOperand(ctx, n.operand(k), source)) {
+        in.push_back(source);
+        attrs.emplace(strided[k], std::move(*layout));
+        continue;
+      }
+    }
     if (!o) {
       const ir::Value *v = n.operand(k);
       const ir::Value *base = lastTwoTransposeOf(v);

@@ -171,6 +171,26 @@ TEST_CASE("cublas: mm and matmul transposes map onto column-major GEMMs", "[cubl
   }
 }
 
+TEST_CASE("cublas: matmul operands given as strided views of their buffers", "[cublas]") {
+  // [sizes..., strides..., offset] of a view at affine offsets (lower_nn.cc stridedOperand):
+  // a block of a wider matrix, a row, a column-major block, both operands of one buffer.
+  auto strided = [](std::vector<int64_t> a, std::vector<int64_t> b) {
+    ir::Attributes attrs;
+    if (!a.empty())
+      attrs.emplace("a_strided", ir::Attribute(a));
+    if (!b.empty())
+      attrs.emplace("b_strided", ir::Attribute(b));
+    return attrs;
+  };
+  Tensor m = randn({9, 9}), n = randn({9, 9});
+  checkOp("matmul", {m, n}, strided({4, 5, 9, 1, 11}, {5, 4, 9, 1, 27}));
+  checkOp("matmul", {m, n}, strided({5, 1, 20}, {5, 9, 3}));
+  checkOp("matmul", {m, n}, strided({3, 4, 1, 9, 2}, {4, 2, 9, 1, 0}));
+  checkOp("matmul", {m, m}, strided({5, 1, 18}, {5, 1, 27}));
+  for (DType t : {DType::Float64, DType::Float16})
+    checkOp("matmul", {randn({8, 8}, t), randn({5, 2}, t)}, strided({3, 5, 8, 1, 9}, {}));
+}
+
 TEST_CASE("cublas: batches, broadcasting and 1-d operands", "[cublas]") {
   long strided = calls("cublasSgemmStridedBatched");
   checkOp("bmm", {randn({3, 5, 7}), randn({3, 7, 4})});
