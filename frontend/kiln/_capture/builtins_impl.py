@@ -143,12 +143,36 @@ def _reduce(op):
     return handler
 
 
+def _same_kind_scalars(items) -> bool:
+    """Zero-dim tensors (NumPy scalars: `table[i, j]`) of one dtype and kind: what `max` picks
+    has that dtype whichever it picks."""
+    first = items[0]
+    return all(isinstance(i, V.TensorVar) and i.example.dim() == 0
+               and i.example.dtype == first.example.dtype and i.numpy == first.numpy
+               for i in items)
+
+
+def _select_extreme(frame, pick, items):
+    """`max(a, b, ...)` of 0-d tensors as Python computes it, in the graph: the first item, and
+    each later item where it compares greater (less for min). A NaN never compares greater, so
+    a NaN first item stays and a later one is skipped, as in Python."""
+    np = __import__("numpy")
+    better = operator.gt if pick is max else operator.lt
+    where = frame.ctx.wrap(np.where if items[0].numpy else kiln.where, None)
+    best = items[0]
+    for item in items[1:]:
+        best = frame.call(where, [frame.binary(better, item, best), item, best], {})
+    return best
+
+
 def _minmax(pick):
     def handler(frame, args, kwargs):
         items = frame.unpack_iterable(args[0]) if len(args) == 1 else list(args)
         if kwargs:
             raise V.Unsupported(f"{pick.__name__}() with key= or default=")
         if any(isinstance(i, V.TensorVar) for i in items):
+            if _same_kind_scalars(items):
+                return _select_extreme(frame, pick, items)
             raise V.Unsupported(f"Python {pick.__name__}() over tensors compares data",
                                 f"use kiln.{'maximum' if pick is max else 'minimum'}")
         if not items:

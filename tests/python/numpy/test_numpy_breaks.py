@@ -108,3 +108,47 @@ def _raising(x):
 def test_errstate_raise_runs_in_numpy():
     with pytest.raises(FloatingPointError):
         kiln.compile(_raising)(np.array([0.0, 1.0]))
+
+
+def _pymax_loop(t):
+    for i in range(1, t.shape[0]):
+        t[i] = max(t[i], t[i - 1]) + 1
+    return t
+
+
+def _pymin_of_three(a, i):
+    return min(a[i], a[i + 1], a[i + 2]) * 2, max(a[i + 2], a[i])
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float64])
+def test_python_max_and_min_of_array_elements_compile(dtype):
+    """`max(t[i], t[i - 1])` (NPBench's nussinov) of elements of one dtype is a select in the
+    graph, as Python picks: the first item unless a later one compares greater (less for min),
+    so a NaN first stays and a later NaN is skipped."""
+    rng = np.random.default_rng(0)
+    t = (rng.random(12) * 10).astype(dtype)
+    explained = kiln.explain(_pymax_loop)(t.copy())
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    np.testing.assert_array_equal(kiln.compile(_pymax_loop)(t.copy()), _pymax_loop(t.copy()))
+    a = (rng.random(6) * 10).astype(dtype)
+    if dtype == np.float64:
+        a[1], a[5] = np.nan, np.nan
+    compiled = kiln.compile(_pymin_of_three)
+    for i in range(4):
+        got, want = compiled(a, i), _pymin_of_three(a, i)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g, w)
+            assert np.asarray(g).dtype == np.asarray(w).dtype
+
+
+def test_python_max_of_mixed_dtypes_still_breaks():
+    """Which item max picks decides the result's dtype: with int32 and float64 items that
+    depends on the data, so it stays a graph break (and right)."""
+    def f(a, b):
+        return max(a[0], b[0]) + 1
+
+    a, b = np.array([3], np.int32), np.array([2.5])
+    explained = kiln.explain(f)(a, b)
+    assert explained.graph_break_count == 1
+    got = kiln.compile(f)(a, b)
+    assert got == f(a, b) and type(got) is type(f(a, b))
