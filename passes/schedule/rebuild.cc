@@ -4,7 +4,10 @@
 
 #include "runtime/error.h"
 
+#include <algorithm>
 #include <map>
+#include <set>
+#include <span>
 #include <unordered_map>
 
 namespace kiln::passes::schedule {
@@ -159,19 +162,64 @@ std::vector<BufferId> emitNode(LoopProgram &target, const LoopProgram &source, c
 
 namespace {
 
-/// Decoding by matching coefficients: when `flat` is `sum(c_v * v)` and each c_v is a constant
-/// multiple k_v of one dim's stride, that dim's index is `sum(k_v * v)`, provided the sum stays
-/// below the dim's size. This needs no bounds on symbolic coefficients (which range-aware
+/// Decoding by matching coefficients: when `flat` is `base + sum(c_v * v)`, base a sum of
+/// constant multiples of the strides (a view's offset) and each c_v a constant multiple k_v of one
+/// dim's stride, that dim's index is its part of base plus `sum(k_v * v)`, provided the sum
+/// stays below the dim's size. This needs no bounds on symbolic coefficients (which range-aware
 /// floordiv cannot use), so `i0*s0*s0*4 + i1*s0*s0 + i2*s0 + r0` decodes to [i0, i1, i2, r0].
+/// `base` as `sum(c_d * strides[d])` with constants c_d >= 0 (the offset of a view: a slice's
+/// starts times the strides, `s4*s8 + s8*3` of strides [s4*s8 + s8*2, s8, 1]), or nullopt. The
+/// constants come from dividing at one large value of every symbol, outermost stride first; the
+/// sum is then checked symbolically, so it holds for every value.
+std::optional<std::vector<int64_t>> splitOffset(const SymInt &base,
+                                                std::span<const SymInt> strides) {
+  std::vector<int64_t> out(strides.size(), 0);
+  if (base == SymInt(0))
+    return out;
+  std::set<std::string, std::less<>> names;
+  base.collectSymbols(names);
+  for (const SymInt &s : strides)
+    s.collectSymbols(names);
+  ir::SymbolValues at;
+  int64_t value = 1009;
+  for (const std::string &n : names)
+    at.emplace(n, value += 101);
+  int64_t rest = 0;
+  SymInt sum = 0;
+  try {
+    rest = base.evaluate(at);
+    for (size_t d = 0; d < strides.size(); ++d) {
+      int64_t stride = strides[d].evaluate(at);
+      if (stride <= 0)
+        continue;
+      out[d] = rest / stride;
+      rest -= out[d] * stride;
+      sum = sum + SymInt(out[d]) * strides[d];
+    }
+  } catch (const Error &) { // an overflow at these values: not decoded this way
+    return std::nullopt;
+  }
+  if (rest != 0 || !(sum == base))
+    return std::nullopt;
+  return out;
+}
+
 std::optional<std::vector<IndexExpr>> decodeByStrides(const IndexExpr &flat,
                                                       const ir::TensorMeta &meta,
                                                       const ir::loop::VarRanges &ranges) {
   std::optional<ir::loop::AffineForm> form = ir::loop::affineForm(flat, ranges);
-  if (!form || !(form->base == SymInt(0)))
+  if (!form)
+    return std::nullopt;
+  std::optional<std::vector<int64_t>> offset = splitOffset(form->base, meta.strides);
+  if (!offset || std::any_of(offset->begin(), offset->end(), [](int64_t c) { return c < 0; }))
     return std::nullopt;
   size_t rank = meta.sizes.size();
   std::vector<IndexExpr> point(rank, IndexExpr(0));
   std::vector<SymInt> reach(rank, SymInt(0)); // the largest value each dim's index takes
+  for (size_t d = 0; d < rank; ++d) {
+    point[d] = SymInt((*offset)[d]);
+    reach[d] = SymInt((*offset)[d]);
+  }
   for (const auto &[var, coeff] : form->coeffs) {
     bool placed = false;
     for (size_t d = 0; d < rank && !placed; ++d) {

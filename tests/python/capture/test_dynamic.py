@@ -442,3 +442,30 @@ def test_sizes_assumed_equal_are_one_symbol_in_the_kernel(capsys):
     x, c = g.random((12, 12, 3)), g.random((9, 10, 3))
     with pytest.raises((ValueError, RuntimeError), match="broadcast"):
         probe.compiled(x, c)
+
+
+def test_offset_slices_of_an_inlined_stencil_decode_without_division(capsys):
+    """hdiff's `lap[1:, 1:J + 1] - lap[:-1, 1:J + 1]` of an inlined `lap` with symbolic sizes:
+    the load's offset (a slice's starts times symbolic strides) splits over the dims, so the
+    producer is replayed at affine indices, not at a floordiv/mod decode of the flat position."""
+    from kiln._capture import logs
+
+    def diff(a, out):
+        i, j = out.shape[0], out.shape[1]
+        lap = 4.0 * a[1:i + 3, 1:j + 3] - a[2:i + 4, 1:j + 3] - a[0:i + 2, 1:j + 3]
+        out[:, :] = lap[1:i + 1, 1:j + 1] - lap[:-2, 1:j + 1]
+
+    g = np.random.default_rng(1)
+    probe = Probe(diff)
+    logs.configure("+output_code")
+    try:
+        for n in (6, 9, 13):
+            a, want, got = g.random((n + 4, n + 5)), np.zeros((n, n + 1)), np.zeros((n, n + 1))
+            diff(a, want)
+            probe.compiled(a, got)
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+    finally:
+        logs.configure()
+    dynamic = capsys.readouterr().err.split("compiled part diff_1_part0")[1]
+    loops = dynamic.split("// kiln loop program")[0]
+    assert "= load " in loops and "floordiv" not in loops and " mod " not in loops
