@@ -247,7 +247,41 @@ class AccessMixin:
             return V.ConstVar(obj.value[self.const_index(index)])
         if isinstance(obj, V.ObjectVar) and isinstance(obj.value, type):
             return V.ObjectVar(obj.value[index.const()])
+        if isinstance(obj, V.ObjectVar) and calls_numpy.is_index_grid(obj.value):
+            return self.index_grid(obj.value, index)
         raise V.Unsupported(f"indexing a {type(obj).__name__}")
+
+    def index_grid(self, grid, index: V.VT) -> V.VT:
+        """`np.mgrid[0:n, 0:m]` / `np.ogrid[...]`: one `np.arange` per slice, then the dense
+        grids stacked (mgrid: `np.stack(np.meshgrid(..., indexing="ij"))`) or the open ones
+        (ogrid: each range shaped along its own dim). A complex step (`0:1:5j`, a point count)
+        is not captured."""
+        import numpy as np
+
+        single = isinstance(index, V.SliceVar)
+        slices = [index] if single else list(index.items) if isinstance(index, V.TupleVar) else []
+        if not slices or not all(isinstance(s, V.SliceVar) for s in slices):
+            raise V.Unsupported("np.mgrid/np.ogrid indexed by something other than slices")
+        ranges = []
+        for s in slices:
+            if s.step.is_const() and isinstance(s.step.const(), complex):
+                raise V.Unsupported("np.mgrid/np.ogrid with a complex step (a point count)")
+            start = V.ConstVar(0) if s.start.is_const() and s.start.const() is None else s.start
+            step = V.ConstVar(1) if s.step.is_const() and s.step.const() is None else s.step
+            ranges.append(self.call(self.ctx.wrap(np.arange, None), [start, s.stop, step], {}))
+        if single:
+            return ranges[0]
+        if grid is np.ogrid:
+            shaped = []
+            for d, r in enumerate(ranges):
+                shape = [V.ConstVar(1)] * len(ranges)
+                shape[d] = V.ConstVar(-1)
+                shaped.append(self.call(self.ctx.wrap(np.reshape, None), [r, V.TupleVar(shape)],
+                                        {}))
+            return V.TupleVar(shaped)
+        grids = self.call(self.ctx.wrap(np.meshgrid, None), ranges,
+                          {"indexing": V.ConstVar("ij")})
+        return self.call(self.ctx.wrap(np.stack, None), [grids], {})
 
     def const_index(self, index: V.VT):
         if isinstance(index, V.SymIntVar):

@@ -606,3 +606,9 @@ def iterate(frame, a: V.TensorVar) -> list:
     for r in rows:
         _flag(r)
     return rows
+
+
+def is_index_grid(value) -> bool:
+    """`np.mgrid` or `np.ogrid` (indexed with slices, they build coordinate arrays)."""
+    np = sys.modules.get("numpy")
+    return np is not None and (value is np.mgrid or value is np.ogrid)

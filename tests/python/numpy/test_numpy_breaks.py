@@ -152,3 +152,55 @@ def test_python_max_of_mixed_dtypes_still_breaks():
     assert explained.graph_break_count == 1
     got = kiln.compile(f)(a, b)
     assert got == f(a, b) and type(got) is type(f(a, b))
+
+
+def _mgrid_product(n):
+    i, j = np.mgrid[0:n, 0:n]  # NPBench mandelbrot2 / stockham_fft
+    return (i * j).astype(np.float64) / n
+
+
+def _mgrid_strided(x):
+    g = np.mgrid[0:x.shape[0]:2, :x.shape[1]]
+    return g.sum(0) * x[::2]
+
+
+def _ogrid_open(x):
+    a, b = np.ogrid[0:x.shape[0], 0:x.shape[1]]
+    return x * a + b
+
+
+def _mgrid_1d_mixed(x):
+    mixed = np.mgrid[0:2, 0.0:1.0:0.5]  # a float slice: every grid is float64
+    return x * np.mgrid[2:12] + np.mgrid[0.5:3.0:0.25][:x.shape[0]] + mixed[1, 0, 1]
+
+
+@pytest.mark.parametrize("fn, make", [
+    (_mgrid_product, lambda g, n: (n,)),
+    (_mgrid_strided, lambda g, n: (g.random((n + 1, n)),)),
+    (_ogrid_open, lambda g, n: (g.random((n, n + 2)),)),
+    (_mgrid_1d_mixed, lambda g, n: (g.random(10),)),
+])
+def test_mgrid_and_ogrid_compile(fn, make):
+    """`np.mgrid[...]` / `np.ogrid[...]` with slices: aranges, meshed and stacked (mgrid) or
+    shaped along their dims (ogrid), in the graph; dtypes as NumPy's (a float slice makes the
+    whole grid float)."""
+    g = np.random.default_rng(0)
+    explained = kiln.explain(fn)(*make(g, 6))
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    reports = [c.report for c in explained.captures if c.report is not None]
+    assert reports and all(r.eager_nodes == 0 for r in reports)
+    compiled = kiln.compile(fn)
+    for n in (6, 7, 9):
+        args = make(g, n)
+        got, want = compiled(*args), fn(*args)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+        assert np.asarray(got).dtype == np.asarray(want).dtype
+
+
+def test_mgrid_with_a_point_count_still_breaks():
+    def f(x):
+        return x * np.mgrid[0:1:5j]
+
+    x = np.arange(5.0)
+    assert kiln.explain(f)(x).graph_break_count == 1
+    np.testing.assert_allclose(kiln.compile(f)(x), f(x))
