@@ -40,6 +40,7 @@
 
 #include <chrono>
 #include <set>
+#include <span>
 #include <unordered_set>
 
 namespace py = pybind11;
@@ -342,7 +343,9 @@ py::tuple CompiledGraph::call(const py::args &args) const {
 
 namespace {
 
-bool shareStorage(const std::vector<Tensor> &tensors) {
+/// Whether two non-empty tensors among `tensors` share storage: a compiled part that writes
+/// its inputs then runs eagerly (a write through one must be seen through the other).
+bool shareStorage(std::span<const Tensor> tensors) {
   std::vector<const void *> seen;
   for (const Tensor &t : tensors) {
     if (!t.defined() || t.numel() == 0)
@@ -515,6 +518,18 @@ void bindCompiler(py::module_ &parent) {
                                                                 PyExc_ValueError);
   static py::exception<passes::autodiff::Unsupported> trainingUnsupported(
       m, "TrainingUnsupported", PyExc_NotImplementedError);
+  // Per call of a compiled part that writes its inputs (every iteration of a loop node that is
+  // not a native loop), so in C++.
+  m.def(
+      "share_storage",
+      [](const py::tuple &args) {
+        std::vector<Tensor> tensors;
+        for (py::handle a : args)
+          if (const Tensor *t = asTensor(a.ptr()))
+            tensors.push_back(*t);
+        return shareStorage(tensors);
+      },
+      py::arg("args"), "Whether two non-empty tensor arguments share storage.");
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p)

@@ -8,9 +8,6 @@
 
 #include <pybind11/stl.h>
 
-#include <algorithm>
-#include <vector>
-
 namespace kiln::frontend {
 
 void bindDTypes(py::module_ &m) {
@@ -95,26 +92,6 @@ void bindTensor(py::module_ &m) {
       "_impl_id", [](const Tensor &self) { return reinterpret_cast<uintptr_t>(&self.impl()); });
   t.def("_storage_ptr",
         [](const Tensor &self) { return reinterpret_cast<uintptr_t>(self.storage()->address()); });
-  // Per call of a compiled part that writes its inputs (every iteration of a loop node): two
-  // non-empty tensor arguments on one storage make the call run eagerly.
-  m.def(
-      "_share_storage",
-      [](const py::tuple &args) {
-        std::vector<const void *> seen;
-        for (py::handle a : args) {
-          if (!py::isinstance<Tensor>(a))
-            continue;
-          const Tensor &t = a.cast<const Tensor &>();
-          if (t.numel() == 0)
-            continue;
-          const void *p = t.storage()->address();
-          if (std::find(seen.begin(), seen.end(), p) != seen.end())
-            return true;
-          seen.push_back(p);
-        }
-        return false;
-      },
-      py::arg("args"));
   t.def(
       "_to_device",
       [](const Tensor &self, const std::string &device) {

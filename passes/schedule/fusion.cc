@@ -99,10 +99,6 @@ SymInt numel(std::span<const SymInt> sizes) {
   return n;
 }
 
-namespace {
-const Expr kNotOne{}; // marks "more than one varying load"
-} // namespace
-
 std::vector<bool> chooseInlined(const LoopProgram &p) {
   size_t numBuffers = p.buffers().size();
   std::vector<bool> inlined(numBuffers, false), pinned(numBuffers, false);
@@ -149,7 +145,8 @@ std::vector<bool> chooseInlined(const LoopProgram &p) {
       continue;
     size_t loads = 0;
     bool divisionFree = true, usesIndices = usesIndicesNonAffinely(node);
-    const Expr *varying = nullptr; // the one load at a point that moves, if only one
+    size_t varyingLoads = 0; // loads at a point that moves; the last one and its reader
+    const Expr *varying = nullptr;
     const LoopNode *varyingReader = nullptr;
     for (const Reader &r : rs) {
       loads += r.loads.size();
@@ -158,7 +155,8 @@ std::vector<bool> chooseInlined(const LoopProgram &p) {
             divisionFree && decodesWithoutDivision(p.nodes()[r.node], e, meta, usesIndices);
         if (e->kind == ExprKind::Load && e->index.isConstant() && !expensive[n])
           continue;
-        varying = varying ? &kNotOne : e;
+        ++varyingLoads;
+        varying = e;
         varyingReader = &p.nodes()[r.node];
       }
     }
@@ -168,7 +166,7 @@ std::vector<bool> chooseInlined(const LoopProgram &p) {
     // element of the array the last write made) recompute a cheap producer at one point (its
     // region tests fold); they do not count against reading it once. An expensive producer's
     // value at the point is stored instead: the code generator recomputes it per row.
-    bool once = varying && varying != &kNotOne && visitsOnce(*varyingReader, varying, meta);
+    bool once = varyingLoads == 1 && visitsOnce(*varyingReader, varying, meta);
     // Recomputing at each extra load must stay cheap too: a stencil reading a producer at
     // three offsets would otherwise redo it three times, and chains of stencils (time steps of
     // NumPy code) compound that.

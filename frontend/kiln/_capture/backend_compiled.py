@@ -762,7 +762,7 @@ class _CompiledPart:
             raise compiled_error
 
 
-_share_storage = _C._share_storage  # whether two tensor arguments share storage
+_share_storage = _C._compiler.share_storage  # whether two tensor arguments share storage
 
 
 def _part_device(part: _Part) -> str:

@@ -24,6 +24,24 @@ class Unverified(Exception):
     """The stand-in evaluation failed at the first index itself: nothing can be compared."""
 
 
+def _loop_index(body) -> Node | None:
+    """The body's input that is the loop index, if the body reads it."""
+    return next((n for n in body.inputs if n.meta.get("loop_index")), None)
+
+
+def _dependent_calls(body, index: Node, dep: set, value: int):
+    """Each index-dependent call node of `body` with its arguments when the index is `value`
+    (values the caller put in `env` for earlier nodes, stand-ins for the rest), and `env`."""
+    env: dict = {id(index): value}
+
+    def arg(n: Node):
+        return env[id(n)] if id(n) in env else _stand_in(n.meta.get("example"))
+
+    for node in body.nodes:
+        if node.op == "call" and id(node) in dep:
+            yield node, replace_nodes(node.args, arg), replace_nodes(node.kwargs, arg), env
+
+
 def _dependents(body, index: Node) -> set:
     """The ids of the body nodes computed from the index."""
     dep = {id(index)}
@@ -71,16 +89,8 @@ def _shape(value):
 def signature(body, index: Node, dep: set, value: int) -> list | object:
     """The shapes of the index-dependent values with the index at `value` (in node order), or
     _DIFFERS when a dependent tensor's shape already differs from its example's."""
-    env: dict = {id(index): value}
     shapes = []
-
-    def arg(n: Node):
-        return env[id(n)] if id(n) in env else _stand_in(n.meta.get("example"))
-
-    for node in body.nodes:
-        if node.op != "call" or id(node) not in dep:
-            continue
-        args, kwargs = replace_nodes(node.args, arg), replace_nodes(node.kwargs, arg)
+    for node, args, kwargs, env in _dependent_calls(body, index, dep, value):
         if is_impure(node):  # not run: the region it writes, and what it writes, are compared
             if node.target is operator.setitem:
                 try:
@@ -114,7 +124,7 @@ def slices_by_index(body) -> bool:
     """Whether the body slices by the index (`x[s:s + batch]`, `x.narrow(0, k, w)`): where the
     sizes or the loop's bounds are run-time, which iterations an array's end clips changes from
     call to call, so it cannot be settled once at capture."""
-    index = next((n for n in body.inputs if n.meta.get("loop_index")), None)
+    index = _loop_index(body)
     if index is None:
         return False
     dep = _dependents(body, index)
@@ -139,7 +149,7 @@ def uniform_until(body, items: list, first: int) -> int:
     """The position in `items` (the loop's index values) of the first iteration that the body
     evaluated at items[first] does not stand for, or len(items). Iterations that differ are
     taken to be a suffix (slices clipped by the end of an array), found by bisection."""
-    index = next((n for n in body.inputs if n.meta.get("loop_index")), None)
+    index = _loop_index(body)
     if index is None:
         return len(items)
     dep = _dependents(body, index)
@@ -175,13 +185,10 @@ def uniform_until(body, items: list, first: int) -> int:
 # the carried values must keep their shapes, and the sizes the capture read as Python numbers
 # must not follow the index (one iteration's number would be baked in).
 
-_CHECKS = 4  # index values checked besides the first: the second, two inside, the last
-
-
 def index_sized(body, items: list, first: int) -> bool:
     """Whether the body, typed with the loop index as a size symbol, stands for the iterations
     at every index in `items[first:]`."""
-    index = next((n for n in body.inputs if n.meta.get("loop_index")), None)
+    index = _loop_index(body)
     if index is None or len(items) - first < 3:
         return False
     dep = _dependents(body, index)
@@ -192,9 +199,11 @@ def index_sized(body, items: list, first: int) -> bool:
         return False
     sizes, symbol, assumptions = typed
     last = len(items) - 1
+    # index values checked besides the first: the second, two inside, the last
     picks = sorted({first + 1, (first + last) // 2, first + (last - first) // 4, last})
-    outputs = [n for n in nodes_in_output(body) if isinstance(n.meta.get("example"), kiln.Tensor)]
-    for k in picks[:_CHECKS]:
+    outputs = [n for n in body.outputs
+               if isinstance(n, Node) and isinstance(n.meta.get("example"), kiln.Tensor)]
+    for k in picks:
         value = items[k].const()
         values = {symbol: value}
         if not all(kiln._C._ir.evaluate_relation(r, values) for r in assumptions):
@@ -202,11 +211,8 @@ def index_sized(body, items: list, first: int) -> bool:
         shapes = _run_shapes(body, index, dep, value)
         if shapes is None:
             return False
-        for node in body.nodes:
-            got = shapes.get(id(node), _DIFFERS)
-            if got is _DIFFERS:
-                continue
-            want = sizes.get(id(node))
+        for key, got in shapes.items():
+            want = sizes.get(key)
             if want is None or not _sizes_match(want, got, values):
                 return False
         if any(shapes.get(id(n), tuple(n.meta["example"].shape)) != tuple(n.meta["example"].shape)
@@ -217,19 +223,10 @@ def index_sized(body, items: list, first: int) -> bool:
 
 def empty_at_capture(body) -> bool:
     """Whether a value computed from the index is empty at the index the body was captured at."""
-    index = next((n for n in body.inputs if n.meta.get("loop_index")), None)
+    index = _loop_index(body)
     dep = _dependents(body, index) if index is not None else set()
     return any(isinstance(n.meta.get("example"), kiln.Tensor) and n.meta["example"].numel() == 0
                for n in body.nodes if id(n) in dep)
-
-
-def nodes_in_output(body) -> list:
-    out = next((n for n in reversed(body.nodes) if n.op == "output"), None)
-    if out is None:
-        return []
-    found = []
-    replace_nodes(out.args, lambda n: found.append(n) or n)
-    return found
 
 
 def _typed(body, index: Node):
@@ -271,16 +268,8 @@ def _sizes_match(want: list, got, values: dict) -> bool:
 def _run_shapes(body, index: Node, dep: set, value: int) -> dict | None:
     """The shape (an int's value) of each index-dependent call node with the index at
     `value`, worked out on stand-ins; None when a node fails there."""
-    env: dict = {id(index): value}
     shapes: dict = {}
-
-    def arg(n: Node):
-        return env[id(n)] if id(n) in env else _stand_in(n.meta.get("example"))
-
-    for node in body.nodes:
-        if node.op != "call" or id(node) not in dep:
-            continue
-        args, kwargs = replace_nodes(node.args, arg), replace_nodes(node.kwargs, arg)
+    for node, args, kwargs, env in _dependent_calls(body, index, dep, value):
         if is_impure(node):  # not run: the region written must exist and take the value
             target = args[0]
             try:
