@@ -110,6 +110,12 @@ def test_errstate_raise_runs_in_numpy():
         kiln.compile(_raising)(np.array([0.0, 1.0]))
 
 
+def _no_eager_nodes(explained) -> bool:
+    """Every captured graph went through kiln's compiler and left no node on an eager kernel."""
+    reports = [c.report for c in explained.captures if c.report is not None]
+    return bool(reports) and all(r.eager_nodes == 0 for r in reports)
+
+
 def _pymax_loop(t):
     for i in range(1, t.shape[0]):
         t[i] = max(t[i], t[i - 1]) + 1
@@ -129,10 +135,12 @@ def test_python_max_and_min_of_array_elements_compile(dtype):
     t = (rng.random(12) * 10).astype(dtype)
     explained = kiln.explain(_pymax_loop)(t.copy())
     assert explained.graph_break_count == 0 and explained.graph_count == 1
+    assert _no_eager_nodes(explained)
     np.testing.assert_array_equal(kiln.compile(_pymax_loop)(t.copy()), _pymax_loop(t.copy()))
     a = (rng.random(6) * 10).astype(dtype)
     if dtype == np.float64:
         a[1], a[5] = np.nan, np.nan
+    assert _no_eager_nodes(kiln.explain(_pymin_of_three)(a, 0))
     compiled = kiln.compile(_pymin_of_three)
     for i in range(4):
         got, want = compiled(a, i), _pymin_of_three(a, i)
@@ -187,8 +195,7 @@ def test_mgrid_and_ogrid_compile(fn, make):
     g = np.random.default_rng(0)
     explained = kiln.explain(fn)(*make(g, 6))
     assert explained.graph_break_count == 0 and explained.graph_count == 1
-    reports = [c.report for c in explained.captures if c.report is not None]
-    assert reports and all(r.eager_nodes == 0 for r in reports)
+    assert _no_eager_nodes(explained)
     compiled = kiln.compile(fn)
     for n in (6, 7, 9):
         args = make(g, n)
