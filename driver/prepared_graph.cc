@@ -5,6 +5,7 @@
 #include "ir/printer.h"
 #include "ir/shape_rules.h"
 #include "ir/verifier.h"
+#include "passes/dce.h"
 #include "passes/functionalize.h"
 #include "passes/lower/lowering.h"
 #include "passes/pass_manager.h"
@@ -123,22 +124,96 @@ std::optional<int64_t> solveLinear(const ir::SymInt &expr, const std::string &sy
   return values[symbol];
 }
 
+/// `value`, the new value of graph input `input`, as writes of regions of the input in the
+/// order they apply: when it is a chain of scatters into the input (`h[t, 0] = a; h[t, 1] = b`)
+/// whose intermediate values nothing else reads, and whose regions the call's symbols (`bound`)
+/// locate. The program then computes only the written values, and the runner stores each into
+/// its region of the argument: a time loop's `hist[t] = row` costs a row per step, not the whole
+/// history.
+std::optional<std::vector<RegionWrite>>
+regionWrites(const ir::Value *input, const ir::Value *value,
+             const std::set<std::string, std::less<>> &bound) {
+  std::vector<RegionWrite> writes;
+  const ir::Value *v = value;
+  std::vector<const ir::Node *> readers; // the nodes allowed to read `v`: the write it is in
+  if (v->hasUses())
+    return std::nullopt; // the new value is read too (returned, or by a later op)
+  while (v != input) {
+    const ir::Node &top = *v->definingNode();
+    if (!passes::lower::isScatter(top) || passes::lower::regionOf(top)->len == ir::SymInt(0))
+      return std::nullopt;
+    passes::lower::ComposedScatter c = passes::lower::composeScatter(top);
+    const ir::Value *base = top.operand(0);
+    std::vector<const ir::Node *> parts(c.inner);
+    parts.push_back(&top);
+    for (size_t i = 0; i < c.inner.size(); ++i) {
+      if (i % 2 == 1 && base == input)
+        continue; // a view of the input: other readers read it as it was before the call
+      for (const ir::Use &u : c.inner[i]->result(0)->uses())
+        if (std::find(parts.begin(), parts.end(), u.user) == parts.end())
+          return std::nullopt;
+    }
+    for (const ir::Use &u : v->uses())
+      if (std::find(readers.begin(), readers.end(), u.user) == readers.end())
+        return std::nullopt;
+    std::set<std::string, std::less<>> symbols;
+    for (const passes::lower::Region &r : c.levels) {
+      r.start.collectSymbols(symbols);
+      r.len.collectSymbols(symbols);
+    }
+    for (const std::string &s : symbols)
+      if (!bound.count(s))
+        return std::nullopt;
+    writes.push_back({std::move(c.levels), c.source});
+    readers.assign({&top});
+    if (!c.inner.empty())
+      readers.push_back(c.inner[1]); // the view of the base the inner writes go through
+    v = base;
+  }
+  if (writes.empty())
+    return std::nullopt;
+  std::reverse(writes.begin(), writes.end());
+  return writes;
+}
+
 /// The graph passes leave a mutated input as a trailing `copy_(input, value)`; the lowering
 /// takes only pure graphs, so each becomes one more program result that the runner copies into
-/// its input (PreparedGraph::writeBacks).
-void takeWriteBacks(ir::Graph &graph, PreparedGraph &out) {
+/// its input (PreparedGraph::writeBacks), or several: the values of the regions it writes.
+void takeWriteBacks(ir::Graph &graph, PreparedGraph &out,
+                    const std::map<int, std::string> &inputSymbols) {
   if (!passes::writtenBackInputs(graph))
     return; // some other mutation is left: lowering names it
   std::vector<ir::Value *> ins = graph.inputs(), outs = graph.outputs();
+  std::set<std::string, std::less<>> bound;
+  for (const ir::Value *v : ins)
+    if (v->isTensor())
+      for (const ir::SymInt &s : v->meta().sizes)
+        s.collectSymbols(bound);
+  for (const auto &[k, text] : inputSymbols)
+    ir::SymInt::parse(text).collectSymbols(bound);
+  bool regions = false;
   for (auto [input, value] : passes::takeWriteBacks(graph)) {
     int k = static_cast<int>(std::find(ins.begin(), ins.end(), input) - ins.begin());
     KILN_CHECK(k < static_cast<int>(out.inputs.size()),
                "graph @{}: a weight of the program is written to", out.name);
-    out.writeBacks.push_back({k, static_cast<int>(outs.size())});
+    if (std::optional<std::vector<RegionWrite>> writes = regionWrites(input, value, bound)) {
+      for (RegionWrite &w : *writes) {
+        // a value the program returns anyway is that result (the carried state of a time loop)
+        auto it = std::find(outs.begin(), outs.end(), w.source);
+        if (it == outs.end())
+          it = outs.insert(outs.end(), const_cast<ir::Value *>(w.source));
+        out.writeBacks.push_back({k, static_cast<int>(it - outs.begin()), std::move(w.region)});
+      }
+      regions = true;
+      continue;
+    }
+    out.writeBacks.push_back({k, static_cast<int>(outs.size()), {}});
     outs.push_back(value);
   }
   if (!out.writeBacks.empty())
     graph.setOutputs(outs, graph.returnNode()->loc());
+  if (regions) // the scatters that wrote whole arrays
+    passes::eliminateDeadCode(graph);
 }
 
 } // namespace
@@ -376,7 +451,7 @@ PreparedGraph prepareGraph(std::unique_ptr<ir::Graph> graph, const ir::NodePosit
       out.stageMillis.emplace_back(name, millis);
     last = std::chrono::steady_clock::now();
   }
-  takeWriteBacks(*graph, out);
+  takeWriteBacks(*graph, out, options.inputSymbols);
   out.graphText = ir::printGraph(*graph);
 
   if (options.collectDeclines && options.until == PipelineEnd::Lowered) {

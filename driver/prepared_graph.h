@@ -27,6 +27,7 @@
 #include "ir/parser.h"
 #include "ir/shape_rules.h"
 #include "ir/sym_int.h"
+#include "passes/lower/region.h"
 #include "passes/pass_manager.h"
 #include "passes/schedule/schedule.h"
 #include "runtime/tensor.h"
@@ -105,10 +106,19 @@ struct OutputSpec {
 
 /// An input the program mutates (an in-place op on an argument): program result `result` (they
 /// follow the callers' outputs) is the input's new value, which the runner copies into it after
-/// the call, once.
+/// the call, once. With a `region`, the result is the value of that region only (`h[t, 0] = v`:
+/// select t of dim 0, then select 0), written in place; an input can have several, applied in
+/// order.
 struct WriteBack {
   int input = 0;
   int result = 0;
+  std::vector<passes::lower::Region> region;
+};
+
+/// One region of an input and the value a program writes there (WriteBack::region).
+struct RegionWrite {
+  std::vector<passes::lower::Region> region;
+  const ir::Value *source = nullptr;
 };
 
 /// `sym_constrain_range`: min <= symbol <= max (max = -1: no upper bound).

@@ -12,6 +12,27 @@ std::pair<uintptr_t, uintptr_t> storageRange(const Tensor &t) {
   return {begin, begin + t.storage()->nbytes()};
 }
 
+/// Stores `value` into `region` of `target` (WriteBack::region), in place.
+void writeRegion(const Tensor &target, std::span<const passes::lower::Region> region,
+                 const Tensor &value, const ir::SymbolValues &values) {
+  Tensor into = target;
+  for (const passes::lower::Region &r : region) {
+    int64_t start = r.start.evaluate(values);
+    if (r.select) {
+      into = into.select(r.dim, start);
+      continue;
+    }
+    int64_t len = r.len.evaluate(values);
+    if (len == 0)
+      return;
+    into = into.slice(r.dim, start, start + (len - 1) * r.step + 1, r.step);
+  }
+  auto [lo, hi] = storageRange(into);
+  auto [a, b] = value.defined() ? storageRange(value) : std::pair<uintptr_t, uintptr_t>{0, 0};
+  // a value that is a view of the target itself (`h[1:] = h[:-1]`) is copied out first
+  into.copy_(a < hi && lo < b ? value.clone() : value);
+}
+
 } // namespace
 
 Runner::Runner(PreparedGraph graph, std::vector<Tensor> weights,
@@ -22,7 +43,8 @@ Runner::Runner(PreparedGraph graph, std::vector<Tensor> weights,
     if (w.device() != device)
       w = w.to(device);
   for (const WriteBack &w : graph_.writeBacks)
-    if (executable_->canComputeInPlace(static_cast<size_t>(w.result), static_cast<size_t>(w.input)))
+    if (w.region.empty() &&
+        executable_->canComputeInPlace(static_cast<size_t>(w.result), static_cast<size_t>(w.input)))
       inPlace_.push_back(w);
 }
 
@@ -62,7 +84,9 @@ std::vector<Tensor> Runner::run(std::span<const Tensor> inputs, const ir::Symbol
   std::vector<Tensor> results = executable_->run(tensors, values, computeInPlace(tensors));
   if (writeBack)
     for (const WriteBack &w : graph_.writeBacks)
-      if (results[w.result].rawData() != tensors[w.input].rawData())
+      if (!w.region.empty())
+        writeRegion(tensors[w.input], w.region, results[w.result], values);
+      else if (results[w.result].rawData() != tensors[w.input].rawData())
         tensors[w.input].copy_(results[w.result]);
   return results;
 }

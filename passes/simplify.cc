@@ -78,8 +78,12 @@ public:
       return {innermostCatAsStack(n)};
     case OpKind::SelectScatter:
     case OpKind::SliceScatter:
-      return {unchangedRegion(n.operand(1), n.operand(0), n) ? sameValue(n, n.operand(0))
-                                                             : nullptr};
+      if (unchangedRegion(n.operand(1), n.operand(0), n))
+        return {sameValue(n, n.operand(0))};
+      return overwrittenRegion(n);
+    case OpKind::Select:
+    case OpKind::Slice:
+      return {writtenRegion(n)};
     default:
       return {};
     }
@@ -111,6 +115,53 @@ private:
     const Node *region = d->operand(0)->definingNode();
     return region->op() == view && sameView(region->operand(0), base) &&
            region->attrs() == at.attrs() && unchangedRegion(d->operand(1), d->operand(0), *d);
+  }
+
+  /// The view `n` of a scatter's result that reads exactly the region the scatter wrote: the
+  /// written value (`A[i, j] += x; A[i, j] /= 9`: the second read is the first sum). A write
+  /// through such a view then updates the written value (row by row, in SSA), and the scatter
+  /// of the row over the first one's replaces it (overwrittenRegion).
+  Value *writtenRegion(const Node &n) const {
+    const Node *d = n.operand(0)->definingNode();
+    OpKind scatter = n.op() == OpKind::Select ? OpKind::SelectScatter : OpKind::SliceScatter;
+    return d->op() == scatter && d->attrs() == n.attrs() ? sameValue(n, d->operand(1)) : nullptr;
+  }
+
+  /// Whether scatter `n` writes into its base, scatter `d` of the same region, what `d` wrote
+  /// there: the same value, or the same value at the same place through a view of the base
+  /// (functionalized `A[i, j] -= v` writes back the element it just wrote).
+  static bool rewritesSame(const Node &n, const Node &d) {
+    if (n.operand(1) == d.operand(1))
+      return true;
+    const Node *s = n.operand(1)->definingNode(), *s0 = d.operand(1)->definingNode();
+    if (!isScatter(*s) || s->op() != s0->op() || s->attrs() != s0->attrs() ||
+        s->operand(1) != s0->operand(1))
+      return false;
+    const Node *through = s->operand(0)->definingNode();
+    OpKind view = n.op() == OpKind::SelectScatter ? OpKind::Select : OpKind::Slice;
+    return through->op() == view && through->attrs() == n.attrs() &&
+           through->operand(0) == n.operand(0);
+  }
+
+  static bool isScatter(const Node &n) {
+    return n.op() == OpKind::SelectScatter || n.op() == OpKind::SliceScatter;
+  }
+
+  /// A scatter over a scatter of the same region: the later write replaces the earlier one
+  /// (`A[i, j] = a; A[i, j] = b`), so it scatters into what the earlier one wrote into, or is
+  /// the earlier one when it writes the same value there. Only when
+  /// nothing else reads the earlier one: a view of it that a nested write goes through keeps the
+  /// writes one chain, which lowers to one region test (lower_views.cc).
+  Rewrite overwrittenRegion(Node &n) const {
+    const Node *d = n.operand(0)->definingNode();
+    if (d->op() != n.op() || d->attrs() != n.attrs())
+      return {};
+    if (rewritesSame(n, *d))
+      return {sameValue(n, n.operand(0))};
+    if (n.operand(0)->uses().size() != 1)
+      return {};
+    n.setOperand(0, d->operand(0));
+    return {nullptr, true};
   }
 
   /// Whether a and b are one value or the same select/slice chain of one value (functionalize

@@ -193,9 +193,10 @@ public:
   py::tuple call(const py::args &args) const;
   /// A loop node whose body is this graph: runs it for i in range(start, stop, step) on `args`
   /// (a list, updated in place), the index going to `indexSlot` (-1: none) and output k
-  /// replacing input `carried[k]` after each run. Stops early at an iteration whose inputs do not
-  /// match what the graph was compiled for (SpecializationError); returns (the index it
-  /// stopped at, the last run's outputs or None), so the caller runs the rest its own way.
+  /// replacing input `carried[k]` after each run (-1: an output that is not carried). Stops early
+  /// at an iteration whose inputs do not match what the graph was compiled for
+  /// (SpecializationError); returns (the index it stopped at, the last run's outputs or None), so
+  /// the caller runs the rest its own way.
   /// A graph that writes into its inputs (`distinctStorage`) stops at an iteration whose tensor
   /// inputs share storage (a write through one would have to be seen through the other).
   py::tuple loop(int64_t start, int64_t stop, int64_t step, py::list args,
@@ -369,8 +370,9 @@ py::tuple CompiledGraph::loop(int64_t start, int64_t stop, int64_t step, py::lis
              carried.size(), g.outputs.size());
   for (size_t k = 0; k < carried.size(); ++k) {
     int alias = g.outputs[k].aliasOf;
-    KILN_CHECK(carried[k] >= 0 && carried[k] < static_cast<int>(args.size()) &&
-                   (alias < 0 || alias == carried[k]) && g.outputs[k].kind == ValueKind::Tensor,
+    KILN_CHECK(carried[k] == -1 ||
+                   (carried[k] >= 0 && carried[k] < static_cast<int>(args.size()) &&
+                    (alias < 0 || alias == carried[k]) && g.outputs[k].kind == ValueKind::Tensor),
                "loop: output {} cannot feed input {}", k, carried[k]);
   }
   std::vector<Tensor> tensors;
@@ -398,12 +400,12 @@ py::tuple CompiledGraph::loop(int64_t start, int64_t stop, int64_t step, py::lis
       }
       ran = true;
       for (size_t k = 0; k < carried.size(); ++k)
-        if (g.outputs[k].aliasOf < 0) // an alias is the input itself, updated in place
+        if (carried[k] >= 0 && g.outputs[k].aliasOf < 0) // an alias is the input, updated
           tensors[carried[k]] = results[k];
     }
   }
   for (size_t k = 0; k < carried.size() && ran; ++k)
-    if (g.outputs[k].aliasOf < 0)
+    if (carried[k] >= 0 && g.outputs[k].aliasOf < 0)
       args[carried[k]] = wrapTensor(tensors[carried[k]]);
   if (indexSlot >= 0)
     args[indexSlot] = py::int_(i);
@@ -411,7 +413,8 @@ py::tuple CompiledGraph::loop(int64_t start, int64_t stop, int64_t step, py::lis
     return py::make_tuple(i, py::none());
   py::tuple out = wrapOutputs(results, args);
   for (size_t k = 0; k < carried.size(); ++k) // the carried objects, not second wrappers
-    out[k] = args[carried[k]];
+    if (carried[k] >= 0)
+      out[k] = args[carried[k]];
   return py::make_tuple(i, out);
 }
 
@@ -439,6 +442,10 @@ py::dict CompiledGraph::info() const {
   for (const ir::SymRelation &r : g.assumed)
     assumed.push_back(r.str());
   d["assumptions"] = assumed;
+  py::list writes; // (the input written, its region or "" for all of it), in order
+  for (const driver::WriteBack &w : g.writeBacks)
+    writes.append(py::make_tuple(g.inputs[w.input].name, passes::lower::regionText(w.region)));
+  d["write_backs"] = writes;
   py::list stages;
   for (const auto &[name, millis] : g.stageMillis)
     stages.append(py::make_tuple(name, millis / 1000.0));

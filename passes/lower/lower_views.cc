@@ -8,6 +8,7 @@
 // reads `[i0, i1 floordiv 16, i1 mod 16]` rather than dividing one flat index by everything.
 
 #include "passes/lower/lower_context.h"
+#include "passes/lower/region.h"
 
 #include <optional>
 #include <set>
@@ -138,21 +139,6 @@ Coeffs memoryCoeffs(const LoopProgram &p, const TensorRef &x) {
   return out;
 }
 
-/// A constant start/index made non-negative the way torch does (negative counts from the end).
-SymInt normalizeIndex(const SymInt &index, const SymInt &size, bool clamp) {
-  std::optional<int64_t> i = index.constant();
-  if (!i || *i >= 0) {
-    std::optional<int64_t> s = size.constant();
-    if (clamp && i && s && *i > *s)
-      return *s;
-    return index;
-  }
-  SymInt r = index + size;
-  if (clamp && r.constant() && *r.constant() < 0)
-    return 0;
-  return r;
-}
-
 void lowerView(LowerContext &ctx, const ir::Node &n) {
   const TensorRef &x = ctx.tensor(n.operand(0));
   std::vector<SymInt> out = n.result(0)->meta().sizes;
@@ -273,46 +259,6 @@ void lowerCat(LowerContext &ctx, const ir::Node &n) {
   }));
 }
 
-/// Where a select_scatter / slice_scatter writes into its base, or where a select / slice view
-/// reads from its operand: along `dim`, `len` positions from `start` by `step` (a select: one
-/// position, and the dim is dropped).
-struct Region {
-  int64_t dim = 0;
-  bool select = false;
-  SymInt start = 0, len = 1;
-  int64_t step = 1;
-
-  bool operator==(const Region &o) const {
-    return dim == o.dim && select == o.select && start == o.start && len == o.len && step == o.step;
-  }
-};
-
-bool isScatter(const ir::Node &n) {
-  return n.op() == OpKind::SelectScatter || n.op() == OpKind::SliceScatter;
-}
-
-/// The region of a scatter or of a select / slice view; none for other nodes.
-std::optional<Region> regionOf(const ir::Node &n) {
-  bool select = n.op() == OpKind::SelectScatter || n.op() == OpKind::Select;
-  if (!select && n.op() != OpKind::SliceScatter && n.op() != OpKind::Slice)
-    return std::nullopt;
-  const std::vector<SymInt> &base = n.operand(0)->meta().sizes;
-  const ir::Attribute *dimAttr = n.attr("dim");
-  Region r;
-  r.dim = wrapDim(dimAttr ? dimAttr->toInt() : 0, static_cast<int64_t>(base.size()));
-  r.select = select;
-  if (select) {
-    r.start = normalizeIndex(n.attr("index")->toSymInt(), base[r.dim], false);
-    return r;
-  }
-  const ir::Attribute *startAttr = n.attr("start"), *stepAttr = n.attr("step");
-  r.start = normalizeIndex(startAttr ? startAttr->toSymInt() : SymInt(0), base[r.dim], true);
-  r.step = stepAttr ? stepAttr->toInt() : 1;
-  r.len = n.op() == OpKind::Slice ? n.result(0)->meta().sizes[r.dim]
-                                  : n.operand(1)->meta().sizes[r.dim];
-  return r;
-}
-
 /// Whether `point` of the base lies in the region.
 Val regionHit(Ops &ops, const std::vector<IndexExpr> &point, const Region &r) {
   IndexExpr offset = point[r.dim] - r.start;
@@ -351,22 +297,10 @@ void lowerScatter(LowerContext &ctx, const ir::Node &n) {
   const TensorRef &base = ctx.tensor(n.operand(0));
   if (outer.len == SymInt(0)) // nothing lands: the result is the base
     return ctx.define(n.result(0), base);
-  std::vector<Region> levels{outer};
-  std::vector<DType> levelTypes; // the result type of each inner scatter
-  const ir::Value *src = n.operand(1), *viewed = n.operand(0);
-  while (isScatter(*src->definingNode())) {
-    const ir::Node &inner = *src->definingNode();
-    const ir::Node &view = *inner.operand(0)->definingNode();
-    std::optional<Region> through = regionOf(view), written = regionOf(inner);
-    if (isScatter(view) || !through || view.operand(0) != viewed || !(*through == levels.back()) ||
-        written->len == SymInt(0))
-      break;
-    levels.push_back(*written);
-    levelTypes.push_back(inner.result(0)->meta().dtype);
-    viewed = inner.operand(0);
-    src = inner.operand(1);
-  }
-  const TensorRef &source = ctx.tensor(src);
+  ComposedScatter composed = composeScatter(n);
+  const std::vector<Region> &levels = composed.levels;
+  const std::vector<DType> &levelTypes = composed.levelTypes;
+  const TensorRef &source = ctx.tensor(composed.source);
   DType result = n.result(0)->meta().dtype;
   ctx.define(n.result(0), ctx.pointwise(n.result(0)->meta().sizes, [&](Ops &ops, Idx i) {
     std::vector<IndexExpr> point(i.begin(), i.end());

@@ -317,7 +317,7 @@ class _Partitioner:
                 if not isinstance(n.target, LoopCall):  # a loop node compiles its own body
                     self.report.fallbacks.append((n.name, target_name(n.target),
                                                   impure_reason(n)))
-            elif small_write_into_input(n):
+            elif small_write_into_input(n, self.position):
                 self.eager.add(id(n))
                 self.report.fallbacks.append((n.name, target_name(n.target), SMALL_WRITE))
         # A loop node's results, read through getitem nodes, leave with the node (loops.py).
@@ -657,9 +657,12 @@ class _Partitioner:
         outputs, inputs = self.graph.outputs, list(self.graph.inputs)
         if part.aliases or len(part.inputs) != len(inputs) or \
                 {id(n) for n in part.inputs} != {id(n) for n in inputs} or \
-                not isinstance(outputs, (list, tuple)) or list(outputs) != part.outputs:
+                not isinstance(outputs, (list, tuple)) or len(outputs) != len(part.outputs) or \
+                {id(n) for n in outputs} != {id(n) for n in part.outputs} or \
+                len({id(n) for n in outputs}) != len(outputs):
             return None
         return _PartLoop(compiled, [inputs.index(n) for n in part.inputs],
+                         [list(outputs).index(n) for n in part.outputs],
                          any(mutates(n) for n in part.nodes))
 
     def _emit_part(self, pg: Graph, env: dict, part: _Part, compiled, index: int) -> None:
@@ -707,20 +710,30 @@ class _Partitioner:
 
 class _PartLoop:
     """A loop node's iterations run in C++ (CompiledGraph.loop) on a body that is one compiled
-    part; the part takes the body's inputs in its own order (`order[k]`: the body input at the
-    part's position k)."""
+    part; the part takes the body's inputs and returns its outputs in its own order
+    (`inputs[k]`: the body input at the part's input k; `outputs[k]`: the body output at its
+    output k)."""
 
-    def __init__(self, compiled, order: list[int], writes_inputs: bool):
-        self.compiled, self.order, self.writes_inputs = compiled, order, writes_inputs
-        self.position = {body: k for k, body in enumerate(order)}
+    def __init__(self, compiled, inputs: list[int], outputs: list[int], writes_inputs: bool):
+        self.compiled, self.inputs, self.outputs = compiled, inputs, outputs
+        self.writes_inputs = writes_inputs
+        self.position = {body: k for k, body in enumerate(inputs)}
 
     def __call__(self, start, stop, step, args: list, carried: list[int], index_slot: int):
-        ours = [args[body] for body in self.order]
+        ours = [args[body] for body in self.inputs]
+        # the part input each part output feeds (-1: an output that is not carried)
+        feeds = [self.position[carried[body]] if body < len(carried) else -1
+                 for body in self.outputs]
         at, outputs = self.compiled.loop(
-            start, stop, step, ours, [self.position[c] for c in carried],
+            start, stop, step, ours, feeds,
             self.position[index_slot] if index_slot >= 0 else -1, self.writes_inputs)
-        for k, body in enumerate(self.order):
+        for k, body in enumerate(self.inputs):
             args[body] = ours[k]
+        if outputs is not None:
+            in_body_order = [None] * len(outputs)
+            for k, body in enumerate(self.outputs):
+                in_body_order[body] = outputs[k]
+            outputs = tuple(in_body_order)
         return at, outputs
 
 

@@ -45,26 +45,34 @@ def compilable_mutation(node: Node) -> bool:
     return lowerings.lowers(node.target)
 
 
-SMALL_WRITE = ("a write of a few elements into a large input array: the eager kernel writes "
-                "them in place, where compiled code rewrites the whole array")
+SMALL_WRITE = ("a write of a few elements into a large input array that the graph reads again "
+               "after the write: the eager kernel writes them in place, where compiled code "
+               "rewrites the whole array")
 SMALL_WRITE_ELEMENTS = 4096  # arrays from this size up, written by at most 1/16 of them
 
 
-def small_write_into_input(node: Node) -> bool:
-    """`hist[t] = row` into an array the graph takes as an input (a time loop's history, a
-    caller's array): functionalized, the part computes and writes back the whole array on every
-    call, which makes a loop over its rows quadratic."""
+def small_write_into_input(node: Node, position: dict) -> bool:
+    """`A[i, j] -= v` into an array the graph takes as an input, when the graph reads the array
+    again after the write (`position`: each call's index in the graph): functionalized, the
+    part computes the whole new array, and a loop over its rows becomes quadratic. A basic-index
+    write that nothing reads afterwards (a time loop's `hist[t] = row`) compiles: the program
+    computes the row and the runner stores it into the array in place (a region write)."""
     if node.target is operator.setitem and len(node.args) == 3:
-        target, value = node.args[0], node.args[2]
+        target, value, index = node.args[0], node.args[2], node.args[1]
+        basic = _basic_index(index)
     elif mutates(node) and _basic_view_base(node.args[0]) is not None:
         # `A[:, j] -= v`: an in-place op on a view of the array, the same small write
         target, value = _basic_view_base(node.args[0]), node.args[0]
+        index = value.args[1] if value is not target and value.args[0] is target else None
+        basic = True
     else:
         return False
     if not (isinstance(target, Node) and target.op == "placeholder"):
         return False
     big = target.meta.get("example")
     if not isinstance(big, kiln.Tensor):
+        return False
+    if basic and not _read_after(target, node, index, position):
         return False
     small = value.meta.get("example") if isinstance(value, Node) else None
     written = small.numel() if isinstance(small, kiln.Tensor) else 1
@@ -75,6 +83,46 @@ def small_write_into_input(node: Node) -> bool:
     if big.numel() < SMALL_WRITE_ELEMENTS:
         return False
     return written * 16 <= big.numel()
+
+
+def _basic_index(index) -> bool:
+    """Whether a subscript is basic indexing (integers, slices, ...), which selects a region."""
+    items = index if isinstance(index, tuple) else (index,)
+    return all(i is Ellipsis or isinstance(i, (int, slice))
+               or (isinstance(i, Node) and not isinstance(i.meta.get("example"), kiln.Tensor))
+               for i in items)
+
+
+def _read_after(array: Node, write: Node, index, position: dict) -> bool:
+    """Whether a node after `write` (into `array` at `index`) reads `array`, or the graph
+    returns it. A later write into it is no read, and neither is a read of exactly the region
+    written (`A[i, j] += x; A[i, j] /= 9`): the compiled graph reads the written value there."""
+    at = position[id(write)]
+    for user in array.users:
+        if user.op != "call":
+            return True
+        if position.get(id(user), -1) <= at:
+            continue
+        if user.target is operator.setitem and user.args[0] is array:
+            continue
+        if user.target is operator.getitem and user.args[0] is array and index is not None \
+                and _same_index(user.args[1], index):
+            continue
+        return True
+    return False
+
+
+def _same_index(a, b) -> bool:
+    """Whether two subscripts are the same: equal numbers, the same graph values."""
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and \
+            all(_same_index(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, slice) or isinstance(b, slice):
+        return isinstance(a, slice) and isinstance(b, slice) and all(
+            _same_index(x, y) for x, y in ((a.start, b.start), (a.stop, b.stop), (a.step, b.step)))
+    if isinstance(a, Node) or isinstance(b, Node):
+        return a is b
+    return type(a) is type(b) and a == b
 
 
 def _basic_view_base(node) -> Node | None:

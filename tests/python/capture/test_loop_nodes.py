@@ -629,18 +629,21 @@ def test_a_peeled_loop_with_one_trip_runs_only_the_peeled_iteration(no_unroll):
 
 
 def test_row_writes_into_a_large_history_are_written_in_place(no_unroll):
-    # compiled, each row write rewrote the whole history on every step (quadratic in the
-    # steps); the eager write of the row into the array is the in-place store it is
+    # compiled as whole-array scatters, each row write rewrote the whole history on every step
+    # (quadratic in the steps); now the body computes the rows and the runner stores each into
+    # its region of the history, in place
     n = 64
     args = (np.full(n, 990.0), np.linspace(1, 10, n), np.zeros(n), 0.3, 0.1, 200)
     want, got, report, _, _ = run_both(K.sir_history, *args)
     assert_same(got, want)
     assert len(loop_nodes(report)) == 1
     (body_report,) = [r for c in report.captures if c.report for r in c.report.loops]
-    reasons = [reason for _, _, reason in body_report.fallbacks]
-    assert len(reasons) == 3  # the three row writes; the arithmetic compiles
-    assert all("a few elements into a large input array" in r for r in reasons)
-    assert body_report.compiled_nodes > 0
+    assert body_report.fallbacks == [] and body_report.eager_nodes == 0
+    (info,) = body_report.infos
+    # hist[t, 0], hist[t, 1], hist[t, 2] = the three rows: one write of entry t of the history
+    # (the loop index, a symbol), its three rows composed in the graph
+    ((_, region),) = info["write_backs"]
+    assert region.startswith(".select(0, s") and region.count(".") == 1
 
 
 def _chunk_means(x, w, batch):
@@ -847,19 +850,24 @@ def _ewma(x, alpha):
 
 def test_a_row_write_into_an_array_of_run_time_size_is_written_in_place():
     """Captured at small sizes then made dynamic, the body's `out[t] = ...` still writes one
-    element in place (an eager node), not the whole array per iteration (quadratic in n): the
-    first call's small example says nothing about the sizes the node will run at."""
+    element in place (a region write of the compiled body), not the whole array per iteration
+    (quadratic in n): the first call's small example says nothing about the sizes the node will
+    run at."""
     explain = kiln.explain(_ewma)
     explain(np.random.default_rng(0).random(100), 0.1)
     report = explain(np.random.default_rng(1).random(200), 0.1)
-    assert "in loop body" in report.report() and "in place" in report.report()
+    (body_report,) = [r for c in report.captures if c.report for r in c.report.loops]
+    assert body_report.eager_nodes == 0
+    ((_, region),) = body_report.infos[0]["write_backs"]
+    assert region.startswith(".select(0, s")  # element t, the loop index
     x = np.random.default_rng(2).random(9000)
     np.testing.assert_allclose(kiln.compile(_ewma)(x, 0.1), _ewma(x, 0.1), rtol=1e-12)
 
 
 def test_an_augmented_column_update_writes_only_the_column(no_unroll):
     """`A[:, j] -= A[:, j + 1] * s[j]` (gramschmidt, adi, ludcmp): the in-place op on the
-    column view is the small write; functionalized, it rewrote all of A on every iteration."""
+    column view is the small write; functionalized, it rewrote all of A on every iteration, now
+    the compiled body computes the column and stores it into column j of A."""
     def update(A, s):
         for j in range(64):
             A[:, j] -= A[:, j + 1] * s[j]
@@ -870,6 +878,6 @@ def test_an_augmented_column_update_writes_only_the_column(no_unroll):
     want, got, report, _, _ = run_both(update, *args)
     assert_same(got, want)
     (body_report,) = [r for c in report.captures if c.report for r in c.report.loops]
-    reasons = [reason for _, _, reason in body_report.fallbacks]
-    assert reasons and all("a few elements into a large input array" in r for r in reasons)
-    assert body_report.compiled_nodes > 0
+    assert body_report.eager_nodes == 0
+    ((_, region),) = body_report.infos[0]["write_backs"]
+    assert region.startswith(".select(1, s")  # column j, the loop index

@@ -1,0 +1,130 @@
+// Region writes of mutated inputs: a write into part of an input array (`h[7, 1] = v`) leaves
+// the program as the written value and its region, which the runner stores in place, instead of
+// a whole new array copied back (driver/prepared_graph.cc takeWriteBacks, driver/runner.cc).
+
+#include "driver/runner.h"
+
+#include <kiln_catch.h>
+
+using namespace kiln;
+
+namespace {
+
+// h[7, 1] = v; return v * v
+constexpr const char *kRowWrite = R"(graph @f(%h: f64[10, 3, 4], %v: f64[4]) {
+  %0 = select(%h) {dim = 0, index = 7} : f64[3, 4]
+  %1 = select(%0) {dim = 0, index = 1} : f64[4]
+  %2 = copy_(%1, %v) : f64[4]
+  %3 = mul(%v, %v) : f64[4]
+  return %3
+}
+)";
+
+std::vector<std::string> regions(const driver::PreparedGraph &g) {
+  std::vector<std::string> out;
+  for (const driver::WriteBack &w : g.writeBacks)
+    out.push_back(passes::lower::regionText(w.region));
+  return out;
+}
+
+bool has(const std::string &text, std::string_view part) {
+  return text.find(part) != std::string::npos;
+}
+
+/// Returns fixed results: the runner's part is what it does with them.
+class FixedResults final : public codegen::Executable {
+public:
+  explicit FixedResults(std::vector<Tensor> results) : results_(std::move(results)) {}
+  std::vector<Tensor> run(std::span<const Tensor>, const ir::SymbolValues &,
+                          std::span<const Tensor>) const override {
+    return results_;
+  }
+  bool canComputeInPlace(size_t, size_t) const override { return false; }
+  Device device() const override { return Device{}; }
+  const std::string &code() const override { return code_; }
+
+private:
+  std::vector<Tensor> results_;
+  std::string code_;
+};
+
+Tensor filled(Shape sizes, double value) {
+  Tensor t = Tensor::empty(sizes, DType::Float64);
+  t.fill_(value);
+  return t;
+}
+
+} // namespace
+
+TEST_CASE("a write into a row of an input leaves the program as that row and its region") {
+  driver::PreparedGraph g = driver::prepareGraph(kRowWrite);
+  REQUIRE(g.writeBacks.size() == 1);
+  CHECK(g.writeBacks[0].input == 0);
+  CHECK(g.writeBacks[0].result == 1); // after the caller's output
+  CHECK(regions(g) == std::vector<std::string>{".select(0, 7).select(0, 1)"});
+  CHECK_FALSE(has(g.graphText, "scatter")); // no whole new array
+  CHECK(has(g.graphText, "return %0, %v"));
+}
+
+TEST_CASE("writes into one input apply in the order the program made them") {
+  driver::PreparedGraph g = driver::prepareGraph(R"(graph @f(%h: f64[10, 8], %v: f64[4]) {
+  %0 = select(%h) {dim = 0, index = 2} : f64[8]
+  %1 = slice(%0) {dim = 0, start = 1, end = 8, step = 2} : f64[4]
+  %2 = copy_(%1, %v) : f64[4]
+  %3 = mul(%v, %v) : f64[4]
+  %4 = slice(%h) {dim = 0, start = -1, end = 10, step = 1} : f64[1, 8]
+  %5 = select(%4) {dim = 1, index = 0} : f64[1]
+  %6 = sum(%3) {dim = [0], keepdim = true} : f64[1]
+  %7 = copy_(%5, %6) : f64[1]
+  return %3
+}
+)");
+  CHECK(regions(g) == std::vector<std::string>{".select(0, 2).slice(0, 1, 8, 2)",
+                                               ".slice(0, 9, 10, 1).select(1, 0)"});
+  CHECK_FALSE(has(g.graphText, "scatter"));
+}
+
+TEST_CASE("an array the program reads after writing into it is written back whole") {
+  driver::PreparedGraph g = driver::prepareGraph(R"(graph @f(%h: f64[10, 4], %v: f64[4]) {
+  %0 = select(%h) {dim = 0, index = 3} : f64[4]
+  %1 = copy_(%0, %v) : f64[4]
+  %2 = sum(%h) {dim = [0, 1], keepdim = false} : f64[]
+  return %2
+}
+)");
+  REQUIRE(g.writeBacks.size() == 1);
+  CHECK(g.writeBacks[0].region.empty());
+  CHECK(has(g.graphText, "select_scatter"));
+}
+
+TEST_CASE("the runner stores a region write in place and leaves the rest of the array") {
+  driver::PreparedGraph g = driver::prepareGraph(kRowWrite);
+  Tensor h = filled({10, 3, 4}, 0.0), v = filled({4}, 2.5);
+  driver::Runner runner(std::move(g), {},
+                        std::make_unique<FixedResults>(std::vector<Tensor>{filled({4}, 6.25), v}));
+  const double *before = h.data<double>();
+  runner.run(std::vector<Tensor>{h, v}, {});
+  CHECK(h.data<double>() == before);
+  for (int64_t i = 0; i < h.numel(); ++i)
+    CHECK(h.data<double>()[i] == (i >= 7 * 12 + 4 && i < 7 * 12 + 8 ? 2.5 : 0.0));
+}
+
+TEST_CASE("a written value that overlaps the array it is written into is read first") {
+  // h[1:] = h[:-1] along dim 0, with the program's value being a view of h itself
+  driver::PreparedGraph g = driver::prepareGraph(R"(graph @f(%h: f64[6]) {
+  %0 = slice(%h) {dim = 0, start = 0, end = 5, step = 1} : f64[5]
+  %1 = slice(%h) {dim = 0, start = 1, end = 6, step = 1} : f64[5]
+  %2 = copy_(%1, %0) : f64[5]
+  return
+}
+)");
+  REQUIRE(regions(g) == std::vector<std::string>{".slice(0, 1, 6, 1)"});
+  Tensor h = Tensor::empty({6}, DType::Float64);
+  for (int64_t i = 0; i < 6; ++i)
+    h.data<double>()[i] = static_cast<double>(i);
+  driver::Runner runner(std::move(g), {},
+                        std::make_unique<FixedResults>(std::vector<Tensor>{h.slice(0, 0, 5)}));
+  runner.run(std::vector<Tensor>{h}, {});
+  std::vector<double> got(h.data<double>(), h.data<double>() + 6);
+  CHECK(got == std::vector<double>{0, 0, 1, 2, 3, 4});
+}
