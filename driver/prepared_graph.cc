@@ -515,8 +515,8 @@ ir::SymbolValues PreparedGraph::bindSymbols(std::span<const Tensor> tensors,
   // Sizes that are expressions in one symbol no input gives directly (`s0*2`).
   for (size_t k = 0; k < inputs.size(); ++k) {
     for (size_t d = 0; inputs[k].kind == ValueKind::Tensor && d < inputs[k].sizes.size(); ++d) {
-      if (inputs[k].sizes[d].isConstant())
-        continue;
+      if (inputs[k].sizes[d].isConstant() || !inputs[k].sizes[d].symbolName().empty())
+        continue; // a number, or a symbol bound above
       std::set<std::string, std::less<>> syms;
       inputs[k].sizes[d].collectSymbols(syms);
       std::vector<std::string> unbound;
@@ -543,7 +543,7 @@ ir::SymbolValues PreparedGraph::bindSymbols(std::span<const Tensor> tensors,
       continue;
     const Tensor &t = tensors[k];
     for (size_t d = 0; d < in.sizes.size(); ++d) {
-      if (!in.sizes[d].isConstant()) {
+      if (!in.sizes[d].isConstant() && in.sizes[d].symbolName().empty()) {
         std::set<std::string, std::less<>> syms;
         in.sizes[d].collectSymbols(syms);
         for (const std::string &s : syms)
@@ -568,8 +568,8 @@ ir::SymbolValues PreparedGraph::bindSymbols(std::span<const Tensor> tensors,
       throw SpecializationError(fmt::format("no input gives size symbol {} a value", s));
   for (size_t k = 0; k < inputs.size(); ++k) {
     const InputSpec &in = inputs[k];
-    if (in.kind == ValueKind::Tensor || !in.value || !ints[k])
-      continue;
+    if (in.kind == ValueKind::Tensor || !in.value || !ints[k] || !in.value->symbolName().empty())
+      continue; // a symbol is the int bound above
     std::set<std::string, std::less<>> syms;
     in.value->collectSymbols(syms);
     bool known = std::all_of(syms.begin(), syms.end(), [&](auto &s) { return values.count(s); });

@@ -2,6 +2,9 @@
 
 #include "driver/runner.h"
 
+#include <array>
+#include <cstring>
+
 namespace kiln::driver {
 
 namespace {
@@ -12,9 +15,77 @@ std::pair<uintptr_t, uintptr_t> storageRange(const Tensor &t) {
   return {begin, begin + t.storage()->nbytes()};
 }
 
+/// writeRegion for host tensors of one dtype, a contiguous value of exactly the region's shape
+/// and no overlap: the region's address and strides computed, the elements copied with no view
+/// tensors made (a time loop stores a row per step). False when any of that does not hold.
+bool copyIntoRegion(const Tensor &target, std::span<const passes::lower::Region> region,
+                    const Tensor &value, const ir::SymbolValues &values) {
+  constexpr size_t kMaxRank = 8;
+  if (!value.defined() || !target.isCpu() || !value.isCpu() || value.dtype() != target.dtype() ||
+      !value.isContiguous() || target.sizes().size() > kMaxRank)
+    return false;
+  std::array<int64_t, kMaxRank> sizes{}, strides{};
+  size_t rank = target.sizes().size();
+  std::copy(target.sizes().begin(), target.sizes().end(), sizes.begin());
+  std::copy(target.strides().begin(), target.strides().end(), strides.begin());
+  int64_t offset = 0;
+  for (const passes::lower::Region &r : region) {
+    auto d = static_cast<size_t>(r.dim);
+    int64_t start = r.start.evaluate(values);
+    int64_t len = r.select ? 1 : r.len.evaluate(values);
+    if (d >= rank || start < 0 || len < 1 || start + (len - 1) * r.step >= sizes[d])
+      return false; // the view path names the error
+    offset += start * strides[d];
+    if (r.select) {
+      std::copy(sizes.begin() + d + 1, sizes.begin() + rank, sizes.begin() + d);
+      std::copy(strides.begin() + d + 1, strides.begin() + rank, strides.begin() + d);
+      --rank;
+    } else {
+      sizes[d] = len;
+      strides[d] *= r.step;
+    }
+  }
+  if (!std::equal(sizes.begin(), sizes.begin() + rank, value.sizes().begin(), value.sizes().end()))
+    return false;
+  int64_t item = target.itemsize();
+  char *dst = target.rawData() + offset * item;
+  const char *src = value.rawData();
+  auto [lo, hi] = storageRange(target);
+  auto [a, b] = storageRange(value);
+  if (a < hi && lo < b)
+    return false;
+  // rows along the last dim (one memcpy when its stride is 1), the outer dims as a counter
+  int64_t inner = rank ? sizes[rank - 1] : 1, innerStride = rank ? strides[rank - 1] : 1;
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < rank; ++d)
+    rows *= sizes[d];
+  std::array<int64_t, kMaxRank> at{};
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t base = 0;
+    for (size_t d = 0; d + 1 < rank; ++d)
+      base += at[d] * strides[d];
+    char *out = dst + base * item;
+    if (innerStride == 1) {
+      std::memcpy(out, src, inner * item);
+    } else {
+      for (int64_t k = 0; k < inner; ++k)
+        std::memcpy(out + k * innerStride * item, src + k * item, item);
+    }
+    src += inner * item;
+    for (size_t d = rank > 1 ? rank - 1 : 0; d-- > 0;) { // the next row's index
+      if (++at[d] < sizes[d])
+        break;
+      at[d] = 0;
+    }
+  }
+  return true;
+}
+
 /// Stores `value` into `region` of `target` (WriteBack::region), in place.
 void writeRegion(const Tensor &target, std::span<const passes::lower::Region> region,
                  const Tensor &value, const ir::SymbolValues &values) {
+  if (copyIntoRegion(target, region, value, values))
+    return;
   Tensor into = target;
   for (const passes::lower::Region &r : region) {
     int64_t start = r.start.evaluate(values);

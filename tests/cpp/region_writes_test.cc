@@ -128,3 +128,37 @@ TEST_CASE("a written value that overlaps the array it is written into is read fi
   std::vector<double> got(h.data<double>(), h.data<double>() + 6);
   CHECK(got == std::vector<double>{0, 0, 1, 2, 3, 4});
 }
+
+TEST_CASE("region writes store rows of a stepped slice and a strided column") {
+  Tensor v = Tensor::empty({3, 4}, DType::Float64), c = Tensor::empty({6}, DType::Float64);
+  for (int64_t i = 0; i < 12; ++i)
+    v.data<double>()[i] = static_cast<double>(i + 1);
+  for (int64_t i = 0; i < 6; ++i)
+    c.data<double>()[i] = -static_cast<double>(i + 1);
+  driver::PreparedGraph rows = driver::prepareGraph(R"(graph @f(%h: f64[6, 4], %v: f64[3, 4]) {
+  %0 = slice(%h) {dim = 0, start = 1, end = 6, step = 2} : f64[3, 4]
+  %1 = copy_(%0, %v) : f64[3, 4]
+  return
+}
+)");
+  driver::PreparedGraph column = driver::prepareGraph(R"(graph @f(%h: f64[6, 4], %c: f64[6]) {
+  %0 = select(%h) {dim = 1, index = 2} : f64[6]
+  %1 = copy_(%0, %c) : f64[6]
+  return
+}
+)");
+  CHECK(regions(rows) == std::vector<std::string>{".slice(0, 1, 6, 2)"});
+  CHECK(regions(column) == std::vector<std::string>{".select(1, 2)"});
+  Tensor h = filled({6, 4}, 0.0);
+  driver::Runner(std::move(rows), {}, std::make_unique<FixedResults>(std::vector<Tensor>{v}))
+      .run(std::vector<Tensor>{h, v}, {});
+  driver::Runner(std::move(column), {}, std::make_unique<FixedResults>(std::vector<Tensor>{c}))
+      .run(std::vector<Tensor>{h, c}, {});
+  for (int64_t i = 0; i < 6; ++i)
+    for (int64_t j = 0; j < 4; ++j) {
+      double want = j == 2       ? -static_cast<double>(i + 1)
+                    : i % 2 == 1 ? static_cast<double>((i / 2) * 4 + j + 1)
+                                 : 0.0;
+      CHECK(h.data<double>()[i * 4 + j] == want);
+    }
+}
