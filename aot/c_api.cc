@@ -31,7 +31,8 @@ template <typename Fn> kiln_status guarded(Fn &&fn) {
   } catch (const kiln::aot::AotError &e) {
     return fail(e.status, e.what());
   } catch (const kiln::Error &e) {
-    bool shape = e.kind() == kiln::ErrorKind::Value || e.kind() == kiln::ErrorKind::Index;
+    bool shape = e.kind() == kiln::ErrorKind::Value || e.kind() == kiln::ErrorKind::Index ||
+                 e.kind() == kiln::ErrorKind::Shape;
     return fail(shape ? KILN_ERROR_SHAPE : KILN_ERROR_RUNTIME, e.what());
   } catch (const std::bad_alloc &) {
     return fail(KILN_ERROR_RUNTIME, "out of memory");

@@ -12,8 +12,9 @@
 namespace kiln {
 
 /// LinAlg: a factorization met a singular or indefinite matrix (Python's kiln.linalg.LinAlgError,
-/// a RuntimeError as torch's).
-enum class ErrorKind { Runtime, Type, Value, Index, NotImplemented, LinAlg };
+/// a RuntimeError as torch's). Shape: shapes that do not broadcast or multiply (kiln.ShapeError,
+/// a RuntimeError as torch raises and a ValueError as NumPy raises).
+enum class ErrorKind { Runtime, Type, Value, Index, NotImplemented, LinAlg, Shape };
 
 class Error : public std::runtime_error {
 public:

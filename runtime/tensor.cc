@@ -52,7 +52,7 @@ Shape broadcastShapes(IntList a, IntList b, const char *op) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1)
-      fail(ErrorKind::Runtime,
+      fail(ErrorKind::Shape,
            "{}: shapes {} and {} cannot be broadcast: the size of dimension {} differs ({} vs {}) "
            "and neither is 1",
            op, shapeToString(a), shapeToString(b),
@@ -227,8 +227,9 @@ Tensor Tensor::to(Device dev, bool copy) const {
 
 Tensor &Tensor::copy_(const Tensor &src) {
   Shape b = broadcastShapes(sizes(), src.sizes(), "copy_");
-  KILN_CHECK(b == sizes(), "copy_: source of shape {} cannot be broadcast to destination shape {}",
-             src.shapeStr(), shapeStr());
+  if (b != sizes())
+    fail(ErrorKind::Shape, "copy_: source of shape {} cannot be broadcast to destination shape {}",
+         src.shapeStr(), shapeStr());
   if (src.storage() == storage() && !isSameAs(src)) {
     copyInto(*this, src.clone().expand(sizes())); // overlapping memory: through a temporary
   } else {

@@ -17,6 +17,13 @@ PYBIND11_MODULE(_C, m) {
     return PyErr_NewException("kiln.linalg.LinAlgError", bases.ptr(), nullptr);
   }();
   m.attr("LinAlgError") = py::handle(linalgError);
+  // Shapes that do not broadcast or multiply: torch raises RuntimeError, NumPy ValueError; this
+  // is both, so either's `except` catches it.
+  static PyObject *shapeError = [] {
+    py::tuple bases = py::make_tuple(py::handle(PyExc_RuntimeError), py::handle(PyExc_ValueError));
+    return PyErr_NewException("kiln.ShapeError", bases.ptr(), nullptr);
+  }();
+  m.attr("ShapeError") = py::handle(shapeError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p)
@@ -40,6 +47,9 @@ PYBIND11_MODULE(_C, m) {
         return;
       case kiln::ErrorKind::LinAlg:
         PyErr_SetString(linalgError, e.what());
+        return;
+      case kiln::ErrorKind::Shape:
+        PyErr_SetString(shapeError, e.what());
         return;
       }
     }

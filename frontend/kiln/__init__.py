@@ -35,6 +35,8 @@ from kiln._C import (  # noqa: E402,F401,I001
     _linalg_cholesky, _linalg_det_sign, _linalg_eigh_packed, _linalg_logabsdet, _linalg_solve,
     _linalg_solve_triangular,
 )
+# Shapes that do not broadcast or multiply: a RuntimeError (torch) and a ValueError (NumPy).
+ShapeError = _C.ShapeError
 promote_types = _C.promote_types
 get_default_dtype = _C.get_default_dtype
 set_default_dtype = _C.set_default_dtype

@@ -16,8 +16,9 @@ std::string matStr(const Tensor &t) {
 }
 
 void checkMatrixProduct(const char *op, const Tensor &a, const Tensor &b) {
-  KILN_CHECK(a.size(-1) == b.size(-2), "{}: mat1 and mat2 shapes cannot be multiplied ({} and {})",
-             op, matStr(a), matStr(b));
+  if (a.size(-1) != b.size(-2))
+    fail(ErrorKind::Shape, "{}: mat1 and mat2 shapes cannot be multiplied ({} and {})", op,
+         matStr(a), matStr(b));
 }
 
 /// torch's addmm/addmv/baddbmm rule: `self` shares the dtype and broadcasts to the result shape.

@@ -536,3 +536,30 @@ def test_ufunc_at_accumulates_in_place_without_a_break(case):
     # compiled, but for the index per dim of a 2-D histogram: an eager index_put_, in place
     eager = [target for _, target, _ in explained.fallbacks[0]]
     assert eager == (["kiln.Tensor.index_put_"] if case == "histogram2d" else [])
+
+
+def _sin_plus(a, b):
+    return np.sin(a) + b
+
+
+def test_shapes_that_do_not_broadcast_raise_numpys_value_error():
+    # compiled for equal run-time sizes (the binding's assumption), then called with two that
+    # differ: the eager run that follows raises what NumPy's except clauses catch
+    f = kiln.compile(_sin_plus)
+    f(np.ones(5), np.ones(5))
+    f(np.ones(7), np.ones(7))
+    for a, b in [(np.ones(8), np.ones(9)), (np.ones((2, 3)), np.ones((3, 2)))]:
+        with pytest.raises(ValueError):
+            _sin_plus(a, b)
+        with pytest.raises(ValueError, match="broadcast"):
+            f(a, b)
+    with pytest.raises(ValueError, match="cannot be multiplied"):
+        kiln.compile(lambda x, y: x @ y)(np.ones((2, 3)), np.ones((2, 3)))
+
+
+def test_shape_errors_are_torchs_runtime_error_too():
+    with pytest.raises(RuntimeError, match="cannot be broadcast") as e:
+        kiln.ones(3) + kiln.ones(4)
+    assert isinstance(e.value, kiln.ShapeError) and isinstance(e.value, ValueError)
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        kiln.ones(2, 3) @ kiln.ones(2, 3)
