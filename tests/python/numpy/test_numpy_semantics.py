@@ -553,7 +553,7 @@ def test_shapes_that_do_not_broadcast_raise_numpys_value_error():
             _sin_plus(a, b)
         with pytest.raises(ValueError, match="broadcast"):
             f(a, b)
-    with pytest.raises(ValueError, match="cannot be multiplied"):
+    with pytest.raises(ValueError, match="matmul"):
         kiln.compile(lambda x, y: x @ y)(np.ones((2, 3)), np.ones((2, 3)))
 
 
