@@ -199,8 +199,12 @@ public:
   /// the caller runs the rest its own way.
   /// A graph that writes into its inputs (`distinctStorage`) stops at an iteration whose tensor
   /// inputs share storage (a write through one would have to be seen through the other).
+  /// A loop with a `break` (`breakOutput` >= 0): output `breakOutput` is its test, and the run
+  /// whose test is `breakWhen` ends the loop with the carried inputs as they were. Returns
+  /// (index, outputs, whether it broke there).
   py::tuple loop(int64_t start, int64_t stop, int64_t step, py::list args,
-                 const std::vector<int> &carried, int indexSlot, bool distinctStorage) const;
+                 const std::vector<int> &carried, int indexSlot, bool distinctStorage,
+                 int breakOutput, bool breakWhen) const;
 
   py::dict info() const;
   const std::string &graphText() const { return graph().graphText; }
@@ -362,8 +366,8 @@ bool shareStorage(std::span<const Tensor> tensors) {
 } // namespace
 
 py::tuple CompiledGraph::loop(int64_t start, int64_t stop, int64_t step, py::list args,
-                              const std::vector<int> &carried, int indexSlot,
-                              bool distinctStorage) const {
+                              const std::vector<int> &carried, int indexSlot, bool distinctStorage,
+                              int breakOutput, bool breakWhen) const {
   const PreparedGraph &g = graph();
   KILN_CHECK(step != 0, "range() arg 3 must not be zero");
   KILN_CHECK(carried.size() <= g.outputs.size(), "loop: {} carried values, {} outputs",
@@ -375,6 +379,10 @@ py::tuple CompiledGraph::loop(int64_t start, int64_t stop, int64_t step, py::lis
                     (alias < 0 || alias == carried[k]) && g.outputs[k].kind == ValueKind::Tensor),
                "loop: output {} cannot feed input {}", k, carried[k]);
   }
+  KILN_CHECK(breakOutput < static_cast<int>(g.outputs.size()) &&
+                 (breakOutput < 0 || static_cast<size_t>(breakOutput) >= carried.size() ||
+                  carried[breakOutput] == -1),
+             "loop: output {} cannot be the break test", breakOutput);
   std::vector<Tensor> tensors;
   std::vector<std::optional<int64_t>> ints;
   if (indexSlot >= 0)
@@ -382,7 +390,7 @@ py::tuple CompiledGraph::loop(int64_t start, int64_t stop, int64_t step, py::lis
   readInputs(args, tensors, ints);
   DType indexType = indexSlot >= 0 ? g.inputs[indexSlot].dtype : DType::Int64;
   std::vector<Tensor> results;
-  bool ran = false;
+  bool ran = false, broke = false;
   int64_t i = start;
   {
     py::gil_scoped_release release;
@@ -399,23 +407,27 @@ py::tuple CompiledGraph::loop(int64_t start, int64_t stop, int64_t step, py::lis
         break; // the caller runs this iteration (and what follows) its own way
       }
       ran = true;
+      if (breakOutput >= 0 && results[breakOutput].item().toBool() == breakWhen) {
+        broke = true; // this run's outputs are the loop's; the carried inputs stay
+        break;
+      }
       for (size_t k = 0; k < carried.size(); ++k)
         if (carried[k] >= 0 && g.outputs[k].aliasOf < 0) // an alias is the input, updated
           tensors[carried[k]] = results[k];
     }
   }
-  for (size_t k = 0; k < carried.size() && ran; ++k)
+  for (size_t k = 0; k < carried.size() && ran; ++k) // the last run's inputs
     if (carried[k] >= 0 && g.outputs[k].aliasOf < 0)
       args[carried[k]] = wrapTensor(tensors[carried[k]]);
   if (indexSlot >= 0)
     args[indexSlot] = py::int_(i);
   if (!ran)
-    return py::make_tuple(i, py::none());
+    return py::make_tuple(i, py::none(), false);
   py::tuple out = wrapOutputs(results, args);
-  for (size_t k = 0; k < carried.size(); ++k) // the carried objects, not second wrappers
+  for (size_t k = 0; k < carried.size() && !broke; ++k) // the carried objects, not new wrappers
     if (carried[k] >= 0)
       out[k] = args[carried[k]];
-  return py::make_tuple(i, out);
+  return py::make_tuple(i, out, broke);
 }
 
 py::dict CompiledGraph::info() const {
@@ -555,7 +567,8 @@ void bindCompiler(py::module_ &parent) {
       "A graph compiled for the CPU or a CUDA device: call it with the graph inputs.")
       .def("__call__", &CompiledGraph::call)
       .def("loop", &CompiledGraph::loop, py::arg("start"), py::arg("stop"), py::arg("step"),
-           py::arg("args"), py::arg("carried"), py::arg("index_slot"), py::arg("distinct_storage"))
+           py::arg("args"), py::arg("carried"), py::arg("index_slot"), py::arg("distinct_storage"),
+           py::arg("break_output") = -1, py::arg("break_when") = true)
       .def_property_readonly("info", &CompiledGraph::info,
                              "compile_seconds, jit_seconds, from_cache, cache (hit/miss and "
                              "why), kernels, extern_kernels, assumptions")

@@ -657,12 +657,15 @@ class _Partitioner:
         outputs, inputs = self.graph.outputs, list(self.graph.inputs)
         if part.aliases or len(part.inputs) != len(inputs) or \
                 {id(n) for n in part.inputs} != {id(n) for n in inputs} or \
-                not isinstance(outputs, (list, tuple)) or len(outputs) != len(part.outputs) or \
-                {id(n) for n in outputs} != {id(n) for n in part.outputs} or \
-                len({id(n) for n in outputs}) != len(outputs):
+                not isinstance(outputs, (list, tuple)):
             return None
-        return _PartLoop(compiled, [inputs.index(n) for n in part.inputs],
-                         [list(outputs).index(n) for n in part.outputs],
+        position = {id(n): k for k, n in enumerate(part.outputs)}
+        slot = {id(n): k for k, n in enumerate(inputs)}
+        if not all(id(n) in position or id(n) in slot for n in outputs):
+            return None
+        # each body output: a part output, or (-1 - k) a body input passed through
+        where = [position[id(n)] if id(n) in position else -1 - slot[id(n)] for n in outputs]
+        return _PartLoop(compiled, [inputs.index(n) for n in part.inputs], where,
                          any(mutates(n) for n in part.nodes))
 
     def _emit_part(self, pg: Graph, env: dict, part: _Part, compiled, index: int) -> None:
@@ -711,30 +714,43 @@ class _Partitioner:
 class _PartLoop:
     """A loop node's iterations run in C++ (CompiledGraph.loop) on a body that is one compiled
     part; the part takes the body's inputs and returns its outputs in its own order
-    (`inputs[k]`: the body input at the part's input k; `outputs[k]`: the body output at its
-    output k)."""
+    (`inputs[k]`: the body input at the part's input k; `outputs[b]`: the part output that is
+    the body's output b, several body outputs may be one, or -1 - s where the body returns its
+    input s as it is: a loop that breaks before `x = x_new` returns x)."""
 
     def __init__(self, compiled, inputs: list[int], outputs: list[int], writes_inputs: bool):
         self.compiled, self.inputs, self.outputs = compiled, inputs, outputs
         self.writes_inputs = writes_inputs
         self.position = {body: k for k, body in enumerate(inputs)}
 
-    def __call__(self, start, stop, step, args: list, carried: list[int], index_slot: int):
+    def __call__(self, start, stop, step, args: list, carried: list[int], index_slot: int,
+                 breaks_when: bool | None = None):
+        """Runs the iterations: (the index it stopped at, the body's outputs or None, whether a
+        break ended it), or None when the body's outputs cannot run that way (two carried into
+        one part output, or the break test carried)."""
+        first = 0 if breaks_when is None else 1  # a break's test comes first (LoopCall)
+        feeds = [-1] * (max(self.outputs, default=-1) + 1)  # the part input each output feeds
+        for k, slot in enumerate(carried):
+            part_output, part_input = self.outputs[first + k], self.position[slot]
+            if part_output < 0:
+                if -1 - part_output != slot:
+                    return None  # an input carried into another one
+                continue  # carried as it is
+            if feeds[part_output] not in (-1, part_input):
+                return None
+            feeds[part_output] = part_input
+        test = self.outputs[0] if breaks_when is not None else -1
+        if breaks_when is not None and (test < 0 or feeds[test] != -1):
+            return None
         ours = [args[body] for body in self.inputs]
-        # the part input each part output feeds (-1: an output that is not carried)
-        feeds = [self.position[carried[body]] if body < len(carried) else -1
-                 for body in self.outputs]
-        at, outputs = self.compiled.loop(
-            start, stop, step, ours, feeds,
-            self.position[index_slot] if index_slot >= 0 else -1, self.writes_inputs)
+        at, outputs, broke = self.compiled.loop(
+            start, stop, step, ours, feeds, self.position[index_slot] if index_slot >= 0 else -1,
+            self.writes_inputs, test, bool(breaks_when))
         for k, body in enumerate(self.inputs):
             args[body] = ours[k]
         if outputs is not None:
-            in_body_order = [None] * len(outputs)
-            for k, body in enumerate(self.outputs):
-                in_body_order[body] = outputs[k]
-            outputs = tuple(in_body_order)
-        return at, outputs
+            outputs = tuple(outputs[p] if p >= 0 else args[-1 - p] for p in self.outputs)
+        return at, outputs, broke
 
 
 class _CompiledPart:

@@ -223,11 +223,19 @@ class LoopCall:
         breaks_when = self.breaks_when
         last = self.index_out[1] if self.index_out is not None else None
         whole = getattr(run, "kiln_loop", None)  # the body is one compiled part: loop in C++
-        if whole is not None and breaks_when is None and start != stop:
-            at, ran = whole(start, stop, step, args, self.carried_slots,
-                            -1 if index_slot is None else index_slot)
+        native = None
+        if whole is not None and start != stop:
+            native = whole(start, stop, step, args, self.carried_slots,
+                           -1 if index_slot is None else index_slot, breaks_when)
+        if native is not None:
+            at, ran, broke = native
+            if broke:  # the run at `at` met the break: its break values are the loop's
+                n = (len(ran) - 1) // 2
+                return self._with_index(tuple(ran[1 + n:]), at)
             if ran is not None:
-                outputs, last = ran, at - step
+                n = (len(ran) - 1) // 2
+                outputs = ran if breaks_when is None else ran[1:1 + n]
+                last = at - step
             start = at  # where an iteration's inputs did not fit the compiled body, if any
         for i in range(start, stop, step):
             last = i

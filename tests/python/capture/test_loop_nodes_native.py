@@ -84,13 +84,13 @@ def test_loop_stops_where_the_compiled_body_does_not_fit():
         """)))
     x = rand(6)
     args = [x, 0]
-    at, outputs = g.loop(3, 9, 2, args, [0], 1, False)
+    at, outputs, _ = g.loop(3, 9, 2, args, [0], 1, False)
     assert at == 5  # ran the iteration at 3; the one at 5 did not fit
     assert outputs[0] is args[0]
     np.testing.assert_allclose(args[0].numpy(), (x * 2)[:5].numpy())
-    at, outputs = g.loop(9, 3, -2, [x, 0], [0], 1, False)
+    at, outputs, _ = g.loop(9, 3, -2, [x, 0], [0], 1, False)
     assert at == 7 and outputs is not None
-    assert g.loop(4, 4, 1, [x, 0], [0], 1, False) == (4, None)
+    assert g.loop(4, 4, 1, [x, 0], [0], 1, False) == (4, None, False)
     with pytest.raises(RuntimeError, match="must not be zero"):
         g.loop(0, 4, 0, [x, 0], [0], 1, False)
 
@@ -104,7 +104,56 @@ def test_shared_storage_stops_a_body_that_writes_its_inputs():
         """)))
     x = rand(8)
     args = [x[:4], x[4:]]  # one storage
-    assert g.loop(0, 3, 1, args, [0], -1, True) == (0, None)
-    at, outputs = g.loop(0, 3, 1, list(args), [0], -1, False)
+    assert g.loop(0, 3, 1, args, [0], -1, True) == (0, None, False)
+    at, outputs, _ = g.loop(0, 3, 1, list(args), [0], -1, False)
     assert at == 3
     np.testing.assert_allclose(outputs[0].numpy(), (x[:4] + 3 * x[4:]).numpy(), rtol=1e-6)
+
+
+def solve(b, R, D, tol, maxiter):
+    x = np.zeros_like(b)
+    for _ in range(maxiter):
+        x_new = (b - R @ x) / D
+        if np.abs(x_new - x).max() < tol:
+            break  # returns the x before x_new, the body's input as it came
+        x = x_new
+    return x
+
+
+def _system(n, seed=0):
+    rng = np.random.default_rng(seed)
+    A = rng.random((n, n)) + np.eye(n) * n
+    D = np.diag(A).copy()
+    return rng.random(n), A - np.diag(D), D
+
+
+@pytest.mark.parametrize("tol,maxiter", [(1e-10, 500), (1e-10, 3), (10.0, 50)])
+def test_a_loop_that_breaks_runs_in_cpp(no_unroll, python_part_calls, tol, maxiter):
+    """The break test is one of the body's outputs: the native loop stops at the run whose
+    test holds and returns that run's break values; it converges (500), runs out of
+    iterations first (3) or breaks on the first run (10.0)."""
+    b, R, D = _system(40)
+    compiled = kiln.compile(solve)
+    compiled(b, R, D, tol, maxiter)
+    python_part_calls.clear()
+    got = compiled(b, R, D, tol, maxiter)
+    np.testing.assert_allclose(got, solve(b, R, D, tol, maxiter), rtol=1e-12)
+    assert len(python_part_calls) <= 1  # the zeros before the loop; no iteration from Python
+
+
+def _swap(a, b, steps):
+    for _ in range(steps):
+        a, b = b * 0.5, a + 1.0  # outputs in another order than the part computes them
+    return a, b
+
+
+def test_outputs_in_another_order_than_the_part_returns_them(no_unroll, python_part_calls):
+    a, b = np.random.default_rng(2).random(6), np.random.default_rng(3).random(6)
+    compiled = kiln.compile(_swap)
+    compiled(a, b, 9)
+    python_part_calls.clear()
+    got = compiled(a, b, 9)
+    want = _swap(a, b, 9)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    assert python_part_calls == []
