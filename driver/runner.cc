@@ -78,6 +78,7 @@ bool copyIntoRegion(const Tensor &target, std::span<const passes::lower::Region>
       at[d] = 0;
     }
   }
+  target.bumpVersion(); // as copy_ does: a write the array's version counter sees
   return true;
 }
 
