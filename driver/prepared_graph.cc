@@ -126,36 +126,23 @@ std::optional<int64_t> solveLinear(const ir::SymInt &expr, const std::string &sy
 
 /// `value`, the new value of graph input `input`, as writes of regions of the input in the
 /// order they apply: when it is a chain of scatters into the input (`h[t, 0] = a; h[t, 1] = b`)
-/// whose intermediate values nothing else reads, and whose regions the call's symbols (`bound`)
-/// locate. The program then computes only the written values, and the runner stores each into
-/// its region of the argument: a time loop's `hist[t] = row` costs a row per step, not the whole
-/// history.
+/// that nothing reads after the last, and whose regions the call's symbols (`bound`) locate.
+/// The program then computes only the written values, and the runner stores each into its
+/// region of the argument: a time loop's `hist[t] = row` costs a row per step, not the whole
+/// history. A value between two writes that something reads (`A[i, j] -= x; A[i, j] /= A[j, j]`
+/// reads A as the first write left it) is still computed where it is read, from the input as it
+/// was before the call: the writes land only after the run.
 std::optional<std::vector<RegionWrite>>
 regionWrites(const ir::Value *input, const ir::Value *value,
              const std::set<std::string, std::less<>> &bound) {
-  std::vector<RegionWrite> writes;
-  const ir::Value *v = value;
-  std::vector<const ir::Node *> readers; // the nodes allowed to read `v`: the write it is in
-  if (v->hasUses())
+  if (value->hasUses())
     return std::nullopt; // the new value is read too (returned, or by a later op)
-  while (v != input) {
+  std::vector<RegionWrite> writes;
+  for (const ir::Value *v = value; v != input;) {
     const ir::Node &top = *v->definingNode();
     if (!passes::lower::isScatter(top) || passes::lower::regionOf(top)->len == ir::SymInt(0))
       return std::nullopt;
     passes::lower::ComposedScatter c = passes::lower::composeScatter(top);
-    const ir::Value *base = top.operand(0);
-    std::vector<const ir::Node *> parts(c.inner);
-    parts.push_back(&top);
-    for (size_t i = 0; i < c.inner.size(); ++i) {
-      if (i % 2 == 1 && base == input)
-        continue; // a view of the input: other readers read it as it was before the call
-      for (const ir::Use &u : c.inner[i]->result(0)->uses())
-        if (std::find(parts.begin(), parts.end(), u.user) == parts.end())
-          return std::nullopt;
-    }
-    for (const ir::Use &u : v->uses())
-      if (std::find(readers.begin(), readers.end(), u.user) == readers.end())
-        return std::nullopt;
     std::set<std::string, std::less<>> symbols;
     for (const passes::lower::Region &r : c.levels) {
       r.start.collectSymbols(symbols);
@@ -165,10 +152,7 @@ regionWrites(const ir::Value *input, const ir::Value *value,
       if (!bound.count(s))
         return std::nullopt;
     writes.push_back({std::move(c.levels), c.source});
-    readers.assign({&top});
-    if (!c.inner.empty())
-      readers.push_back(c.inner[1]); // the view of the base the inner writes go through
-    v = base;
+    v = top.operand(0);
   }
   if (writes.empty())
     return std::nullopt;

@@ -73,13 +73,24 @@ bool usesIndicesNonAffinely(const LoopNode &node) {
 /// - an affine read through merged dims of a producer that uses its indices
 ///   (`cat(...).reshape(...)`) would decode each position with a floordiv and a mod per
 ///   element, which costs more than storing the producer's result and reading it back.
+/// Whether an index names the same element at every point of its reader (no loop variable in
+/// it: `83`, or `s1*101` for a run-time element).
+bool fixedPoint(const IndexExpr &index) {
+  if (index.isConstant())
+    return true;
+  std::set<std::string, std::less<>> symbols;
+  index.collectSymbols(symbols);
+  return std::none_of(symbols.begin(), symbols.end(),
+                      [](const std::string &s) { return ir::loop::isLoopVarName(s); });
+}
+
 bool decodesWithoutDivision(const LoopNode &reader, const Expr *load, const ir::TensorMeta &meta,
                             bool producerUsesIndices) {
   ir::loop::VarRanges ranges = reader.varRanges();
   if (load->index.hasDivision())
     return true; // a division already there is the reader's own
-  if (load->index.isConstant())
-    return true; // one element: its position decodes to constants
+  if (fixedPoint(load->index))
+    return true; // one element: its position decodes once, to constants or size symbols
   bool affine = ir::loop::affineForm(load->index, ranges).has_value();
   if (affine && !producerUsesIndices)
     return true; // views keep their decodes
@@ -153,7 +164,7 @@ std::vector<bool> chooseInlined(const LoopProgram &p) {
       for (const Expr *e : r.loads) {
         divisionFree =
             divisionFree && decodesWithoutDivision(p.nodes()[r.node], e, meta, usesIndices);
-        if (e->kind == ExprKind::Load && e->index.isConstant() && !expensive[n])
+        if (e->kind == ExprKind::Load && fixedPoint(e->index) && !expensive[n])
           continue;
         ++varyingLoads;
         varying = e;
@@ -163,8 +174,9 @@ std::vector<bool> chooseInlined(const LoopProgram &p) {
     if (!divisionFree)
       continue;
     // Loads at a fixed element (`A[i, j] -= v; A[i, j] /= A[j, j]`: each write's value reads one
-    // element of the array the last write made) recompute a cheap producer at one point (its
-    // region tests fold); they do not count against reading it once. An expensive producer's
+    // element of the array the last write made, at a constant or run-time position) recompute a
+    // cheap producer at one point (its region tests fold); they do not count against reading it
+    // once. An expensive producer's
     // value at the point is stored instead: the code generator recomputes it per row.
     bool once = varyingLoads == 1 && visitsOnce(*varyingReader, varying, meta);
     // Recomputing at each extra load must stay cheap too: a stencil reading a producer at

@@ -69,6 +69,9 @@ class NotALoopNode(Exception):  # noqa: N818 - a signal: unroll the loop instead
     pass
 
 
+MAX_PEELED = 4  # iterations a loop node may leave unrolled before it for an inner loop's sake
+
+
 class SlicesNeedStaticSizes(NotALoopNode):
     """The body slices by the index while sizes or bounds are run-time: the capture starts
     again with static sizes (guarded, so another size captures again) and the iterations an
@@ -120,6 +123,9 @@ class BodyGraph(Graph):
         self.grad_enabled = outer.grad_enabled
         self.lifted: dict[int, Node] = {}
         self.size_reads: list[Node] = []  # body values whose sizes the capture read as numbers
+        # an inner loop of run-time length `range(index)` peeled its first iteration: the node
+        # stands only for indices above this (checked where the node is made)
+        self.index_above: int | None = None
         # per input: the enclosing graph's node, None for a carried value, or INDEX
         self.sources: list = []
 
@@ -358,10 +364,18 @@ def iterated_next(frame) -> bool:
 
 
 def _read_outside(frame, names: list, body: list) -> set:
-    """The names among `names` that code outside the loop body reads."""
+    """The names among `names` that code outside the loop body reads, but for reads of another
+    loop's index inside that loop (`for j in range(i)` then `for j in range(i, n)`: the second
+    loop's body reads its own j)."""
     inside = {id(i) for i in body}
-    return {i.argval for i in frame.insts
-            if i.opname == "LOAD_FAST" and i.argval in names and id(i) not in inside}
+    insts = frame.insts
+    own = []  # (first offset, end offset, index name) of each `for name in ...` body
+    for k, i in enumerate(insts[:-1]):
+        if i.opname == "FOR_ITER" and insts[k + 1].opname == "STORE_FAST":
+            own.append((insts[k + 1].offset, i.argval, insts[k + 1].argval))
+    return {i.argval for i in insts
+            if i.opname == "LOAD_FAST" and i.argval in names and id(i) not in inside and
+            not any(lo < i.offset < hi and name == i.argval for lo, hi, name in own)}
 
 
 def _same_kind(before: V.VT, after: V.VT) -> bool:
@@ -443,6 +457,10 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         results = _check_iteration(frame, saved, stored, before, carried, live, symbolic, body,
                                    first_serial, trips, brk)
         until = _uniform_until(body, it, first, symbolic, brk) if index_read else len(it.items)
+        if body.index_above is not None and not _indices_above(it, first, until,
+                                                               body.index_above):
+            raise NotALoopNode("an inner loop's peeled first iteration needs an index above "
+                               f"{body.index_above}")
         # the results' sizes as symbols, so what reads them after the loop stays symbolic
         sizes = [ctx._sizes_of(v.node) if ctx.has_symbols else None for _, v in results]
     except (V.Unsupported, V.RestartStatic, NotALoopNode) as e:
@@ -451,10 +469,12 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         saved.restore(frame)
         ctx._typed_upto, ctx._int_syms = typing
         why = str(e) or "the loop index is needed as a Python value"  # RestartStatic
+        if isinstance(e, V.RestartAllStatic):
+            raise  # an inner loop's: the whole capture starts again
         if isinstance(e, SlicesNeedStaticSizes) and not ctx.static_only:
             logs.log("graph", f"loop at line {loop_line}: slices by the index over run-time "
                               "sizes; captured again with static sizes")
-            raise V.RestartStatic() from None
+            raise V.RestartAllStatic() from None
         if isinstance(e, BecomesTensor) and first == 0 and brk is not None and not symbolic \
                 and not it.promoted:
             # An unrolled first iteration would meet the break test as a Python branch on a
@@ -467,6 +487,11 @@ def try_capture(frame, inst, it: V.IteratorVar) -> bool:
         if isinstance(e, (BecomesTensor, PeelFirst)) and first == 0:
             it.peeled = 1  # the first iteration runs unrolled, the others may be a node
             why += "; the first iteration is peeled off"
+        elif isinstance(e, V.ShortExample) and first < MAX_PEELED and trips > MIN_TRIPS:
+            # an inner loop of run-time length (`range(i)`) too short at this index to capture:
+            # this iteration runs unrolled, and the next one is tried as the node's body
+            it.peeled = first + 1
+            why = "an inner loop is too short at this index to capture; the iteration is peeled off"
         logs.log("graph", f"loop at line {loop_line} unrolled: {why}")
         return False
     except BaseException:
@@ -510,6 +535,16 @@ def _uniform_until(body: BodyGraph, it: V.IteratorVar, first: int, symbolic: boo
     from kiln._capture import loops_uniform
 
     if (symbolic or body.symbolic) and loops_uniform.slices_by_index(body):
+        if symbolic and not body.symbolic and _index_sized_any_length(body, it, first):
+            # sizes that follow the index, with bounds only the run knows (the inner loop of a
+            # Cholesky step, `range(i)`): checked at index values past the example's, and at
+            # run time by the compiled body's assumptions on every iteration
+            if not loops_uniform.empty_at_capture(body):
+                logs.log("graph", "loop node of run-time length with sizes that follow the "
+                                  "index")
+                return len(it.items)
+            if first == 0:
+                raise PeelFirst("the first iteration's slices are empty")
         raise SlicesNeedStaticSizes()
     try:
         until = loops_uniform.uniform_until(body, it.items, first)
@@ -533,6 +568,48 @@ def _uniform_until(body: BodyGraph, it: V.IteratorVar, first: int, symbolic: boo
     return until
 
 
+def peel_run_time_length(ctx, it: V.IteratorVar) -> bool:
+    """A loop of run-time length `range(i)` / `range(c, i)` over the enclosing loop node's index
+    i peels its first iteration: only right when it has one, `i > c`. True when the enclosing
+    body records that, for the node to check over its index values; False when the bounds are
+    not that form (the caller makes them Python ints)."""
+    body = ctx.graph
+    bounds = it.sym_bounds
+    if not isinstance(body, BodyGraph) or it.range is None or it.range.step != 1 or \
+            len(bounds) not in (1, 2):
+        return False
+    start, stop = (0, bounds[0]) if len(bounds) == 1 else bounds
+    if isinstance(start, V.ConstVar):
+        start = start.const()
+    if type(start) is not int or not isinstance(stop, V.SymIntVar) or \
+            not stop.node.meta.get("loop_index") or stop.node.graph is not body:
+        return False
+    body.index_above = start if body.index_above is None else max(body.index_above, start)
+    return True
+
+
+def _indices_above(it: V.IteratorVar, first: int, until: int, bound: int) -> bool:
+    """Whether every index the node covers is above `bound`."""
+    if it.sym_bounds is None:
+        return all(v.const() > bound for v in it.items[first:until])
+    # a run-time length: the first index and a step up
+    return it.range is not None and it.range.step > 0 and \
+        it.range.start + first * it.range.step > bound
+
+
+def _index_sized_any_length(body, it: V.IteratorVar, first: int) -> bool:
+    """loops_uniform.index_sized for a range whose bounds are run-time ints: at the example's
+    index values and the next ones past them (the example's range may be one trip long)."""
+    from kiln._capture import loops_uniform
+
+    step = it.range.step if it.range is not None else 1
+    values = [v.const() for v in it.items[first:]]
+    start = values[0] if values else (it.range.start + first * step if it.range else first)
+    while len(values) < 4:
+        values.append(start + len(values) * step)
+    return loops_uniform.index_sized(body, values, 0)
+
+
 def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body,
                      first_serial: int, trips: int, brk: BreakPoint | None):
     """The values the iteration leaves, checked to stand for every iteration; returns the
@@ -554,6 +631,8 @@ def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body
             # in its memory, as aliases of it see it; passed in, not fed back.
             body.sources[carried.index(name)] = before[name].node
             continue
+        if after is None and name not in live:
+            continue  # an inner loop node's index, read nowhere but in that loop's body
         if name in before:
             if not _same_kind(before[name], after):
                 if _number(before[name]) and isinstance(after, V.TensorVar):
@@ -569,9 +648,11 @@ def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body
             raise NotALoopNode(f"{name!r} is a {type(after).__name__} made in the loop")
     if body.op_count() == 0:
         raise NotALoopNode("the body records no tensor op")
-    # (a loop that breaks on a tensor stays a node: unrolled, its test would break the graph)
+    # (a loop that breaks on a tensor stays a node: unrolled, its test would break the graph;
+    # one around a loop node too: unrolled, each inner loop would unroll over its own count)
     if not symbolic and brk is None and trips * body.op_count() <= UNROLL_OPS and \
-            _largest(body) < SMALL_ELEMENTS:
+            _largest(body) < SMALL_ELEMENTS and \
+            not any(isinstance(n.target, LoopCall) for n in body.nodes):
         raise NotALoopNode(f"unrolled, {trips} x {body.op_count()} ops on small tensors")
     for node in body.nodes:  # (inputs may require grad: under no_grad nothing records)
         ex = node.meta.get("example")
@@ -636,6 +717,8 @@ def _record(frame, it, body: BodyGraph, before: dict, carried: list, results: li
     else:  # range(stop), range(start, stop) or range(start, stop, step)
         bounds = [b.node if isinstance(b, V.SymIntVar) else b.const() for b in it.sym_bounds]
         start, stop, step = [0, *bounds, 1] if len(bounds) == 1 else [*bounds, 1][:3]
+        if it.pos:  # past a peeled first iteration (peel_run_time_length: a constant start)
+            start += it.pos * step
     initial = iter(before[name].node for k, name in enumerate(carried)
                    if body.sources[k] is None)
     args = tuple(next(initial) if src is None else start if src is INDEX else src

@@ -42,6 +42,19 @@ def _dependent_calls(body, index: Node, dep: set, value: int):
             yield node, replace_nodes(node.args, arg), replace_nodes(node.kwargs, arg), env
 
 
+def _inner_loop(node: Node) -> bool:
+    """Whether a body node is an inner loop node or one of its results: it keeps the shapes of
+    what it carries at every index (its capture checked that), so the stand-in evaluations
+    neither run it nor compare it, and the typing leaves it out."""
+    from kiln._capture.loops import LoopCall
+
+    if node.op != "call":
+        return False
+    if node.target is operator.getitem and isinstance(node.args[0], Node):
+        node = node.args[0]
+    return node.op == "call" and isinstance(node.target, LoopCall)
+
+
 def _dependents(body, index: Node) -> set:
     """The ids of the body nodes computed from the index."""
     dep = {id(index)}
@@ -91,6 +104,9 @@ def signature(body, index: Node, dep: set, value: int) -> list | object:
     _DIFFERS when a dependent tensor's shape already differs from its example's."""
     shapes = []
     for node, args, kwargs, env in _dependent_calls(body, index, dep, value):
+        if _inner_loop(node):
+            env[id(node)] = _stand_in(node.meta.get("example"))
+            continue
         if is_impure(node):  # not run: the region it writes, and what it writes, are compared
             if node.target is operator.setitem:
                 try:
@@ -187,10 +203,11 @@ def uniform_until(body, items: list, first: int) -> int:
 
 def index_sized(body, items: list, first: int) -> bool:
     """Whether the body, typed with the loop index as a size symbol, stands for the iterations
-    at every index in `items[first:]`."""
+    at every index in `items[first:]` (ints, or the range's items)."""
     index = _loop_index(body)
     if index is None or len(items) - first < 3:
         return False
+    items = [v if type(v) is int else v.const() for v in items]
     dep = _dependents(body, index)
     if any(id(n) in dep for n in body.size_reads):
         return False
@@ -204,7 +221,7 @@ def index_sized(body, items: list, first: int) -> bool:
     outputs = [n for n in body.outputs
                if isinstance(n, Node) and isinstance(n.meta.get("example"), kiln.Tensor)]
     for k in picks:
-        value = items[k].const()
+        value = items[k]
         values = {symbol: value}
         if not all(kiln._C._ir.evaluate_relation(r, values) for r in assumptions):
             return False
@@ -222,11 +239,21 @@ def index_sized(body, items: list, first: int) -> bool:
 
 
 def empty_at_capture(body) -> bool:
-    """Whether a value computed from the index is empty at the index the body was captured at."""
+    """Whether a value computed from the index is empty at the index the body was captured at
+    because of its index-dependent size (`L[i, :i]` at i = 0; not `A[i, :0]`, empty at every
+    index, what an inner loop's peeled first iteration reads)."""
     index = _loop_index(body)
     dep = _dependents(body, index) if index is not None else set()
-    return any(isinstance(n.meta.get("example"), kiln.Tensor) and n.meta["example"].numel() == 0
-               for n in body.nodes if id(n) in dep)
+    empty = [n for n in body.nodes if id(n) in dep and
+             isinstance(n.meta.get("example"), kiln.Tensor) and n.meta["example"].numel() == 0]
+    if not empty:
+        return False
+    typed = _typed(body, index)
+    if typed is None:
+        return True
+    sizes, symbol, _ = typed
+    return any(id(n) not in sizes or
+               any(not str(d).lstrip("-").isdigit() for d in sizes[id(n)]) for n in empty)
 
 
 def _typed(body, index: Node):
@@ -236,7 +263,13 @@ def _typed(body, index: Node):
     from kiln._capture.backend_compiled import _RunWriter
     from kiln._capture.graph_build import Val
 
-    calls = [n for n in body.nodes if n.op == "call"]
+    calls = [n for n in body.nodes if n.op == "call" and not _inner_loop(n)]
+    loops = {id(n) for n in body.nodes if _inner_loop(n)}
+    for n in calls:  # a value an inner loop computes has no type here
+        found = []
+        replace_nodes((n.args, n.kwargs), lambda a: found.append(id(a) in loops) or a)
+        if any(found):
+            return None
     writer = _RunWriter(f"{body.name}_sizes", list(body.inputs), calls, [], {})
     try:
         writer.write()
@@ -270,6 +303,9 @@ def _run_shapes(body, index: Node, dep: set, value: int) -> dict | None:
     `value`, worked out on stand-ins; None when a node fails there."""
     shapes: dict = {}
     for node, args, kwargs, env in _dependent_calls(body, index, dep, value):
+        if _inner_loop(node):  # not run (see _inner_loop)
+            env[id(node)] = _stand_in(node.meta.get("example"))
+            continue
         if is_impure(node):  # not run: the region written must exist and take the value
             target = args[0]
             try:

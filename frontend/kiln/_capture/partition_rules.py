@@ -15,6 +15,7 @@ from kiln._capture.graph import (
     is_impure,
     target_name,
 )
+from kiln._capture.loops import LoopCall
 
 
 def requires_grad_of(node: Node) -> bool:
@@ -45,25 +46,25 @@ def compilable_mutation(node: Node) -> bool:
     return lowerings.lowers(node.target)
 
 
-SMALL_WRITE = ("a write of a few elements into a large input array that the graph reads again "
-               "after the write: the eager kernel writes them in place, where compiled code "
-               "rewrites the whole array")
+SMALL_WRITE = ("a write of a few elements into a large input array that the graph reads whole "
+               "or returns after the write: the eager kernel writes them in place, where "
+               "compiled code rewrites the whole array")
 SMALL_WRITE_ELEMENTS = 4096  # arrays from this size up, written by at most 1/16 of them
 
 
 def small_write_into_input(node: Node, position: dict) -> bool:
-    """`A[i, j] -= v` into an array the graph takes as an input, when the graph reads the array
-    again after the write (`position`: each call's index in the graph): functionalized, the
-    part computes the whole new array, and a loop over its rows becomes quadratic. A basic-index
-    write that nothing reads afterwards (a time loop's `hist[t] = row`) compiles: the program
-    computes the row and the runner stores it into the array in place (a region write)."""
+    """`A[i, j] -= v` into an array the graph takes as an input, when the graph reads all of the
+    array or returns it after the write (`position`: each call's index in the graph):
+    functionalized, the part computes the whole new array, and a loop over its rows becomes
+    quadratic. A basic-index write after which only parts of the array are read (a time loop's
+    `hist[t] = row`) compiles: the program computes the row and the runner stores it into the
+    array in place (a region write)."""
     if node.target is operator.setitem and len(node.args) == 3:
-        target, value, index = node.args[0], node.args[2], node.args[1]
-        basic = _basic_index(index)
+        target, value = node.args[0], node.args[2]
+        basic = _basic_index(node.args[1])
     elif mutates(node) and _basic_view_base(node.args[0]) is not None:
         # `A[:, j] -= v`: an in-place op on a view of the array, the same small write
         target, value = _basic_view_base(node.args[0]), node.args[0]
-        index = value.args[1] if value is not target and value.args[0] is target else None
         basic = True
     else:
         return False
@@ -72,7 +73,7 @@ def small_write_into_input(node: Node, position: dict) -> bool:
     big = target.meta.get("example")
     if not isinstance(big, kiln.Tensor):
         return False
-    if basic and not _read_after(target, node, index, position):
+    if basic and not _read_after(target, node, position):
         return False
     small = value.meta.get("example") if isinstance(value, Node) else None
     written = small.numel() if isinstance(small, kiln.Tensor) else 1
@@ -93,36 +94,24 @@ def _basic_index(index) -> bool:
                for i in items)
 
 
-def _read_after(array: Node, write: Node, index, position: dict) -> bool:
-    """Whether a node after `write` (into `array` at `index`) reads `array`, or the graph
-    returns it. A later write into it is no read, and neither is a read of exactly the region
-    written (`A[i, j] += x; A[i, j] /= 9`): the compiled graph reads the written value there."""
+def _read_after(array: Node, write: Node, position: dict) -> bool:
+    """Whether a node after `write` reads all of `array`, or the graph returns it. A later write
+    into it is no such read, and neither is a basic-index read of part of it (`A[i, j] /=
+    A[j, j]` after `A[i, j] -= x`): the compiled graph reads that part where it is used, and the
+    writes still land as regions."""
     at = position[id(write)]
     for user in array.users:
         if user.op != "call":
             return True
         if position.get(id(user), -1) <= at:
             continue
-        if user.target is operator.setitem and user.args[0] is array:
+        if user.target in (operator.setitem, operator.getitem) and user.args[0] is array and \
+                _basic_index(user.args[1]):
             continue
-        if user.target is operator.getitem and user.args[0] is array and index is not None \
-                and _same_index(user.args[1], index):
-            continue
+        if isinstance(user.target, LoopCall):
+            continue  # a loop node runs outside compiled parts: the writes have landed by then
         return True
     return False
-
-
-def _same_index(a, b) -> bool:
-    """Whether two subscripts are the same: equal numbers, the same graph values."""
-    if isinstance(a, tuple) or isinstance(b, tuple):
-        return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) and \
-            all(_same_index(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, slice) or isinstance(b, slice):
-        return isinstance(a, slice) and isinstance(b, slice) and all(
-            _same_index(x, y) for x, y in ((a.start, b.start), (a.stop, b.stop), (a.step, b.step)))
-    if isinstance(a, Node) or isinstance(b, Node):
-        return a is b
-    return type(a) is type(b) and a == b
 
 
 def _basic_view_base(node) -> Node | None:

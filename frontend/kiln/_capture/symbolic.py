@@ -580,11 +580,20 @@ class Frame(CallMixin):
         if it.range is not None and it.pos == it.peeled:
             if loops.try_capture(self, inst, it):
                 return
-            for bound in it.sym_bounds or ():  # unrolled: for these bounds only
-                if isinstance(bound, V.SymIntVar):
-                    self.concrete_int(bound)
-            if it.peeled:  # the rest may be a node over the constant range
-                it.sym_bounds = None
+            if it.sym_bounds and it.pos >= len(it.items) and \
+                    (it.pos > 0 or isinstance(self.ctx.graph, loops.BodyGraph)):
+                # nothing (left) to capture the node's body at: the enclosing node may try a
+                # later iteration of its own
+                raise V.ShortExample()
+            if it.peeled and it.sym_bounds and it.pos == 0 and \
+                    loops.peel_run_time_length(self.ctx, it):
+                pass  # the first iteration runs unrolled; the rest may be a node
+            else:
+                for bound in it.sym_bounds or ():  # unrolled: for these bounds only
+                    if isinstance(bound, V.SymIntVar):
+                        self.concrete_int(bound)
+                if it.peeled:  # the rest may be a node over the constant range
+                    it.sym_bounds = None
         item = it.next_item()
         if item is None:
             self.pop()

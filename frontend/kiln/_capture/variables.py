@@ -38,6 +38,17 @@ class RestartStatic(Exception):
     """A symbolic size had to become a Python int: capture again with static shapes."""
 
 
+class RestartAllStatic(RestartStatic):
+    """A loop body needs static sizes (loops.SlicesNeedStaticSizes): the whole capture starts
+    again with static shapes; an enclosing loop node's capture passes it on."""
+
+
+class ShortExample(RestartStatic):
+    """A loop of run-time length had no iteration left to capture as a node after its peeled
+    first one (`range(i)` at i = 1): an enclosing loop node may capture its body at a later
+    iteration, where the example is longer (loops.py)."""
+
+
 class BreakAt(Exception):
     """Capture again, breaking at the top frame's instruction `offset`: what it made cannot be
     captured, as found only later (a generator that escapes the frame; a NumPy view kiln

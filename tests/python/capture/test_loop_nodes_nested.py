@@ -1,0 +1,94 @@
+"""A loop node inside a loop node's body: an inner `for j in range(i)` over the outer index is
+a loop of run-time length, one node whose sizes follow j (a Cholesky or LU step), and the outer
+loop is one node around it. Before, the outer index had to be a Python int for the inner range,
+so the outer loop unrolled, and each inner one with it: a 100x100 Cholesky was a graph of
+tens of thousands of nodes and two minutes of compile time.
+
+The inner loop's first iteration has empty slices (`A[i, :0]`); it runs unrolled in the outer
+body, which is only right where the inner range has one (`i > 0`): the outer node checks that
+over its indices, and the outer loop's own first iterations run unrolled while the inner range
+is too short to capture. Results and arrays written in place are compared with NumPy's."""
+
+import numpy as np
+import pytest
+from test_loop_nodes import eager_nodes, loop_nodes, run_both
+
+import kiln
+from kiln._capture.loops import LoopCall
+
+
+def cholesky(A):  # NPBench, unmodified
+    A[0, 0] = np.sqrt(A[0, 0])
+    for i in range(1, A.shape[0]):
+        for j in range(i):
+            A[i, j] -= np.dot(A[i, :j], A[j, :j])
+            A[i, j] /= A[j, j]
+        A[i, i] -= np.dot(A[i, :i], A[i, :i])
+        A[i, i] = np.sqrt(A[i, i])
+
+
+def lu(A):  # NPBench's ludcmp elimination, unmodified
+    n = A.shape[0]
+    for i in range(n):
+        for j in range(i):
+            A[i, j] -= A[i, :j] @ A[:j, j]
+            A[i, j] /= A[j, j]
+        for j in range(i, n):
+            A[i, j] -= A[i, :i] @ A[:i, j]
+
+
+def _spd(n, seed=0):
+    A = np.random.default_rng(seed).random((n, n))
+    return A @ A.T + n * np.eye(n)
+
+
+def _nested(report):
+    """(outer loop nodes, inner loop nodes in their bodies)."""
+    outer = loop_nodes(report)
+    inner = [n for o in outer for n in o.target.body.nodes
+             if n.op == "call" and isinstance(n.target, LoopCall)]
+    return outer, inner
+
+
+@pytest.mark.parametrize("n", [12, 40, 100])
+def test_cholesky_is_a_node_around_a_node(n):
+    want, got, report, wa, ga = run_both(cholesky, _spd(n))
+    np.testing.assert_allclose(np.tril(ga[0]), np.tril(wa[0]), rtol=1e-10)
+    outer, inner = _nested(report)
+    if n >= 40:  # (at 12 the whole loop is small enough to unroll)
+        assert len(outer) == 1 and len(inner) == 1
+        assert report.op_count < 100  # one outer iteration's graph, not n * n / 2 of them
+        assert eager_nodes(report) == 0
+
+
+def test_lu_with_two_inner_loops():
+    want, got, report, wa, ga = run_both(lu, _spd(48, seed=1))
+    np.testing.assert_allclose(ga[0], wa[0], rtol=1e-9)
+    outer, inner = _nested(report)
+    assert len(outer) == 1 and len(inner) == 2
+    # the outer loop's first two iterations run unrolled (at i = 0 and 1 the first inner range
+    # is too short to capture), the second inner loop with them: about 2 n small ops
+    assert report.op_count < 15 * 48
+
+
+def test_the_compiled_nest_runs_for_other_sizes_and_values():
+    compiled = kiln.compile(cholesky)
+    for n, seed in [(40, 0), (40, 3), (64, 1)]:
+        ours, theirs = _spd(n, seed), _spd(n, seed)
+        compiled(ours)
+        cholesky(theirs)
+        np.testing.assert_allclose(np.tril(ours), np.tril(theirs), rtol=1e-10)
+
+
+def starts_at_zero(A):
+    """The outer range starts at 0: the inner `range(i)` is empty at i = 0, where its peeled
+    first iteration would be wrong; the node leaves that iteration out (unrolled)."""
+    for i in range(A.shape[0]):
+        for j in range(i):
+            A[i, j] = A[i, :j].sum() + A[j, j]
+    return A
+
+
+def test_an_inner_range_empty_at_the_first_outer_index():
+    want, got, report, wa, ga = run_both(starts_at_zero, np.random.default_rng(2).random((40, 40)))
+    np.testing.assert_allclose(ga[0], wa[0], rtol=1e-12)
