@@ -124,6 +124,29 @@ std::optional<int64_t> solveLinear(const ir::SymInt &expr, const std::string &sy
   return values[symbol];
 }
 
+/// Whether a region is a small part of an array of `sizes`: it selects (drops a dim: a row, a
+/// column, an element), or its size is a known quarter of the array's or less. A stencil's
+/// interior (`B[1:-1, 1:-1] = ...`) is not: the program computes the whole new array directly in
+/// the argument's memory, one pass, where a region write would compute then copy.
+bool smallRegion(const std::vector<passes::lower::Region> &region,
+                 const std::vector<ir::SymInt> &sizes) {
+  for (const passes::lower::Region &r : region)
+    if (r.select)
+      return true;
+  std::optional<int64_t> whole = 1, part = 1;
+  std::vector<ir::SymInt> dims = sizes;
+  for (const passes::lower::Region &r : region)
+    dims[r.dim] = r.len;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    std::optional<int64_t> w = sizes[d].constant(), p = dims[d].constant();
+    if (!w || !p)
+      return false;
+    *whole *= *w;
+    *part *= *p;
+  }
+  return *part * 4 <= *whole;
+}
+
 /// `value`, the new value of graph input `input`, as writes of regions of the input in the
 /// order they apply: when it is a chain of scatters into the input (`h[t, 0] = a; h[t, 1] = b`)
 /// that nothing reads after the last, and whose regions the call's symbols (`bound`) locate.
@@ -143,6 +166,8 @@ regionWrites(const ir::Value *input, const ir::Value *value,
     if (!passes::lower::isScatter(top) || passes::lower::regionOf(top)->len == ir::SymInt(0))
       return std::nullopt;
     passes::lower::ComposedScatter c = passes::lower::composeScatter(top);
+    if (!smallRegion(c.levels, input->meta().sizes))
+      return std::nullopt; // most of the array: computed in its memory (canComputeInPlace)
     std::set<std::string, std::less<>> symbols;
     for (const passes::lower::Region &r : c.levels) {
       r.start.collectSymbols(symbols);

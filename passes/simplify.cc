@@ -121,10 +121,14 @@ private:
   /// written value (`A[i, j] += x; A[i, j] /= 9`: the second read is the first sum). A write
   /// through such a view then updates the written value (row by row, in SSA), and the scatter
   /// of the row over the first one's replaces it (overwrittenRegion).
+  /// Selects only: a slice of a slice_scatter (`B[1:-1, 1:-1]` of a stencil's new B, read with
+  /// its shifted neighbours) stays a read of the scatter, which is stored anyway, rather than
+  /// making the written value a second buffer.
   Value *writtenRegion(const Node &n) const {
     const Node *d = n.operand(0)->definingNode();
-    OpKind scatter = n.op() == OpKind::Select ? OpKind::SelectScatter : OpKind::SliceScatter;
-    return d->op() == scatter && d->attrs() == n.attrs() ? sameValue(n, d->operand(1)) : nullptr;
+    return n.op() == OpKind::Select && d->op() == OpKind::SelectScatter && d->attrs() == n.attrs()
+               ? sameValue(n, d->operand(1))
+               : nullptr;
   }
 
   /// Whether scatter `n` writes into its base, scatter `d` of the same region, what `d` wrote
