@@ -147,21 +147,38 @@ bool smallRegion(const std::vector<passes::lower::Region> &region,
   return *part * 4 <= *whole;
 }
 
+/// Whether `n` reads single elements through selects only (`A[j, j]`): the program computes such
+/// a read of a value between two writes at that element, without holding the value whole.
+bool elementRead(const ir::Node &n) {
+  if (n.op() != ir::OpKind::Select)
+    return false;
+  const ir::Value *r = n.result(0);
+  if (r->meta().sizes.empty())
+    return true;
+  return std::all_of(r->uses().begin(), r->uses().end(),
+                     [](const ir::Use &u) { return elementRead(*u.user); });
+}
+
 /// `value`, the new value of graph input `input`, as writes of regions of the input in the
 /// order they apply: when it is a chain of scatters into the input (`h[t, 0] = a; h[t, 1] = b`)
-/// that nothing reads after the last, and whose regions the call's symbols (`bound`) locate.
-/// The program then computes only the written values, and the runner stores each into its
-/// region of the argument: a time loop's `hist[t] = row` costs a row per step, not the whole
-/// history. A value between two writes that something reads (`A[i, j] -= x; A[i, j] /= A[j, j]`
-/// reads A as the first write left it) is still computed where it is read, from the input as it
-/// was before the call: the writes land only after the run.
+/// that nothing reads after the last, each region small (smallRegion), and whose regions the
+/// call's symbols (`bound`) locate. The program then computes only the written values, and the
+/// runner stores each into its region of the argument: a time loop's `hist[t] = row` costs a
+/// row per step, not the whole history. A value between two writes may be read at single
+/// elements (`A[i, j] -= x; A[i, j] /= A[j, j]`): the program computes those from the input as
+/// it was before the call, and the writes land only after the run.
 std::optional<std::vector<RegionWrite>>
 regionWrites(const ir::Value *input, const ir::Value *value,
              const std::set<std::string, std::less<>> &bound) {
   if (value->hasUses())
     return std::nullopt; // the new value is read too (returned, or by a later op)
   std::vector<RegionWrite> writes;
+  std::vector<const ir::Node *> readers; // the nodes of the write above that read `v`
   for (const ir::Value *v = value; v != input;) {
+    for (const ir::Use &u : v->uses())
+      if (std::find(readers.begin(), readers.end(), u.user) == readers.end() &&
+          !elementRead(*u.user))
+        return std::nullopt; // read whole between writes: the program would hold it
     const ir::Node &top = *v->definingNode();
     if (!passes::lower::isScatter(top) || passes::lower::regionOf(top)->len == ir::SymInt(0))
       return std::nullopt;
@@ -177,6 +194,9 @@ regionWrites(const ir::Value *input, const ir::Value *value,
       if (!bound.count(s))
         return std::nullopt;
     writes.push_back({std::move(c.levels), c.source});
+    readers.assign({&top});
+    if (!c.inner.empty())
+      readers.push_back(c.inner[1]); // the view of the base the inner writes go through
     v = top.operand(0);
   }
   if (writes.empty())

@@ -610,6 +610,24 @@ def _index_sized_any_length(body, it: V.IteratorVar, first: int) -> bool:
     return loops_uniform.index_sized(body, values, 0)
 
 
+def _unrolled_ops(graph) -> int:
+    """The ops of `graph` with each inner loop node as its body's ops times its trips at the
+    example (what unrolling the enclosing loop would unroll it into)."""
+    total = 0
+    for n in graph.nodes:
+        if n.op != "call":
+            continue
+        if not isinstance(n.target, LoopCall):
+            total += 1
+            continue
+        start, stop, step = (b.meta.get("example") if isinstance(b, Node) else b
+                             for b in n.args[:3])
+        trips = len(range(start, stop, step)) if all(type(b) is int for b in
+                                                       (start, stop, step)) else UNROLL_OPS
+        total += max(trips, 1) * _unrolled_ops(n.target.body)
+    return total
+
+
 def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body,
                      first_serial: int, trips: int, brk: BreakPoint | None):
     """The values the iteration leaves, checked to stand for every iteration; returns the
@@ -649,10 +667,9 @@ def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body
     if body.op_count() == 0:
         raise NotALoopNode("the body records no tensor op")
     # (a loop that breaks on a tensor stays a node: unrolled, its test would break the graph;
-    # one around a loop node too: unrolled, each inner loop would unroll over its own count)
-    if not symbolic and brk is None and trips * body.op_count() <= UNROLL_OPS and \
-            _largest(body) < SMALL_ELEMENTS and \
-            not any(isinstance(n.target, LoopCall) for n in body.nodes):
+    # a loop node inside counts as the iterations it would unroll into)
+    if not symbolic and brk is None and trips * _unrolled_ops(body) <= UNROLL_OPS and \
+            _largest(body) < SMALL_ELEMENTS:
         raise NotALoopNode(f"unrolled, {trips} x {body.op_count()} ops on small tensors")
     for node in body.nodes:  # (inputs may require grad: under no_grad nothing records)
         ex = node.meta.get("example")

@@ -94,22 +94,38 @@ def _basic_index(index) -> bool:
                for i in items)
 
 
+def _integer_index(index) -> bool:
+    """Whether a subscript is integers only (`A[j, j]`, `h[t]`): selects, no slice."""
+    items = index if isinstance(index, tuple) else (index,)
+    return all(type(i) is int or (isinstance(i, Node) and i.meta.get("example") is not None
+                                  and type(i.meta.get("example")) is int) for i in items)
+
+
 def _read_after(array: Node, write: Node, position: dict) -> bool:
-    """Whether a node after `write` reads all of `array`, or the graph returns it. A later write
-    into it is no such read, and neither is a basic-index read of part of it (`A[i, j] /=
-    A[j, j]` after `A[i, j] -= x`): the compiled graph reads that part where it is used, and the
-    writes still land as regions."""
+    """Whether a node after `write` reads more of `array` than single elements or rows selected
+    by integers, or the graph returns it. A later write into it is no such read, and neither is
+    `A[j, j]` after `A[i, j] -= x` (`A[i, j] /= A[j, j]`): the compiled graph reads that element
+    where it is used, and the writes still land as regions. A slab read (`ccol[:, :, k - 1]`
+    after a write of `ccol[:, :, k]`) would make the program hold the whole array as the write
+    left it: the write stays eager."""
     at = position[id(write)]
+    # a loop node runs outside compiled parts: the writes have landed by then, and what reads
+    # the array after it reads it from memory
+    until = min((position.get(id(u), at) for u in array.users
+                 if u.op == "call" and isinstance(u.target, LoopCall)
+                 and position.get(id(u), -1) > at), default=None)
     for user in array.users:
         if user.op != "call":
             return True
-        if position.get(id(user), -1) <= at:
+        where = position.get(id(user), -1)
+        if where <= at or (until is not None and where >= until):
             continue
-        if user.target in (operator.setitem, operator.getitem) and user.args[0] is array and \
+        if user.target is operator.setitem and user.args[0] is array and \
                 _basic_index(user.args[1]):
             continue
-        if isinstance(user.target, LoopCall):
-            continue  # a loop node runs outside compiled parts: the writes have landed by then
+        if user.target is operator.getitem and user.args[0] is array and \
+                _integer_index(user.args[1]):
+            continue
         return True
     return False
 

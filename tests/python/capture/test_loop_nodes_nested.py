@@ -50,6 +50,14 @@ def _nested(report):
     return outer, inner
 
 
+def _body_reports(reports) -> list:
+    """The partition reports of every loop body, nested ones included."""
+    out = []
+    for r in reports:
+        out += r.loops + _body_reports(r.loops)
+    return out
+
+
 @pytest.mark.parametrize("n", [12, 40, 100])
 def test_cholesky_is_a_node_around_a_node(n):
     want, got, report, wa, ga = run_both(cholesky, _spd(n))
@@ -58,7 +66,11 @@ def test_cholesky_is_a_node_around_a_node(n):
     if n >= 40:  # (at 12 the whole loop is small enough to unroll)
         assert len(outer) == 1 and len(inner) == 1
         assert report.op_count < 100  # one outer iteration's graph, not n * n / 2 of them
-        assert eager_nodes(report) == 0
+        bodies = _body_reports([c.report for c in report.captures if c.report])
+        assert len(bodies) == 2 and all(r.eager_nodes == 0 for r in bodies)
+        # before the loop, the first element and the peeled first row: a few single-element
+        # writes the graph reads by slices afterwards, on the eager kernel at large n
+        assert eager_nodes(report) <= 5
 
 
 def test_lu_with_two_inner_loops():
