@@ -369,9 +369,11 @@ def _read_outside(frame, names: list, body: list) -> set:
     loop's body reads its own j)."""
     inside = {id(i) for i in body}
     insts = frame.insts
-    own = []  # (first offset, end offset, index name) of each `for name in ...` body
+    here = body[0].offset if body else -1
+    own = []  # (first offset, end offset, index name) of each other `for name in ...` body
     for k, i in enumerate(insts[:-1]):
-        if i.opname == "FOR_ITER" and insts[k + 1].opname == "STORE_FAST":
+        if i.opname == "FOR_ITER" and insts[k + 1].opname == "STORE_FAST" and \
+                not insts[k + 1].offset <= here < i.argval:  # not a loop around this one
             own.append((insts[k + 1].offset, i.argval, insts[k + 1].argval))
     return {i.argval for i in insts
             if i.opname == "LOAD_FAST" and i.argval in names and id(i) not in inside and

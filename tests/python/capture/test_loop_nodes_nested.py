@@ -14,6 +14,7 @@ import pytest
 from test_loop_nodes import eager_nodes, loop_nodes, run_both
 
 import kiln
+from kiln._capture import loops
 from kiln._capture.loops import LoopCall
 
 
@@ -104,3 +105,23 @@ def starts_at_zero(A):
 def test_an_inner_range_empty_at_the_first_outer_index():
     want, got, report, wa, ga = run_both(starts_at_zero, np.random.default_rng(2).random((40, 40)))
     np.testing.assert_allclose(ga[0], wa[0], rtol=1e-12)
+
+
+def reassigns_outer_index(a):
+    """The inner loop assigns the outer loop's index, which the outer body reads after it: the
+    inner loop's last value, not the outer index."""
+    acc = np.zeros(4)
+    for j in range(3):
+        for _ in range(10):
+            a = a * 1.01
+            j = a[0] * 2  # noqa: PLW2901 - the point of the test
+        acc = acc + j
+    return acc, a
+
+
+def test_an_inner_loop_that_assigns_the_outer_index(monkeypatch):
+    monkeypatch.setattr(loops, "UNROLL_OPS", 0)  # loop nodes, not unrolled
+    x = np.ones(4)
+    got, want = kiln.compile(reassigns_outer_index)(x), reassigns_outer_index(x)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
