@@ -124,6 +124,44 @@ std::optional<int64_t> solveLinear(const ir::SymInt &expr, const std::string &sy
   return values[symbol];
 }
 
+/// A select at a run-time index (`hist[t - 1]`) reads and writes at that index as it is: the
+/// program assumes `0 <= index < size`, which the binding checks, so a negative index (NumPy's
+/// count from the end) or one out of range runs the code eagerly, which does what NumPy does.
+void assumeIndicesInRange(const ir::Graph &graph, PreparedGraph &out,
+                          const std::map<int, std::string> &inputSymbols) {
+  std::set<std::string, std::less<>> bound; // what the binding gives values
+  for (const ir::Value *v : graph.inputs())
+    if (v->isTensor())
+      for (const ir::SymInt &s : v->meta().sizes)
+        s.collectSymbols(bound);
+  for (const auto &[k, text] : inputSymbols)
+    ir::SymInt::parse(text).collectSymbols(bound);
+  std::set<std::string> seen;
+  for (const ir::Node *n : graph.nodes()) {
+    if (n->op() != ir::OpKind::Select && n->op() != ir::OpKind::SelectScatter)
+      continue;
+    const ir::Attribute *index = n->attr("index");
+    if (!index || index->toSymInt().isConstant())
+      continue;
+    const std::vector<ir::SymInt> &sizes = n->operand(0)->meta().sizes;
+    const ir::Attribute *dimAttr = n->attr("dim");
+    int64_t rank = static_cast<int64_t>(sizes.size()), dim = dimAttr ? dimAttr->toInt() : 0;
+    dim = dim < 0 ? dim + rank : dim;
+    if (dim < 0 || dim >= rank)
+      continue;
+    std::set<std::string, std::less<>> symbols;
+    index->toSymInt().collectSymbols(symbols);
+    sizes[dim].collectSymbols(symbols);
+    if (!std::all_of(symbols.begin(), symbols.end(),
+                     [&](const std::string &s) { return bound.count(s) > 0; }))
+      continue;
+    for (ir::SymRelation r : {ir::SymRelation{index->toSymInt(), ir::RelOp::Ge, ir::SymInt(0)},
+                              ir::SymRelation{index->toSymInt(), ir::RelOp::Lt, sizes[dim]}})
+      if (seen.insert(r.str()).second)
+        out.assumed.push_back(std::move(r));
+  }
+}
+
 /// Whether a region is a small part of an array of `sizes`: it selects (drops a dim: a row, a
 /// column, an element), or its size is a known quarter of the array's or less. A stencil's
 /// interior (`B[1:-1, 1:-1] = ...`) is not: the program computes the whole new array directly in
@@ -421,6 +459,7 @@ PreparedGraph prepareGraph(std::unique_ptr<ir::Graph> graph, const ir::NodePosit
   out.name = graph->name();
   for (const ir::SymRelation &r : assumed.relations())
     out.assumed.push_back(r);
+  assumeIndicesInRange(*graph, out, options.inputSymbols);
   if (const ir::Attribute *spec = graph->returnNode()->attr("out_spec"))
     out.outSpec = spec->toString();
 

@@ -82,6 +82,27 @@ bool copyIntoRegion(const Tensor &target, std::span<const passes::lower::Region>
   return true;
 }
 
+/// Throws IndexError when `region` does not lie inside `target`: checked for every region
+/// before any is written, so a failing call leaves its arguments as they were (the caller may
+/// run the code again eagerly for the error).
+void checkRegion(const Tensor &target, std::span<const passes::lower::Region> region,
+                 const ir::SymbolValues &values) {
+  Shape sizes = target.sizes();
+  for (const passes::lower::Region &r : region) {
+    auto d = static_cast<size_t>(r.dim);
+    int64_t start = r.start.evaluate(values);
+    int64_t len = r.select ? 1 : r.len.evaluate(values);
+    if (d >= sizes.size() || start < 0 || len < 0 ||
+        (len > 0 && start + (len - 1) * r.step >= sizes[d]))
+      fail(ErrorKind::Index, "index {} is out of bounds for dimension {} with size {}", start, d,
+           d < sizes.size() ? sizes[d] : 0);
+    if (r.select)
+      sizes.erase(sizes.begin() + static_cast<int64_t>(d));
+    else
+      sizes[d] = len;
+  }
+}
+
 /// Stores `value` into `region` of `target` (WriteBack::region), in place.
 void writeRegion(const Tensor &target, std::span<const passes::lower::Region> region,
                  const Tensor &value, const ir::SymbolValues &values) {
@@ -154,6 +175,10 @@ std::vector<Tensor> Runner::run(std::span<const Tensor> inputs, const ir::Symbol
   std::vector<Tensor> tensors(inputs.begin(), inputs.end());
   tensors.insert(tensors.end(), weights_.begin(), weights_.end());
   std::vector<Tensor> results = executable_->run(tensors, values, computeInPlace(tensors));
+  if (writeBack)
+    for (const WriteBack &w : graph_.writeBacks)
+      if (!w.region.empty())
+        checkRegion(tensors[w.input], w.region, values);
   if (writeBack)
     for (const WriteBack &w : graph_.writeBacks)
       if (!w.region.empty())

@@ -162,8 +162,8 @@ private:
       return {};
     if (rewritesSame(n, *d))
       return {sameValue(n, n.operand(0))};
-    if (n.operand(0)->uses().size() != 1)
-      return {};
+    if (!functional_ || n.operand(0)->uses().size() != 1)
+      return {}; // (a copy_ into the base between the two would be skipped over)
     n.setOperand(0, d->operand(0));
     return {nullptr, true};
   }

@@ -1,7 +1,7 @@
 #pragma once
 /// Regions of a tensor that a view reads or a scatter writes, and nested scatters composed into
 /// one write: what lowerScatter tests per point, and what the driver turns into region writes
-/// of a program's mutated inputs (driver/region_writes.h).
+/// of a program's mutated inputs (driver/prepared_graph.cc takeWriteBacks).
 
 #include "ir/graph.h"
 

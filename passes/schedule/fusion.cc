@@ -65,14 +65,6 @@ bool usesIndicesNonAffinely(const LoopNode &node) {
            (e->kind == ExprKind::Load && !ir::loop::affineForm(e->index, ranges));
   });
 }
-
-/// Whether inlining the producer of a buffer of `meta` into `reader` keeps `load` cheap:
-/// - a guarded read (a clamped index: a padded pool or pad) of a multi-dim buffer is not
-///   inlined: the stored producer read back is faster (ResNet's stem pool over a relu: 0.70 ms
-///   stored, 2.25 ms with the relu inlined into the 3x3 window);
-/// - an affine read through merged dims of a producer that uses its indices
-///   (`cat(...).reshape(...)`) would decode each position with a floordiv and a mod per
-///   element, which costs more than storing the producer's result and reading it back.
 /// Whether an index names the same element at every point of its reader (no loop variable in
 /// it: `83`, or `s1*101` for a run-time element).
 bool fixedPoint(const IndexExpr &index) {
@@ -84,6 +76,13 @@ bool fixedPoint(const IndexExpr &index) {
                       [](const std::string &s) { return ir::loop::isLoopVarName(s); });
 }
 
+/// Whether inlining the producer of a buffer of `meta` into `reader` keeps `load` cheap:
+/// - a guarded read (a clamped index: a padded pool or pad) of a multi-dim buffer is not
+///   inlined: the stored producer read back is faster (ResNet's stem pool over a relu: 0.70 ms
+///   stored, 2.25 ms with the relu inlined into the 3x3 window);
+/// - an affine read through merged dims of a producer that uses its indices
+///   (`cat(...).reshape(...)`) would decode each position with a floordiv and a mod per
+///   element, which costs more than storing the producer's result and reading it back.
 bool decodesWithoutDivision(const LoopNode &reader, const Expr *load, const ir::TensorMeta &meta,
                             bool producerUsesIndices) {
   ir::loop::VarRanges ranges = reader.varRanges();

@@ -217,3 +217,31 @@ TEST_CASE("a value between two writes read whole keeps the whole write-back") {
   REQUIRE(g.writeBacks.size() == 1);
   CHECK(g.writeBacks[0].region.empty());
 }
+
+TEST_CASE("a region out of range fails before any region is written") {
+  driver::PipelineOptions options;
+  options.inputSymbols = {{2, "i"}};
+  driver::PreparedGraph g = driver::prepareGraph(R"(graph @f(%h: f64[6, 4], %v: f64[4], %i: int) {
+  %0 = select(%h) {dim = 0, index = 1} : f64[4]
+  %1 = copy_(%0, %v) : f64[4]
+  %2 = select(%h) {dim = 0, index = i} : f64[4]
+  %3 = copy_(%2, %v) : f64[4]
+  return
+}
+)",
+                                                 options);
+  REQUIRE(regions(g) == std::vector<std::string>{".select(0, 1)", ".select(0, i)"});
+  Tensor h = filled({6, 4}, 1.0), v = filled({4}, 5.0);
+  driver::Runner runner(std::move(g), {},
+                        std::make_unique<FixedResults>(std::vector<Tensor>{v, v}));
+  bool raised = false;
+  try {
+    runner.run(std::vector<Tensor>{h, v, Tensor::scalarTensor(Scalar(int64_t(9)), DType::Int64)},
+               ir::SymbolValues{{"i", 9}});
+  } catch (const Error &e) {
+    raised = e.kind() == ErrorKind::Index;
+  }
+  CHECK(raised);
+  for (int64_t k = 0; k < 24; ++k)
+    CHECK(h.data<double>()[k] == 1.0); // row 1 was not written either
+}

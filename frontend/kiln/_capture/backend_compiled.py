@@ -742,6 +742,16 @@ class _PartLoop:
         test = self.outputs[0] if breaks_when is not None else -1
         if breaks_when is not None and (test < 0 or feeds[test] != -1):
             return None
+        # A body input returned as it came is read back from the arguments after the loop:
+        # right for an input nothing feeds, and for the break's values (the loop stops before
+        # feeding that run's outputs back); an iteration's result there would be the next
+        # run's input instead.
+        fed = {part_input for part_input in feeds if part_input >= 0}
+        results_end = len(self.outputs) if breaks_when is None else \
+            1 + (len(self.outputs) - 1) // 2
+        if any(p < 0 and self.position[-1 - p] in fed
+               for p in self.outputs[first:results_end]):
+            return None
         ours = [args[body] for body in self.inputs]
         at, outputs, broke = self.compiled.loop(
             start, stop, step, ours, feeds, self.position[index_slot] if index_slot >= 0 else -1,
@@ -781,9 +791,11 @@ class _CompiledPart:
             self.report.eager_calls += 1
             return self.eager(*args)
         except IndexError as compiled_error:
-            # A compiled gather met an index out of range. Nothing was written yet (results are
-            # copied into mutated inputs after a run), so eager can run the part to raise its
-            # own error: the op, its dim and the user's line, of the type eager raises.
+            # A compiled gather met an index out of range, or a region write's index is out of
+            # range (the runner checks every region before it writes any). Nothing was written
+            # yet (results are copied into mutated inputs after a run), so eager can run the
+            # part to raise its own error: the op, its dim and the user's line, of the type
+            # eager raises.
             try:
                 self.eager(*args)
             except Exception as e:  # noqa: BLE001 - eager's error is the one the user expects

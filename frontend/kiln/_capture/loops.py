@@ -570,22 +570,32 @@ def _uniform_until(body: BodyGraph, it: V.IteratorVar, first: int, symbolic: boo
     return until
 
 
-def peel_run_time_length(ctx, it: V.IteratorVar) -> bool:
-    """A loop of run-time length `range(i)` / `range(c, i)` over the enclosing loop node's index
-    i peels its first iteration: only right when it has one, `i > c`. True when the enclosing
-    body records that, for the node to check over its index values; False when the bounds are
-    not that form (the caller makes them Python ints)."""
+def bounded_by_index(ctx, it: V.IteratorVar) -> int | None:
+    """The constant start c of a `range(i)` / `range(c, i)` whose stop i is the index of the
+    loop node whose body is being captured, else None."""
     body = ctx.graph
     bounds = it.sym_bounds
     if not isinstance(body, BodyGraph) or it.range is None or it.range.step != 1 or \
-            len(bounds) not in (1, 2):
-        return False
+            not bounds or len(bounds) not in (1, 2):
+        return None
     start, stop = (0, bounds[0]) if len(bounds) == 1 else bounds
     if isinstance(start, V.ConstVar):
         start = start.const()
     if type(start) is not int or not isinstance(stop, V.SymIntVar) or \
             not stop.node.meta.get("loop_index") or stop.node.graph is not body:
+        return None
+    return start
+
+
+def peel_run_time_length(ctx, it: V.IteratorVar) -> bool:
+    """A loop of run-time length `range(i)` / `range(c, i)` over the enclosing loop node's index
+    i peels its first iteration: only right when it has one, `i > c`. True when the enclosing
+    body records that, for the node to check over its index values; False when the bounds are
+    not that form (the caller makes them Python ints)."""
+    start = bounded_by_index(ctx, it)
+    if start is None:
         return False
+    body = ctx.graph
     body.index_above = start if body.index_above is None else max(body.index_above, start)
     return True
 

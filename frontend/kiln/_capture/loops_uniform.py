@@ -223,7 +223,10 @@ def index_sized(body, items: list, first: int) -> bool:
     for k in picks:
         value = items[k]
         values = {symbol: value}
-        if not all(kiln._C._ir.evaluate_relation(r, values) for r in assumptions):
+        try:
+            if not all(kiln._C._ir.evaluate_relation(r, values) for r in assumptions):
+                return False
+        except ValueError:  # a relation over another symbol (an enclosing loop's index)
             return False
         shapes = _run_shapes(body, index, dep, value)
         if shapes is None:

@@ -94,16 +94,17 @@ def _basic_index(index) -> bool:
                for i in items)
 
 
-def _integer_index(index) -> bool:
-    """Whether a subscript is integers only (`A[j, j]`, `h[t]`): selects, no slice."""
+def _element_index(index, ndim: int) -> bool:
+    """Whether a subscript picks one element by integers (`A[j, j]` of a matrix)."""
     items = index if isinstance(index, tuple) else (index,)
-    return all(type(i) is int or (isinstance(i, Node) and i.meta.get("example") is not None
-                                  and type(i.meta.get("example")) is int) for i in items)
+    return len(items) == ndim and all(
+        type(i) is int or (isinstance(i, Node) and type(i.meta.get("example")) is int)
+        for i in items)
 
 
 def _read_after(array: Node, write: Node, position: dict) -> bool:
-    """Whether a node after `write` reads more of `array` than single elements or rows selected
-    by integers, or the graph returns it. A later write into it is no such read, and neither is
+    """Whether a node after `write` reads more of `array` than single elements, or the graph
+    returns it. A later write into it is no such read, and neither is
     `A[j, j]` after `A[i, j] -= x` (`A[i, j] /= A[j, j]`): the compiled graph reads that element
     where it is used, and the writes still land as regions. A slab read (`ccol[:, :, k - 1]`
     after a write of `ccol[:, :, k]`) would make the program hold the whole array as the write
@@ -124,7 +125,7 @@ def _read_after(array: Node, write: Node, position: dict) -> bool:
                 _basic_index(user.args[1]):
             continue
         if user.target is operator.getitem and user.args[0] is array and \
-                _integer_index(user.args[1]):
+                _element_index(user.args[1], array.meta["example"].dim()):
             continue
         return True
     return False

@@ -581,7 +581,7 @@ class Frame(CallMixin):
             if loops.try_capture(self, inst, it):
                 return
             if it.sym_bounds and it.pos >= len(it.items) and \
-                    (it.pos > 0 or isinstance(self.ctx.graph, loops.BodyGraph)):
+                    loops.bounded_by_index(self.ctx, it) is not None:
                 # nothing (left) to capture the node's body at: the enclosing node may try a
                 # later iteration of its own
                 raise V.ShortExample()

@@ -157,3 +157,19 @@ def test_outputs_in_another_order_than_the_part_returns_them(no_unroll, python_p
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-12)
     assert python_part_calls == []
+
+
+def _previous(x, steps):
+    for _ in range(steps):
+        prev = x
+        x = x * 0.5 + 1.0
+    return x, prev
+
+
+def test_a_body_input_returned_as_it_came_is_the_last_run_input(no_unroll):
+    # `prev` is the last run's x, not the x the loop leaves: the native loop cannot read it back
+    # from the arguments it has fed, so this loop runs its iterations the Python way
+    x = np.arange(2000.0)
+    got, want = kiln.compile(_previous)(x.copy(), 10), _previous(x.copy(), 10)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12)

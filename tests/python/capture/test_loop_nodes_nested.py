@@ -125,3 +125,40 @@ def test_an_inner_loop_that_assigns_the_outer_index(monkeypatch):
     got, want = kiln.compile(reassigns_outer_index)(x), reassigns_outer_index(x)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+def sums_over_both_indices(A):
+    """The inner body's sizes follow j and the outer index i (`A[j, :i]`): its shape rules
+    relate the two, which the inner loop's check cannot evaluate with j alone."""
+    for i in range(1, A.shape[0]):
+        for j in range(i):
+            A[i, j] = A[i, :j].sum() * 0.01 + A[j, :i].mean()
+    return A
+
+
+def test_an_inner_body_whose_sizes_follow_both_indices():
+    x = np.random.default_rng(4).random((100, 100))
+    ours, theirs = x.copy(), x.copy()
+    kiln.compile(sums_over_both_indices)(ours)
+    sums_over_both_indices(theirs)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+
+
+def _outer_around_run_time_inner(A, m):
+    for _ in range(3000):
+        A = A * 0.5 + 1.0
+        for _ in range(m):
+            A = A + 1.0
+    return A
+
+
+def test_an_inner_loop_empty_at_capture_keeps_the_outer_loop_a_node():
+    # `range(m)` of a run-time m that is 0 at the call: not the outer index, so the outer loop
+    # does not peel iterations for it (and then unroll 3000 of them)
+    compiled = kiln.compile(_outer_around_run_time_inner)
+    x = np.random.default_rng(5).random(500)
+    for m in (1, 0, 3):
+        np.testing.assert_allclose(compiled(x.copy(), m), _outer_around_run_time_inner(x, m),
+                                   rtol=1e-12)
+    report = kiln.explain(_outer_around_run_time_inner)(x.copy(), 0)
+    assert report.op_count < 50

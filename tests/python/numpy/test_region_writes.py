@@ -192,3 +192,56 @@ def test_a_region_write_into_a_tensor_bumps_its_version():
     compiled(h, v, 3)
     assert h._version > before
     assert h[3].tolist() == [2.0] * 16 and h.sum().item() == 32.0
+
+
+def _two_rows(A, v, i, j):
+    A[i] += v
+    A[j] = v * 2.0
+    return v.sum()
+
+
+def test_an_index_out_of_range_leaves_the_array_as_numpy_does():
+    # the second write's index is out of range: the runner checks every region before it
+    # writes any, so the eager rerun that raises the error does not add v to row i twice
+    f = kiln.compile(_two_rows)
+    v = np.arange(10.0)
+    for i, j in [(3, 5), (4, 6), (5, 500)]:
+        ours, theirs = np.zeros((500, 10)), np.zeros((500, 10))
+        errors = []
+        for fn, arr in ((f, ours), (_two_rows, theirs)):
+            try:
+                fn(arr, v, i, j)
+            except IndexError as e:
+                errors.append(type(e))
+        assert len(errors) in (0, 2)
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def _step(hist, t):
+    hist[t] = hist[t - 1] * 0.5 + 1.0
+    return t
+
+
+def test_a_negative_run_time_index_counts_from_the_end():
+    # `hist[t - 1]` at t = 0 is the last row in NumPy: the program assumes 0 <= index < size,
+    # so this call runs eagerly and reads and writes what NumPy does
+    f = kiln.compile(_step)
+    start = np.random.default_rng(0).random((1000, 16))
+    for t in (3, 4, 0, -2):
+        ours, theirs = start.copy(), start.copy()
+        f(ours, t)
+        _step(theirs, t)
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def _row_read_after(hist, W, t):
+    hist[t] = hist[t - 1] * 0.5
+    return hist[t - 1] @ W  # a whole row of the array as the write left it
+
+
+def test_a_row_read_after_the_write_keeps_the_eager_store():
+    # the compiled program would have to hold the whole new array to read that row from it
+    H, W = np.random.default_rng(1).random((20000, 64)), np.ones((64, 4))
+    report = run_both(_row_read_after, H, W, 7)
+    assert region_writes(report) == []
+    assert eager_nodes(report) == 1
