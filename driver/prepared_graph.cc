@@ -124,41 +124,46 @@ std::optional<int64_t> solveLinear(const ir::SymInt &expr, const std::string &sy
   return values[symbol];
 }
 
-/// A select at a run-time index (`hist[t - 1]`) reads and writes at that index as it is: the
-/// program assumes `0 <= index < size`, which the binding checks, so a negative index (NumPy's
-/// count from the end) or one out of range runs the code eagerly, which does what NumPy does.
-void assumeIndicesInRange(const ir::Graph &graph, PreparedGraph &out,
-                          const std::map<int, std::string> &inputSymbols) {
-  std::set<std::string, std::less<>> bound; // what the binding gives values
+using SymbolSet = std::set<std::string, std::less<>>;
+
+/// The symbols a call's binding gives values: the inputs' sizes and the int inputs named as
+/// symbols.
+SymbolSet bindableSymbols(const ir::Graph &graph, const std::map<int, std::string> &inputSymbols) {
+  SymbolSet bound;
   for (const ir::Value *v : graph.inputs())
     if (v->isTensor())
       for (const ir::SymInt &s : v->meta().sizes)
         s.collectSymbols(bound);
   for (const auto &[k, text] : inputSymbols)
     ir::SymInt::parse(text).collectSymbols(bound);
+  return bound;
+}
+
+/// Whether every symbol of `exprs` is in `bound`.
+bool allBound(std::initializer_list<ir::SymInt> exprs, const SymbolSet &bound) {
+  SymbolSet symbols;
+  for (const ir::SymInt &e : exprs)
+    e.collectSymbols(symbols);
+  return std::all_of(symbols.begin(), symbols.end(),
+                     [&](const std::string &s) { return bound.count(s) > 0; });
+}
+
+/// A select at a run-time index (`hist[t - 1]`) reads and writes at that index as it is: the
+/// program assumes `0 <= index < size`, which the binding checks, so a negative index (NumPy's
+/// count from the end) or one out of range runs the code eagerly, which does what NumPy does.
+void assumeIndicesInRange(const ir::Graph &graph, PreparedGraph &out, const SymbolSet &bound) {
   std::set<std::string> seen;
   for (const ir::Node *n : graph.nodes()) {
     if (n->op() != ir::OpKind::Select && n->op() != ir::OpKind::SelectScatter)
       continue;
-    const ir::Attribute *index = n->attr("index");
-    if (!index || index->toSymInt().isConstant())
+    passes::lower::Region r = *passes::lower::regionOf(*n);
+    const ir::SymInt &size = n->operand(0)->meta().sizes[r.dim];
+    if (r.start.isConstant() || !allBound({r.start, size}, bound))
       continue;
-    const std::vector<ir::SymInt> &sizes = n->operand(0)->meta().sizes;
-    const ir::Attribute *dimAttr = n->attr("dim");
-    int64_t rank = static_cast<int64_t>(sizes.size()), dim = dimAttr ? dimAttr->toInt() : 0;
-    dim = dim < 0 ? dim + rank : dim;
-    if (dim < 0 || dim >= rank)
-      continue;
-    std::set<std::string, std::less<>> symbols;
-    index->toSymInt().collectSymbols(symbols);
-    sizes[dim].collectSymbols(symbols);
-    if (!std::all_of(symbols.begin(), symbols.end(),
-                     [&](const std::string &s) { return bound.count(s) > 0; }))
-      continue;
-    for (ir::SymRelation r : {ir::SymRelation{index->toSymInt(), ir::RelOp::Ge, ir::SymInt(0)},
-                              ir::SymRelation{index->toSymInt(), ir::RelOp::Lt, sizes[dim]}})
-      if (seen.insert(r.str()).second)
-        out.assumed.push_back(std::move(r));
+    for (ir::SymRelation rel : {ir::SymRelation{r.start, ir::RelOp::Ge, ir::SymInt(0)},
+                                ir::SymRelation{r.start, ir::RelOp::Lt, size}})
+      if (seen.insert(rel.str()).second)
+        out.assumed.push_back(std::move(rel));
   }
 }
 
@@ -205,9 +210,8 @@ bool elementRead(const ir::Node &n) {
 /// row per step, not the whole history. A value between two writes may be read at single
 /// elements (`A[i, j] -= x; A[i, j] /= A[j, j]`): the program computes those from the input as
 /// it was before the call, and the writes land only after the run.
-std::optional<std::vector<RegionWrite>>
-regionWrites(const ir::Value *input, const ir::Value *value,
-             const std::set<std::string, std::less<>> &bound) {
+std::optional<std::vector<RegionWrite>> regionWrites(const ir::Value *input, const ir::Value *value,
+                                                     const SymbolSet &bound) {
   if (value->hasUses())
     return std::nullopt; // the new value is read too (returned, or by a later op)
   std::vector<RegionWrite> writes;
@@ -218,23 +222,20 @@ regionWrites(const ir::Value *input, const ir::Value *value,
           !elementRead(*u.user))
         return std::nullopt; // read whole between writes: the program would hold it
     const ir::Node &top = *v->definingNode();
-    if (!passes::lower::isScatter(top) || passes::lower::regionOf(top)->len == ir::SymInt(0))
+    if (!passes::lower::isScatter(top))
       return std::nullopt;
     passes::lower::ComposedScatter c = passes::lower::composeScatter(top);
+    if (c.levels[0].len == ir::SymInt(0))
+      return std::nullopt;
     if (!smallRegion(c.levels, input->meta().sizes))
       return std::nullopt; // most of the array: computed in its memory (canComputeInPlace)
-    std::set<std::string, std::less<>> symbols;
-    for (const passes::lower::Region &r : c.levels) {
-      r.start.collectSymbols(symbols);
-      r.len.collectSymbols(symbols);
-    }
-    for (const std::string &s : symbols)
-      if (!bound.count(s))
+    for (const passes::lower::Region &r : c.levels)
+      if (!allBound({r.start, r.len}, bound))
         return std::nullopt;
     writes.push_back({std::move(c.levels), c.source});
     readers.assign({&top});
-    if (!c.inner.empty())
-      readers.push_back(c.inner[1]); // the view of the base the inner writes go through
+    if (c.firstView)
+      readers.push_back(c.firstView);
     v = top.operand(0);
   }
   if (writes.empty())
@@ -246,18 +247,10 @@ regionWrites(const ir::Value *input, const ir::Value *value,
 /// The graph passes leave a mutated input as a trailing `copy_(input, value)`; the lowering
 /// takes only pure graphs, so each becomes one more program result that the runner copies into
 /// its input (PreparedGraph::writeBacks), or several: the values of the regions it writes.
-void takeWriteBacks(ir::Graph &graph, PreparedGraph &out,
-                    const std::map<int, std::string> &inputSymbols) {
+void takeWriteBacks(ir::Graph &graph, PreparedGraph &out, const SymbolSet &bound) {
   if (!passes::writtenBackInputs(graph))
     return; // some other mutation is left: lowering names it
   std::vector<ir::Value *> ins = graph.inputs(), outs = graph.outputs();
-  std::set<std::string, std::less<>> bound;
-  for (const ir::Value *v : ins)
-    if (v->isTensor())
-      for (const ir::SymInt &s : v->meta().sizes)
-        s.collectSymbols(bound);
-  for (const auto &[k, text] : inputSymbols)
-    ir::SymInt::parse(text).collectSymbols(bound);
   bool regions = false;
   for (auto [input, value] : passes::takeWriteBacks(graph)) {
     int k = static_cast<int>(std::find(ins.begin(), ins.end(), input) - ins.begin());
@@ -459,7 +452,8 @@ PreparedGraph prepareGraph(std::unique_ptr<ir::Graph> graph, const ir::NodePosit
   out.name = graph->name();
   for (const ir::SymRelation &r : assumed.relations())
     out.assumed.push_back(r);
-  assumeIndicesInRange(*graph, out, options.inputSymbols);
+  SymbolSet bound = bindableSymbols(*graph, options.inputSymbols);
+  assumeIndicesInRange(*graph, out, bound);
   if (const ir::Attribute *spec = graph->returnNode()->attr("out_spec"))
     out.outSpec = spec->toString();
 
@@ -519,7 +513,7 @@ PreparedGraph prepareGraph(std::unique_ptr<ir::Graph> graph, const ir::NodePosit
       out.stageMillis.emplace_back(name, millis);
     last = std::chrono::steady_clock::now();
   }
-  takeWriteBacks(*graph, out, options.inputSymbols);
+  takeWriteBacks(*graph, out, bound);
   out.graphText = ir::printGraph(*graph);
 
   if (options.collectDeclines && options.until == PipelineEnd::Lowered) {

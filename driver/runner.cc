@@ -2,7 +2,6 @@
 
 #include "driver/runner.h"
 
-#include <array>
 #include <cstring>
 
 namespace kiln::driver {
@@ -15,115 +14,79 @@ std::pair<uintptr_t, uintptr_t> storageRange(const Tensor &t) {
   return {begin, begin + t.storage()->nbytes()};
 }
 
-/// writeRegion for host tensors of one dtype, a contiguous value of exactly the region's shape
-/// and no overlap: the region's address and strides computed, the elements copied with no view
-/// tensors made (a time loop stores a row per step). False when any of that does not hold.
-bool copyIntoRegion(const Tensor &target, std::span<const passes::lower::Region> region,
-                    const Tensor &value, const ir::SymbolValues &values) {
-  constexpr size_t kMaxRank = 8;
-  if (!value.defined() || !target.isCpu() || !value.isCpu() || value.dtype() != target.dtype() ||
-      !value.isContiguous() || target.sizes().size() > kMaxRank)
-    return false;
-  std::array<int64_t, kMaxRank> sizes{}, strides{};
-  size_t rank = target.sizes().size();
-  std::copy(target.sizes().begin(), target.sizes().end(), sizes.begin());
-  std::copy(target.strides().begin(), target.strides().end(), strides.begin());
+/// Where a region of a tensor lies: its sizes and strides, and its offset in elements from the
+/// tensor's first element.
+struct RegionView {
+  Shape sizes, strides;
   int64_t offset = 0;
+};
+
+/// The view `region` (WriteBack::region) makes of `target`; throws IndexError when it does not
+/// lie inside. Every region of a call is resolved before any is written, so a failing call
+/// leaves its arguments as they were (the caller may run the code again eagerly for the error).
+RegionView resolveRegion(const Tensor &target, std::span<const passes::lower::Region> region,
+                         const ir::SymbolValues &values) {
+  RegionView v{target.sizes(), target.strides(), 0};
   for (const passes::lower::Region &r : region) {
     auto d = static_cast<size_t>(r.dim);
     int64_t start = r.start.evaluate(values);
     int64_t len = r.select ? 1 : r.len.evaluate(values);
-    if (d >= rank || start < 0 || len < 1 || start + (len - 1) * r.step >= sizes[d])
-      return false; // the view path names the error
-    offset += start * strides[d];
+    if (d >= v.sizes.size() || start < 0 || len < 0 ||
+        (len > 0 && start + (len - 1) * r.step >= v.sizes[d]))
+      fail(ErrorKind::Index, "index {} is out of bounds for dimension {} with size {}", start, d,
+           d < v.sizes.size() ? v.sizes[d] : 0);
+    v.offset += start * v.strides[d];
     if (r.select) {
-      std::copy(sizes.begin() + d + 1, sizes.begin() + rank, sizes.begin() + d);
-      std::copy(strides.begin() + d + 1, strides.begin() + rank, strides.begin() + d);
-      --rank;
+      v.sizes.erase(v.sizes.begin() + static_cast<int64_t>(d));
+      v.strides.erase(v.strides.begin() + static_cast<int64_t>(d));
     } else {
-      sizes[d] = len;
-      strides[d] *= r.step;
+      v.sizes[d] = len;
+      v.strides[d] *= r.step;
     }
   }
-  if (!std::equal(sizes.begin(), sizes.begin() + rank, value.sizes().begin(), value.sizes().end()))
-    return false;
-  int64_t item = target.itemsize();
-  char *dst = target.rawData() + offset * item;
-  const char *src = value.rawData();
-  auto [lo, hi] = storageRange(target);
-  auto [a, b] = storageRange(value);
-  if (a < hi && lo < b)
-    return false;
-  // rows along the last dim (one memcpy when its stride is 1), the outer dims as a counter
-  int64_t inner = rank ? sizes[rank - 1] : 1, innerStride = rank ? strides[rank - 1] : 1;
-  int64_t rows = 1;
+  return v;
+}
+
+/// Copies a contiguous host `value` into `v` of host tensor `dst` of the same dtype, whose last
+/// dim is contiguous: one memcpy per row, the outer dims as a counter, no view tensors made (a
+/// time loop stores a row per step).
+void copyRows(const Tensor &dst, const RegionView &v, const Tensor &value) {
+  size_t rank = v.sizes.size();
+  int64_t item = dst.itemsize(), inner = rank ? v.sizes.back() : 1, rows = 1;
   for (size_t d = 0; d + 1 < rank; ++d)
-    rows *= sizes[d];
-  std::array<int64_t, kMaxRank> at{};
-  for (int64_t row = 0; row < rows; ++row) {
+    rows *= v.sizes[d];
+  char *first = dst.rawData() + v.offset * item;
+  const char *src = value.rawData();
+  Shape at(rank, 0);
+  for (int64_t row = 0; row < rows; ++row, src += inner * item) {
     int64_t base = 0;
     for (size_t d = 0; d + 1 < rank; ++d)
-      base += at[d] * strides[d];
-    char *out = dst + base * item;
-    if (innerStride == 1) {
-      std::memcpy(out, src, inner * item);
-    } else {
-      for (int64_t k = 0; k < inner; ++k)
-        std::memcpy(out + k * innerStride * item, src + k * item, item);
-    }
-    src += inner * item;
+      base += at[d] * v.strides[d];
+    std::memcpy(first + base * item, src, inner * item);
     for (size_t d = rank > 1 ? rank - 1 : 0; d-- > 0;) { // the next row's index
-      if (++at[d] < sizes[d])
+      if (++at[d] < v.sizes[d])
         break;
       at[d] = 0;
     }
   }
-  target.bumpVersion(); // as copy_ does: a write the array's version counter sees
-  return true;
 }
 
-/// Throws IndexError when `region` does not lie inside `target`: checked for every region
-/// before any is written, so a failing call leaves its arguments as they were (the caller may
-/// run the code again eagerly for the error).
-void checkRegion(const Tensor &target, std::span<const passes::lower::Region> region,
-                 const ir::SymbolValues &values) {
-  Shape sizes = target.sizes();
-  for (const passes::lower::Region &r : region) {
-    auto d = static_cast<size_t>(r.dim);
-    int64_t start = r.start.evaluate(values);
-    int64_t len = r.select ? 1 : r.len.evaluate(values);
-    if (d >= sizes.size() || start < 0 || len < 0 ||
-        (len > 0 && start + (len - 1) * r.step >= sizes[d]))
-      fail(ErrorKind::Index, "index {} is out of bounds for dimension {} with size {}", start, d,
-           d < sizes.size() ? sizes[d] : 0);
-    if (r.select)
-      sizes.erase(sizes.begin() + static_cast<int64_t>(d));
-    else
-      sizes[d] = len;
-  }
-}
-
-/// Stores `value` into `region` of `target` (WriteBack::region), in place.
-void writeRegion(const Tensor &target, std::span<const passes::lower::Region> region,
-                 const Tensor &value, const ir::SymbolValues &values) {
-  if (copyIntoRegion(target, region, value, values))
+/// Stores `value` into region `v` of `target`, in place: copyRows where it applies, else a view
+/// of the region and copy_ (which casts, broadcasts, and reads a value overlapping the target
+/// first: `h[1:] = h[:-1]`).
+void writeRegion(const Tensor &target, const RegionView &v, const Tensor &value) {
+  if (numelOf(v.sizes) == 0)
     return;
-  Tensor into = target;
-  for (const passes::lower::Region &r : region) {
-    int64_t start = r.start.evaluate(values);
-    if (r.select) {
-      into = into.select(r.dim, start);
-      continue;
-    }
-    int64_t len = r.len.evaluate(values);
-    if (len == 0)
-      return;
-    into = into.slice(r.dim, start, start + (len - 1) * r.step + 1, r.step);
+  auto [lo, hi] = storageRange(target);
+  auto [a, b] = storageRange(value);
+  if (!(a < hi && lo < b) && target.isCpu() && value.isCpu() && value.dtype() == target.dtype() &&
+      value.isContiguous() && value.sizes() == v.sizes &&
+      (v.strides.empty() || v.strides.back() == 1)) {
+    copyRows(target, v, value);
+    target.bumpVersion(); // as copy_ does: a write the array's version counter sees
+    return;
   }
-  auto [lo, hi] = storageRange(into);
-  auto [a, b] = value.defined() ? storageRange(value) : std::pair<uintptr_t, uintptr_t>{0, 0};
-  // a value that is a view of the target itself (`h[1:] = h[:-1]`) is copied out first
-  into.copy_(a < hi && lo < b ? value.clone() : value);
+  target.asStrided(v.sizes, v.strides, target.storageOffset() + v.offset).copy_(value);
 }
 
 } // namespace
@@ -175,16 +138,18 @@ std::vector<Tensor> Runner::run(std::span<const Tensor> inputs, const ir::Symbol
   std::vector<Tensor> tensors(inputs.begin(), inputs.end());
   tensors.insert(tensors.end(), weights_.begin(), weights_.end());
   std::vector<Tensor> results = executable_->run(tensors, values, computeInPlace(tensors));
-  if (writeBack)
-    for (const WriteBack &w : graph_.writeBacks)
-      if (!w.region.empty())
-        checkRegion(tensors[w.input], w.region, values);
-  if (writeBack)
-    for (const WriteBack &w : graph_.writeBacks)
-      if (!w.region.empty())
-        writeRegion(tensors[w.input], w.region, results[w.result], values);
-      else if (results[w.result].rawData() != tensors[w.input].rawData())
-        tensors[w.input].copy_(results[w.result]);
+  if (!writeBack)
+    return results;
+  std::vector<RegionView> regions; // all resolved (bounds-checked) before any write
+  for (const WriteBack &w : graph_.writeBacks)
+    if (!w.region.empty())
+      regions.push_back(resolveRegion(tensors[w.input], w.region, values));
+  auto region = regions.begin();
+  for (const WriteBack &w : graph_.writeBacks)
+    if (!w.region.empty())
+      writeRegion(tensors[w.input], *region++, results[w.result]);
+    else if (results[w.result].rawData() != tensors[w.input].rawData())
+      tensors[w.input].copy_(results[w.result]);
   return results;
 }
 

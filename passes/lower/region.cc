@@ -72,8 +72,8 @@ ComposedScatter composeScatter(const ir::Node &n) {
       break;
     out.levels.push_back(*written);
     out.levelTypes.push_back(inner.result(0)->meta().dtype);
-    out.inner.push_back(&inner);
-    out.inner.push_back(&view);
+    if (!out.firstView)
+      out.firstView = &view;
     viewed = inner.operand(0);
     src = inner.operand(1);
   }

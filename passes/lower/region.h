@@ -45,7 +45,8 @@ struct ComposedScatter {
   std::vector<Region> levels;
   std::vector<DType> levelTypes; ///< the result dtype of each inner scatter (casts on the way)
   const ir::Value *source = nullptr;
-  std::vector<const ir::Node *> inner; ///< the inner scatters and the views they write into
+  /// The view of the outer scatter's base that the first inner write goes through, or null.
+  const ir::Node *firstView = nullptr;
 };
 
 /// `n`, a scatter whose region is not empty, composed with the scatters nested in it.

@@ -536,29 +536,32 @@ def _uniform_until(body: BodyGraph, it: V.IteratorVar, first: int, symbolic: boo
     short tail, run unrolled after the node."""
     from kiln._capture import loops_uniform
 
+    def index_sized_node(what: str) -> int:
+        """A node over every iteration, its sizes following the index; unless the first
+        iteration's slices are empty at capture, which peels it off."""
+        if not loops_uniform.empty_at_capture(body):
+            logs.log("graph", f"loop node {what} with sizes that follow the index")
+            return len(it.items)
+        if first == 0:
+            raise PeelFirst("the first iteration's slices are empty")
+        return -1
+
     if (symbolic or body.symbolic) and loops_uniform.slices_by_index(body):
-        if symbolic and not body.symbolic and _index_sized_any_length(body, it, first):
-            # sizes that follow the index, with bounds only the run knows (the inner loop of a
-            # Cholesky step, `range(i)`): checked at index values past the example's, and at
-            # run time by the compiled body's assumptions on every iteration
-            if not loops_uniform.empty_at_capture(body):
-                logs.log("graph", "loop node of run-time length with sizes that follow the "
-                                  "index")
-                return len(it.items)
-            if first == 0:
-                raise PeelFirst("the first iteration's slices are empty")
+        # sizes that follow the index, with bounds only the run knows (the inner loop of a
+        # Cholesky step, `range(i)`): checked at index values past the example's, and at run
+        # time by the compiled body's assumptions on every iteration
+        if symbolic and not body.symbolic and _index_sized_any_length(body, it, first) and \
+                index_sized_node("of run-time length") >= 0:
+            return len(it.items)
         raise SlicesNeedStaticSizes()
     try:
         until = loops_uniform.uniform_until(body, it.items, first)
     except loops_uniform.Unverified as e:
         raise NotALoopNode(str(e)) from None
     tail = len(it.items) - until
-    if tail and loops_uniform.index_sized(body, it.items, first):
-        if not loops_uniform.empty_at_capture(body):
-            logs.log("graph", "loop node with sizes that follow the index (a triangular loop)")
-            return len(it.items)
-        if first == 0:
-            raise PeelFirst("the first iteration's slices are empty")
+    if tail and loops_uniform.index_sized(body, it.items, first) and \
+            index_sized_node("(a triangular loop)") >= 0:
+        return len(it.items)
     if tail and (symbolic or brk is not None or until - first < 2
                  or tail * body.op_count() > TAIL_OPS):
         raise NotALoopNode(f"the iteration at index {it.items[until].const()} is not the first "
