@@ -91,6 +91,9 @@ def test_the_compiled_nest_runs_for_other_sizes_and_values():
         compiled(ours)
         cholesky(theirs)
         np.testing.assert_allclose(np.tril(ours), np.tril(theirs), rtol=1e-10)
+    report = kiln.explain(cholesky)(_spd(64, 2))  # the new size: a nest of nodes again
+    outer, inner = _nested(report)
+    assert len(outer) == 1 and len(inner) == 1 and report.op_count < 100
 
 
 def starts_at_zero(A):

@@ -205,6 +205,9 @@ def test_an_index_out_of_range_leaves_the_array_as_numpy_does():
     # writes any, so the eager rerun that raises the error does not add v to row i twice
     f = kiln.compile(_two_rows)
     v = np.arange(10.0)
+    # both writes are region writes of the compiled part (the path this test is about)
+    report = run_both(_two_rows, np.zeros((500, 10)), v, 3, 5)
+    assert eager_nodes(report) == 0 and len(region_writes(report)) == 2
     for i, j in [(3, 5), (4, 6), (5, 500)]:
         ours, theirs = np.zeros((500, 10)), np.zeros((500, 10))
         errors = []
