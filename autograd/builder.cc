@@ -5,6 +5,7 @@
 #include "autograd/record.h"
 #include "runtime/ops/compare.h"
 #include "runtime/ops/factory.h"
+#include "runtime/ops/unary_math.h"
 
 namespace kiln::autograd {
 Tensor EagerBuilder::add(const Tensor &a, const Tensor &b) { return ops::add(a, b); }
@@ -40,6 +41,13 @@ Tensor EagerBuilder::leScalar(const Tensor &a, double s) { return kiln::ops::le(
 Tensor EagerBuilder::eqScalar(const Tensor &a, double s) { return kiln::ops::eq(a, number(s)); }
 Tensor EagerBuilder::eq(const Tensor &a, const Tensor &b) { return kiln::ops::eq(a, b); }
 Tensor EagerBuilder::gt(const Tensor &a, const Tensor &b) { return kiln::ops::gt(a, b); }
+Tensor EagerBuilder::ge(const Tensor &a, const Tensor &b) { return kiln::ops::ge(a, b); }
+Tensor EagerBuilder::le(const Tensor &a, const Tensor &b) { return kiln::ops::le(a, b); }
+Tensor EagerBuilder::isnan(const Tensor &a) { return kiln::ops::isnan(a); }
+Tensor EagerBuilder::isfinite(const Tensor &a) { return kiln::ops::isfinite(a); }
+// Piecewise constant: what a rule reads through them carries no gradient.
+Tensor EagerBuilder::floor(const Tensor &a) { return kiln::ops::floor(a); }
+Tensor EagerBuilder::trunc(const Tensor &a) { return kiln::ops::trunc(a); }
 Tensor EagerBuilder::logicalAnd(const Tensor &a, const Tensor &b) {
   return kiln::ops::logicalAnd(a, b);
 }
@@ -79,6 +87,12 @@ Tensor EagerBuilder::zeros(const Sizes &sizes, DType dtype) {
 
 Tensor EagerBuilder::sum(const Tensor &a, const DimList &dims, bool keepdim) {
   return ops::sum(a, dims, keepdim);
+}
+
+Tensor EagerBuilder::cumsum(const Tensor &a, int64_t dim) { return ops::cumsum(a, dim); }
+Tensor EagerBuilder::cumprod(const Tensor &a, int64_t dim) { return ops::cumprod(a, dim); }
+Tensor EagerBuilder::logcumsumexp(const Tensor &a, int64_t dim) {
+  return ops::logcumsumexp(a, dim);
 }
 
 Tensor EagerBuilder::reduceTo(const Tensor &g, const Sizes &sizes, DType dtype) {
@@ -181,6 +195,14 @@ Tensor EagerBuilder::scatterAdd(const Sizes &sizes, int64_t dim, const Tensor &i
 
 Tensor EagerBuilder::gather(const Tensor &a, int64_t dim, const Tensor &index) {
   return ops::gather(a, dim, index);
+}
+
+Tensor EagerBuilder::scatter(const Tensor &a, int64_t dim, const Tensor &index, const Tensor &src) {
+  return ops::scatter(a, dim, index, src);
+}
+
+Tensor EagerBuilder::indexSelect(const Tensor &a, int64_t dim, const Tensor &index) {
+  return ops::indexSelect(a, dim, index);
 }
 
 Tensor EagerBuilder::indexAdd(const Sizes &sizes, int64_t dim, const Tensor &index,

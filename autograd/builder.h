@@ -57,6 +57,12 @@ struct EagerBuilder {
   Tensor eq(const Tensor &a, const Tensor &b);
   Tensor eqScalar(const Tensor &a, double s);
   Tensor gt(const Tensor &a, const Tensor &b);
+  Tensor ge(const Tensor &a, const Tensor &b);
+  Tensor le(const Tensor &a, const Tensor &b);
+  Tensor isnan(const Tensor &a);
+  Tensor isfinite(const Tensor &a);
+  Tensor floor(const Tensor &a);
+  Tensor trunc(const Tensor &a);
   Tensor logicalNot(const Tensor &a);
   Tensor logicalOr(const Tensor &a, const Tensor &b);
   /// a ** b for tensors.
@@ -73,6 +79,9 @@ struct EagerBuilder {
   Tensor zeros(const Sizes &sizes, DType dtype);
 
   Tensor sum(const Tensor &a, const DimList &dims, bool keepdim);
+  Tensor cumsum(const Tensor &a, int64_t dim);
+  Tensor cumprod(const Tensor &a, int64_t dim);
+  Tensor logcumsumexp(const Tensor &a, int64_t dim);
   /// The gradient of a broadcast: g summed over the dims its operand was broadcast along, viewed
   /// as `sizes` and cast to `dtype`.
   Tensor reduceTo(const Tensor &g, const Sizes &sizes, DType dtype);
@@ -103,6 +112,8 @@ struct EagerBuilder {
   Tensor scatterAdd(const Sizes &sizes, int64_t dim, const Tensor &index, const Tensor &src);
   Tensor indexAdd(const Sizes &sizes, int64_t dim, const Tensor &index, const Tensor &src);
   Tensor gather(const Tensor &a, int64_t dim, const Tensor &index);
+  Tensor scatter(const Tensor &a, int64_t dim, const Tensor &index, const Tensor &src);
+  Tensor indexSelect(const Tensor &a, int64_t dim, const Tensor &index);
 };
 
 } // namespace kiln::autograd

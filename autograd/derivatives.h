@@ -298,8 +298,14 @@ template <class B> V<B> leakyRelu(B &b, const V<B> &g, const V<B> &x, double slo
   return b.connect(b.where(b.gtScalar(x, 0.0), g, b.scale(g, slope)), x);
 }
 
-template <class B> V<B> elu(B &b, const V<B> &g, const V<B> &x, const V<B> &y, double alpha) {
-  return b.where(b.gtScalar(x, 0.0), g, b.mul(g, b.addScalar(y, alpha)));
+/// elu and its scaled form (selu), torch's elu_backward from the output: g scale where x > 0,
+/// else g input_scale (y + alpha scale).
+template <class B>
+V<B> elu(B &b, const V<B> &g, const V<B> &x, const V<B> &y, double alpha, double scale = 1.0,
+         double inputScale = 1.0) {
+  V<B> negative = b.addScalar(y, alpha * scale);
+  return b.where(b.gtScalar(x, 0.0), scale == 1.0 ? g : b.scale(g, scale),
+                 b.mul(inputScale == 1.0 ? g : b.scale(g, inputScale), negative));
 }
 
 template <class B> V<B> hardtanh(B &b, const V<B> &g, const V<B> &x, double lo, double hi) {

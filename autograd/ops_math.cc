@@ -1,20 +1,15 @@
 // Differentiable elementwise math beyond ops_elementwise.cc: the trigonometric, hyperbolic and
 // logarithmic families, the piecewise-constant ops (zero gradient, as torch), the remaining
 // activations and binary ops.
-#include "autograd/derivatives.h"
+#include "autograd/derivatives_math.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
-#include "runtime/ops/compare.h"
-
-#include <cmath>
+#include "runtime/ops/activation.h"
 
 namespace kiln::autograd::ops {
 namespace {
 using rules::Needs;
 using B = EagerBuilder;
-
-constexpr double kLn2 = 0.69314718055994530942, kLn10 = 2.30258509299404568402;
-constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 
 template <class RuleFn>
 Tensor binaryRule(const char *name, const Tensor &a, const Tensor &b, Tensor out, RuleFn rule) {
@@ -51,49 +46,42 @@ Tensor binaryRule(const char *name, const Tensor &a, const Tensor &b, Tensor out
     Tensor out = kiln::ops::fn(a);                                                                 \
     if (isFloating(out.dtype()))                                                                   \
       record(Name, {&a}, out, [&](const NodePtr &) {                                               \
-        return [](B &b, const Node &, Grads &g) { return Grads{b.scale(g[0], 0.0)}; };             \
+        return [](B &b, const Node &, Grads &g) { return Grads{rules::flat(b, g[0])}; };           \
       });                                                                                          \
     return out;                                                                                    \
   }
 
-KILN_FROM_OUTPUT(tan, "TanBackward0", b.mul(g, b.addScalar(b.mul(y, y), 1.0)))
-KILN_FROM_INPUT(asin, "AsinBackward0", b.div(g, b.sqrt(b.rsubScalar(b.mul(x, x), 1.0))))
-KILN_FROM_INPUT(acos, "AcosBackward0", b.neg(b.div(g, b.sqrt(b.rsubScalar(b.mul(x, x), 1.0)))))
-KILN_FROM_INPUT(atan, "AtanBackward0", b.div(g, b.addScalar(b.mul(x, x), 1.0)))
-KILN_FROM_INPUT(sinh, "SinhBackward0", b.mul(g, b.cosh(x)))
-KILN_FROM_INPUT(cosh, "CoshBackward0", b.mul(g, b.sinh(x)))
-KILN_FROM_INPUT(asinh, "AsinhBackward0", b.div(g, b.sqrt(b.addScalar(b.mul(x, x), 1.0))))
-KILN_FROM_INPUT(acosh, "AcoshBackward0", b.div(g, b.sqrt(b.addScalar(b.mul(x, x), -1.0))))
-KILN_FROM_INPUT(atanh, "AtanhBackward0", b.div(g, b.rsubScalar(b.mul(x, x), 1.0)))
-KILN_FROM_OUTPUT(exp2, "Exp2Backward0", b.mul(g, b.scale(y, kLn2)))
-KILN_FROM_INPUT(log2, "Log2Backward0", b.div(g, b.scale(x, kLn2)))
-KILN_FROM_INPUT(log10, "Log10Backward0", b.div(g, b.scale(x, kLn10)))
+KILN_FROM_OUTPUT(tan, "TanBackward0", rules::tan(b, g, y))
+KILN_FROM_INPUT(asin, "AsinBackward0", rules::asin(b, g, x))
+KILN_FROM_INPUT(acos, "AcosBackward0", rules::acos(b, g, x))
+KILN_FROM_INPUT(atan, "AtanBackward0", rules::atan(b, g, x))
+KILN_FROM_INPUT(sinh, "SinhBackward0", rules::sinh(b, g, x))
+KILN_FROM_INPUT(cosh, "CoshBackward0", rules::cosh(b, g, x))
+KILN_FROM_INPUT(asinh, "AsinhBackward0", rules::asinh(b, g, x))
+KILN_FROM_INPUT(acosh, "AcoshBackward0", rules::acosh(b, g, x))
+KILN_FROM_INPUT(atanh, "AtanhBackward0", rules::atanh(b, g, x))
+KILN_FROM_OUTPUT(exp2, "Exp2Backward0", rules::exp2(b, g, y))
+KILN_FROM_INPUT(log2, "Log2Backward0", rules::log2(b, g, x))
+KILN_FROM_INPUT(log10, "Log10Backward0", rules::log10(b, g, x))
 KILN_FROM_INPUT(erfc, "ErfcBackward0", rules::erfc(b, g, x))
 KILN_FROM_INPUT(frac, "FracBackward0", g)
-KILN_FROM_INPUT(selu, "EluBackward0",
-                b.where(b.gtScalar(x, 0.0), b.scale(g, 1.0507009873554804934),
-                        b.mul(g, b.scale(b.exp(x), 1.0507009873554804934 * 1.6732632423543772848))))
-KILN_FROM_INPUT(hardsigmoid, "HardsigmoidBackward0",
-                b.zeroWhere(b.scale(g, 1.0 / 6.0),
-                            b.logicalOr(b.leScalar(x, -3.0), b.geScalar(x, 3.0))))
-KILN_FROM_INPUT(hardswish, "HardswishBackward0", // torch's kinks: 0 at -3, 1 at 3
-                b.where(b.leScalar(x, -3.0), b.scale(g, 0.0),
-                        b.where(b.ltScalar(x, 3.0),
-                                b.mul(g, b.scale(b.addScalar(b.scale(x, 2.0), 3.0), 1.0 / 6.0)),
-                                g)))
-KILN_FROM_INPUT(mish, "MishBackward0", [&] {
-  Tensor t = b.tanh(b.softplus(x));
-  return b.mul(g, b.add(t, b.mul(b.mul(x, b.sigmoid(x)), b.rsubScalar(b.mul(t, t), 1.0))));
-}())
-KILN_FROM_INPUT(logsigmoid, "LogSigmoidBackward0", b.mul(g, b.sigmoid(b.neg(x))))
-KILN_FROM_INPUT(softsign, "SoftsignBackward0", [&] {
-  Tensor d = b.addScalar(b.abs(x), 1.0);
-  return b.div(g, b.mul(d, d));
-}())
-KILN_FROM_INPUT(tanhshrink, "TanhshrinkBackward0", [&] {
-  Tensor t = b.tanh(x);
-  return b.mul(g, b.mul(t, t));
-}())
+KILN_FROM_INPUT(hardsigmoid, "HardsigmoidBackward0", rules::hardsigmoid(b, g, x))
+KILN_FROM_INPUT(hardswish, "HardswishBackward0", rules::hardswish(b, g, x))
+KILN_FROM_INPUT(mish, "MishBackward0", rules::mish(b, g, x))
+KILN_FROM_INPUT(logsigmoid, "LogSigmoidBackward0", rules::logSigmoid(b, g, x))
+KILN_FROM_INPUT(softsign, "SoftsignBackward0", rules::softsign(b, g, x))
+KILN_FROM_INPUT(tanhshrink, "TanhshrinkBackward0", rules::tanhshrink(b, g, x))
+
+Tensor selu(const Tensor &a) {
+  Tensor out = kiln::ops::selu(a);
+  record("EluBackward0", {&a}, out, [&](const NodePtr &self) {
+    return [sa = SavedTensor(a), so = SavedTensor(out, self)](B &b, const Node &n, Grads &g) {
+      return Grads{rules::elu(b, g[0], sa.unpack(n), so.unpack(n), rules::kSeluAlpha,
+                              rules::kSeluScale, 1.0)};
+    };
+  });
+  return out;
+}
 
 KILN_ZERO_GRAD(floor, "FloorBackward0")
 KILN_ZERO_GRAD(ceil, "CeilBackward0")
@@ -107,94 +95,82 @@ Tensor round(const Tensor &a, std::optional<int64_t> decimals) {
   Tensor out = kiln::ops::round(a, decimals);
   if (isFloating(out.dtype()))
     record("RoundBackward0", {&a}, out, [&](const NodePtr &) {
-      return [](B &b, const Node &, Grads &g) { return Grads{b.scale(g[0], 0.0)}; };
+      return [](B &b, const Node &, Grads &g) { return Grads{rules::flat(b, g[0])}; };
     });
   return out;
 }
 
 Tensor nanToNum(const Tensor &a, std::optional<double> nan, std::optional<double> posinf,
                 std::optional<double> neginf) {
-  return unaryFromInput("NanToNumBackward0", a, kiln::ops::nanToNum(a, nan, posinf, neginf),
-                        [](B &b, const Tensor &g, const Tensor &x) {
-                          return b.zeroWhere(g, b.logicalNot(kiln::ops::isfinite(x)));
-                        });
+  return unaryFromInput(
+      "NanToNumBackward0", a, kiln::ops::nanToNum(a, nan, posinf, neginf),
+      [](B &b, const Tensor &g, const Tensor &x) { return rules::nanToNum(b, g, x); });
 }
 
 Tensor celu(const Tensor &a, double alpha) {
-  return unaryFromInput("CeluBackward0", a, kiln::ops::celu(a, alpha),
-                        [alpha](B &b, const Tensor &g, const Tensor &x) {
-                          return b.where(b.gtScalar(x, 0.0), g,
-                                         b.mul(g, b.exp(b.scale(x, 1.0 / alpha))));
-                        });
+  return unaryFromInput(
+      "CeluBackward0", a, kiln::ops::celu(a, alpha),
+      [alpha](B &b, const Tensor &g, const Tensor &x) { return rules::celu(b, g, x, alpha); });
 }
 
 Tensor hardshrink(const Tensor &a, double lambd) {
-  return unaryFromInput("HardshrinkBackward0", a, kiln::ops::hardshrink(a, lambd),
-                        [lambd](B &b, const Tensor &g, const Tensor &x) {
-                          return b.connect(b.zeroWhere(g, b.leScalar(b.abs(x), lambd)), x);
-                        });
+  return unaryFromInput(
+      "HardshrinkBackward0", a, kiln::ops::hardshrink(a, lambd),
+      [lambd](B &b, const Tensor &g, const Tensor &x) { return rules::shrink(b, g, x, lambd); });
 }
 
 Tensor softshrink(const Tensor &a, double lambd) {
-  return unaryFromInput("SoftshrinkBackward0", a, kiln::ops::softshrink(a, lambd),
-                        [lambd](B &b, const Tensor &g, const Tensor &x) {
-                          return b.connect(b.zeroWhere(g, b.leScalar(b.abs(x), lambd)), x);
-                        });
+  return unaryFromInput(
+      "SoftshrinkBackward0", a, kiln::ops::softshrink(a, lambd),
+      [lambd](B &b, const Tensor &g, const Tensor &x) { return rules::shrink(b, g, x, lambd); });
 }
 
 Tensor threshold(const Tensor &a, const Scalar &threshold, const Scalar &value) {
   double th = threshold.toDouble();
-  return unaryFromInput("ThresholdBackward0", a, kiln::ops::threshold(a, threshold, value),
-                        [th](B &b, const Tensor &g, const Tensor &x) {
-                          return b.connect(b.zeroWhere(g, b.leScalar(x, th)), x);
-                        });
+  return unaryFromInput(
+      "ThresholdBackward0", a, kiln::ops::threshold(a, threshold, value),
+      [th](B &b, const Tensor &g, const Tensor &x) { return rules::threshold(b, g, x, th); });
 }
 
 Tensor atan2(const Tensor &a, const Tensor &b) {
   return binaryRule("Atan2Backward0", a, b, kiln::ops::atan2(a, b),
-                    [](B &bd, const Tensor &g, const Tensor &y, const Tensor &x, const Tensor &) {
-                      Tensor d = bd.add(bd.mul(x, x), bd.mul(y, y));
-                      return std::pair{bd.mul(g, bd.div(x, d)), bd.neg(bd.mul(g, bd.div(y, d)))};
+                    [](B &bd, const Tensor &g, const Tensor &x, const Tensor &y, const Tensor &) {
+                      return rules::atan2(bd, g, x, y);
                     });
 }
 
 Tensor hypot(const Tensor &a, const Tensor &b) {
   return binaryRule("HypotBackward0", a, b, kiln::ops::hypot(a, b),
                     [](B &bd, const Tensor &g, const Tensor &x, const Tensor &y, const Tensor &h) {
-                      return std::pair{bd.mul(g, bd.div(x, h)), bd.mul(g, bd.div(y, h))};
+                      return rules::hypot(bd, g, x, y, h);
                     });
 }
 
-/// fmax/fmin: the gradient goes to the operand selected, self on ties, the non-NaN one on NaN.
 Tensor fmax(const Tensor &a, const Tensor &b) {
   return binaryRule("FmaxBackward0", a, b, kiln::ops::fmax(a, b),
                     [](B &bd, const Tensor &g, const Tensor &x, const Tensor &y, const Tensor &) {
-                      Tensor self = bd.logicalOr(kiln::ops::ge(x, y), kiln::ops::isnan(y));
-                      return std::pair{bd.zeroWhere(g, bd.logicalNot(self)), bd.zeroWhere(g, self)};
+                      return rules::fmaxFmin(bd, g, x, y, true);
                     });
 }
 
 Tensor fmin(const Tensor &a, const Tensor &b) {
   return binaryRule("FminBackward0", a, b, kiln::ops::fmin(a, b),
                     [](B &bd, const Tensor &g, const Tensor &x, const Tensor &y, const Tensor &) {
-                      Tensor self = bd.logicalOr(kiln::ops::le(x, y), kiln::ops::isnan(y));
-                      return std::pair{bd.zeroWhere(g, bd.logicalNot(self)), bd.zeroWhere(g, self)};
+                      return rules::fmaxFmin(bd, g, x, y, false);
                     });
 }
 
 Tensor fmod(const Tensor &a, const Tensor &b) {
   return binaryRule("FmodBackward1", a, b, kiln::ops::fmod(a, b),
                     [](B &bd, const Tensor &g, const Tensor &x, const Tensor &y, const Tensor &) {
-                      return std::pair{g,
-                                       bd.neg(bd.mul(g, kiln::ops::trunc(kiln::ops::div(x, y))))};
+                      return rules::remainder(bd, g, x, y, false);
                     });
 }
 
 Tensor remainder(const Tensor &a, const Tensor &b) {
   return binaryRule("RemainderBackward1", a, b, kiln::ops::remainder(a, b),
                     [](B &bd, const Tensor &g, const Tensor &x, const Tensor &y, const Tensor &) {
-                      return std::pair{g,
-                                       bd.neg(bd.mul(g, kiln::ops::floor(kiln::ops::div(x, y))))};
+                      return rules::remainder(bd, g, x, y, true);
                     });
 }
 
@@ -247,17 +223,15 @@ Tensor lerp(const Tensor &a, const Tensor &end, const Tensor &weight) {
     return [sa = SavedTensor(a), se = SavedTensor(end),
             sw = SavedTensor(weight)](B &bd, const Node &n, Grads &g) {
       Tensor x = sa.unpack(n), e = se.unpack(n), w = sw.unpack(n);
-      Grads r(3);
       // A number weight's 1 - w is taken in double, as torch's Scalar (not in the default
       // dtype two wrapped numbers promote to).
       Tensor keep = w.isWrappedNumber() ? Tensor::wrapScalar(Scalar(1.0 - w.item().toDouble()))
                                         : bd.rsubScalar(w, 1.0);
-      if (n.needsInputGrad(0))
-        r[0] = bd.reduceTo(bd.mul(g[0], keep), x.sizes(), x.dtype());
-      if (n.needsInputGrad(1))
-        r[1] = bd.reduceTo(bd.mul(g[0], w), e.sizes(), e.dtype());
-      if (n.needsInputGrad(2))
-        r[2] = bd.reduceTo(bd.mul(g[0], bd.sub(e, x)), w.sizes(), w.dtype());
+      Grads r = rules::lerp(bd, g[0], x, e, w, keep, Needs::of(n));
+      const Tensor *operands[] = {&x, &e, &w};
+      for (size_t k = 0; k < 3; ++k)
+        if (r[k].defined())
+          r[k] = bd.reduceTo(r[k], operands[k]->sizes(), operands[k]->dtype());
       return r;
     };
   });

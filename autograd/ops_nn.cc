@@ -1,7 +1,7 @@
 // Differentiable nn ops: layer_norm and embedding have rules; the losses and attention run as
 // their decomposition into differentiable ops while recording (their fused kernels otherwise).
 #include "autograd/autocast.h"
-#include "autograd/derivatives.h"
+#include "autograd/derivatives_layout.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "runtime/error.h"
@@ -125,13 +125,8 @@ Tensor embedding(const Tensor &indices, const Tensor &weight, std::optional<int6
     if (pad && *pad < 0)
       *pad += weight.size(0);
     return [si = SavedTensor(indices), ws = weight.sizes(), pad](B &bd, const Node &n, Grads &g) {
-      Tensor flat = si.unpack(n).reshape({-1});
-      Tensor rows = bd.reshape(g[0], {-1, ws[1]});
-      if (pad) // the padding row gets no gradient
-        rows =
-            bd.zeroWhere(rows, kiln::ops::eq(flat, Tensor::wrapScalar(Scalar(*pad))).unsqueeze(1));
       Grads r(2);
-      r[1] = bd.indexAdd(ws, 0, flat, rows);
+      r[1] = rules::embedding(bd, g[0], si.unpack(n).reshape({-1}), ws, pad);
       return r;
     };
   });

@@ -4,6 +4,7 @@
 // for scatter) and a gather of it at the scattered positions for the source. Also the upsamples,
 // whose backward scatters each output gradient back to the inputs it read.
 #include "autograd/derivatives.h"
+#include "autograd/derivatives_layout.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "runtime/ops/factory.h"
@@ -34,17 +35,9 @@ Tensor scatter(const Tensor &self, int64_t dim, const Tensor &index, const Tenso
   Tensor out = self.clone();
   kiln::ops::scatter_(out, dim, index, src);
   record("ScatterBackward0", {&self, nullptr, &src}, out, [&](const NodePtr &) {
-    return [si = SavedTensor(index), dim](B &, const Node &n, Grads &g) {
-      Tensor idx = si.unpack(n);
-      Grads r(3);
-      if (n.needsInputGrad(0)) { // what the scatter overwrote gets no gradient (recorded)
-        Tensor zero = Tensor::empty(idx.sizes(), g[0].dtype(), g[0].device());
-        zero.fill_(Scalar(0.0));
-        r[0] = ops::scatter(g[0], dim, idx, zero);
-      }
-      if (n.needsInputGrad(2))
-        r[2] = ops::gather(g[0], dim, idx);
-      return r;
+    return [si = SavedTensor(index), d = wrapDim(dim, std::max<int64_t>(self.dim(), 1), "scatter")](
+               B &b, const Node &n, Grads &g) {
+      return rules::scatter(b, g[0], d, si.unpack(n), rules::Needs::of(n));
     };
   });
   return out;
@@ -54,13 +47,9 @@ Tensor scatterAdd(const Tensor &self, int64_t dim, const Tensor &index, const Te
   Tensor out = self.clone();
   kiln::ops::scatterAdd_(out, dim, index, src);
   record("ScatterAddBackward0", {&self, nullptr, &src}, out, [&](const NodePtr &) {
-    return [si = SavedTensor(index), dim](B &, const Node &n, Grads &g) {
-      Grads r(3);
-      if (n.needsInputGrad(0))
-        r[0] = g[0];
-      if (n.needsInputGrad(2))
-        r[2] = ops::gather(g[0], dim, si.unpack(n));
-      return r;
+    return [si = SavedTensor(index), d = wrapDim(dim, std::max<int64_t>(self.dim(), 1),
+                                                 "scatter_add")](B &b, const Node &n, Grads &g) {
+      return rules::scatterAdd(b, g[0], d, si.unpack(n), rules::Needs::of(n));
     };
   });
   return out;
@@ -108,18 +97,12 @@ Tensor indexAdd(const Tensor &self, int64_t dim, const Tensor &index, const Tens
   Tensor out = self.clone();
   kiln::ops::indexAdd_(out, dim, index, source, alpha);
   record("IndexAddBackward0", {&self, nullptr, &source}, out, [&](const NodePtr &) {
-    return [si = SavedTensor(index), dim, alpha, shape = source.sizes()](B &, const Node &n,
-                                                                         Grads &g) {
-      Grads r(3);
-      if (n.needsInputGrad(0))
-        r[0] = g[0];
-      if (n.needsInputGrad(2)) {
-        int64_t d = dim < 0 ? dim + std::max<int64_t>(g[0].dim(), 1) : dim;
-        Tensor picked = ops::indexSelect(g[0], d, si.unpack(n).reshape({-1}));
-        r[2] = ops::mul(picked, Tensor::wrapScalar(alpha)).reshape(shape);
-      }
-      return r;
-    };
+    return
+        [si = SavedTensor(index), d = wrapDim(dim, std::max<int64_t>(self.dim(), 1), "index_add"),
+         alpha = alpha.toDouble(), shape = source.sizes()](B &b, const Node &n, Grads &g) {
+          return rules::indexAdd(b, g[0], d, si.unpack(n).reshape({-1}), shape, alpha,
+                                 rules::Needs::of(n));
+        };
   });
   return out;
 }

@@ -1,5 +1,5 @@
 // Differentiable joins, splits and indexing.
-#include "autograd/derivatives.h"
+#include "autograd/derivatives_layout.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "runtime/ops/factory.h"
@@ -281,7 +281,7 @@ Tensor gather(const Tensor &self, int64_t dim, const Tensor &index) {
     return [si = SavedTensor(index), sizes = self.sizes(),
             d = wrapDim(dim, std::max<int64_t>(self.dim(), 1), "gather")](B &bd, const Node &n,
                                                                           Grads &g) {
-      return Grads{bd.scatterAdd(sizes, d, si.unpack(n), g[0])};
+      return Grads{rules::gather(bd, g[0], sizes, d, si.unpack(n))};
     };
   });
   return out;
@@ -293,7 +293,7 @@ Tensor indexSelect(const Tensor &self, int64_t dim, const Tensor &index) {
     return [si = SavedTensor(index), sizes = self.sizes(),
             d = wrapDim(dim, std::max<int64_t>(self.dim(), 1), "index_select")](
                B &bd, const Node &n, Grads &g) {
-      return Grads{bd.indexAdd(sizes, d, si.unpack(n).reshape({-1}), g[0])};
+      return Grads{rules::indexSelect(bd, g[0], sizes, d, si.unpack(n).reshape({-1}))};
     };
   });
   return out;

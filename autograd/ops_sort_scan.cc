@@ -1,6 +1,6 @@
 // Differentiable sorts, scans, products, norms and layout ops (flip, roll, repeat).
 #include "autograd/autocast.h"
-#include "autograd/derivatives.h"
+#include "autograd/derivatives_layout.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "runtime/ops/compare.h"
@@ -27,20 +27,6 @@ std::pair<Tensor, Tensor> selection(const char *name, const Tensor &a, int64_t d
   return result;
 }
 
-/// Exclusive products along dim, from the left and from the right: their product at i is the
-/// product of every other element, with zeros handled exactly.
-Tensor othersProduct(const Tensor &x, int64_t dim) {
-  Tensor ones = kiln::ops::ones(x.select(dim, 0).unsqueeze(dim).sizes(), x.dtype());
-  int64_t n = x.size(dim);
-  Tensor left = kiln::ops::cumprod(
-      kiln::ops::cat(std::vector<Tensor>{ones, x.slice(dim, 0, n - 1)}, dim), dim);
-  Tensor rev = kiln::ops::flip(x, {dim});
-  Tensor right = kiln::ops::flip(
-      kiln::ops::cumprod(kiln::ops::cat(std::vector<Tensor>{ones, rev.slice(dim, 0, n - 1)}, dim),
-                         dim),
-      {dim});
-  return kiln::ops::mul(left, right);
-}
 } // namespace
 
 std::pair<Tensor, Tensor> sort(const Tensor &a, int64_t dim, bool descending, bool stable) {
@@ -132,12 +118,8 @@ std::pair<Tensor, Tensor> mode(const Tensor &a, int64_t dim, bool keepdim) {
 Tensor cumsum(const Tensor &a, int64_t dim, std::optional<DType> dtype) {
   Tensor out = kiln::ops::cumsum(a, dim, dtype);
   record("CumsumBackward0", {&a}, out, [&](const NodePtr &) {
-    return [d = wrapDim(dim, std::max<int64_t>(a.dim(), 1), "cumsum"),
-            dt = a.dtype()](B &b, const Node &, Grads &g) {
-      // Each input reaches every later output: a reversed cumulative sum of the gradient.
-      Tensor r = kiln::ops::flip(kiln::ops::cumsum(kiln::ops::flip(g[0], {d}), d), {d});
-      return Grads{b.cast(r, dt)};
-    };
+    return [d = wrapDim(dim, std::max<int64_t>(a.dim(), 1), "cumsum"), dt = a.dtype()](
+               B &b, const Node &, Grads &g) { return Grads{rules::cumsum(b, g[0], d, dt)}; };
   });
   return out;
 }
@@ -155,21 +137,14 @@ Tensor cumprod(const Tensor &a, int64_t dim, std::optional<DType> dtype) {
 
 Tensor logcumsumexp(const Tensor &a, int64_t dim) {
   Tensor out = kiln::ops::logcumsumexp(a, dim);
-  record("LogcumsumexpBackward0", {&a}, out, [&](const NodePtr &) {
-    return [sa = SavedTensor(a), so = SavedTensor(out),
-            d = wrapDim(dim, std::max<int64_t>(a.dim(), 1), "logcumsumexp")](B &, const Node &n,
+  record("LogcumsumexpBackward0", {&a}, out, [&](const NodePtr &self) {
+    return [sa = SavedTensor(a), so = SavedTensor(out, self),
+            d = wrapDim(dim, std::max<int64_t>(a.dim(), 1), "logcumsumexp")](B &b, const Node &n,
                                                                              Grads &g) {
-      // grad_i = sum over j >= i of g_j exp(x_i - out_j), in log space with g split by sign
-      // (torch's formulation): exp(x + rlcse(log g+ - out)) - exp(x + rlcse(log g- - out)).
-      Tensor x = sa.unpack(n), o = so.unpack(n), zero = Tensor::wrapScalar(Scalar(0.0));
-      auto part = [&](const Tensor &gp) {
-        Tensor t = kiln::ops::sub(kiln::ops::log(gp), o);
-        Tensor r = kiln::ops::flip(kiln::ops::logcumsumexp(kiln::ops::flip(t, {d}), d), {d});
-        return kiln::ops::exp(kiln::ops::add(x, r));
-      };
-      Tensor pos = kiln::ops::maximum(g[0], zero),
-             neg = kiln::ops::maximum(kiln::ops::neg(g[0]), zero);
-      return Grads{kiln::ops::sub(part(pos), part(neg))};
+      Tensor x = sa.unpack(n);
+      if (x.dim() == 0)
+        return Grads{g[0]};
+      return Grads{rules::logcumsumexp(b, g[0], x, so.unpack(n), d)};
     };
   });
   return out;
@@ -180,16 +155,11 @@ Tensor prod(const Tensor &a_, std::optional<int64_t> dim, bool keepdim,
   const Tensor a = autocast::widen(a_);
   Tensor out = kiln::ops::prod(a, dim, keepdim, dtype);
   record("ProdBackward0", {&a}, out, [&](const NodePtr &) {
-    return [sa = SavedTensor(a), dim, keepdim](B &b, const Node &n, Grads &g) {
-      Tensor x = sa.unpack(n);
-      if (!dim) {
-        Tensor flat = x.reshape({-1});
-        Tensor others = othersProduct(flat, 0).reshape(x.sizes());
-        return Grads{b.mul(b.expand(b.reshape(g[0], Shape(x.dim(), 1)), x.sizes()), others)};
-      }
-      int64_t d = wrapDim(*dim, std::max<int64_t>(x.dim(), 1), "prod");
-      Tensor gk = keepdim || x.dim() == 0 ? g[0] : b.unsqueeze(g[0], d);
-      return Grads{b.mul(b.expand(gk, x.sizes()), othersProduct(x, d))};
+    std::optional<int64_t> d;
+    if (dim)
+      d = wrapDim(*dim, std::max<int64_t>(a.dim(), 1), "prod");
+    return [sa = SavedTensor(a), d, keepdim](B &b, const Node &n, Grads &g) {
+      return Grads{rules::prod(b, g[0], sa.unpack(n), d, keepdim)};
     };
   });
   return out;
@@ -201,28 +171,7 @@ Tensor vectorNorm(const Tensor &a, double ord, const DimList &dims, bool keepdim
   record("LinalgVectorNormBackward0", {&a}, out, [&](const NodePtr &self) {
     return [sa = SavedTensor(a), so = SavedTensor(out, self), ord, dims,
             keepdim](B &b, const Node &n, Grads &g) {
-      Tensor x = sa.unpack(n), y = so.unpack(n);
-      int64_t rank = x.dim();
-      Tensor gk = keepdim ? g[0] : b.unsqueezeReduced(g[0], dims, rank);
-      Tensor yk = keepdim ? y : b.unsqueezeReduced(y, dims, rank);
-      Tensor r;
-      if (ord == 0.0) {
-        r = b.scale(x, 0.0);
-      } else if (ord == 1.0) {
-        r = b.mul(gk, b.sign(x));
-      } else if (std::isinf(ord)) {
-        // The gradient goes to the elements reaching the extreme, split evenly, with their sign.
-        Tensor mask = b.eq(b.abs(x), yk);
-        Tensor count = b.sum(b.cast(mask, x.dtype()), dims, true);
-        r = b.zeroWhere(b.mul(b.div(gk, count), b.sign(x)), b.logicalNot(mask));
-      } else if (ord == 2.0) {
-        r = b.zeroWhere(b.mul(gk, b.div(x, yk)), b.eqScalar(yk, 0.0));
-      } else {
-        Tensor ax = b.abs(x);
-        Tensor num = b.mul(b.sign(x), b.powScalar(ax, ord - 1.0));
-        r = b.zeroWhere(b.mul(gk, b.div(num, b.powScalar(yk, ord - 1.0))), b.eqScalar(yk, 0.0));
-      }
-      return Grads{b.cast(b.expand(r, x.sizes()), x.dtype())};
+      return Grads{rules::vectorNorm(b, g[0], sa.unpack(n), so.unpack(n), ord, dims, keepdim)};
     };
   });
   return out;
@@ -253,12 +202,8 @@ Tensor flip(const Tensor &self, IntList dims) {
 Tensor roll(const Tensor &self, IntList shifts, IntList dims) {
   Tensor out = kiln::ops::roll(self, shifts, dims);
   record("RollBackward0", {&self}, out, [&](const NodePtr &) {
-    Shape back;
-    for (int64_t s : shifts)
-      back.push_back(-s);
-    return [back, d = Shape(dims.begin(), dims.end())](B &b, const Node &, Grads &g) {
-      return Grads{b.roll(g[0], back, d)};
-    };
+    return [s = Shape(shifts.begin(), shifts.end()), d = Shape(dims.begin(), dims.end())](
+               B &b, const Node &, Grads &g) { return Grads{rules::roll(b, g[0], s, d)}; };
   });
   return out;
 }
@@ -266,21 +211,8 @@ Tensor roll(const Tensor &self, IntList shifts, IntList dims) {
 Tensor repeat(const Tensor &self, IntList repeats) {
   Tensor out = kiln::ops::repeat(self, repeats);
   record("RepeatBackward0", {&self}, out, [&](const NodePtr &) {
-    return [reps = Shape(repeats.begin(), repeats.end()), xs = self.sizes()](B &b, const Node &,
-                                                                             Grads &g) {
-      // out dim i is reps[i] copies of the (left-padded) input dim: view it as (reps[i], size)
-      // pairs and sum the copies.
-      const size_t lead = reps.size() - xs.size();
-      Shape split, summed;
-      for (size_t i = 0; i < reps.size(); ++i) {
-        int64_t size = i < lead ? 1 : xs[i - lead];
-        summed.push_back(static_cast<int64_t>(split.size()));
-        split.push_back(reps[i]);
-        split.push_back(size);
-      }
-      Tensor r = b.sum(b.reshape(g[0], split), DimList(summed), false);
-      return Grads{b.reshape(r, xs)};
-    };
+    return [reps = Shape(repeats.begin(), repeats.end()), xs = self.sizes()](
+               B &b, const Node &, Grads &g) { return Grads{rules::repeat(b, g[0], xs, reps)}; };
   });
   return out;
 }

@@ -68,6 +68,12 @@ public:
   Value eqScalar(Value a, double s) { return op(ir::OpKind::Eq, {a, number(s)}); }
   Value eq(Value a, Value b) { return op(ir::OpKind::Eq, {a, b}); }
   Value gt(Value a, Value b) { return op(ir::OpKind::Gt, {a, b}); }
+  Value ge(Value a, Value b) { return op(ir::OpKind::Ge, {a, b}); }
+  Value le(Value a, Value b) { return op(ir::OpKind::Le, {a, b}); }
+  Value isnan(Value a) { return op(ir::OpKind::Isnan, {a}); }
+  Value isfinite(Value a) { return op(ir::OpKind::Isfinite, {a}); }
+  Value floor(Value a) { return op(ir::OpKind::Floor, {a}); }
+  Value trunc(Value a) { return op(ir::OpKind::Trunc, {a}); }
   Value logicalNot(Value a) { return op(ir::OpKind::LogicalNot, {a}); }
   Value logicalOr(Value a, Value b) { return op(ir::OpKind::LogicalOr, {a, b}); }
   Value logicalAnd(Value a, Value b) { return op(ir::OpKind::LogicalAnd, {a, b}); }
@@ -82,6 +88,11 @@ public:
   Value zeros(const Sizes &sizes, DType dtype);
 
   Value sum(Value a, const DimList &dims, bool keepdim);
+  Value cumsum(Value a, int64_t dim) { return op(ir::OpKind::Cumsum, {a}, {{"dim", dim}}); }
+  Value cumprod(Value a, int64_t dim) { return op(ir::OpKind::Cumprod, {a}, {{"dim", dim}}); }
+  Value logcumsumexp(Value a, int64_t dim) {
+    return op(ir::OpKind::Logcumsumexp, {a}, {{"dim", dim}});
+  }
   Value reduceTo(Value g, const Sizes &sizes, DType dtype);
   Value unsqueezeReduced(Value g, const DimList &dims, int64_t rank);
   Value expand(Value a, const Sizes &sizes);
@@ -124,6 +135,12 @@ public:
   Value indexAdd(const Sizes &sizes, int64_t dim, Value index, Value src);
   Value gather(Value a, int64_t dim, Value index) {
     return op(ir::OpKind::Gather, {a, index}, {{"dim", dim}});
+  }
+  Value scatter(Value a, int64_t dim, Value index, Value src) {
+    return op(ir::OpKind::Scatter, {a, index, src}, {{"dim", dim}});
+  }
+  Value indexSelect(Value a, int64_t dim, Value index) {
+    return op(ir::OpKind::IndexSelect, {a, index}, {{"dim", dim}});
   }
 
   /// A node of any op (the node rules use it for ops the rules do not name).

@@ -1,5 +1,6 @@
 #include "passes/autodiff/node_vjp.h"
 
+#include "autograd/derivatives_layout.h"
 #include "autograd/derivatives_linalg.h"
 
 #include <fmt/format.h>
@@ -179,20 +180,6 @@ V crossEntropyRows(B &b, const ir::Node &n, V x, V target, V g) {
   return b.mul(rows, b.div(g, count));
 }
 
-V embeddingGrad(B &b, const ir::Node &n, V g) {
-  V indices = n.operand(0), weight = n.operand(1);
-  B::Sizes ws = B::sizes(weight);
-  V flat = b.reshape(indices, {-1});
-  V rows = b.reshape(g, {-1, ws[1]});
-  if (const ir::Attribute *pad = n.attr("padding_idx")) {
-    int64_t p = pad->toInt();
-    if (p < 0)
-      p += ws[0];
-    rows = b.zeroWhere(rows, b.unsqueeze(b.eqScalar(flat, static_cast<double>(p)), 1));
-  }
-  return b.indexAdd(ws, 0, flat, rows);
-}
-
 } // namespace
 
 Differentiability differentiability(ir::OpKind op) {
@@ -361,19 +348,18 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
   case OpKind::LeakyRelu:
     return one(rules::leakyRelu(b, g, in(0), numberAttr(n, "negative_slope", 0.01)));
   case OpKind::Elu:
-    if (numberAttr(n, "scale", 1.0) != 1.0 || numberAttr(n, "input_scale", 1.0) != 1.0)
-      throw Unsupported("elu with scale (selu, celu) has no compiled derivative yet");
-    return one(rules::elu(b, g, in(0), out, numberAttr(n, "alpha", 1.0)));
+    return one(rules::elu(b, g, in(0), out, numberAttr(n, "alpha", 1.0),
+                          numberAttr(n, "scale", 1.0), numberAttr(n, "input_scale", 1.0)));
   case OpKind::Hardtanh:
     return one(rules::hardtanh(b, g, in(0), numberAttr(n, "min_val", -1.0),
                                numberAttr(n, "max_val", 1.0)));
-  case OpKind::Clamp: { // the gradient passes where min <= x <= max
-    V gx = g;
-    if (const ir::Attribute *lo = n.attr("min"))
-      gx = b.zeroWhere(gx, b.ltScalar(in(0), lo->toDouble()));
-    if (const ir::Attribute *hi = n.attr("max"))
-      gx = b.zeroWhere(gx, b.gtScalar(in(0), hi->toDouble()));
-    return one(gx);
+  case OpKind::Clamp: { // number bounds (attributes): only x gets a gradient
+    auto bound = [&](const char *name) -> std::optional<V> {
+      if (const ir::Attribute *a = n.attr(name))
+        return b.number(a->toDouble());
+      return std::nullopt;
+    };
+    return one(rules::clamp(b, g, in(0), bound("min"), bound("max"), rules::Needs{1})[0]);
   }
   case OpKind::Cast:
   case OpKind::Contiguous:
@@ -475,8 +461,15 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
     const int64_t normDims = static_cast<int64_t>(n.attr("normalized_shape")->toSymInts().size());
     return rules::layerNorm(b, g, in(0), w, bias, normDims, numberAttr(n, "eps", 1e-5), need);
   }
-  case OpKind::Embedding:
-    return Grads{nullptr, need[1] ? embeddingGrad(b, n, g) : nullptr};
+  case OpKind::Embedding: {
+    if (!need[1])
+      return Grads(2);
+    std::optional<int64_t> pad;
+    const B::Sizes ws = B::sizes(in(1));
+    if (const ir::Attribute *p = n.attr("padding_idx"))
+      pad = p->toInt() < 0 ? p->toInt() + ws[0] : p->toInt();
+    return Grads{nullptr, rules::embedding(b, g, b.reshape(in(0), {-1}), ws, pad)};
+  }
   case OpKind::CrossEntropy:
     if (need[1])
       throw Unsupported("cross_entropy: the gradient of probability targets");

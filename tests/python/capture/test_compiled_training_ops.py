@@ -14,6 +14,7 @@ from test_backend_compiled import rand
 from test_op_table import BINARY, PRODUCTS, REDUCTIONS, SAMPLES
 
 import kiln
+import kiln.nn.functional as F
 from kiln._capture.backend_compiled import CpuBackend
 
 # Ops whose backward is not compiled yet (they train on the eager kernels).
@@ -114,3 +115,15 @@ def test_detach_stops_the_gradient_in_the_compiled_backward():
     report = grads_match(fn, [rand(4, 5, dtype=kiln.float64), rand(5, seed=1, dtype=kiln.float64)],
                          compiled_backward=True)
     assert report.eager_nodes == 0 and report.backward_parts == 1
+
+
+@pytest.mark.parametrize("name", ["selu", "elu_scaled_input", "celu", "clamp_min_only",
+                                  "clamp_max_only"])
+def test_scaled_elus_and_one_sided_clamps_train_compiled(name):
+    """selu is elu with a scale (the table's attributes), whose derivative the compiled backward
+    takes from the one elu rule; a one-sided clamp passes g on its open side."""
+    fn = {"selu": lambda t: F.selu(t), "elu_scaled_input": lambda t: F.elu(t * 1.5, alpha=0.3),
+          "celu": lambda t: F.celu(t, alpha=0.7), "clamp_min_only": lambda t: t.clamp(min=-0.2),
+          "clamp_max_only": lambda t: t.clamp(max=0.4)}[name]  # fmt: skip
+    report = grads_match(fn, [rand(5, 7, dtype=kiln.float64) * 2], compiled_backward=True)
+    assert report.backward_parts == 1 and report.eager_nodes == 0, report.fallbacks

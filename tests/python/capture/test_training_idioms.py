@@ -106,7 +106,9 @@ def test_compiled_callables_called_from_compiled_code_are_captured_there():
 
     explained = kiln.explain(fn)(x)
     assert explained.graph_count == 1 and explained.graph_break_count == 0
-    np.testing.assert_allclose(explained.result.item(), fn(x).item(), rtol=1e-6)
+    # float32 sums of about 35 terms of size 1 that cancel: the GEMM kernel's order (which
+    # differs between CPUs) moves the last bits, so the bound is absolute.
+    np.testing.assert_allclose(explained.result.item(), fn(x).item(), rtol=1e-6, atol=1e-5)
 
 
 def test_the_compile_apis_scripts_reach_for():

@@ -1,0 +1,177 @@
+#pragma once
+/// Derivative rules of the scans, products, vector norms, layout ops (roll, repeat) and
+/// index-driven reads and writes (gather, index_select, scatter, scatter_add, index_add), written
+/// once against a builder `B` as in derivatives.h: eager autograd (autograd/ops_sort_scan.cc,
+/// ops_shape.cc, ops_scatter.cc) and compiled training (passes/autodiff/node_vjp_math.cc) both
+/// run them. Dims arrive wrapped (non-negative).
+
+#include "autograd/derivatives.h"
+
+#include <cmath>
+
+namespace kiln::autograd::rules {
+
+// ---- scans -------------------------------------------------------------------------------------
+
+/// cumsum: each input reaches every later output, so its gradient is the reversed running sum.
+template <class B> V<B> cumsum(B &b, const V<B> &g, int64_t dim, DType inputDtype) {
+  return b.cast(b.flip(b.cumsum(b.flip(g, {dim}), dim), {dim}), inputDtype);
+}
+
+/// logcumsumexp: grad_i = sum over j >= i of g_j exp(x_i - y_j), taken in log space with g split
+/// by sign (torch's formulation): exp(x + rlcse(log g+ - y)) - exp(x + rlcse(log g- - y)), where
+/// rlcse is the scan run from the end.
+template <class B>
+V<B> logcumsumexp(B &b, const V<B> &g, const V<B> &x, const V<B> &y, int64_t dim) {
+  auto part = [&](const V<B> &positive) {
+    V<B> t = b.flip(b.sub(b.log(positive), y), {dim});
+    return b.exp(b.add(x, b.flip(b.logcumsumexp(t, dim), {dim})));
+  };
+  V<B> up = b.zeroWhere(g, b.leScalar(g, 0.0));          // max(g, 0), NaN kept
+  V<B> down = b.zeroWhere(b.neg(g), b.geScalar(g, 0.0)); // max(-g, 0)
+  return b.sub(part(up), part(down));
+}
+
+// ---- products and norms ------------------------------------------------------------------------
+
+/// Exclusive products along dim from the left and from the right: their product at i is the
+/// product of every other element, exact with zeros.
+template <class B> V<B> othersProduct(B &b, const V<B> &x, int64_t dim) {
+  auto sizes = B::sizes(x);
+  const int64_t n = sizes[dim];
+  auto edge = sizes;
+  edge[dim] = 1;
+  V<B> ones = b.addScalar(b.zeros(edge, B::dtype(x)), 1.0);
+  auto exclusive = [&](const V<B> &v) {
+    return b.cumprod(b.cat({ones, b.slice(v, dim, 0, n - 1, 1)}, dim), dim);
+  };
+  return b.mul(exclusive(x), b.flip(exclusive(b.flip(x, {dim})), {dim}));
+}
+
+/// prod over one dim (or all of x when absent); x is in the product's dtype.
+template <class B>
+V<B> prod(B &b, const V<B> &g, const V<B> &x, std::optional<int64_t> dim, bool keepdim) {
+  auto sizes = B::sizes(x);
+  if (sizes.empty())
+    return g;
+  if (!dim) {
+    V<B> flat = b.reshape(x, {-1});
+    if (B::sizes(flat)[0] == 0)
+      return b.zeros(sizes, B::dtype(g));
+    return b.mul(g, b.reshape(othersProduct(b, flat, 0), sizes));
+  }
+  if (sizes[*dim] == 0)
+    return b.zeros(sizes, B::dtype(g));
+  return b.mul(keepdim ? g : b.unsqueeze(g, *dim), othersProduct(b, x, *dim));
+}
+
+/// The vector ord-norm y of x: sign(x) |x|^(ord-1) / y^(ord-1) (x / y for 2), zero where y is;
+/// the inf-norms give g to the extremes of |x|, split evenly; ord 0 is flat.
+template <class B>
+V<B> vectorNorm(B &b, const V<B> &g, const V<B> &x, const V<B> &y, double ord, const DimList &dims,
+                bool keepdim) {
+  const int64_t rank = static_cast<int64_t>(B::sizes(x).size());
+  V<B> gk = keepdim ? g : b.unsqueezeReduced(g, dims, rank);
+  V<B> yk = keepdim ? y : b.unsqueezeReduced(y, dims, rank);
+  V<B> r;
+  if (ord == 0.0) {
+    r = b.scale(x, 0.0);
+  } else if (ord == 1.0) {
+    r = b.mul(gk, b.sign(x));
+  } else if (std::isinf(ord)) {
+    V<B> mask = b.eq(b.abs(x), yk);
+    V<B> count = b.sum(b.cast(mask, B::dtype(x)), dims, true);
+    r = b.zeroWhere(b.mul(b.div(gk, count), b.sign(x)), b.logicalNot(mask));
+  } else if (ord == 2.0) {
+    r = b.zeroWhere(b.mul(gk, b.div(x, yk)), b.eqScalar(yk, 0.0));
+  } else {
+    V<B> local = b.mul(b.sign(x), b.powScalar(b.abs(x), ord - 1.0));
+    r = b.zeroWhere(b.mul(gk, b.div(local, b.powScalar(yk, ord - 1.0))), b.eqScalar(yk, 0.0));
+  }
+  return b.cast(b.expand(r, B::sizes(x)), B::dtype(x));
+}
+
+// ---- layout ------------------------------------------------------------------------------------
+
+/// roll back by the negated shifts; no dims rolls the flattened tensor.
+template <class B> V<B> roll(B &b, const V<B> &g, const Shape &shifts, const Shape &dims) {
+  Shape back;
+  for (int64_t s : shifts)
+    back.push_back(-s);
+  if (dims.empty())
+    return b.reshape(b.roll(b.reshape(g, {-1}), back, {0}), B::sizes(g));
+  return b.roll(g, back, dims);
+}
+
+/// repeat: output dim i holds reps[i] copies of the (left-padded) input dim: view it as
+/// (reps[i], size) pairs and sum the copies.
+template <class B> V<B> repeat(B &b, const V<B> &g, const Shape &inputSizes, const Shape &reps) {
+  const size_t lead = reps.size() - inputSizes.size();
+  Shape split, summed;
+  for (size_t i = 0; i < reps.size(); ++i) {
+    summed.push_back(static_cast<int64_t>(split.size()));
+    split.push_back(reps[i]);
+    split.push_back(i < lead ? 1 : inputSizes[i - lead]);
+  }
+  return b.reshape(b.sum(b.reshape(g, split), DimList(summed), false), inputSizes);
+}
+
+// ---- index-driven reads and writes -------------------------------------------------------------
+
+/// gather: each read position gets the gradients of the outputs that read it.
+template <class B>
+V<B> gather(B &b, const V<B> &g, const Shape &selfSizes, int64_t dim, const V<B> &index) {
+  return b.scatterAdd(selfSizes, dim, index, g);
+}
+
+/// index_select (a 1-D index): the selected rows' gradients added back.
+template <class B>
+V<B> indexSelect(B &b, const V<B> &g, const Shape &selfSizes, int64_t dim, const V<B> &index) {
+  return b.indexAdd(selfSizes, dim, index, g);
+}
+
+/// scatter(self, dim, index, src): the overwritten positions of self get none; src gets g there.
+template <class B> Out<B> scatter(B &b, const V<B> &g, int64_t dim, const V<B> &index, Needs need) {
+  Out<B> r(3);
+  if (need[0])
+    r[0] = b.scatter(g, dim, index, b.zeros(B::sizes(index), B::dtype(g)));
+  if (need[2])
+    r[2] = b.gather(g, dim, index);
+  return r;
+}
+
+/// scatter_add(self, dim, index, src): self + the scattered src.
+template <class B>
+Out<B> scatterAdd(B &b, const V<B> &g, int64_t dim, const V<B> &index, Needs need) {
+  Out<B> r(3);
+  if (need[0])
+    r[0] = g;
+  if (need[2])
+    r[2] = b.gather(g, dim, index);
+  return r;
+}
+
+/// index_add(self, dim, index, src, alpha): self + alpha src placed at the (1-D) index.
+template <class B>
+Out<B> indexAdd(B &b, const V<B> &g, int64_t dim, const V<B> &index, const Shape &srcSizes,
+                double alpha, Needs need) {
+  Out<B> r(3);
+  if (need[0])
+    r[0] = g;
+  if (need[2])
+    r[2] = b.reshape(b.scale(b.indexSelect(g, dim, index), alpha), srcSizes);
+  return r;
+}
+
+/// embedding(indices, weight): each row's gradient added to the weight row it read; the padding
+/// row gets none. `flat` is the indices flattened.
+template <class B>
+V<B> embedding(B &b, const V<B> &g, const V<B> &flat, const Shape &weightSizes,
+               std::optional<int64_t> paddingIdx) {
+  V<B> rows = b.reshape(g, {-1, weightSizes[1]});
+  if (paddingIdx)
+    rows = b.zeroWhere(rows, b.unsqueeze(b.eqScalar(flat, static_cast<double>(*paddingIdx)), 1));
+  return b.indexAdd(weightSizes, 0, flat, rows);
+}
+
+} // namespace kiln::autograd::rules
