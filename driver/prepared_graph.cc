@@ -645,4 +645,71 @@ ir::SymbolValues PreparedGraph::bindSymbols(std::span<const Tensor> tensors,
   return values;
 }
 
+std::optional<IntRebind> PreparedGraph::planIntRebind(size_t k) const {
+  KILN_CHECK(k < inputs.size() && inputs[k].kind != ValueKind::Tensor,
+             "planIntRebind: input {} is not an int", k);
+  IntRebind plan;
+  plan.input = k;
+  if (inputs[k].value)
+    plan.symbol = std::string(inputs[k].value->symbolName());
+  if (plan.symbol.empty())
+    return plan;
+  auto mentions = [&](const auto &expr) {
+    std::set<std::string, std::less<>> syms;
+    expr.collectSymbols(syms);
+    return syms.count(plan.symbol) > 0;
+  };
+  for (const InputSpec &in : inputs) {
+    if (in.kind != ValueKind::Tensor)
+      continue;
+    for (size_t d = 0; d < in.sizes.size(); ++d)
+      if (mentions(in.sizes[d]) || (!in.contiguous && mentions(in.strides[d])))
+        return std::nullopt;
+  }
+  for (const SymRange &r : ranges)
+    if (r.symbol == plan.symbol)
+      plan.ranges.push_back(&r);
+  for (const ir::SymRelation &r : assumed) {
+    std::set<std::string, std::less<>> syms;
+    r.lhs.collectSymbols(syms);
+    r.rhs.collectSymbols(syms);
+    if (syms.count(plan.symbol))
+      plan.relations.push_back(&r);
+  }
+  for (size_t j = 0; j < inputs.size(); ++j) {
+    if (j == k || inputs[j].kind == ValueKind::Tensor || !inputs[j].value ||
+        !inputs[j].value->symbolName().empty())
+      continue;
+    std::set<std::string, std::less<>> syms;
+    inputs[j].value->collectSymbols(syms);
+    if (syms.count(plan.symbol))
+      plan.intChecks.emplace_back(j, std::vector<std::string>(syms.begin(), syms.end()));
+  }
+  return plan;
+}
+
+void PreparedGraph::rebindInt(const IntRebind &plan, ir::SymbolValues &values, int64_t value,
+                              std::span<const std::optional<int64_t>> ints) const {
+  if (plan.symbol.empty())
+    return;
+  auto it = values.find(plan.symbol);
+  KILN_CHECK(it != values.end(), "rebindInt: {} was not bound", plan.symbol);
+  it->second = value;
+  for (const SymRange *r : plan.ranges)
+    if (value < r->min || (r->max >= 0 && value > r->max))
+      throw SpecializationError(
+          fmt::format("size {} = {} is outside its range [{}, {}]", r->symbol, value, r->min,
+                      r->max < 0 ? std::string("inf") : std::to_string(r->max)));
+  for (const auto &[j, symbols] : plan.intChecks) {
+    bool known = std::all_of(symbols.begin(), symbols.end(),
+                             [&](const std::string &sym) { return values.count(sym) > 0; });
+    if (known && ints[j] && inputs[j].value->evaluate(values) != *ints[j])
+      throw SpecializationError(fmt::format("int input {} is {}, the graph was compiled for {}",
+                                            inputs[j].name, *ints[j], inputs[j].value->str()));
+  }
+  for (const ir::SymRelation *r : plan.relations)
+    if (!r->evaluate(values))
+      throw SpecializationError(fmt::format("the compiled graph assumed {}", r->str()));
+}
+
 } // namespace kiln::driver

@@ -127,6 +127,17 @@ struct SymRange {
   int64_t min = 0, max = -1;
 };
 
+/// What a run must check again when, of all its inputs, only the int input `input` changed (a
+/// loop's index, run after run): its size symbol and what mentions it.
+struct IntRebind {
+  size_t input = 0;
+  std::string symbol; ///< the symbol the input names ("" when none: nothing depends on it)
+  std::vector<const SymRange *> ranges;
+  std::vector<const ir::SymRelation *> relations;
+  /// Int inputs whose value expression mentions the symbol, with that expression's symbols.
+  std::vector<std::pair<size_t, std::vector<std::string>>> intChecks;
+};
+
 struct PreparedGraph {
   std::string name;
   std::vector<InputSpec> inputs;
@@ -156,6 +167,13 @@ struct PreparedGraph {
   /// of int inputs) and binds every size symbol of the program. Throws SpecializationError.
   ir::SymbolValues bindSymbols(std::span<const Tensor> inputs,
                                std::span<const std::optional<int64_t>> ints) const;
+  /// The plan for rebinding when only int input `k` changes; nullopt when some tensor input's
+  /// sizes or strides mention its symbol (then every change needs bindSymbols).
+  std::optional<IntRebind> planIntRebind(size_t k) const;
+  /// `values`, a binding bindSymbols made for these tensors, with the plan's input now `value`:
+  /// the checks of bindSymbols that read its symbol, done again. Throws SpecializationError.
+  void rebindInt(const IntRebind &plan, ir::SymbolValues &values, int64_t value,
+                 std::span<const std::optional<int64_t>> ints) const;
 };
 
 /// The graph passes run by default: the registered subset of

@@ -119,8 +119,10 @@ struct CompiledProgram::State {
   /// Lays the slots out for `values` in `arena` (growing it if needed); returns the layout of
   /// every slotted buffer, parallel to `slotted`.
   std::vector<BufferLayout> layOut(const SymbolValues &values, Arena &arena) const;
-  SymbolValues bind(std::span<const Tensor> inputs, const SymbolValues &given,
-                    std::vector<Tensor> &tensors, bool checked) const;
+  /// Places the inputs in `tensors` and returns every symbol's value: `given` itself when the
+  /// caller checked the inputs, else the binding made in `own`.
+  const SymbolValues &bind(std::span<const Tensor> inputs, const SymbolValues &given,
+                           std::vector<Tensor> &tensors, bool checked, SymbolValues &own) const;
   std::vector<Tensor> run(std::span<const Tensor> inputs, const SymbolValues &symbols,
                           std::span<const Tensor> into, bool checked) const;
   void runExtern(const LoopNode &node, const SymbolValues &values, const Arena &arena,
@@ -279,10 +281,20 @@ std::vector<BufferLayout> CompiledProgram::State::layOut(const SymbolValues &val
   return layouts;
 }
 
-SymbolValues CompiledProgram::State::bind(std::span<const Tensor> inputs, const SymbolValues &given,
-                                          std::vector<Tensor> &tensors, bool checked) const {
-  return bindInputs(program, inputs, given,
-                    {"compiled program", "pass it or an input", true, checked}, tensors);
+const SymbolValues &CompiledProgram::State::bind(std::span<const Tensor> inputs,
+                                                 const SymbolValues &given,
+                                                 std::vector<Tensor> &tensors, bool checked,
+                                                 SymbolValues &own) const {
+  if (checked) { // the caller's binding as it is: no copy per call
+    KILN_CHECK_KIND(Value, inputs.size() == program.inputs().size(),
+                    "compiled program: the program takes {} inputs, got {}",
+                    program.inputs().size(), inputs.size());
+    placeInputs(program, inputs, true, tensors);
+    return given;
+  }
+  own = bindInputs(program, inputs, given, {"compiled program", "pass it or an input", true, false},
+                   tensors);
+  return own;
 }
 
 void CompiledProgram::State::runExtern(const LoopNode &node, const SymbolValues &values,
@@ -427,7 +439,8 @@ std::vector<Tensor> CompiledProgram::State::run(std::span<const Tensor> inputs,
   State::Lease lease(s); // declared first: the arena goes back after every view of it is gone
   Arena &arena = lease.get();
   std::vector<Tensor> tensors(s.program.buffers().size());
-  SymbolValues values = s.bind(inputs, symbols, tensors, checked);
+  SymbolValues own;
+  const SymbolValues &values = s.bind(inputs, symbols, tensors, checked, own);
   std::vector<BufferLayout> layouts = s.layOut(values, arena);
   if (arena.need > 0 && (!arena.storage || arena.storage->nbytes() < arena.need)) {
     arena.storage.reset(); // the old arena goes before the new one is allocated

@@ -363,6 +363,39 @@ bool shareStorage(std::span<const Tensor> tensors) {
   return false;
 }
 
+/// A loop's index as the 0-d tensor the graph reads, written in place when no one else holds
+/// the last run's (a fresh one costs an allocation per iteration).
+void setIndex(Tensor &index, int64_t value, DType dtype) {
+  if (index.defined() && index.dtype() == dtype && index.implPtr().use_count() == 1 &&
+      index.storage().use_count() == 1) {
+    if (dtype == DType::Int64) {
+      *index.data<int64_t>() = value;
+      return;
+    }
+    if (dtype == DType::Int32) {
+      *index.data<int32_t>() = static_cast<int32_t>(value);
+      return;
+    }
+  }
+  index = Tensor::scalarTensor(Scalar(value), dtype);
+}
+
+std::vector<std::pair<Shape, Shape>> layoutsOf(std::span<const Tensor> tensors) {
+  std::vector<std::pair<Shape, Shape>> layouts;
+  layouts.reserve(tensors.size());
+  for (const Tensor &t : tensors)
+    layouts.emplace_back(t.sizes(), t.strides());
+  return layouts;
+}
+
+bool sameLayouts(std::span<const Tensor> tensors,
+                 const std::vector<std::pair<Shape, Shape>> &layouts) {
+  for (size_t k = 0; k < tensors.size(); ++k)
+    if (tensors[k].sizes() != layouts[k].first || tensors[k].strides() != layouts[k].second)
+      return false;
+  return true;
+}
+
 } // namespace
 
 py::tuple CompiledGraph::loop(int64_t start, int64_t stop, int64_t step, py::list args,
@@ -389,6 +422,12 @@ py::tuple CompiledGraph::loop(int64_t start, int64_t stop, int64_t step, py::lis
     args[indexSlot] = py::int_(start);
   readInputs(args, tensors, ints);
   DType indexType = indexSlot >= 0 ? g.inputs[indexSlot].dtype : DType::Int64;
+  // A run whose tensors have the layouts of the last bound run only rebinds the index.
+  std::optional<driver::IntRebind> rebind;
+  if (indexSlot >= 0)
+    rebind = g.planIntRebind(static_cast<size_t>(indexSlot));
+  ir::SymbolValues values;
+  std::vector<std::pair<Shape, Shape>> boundLayouts;
   std::vector<Tensor> results;
   bool ran = false, broke = false;
   int64_t i = start;
@@ -397,12 +436,18 @@ py::tuple CompiledGraph::loop(int64_t start, int64_t stop, int64_t step, py::lis
     for (; step > 0 ? i < stop : i > stop; i += step) {
       if (indexSlot >= 0) {
         ints[indexSlot] = i;
-        tensors[indexSlot] = Tensor::scalarTensor(Scalar(i), indexType);
+        setIndex(tensors[indexSlot], i, indexType);
       }
       if (distinctStorage && shareStorage(tensors))
         break;
       try {
-        results = runner_->run(tensors, runner_->bind(tensors, ints));
+        if (rebind && !boundLayouts.empty() && sameLayouts(tensors, boundLayouts)) {
+          g.rebindInt(*rebind, values, i, ints);
+        } else {
+          values = runner_->bind(tensors, ints);
+          boundLayouts = layoutsOf(tensors);
+        }
+        results = runner_->run(tensors, values);
       } catch (const SpecializationError &) {
         break; // the caller runs this iteration (and what follows) its own way
       }

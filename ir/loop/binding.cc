@@ -46,6 +46,17 @@ Tensor allocateBuffer(const Buffer &b, const SymbolValues &values, std::string_v
   return Tensor::empty({l.extent}, b.meta.dtype).asStrided(l.sizes, l.strides, 0);
 }
 
+void placeInputs(const LoopProgram &program, std::span<const Tensor> inputs,
+                 bool contiguousFallback, std::vector<Tensor> &bound) {
+  std::span<const BufferId> ids = program.inputs();
+  for (size_t n = 0; n < ids.size() && n < inputs.size(); ++n) {
+    const Tensor &t = inputs[n];
+    bool copy =
+        contiguousFallback && !t.isContiguous() && program.buffer(ids[n]).meta.isContiguous();
+    bound[ids[n].index] = copy ? t.contiguous() : t;
+  }
+}
+
 SymbolValues bindInputs(const LoopProgram &program, std::span<const Tensor> inputs,
                         const SymbolValues &given, const InputBinding &how,
                         std::vector<Tensor> &bound) {
@@ -54,12 +65,7 @@ SymbolValues bindInputs(const LoopProgram &program, std::span<const Tensor> inpu
   KILN_CHECK_KIND(Value, inputs.size() == ids.size(), "{}: the program takes {} inputs, got {}",
                   who, ids.size(), inputs.size());
   if (how.checked) {
-    for (size_t n = 0; n < ids.size(); ++n) {
-      const Tensor &t = inputs[n];
-      bool copy =
-          how.contiguousFallback && !t.isContiguous() && program.buffer(ids[n]).meta.isContiguous();
-      bound[ids[n].index] = copy ? t.contiguous() : t;
-    }
+    placeInputs(program, inputs, how.contiguousFallback, bound);
     return given;
   }
   SymbolValues values = given;

@@ -70,6 +70,11 @@ struct InputBinding {
   bool checked = false;
 };
 
+/// Places inputs a caller already checked (InputBinding::checked) into `bound`, one slot per
+/// buffer, copied contiguous where `contiguousFallback` allows and the buffer is.
+void placeInputs(const LoopProgram &program, std::span<const Tensor> inputs,
+                 bool contiguousFallback, std::vector<Tensor> &bound);
+
 /// Binds `inputs` (one per input buffer, in order) on top of `given`; `bound` (one slot per
 /// buffer of the program) receives each input tensor, made contiguous where allowed. Returns
 /// every symbol value.
