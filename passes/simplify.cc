@@ -84,6 +84,8 @@ public:
     case OpKind::Select:
     case OpKind::Slice:
       return {writtenRegion(n)};
+    case OpKind::Matmul:
+      return {vectorDot(n)};
     default:
       return {};
     }
@@ -315,6 +317,20 @@ private:
       lifted.push_back(ir::createTypedBefore(graph_, &n, OpKind::Unsqueeze, {piece},
                                              {{"dim", rank - 1}}, n.loc()));
     return reshapedCat(n, std::move(lifted), rank - 1);
+  }
+
+  /// The matmul of two floating vectors as sum(a * b): one reduction kernel that fuses with what
+  /// computes its operands, where a library dot costs more to call than to run at the lengths
+  /// loops take (a row of a triangular solve).
+  Value *vectorDot(Node &n) {
+    const Value *a = n.operand(0), *b = n.operand(1);
+    const ir::TensorMeta &out = n.result()->meta();
+    if (a->meta().rank() != 1 || b->meta().rank() != 1 || !isFloating(out.dtype) ||
+        a->meta().dtype != out.dtype || b->meta().dtype != out.dtype)
+      return nullptr;
+    Value *products =
+        ir::createTypedBefore(graph_, &n, OpKind::Mul, {n.operand(0), n.operand(1)}, {}, n.loc());
+    return same(n, ir::createTypedBefore(graph_, &n, OpKind::Sum, {products}, {}, n.loc()));
   }
 
   /// `cat(pieces, dim)` reshaped to the type of the cat `n` it replaces.
