@@ -125,3 +125,40 @@ TEST_CASE("sizes the shape rules assumed equal become one symbol, checked by the
   CHECK(has(bindError(g, wrong, ints),
             "input c has shape [4, 5], the graph expects size s0 - 2 = 5 in dim 0"));
 }
+
+TEST_CASE("rebindInt checks again what mentions the index, and only that") {
+  driver::PipelineOptions options;
+  options.inputSymbols = {{1, "i"}};
+  driver::PreparedGraph g = driver::prepareGraph(R"(graph @f(%x: f64[n], %i: int) {
+  %0 = mul(%x, %i) : f64[n]
+  return %0
+}
+)",
+                                                 options);
+  g.assumed.push_back(ir::SymRelation::parse("i + 2 < n"));
+  g.assumed.push_back(ir::SymRelation::parse("n >= 3"));
+  g.ranges.push_back({"i", 0, 50});
+  std::vector<Tensor> tensors{Tensor::empty({10}, DType::Float64),
+                              Tensor::scalarTensor(Scalar(int64_t{0}), DType::Int64)};
+  std::vector<std::optional<int64_t>> ints{std::nullopt, 0};
+  ir::SymbolValues values = g.bindSymbols(tensors, ints);
+  std::optional<driver::IntRebind> plan = g.planIntRebind(1);
+  REQUIRE(plan);
+  CHECK(plan->symbol == "i");
+  CHECK(plan->relations.size() == 1); // `n >= 3` does not read the index
+  CHECK(plan->ranges.size() == 1);
+  g.rebindInt(*plan, values, 7, ints);
+  CHECK(values.at("i") == 7);
+  CHECK(values.at("n") == 10);
+  CHECK_THROWS_AS(g.rebindInt(*plan, values, 8, ints), driver::SpecializationError);  // 10 < 10
+  CHECK_THROWS_AS(g.rebindInt(*plan, values, -1, ints), driver::SpecializationError); // range
+
+  // A tensor whose size reads the index symbol must be bound anew on every change.
+  driver::PreparedGraph sized = driver::prepareGraph(R"(graph @g(%x: f64[i], %i: int) {
+  %0 = mul(%x, %i) : f64[i]
+  return %0
+}
+)",
+                                                     options);
+  CHECK_FALSE(sized.planIntRebind(1).has_value());
+}

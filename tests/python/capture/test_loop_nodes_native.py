@@ -173,3 +173,27 @@ def test_a_body_input_returned_as_it_came_is_the_last_run_input(no_unroll):
     got, want = kiln.compile(_previous)(x.copy(), 10), _previous(x.copy(), 10)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+def shifted_double(x, out, k):
+    for i in range(out.shape[0]):
+        out[i] = x[i + k] * 2.0
+    return out
+
+
+def test_an_index_assumption_failing_mid_loop_ends_the_native_run(python_part_calls):
+    """Between iterations only the index is rebound; the assumptions that mention it (here
+    i + k < len(x)) are checked again on every one, so the run stops where NumPy raises, with the
+    rows before it written once."""
+    x = np.arange(20.0)
+    compiled = kiln.compile(shifted_double)
+    np.testing.assert_array_equal(compiled(x, np.zeros(20), 0), x * 2)
+    python_part_calls.clear()
+    np.testing.assert_array_equal(compiled(x, np.zeros(17), 3), x[3:] * 2)  # in range
+    assert python_part_calls == []  # the native loop ran every iteration
+    ours, theirs = np.zeros(20), np.zeros(20)
+    for fn, out in ((compiled, ours), (shifted_double, theirs)):
+        with pytest.raises(IndexError):
+            fn(x, out, 3)
+    np.testing.assert_array_equal(ours, theirs)
+    assert theirs[16] == 38.0 and theirs[17] == 0.0
