@@ -91,6 +91,50 @@ Scalar identityOf(ScatterMode mode, DType dtype) {
   });
 }
 
+/// index_add (or scatter_add with a row index) of contiguous float32/float64 tensors as whole rows:
+/// for each index, the `inner` elements after `dim` added in one loop the compiler vectorizes (an
+/// embedding's gradient, 512 rows of 128), where the general scatter combines element by element.
+/// False: not this case.
+bool addRows(Tensor &self, int64_t dim, const Tensor &index, const Tensor &src, const char *op) {
+  if (!self.isContiguous() || !src.isContiguous() || self.device().type != DeviceType::CPU ||
+      src.storage() == self.storage() ||
+      (self.dtype() != DType::Float32 && self.dtype() != DType::Float64))
+    return false;
+  const int64_t size = self.size(dim), n = index.numel();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < self.dim(); ++d)
+    (d < dim ? outer : inner) *= d == dim ? 1 : self.size(d);
+  Tensor idx = normalizeIndex(index, size, dim, false, op, ErrorKind::Runtime).contiguous();
+  const int64_t *at = idx.data<int64_t>();
+  auto run = [&]<typename T>() {
+    T *dst = self.data<T>();
+    const T *from = src.data<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < n; ++i) {
+        T *row = dst + (o * size + at[i]) * inner;
+        const T *add = from + (o * n + i) * inner;
+        for (int64_t k = 0; k < inner; ++k)
+          row[k] += add[k];
+      }
+  };
+  if (self.dtype() == DType::Float32)
+    run.template operator()<float>();
+  else
+    run.template operator()<double>();
+  return true;
+}
+
+/// The 1-D index of a scatter_add whose index picks whole rows: one position per element along
+/// dim, repeated (stride 0, an `idx.unsqueeze(1).expand(n, f)` of GNN message passing) across
+/// every other dim at self's full size. nullopt: not that case.
+std::optional<Tensor> rowIndex(const Tensor &self, int64_t dim, const Tensor &index) {
+  if (index.dim() == 0 || index.dim() != self.dim() || index.numel() == 0)
+    return std::nullopt;
+  for (int64_t d = 0; d < index.dim(); ++d)
+    if (d != dim && (index.size(d) != self.size(d) || (index.stride(d) != 0 && index.size(d) > 1)))
+      return std::nullopt;
+  return index.asStrided({index.size(dim)}, {index.stride(dim)}, index.storageOffset());
+}
 } // namespace
 
 Tensor &scatter_(Tensor &self, int64_t dim, const Tensor &index, const Tensor &src,
@@ -123,7 +167,13 @@ Tensor &scatterAdd_(Tensor &self, int64_t dim, const Tensor &index, const Tensor
   dim = wrapDim(dim, self.dim(), "scatter_add()");
   checkScatterShapes("scatter_add()", self, dim, index, &src);
   checkSameDType("scatter_add()", self, src);
-  scatterAlong(self, dim, index, srcCorner(src, index), ScatterMode::Add, "scatter_add()");
+  Tensor corner = srcCorner(src, index);
+  if (std::optional<Tensor> rows = rowIndex(self, dim, index);
+      rows && addRows(self, dim, *rows, corner, "scatter_add()")) {
+    self.bumpVersion();
+    return self;
+  }
+  scatterAlong(self, dim, index, corner, ScatterMode::Add, "scatter_add()");
   self.bumpVersion();
   return self;
 }
@@ -159,42 +209,6 @@ Tensor &scatterReduce_(Tensor &self, int64_t dim, const Tensor &index, const Ten
   self.bumpVersion();
   return self;
 }
-
-namespace {
-
-/// index_add of contiguous float32/float64 tensors as whole rows: for each index, the `inner`
-/// elements after `dim` added in one loop the compiler vectorizes (an embedding's gradient, 512
-/// rows of 128), where the general scatter combines element by element. False: not this case.
-bool addRows(Tensor &self, int64_t dim, const Tensor &index, const Tensor &src, const char *op) {
-  if (!self.isContiguous() || !src.isContiguous() || self.device().type != DeviceType::CPU ||
-      src.storage() == self.storage() ||
-      (self.dtype() != DType::Float32 && self.dtype() != DType::Float64))
-    return false;
-  const int64_t size = self.size(dim), n = index.numel();
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < self.dim(); ++d)
-    (d < dim ? outer : inner) *= d == dim ? 1 : self.size(d);
-  Tensor idx = normalizeIndex(index, size, dim, false, op, ErrorKind::Runtime).contiguous();
-  const int64_t *at = idx.data<int64_t>();
-  auto run = [&]<typename T>() {
-    T *dst = self.data<T>();
-    const T *from = src.data<T>();
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t i = 0; i < n; ++i) {
-        T *row = dst + (o * size + at[i]) * inner;
-        const T *add = from + (o * n + i) * inner;
-        for (int64_t k = 0; k < inner; ++k)
-          row[k] += add[k];
-      }
-  };
-  if (self.dtype() == DType::Float32)
-    run.template operator()<float>();
-  else
-    run.template operator()<double>();
-  return true;
-}
-
-} // namespace
 
 Tensor &indexAdd_(Tensor &self, int64_t dim, const Tensor &index, const Tensor &source,
                   const Scalar &alpha) {

@@ -223,6 +223,39 @@ def test_scatter_add(dtype):
     assert_close(k, t.scatter_add_(1, it, st))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+@pytest.mark.parametrize("case", ["rows", "columns", "negative", "narrower", "strided_src"])
+def test_scatter_add_with_a_row_index_equals_torch(dtype, case):
+    """An index repeated across the other dims (`idx.unsqueeze(1).expand(n, f)`, message passing)
+    adds whole rows: the same sums as the element-wise scatter, duplicates included."""
+    t, k = make((6, 5, 4), dtype, low=-2, high=2)
+    dim = 1 if case == "columns" else 0
+    n = 9
+    shape = [6, 5, 4]
+    shape[dim] = n
+    src_t, src_k = make(tuple(shape), dtype, seed=1, low=-2, high=2)
+    if case == "strided_src":  # a transposed source: not contiguous, the general path
+        src_t = src_t.transpose(1, 2).contiguous().transpose(1, 2)
+        src_k = to_kiln(src_t)
+    flat = torch.randint(-6 if case == "negative" else 0, t.shape[dim], (n,),
+                         generator=torch.Generator().manual_seed(3))
+    view = [1, 1, 1]
+    view[dim] = n
+    if case == "negative":  # scatter_add takes no negative index: both raise
+        flat = torch.where(flat < 0, flat, -1)
+    it = flat.view(view).expand(*shape)
+    if case == "narrower":  # the index covers fewer columns than self: no row path
+        it, src_t, src_k = it[:, :3], src_t[:, :3], to_kiln(src_t[:, :3])
+    ik = to_kiln(it)
+    if case == "negative":
+        with pytest.raises(RuntimeError):
+            t.clone().scatter_add_(dim, it, src_t)
+        with pytest.raises(RuntimeError, match="index -1 is out of bounds for dimension 0"):
+            k.clone().scatter_add_(dim, ik, src_k)
+        return
+    assert_close(k.clone().scatter_add_(dim, ik, src_k), t.clone().scatter_add_(dim, it, src_t))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
 @pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
 @pytest.mark.parametrize("include_self", [True, False])
