@@ -26,7 +26,7 @@ from kiln._capture.calls_access import _ContainerMethod, _SuperVar, dict_key
 from kiln._capture.calls_kiln import DTYPE_FACTS, KilnCallMixin, dtype_fact
 from kiln._capture.calls_symbolic import SymbolicMixin
 from kiln._capture.data_dependent import check_size_read
-from kiln._capture.sources import AttrSource, ItemSource
+from kiln._capture.sources import AttrSource, ItemSource, held_container_source
 
 _TENSOR = kiln.Tensor
 _PURE_MODULES = ("math", "operator", "_operator")
@@ -708,10 +708,13 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
                 closure = []
                 for i, cell in enumerate(f.__closure__):
                     try:
-                        contents = self.ctx.wrap(cell.cell_contents,
-                                                 part("__closure__", i, "cell_contents"))
+                        value = cell.cell_contents
                     except ValueError:
                         contents = None
+                    else:
+                        path = part("__closure__", i, "cell_contents") or held_container_source(
+                            value, cell, "closure cell", None)
+                        contents = self.ctx.wrap(value, path)
                     closure.append(V.CellVar(contents, source=("outer", i)))
             module = f.__module__ or ""
             # kiln's own functions (the capture API included: kiln.compile() inside compiled

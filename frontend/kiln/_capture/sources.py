@@ -144,6 +144,18 @@ class HeldSource(Source):
         return hash(id(self.obj))
 
 
+def held_container_source(value, holder, label: str, key) -> Source | None:
+    """The path to a list or dict kept in `holder` (an inlined function's module globals, or one
+    of its closure cells with key None) when nothing else reaches it: the entry holds `holder`
+    and re-reads the container on every call, so changes the captured code makes to it (a
+    forward hook's `activations[name] = out`) are replayed into the object the call sees. Other
+    values keep no path (they are baked, as the function's code is)."""
+    if type(value) not in (list, dict):
+        return None
+    held = HeldSource(holder, f"<{label} of {type(holder).__name__} at 0x{id(holder):x}>")
+    return AttrSource(held, "cell_contents") if key is None else ItemSource(held, key)
+
+
 def _literal(key) -> bool:
     return type(key) in (str, int, float, bool, type(None))
 

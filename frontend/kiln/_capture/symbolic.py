@@ -19,7 +19,7 @@ import kiln
 from kiln._capture import logs, loops, side_effects
 from kiln._capture import variables as V
 from kiln._capture.calls import CallMixin
-from kiln._capture.sources import GlobalSource
+from kiln._capture.sources import GlobalSource, held_container_source
 
 _BINARY = [
     operator.add, operator.and_, operator.floordiv, operator.lshift, operator.matmul,
@@ -297,8 +297,12 @@ class Frame(CallMixin):
 
     def load_global(self, name: str) -> V.VT:
         if name in self.globals:
-            source = GlobalSource(name) if self.parent is None or self.is_top_globals() else None
-            return self.ctx.wrap(self.globals[name], source)
+            value = self.globals[name]
+            if self.parent is None or self.is_top_globals():
+                source = GlobalSource(name)
+            else:  # another module's globals: only a container it may change gets a path
+                source = held_container_source(value, self.globals, "__globals__", name)
+            return self.ctx.wrap(value, source)
         if name in self.builtins:
             return self.ctx.wrap(self.builtins[name], None)
         raise V.Unsupported(f"name {name!r} is not defined")

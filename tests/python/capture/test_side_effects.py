@@ -479,3 +479,60 @@ def test_storing_what_an_attribute_holds_already_captures_once():
         for _ in range(6):
             assert_same(compiled(x), model(x))
     assert len(records) == 1 and records[0].break_record is None
+
+
+ACTIVATIONS: dict = {}
+
+
+def _save_into_global(name):
+    def hook(module, inputs, output):
+        ACTIVATIONS[name] = output.detach()
+
+    return hook
+
+
+def test_forward_hooks_filling_a_global_dict_compile_whole():
+    """The common feature-extraction idiom: hooks defined in the user's module write into its
+    global dict while kiln's Module.__call__ runs them; the dict is reached through the hook's
+    own globals, re-read on every call (a dict rebound between calls gets the next writes)."""
+    global ACTIVATIONS
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    for name, sub in model.named_children():
+        sub.register_forward_hook(_save_into_global(name))
+    x = rand(3, 4)
+    info = kiln.explain(model)(x)
+    assert info.graph_count == 1 and info.graph_break_count == 0
+    compiled = kiln.compile(model)
+    ACTIVATIONS = {}
+    out = compiled(x)
+    assert sorted(ACTIVATIONS) == ["0", "1", "2"]
+    assert_same(ACTIVATIONS["2"], out.detach())
+    with kiln.no_grad():
+        assert_same(ACTIVATIONS["1"], model[1](model[0](x)))
+
+
+def test_forward_hooks_filling_a_closure_dict_compile_whole():
+    def build():
+        feats = {}
+
+        def grab(name):
+            def hook(module, inputs, output):
+                feats[name] = output * 2
+
+            return hook
+
+        model = nn.Sequential(nn.Linear(4, 8), nn.Tanh())
+        for name, sub in model.named_children():
+            sub.register_forward_hook(grab(name))
+        return model, feats
+
+    model, feats = build()
+    x = rand(3, 4)
+    info = kiln.explain(model)(x)
+    assert info.graph_count == 1 and info.graph_break_count == 0
+    compiled = kiln.compile(model)
+    for k in range(2):
+        feats.clear()
+        out = compiled(x + k)
+        assert sorted(feats) == ["0", "1"]
+        assert_same(feats["1"].detach(), (out * 2).detach())
