@@ -197,6 +197,10 @@ Tensor EagerBuilder::gather(const Tensor &a, int64_t dim, const Tensor &index) {
   return ops::gather(a, dim, index);
 }
 
+Tensor EagerBuilder::padConstant(const Tensor &a, const Shape &widths) {
+  return ops::pad(a, widths, "constant", 0.0);
+}
+
 Tensor EagerBuilder::scatter(const Tensor &a, int64_t dim, const Tensor &index, const Tensor &src) {
   return ops::scatter(a, dim, index, src);
 }

@@ -101,6 +101,8 @@ struct EagerBuilder {
   Tensor linalgSolve(const Tensor &a, const Tensor &b);
   Tensor linalgSolveTriangular(const Tensor &a, const Tensor &b, bool upper, bool unit);
   Tensor cat(const std::vector<Tensor> &parts, int64_t dim);
+  /// Constant (zero) padding by torch's widths, negative ones cropping.
+  Tensor padConstant(const Tensor &a, const Shape &widths);
   /// The gradient of a slice: g placed into zeros of `sizes` at [start:end:step] of dim.
   Tensor sliceBackward(const Tensor &g, const Sizes &sizes, int64_t dim, int64_t start, int64_t end,
                        int64_t step);

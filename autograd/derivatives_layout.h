@@ -7,7 +7,9 @@
 
 #include "autograd/derivatives.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 namespace kiln::autograd::rules {
 
@@ -114,6 +116,69 @@ template <class B> V<B> repeat(B &b, const V<B> &g, const Shape &inputSizes, con
     split.push_back(i < lead ? 1 : inputSizes[i - lead]);
   }
   return b.reshape(b.sum(b.reshape(g, split), DimList(summed), false), inputSizes);
+}
+
+/// `part` added into zeros of `sizes` at [start, start + its length) along dim.
+template <class B>
+V<B> placeAt(B &b, const V<B> &part, const Shape &sizes, int64_t dim, int64_t start) {
+  const int64_t len = B::sizes(part)[dim];
+  return b.sliceBackward(part, sizes, dim, start, start + len, 1);
+}
+
+/// The gradient of one dim padded by `left` and `right` in a mode that reads input elements:
+/// every added element sends its gradient to the element it copied.
+template <class B>
+V<B> padDim(B &b, const V<B> &g, int64_t dim, int64_t left, int64_t right,
+            const std::string &mode) {
+  Shape xs = B::sizes(g);
+  const int64_t n = xs[dim] - left - right;
+  xs[dim] = n;
+  V<B> grad = b.slice(g, dim, left, left + n, 1);
+  std::optional<V<B>> before, after;
+  if (left)
+    before = b.slice(g, dim, 0, left, 1);
+  if (right)
+    after = b.slice(g, dim, left + n, left + n + right, 1);
+  if (mode == "reflect") { // out[left - 1 - k] = x[k + 1]; out[left + n + k] = x[n - 2 - k]
+    if (before)
+      grad = b.add(grad, placeAt(b, b.flip(*before, {dim}), xs, dim, 1));
+    if (after)
+      grad = b.add(grad, placeAt(b, b.flip(*after, {dim}), xs, dim, n - 1 - right));
+  } else if (mode == "replicate") { // every added element reads an edge
+    if (before)
+      grad = b.add(grad, placeAt(b, b.sum(*before, DimList(Shape{dim}), true), xs, dim, 0));
+    if (after)
+      grad = b.add(grad, placeAt(b, b.sum(*after, DimList(Shape{dim}), true), xs, dim, n - 1));
+  } else { // circular: out[j] = x[(j - left) mod n]
+    if (before)
+      grad = b.add(grad, placeAt(b, *before, xs, dim, n - left));
+    if (after)
+      grad = b.add(grad, placeAt(b, *after, xs, dim, 0));
+  }
+  return grad;
+}
+
+/// pad(x, widths, mode): widths pair up from the last dim backwards ((left, right) of dim -1,
+/// then of dim -2). Constant padding crops g back (a negative width, a crop, is undone by a
+/// zero fill); the other modes add each copied element's gradient to its source.
+template <class B>
+V<B> pad(B &b, const V<B> &g, const Shape &inputSizes, const Shape &widths,
+         const std::string &mode) {
+  const int64_t rank = static_cast<int64_t>(inputSizes.size());
+  const bool crops = std::any_of(widths.begin(), widths.end(), [](int64_t w) { return w < 0; });
+  if (mode == "constant" && crops) {
+    Shape inverse;
+    for (int64_t w : widths)
+      inverse.push_back(-w);
+    return b.padConstant(g, inverse);
+  }
+  V<B> grad = g;
+  for (size_t i = 0; i + 1 < widths.size() && static_cast<int64_t>(i / 2) < rank; i += 2) {
+    const int64_t dim = rank - 1 - static_cast<int64_t>(i / 2);
+    grad = mode == "constant" ? b.slice(grad, dim, widths[i], widths[i] + inputSizes[dim], 1)
+                              : padDim(b, grad, dim, widths[i], widths[i + 1], mode);
+  }
+  return grad;
 }
 
 // ---- index-driven reads and writes -------------------------------------------------------------

@@ -1,4 +1,4 @@
-// Differentiable convolution, pooling, batch norm and constant padding.
+// Differentiable convolution, pooling, batch norm and padding (every mode).
 //
 // Their rules are written over differentiable ops (the convolution's input gradient is a
 // transposed convolution and the transposed one's a convolution, unfold and fold are each other's
@@ -7,6 +7,7 @@
 // kernels directly, and a backward that records nothing (no create_graph) computes a
 // convolution's input and weight gradients on oneDNN's backward kernels where they run.
 #include "autograd/autocast.h"
+#include "autograd/derivatives_layout.h"
 #include "autograd/ops.h"
 #include "autograd/record.h"
 #include "runtime/error.h"
@@ -317,26 +318,18 @@ Tensor pad(const Tensor &self, IntList widths, const std::string &mode,
   Tensor out = kiln::ops::pad(self, widths, mode, value);
   if (!anyRequiresGrad({&self}))
     return out;
-  KILN_CHECK_KIND(NotImplemented, mode == "constant",
-                  "pad: the derivative of mode='{}' is not implemented yet", mode);
-  const bool crops = std::any_of(widths.begin(), widths.end(), [](int64_t w) { return w < 0; });
-  record("ConstantPadNdBackward0", {&self}, out, [&](const NodePtr &) {
-    return [w = Shape(widths.begin(), widths.end()), xs = self.sizes(), crops](B &b, const Node &,
-                                                                               Grads &g) {
-      if (crops) { // the inverse crop: a crop's inverse is a zero fill
-        Shape inverse;
-        for (int64_t v : w)
-          inverse.push_back(-v);
-        return Grads{pad(g[0], inverse, "constant", 0.0)}; // recorded under create_graph
-      }
-      Tensor r = g[0];
-      // widths pair up from the last dim backwards: (left, right) of dim -1, then of dim -2.
-      for (size_t i = 0; i + 1 < w.size() && i / 2 < xs.size(); i += 2) {
-        int64_t dim = static_cast<int64_t>(xs.size()) - 1 - static_cast<int64_t>(i / 2);
-        r = b.slice(r, dim, w[i], w[i] + xs[dim], 1);
-      }
-      return Grads{r};
-    };
+  KILN_CHECK_KIND(NotImplemented,
+                  mode == "constant" ||
+                      std::all_of(widths.begin(), widths.end(), [](int64_t w) { return w >= 0; }),
+                  "pad: the derivative of mode='{}' with a negative amount is not implemented",
+                  mode);
+  const char *name = mode == "constant"    ? "ConstantPadNdBackward0"
+                     : mode == "reflect"   ? "ReflectionPadBackward0"
+                     : mode == "replicate" ? "ReplicationPadBackward0"
+                                           : "CircularPadBackward0";
+  record(name, {&self}, out, [&](const NodePtr &) {
+    return [w = Shape(widths.begin(), widths.end()), xs = self.sizes(),
+            mode](B &b, const Node &, Grads &g) { return Grads{rules::pad(b, g[0], xs, w, mode)}; };
   });
   return out;
 }

@@ -126,6 +126,9 @@ public:
   Value cat(const std::vector<Value> &parts, int64_t dim) {
     return op(ir::OpKind::Cat, parts, {{"dim", dim}});
   }
+  Value padConstant(Value a, const Sizes &widths) {
+    return op(ir::OpKind::Pad, {a}, {{"pad", widths}, {"value", 0.0}});
+  }
   /// g placed into zeros of `sizes` at [start:end:step] of dim.
   Value sliceBackward(Value g, const Sizes &sizes, int64_t dim, int64_t start, int64_t end,
                       int64_t step);

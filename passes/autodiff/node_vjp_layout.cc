@@ -3,6 +3,8 @@
 // gradient back to the input element it was read from (summing where several read one).
 #include "passes/autodiff/node_vjp.h"
 
+#include "autograd/derivatives_layout.h"
+
 #include <fmt/format.h>
 
 namespace kiln::passes::autodiff {
@@ -15,60 +17,16 @@ using Sizes = B::Sizes;
 
 namespace {
 
-/// `part` added into zeros of `sizes` at [start, start + its length) along dim.
-V placeAt(B &b, V part, const Sizes &sizes, int64_t dim, int64_t start) {
-  const int64_t len = B::sizes(part)[dim];
-  return b.sliceBackward(part, sizes, dim, start, start + len, 1);
-}
-
-/// The gradient of one padded dim (n input elements, `left` and `right` added) for the modes
-/// that read input elements: reflect, replicate and circular.
-V padDimGrad(B &b, V g, int64_t dim, int64_t left, int64_t right, const std::string &mode) {
-  Sizes xs = B::sizes(g);
-  const int64_t n = xs[dim] - left - right;
-  xs[dim] = n;
-  V grad = b.slice(g, dim, left, left + n, 1);
-  V before = left ? b.slice(g, dim, 0, left, 1) : nullptr;
-  V after = right ? b.slice(g, dim, left + n, left + n + right, 1) : nullptr;
-  if (mode == "reflect") { // out[left - 1 - k] = x[k + 1]; out[left + n + k] = x[n - 2 - k]
-    if (before)
-      grad = b.add(grad, placeAt(b, b.flip(before, {dim}), xs, dim, 1));
-    if (after)
-      grad = b.add(grad, placeAt(b, b.flip(after, {dim}), xs, dim, n - 1 - right));
-  } else if (mode == "replicate") { // every added element reads an edge
-    if (before)
-      grad = b.add(grad, placeAt(b, b.sum(before, Sizes{dim}, true), xs, dim, 0));
-    if (after)
-      grad = b.add(grad, placeAt(b, b.sum(after, Sizes{dim}, true), xs, dim, n - 1));
-  } else if (mode == "circular") { // out[j] = x[(j - left) mod n]
-    if (before)
-      grad = b.add(grad, placeAt(b, before, xs, dim, n - left));
-    if (after)
-      grad = b.add(grad, placeAt(b, after, xs, dim, 0));
-  } else {
-    throw Unsupported(fmt::format("pad mode '{}' has no compiled derivative yet", mode));
-  }
-  return grad;
-}
-
 V padGrad(B &b, const ir::Node &n, V g) {
   const ir::Attribute *p = n.attr("pad");
-  Sizes pads = p ? p->toInts() : Sizes{};
+  const Sizes pads = p ? p->toInts() : Sizes{};
   const ir::Attribute *m = n.attr("mode");
   const std::string mode = m ? m->toString() : "constant";
-  if (mode == "constant") { // the inverse crop (a crop's inverse is a zero fill)
-    for (int64_t &v : pads)
-      v = -v;
-    return b.op(OpKind::Pad, {g}, {{"pad", pads}, {"value", 0.0}});
-  }
-  const int64_t rank = n.operand(0)->meta().rank();
-  V grad = g;
-  for (size_t i = 0; i + 1 < pads.size(); i += 2) {
-    if (pads[i] < 0 || pads[i + 1] < 0)
-      throw Unsupported(fmt::format("pad mode '{}' with a negative amount", mode));
-    grad = padDimGrad(b, grad, rank - 1 - static_cast<int64_t>(i / 2), pads[i], pads[i + 1], mode);
-  }
-  return grad;
+  if (mode != "constant" && mode != "reflect" && mode != "replicate" && mode != "circular")
+    throw Unsupported(fmt::format("pad mode '{}' has no compiled derivative yet", mode));
+  if (mode != "constant" && std::any_of(pads.begin(), pads.end(), [](int64_t w) { return w < 0; }))
+    throw Unsupported(fmt::format("pad mode '{}' with a negative amount", mode));
+  return autograd::rules::pad(b, g, B::sizes(n.operand(0)), pads, mode);
 }
 
 /// The [in, out] weights by which an interpolation along spatial dim `d` mixes input positions

@@ -9,10 +9,12 @@ __all__ = ["embedding", "one_hot", "pad"]
 
 def pad(input, pad, mode="constant", value=None):  # noqa: A002 - torch's argument names
     """torch.nn.functional.pad: `pad` lists (left, right) amounts from the last dim backwards;
-    mode is 'constant' (negative amounts crop), 'reflect', 'replicate' or 'circular'. With
-    autograd on, the non-constant modes are written as slices, flips and a cat (their
-    derivative); the kernel checks the arguments either way."""
-    if mode == "constant" or not (kiln.is_grad_enabled() and input.requires_grad):
+    mode is 'constant' (negative amounts crop), 'reflect', 'replicate' or 'circular'. The kernel
+    records its derivative (autograd/derivatives_layout.h) for every mode; with autograd on, a
+    non-constant mode that also crops is written as slices, flips and a cat (their derivative)
+    after the kernel checked the arguments."""
+    if mode == "constant" or not (kiln.is_grad_enabled() and input.requires_grad) or min(
+        pad, default=0) >= 0:
         return _C.pad(input, list(pad), mode, value)
     with kiln.no_grad():
         _C.pad(input.detach(), list(pad), mode, value)  # eager's argument checks and errors

@@ -521,3 +521,19 @@ def test_lerp_number_weight_gradient_is_exact_in_float64():
         grads.append((x.grad.numpy(), y.grad.numpy()))
     np.testing.assert_array_equal(grads[0][0], grads[1][0])
     np.testing.assert_array_equal(grads[0][1], grads[1][1])
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular", "constant"])
+@pytest.mark.parametrize("widths", [(2, 1, 1, 3), (0, 0, 1, 0), (1, -1, 2, 0)])
+def test_pad_gradients_equal_torch_in_every_mode(mode, widths):
+    """The kernel's recorded rule (reflect/replicate/circular add each copied element's gradient
+    to its source); a non-constant mode that also crops is composed of slices in Python."""
+    a = np.random.default_rng(4).standard_normal((2, 3, 5, 6))
+    grads = []
+    for m, fn in ((torch, torch.nn.functional.pad), (kiln, kiln.nn.functional.pad)):
+        x = m.tensor(a, dtype=m.float64).requires_grad_()
+        out = fn(x, widths, mode=mode)
+        w = np.random.default_rng(5).standard_normal(tuple(out.shape))
+        (out * m.tensor(w, dtype=m.float64)).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12, atol=1e-12)
