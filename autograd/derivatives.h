@@ -51,15 +51,29 @@ inline Shape sortedReducedDims(const DimList &dims, int64_t rank) {
   return sorted;
 }
 
-/// Which inputs of the op need a gradient.
+/// Which inputs of the op need a gradient: a bit per input, the first 64 inline (a cat of
+/// more pieces keeps the rest beside them).
 struct Needs {
   uint64_t bits = 0;
-  bool operator[](size_t i) const { return (bits >> i) & 1; }
+  std::vector<bool> beyond; ///< inputs from the 65th on
+
+  bool operator[](size_t i) const {
+    return i < 64 ? (bits >> i) & 1 : i - 64 < beyond.size() && beyond[i - 64];
+  }
+  void set(size_t i) {
+    if (i < 64) {
+      bits |= uint64_t{1} << i;
+      return;
+    }
+    if (beyond.size() <= i - 64)
+      beyond.resize(i - 63);
+    beyond[i - 64] = true;
+  }
   template <class N> static Needs of(const N &node) {
     Needs n;
-    for (size_t i = 0; i < node.next.size() && i < 64; ++i)
+    for (size_t i = 0; i < node.next.size(); ++i)
       if (node.needsInputGrad(i))
-        n.bits |= uint64_t{1} << i;
+        n.set(i);
     return n;
   }
 };

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace kiln::autograd::rules {
 
@@ -116,6 +117,45 @@ template <class B> V<B> repeat(B &b, const V<B> &g, const Shape &inputSizes, con
     split.push_back(i < lead ? 1 : inputSizes[i - lead]);
   }
   return b.reshape(b.sum(b.reshape(g, split), DimList(summed), false), inputSizes);
+}
+
+/// Where an input of a cat lies along its dim: [start, start + length), in its own dtype (a
+/// promoted cat's pieces go back in theirs); start -1 for a legacy empty 1-D input, which takes
+/// part in no dim and gets no gradient.
+struct CatPiece {
+  int64_t start = -1, length = 0;
+  DType dtype = DType::Float32;
+};
+
+/// cat: each piece's gradient is its slice of g.
+template <class B>
+Out<B> cat(B &b, const V<B> &g, int64_t dim, const std::vector<CatPiece> &pieces,
+           const Needs &need) {
+  Out<B> r(pieces.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const CatPiece &p = pieces[i];
+    if (!need[i] || p.start < 0)
+      continue;
+    r[i] = b.slice(g, dim, p.start, p.start + p.length, 1);
+    if (B::dtype(r[i]) != p.dtype)
+      r[i] = b.cast(r[i], p.dtype);
+  }
+  return r;
+}
+
+/// stack: input i's gradient is g's i-th entry along dim, in the input's dtype.
+template <class B>
+Out<B> stack(B &b, const V<B> &g, int64_t dim, const std::vector<DType> &dtypes,
+             const Needs &need) {
+  Out<B> r(dtypes.size());
+  for (size_t i = 0; i < dtypes.size(); ++i) {
+    if (!need[i])
+      continue;
+    r[i] = b.select(g, dim, static_cast<int64_t>(i));
+    if (B::dtype(r[i]) != dtypes[i])
+      r[i] = b.cast(r[i], dtypes[i]);
+  }
+  return r;
 }
 
 /// `part` added into zeros of `sizes` at [start, start + its length) along dim.

@@ -59,26 +59,16 @@ Tensor cat(std::span<const Tensor> tensors, int64_t dim) {
   std::vector<const Tensor *> inputs = pointers(tensors);
   record("CatBackward0", inputs, std::span<Tensor>(&out, 1), [&](const NodePtr &) {
     int64_t d = wrapDim(dim, out.dim(), "cat");
-    // Legacy empty 1-D inputs take part in no dim: they get no gradient.
-    std::vector<std::pair<int64_t, int64_t>> ranges;
-    std::vector<DType> dtypes; // a promoted cat's pieces go back in their inputs' dtypes
+    std::vector<rules::CatPiece> pieces;
     int64_t start = 0;
     for (const Tensor &t : tensors) {
       bool skipped = t.dim() == 1 && t.numel() == 0 && out.dim() != 1;
       int64_t len = skipped ? 0 : t.size(d);
-      ranges.push_back({skipped ? -1 : start, len});
-      dtypes.push_back(t.dtype());
+      pieces.push_back({skipped ? -1 : start, len, t.dtype()});
       start += len;
     }
-    return [ranges, dtypes, d](B &bd, const Node &n, Grads &g) {
-      Grads r(ranges.size());
-      for (size_t i = 0; i < ranges.size(); ++i)
-        if (n.needsInputGrad(i) && ranges[i].first >= 0) {
-          r[i] = bd.slice(g[0], d, ranges[i].first, ranges[i].first + ranges[i].second, 1);
-          if (r[i].dtype() != dtypes[i])
-            r[i] = bd.cast(r[i], dtypes[i]);
-        }
-      return r;
+    return [pieces, d](B &bd, const Node &n, Grads &g) {
+      return rules::cat(bd, g[0], d, pieces, rules::Needs::of(n));
     };
   });
   return out;
@@ -88,18 +78,11 @@ Tensor stack(std::span<const Tensor> tensors, int64_t dim) {
   Tensor out = kiln::ops::stack(tensors, dim);
   std::vector<const Tensor *> inputs = pointers(tensors);
   record("StackBackward0", inputs, std::span<Tensor>(&out, 1), [&](const NodePtr &) {
-    std::vector<DType> dtypes; // a promoted stack's pieces go back in their inputs' dtypes
+    std::vector<DType> dtypes;
     for (const Tensor &t : tensors)
       dtypes.push_back(t.dtype());
     return [d = wrapDim(dim, out.dim(), "stack"), dtypes](B &bd, const Node &node, Grads &g) {
-      Grads r(dtypes.size());
-      for (size_t i = 0; i < dtypes.size(); ++i)
-        if (node.needsInputGrad(i)) {
-          r[i] = bd.select(g[0], d, static_cast<int64_t>(i));
-          if (r[i].dtype() != dtypes[i])
-            r[i] = bd.cast(r[i], dtypes[i]);
-        }
-      return r;
+      return rules::stack(bd, g[0], d, dtypes, rules::Needs::of(node));
     };
   });
   return out;

@@ -359,7 +359,7 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
         return b.number(a->toDouble());
       return std::nullopt;
     };
-    return one(rules::clamp(b, g, in(0), bound("min"), bound("max"), rules::Needs{1})[0]);
+    return one(rules::clamp(b, g, in(0), bound("min"), bound("max"), rules::Needs{1, {}})[0]);
   }
   case OpKind::Cast:
   case OpKind::Contiguous:
@@ -416,20 +416,15 @@ Grads nodeVjp(B &b, const ir::Node &n, V g, rules::Needs need) {
     return one(b.sliceBackward(b.unsqueeze(g, dim), xs, dim, index, index + 1, 1));
   }
   case OpKind::Cat: {
-    const int64_t rank = out->meta().rank();
-    const int64_t dim = wrapDim(intAttr(n, "dim", 0), rank);
-    Grads r(n.numOperands());
+    const int64_t dim = wrapDim(intAttr(n, "dim", 0), out->meta().rank());
+    std::vector<rules::CatPiece> pieces;
     int64_t offset = 0;
     for (int i = 0; i < n.numOperands(); ++i) {
       const int64_t len = B::sizes(in(i))[dim];
-      if (need[i]) {
-        r[i] = b.slice(g, dim, offset, offset + len, 1);
-        if (B::dtype(r[i]) != B::dtype(in(i))) // a promoted cat: back to the input's dtype
-          r[i] = b.cast(r[i], B::dtype(in(i)));
-      }
+      pieces.push_back({offset, len, B::dtype(in(i))});
       offset += len;
     }
-    return r;
+    return rules::cat(b, g, dim, pieces, need);
   }
   case OpKind::Matmul:
     return rules::matmul(b, g, in(0), in(1), need);

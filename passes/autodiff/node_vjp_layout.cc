@@ -101,12 +101,11 @@ bool hasLayoutVjp(OpKind op) {
 std::optional<Grads> layoutVjp(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
   switch (n.op()) {
   case OpKind::Stack: {
-    const int64_t dim = wrapDim(n.attr("dim") ? n.attr("dim")->toInt() : 0, g->meta().rank());
-    Grads r(n.numOperands());
+    std::vector<DType> dtypes;
     for (int i = 0; i < n.numOperands(); ++i)
-      if (need[i])
-        r[i] = b.cast(b.select(g, dim, i), B::dtype(n.operand(i)));
-    return r;
+      dtypes.push_back(B::dtype(n.operand(i)));
+    return autograd::rules::stack(
+        b, g, wrapDim(n.attr("dim") ? n.attr("dim")->toInt() : 0, g->meta().rank()), dtypes, need);
   }
   case OpKind::Pad:
     return Grads{padGrad(b, n, g)};

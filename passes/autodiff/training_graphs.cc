@@ -211,9 +211,9 @@ private:
       if (g == grads_.end() || !requires_.count(n->result(0)) || updated_.count(n->result(0)))
         continue;
       autograd::rules::Needs need;
-      for (int i = 0; i < n->numOperands() && i < 64; ++i)
+      for (int i = 0; i < n->numOperands(); ++i)
         if (requires_.count(n->operand(i)))
-          need.bits |= uint64_t{1} << i;
+          need.set(static_cast<size_t>(i));
       GraphRuleBuilder b(joint_, n->loc());
       const ir::Node &copy = *map_.at(n->result(0))->definingNode();
       std::vector<Value *> gs = nodeVjp(b, copy, g->second, need);

@@ -127,3 +127,15 @@ def test_scaled_elus_and_one_sided_clamps_train_compiled(name):
           "clamp_max_only": lambda t: t.clamp(max=0.4)}[name]  # fmt: skip
     report = grads_match(fn, [rand(5, 7, dtype=kiln.float64) * 2], compiled_backward=True)
     assert report.backward_parts == 1 and report.eager_nodes == 0, report.fallbacks
+
+
+def test_a_cat_of_more_than_64_pieces_trains_compiled():
+    """Which inputs need a gradient is a bit per input past the 64th too: each of 70 pieces gets
+    its slice of the gradient, compiled and eager."""
+    pieces = [rand(2, 3, dtype=kiln.float64, seed=s) for s in range(70)]
+
+    def fn(*xs):
+        return kiln.cat([x * (i + 1) for i, x in enumerate(xs)], 1).tanh()
+
+    report = grads_match(fn, pieces, compiled_backward=True)
+    assert report.backward_parts == 1 and report.eager_nodes == 0, report.fallbacks
