@@ -21,6 +21,15 @@ bool isLoopVarName(std::string_view name) {
   return true;
 }
 
+bool mentionsLoopVars(const SymInt &e) {
+  if (e.isConstant())
+    return false;
+  std::set<std::string, std::less<>> symbols;
+  e.collectSymbols(symbols);
+  return std::any_of(symbols.begin(), symbols.end(),
+                     [](const std::string &s) { return isLoopVarName(s); });
+}
+
 void checkNoLoopVars(const SymInt &e, std::string_view what) {
   std::set<std::string, std::less<>> symbols;
   e.collectSymbols(symbols);
@@ -91,13 +100,6 @@ std::optional<AffineForm> affineForm(const IndexExpr &e, const VarRanges &ranges
 }
 
 namespace {
-
-bool mentionsLoopVars(const IndexExpr &e) {
-  std::set<std::string, std::less<>> symbols;
-  e.collectSymbols(symbols);
-  return std::any_of(symbols.begin(), symbols.end(),
-                     [](const std::string &s) { return isLoopVarName(s); });
-}
 
 /// Bounds of one atom: a loop variable over its range; floordiv, mod, max and min of bounded
 /// operands by those bounds (a positive constant divisor); anything without loop variables as

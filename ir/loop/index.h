@@ -33,6 +33,9 @@ std::string loopVarName(size_t k);
 std::string reductionVarName(size_t k);
 /// Whether `name` has the form of a loop variable (`i` or `r` and decimal digits).
 bool isLoopVarName(std::string_view name);
+/// Whether `e` mentions a loop variable (without one it names the same value at every point of
+/// its node: `83`, or `s1*101` for a run-time element).
+bool mentionsLoopVars(const SymInt &e);
 /// Throws kiln::Error when `e` mentions a loop-variable name; `what` names e in the message.
 void checkNoLoopVars(const SymInt &e, std::string_view what);
 

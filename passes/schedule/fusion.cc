@@ -65,17 +65,6 @@ bool usesIndicesNonAffinely(const LoopNode &node) {
            (e->kind == ExprKind::Load && !ir::loop::affineForm(e->index, ranges));
   });
 }
-/// Whether an index names the same element at every point of its reader (no loop variable in
-/// it: `83`, or `s1*101` for a run-time element).
-bool fixedPoint(const IndexExpr &index) {
-  if (index.isConstant())
-    return true;
-  std::set<std::string, std::less<>> symbols;
-  index.collectSymbols(symbols);
-  return std::none_of(symbols.begin(), symbols.end(),
-                      [](const std::string &s) { return ir::loop::isLoopVarName(s); });
-}
-
 /// Whether inlining the producer of a buffer of `meta` into `reader` keeps `load` cheap:
 /// - a guarded read (a clamped index: a padded pool or pad) of a multi-dim buffer is not
 ///   inlined: the stored producer read back is faster (ResNet's stem pool over a relu: 0.70 ms
@@ -88,7 +77,7 @@ bool decodesWithoutDivision(const LoopNode &reader, const Expr *load, const ir::
   ir::loop::VarRanges ranges = reader.varRanges();
   if (load->index.hasDivision())
     return true; // a division already there is the reader's own
-  if (fixedPoint(load->index))
+  if (!ir::loop::mentionsLoopVars(load->index))
     return true; // one element: its position decodes once, to constants or size symbols
   bool affine = ir::loop::affineForm(load->index, ranges).has_value();
   if (affine && !producerUsesIndices)
@@ -163,7 +152,7 @@ std::vector<bool> chooseInlined(const LoopProgram &p) {
       for (const Expr *e : r.loads) {
         divisionFree =
             divisionFree && decodesWithoutDivision(p.nodes()[r.node], e, meta, usesIndices);
-        if (e->kind == ExprKind::Load && fixedPoint(e->index) && !expensive[n])
+        if (e->kind == ExprKind::Load && !ir::loop::mentionsLoopVars(e->index) && !expensive[n])
           continue;
         ++varyingLoads;
         varying = e;

@@ -32,11 +32,12 @@ are empty.
 from __future__ import annotations
 
 import copy
+import operator
 
 import kiln
 from kiln._capture import logs
 from kiln._capture import variables as V
-from kiln._capture.graph import Graph, Node, replace_nodes
+from kiln._capture.graph import Graph, Node, nodes_in, replace_nodes
 
 MIN_TRIPS = 8
 # A loop of a constant count whose unrolled graph has at most UNROLL_OPS ops, on tensors of
@@ -45,6 +46,11 @@ MIN_TRIPS = 8
 # a node (each iteration's kernels stay small and cache-friendly) and compile faster.
 UNROLL_OPS = 1024
 SMALL_ELEMENTS = 1 << 16
+# ... and whose writes that follow the index (`out[:, i, j, :] = v`) number at most
+# UNROLL_MOVING_WRITES over the unrolled iterations: unrolled, n writes into distinct regions of
+# one array lower to a chain of n region tests per element of it (quadratic work, and code that
+# compiles for seconds); as a node each iteration writes its region in place.
+UNROLL_MOVING_WRITES = 16
 # Iterations after the node that the body does not stand for (slices clipped by an array's end)
 # are unrolled when they record at most TAIL_OPS ops; else the whole loop unrolls.
 TAIL_OPS = 1024
@@ -643,6 +649,23 @@ def _unrolled_ops(graph) -> int:
     return total
 
 
+def _moving_writes(body) -> int:
+    """The item assignments of `body` whose index reads the loop index (directly or through
+    values computed from it); inner loop nodes write their regions in place and count none."""
+    follows = {n for n in body.inputs if n.meta.get("loop_index")}
+    count = 0
+    for n in body.nodes:
+        if n.op != "call" or n in follows:
+            continue
+        used = nodes_in((n.args, n.kwargs))
+        if n.target is operator.setitem and len(n.args) > 1 and \
+                any(u in follows for u in nodes_in(n.args[1])):
+            count += 1
+        if not isinstance(n.target, LoopCall) and any(u in follows for u in used):
+            follows.add(n)
+    return count
+
+
 def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body,
                      first_serial: int, trips: int, brk: BreakPoint | None):
     """The values the iteration leaves, checked to stand for every iteration; returns the
@@ -684,7 +707,8 @@ def _check_iteration(frame, saved, stored, before, carried, live, symbolic, body
     # (a loop that breaks on a tensor stays a node: unrolled, its test would break the graph;
     # a loop node inside counts as the iterations it would unroll into)
     if not symbolic and brk is None and trips * _unrolled_ops(body) <= UNROLL_OPS and \
-            _largest(body) < SMALL_ELEMENTS:
+            _largest(body) < SMALL_ELEMENTS and \
+            trips * _moving_writes(body) <= UNROLL_MOVING_WRITES:
         raise NotALoopNode(f"unrolled, {trips} x {body.op_count()} ops on small tensors")
     for node in body.nodes:  # (inputs may require grad: under no_grad nothing records)
         ex = node.meta.get("example")
