@@ -20,7 +20,8 @@ instead and the mask applied by the reduction, which needs no data-dependent siz
   leaves them out of the sum and the mean's divisor);
 - ``max()``/``min()``/``amax``/``amin`` reduce ``where(m, v, lowest or highest value)``; an
   assertion node (an eager node) raises eager's error when nothing is kept;
-- ``x[m] = v[m]`` writes ``where(m, v, x)`` into ``x``;
+- ``x[m] = v[m]`` writes ``where(m, v, x)`` into ``x``, and ``x[m] *= c`` (an in-place update
+  of the selection, then its assignment) is ``x[m] = x[m] * c``;
 - softmax, log_softmax and reductions along the trailing (unselected) dims stay row-wise ops.
 
 ``masked_select(x, m)`` with ``m`` of ``x``'s shape is the selection ``x[m]``.
@@ -48,6 +49,7 @@ def rewrite_masked_reductions(graph: Graph) -> int:
     many masks were rewritten."""
     if not _ELEMENTWISE:
         _load_targets()
+    _forward_selection_updates(graph)
     seeds: dict[int, list[Node]] = {}
     for node in graph.nodes:
         mask = _selection_mask(node)
@@ -60,6 +62,44 @@ def rewrite_masked_reductions(graph: Graph) -> int:
             _Rewrite(graph, group[0].args[1], region).run()
             rewritten += 1
     return rewritten
+
+
+def _forward_selection_updates(graph: Graph) -> None:
+    """`x[m] *= c` records `t = x[m]; u = t * c; copy_(t, u); x[m] = t`. A selection is a fresh
+    copy: while nothing holds it (it is not returned), only its own later uses see the update,
+    so they read `u` and the copy goes; the region is then the assignment `x[m] = u`."""
+    for node in list(graph.nodes):
+        if node.op != "call" or node.target is not kiln.Tensor.copy_ or node.kwargs or \
+                len(node.args) != 2:
+            continue
+        dst, src = node.args
+        if not (isinstance(dst, Node) and isinstance(src, Node)) or _selection_mask(dst) is None:
+            continue
+        ed, es = _example(dst), _example(src)
+        if not isinstance(es, kiln.Tensor) or es.shape != ed.shape or es.dtype != ed.dtype:
+            continue
+        if any(u.op != "call" for u in dst.users + node.users):
+            continue  # returned: the caller holds the updated object
+        later = graph.nodes[graph.nodes.index(node) + 1:]
+        for user in [u for u in dict.fromkeys(dst.users + node.users) if u in later]:
+            _read_instead(graph, user, {id(dst): src, id(node): src})
+        if not node.users:
+            graph._erase(node)
+
+
+def _read_instead(graph: Graph, user: Node, swaps: dict) -> None:
+    """`user` with its operands named in `swaps` (by id) replaced."""
+    for n in nodes_in((user.args, user.kwargs)):
+        n.users.remove(user)
+
+    def swap(n):
+        return swaps.get(id(n), n)
+
+    user.args = replace_nodes(user.args, swap)
+    user.kwargs = replace_nodes(user.kwargs, swap)
+    for n in nodes_in((user.args, user.kwargs)):
+        n.users.append(user)
+    graph._forward = None
 
 
 def _example(value):

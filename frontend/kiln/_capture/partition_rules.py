@@ -61,6 +61,8 @@ def small_write_into_input(node: Node, position: dict) -> bool:
     array in place (a region write)."""
     if node.target is operator.setitem and len(node.args) == 3:
         target, value = node.args[0], node.args[2]
+        if _masked(node.args[1]):
+            return False  # `x[x < 0] = 0`: any number of elements, one masked pass compiled
         basic = _basic_index(node.args[1])
     elif mutates(node) and _basic_view_base(node.args[0]) is not None:
         # `A[:, j] -= v`: an in-place op on a view of the array, the same small write
@@ -84,6 +86,13 @@ def small_write_into_input(node: Node, position: dict) -> bool:
     if big.numel() < SMALL_WRITE_ELEMENTS:
         return False
     return written * 16 <= big.numel()
+
+
+def _masked(index) -> bool:
+    """Whether a subscript holds a boolean mask."""
+    items = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(i, Node) and isinstance(i.meta.get("example"), kiln.Tensor) and
+               i.meta["example"].dtype == kiln.bool for i in items)
 
 
 def _basic_index(index) -> bool:

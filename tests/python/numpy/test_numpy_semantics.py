@@ -196,6 +196,55 @@ def test_boolean_mask_read_and_write():
     run_both(fn, ARRAYS["float64"])
 
 
+@pytest.mark.parametrize("case", ["scale", "add_array", "clip_negative", "int_floordiv",
+                                  "large_fill"])
+def test_masked_updates_compile_into_one_pass(case):
+    """`a[m] *= c` (the selection updated in place, then assigned) and `a[m] = 0` (any number of
+    elements, not a small write) compile with no eager node: `where(m, ..., a)` over the whole
+    array, written back once, as NumPy leaves the caller's array."""
+    rng = np.random.default_rng(0)
+
+    def scale(a, c):
+        a[a > 0.5] *= c
+        return a
+
+    def add_array(a, b):
+        m = a < b
+        a[m] += b[m] * 2
+        return a.sum()
+
+    def clip_negative(a):
+        a[a < 0] = 0.0
+        return a
+
+    def int_floordiv(a):
+        a[a % 3 == 0] //= 2
+        return a
+
+    def large_fill(a):
+        a[a < 0.2] = 0.0
+        return a.sum()
+
+    fn, args = {"scale": (scale, (rng.random(200), 1.5)),
+                "add_array": (add_array, (rng.random((20, 7)), rng.random((20, 7)))),
+                "clip_negative": (clip_negative, (rng.standard_normal((6, 5)),)),
+                "int_floordiv": (int_floordiv, (np.arange(-20, 40),)),
+                "large_fill": (large_fill, (rng.random(100_000),))}[case]  # fmt: skip
+    run_both(fn, *args)
+
+
+def test_a_selection_held_by_the_caller_keeps_its_own_update():
+    """A selection that is returned is the caller's object: its in-place update stays its own
+    (computed by the eager selection), and the array's masked write is NumPy's."""
+    def fn(a):
+        t = a[a > 0]
+        t *= 2
+        a[a > 0] = t
+        return t
+
+    run_both(fn, np.linspace(-1, 1, 9), eager=2)  # the selection and its assignment
+
+
 def test_methods_and_attributes():
     def fn(a):
         return (a.T, a.shape, a.ndim, a.size, a.dtype == np.float64, a.reshape(2, 6),
