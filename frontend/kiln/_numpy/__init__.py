@@ -21,6 +21,7 @@ from kiln._numpy import (
     _creation,
     _dtypes,  # noqa: F401 - the capture reads kiln._numpy._dtypes
     _extra,
+    _histogram,
     _linalg,
     _ndarray,
     _reductions,
@@ -30,7 +31,7 @@ from kiln._numpy import (
 
 FUNCTIONS: dict = {}
 for _table in (_ufuncs.FUNCTIONS, _reductions.FUNCTIONS, _shape.FUNCTIONS, _creation.FUNCTIONS,
-               _linalg.FUNCTIONS, _ndarray.FUNCTIONS, _extra.FUNCTIONS):
+               _linalg.FUNCTIONS, _ndarray.FUNCTIONS, _extra.FUNCTIONS, _histogram.FUNCTIONS):
     FUNCTIONS.update(_table)
 
 METHODS = _ndarray.METHODS
