@@ -134,10 +134,18 @@ ir::SymbolValues Runner::bind(std::span<const Tensor> inputs,
 }
 
 std::vector<Tensor> Runner::run(std::span<const Tensor> inputs, const ir::SymbolValues &values,
-                                bool writeBack) const {
+                                bool writeBack, std::span<const Tensor> spare) const {
   std::vector<Tensor> tensors(inputs.begin(), inputs.end());
   tensors.insert(tensors.end(), weights_.begin(), weights_.end());
-  std::vector<Tensor> results = executable_->run(tensors, values, computeInPlace(tensors));
+  std::vector<Tensor> into = computeInPlace(tensors);
+  for (size_t k = 0; k < spare.size(); ++k) {
+    if (!spare[k].defined() || (k < into.size() && into[k].defined()))
+      continue;
+    if (into.size() <= k)
+      into.resize(k + 1);
+    into[k] = spare[k];
+  }
+  std::vector<Tensor> results = executable_->run(tensors, values, into);
   if (!writeBack)
     return results;
   std::vector<RegionView> regions; // all resolved (bounds-checked) before any write

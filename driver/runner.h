@@ -31,8 +31,10 @@ public:
   /// Runs on inputs bind() accepted; returns one tensor per program result: the graph's
   /// outputs, then the new values of mutated arguments, which are also copied into those
   /// arguments when `writeBack` is set (a result already computed in the argument is not).
+  /// `spare`: per program output, memory of its layout no one else holds (a loop's result two
+  /// runs ago), which the output may be computed in instead of fresh memory.
   std::vector<Tensor> run(std::span<const Tensor> inputs, const ir::SymbolValues &values,
-                          bool writeBack = true) const;
+                          bool writeBack = true, std::span<const Tensor> spare = {}) const;
 
   const PreparedGraph &graph() const { return graph_; }
   const codegen::Executable &executable() const { return *executable_; }

@@ -428,6 +428,7 @@ py::tuple CompiledGraph::loop(int64_t start, int64_t stop, int64_t step, py::lis
     rebind = g.planIntRebind(static_cast<size_t>(indexSlot));
   ir::SymbolValues values;
   std::vector<std::pair<Shape, Shape>> boundLayouts;
+  std::vector<Tensor> spare(carried.size());
   std::vector<Tensor> results;
   bool ran = false, broke = false;
   int64_t i = start;
@@ -447,7 +448,7 @@ py::tuple CompiledGraph::loop(int64_t start, int64_t stop, int64_t step, py::lis
           values = runner_->bind(tensors, ints);
           boundLayouts = layoutsOf(tensors);
         }
-        results = runner_->run(tensors, values);
+        results = runner_->run(tensors, values, /*writeBack=*/true, spare);
       } catch (const SpecializationError &) {
         break; // the caller runs this iteration (and what follows) its own way
       }
@@ -456,9 +457,16 @@ py::tuple CompiledGraph::loop(int64_t start, int64_t stop, int64_t step, py::lis
         broke = true; // this run's outputs are the loop's; the carried inputs stay
         break;
       }
-      for (size_t k = 0; k < carried.size(); ++k)
-        if (carried[k] >= 0 && g.outputs[k].aliasOf < 0) // an alias is the input, updated
-          tensors[carried[k]] = results[k];
+      for (size_t k = 0; k < carried.size(); ++k) {
+        if (carried[k] < 0 || g.outputs[k].aliasOf >= 0) // an alias is the input, updated
+          continue;
+        Tensor last = std::exchange(tensors[carried[k]], results[k]);
+        // The last run's input, when it was a result no one else holds (never the caller's
+        // array), is the memory the next run computes this output in.
+        spare[k] = last.implPtr().use_count() == 1 && last.storage().use_count() == 1
+                       ? std::move(last)
+                       : Tensor();
+      }
     }
   }
   for (size_t k = 0; k < carried.size() && ran; ++k) // the last run's inputs

@@ -197,3 +197,34 @@ def test_an_index_assumption_failing_mid_loop_ends_the_native_run(python_part_ca
             fn(x, out, 3)
     np.testing.assert_array_equal(ours, theirs)
     assert theirs[16] == 38.0 and theirs[17] == 0.0
+
+
+def smooth(a, b, steps):
+    for _ in range(steps):
+        b = a * 0.25 + b * 0.75
+        a = b - a * 0.5
+    return a, b
+
+
+def test_carried_results_reuse_memory_but_never_the_callers_arrays(no_unroll, python_part_calls):
+    """A run's result two iterations back is the memory the next result is computed in; the
+    caller's arrays (the first iteration's inputs) and what the call returns stay their own."""
+    rng = np.random.default_rng(3)
+    a0, b0 = rng.random(5000), rng.random(5000)
+    a, b = a0.copy(), b0.copy()
+    compiled = kiln.compile(smooth)
+    want = smooth(a0.copy(), b0.copy(), 40)
+    _, _, report, _, _ = run_both(smooth, a0, b0, 40)
+    (node,) = loop_nodes(report)
+    got = compiled(a, b, 40)
+    python_part_calls.clear()
+    again = compiled(a, b, 41)
+    assert python_part_calls == []  # the native loop ran every iteration
+    np.testing.assert_array_equal(a, a0)  # rebinding a and b never wrote the caller's arrays
+    np.testing.assert_array_equal(b, b0)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    for g, w in zip(again, smooth(a0.copy(), b0.copy(), 41), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    assert not np.shares_memory(again[0], again[1])
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)  # the first call's results intact
