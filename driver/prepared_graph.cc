@@ -552,6 +552,29 @@ PreparedGraph prepareGraph(std::unique_ptr<ir::Graph> graph, const ir::NodePosit
   return out;
 }
 
+namespace {
+
+/// The checks bindSymbols and rebindInt share, each throwing SpecializationError.
+void checkRange(const SymRange &r, int64_t value) {
+  if (value < r.min || (r.max >= 0 && value > r.max))
+    throw SpecializationError(fmt::format("size {} = {} is outside its range [{}, {}]", r.symbol,
+                                          value, r.min,
+                                          r.max < 0 ? std::string("inf") : std::to_string(r.max)));
+}
+
+void checkIntInput(const InputSpec &in, int64_t value, const ir::SymbolValues &values) {
+  if (in.value->evaluate(values) != value)
+    throw SpecializationError(fmt::format("int input {} is {}, the graph was compiled for {}",
+                                          in.name, value, in.value->str()));
+}
+
+void checkAssumed(const ir::SymRelation &r, const ir::SymbolValues &values) {
+  if (!r.evaluate(values))
+    throw SpecializationError(fmt::format("the compiled graph assumed {}", r.str()));
+}
+
+} // namespace
+
 ir::SymbolValues PreparedGraph::bindSymbols(std::span<const Tensor> tensors,
                                             std::span<const std::optional<int64_t>> ints) const {
   KILN_CHECK(tensors.size() == inputs.size() && ints.size() == inputs.size(),
@@ -594,10 +617,8 @@ ir::SymbolValues PreparedGraph::bindSymbols(std::span<const Tensor> tensors,
   }
   for (const SymRange &r : ranges) {
     auto it = values.find(r.symbol);
-    if (it != values.end() && (it->second < r.min || (r.max >= 0 && it->second > r.max)))
-      throw SpecializationError(
-          fmt::format("size {} = {} is outside its range [{}, {}]", r.symbol, it->second, r.min,
-                      r.max < 0 ? std::string("inf") : std::to_string(r.max)));
+    if (it != values.end())
+      checkRange(r, it->second);
   }
   for (size_t k = 0; k < inputs.size(); ++k) {
     const InputSpec &in = inputs[k];
@@ -635,13 +656,11 @@ ir::SymbolValues PreparedGraph::bindSymbols(std::span<const Tensor> tensors,
     std::set<std::string, std::less<>> syms;
     in.value->collectSymbols(syms);
     bool known = std::all_of(syms.begin(), syms.end(), [&](auto &s) { return values.count(s); });
-    if (known && in.value->evaluate(values) != *ints[k])
-      throw SpecializationError(fmt::format("int input {} is {}, the graph was compiled for {}",
-                                            in.name, *ints[k], in.value->str()));
+    if (known)
+      checkIntInput(in, *ints[k], values);
   }
   for (const ir::SymRelation &r : assumed)
-    if (!r.evaluate(values))
-      throw SpecializationError(fmt::format("the compiled graph assumed {}", r.str()));
+    checkAssumed(r, values);
   return values;
 }
 
@@ -696,20 +715,15 @@ void PreparedGraph::rebindInt(const IntRebind &plan, ir::SymbolValues &values, i
   KILN_CHECK(it != values.end(), "rebindInt: {} was not bound", plan.symbol);
   it->second = value;
   for (const SymRange *r : plan.ranges)
-    if (value < r->min || (r->max >= 0 && value > r->max))
-      throw SpecializationError(
-          fmt::format("size {} = {} is outside its range [{}, {}]", r->symbol, value, r->min,
-                      r->max < 0 ? std::string("inf") : std::to_string(r->max)));
+    checkRange(*r, value);
   for (const auto &[j, symbols] : plan.intChecks) {
     bool known = std::all_of(symbols.begin(), symbols.end(),
                              [&](const std::string &sym) { return values.count(sym) > 0; });
-    if (known && ints[j] && inputs[j].value->evaluate(values) != *ints[j])
-      throw SpecializationError(fmt::format("int input {} is {}, the graph was compiled for {}",
-                                            inputs[j].name, *ints[j], inputs[j].value->str()));
+    if (known && ints[j])
+      checkIntInput(inputs[j], *ints[j], values);
   }
   for (const ir::SymRelation *r : plan.relations)
-    if (!r->evaluate(values))
-      throw SpecializationError(fmt::format("the compiled graph assumed {}", r->str()));
+    checkAssumed(*r, values);
 }
 
 } // namespace kiln::driver

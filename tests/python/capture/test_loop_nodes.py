@@ -7,7 +7,6 @@ kernels.
 """
 
 import importlib.util
-import operator
 import os
 import sys
 
@@ -885,22 +884,3 @@ def test_an_augmented_column_update_writes_only_the_column(no_unroll):
     ((_, region),) = body_report.infos[0]["write_backs"]
     assert region.startswith(".select(1, s")  # column j, the loop index
 
-
-def _pool(x):
-    out = np.empty([x.shape[0], x.shape[1] // 2, x.shape[2] // 2, x.shape[3]], dtype=x.dtype)
-    for i in range(x.shape[1] // 2):
-        for j in range(x.shape[2] // 2):
-            out[:, i, j, :] = np.max(x[:, 2 * i:2 * i + 2, 2 * j:2 * j + 2, :], axis=(1, 2))
-    return out
-
-
-def test_writes_that_follow_the_index_keep_a_small_loop_a_node():
-    """12 x 12 writes of `out[:, i, j, :]` are few ops on small arrays, but unrolled they would
-    be a chain of 144 region tests per output element (and a kernel that compiles for seconds):
-    the inner loop's 12 unroll into the outer loop's body, and the outer loop is a node."""
-    x = np.random.default_rng(0).random((2, 24, 24, 3))
-    want, got, report, _, _ = run_both(_pool, x)
-    assert_same(got, want)
-    (node,) = loop_nodes(report)
-    writes = [n for n in node.target.body.nodes if n.target is operator.setitem]
-    assert len(writes) == 12

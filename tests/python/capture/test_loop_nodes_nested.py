@@ -9,9 +9,11 @@ body, which is only right where the inner range has one (`i > 0`): the outer nod
 over its indices, and the outer loop's own first iterations run unrolled while the inner range
 is too short to capture. Results and arrays written in place are compared with NumPy's."""
 
+import operator
+
 import numpy as np
 import pytest
-from test_loop_nodes import eager_nodes, loop_nodes, run_both
+from test_loop_nodes import K, assert_same, eager_nodes, loop_nodes, run_both
 
 import kiln
 from kiln._capture import loops
@@ -170,3 +172,16 @@ def test_an_inner_loop_empty_at_capture_keeps_the_outer_loop_a_node():
                                    rtol=1e-12)
     report = kiln.explain(_outer_around_run_time_inner)(x.copy(), 0)
     assert report.op_count < 50
+
+
+def test_writes_that_follow_the_index_keep_a_small_loop_a_node():
+    """The benchmark's maxpool2d: 12 x 12 writes of `out[:, i, j, :]` are few ops on small
+    arrays, but unrolled they would be a chain of 144 region tests per output element (and a
+    kernel that compiles for seconds): the inner loop's 12 unroll into the outer loop's body,
+    and the outer loop is a node."""
+    x = np.random.default_rng(0).random((2, 24, 24, 3))
+    want, got, report, _, _ = run_both(K.maxpool2d, x)
+    assert_same(got, want)
+    (node,) = loop_nodes(report)
+    writes = [n for n in node.target.body.nodes if n.target is operator.setitem]
+    assert len(writes) == 12
