@@ -502,6 +502,7 @@ def test_forward_hooks_filling_a_global_dict_compile_whole():
     x = rand(3, 4)
     info = kiln.explain(model)(x)
     assert info.graph_count == 1 and info.graph_break_count == 0
+    assert info.fallbacks == [[]]  # compiled whole: no node on an eager kernel
     compiled = kiln.compile(model)
     ACTIVATIONS = {}
     out = compiled(x)
@@ -530,6 +531,7 @@ def test_forward_hooks_filling_a_closure_dict_compile_whole():
     x = rand(3, 4)
     info = kiln.explain(model)(x)
     assert info.graph_count == 1 and info.graph_break_count == 0
+    assert info.fallbacks == [[]]  # compiled whole: no node on an eager kernel
     compiled = kiln.compile(model)
     for k in range(2):
         feats.clear()
