@@ -14,6 +14,10 @@ std::atomic<uint64_t> nextSequence{0};
 Node::Node() : sequence(nextSequence.fetch_add(1, std::memory_order_relaxed)) {}
 
 AccumulateGrad::AccumulateGrad(const Tensor &leaf) : leaf_(leaf.implPtr()) {
+  // Ready leaves accumulate before any other ready node runs (torch orders them the same way),
+  // so post-accumulate hooks fire as early as possible: DistributedDataParallel starts a
+  // bucket's all-reduce there while the rest of the backward computes.
+  sequence = UINT64_MAX;
   outputs.push_back({leaf.sizes(), leaf.dtype(), leaf.device()});
 }
 

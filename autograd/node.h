@@ -5,7 +5,7 @@
 /// an undefined tensor where an input needs none). Leaves that require grad end in an
 /// AccumulateGrad node that adds into their `.grad`. Nodes are created in increasing `sequence`
 /// order; the engine runs a later node before an earlier one when both are ready, which is a
-/// reverse topological order of the forward.
+/// reverse topological order of the forward, and a ready AccumulateGrad before either.
 
 #include "runtime/device.h"
 #include "runtime/dtype.h"

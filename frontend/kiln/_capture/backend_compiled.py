@@ -57,6 +57,7 @@ import time
 import kiln
 from kiln import _C
 from kiln._capture import logs, training
+from kiln._capture.ddp_split import bucket_splits
 from kiln._capture.graph import (
     Graph,
     Node,
@@ -113,7 +114,8 @@ class PartitionReport:
     what they were compiled for; ``backward_parts``: compiled parts that also compiled their
     backward (training: their info has ``backward``, ``saved`` and ``saved_bytes``);
     ``loops``: the report of each loop node's body, whose counts and fallbacks are included in
-    this report's.
+    this report's; ``bucket_splits``: where a DistributedDataParallel model's training graph was
+    cut at gradient-bucket boundaries (ddp_split.py), how many cuts.
     """
 
     def __init__(self, name: str):
@@ -126,6 +128,7 @@ class PartitionReport:
         self.eager_nodes = 0
         self.eager_calls = 0
         self.backward_parts = 0
+        self.bucket_splits = 0
         self.loops: list[PartitionReport] = []  # the body of each loop node (loops.py)
 
     def __repr__(self) -> str:
@@ -326,6 +329,10 @@ class _Partitioner:
         self.eager |= self.loop_items
         self.checked: set[tuple] = set()
         self.types = self._symbolic_types()
+        # Compiled DDP: parts end at gradient-bucket boundaries, so all-reduces overlap the
+        # backward (ddp_split.py).
+        self.splits = bucket_splits(self.calls, graph.inputs) if training else set()
+        self.report.bucket_splits = len(self.splits)
         self.debug_code = "output_code" in getattr(logs, "_debug", ())
 
     # -- symbolic types of values computed by other parts ---------------------------------------
@@ -358,6 +365,9 @@ class _Partitioner:
                     runs.append(cur)
                 cur = []
             else:
+                if id(n) in self.splits and cur:
+                    runs.append(cur)
+                    cur = []
                 cur.append(n)
         return runs + ([cur] if cur else [])
 
@@ -700,6 +710,8 @@ class _Partitioner:
             r = self.report
             lines = [f"backend: {r.name}: {len(r.parts)} compiled parts, {r.compiled_nodes} "
                      f"compiled nodes, {r.eager_nodes} eager nodes"]
+            if r.bucket_splits:
+                lines.append(f"  cut at {r.bucket_splits} DDP gradient-bucket boundaries")
             for k, names in enumerate(r.parts):
                 lines.append(f"  part{k}: {', '.join(names)}")
             if r.eager:

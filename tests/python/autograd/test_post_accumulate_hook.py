@@ -32,3 +32,23 @@ def test_hook_is_refused_where_torch_refuses():
         (x * 2).register_post_accumulate_grad_hook(lambda p: None)
     with pytest.raises(RuntimeError, match="doesn't require gradient"):
         kiln.ones(2).register_post_accumulate_grad_hook(lambda p: None)
+
+
+def _order(m):
+    x = m.ones(3)
+    w1 = m.ones(3, requires_grad=True)
+    w2 = m.ones(3, requires_grad=True)
+    early = (w2 * 0).sum()  # w2's accumulator is made before the layer below records
+    h = x * w1
+    events = []
+    h.register_hook(lambda g: events.append("layer below"))
+    w2.register_post_accumulate_grad_hook(lambda p: events.append("w2 accumulated"))
+    (h * w2).sum().backward()
+    del early
+    return events
+
+
+def test_a_ready_leaf_accumulates_before_the_rest_of_the_backward_as_torch():
+    # DistributedDataParallel starts a bucket's all-reduce in this hook: it must run as soon
+    # as the gradient exists, not after the earlier layers' backward
+    assert _order(kiln) == _order(torch) == ["w2 accumulated", "layer below"]

@@ -224,3 +224,21 @@ def test_fsdp_trains_as_one_process_on_the_whole_batch(tmp_path, mode):
     assert bool(got["mid_same"])
     frozen, tied = got["refusals"]
     assert "require grad" in frozen and "tied weights" in tied
+
+
+def test_compiled_ddp_splits_at_buckets_and_trains_as_one_process(tmp_path):
+    run = kilnrun(2, "worker_ddp_compiled.py", tmp_path, os.path.join(ROOT, "bench"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    got = np.load(tmp_path / "ddp_compiled.npz")
+    # the graph is cut at gradient-bucket boundaries: several compiled parts, each with its own
+    # compiled backward, and nothing on eager kernels
+    assert got["splits"] >= 2 and got["parts"] == got["splits"] + 1
+    assert got["backward_parts"] == got["parts"] and got["eager_nodes"] == 0
+    # an all-reduce starts before the last compiled backward has run: communication overlaps
+    events = str(got["events"])
+    assert events.count("b") == got["parts"] and events.count("a") == got["buckets"]
+    assert events.index("a") < events.rindex("b"), events
+    model, idx, tgt, losses = one_process_gpt_training()
+    np.testing.assert_allclose(got["losses"], losses, rtol=1e-5)
+    for k, v in model.state_dict().items():
+        np.testing.assert_allclose(got[f"w_{k}"], v.numpy(), rtol=1e-4, atol=1e-5, err_msg=k)

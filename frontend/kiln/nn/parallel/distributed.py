@@ -12,6 +12,10 @@ waited for and each ``.grad`` becomes the average over ranks. ``no_sync()`` skip
 the end of the forward, as torch does. Buffers (BatchNorm statistics) are broadcast from rank 0
 before each synchronized training forward when ``broadcast_buffers`` (the default); a forward
 under no_grad or with the reduction off runs locally, with no collective.
+
+Under ``kiln.compile`` (of the DDP module, or of code that calls it) the training graph is cut
+at gradient-bucket boundaries (kiln/_capture/ddp_split.py), so each compiled part's backward
+fills its buckets and their all-reduces start while the earlier parts' backwards compute.
 """
 
 from __future__ import annotations
@@ -71,18 +75,19 @@ class DistributedDataParallel(Module):
         with kiln.no_grad():
             for t in list(module.parameters()) + list(module.buffers()):
                 dist.broadcast(t.detach(), src=0)
-        self._buckets, self._bucket_of = self._make_buckets(bucket_cap_mb or 25)
+        self._bucket_bytes = (25 if bucket_cap_mb is None else bucket_cap_mb) * 1024 * 1024
+        self._buckets, self._bucket_of = self._make_buckets(self._bucket_bytes)
         self._ready = [False] * len(self._params)
         self._started = 0
         self._expect_reduction = False
+        _LIVE.add(self)
         me = weakref.ref(self)  # the hooks must not keep the wrapper (and model) alive
         self._handles = [
             p.register_post_accumulate_grad_hook(lambda _, i=i: _on_ready(me, i))
             for i, p in enumerate(self._params)
         ]
 
-    def _make_buckets(self, cap_mb):
-        cap = cap_mb * 1024 * 1024
+    def _make_buckets(self, cap):
         buckets, current, size, dtype = [], [], 0, None
         for i in reversed(range(len(self._params))):
             p = self._params[i]
@@ -191,6 +196,21 @@ class DistributedDataParallel(Module):
             yield
         finally:
             self._sync = before
+
+
+_LIVE: weakref.WeakSet = weakref.WeakSet()  # every DistributedDataParallel alive
+
+
+def bucketed_parameters(tensors) -> tuple[int, set[int]]:
+    """For the compiler's bucket split (kiln/_capture/ddp_split.py): the bucket size in bytes of
+    the live DistributedDataParallel whose parameters are among `tensors`, and the ids of those
+    tensors; (0, empty) when none is."""
+    ids = {id(t) for t in tensors}
+    for ddp in list(_LIVE):
+        mine = {id(p) for p in ddp._params} & ids
+        if mine:
+            return ddp._bucket_bytes, mine
+    return 0, set()
 
 
 def _on_ready(ref, i):
