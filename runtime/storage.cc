@@ -4,7 +4,9 @@
 #include "runtime/error.h"
 #include "runtime/host_cache.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 namespace kiln {
@@ -42,6 +44,11 @@ DeviceMemory &deviceMemory(Device device) {
 }
 
 void Storage::failHostAccess() const {
+  if (released_)
+    fail(ErrorKind::Runtime,
+         "kiln: this tensor's memory was released (its storage was resized to 0 bytes; "
+         "FullyShardedDataParallel does so to a unit's gathered parameters between its forward "
+         "and its backward)");
   fail(ErrorKind::Runtime,
        "kiln: this operation has no {} implementation yet and runs only on the CPU; move the "
        "tensor there with .cpu() first",
@@ -100,6 +107,25 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
 std::shared_ptr<Storage> Storage::borrow(void *data, size_t nbytes, Device device,
                                          std::function<void()> release) {
   return std::make_shared<Storage>(data, nbytes, device, std::move(release));
+}
+
+void Storage::resize(size_t nbytes) {
+  if (nbytes == nbytes_ && !released_)
+    return;
+  size_t kept = released_ ? 0 : std::min(nbytes, nbytes_);
+  KILN_CHECK(!kept || device_.type == DeviceType::CPU,
+             "Storage.resize_: keeping the contents of {} memory is not supported; resize to 0 "
+             "first",
+             device_.str());
+  std::shared_ptr<Storage> fresh = allocate(nbytes, device_);
+  if (kept)
+    std::memcpy(fresh->data_, data_, kept);
+  // The old memory leaves with `fresh`, whose destructor frees and uncounts it.
+  std::swap(data_, fresh->data_);
+  std::swap(nbytes_, fresh->nbytes_);
+  std::swap(release_, fresh->release_);
+  std::swap(countedBytes_, fresh->countedBytes_);
+  released_ = nbytes == 0;
 }
 
 Storage::~Storage() {

@@ -36,9 +36,10 @@ public:
   Storage(const Storage &) = delete;
   Storage &operator=(const Storage &) = delete;
 
-  /// Host memory; throws kiln::Error for device memory, which only device code may touch.
+  /// Host memory; throws kiln::Error for device memory, which only device code may touch, and
+  /// for memory released by resize(0).
   void *data() const {
-    if (device_.type != DeviceType::CPU) [[unlikely]]
+    if (device_.type != DeviceType::CPU || released_) [[unlikely]]
       failHostAccess();
     return data_;
   }
@@ -47,9 +48,21 @@ public:
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
+  /// New memory of `nbytes` on the same device in place of the old (torch's
+  /// `untyped_storage().resize_`): every view keeps this storage and sees the new memory; the
+  /// first min(old, new) bytes are kept. resize(0) releases the memory; reading a view then is
+  /// an error until a resize gives it memory again. FullyShardedDataParallel frees gathered
+  /// parameters this way between a unit's forward and its backward, where the autograd graph
+  /// still holds views of them.
+  void resize(size_t nbytes);
+  bool released() const { return released_; }
+
   /// Bumped by every in-place write through any view (PyTorch's `_version`).
   int64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bumpVersion() { version_.fetch_add(1, std::memory_order_relaxed); }
+  /// Only for a write that restores the contents a version already stood for (memory that
+  /// resize(0) released, gathered again): the autograd graph's saved views stay valid.
+  void restoreVersion(int64_t v) { version_.store(v, std::memory_order_relaxed); }
 
 private:
   [[noreturn]] void failHostAccess() const;
@@ -62,6 +75,7 @@ private:
   std::function<void()> release_;
   std::atomic<int64_t> version_{0};
   int64_t countedBytes_ = 0; ///< host bytes hostMemoryStats counts for this storage
+  bool released_ = false;    ///< resize(0) freed the memory
 };
 
 } // namespace kiln

@@ -99,6 +99,21 @@ void bindTensor(py::module_ &m) {
       },
       py::arg("device"), py::call_guard<py::gil_scoped_release>());
   t.def_property_readonly("_version", &Tensor::version);
+  // torch's untyped_storage().resize_(n) and .size(), for FullyShardedDataParallel's freeing of
+  // gathered parameters (runtime/storage.h).
+  t.def(
+      "_storage_resize_",
+      [](const Tensor &self, int64_t nbytes) {
+        KILN_CHECK(nbytes >= 0, "Storage.resize_: nbytes must be non-negative, got {}", nbytes);
+        self.storage()->resize(static_cast<size_t>(nbytes));
+      },
+      py::arg("nbytes"));
+  t.def("_unsafe_restore_version",
+        [](const Tensor &self, int64_t v) { self.storage()->restoreVersion(v); });
+  t.def("_storage_nbytes", [](const Tensor &self) {
+    const Storage &s = *self.storage();
+    return s.released() ? size_t{0} : s.nbytes();
+  });
   t.def_property_readonly(
       "is_cuda", [](const Tensor &self) { return self.device().type == DeviceType::CUDA; });
   t.def_property_readonly("_is_wrapped_number", &Tensor::isWrappedNumber);

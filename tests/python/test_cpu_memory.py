@@ -4,6 +4,7 @@ buffers, their peak, and its reset; memory borrowed from NumPy is not counted.""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import kiln
 
@@ -34,3 +35,25 @@ def test_the_torch_cpu_functions():
     assert kiln.cpu.is_available() and kiln.cpu.device_count() == 1
     assert kiln.cpu.current_device() == "cpu"
     kiln.cpu.synchronize()
+
+
+def test_a_storage_resized_to_zero_frees_its_memory_and_its_views_see_new_memory():
+    base = kiln.cpu.memory_allocated()
+    full = kiln.arange(1 << 18, dtype=kiln.float32)  # 1 MiB
+    view = full[4:8].view(2, 2)
+    assert kiln.cpu.memory_allocated() == base + (1 << 20)
+    full._storage_resize_(0)
+    assert full._storage_nbytes() == 0 and view._storage_nbytes() == 0
+    assert kiln.cpu.memory_allocated() == base
+    with pytest.raises(RuntimeError, match="memory was released"):
+        view.sum()
+    full._storage_resize_(1 << 20)
+    assert kiln.cpu.memory_allocated() == base + (1 << 20)
+    full.fill_(3.0)
+    np.testing.assert_array_equal(view.numpy(), np.full((2, 2), 3.0, np.float32))
+    # growing keeps the contents
+    small = kiln.arange(4, dtype=kiln.float64)
+    small._storage_resize_(64)
+    np.testing.assert_array_equal(small.numpy(), [0.0, 1.0, 2.0, 3.0])
+    with pytest.raises(RuntimeError, match="non-negative"):
+        small._storage_resize_(-1)

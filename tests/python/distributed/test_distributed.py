@@ -195,9 +195,10 @@ def test_nanogpt_train_script_runs_with_the_import_swapped(tmp_path, ranks):
     assert text.count("checkpoint iter 3") == ranks
 
 
-@pytest.mark.parametrize("mode", ["eager", "compiled"])
-def test_fsdp_trains_as_one_process_on_the_whole_batch(tmp_path, mode):
-    run = kilnrun(2, "worker_fsdp.py", tmp_path, os.path.join(ROOT, "bench"), mode)
+@pytest.mark.parametrize("mode, strategy", [("eager", "FULL_SHARD"), ("compiled", "FULL_SHARD"),
+                                            ("eager", "SHARD_GRAD_OP")])  # fmt: skip
+def test_fsdp_trains_as_one_process_on_the_whole_batch(tmp_path, mode, strategy):
+    run = kilnrun(2, "worker_fsdp.py", tmp_path, os.path.join(ROOT, "bench"), mode, strategy)
     assert run.returncode == 0, run.stdout + run.stderr
     got = np.load(tmp_path / "fsdp.npz")
     model, idx, tgt, losses = one_process_gpt_training()
@@ -224,6 +225,14 @@ def test_fsdp_trains_as_one_process_on_the_whole_batch(tmp_path, mode):
     assert bool(got["mid_same"])
     frozen, tied = got["refusals"]
     assert "require grad" in frozen and "tied weights" in tied
+    # FULL_SHARD frees every unit's gathered parameters after its forward and after its
+    # backward (reading a freed view is an error that says so); SHARD_GRAD_OP keeps them
+    if strategy == "FULL_SHARD":
+        assert got["held_between"] == 0 and got["held_after"] == 0
+        assert "memory was released" in str(got["reading"])
+    else:
+        assert got["held_between"] == got["held_after"] == got["full_bytes"] > 0
+        assert str(got["reading"]) == "read"
 
 
 def test_compiled_ddp_splits_at_buckets_and_trains_as_one_process(tmp_path):

@@ -11,9 +11,11 @@ import numpy as np
 import kiln
 import kiln.distributed as dist
 from kiln.distributed.fsdp import FullyShardedDataParallel as FSDP
+from kiln.distributed.fsdp import ShardingStrategy
 from kiln.distributed.fsdp.wrap import transformer_auto_wrap_policy
 
 out_dir, bench_dir, compiled = sys.argv[1], sys.argv[2], sys.argv[3] == "compiled"
+strategy = getattr(ShardingStrategy, sys.argv[4])
 sys.path.insert(0, bench_dir)
 from train_models import gpt_classes  # noqa: E402
 
@@ -24,7 +26,7 @@ GPT = gpt_classes(kiln, vocab=32, block=8, n_embd=16, n_head=2, n_layer=2)
 model = GPT()
 block_cls = type(model.transformer.h[0])
 policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={block_cls})
-fsdp = FSDP(model, auto_wrap_policy=policy, sync_module_states=True)
+fsdp = FSDP(model, auto_wrap_policy=policy, sync_module_states=True, sharding_strategy=strategy)
 units = [m for m in fsdp.modules() if isinstance(m, FSDP)]
 assert len(units) == 3, len(units)  # the two blocks and the root
 shard_numel = sum(p.numel() for p in fsdp.parameters())
@@ -46,6 +48,20 @@ for _ in range(5):
     losses.append(both.item())
 state = fsdp.state_dict()
 
+# between a forward and its backward, FULL_SHARD holds no gathered parameters (SHARD_GRAD_OP
+# keeps them all); after the backward neither holds more than the shards
+assert all(u.sharding_strategy is strategy for u in units)
+loss = run(kiln.tensor(idx[mine]), kiln.tensor(tgt[mine]))[1]
+held_between = sum(u._full._storage_nbytes() for u in units)
+full_bytes = sum(u._full.numel() * u._full.element_size() for u in units)
+loss.backward()
+held_after = sum(u._full._storage_nbytes() for u in units)
+try:
+    float(model.transformer.h[0].attn.c_attn.weight.sum())  # a released view
+    reading = "read"
+except RuntimeError as e:
+    reading = str(e)
+
 # no_sync: two quarter-batches accumulated locally, then one synchronized backward
 opt.zero_grad(set_to_none=True)
 half = slice(mine.start, mine.start + 1)
@@ -55,7 +71,7 @@ run(kiln.tensor(idx[half.stop:mine.stop]), kiln.tensor(tgt[half.stop:mine.stop])
 grad_norm = float(fsdp.clip_grad_norm_(1e9))
 
 # a reload of the full state dict gives the same outputs
-fresh = FSDP(GPT(), auto_wrap_policy=policy)
+fresh = FSDP(GPT(), auto_wrap_policy=policy, sharding_strategy=strategy)
 fresh.load_state_dict(state)
 with kiln.no_grad():
     args = (kiln.tensor(idx), kiln.tensor(tgt))
@@ -86,5 +102,7 @@ if r == 0:
     np.savez(f"{out_dir}/fsdp.npz", losses=np.array(losses), shard_numel=shard_numel,
              full_numel=full_numel, grad_norm=grad_norm, same=same,
              two_forwards=two_forwards, mid_same=mid_same, refusals=np.array(refusals),
+             held_between=held_between, held_after=held_after, full_bytes=full_bytes,
+             reading=reading,
              **{f"w_{k}": v.numpy() for k, v in state.items()})
 dist.destroy_process_group()

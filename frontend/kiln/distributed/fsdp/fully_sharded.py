@@ -7,10 +7,16 @@ and the gradients the step reads are sharded. The module's parameters become vie
 buffer the unit all-gathers from the shards before each forward, leaves that require grad;
 when a backward has accumulated the gradient of every view the unit's forward reached, the
 gradients are flattened and reduce-scattered (averaged over ranks) into the shard's ``.grad``,
-and the views' gradients are dropped. The full buffer stays gathered from forward to backward
-(torch's SHARD_GRAD_OP), so parameters are not resharded between them. A unit's parameters
-must all be trainable or all frozen, and parameters shared by modules (tied weights) must be in
-one unit.
+and the views' gradients are dropped.
+
+With ``ShardingStrategy.FULL_SHARD`` (the default, as torch's) a unit frees its full buffer
+after its forward (the storage is resized to 0 bytes, so the views the autograd graph saved
+hold no memory) and gathers it again just before its backward, from a hook on the forward's
+outputs; after the reduce-scatter it frees it once more. Between steps, and between a unit's
+forward and its backward, a rank then holds only its shards and the gathered buffers of the
+units running now. ``SHARD_GRAD_OP`` keeps the full buffer from forward to backward (no second
+gather). A unit's parameters must all be trainable or all frozen, and parameters shared by
+modules (tied weights) must be in one unit.
 
 ``state_dict()`` gathers a full state dict with the module's own names (torch's
 FULL_STATE_DICT); ``load_state_dict`` takes one and keeps each rank's shard. ``no_sync()`` lets
@@ -28,7 +34,7 @@ from collections import OrderedDict
 import kiln
 import kiln.distributed as dist
 from kiln.nn.modules.module import Module
-from kiln.nn.parallel.distributed import reached_leaves
+from kiln.nn.parallel.distributed import _tensors, reached_leaves
 
 __all__ = ["BackwardPrefetch", "CPUOffload", "FullStateDictConfig", "FullyShardedDataParallel",
            "ShardingStrategy", "StateDictType"]  # fmt: skip
@@ -77,8 +83,16 @@ class FullyShardedDataParallel(Module):
                                       "kiln.autocast around the forward for mixed precision")
         if cpu_offload is not None and cpu_offload.offload_params:
             raise NotImplementedError("kiln's FSDP runs on the CPU: there is nothing to offload")
+        strategy = ShardingStrategy.FULL_SHARD if sharding_strategy is None else sharding_strategy
+        if strategy not in (ShardingStrategy.FULL_SHARD, ShardingStrategy.SHARD_GRAD_OP):
+            raise NotImplementedError(f"FullyShardedDataParallel: {strategy} is not supported; "
+                                      "use FULL_SHARD or SHARD_GRAD_OP (or DistributedDataParallel "
+                                      "for unsharded training)")
+        self._reshard = strategy is ShardingStrategy.FULL_SHARD
+        self.sharding_strategy = strategy
         if auto_wrap_policy is not None:
-            _auto_wrap(module, auto_wrap_policy, dict(sync_module_states=sync_module_states))
+            _auto_wrap(module, auto_wrap_policy, dict(sync_module_states=sync_module_states,
+                                                      sharding_strategy=strategy))
         self._fsdp_wrapped_module = module
         if sync_module_states:
             with kiln.no_grad():
@@ -90,6 +104,19 @@ class FullyShardedDataParallel(Module):
     @property
     def module(self) -> Module:
         return self._fsdp_wrapped_module
+
+    def __getattr__(self, name):
+        """Attributes of the wrapped module read through the wrapper, as torch's FSDP does
+        (``model.transformer.h[0].attn`` where ``h[0]`` is a unit)."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name == "_fsdp_wrapped_module":
+                raise
+            return getattr(self._fsdp_wrapped_module, name)
+
+    def __getitem__(self, key):
+        return self._fsdp_wrapped_module.__getitem__(key)
 
     # --- flattening --------------------------------------------------------------------------
 
@@ -147,15 +174,31 @@ class FullyShardedDataParallel(Module):
                          for i, v in enumerate(self._views) if v.requires_grad]  # fmt: skip
 
     def _gather(self) -> None:
-        """The full parameters from the shards, unless no shard changed since the last gather
-        (a second forward before the backward: re-gathering in place would invalidate what the
-        first saved). Every rank steps alike, so they skip or gather together."""
+        """The full parameters from the shards, unless they are there and no shard changed
+        since the last gather (a second forward before the backward). Every rank steps alike,
+        so they skip or gather together."""
         version = self._flat_param._version
-        if version == self._gathered:
+        released = self._released()
+        if version == self._gathered and not released:
             return
         with kiln.no_grad():
+            if released:
+                self._full._storage_resize_(self._full.numel() * self._full.element_size())
+            kept = self._full._version
             dist.all_gather_into_tensor(self._full, self._flat_param.detach())
+            if version == self._gathered:
+                # the same values the autograd graph's saved views were made from: they stay
+                # valid (a re-gather for the backward, or for a second forward)
+                self._full._unsafe_restore_version(kept)
         self._gathered = version
+
+    def _released(self) -> bool:
+        return self._full._storage_nbytes() == 0 and self._full.numel() > 0
+
+    def _release(self) -> None:
+        """FULL_SHARD: frees the full buffer; the next forward or backward gathers it again."""
+        if self._reshard:
+            self._full._storage_resize_(0)
 
     # --- the reduction ------------------------------------------------------------------------
 
@@ -180,17 +223,25 @@ class FullyShardedDataParallel(Module):
             else:
                 self._flat_param.grad.add_(shard)
         self._ready = [False] * len(self._views)
+        self._release()
 
     # --- Module ---------------------------------------------------------------------------------
 
     def forward(self, *args, **kwargs):
         self._gather()
         out = self._fsdp_wrapped_module(*args, **kwargs)
-        if kiln.is_grad_enabled() and self._sync and self._flat_param.requires_grad:
-            reached = reached_leaves(out)
-            for i, v in enumerate(self._views):  # unused parameters count as ready: zeros
-                if v.data_ptr() not in reached:
-                    self._view_ready(i)
+        if kiln.is_grad_enabled() and self._flat_param.requires_grad:
+            if self._sync:
+                reached = reached_leaves(out)
+                for i, v in enumerate(self._views):  # unused parameters count as ready: zeros
+                    if v.data_ptr() not in reached:
+                        self._view_ready(i)
+            if self._reshard:
+                me = weakref.ref(self)
+                for t in _tensors(out):
+                    if t.requires_grad:
+                        t.register_hook(lambda g: _before_backward(me))
+        self._release()
         return out
 
     @contextlib.contextmanager
@@ -269,7 +320,10 @@ class FullyShardedDataParallel(Module):
                 values[id(view)] = full[offset : offset + view.numel()].view(view.shape)
         out = OrderedDict() if destination is None else destination
         for name, t in self._named_views().items():
-            out[prefix + name] = values.get(id(t), t if keep_vars else t.detach().clone())
+            if id(t) in values:
+                out[prefix + name] = values[id(t)]
+            else:  # a buffer
+                out[prefix + name] = t if keep_vars else t.detach().clone()
         return out
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
@@ -300,6 +354,12 @@ def _on_ready(ref, i):
     unit = ref()
     if unit is not None:
         unit._view_ready(i)
+
+
+def _before_backward(ref):
+    unit = ref()
+    if unit is not None:
+        unit._gather()  # a no-op when another output's hook has gathered already
 
 
 def _unit_modules(module):
