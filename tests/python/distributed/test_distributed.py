@@ -233,6 +233,13 @@ def test_fsdp_trains_as_one_process_on_the_whole_batch(tmp_path, mode, strategy)
     else:
         assert got["held_between"] == got["held_after"] == got["full_bytes"] > 0
         assert str(got["reading"]) == "read"
+    # rank 0's rank0_only state dict is the full one; the local one is the three units' shards
+    # (the root's under its own name) and the buffers, and reloads to the same model
+    assert got["rank0_keys"] == len(state) and got["rank1_keys"] == 0
+    shards = [k for k in got["local_keys"] if k.endswith("_flat_param")]
+    assert shards == ["_flat_param", "transformer.h.0._flat_param", "transformer.h.1._flat_param"]
+    assert got["local_same"] == 0.0
+    assert "loads only at the world size it was saved at (this one: 2)" in str(got["wrong_world"])
 
 
 def test_compiled_ddp_splits_at_buckets_and_trains_as_one_process(tmp_path):

@@ -10,8 +10,8 @@ import numpy as np
 
 import kiln
 import kiln.distributed as dist
+from kiln.distributed.fsdp import FullStateDictConfig, ShardingStrategy, StateDictType
 from kiln.distributed.fsdp import FullyShardedDataParallel as FSDP
-from kiln.distributed.fsdp import ShardingStrategy
 from kiln.distributed.fsdp.wrap import transformer_auto_wrap_policy
 
 out_dir, bench_dir, compiled = sys.argv[1], sys.argv[2], sys.argv[3] == "compiled"
@@ -85,6 +85,29 @@ loss.backward()
 two_forwards = float(fsdp.clip_grad_norm_(1e9))
 mid_same = all(bool((mid[k] == v).all()) for k, v in state.items())
 
+# state dict types: rank0_only gives the full one to rank 0 only; a local one holds this rank's
+# shards and reloads them (into a fresh model) with no communication
+with FSDP.state_dict_type(fsdp, StateDictType.FULL_STATE_DICT,
+                          FullStateDictConfig(rank0_only=True)):  # fmt: skip
+    rank0_keys = len(fsdp.state_dict())
+rank1_keys = kiln.tensor([float(rank0_keys if r == 1 else 0)])
+dist.all_reduce(rank1_keys)  # what rank 1 got
+with FSDP.state_dict_type(fsdp, StateDictType.LOCAL_STATE_DICT):
+    local = fsdp.state_dict()
+    fresh_local = FSDP(GPT(), auto_wrap_policy=policy, sharding_strategy=strategy)
+    with FSDP.state_dict_type(fresh_local, StateDictType.LOCAL_STATE_DICT):
+        fresh_local.load_state_dict(local)
+        try:
+            fresh_local.load_state_dict({k: v[:-1] if k.endswith("_flat_param") else v
+                                         for k, v in local.items()})
+            wrong_world = ""
+        except RuntimeError as e:
+            wrong_world = str(e)
+assert fsdp._state_dict_type is StateDictType.FULL_STATE_DICT  # restored after the block
+local_keys = sorted(local)
+with kiln.no_grad():
+    local_same = float((fresh_local(*args)[0] - fsdp(*args)[0]).abs().max())
+
 # units that cannot be flattened are refused with the reason
 refusals = []
 frozen = kiln.nn.Sequential(kiln.nn.Linear(3, 3), kiln.nn.Linear(3, 3))
@@ -103,6 +126,8 @@ if r == 0:
              full_numel=full_numel, grad_norm=grad_norm, same=same,
              two_forwards=two_forwards, mid_same=mid_same, refusals=np.array(refusals),
              held_between=held_between, held_after=held_after, full_bytes=full_bytes,
-             reading=reading,
+             reading=reading, rank0_keys=rank0_keys, rank1_keys=rank1_keys.item(),
+             local_keys=np.array(local_keys),
+             local_same=local_same, wrong_world=wrong_world,
              **{f"w_{k}": v.numpy() for k, v in state.items()})
 dist.destroy_process_group()

@@ -5,9 +5,10 @@ from kiln.distributed.fsdp.fully_sharded import (
     CPUOffload,
     FullStateDictConfig,
     FullyShardedDataParallel,
+    LocalStateDictConfig,
     ShardingStrategy,
     StateDictType,
 )
 
 __all__ = ["BackwardPrefetch", "CPUOffload", "FullStateDictConfig", "FullyShardedDataParallel",
-           "ShardingStrategy", "StateDictType"]  # fmt: skip
+           "LocalStateDictConfig", "ShardingStrategy", "StateDictType"]  # fmt: skip

@@ -19,7 +19,11 @@ gather). A unit's parameters must all be trainable or all frozen, and parameters
 modules (tied weights) must be in one unit.
 
 ``state_dict()`` gathers a full state dict with the module's own names (torch's
-FULL_STATE_DICT); ``load_state_dict`` takes one and keeps each rank's shard. ``no_sync()`` lets
+FULL_STATE_DICT; with ``FullStateDictConfig(rank0_only=True)`` only rank 0 gets it, the others
+an empty one); ``load_state_dict`` takes one and keeps each rank's shard. Under
+``FSDP.state_dict_type(model, StateDictType.LOCAL_STATE_DICT)`` each rank saves and loads only
+its shards (``<unit path>._flat_param``, plus the buffers), with no communication: a checkpoint
+per rank, reloaded at the same world size. ``no_sync()`` lets
 gradients accumulate locally; ``clip_grad_norm_`` clips by the norm over all shards.
 """
 
@@ -37,7 +41,7 @@ from kiln.nn.modules.module import Module
 from kiln.nn.parallel.distributed import _tensors, reached_leaves
 
 __all__ = ["BackwardPrefetch", "CPUOffload", "FullStateDictConfig", "FullyShardedDataParallel",
-           "ShardingStrategy", "StateDictType"]  # fmt: skip
+           "LocalStateDictConfig", "ShardingStrategy", "StateDictType"]  # fmt: skip
 
 
 class ShardingStrategy(enum.Enum):
@@ -61,6 +65,11 @@ class StateDictType(enum.Enum):
 class FullStateDictConfig:
     def __init__(self, offload_to_cpu: bool = False, rank0_only: bool = False):
         self.offload_to_cpu, self.rank0_only = offload_to_cpu, rank0_only
+
+
+class LocalStateDictConfig:
+    def __init__(self, offload_to_cpu: bool = False):
+        self.offload_to_cpu = offload_to_cpu
 
 
 class CPUOffload:
@@ -90,6 +99,8 @@ class FullyShardedDataParallel(Module):
                                       "for unsharded training)")
         self._reshard = strategy is ShardingStrategy.FULL_SHARD
         self.sharding_strategy = strategy
+        self._state_dict_type = StateDictType.FULL_STATE_DICT
+        self._state_dict_config = FullStateDictConfig()
         if auto_wrap_policy is not None:
             _auto_wrap(module, auto_wrap_policy, dict(sync_module_states=sync_module_states,
                                                       sharding_strategy=strategy))
@@ -308,9 +319,68 @@ class FullyShardedDataParallel(Module):
         walk(self, "")
         return out
 
+    @staticmethod
+    def set_state_dict_type(module, state_dict_type, state_dict_config=None,
+                            optim_state_dict_config=None):  # fmt: skip
+        """What state_dict()/load_state_dict() of every unit in `module` save and load."""
+        if state_dict_type is StateDictType.SHARDED_STATE_DICT:
+            raise NotImplementedError(
+                "FullyShardedDataParallel: SHARDED_STATE_DICT (DTensor shards) is not supported; "
+                "use LOCAL_STATE_DICT for a per-rank checkpoint of the shards, or "
+                "FULL_STATE_DICT")
+        if state_dict_config is None:
+            state_dict_config = (FullStateDictConfig() if state_dict_type is
+                                 StateDictType.FULL_STATE_DICT else LocalStateDictConfig())
+        for unit in module.modules():
+            if isinstance(unit, FullyShardedDataParallel):
+                unit._state_dict_type = state_dict_type
+                unit._state_dict_config = state_dict_config
+
+    @staticmethod
+    @contextlib.contextmanager
+    def state_dict_type(module, state_dict_type, state_dict_config=None,
+                        optim_state_dict_config=None):  # fmt: skip
+        """torch's context manager: set_state_dict_type inside, the previous type after."""
+        units = [m for m in module.modules() if isinstance(m, FullyShardedDataParallel)]
+        before = [(u._state_dict_type, u._state_dict_config) for u in units]
+        FullyShardedDataParallel.set_state_dict_type(module, state_dict_type, state_dict_config)
+        try:
+            yield
+        finally:
+            for u, (kind, config) in zip(units, before, strict=True):
+                u._state_dict_type, u._state_dict_config = kind, config
+
+    def _named_units(self) -> list:
+        """(path with the FSDP levels left out, unit) for every unit, outermost first."""
+        out = []
+
+        def walk(m, path):
+            if isinstance(m, FullyShardedDataParallel):
+                out.append((path, m))
+                return walk(m._fsdp_wrapped_module, path)
+            for name, c in m._modules.items():
+                if c is not None:
+                    walk(c, f"{path}{name}.")
+
+        walk(self, "")
+        return out
+
+    def _buffers_by_name(self) -> dict:
+        views = {id(v) for unit in self._units() for v in unit._views}
+        return {k: t for k, t in self._named_views().items() if id(t) not in views}
+
     def state_dict(self, destination=None, prefix="", keep_vars=False):
         """The full state dict under the module's own names (every rank takes part in the
-        gathers, into fresh buffers: a backward pending on the gathered views stays valid)."""
+        gathers, into fresh buffers: a backward pending on the gathered views stays valid); or,
+        under LOCAL_STATE_DICT, this rank's shards."""
+        out = OrderedDict() if destination is None else destination
+        if self._state_dict_type is StateDictType.LOCAL_STATE_DICT:
+            for path, unit in self._named_units():
+                flat = unit._flat_param
+                out[f"{prefix}{path}_flat_param"] = flat if keep_vars else flat.detach().clone()
+            for name, b in self._buffers_by_name().items():
+                out[prefix + name] = b if keep_vars else b.detach().clone()
+            return out
         values = {}
         for unit in self._units():
             full = kiln.empty_like(unit._full)
@@ -318,7 +388,8 @@ class FullyShardedDataParallel(Module):
                 dist.all_gather_into_tensor(full, unit._flat_param.detach())
             for view, offset in zip(unit._views, unit._offsets, strict=True):
                 values[id(view)] = full[offset : offset + view.numel()].view(view.shape)
-        out = OrderedDict() if destination is None else destination
+        if self._state_dict_config.rank0_only and dist.get_rank() != 0:
+            return out
         for name, t in self._named_views().items():
             if id(t) in values:
                 out[prefix + name] = values[id(t)]
@@ -327,7 +398,10 @@ class FullyShardedDataParallel(Module):
         return out
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
-        """Loads a full state dict (module names); each rank keeps its shard."""
+        """Loads a full state dict (module names); each rank keeps its shard. Under
+        LOCAL_STATE_DICT, loads this rank's shards."""
+        if self._state_dict_type is StateDictType.LOCAL_STATE_DICT:
+            return self._load_local(state_dict, strict)
         named = self._named_views()
         missing = [k for k in named if k not in state_dict]
         unexpected = [k for k in state_dict if k not in named]
@@ -344,6 +418,34 @@ class FullyShardedDataParallel(Module):
             for unit in self._units():
                 unit._flat_param.copy_(unit._full[rank * unit._chunk : (rank + 1) * unit._chunk])
                 unit._gathered = unit._flat_param._version  # the full buffer holds it
+        return missing, unexpected
+
+    def _load_local(self, state_dict, strict):
+        shards = {f"{path}_flat_param": unit for path, unit in self._named_units()}
+        buffers = self._buffers_by_name()
+        expected = list(shards) + list(buffers)
+        missing = [k for k in expected if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in shards and k not in buffers]
+        if strict and (missing or unexpected):
+            raise RuntimeError(f"Error(s) in loading a local state_dict for "
+                               f"FullyShardedDataParallel: missing keys {missing}, unexpected "
+                               f"keys {unexpected}")
+        with kiln.no_grad():
+            for key, unit in shards.items():
+                if key not in state_dict:
+                    continue
+                got = state_dict[key]
+                if tuple(got.shape) != tuple(unit._flat_param.shape):
+                    raise RuntimeError(
+                        f"FullyShardedDataParallel: the local shard {key} has {got.numel()} "
+                        f"elements where this rank's has {unit._flat_param.numel()}: a local "
+                        f"state dict loads only at the world size it was saved at (this one: "
+                        f"{dist.get_world_size()})")
+                unit._flat_param.copy_(got)
+                unit._gathered = None  # the next forward gathers the loaded shards
+            for key, b in buffers.items():
+                if key in state_dict:
+                    b.copy_(state_dict[key])
         return missing, unexpected
 
 
