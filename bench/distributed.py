@@ -52,11 +52,14 @@ def child(steps: int) -> None:
     idx = rng.integers(0, 512, (8, 64))
     tgt = np.roll(idx, -1, axis=1)
     out = {}
-    for name, m, dist, wrap in (
-        ("kiln", kiln, kdist, kiln.nn.parallel.DistributedDataParallel),
-        ("torch", torch, tdist, torch.nn.parallel.DistributedDataParallel),
-        ("kiln fsdp", kiln, kdist, _fsdp(kiln)),
-        ("torch fsdp", torch, tdist, _fsdp(torch)),
+    for name, m, dist, wrap, compiled in (
+        ("kiln ddp", kiln, kdist, kiln.nn.parallel.DistributedDataParallel, False),
+        ("torch ddp", torch, tdist, torch.nn.parallel.DistributedDataParallel, False),
+        ("kiln ddp compiled", kiln, kdist, kiln.nn.parallel.DistributedDataParallel, True),
+        ("torch ddp compiled", torch, tdist, torch.nn.parallel.DistributedDataParallel, True),
+        ("kiln fsdp", kiln, kdist, _fsdp(kiln), False),
+        ("torch fsdp", torch, tdist, _fsdp(torch), False),
+        ("kiln fsdp compiled", kiln, kdist, _fsdp(kiln), True),
     ):
         m.manual_seed(0)
         try:
@@ -65,16 +68,19 @@ def child(steps: int) -> None:
             out[name] = {"error": f"{type(e).__name__}: {e}"[:120]}
             continue
         opt = m.optim.AdamW(model.parameters(), lr=1e-3)
+        run = m.compile(model) if compiled else model
         x, y = m.tensor(idx), m.tensor(tgt)
-        times = []
-        for step in range(steps + 2):
+        times, waits = [], []
+        for step in range(steps + 3):  # the first steps compile
+            waited = getattr(model, "_comm_wait_seconds", 0.0)
             start = time.perf_counter()
-            _, loss = model(x, y)
+            _, loss = run(x, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            if step >= 2:
+            if step >= 3:
                 times.append(time.perf_counter() - start)
+                waits.append(getattr(model, "_comm_wait_seconds", 0.0) - waited)
         grads = m.cat([p.grad.reshape(-1) for p in model.parameters()])
         comm = []
         for _ in range(7):
@@ -83,7 +89,8 @@ def child(steps: int) -> None:
             dist.all_reduce(grads)
             comm.append(time.perf_counter() - start)
         out[name] = {"step": statistics.median(times), "allreduce": statistics.median(comm),
-                     "mb": grads.numel() * 4 / 1e6}  # fmt: skip
+                     "wait": statistics.median(waits) if hasattr(model, "_comm_wait_seconds")
+                     else None, "mb": grads.numel() * 4 / 1e6}  # fmt: skip
     if rank == 0:
         print("RESULT " + json.dumps(out), flush=True)
     tdist.destroy_process_group()
@@ -130,29 +137,33 @@ def main(argv=None) -> int:
     sys.path.insert(0, HERE)
     from capture import cpu_name, write_atomic
 
-    lines = [f"# Data-parallel training: kiln DDP (MPI) vs torch DDP (gloo) "
+    lines = [f"# Data-parallel training: kiln (MPI) vs torch (gloo) "
              f"({datetime.date.today().isoformat()})", "",
              f"{cpu_name()}; 1 thread per rank; nanoGPT-style model, 8 x 64 tokens per rank, "
-             f"AdamW; medians of {args.steps} steps.", "",
-             "| ranks | kiln steps/s | torch steps/s | kiln / torch time | kiln samples/s | "
-             "torch samples/s | all-reduce of the gradient alone, kiln / torch (ms) |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
-    fsdp = ["", "Sharded (FSDP, each block a unit; torch's FSDP on gloo), beside kiln's DDP:", "",
-            "| ranks | kiln FSDP steps/s | torch FSDP steps/s | kiln / torch time | "
-            "kiln DDP steps/s |", "| --- | --- | --- | --- | --- |"]  # fmt: skip
+             f"AdamW; medians of {args.steps} steps after 3 warm-up steps (which compile). "
+             "DDP: kiln's and torch's DistributedDataParallel; FSDP: each block a unit (torch's "
+             "needs an accelerator). Compiled: kiln.compile / torch.compile of the wrapped "
+             "model. *Exposed comm*: the time kiln's backward waited for its all-reduces after "
+             "its last gradient (the rest of the communication overlapped the backward); *alone*: "
+             "one all-reduce of the whole gradient.", "",
+             "| ranks | wrapper | kiln steps/s | torch steps/s | kiln / torch time | "
+             "kiln samples/s | exposed comm, kiln (ms/step) | all-reduce alone, kiln / torch "
+             "(ms) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for ranks in (1, 2):
         r = run(ranks, args.steps)
-        k, t = r["kiln"], r["torch"]
-        lines.append(
-            f"| {ranks} | {1 / k['step']:.2f} | {1 / t['step']:.2f} | {k['step'] / t['step']:.2f} "
-            f"| {8 * ranks / k['step']:.1f} | {8 * ranks / t['step']:.1f} | "
-            f"{k['allreduce'] * 1e3:.2f} / {t['allreduce'] * 1e3:.2f} ({k['mb']:.1f} MB) |"
-        )
-        k, t = r["kiln fsdp"], r["torch fsdp"]
-        rate = [f"{1 / v['step']:.2f}" if "step" in v else f"n/a ({v['error']})" for v in (k, t)]
-        ratio = f"{k['step'] / t['step']:.2f}" if "step" in k and "step" in t else "n/a"
-        fsdp.append(f"| {ranks} | {rate[0]} | {rate[1]} | {ratio} | {1 / r['kiln']['step']:.2f} |")
-    text = "\n".join(lines + fsdp) + "\n"
+        for variant in ("ddp", "ddp compiled", "fsdp", "fsdp compiled"):
+            k, t = r[f"kiln {variant}"], r.get(f"torch {variant}", {"error": "not run"})
+            rate = [f"{1 / v['step']:.2f}" if "step" in v else f"n/a ({v['error']})"
+                    for v in (k, t)]  # fmt: skip
+            ratio = f"{k['step'] / t['step']:.2f}" if "step" in k and "step" in t else "n/a"
+            wait = f"{k['wait'] * 1e3:.2f}" if k.get("wait") is not None else "n/a"
+            alone = (f"{k['allreduce'] * 1e3:.2f} / {t['allreduce'] * 1e3:.2f} ({k['mb']:.1f} MB)"
+                     if "step" in t else f"{k['allreduce'] * 1e3:.2f}")  # fmt: skip
+            label = variant.replace("ddp", "DDP").replace("fsdp", "FSDP").replace(" ", ", ")
+            lines.append(f"| {ranks} | {label} | "
+                         f"{rate[0]} | {rate[1]} | {ratio} | {8 * ranks / k['step']:.1f} | "
+                         f"{wait} | {alone} |")
+    text = "\n".join(lines) + "\n"
     print(text, end="")
     write_atomic(args.out, text)
     print(f"\nwritten to {args.out}")
