@@ -18,22 +18,6 @@ void check(int code, const std::string &what) {
     fail(ErrorKind::Runtime, "kiln.distributed: {} failed: {}", what, lib().message(code));
 }
 
-const char *opName(ReduceOp op) {
-  switch (op) {
-  case ReduceOp::Sum:
-    return "SUM";
-  case ReduceOp::Avg:
-    return "AVG";
-  case ReduceOp::Product:
-    return "PRODUCT";
-  case ReduceOp::Max:
-    return "MAX";
-  case ReduceOp::Min:
-    return "MIN";
-  }
-  return "?";
-}
-
 mpi::Op mpiOp(ReduceOp op) {
   switch (op) {
   case ReduceOp::Product:
@@ -100,7 +84,7 @@ ReduceBuffer reduceBuffer(const char *what, const Tensor &t, ReduceOp op, int si
                dtypeName(t.dtype()));
   KILN_CHECK(t.dtype() != DType::Bool || op == ReduceOp::Max || op == ReduceOp::Min,
              "kiln.distributed.{}: bool tensors reduce with MAX or MIN only, not {}", what,
-             opName(op));
+             reduceOpName(op));
   Tensor buf = isReducedFloat(t.dtype()) ? t.to(DType::Float32) : t;
   Tensor target = t;
   auto finish = [buf, target, op, size]() mutable {
@@ -128,6 +112,22 @@ ProcessGroup *gWorld = nullptr;
 
 } // namespace
 
+const char *reduceOpName(ReduceOp op) {
+  switch (op) {
+  case ReduceOp::Sum:
+    return "SUM";
+  case ReduceOp::Avg:
+    return "AVG";
+  case ReduceOp::Product:
+    return "PRODUCT";
+  case ReduceOp::Max:
+    return "MAX";
+  case ReduceOp::Min:
+    return "MIN";
+  }
+  return "?";
+}
+
 bool Work::isCompleted() {
   if (done_)
     return true;
@@ -138,6 +138,10 @@ bool Work::isCompleted() {
     if (!flag)
       return false;
     request_ = nullptr; // MPI_REQUEST_NULL once complete
+  } else if (poll_) {
+    if (!poll_())
+      return false;
+    poll_ = nullptr;
   }
   done_ = true;
   if (finish_)
@@ -151,12 +155,14 @@ void Work::wait() {
   auto deadline = start + std::chrono::duration_cast<Clock::duration>(
                               std::chrono::duration<double>(timeoutSeconds_));
   for (int polls = 0; !isCompleted(); ++polls) {
-    if (Clock::now() > deadline)
+    if (Clock::now() > deadline) {
+      std::string after = onTimeout_ ? onTimeout_() : std::string();
       fail(ErrorKind::Runtime,
            "kiln.distributed: {} on rank {} of {} did not complete within {} s{}: another rank "
            "exited, skipped this collective or has not reached it (init_process_group's "
-           "timeout= sets the limit)",
-           what_, rank_, size_, timeoutSeconds_, stage_);
+           "timeout= sets the limit){}",
+           what_, rank_, size_, timeoutSeconds_, stage_, after);
+    }
     if (polls > 1000) // spin briefly, then let the other ranks' processes have the cores
       std::this_thread::sleep_for(std::chrono::microseconds(polls > 20000 ? 1000 : 50));
   }

@@ -1,6 +1,7 @@
 #pragma once
 /// The process group of kiln.distributed: every process of an MPI job (launched by mpirun or
-/// kilnrun) and the collectives of torch.distributed on CPU tensors, over Open MPI.
+/// kilnrun) and the collectives of torch.distributed on CPU tensors, over Open MPI. It also
+/// bootstraps the NCCL group of CUDA tensors (nccl_group.h), whose operations are the same Work.
 ///
 /// Each operation is started non-blocking and finished by Work::wait, which polls it with a
 /// deadline: a rank that died, skipped the collective or passed a different tensor makes the
@@ -17,8 +18,11 @@
 namespace kiln::distributed {
 
 enum class ReduceOp { Sum, Avg, Product, Max, Min };
+/// torch's name of `op` ("SUM"), for error messages.
+const char *reduceOpName(ReduceOp op);
 
-/// An operation in flight.
+/// An operation in flight, of either backend: an MPI request, or work queued on a device whose
+/// completion `poll_` tests (nccl_group.h).
 class Work {
 public:
   /// Polls once; true when finished (its result written).
@@ -28,7 +32,11 @@ public:
 
 private:
   friend class ProcessGroup;
-  void *request_ = nullptr;      ///< the MPI request; null once complete
+  friend class NcclGroup;
+  void *request_ = nullptr;    ///< the MPI request; null once complete
+  std::function<bool()> poll_; ///< without a request: true once done; may throw (a failed peer)
+  std::function<std::string()> onTimeout_; ///< before the timeout error (NCCL aborts its
+                                           ///< communicator); returns text the error ends with
   std::function<void()> finish_; ///< after completion: the average's division, a copy back; it
                                  ///< also holds the operands' memory until then
   std::string what_;
@@ -51,6 +59,7 @@ public:
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  double timeoutSeconds() const { return timeoutSeconds_; }
   void setTimeout(double seconds) { timeoutSeconds_ = seconds; }
 
   WorkPtr allReduce(const Tensor &t, ReduceOp op);
@@ -65,12 +74,15 @@ public:
   WorkPtr barrier();
   /// Finalizes MPI (destroy_process_group); the group cannot be used again in this process.
   void finalize();
+  /// Compares `t`'s element count and dtype across the ranks in one small all-reduce (blocking,
+  /// with the timeout); throws on every rank when they differ. A group of another backend calls
+  /// it before its own collective, so a mismatch is an error everywhere instead of a hang.
+  void checkAgreement(const std::string &what, const Tensor &t);
 
 private:
   ProcessGroup() = default;
   /// A Work for `what` with its completion step; the caller starts its request.
   WorkPtr start(std::string what, std::function<void()> finish);
-  void checkAgreement(const std::string &what, const Tensor &t);
 
   int rank_ = 0, size_ = 1;
   double timeoutSeconds_ = 1800;

@@ -12,7 +12,11 @@
 #     `pip install nvidia-cublas` or set KILN_CUBLAS);
 #   - pytest tests/python/cuda on the GPU: CUDA tensors, every eager op family against the CPU,
 #     Module.cuda(), kiln.compile on the device;
-#   - bench/cuda.py: eager and compiled kiln on the GPU beside torch when torch has CUDA there.
+#   - bench/cuda.py: eager and compiled kiln on the GPU beside torch when torch has CUDA there;
+#   - pytest tests/python/distributed/test_nccl.py: kiln.distributed's NCCL backend on the GPUs
+#     through kilnrun (1 rank, and 2 ranks plus a timeout when 2 GPUs exist), against NumPy
+#     (skipped with a message when libnccl is absent: `pip install nvidia-nccl-cu13` or set
+#     KILN_NCCL_LIB).
 # Exits non-zero when the build or a check fails. Without a GPU it prints
 # "no CUDA device: nothing to run" and exits 0.
 #
@@ -59,8 +63,8 @@ run() {
   fi
   echo "($name: $((SECONDS - t)) s)"
 }
-# Limits (seconds): build 300 + 20 + 100 + 60 + 30 + pytest 150 + bench 60; the build is
-# seconds on a warm cache, so a run takes well under 8 minutes.
+# Limits (seconds): build 300 + 20 + 100 + 60 + 30 + pytest 150 + bench 60 + NCCL 180; the
+# build is seconds on a warm cache, so a run takes well under 8 minutes.
 run caching_allocator_test 20
 run cuda_program_test 100 '[gpu]'
 run cuda_program_test 60 '[emulated]'
@@ -76,6 +80,23 @@ fi
 echo "(pytest: $((SECONDS - t)) s)"
 echo "== bench/cuda.py"
 timeout 60 "$PY" bench/cuda.py || { echo "FAILED: bench/cuda.py" >&2; status=1; }
+
+echo "== pytest tests/python/distributed/test_nccl.py (NCCL on the GPUs)"
+if ! nccl_missing="$(timeout 60 "$PY" -c 'from kiln import _C; print(_C._distributed.nccl_unavailable_reason())')"; then
+  echo "FAILED: asking kiln whether NCCL can run here" >&2
+  status=1
+elif [ -n "$nccl_missing" ]; then
+  echo "NCCL is not available, skipping its checks: $nccl_missing"
+elif ! command -v mpirun >/dev/null 2>&1; then
+  echo "Open MPI (mpirun) is not installed, skipping the NCCL checks (scripts/setup.sh installs it)"
+else
+  t=$SECONDS
+  if ! timeout 180 "$PY" -m pytest -q -p no:cacheprovider -rs tests/python/distributed/test_nccl.py; then
+    echo "FAILED: pytest tests/python/distributed/test_nccl.py" >&2
+    status=1
+  fi
+  echo "(NCCL pytest: $((SECONDS - t)) s)"
+fi
 
 if [ "$status" -eq 0 ]; then
   echo "tests/gpu/run.sh: all GPU checks passed"

@@ -1,12 +1,24 @@
-"""kiln.distributed: torch.distributed's process-group API on Open MPI.
+"""kiln.distributed: torch.distributed's process-group API on Open MPI (CPU tensors) and NCCL
+(CUDA tensors).
 
 Launch the processes with ``kilnrun --nproc-per-node N script.py`` (or ``mpirun -np N python
-script.py``); each calls ``init_process_group("mpi")`` and then the collectives below on CPU
-tensors. Collectives are in place as torch's are; ``async_op=True`` returns a work handle whose
-``wait()`` finishes it. Every operation has a deadline (``timeout=`` of init_process_group, 30
-minutes by default, as torch's): a rank that died, skipped a collective or passed a tensor of
-another size or dtype makes the others raise a RuntimeError naming the operation and the rank,
-instead of hanging. The C++ side is distributed/process_group.h.
+script.py``); each calls ``init_process_group(...)`` and then the collectives below. Collectives
+are in place as torch's are; ``async_op=True`` returns a work handle whose ``wait()`` finishes
+it. Every operation has a deadline (``timeout=`` of init_process_group, 30 minutes by default, as
+torch's): a rank that died, skipped a collective or passed a tensor of another size or dtype
+makes the others raise a RuntimeError naming the operation and the rank, instead of hanging.
+
+Backends: ``"mpi"`` runs collectives on CPU tensors over Open MPI. ``"nccl"`` (or
+``"cpu:mpi,cuda:nccl"``) also sets up NCCL for CUDA tensors: each collective goes to NCCL when its
+tensors are on CUDA and to MPI when they are on the CPU. ``backend=None`` is MPI plus NCCL when
+every rank has a CUDA device and libnccl (``pip install nvidia-nccl-cu13``, or ``KILN_NCCL_LIB``
+naming the library). Each rank's device is ``device_id=``, else LOCAL_RANK (or Open MPI's local
+rank) modulo the device count. NCCL collectives are queued on the stream kiln's CUDA ops run on,
+so they need no synchronization around them; ``wait()`` blocks until the device has finished
+one, and on timeout aborts the NCCL communicator (CUDA collectives cannot run again in that
+process). NCCL has no tags: a ``send`` matches the peer's next ``recv`` from this rank. Without a
+CUDA device or libnccl, ``init_process_group("nccl")`` raises a RuntimeError saying which is
+missing. The C++ side is distributed/process_group.h and distributed/nccl_group.h.
 """
 
 from __future__ import annotations
@@ -17,6 +29,8 @@ import os
 
 import kiln
 from kiln import _C
+
+from . import _nccl
 
 _D = _C._distributed
 ReduceOp = _D.ReduceOp
@@ -61,17 +75,17 @@ def _env_int(*names):
     return None
 
 
-def init_process_group(backend="mpi", init_method=None, timeout=None, world_size=-1, rank=-1,
+def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1,
                        store=None, group_name="", pg_options=None, device_id=None):  # fmt: skip
-    """Joins the MPI job this process was launched in (torch's signature). The rank and world
-    size come from MPI; given ones (or torch's RANK / WORLD_SIZE variables) must agree."""
-    if backend not in ("mpi", None) and str(backend).lower() not in ("mpi", "cpu:mpi"):
-        raise ValueError(
-            f"kiln.distributed: backend {backend!r} is not available; kiln runs collectives on "
-            "Open MPI (backend='mpi') for CPU tensors"
-        )
+    """Joins the MPI job this process was launched in (torch's signature), and sets up NCCL for
+    CUDA tensors when `backend` asks for it (module docstring). The rank and world size come from
+    MPI; given ones (or torch's RANK / WORLD_SIZE variables) must agree."""
+    wanted = _nccl.parse_backend(backend)
+    device = _nccl.device_index(device_id) if wanted else -1
     if is_initialized():
         raise ValueError("trying to initialize the default process group twice!")
+    if wanted == "nccl":
+        _nccl.require_available()  # before MPI starts: the error is the first thing that happens
     if timeout is None:
         timeout = _DEFAULT_TIMEOUT
     seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else timeout
@@ -92,9 +106,11 @@ def init_process_group(backend="mpi", init_method=None, timeout=None, world_size
             f"kiln.distributed: rank={want_rank} was asked, but MPI gave this process rank "
             f"{got_rank}"
         )
+    _nccl.setup(wanted, backend, device, got_size)
 
 
 def destroy_process_group(group=None) -> None:
+    _nccl.teardown()  # NCCL's communicator first: MPI carried its setup
     _D.finalize()
     _WORLD.clear()
 
@@ -106,7 +122,7 @@ def _finalize_at_exit():
 
 def get_backend(group=None) -> str:
     _require_init()
-    return "mpi"
+    return _nccl.STATE.get("backend", "mpi")
 
 
 def get_rank(group=None) -> int:
@@ -137,6 +153,9 @@ def _check_tensor(name, tensor):
         )
 
 
+_group = _nccl.group_fn  # (name, *tensors): the _C function of NCCL or MPI that takes them
+
+
 def _finish(work, async_op):
     if async_op:
         return work
@@ -146,23 +165,26 @@ def _finish(work, async_op):
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     _check_tensor("all_reduce", tensor)
-    return _finish(_D.all_reduce(tensor, op), async_op)
+    return _finish(_group("all_reduce", tensor)(tensor, op), async_op)
 
 
 def broadcast(tensor, src=0, group=None, async_op=False, group_src=None):
     _check_tensor("broadcast", tensor)
-    return _finish(_D.broadcast(tensor, src if group_src is None else group_src), async_op)
+    src = src if group_src is None else group_src
+    return _finish(_group("broadcast", tensor)(tensor, src), async_op)
 
 
 def reduce(tensor, dst=0, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
     _check_tensor("reduce", tensor)
-    return _finish(_D.reduce(tensor, dst if group_dst is None else group_dst, op), async_op)
+    dst = dst if group_dst is None else group_dst
+    return _finish(_group("reduce", tensor)(tensor, dst, op), async_op)
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
     _check_tensor("all_gather_into_tensor", output_tensor)
     _check_tensor("all_gather_into_tensor", input_tensor)
-    return _finish(_D.all_gather(output_tensor, input_tensor), async_op)
+    fn = _group("all_gather_into_tensor", output_tensor, input_tensor)
+    return _finish(fn(output_tensor, input_tensor), async_op)
 
 
 class _Then:
@@ -193,8 +215,9 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
             f"kiln.distributed.all_gather: tensor_list has {len(tensor_list)} tensors for a "
             f"world of {get_world_size()}"
         )
-    flat = kiln.empty((get_world_size(),) + tuple(tensor.shape), dtype=tensor.dtype)
-    work = _D.all_gather(flat, tensor.contiguous())
+    flat = kiln.empty((get_world_size(),) + tuple(tensor.shape), dtype=tensor.dtype,
+                      device=tensor.device)  # fmt: skip
+    work = _group("all_gather", flat)(flat, tensor.contiguous())
 
     def scatter():
         for i, t in enumerate(tensor_list):
@@ -206,19 +229,19 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):  # noqa: A002
     _check_tensor("reduce_scatter_tensor", output)
     _check_tensor("reduce_scatter_tensor", input)
-    return _finish(_D.reduce_scatter(output, input, op), async_op)
+    return _finish(_group("reduce_scatter_tensor", output, input)(output, input, op), async_op)
 
 
 def isend(tensor, dst=None, group=None, tag=0, group_dst=None):
     _check_tensor("isend", tensor)
-    return _D.send(tensor, dst if group_dst is None else group_dst, tag)
+    return _group("isend", tensor)(tensor, dst if group_dst is None else group_dst, tag)
 
 
 def irecv(tensor, src=None, group=None, tag=0, group_src=None):
     _check_tensor("irecv", tensor)
     if src is None and group_src is None:
         raise RuntimeError("kiln.distributed.irecv: src is required (no receive from any rank)")
-    return _D.recv(tensor, src if group_src is None else group_src, tag)
+    return _group("irecv", tensor)(tensor, src if group_src is None else group_src, tag)
 
 
 def send(tensor, dst=None, group=None, tag=0, group_dst=None):
