@@ -43,6 +43,7 @@ Library load() {
   resolve(lib, "MPI_Isend", l.isend);
   resolve(lib, "MPI_Irecv", l.irecv);
   resolve(lib, "MPI_Test", l.test);
+  resolve(lib, "MPI_Comm_split", l.commSplit);
   // Predefined handles are the addresses of these objects.
   auto handle = [&](const char *name) {
     void *sym = dlsym(lib, name);
@@ -50,6 +51,7 @@ Library load() {
     return sym;
   };
   l.world = handle("ompi_mpi_comm_world");
+  l.null = handle("ompi_mpi_comm_null");
   l.errorsReturn = handle("ompi_mpi_errors_return");
   l.f32 = handle("ompi_mpi_float");
   l.f64 = handle("ompi_mpi_double");

@@ -24,6 +24,7 @@ struct Status {
 inline constexpr int kSuccess = 0;
 inline void *const kInPlace = reinterpret_cast<void *>(1); // Open MPI's MPI_IN_PLACE
 inline constexpr int kThreadSerialized = 2;
+inline constexpr int kUndefined = -32766; // Open MPI's MPI_UNDEFINED (a split color: no group)
 
 struct Library {
   int (*initThread)(int *, char ***, int, int *);
@@ -44,8 +45,9 @@ struct Library {
   int (*isend)(const void *, int, Datatype, int, int, Comm, Request *);
   int (*irecv)(void *, int, Datatype, int, int, Comm, Request *);
   int (*test)(Request *, int *, Status *);
+  int (*commSplit)(Comm, int, int, Comm *);
 
-  Comm world;
+  Comm world, null;
   Errhandler errorsReturn;
   Datatype f32, f64, i8, u8, i16, i32, i64, boolean, u16;
   Op sum, prod, max, min;

@@ -4,6 +4,7 @@
 #include "runtime/error.h"
 #include "runtime/ops/elementwise.h"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <thread>
@@ -187,6 +188,8 @@ ProcessGroup &ProcessGroup::world(double timeoutSeconds) {
     // Errors come back as codes (kiln raises them) instead of aborting the job.
     check(l.commSetErrhandler(l.world, l.errorsReturn), "MPI_Comm_set_errhandler");
     auto *g = new ProcessGroup();
+    g->comm_ = l.world;
+    g->isWorld_ = true;
     check(l.commRank(l.world, &g->rank_), "MPI_Comm_rank");
     check(l.commSize(l.world, &g->size_), "MPI_Comm_size");
     return g;
@@ -204,6 +207,8 @@ bool ProcessGroup::initialized() { return gWorld && !gWorld->finalized_; }
 void ProcessGroup::finalize() {
   if (finalized_)
     return;
+  KILN_CHECK(isWorld_, "kiln.distributed: destroy_process_group of a group from new_group is not "
+                       "supported; destroy the default group (MPI ends with it)");
   int done = 0;
   lib().finalized(&done);
   if (!done)
@@ -212,7 +217,8 @@ void ProcessGroup::finalize() {
 }
 
 WorkPtr ProcessGroup::start(std::string what, std::function<void()> finish) {
-  KILN_CHECK(!finalized_, "kiln.distributed.{}: the process group was destroyed", what);
+  KILN_CHECK(!finalized_ && initialized(), "kiln.distributed.{}: the process group was destroyed",
+             what);
   auto w = std::make_shared<Work>();
   w->what_ = std::move(what);
   w->finish_ = std::move(finish);
@@ -233,8 +239,7 @@ void ProcessGroup::checkAgreement(const std::string &what, const Tensor &t) {
   m[0] = numel, m[1] = -numel, m[2] = dtype, m[3] = -dtype;
   WorkPtr w = start(what, written(meta));
   w->stage_ = " (while the ranks compared their tensors)";
-  check(lib().iallreduce(mpi::kInPlace, m, 4, lib().i64, lib().max, lib().world, &w->request_),
-        what);
+  check(lib().iallreduce(mpi::kInPlace, m, 4, lib().i64, lib().max, comm_, &w->request_), what);
   w->wait();
   KILN_CHECK(m[0] == -m[1],
              "kiln.distributed.{}: the ranks passed tensors of different sizes ({} to {} "
@@ -252,7 +257,7 @@ WorkPtr ProcessGroup::allReduce(const Tensor &t, ReduceOp op) {
   ReduceBuffer rb = reduceBuffer("all_reduce", t, op, size_);
   WorkPtr w = start("all_reduce", rb.finish);
   check(lib().iallreduce(mpi::kInPlace, rb.buffer.rawData(), count(rb.buffer),
-                         mpiType(rb.buffer.dtype()), mpiOp(op), lib().world, &w->request_),
+                         mpiType(rb.buffer.dtype()), mpiOp(op), comm_, &w->request_),
         "all_reduce");
   return w;
 }
@@ -263,7 +268,7 @@ WorkPtr ProcessGroup::broadcast(const Tensor &t, int src) {
              size_);
   checkAgreement("broadcast", t);
   WorkPtr w = start("broadcast", written(t));
-  check(lib().ibcast(t.rawData(), count(t), mpiType(t.dtype()), src, lib().world, &w->request_),
+  check(lib().ibcast(t.rawData(), count(t), mpiType(t.dtype()), src, comm_, &w->request_),
         "broadcast");
   return w;
 }
@@ -278,7 +283,7 @@ WorkPtr ProcessGroup::allGather(const Tensor &out, const Tensor &in) {
   checkAgreement("all_gather", in);
   WorkPtr w = start("all_gather", written(out, in));
   mpi::Datatype type = mpiType(in.dtype());
-  check(lib().iallgather(in.rawData(), count(in), type, out.rawData(), count(in), type, lib().world,
+  check(lib().iallgather(in.rawData(), count(in), type, out.rawData(), count(in), type, comm_,
                          &w->request_),
         "all_gather");
   return w;
@@ -296,7 +301,7 @@ WorkPtr ProcessGroup::reduceScatter(const Tensor &out, const Tensor &in, ReduceO
   Tensor source = isReducedFloat(in.dtype()) ? in.to(DType::Float32) : in;
   WorkPtr w = start("reduce_scatter", [finish = rb.finish, source] { finish(); });
   check(lib().ireduceScatterBlock(source.rawData(), rb.buffer.rawData(), count(rb.buffer),
-                                  mpiType(rb.buffer.dtype()), mpiOp(op), lib().world, &w->request_),
+                                  mpiType(rb.buffer.dtype()), mpiOp(op), comm_, &w->request_),
         "reduce_scatter");
   return w;
 }
@@ -312,7 +317,7 @@ WorkPtr ProcessGroup::reduce(const Tensor &t, int dst, ReduceOp op) {
   WorkPtr w = start("reduce", root ? rb.finish : keeping(rb.buffer));
   check(lib().ireduce(root ? mpi::kInPlace : rb.buffer.rawData(),
                       root ? rb.buffer.rawData() : nullptr, count(rb.buffer),
-                      mpiType(rb.buffer.dtype()), mpiOp(op), dst, lib().world, &w->request_),
+                      mpiType(rb.buffer.dtype()), mpiOp(op), dst, comm_, &w->request_),
         "reduce");
   return w;
 }
@@ -322,7 +327,7 @@ WorkPtr ProcessGroup::send(const Tensor &t, int dst, int tag) {
   KILN_CHECK(dst >= 0 && dst < size_ && dst != rank_,
              "kiln.distributed.send: dst {} is not another rank of {}", dst, size_);
   WorkPtr w = start("send to rank " + std::to_string(dst), keeping(t));
-  check(lib().isend(t.rawData(), count(t), mpiType(t.dtype()), dst, tag, lib().world, &w->request_),
+  check(lib().isend(t.rawData(), count(t), mpiType(t.dtype()), dst, tag, comm_, &w->request_),
         "send");
   return w;
 }
@@ -332,14 +337,56 @@ WorkPtr ProcessGroup::recv(const Tensor &t, int src, int tag) {
   KILN_CHECK(src >= 0 && src < size_ && src != rank_,
              "kiln.distributed.recv: src {} is not another rank of {}", src, size_);
   WorkPtr w = start("recv from rank " + std::to_string(src), written(t));
-  check(lib().irecv(t.rawData(), count(t), mpiType(t.dtype()), src, tag, lib().world, &w->request_),
+  check(lib().irecv(t.rawData(), count(t), mpiType(t.dtype()), src, tag, comm_, &w->request_),
         "recv");
   return w;
 }
 
+std::shared_ptr<ProcessGroup> ProcessGroup::split(const std::vector<int> &ranks) {
+  std::vector<bool> listed(static_cast<size_t>(size_), false);
+  for (int r : ranks) {
+    KILN_CHECK(r >= 0 && r < size_, "kiln.distributed.new_group: rank {} is not a rank of the {}",
+               r, size_);
+    KILN_CHECK(!listed[r], "kiln.distributed.new_group: rank {} is listed twice", r);
+    listed[r] = true;
+  }
+  // MPI_Comm_split blocks until every rank calls it: first agree, with the deadline, on the list
+  // (its length, then its entries), so a rank that never comes is an error instead of a hang.
+  auto agree = [this](const std::vector<int64_t> &values) {
+    Tensor low = Tensor::empty({static_cast<int64_t>(values.size())}, DType::Int64);
+    std::copy(values.begin(), values.end(), low.data<int64_t>());
+    Tensor high = low.clone();
+    allReduce(low, ReduceOp::Min)->wait();
+    allReduce(high, ReduceOp::Max)->wait();
+    KILN_CHECK(std::equal(values.begin(), values.end(), low.data<int64_t>()) &&
+                   std::equal(values.begin(), values.end(), high.data<int64_t>()),
+               "kiln.distributed.new_group: the ranks passed different rank lists (every rank "
+               "must call new_group with the same ranks)");
+  };
+  agree({static_cast<int64_t>(ranks.size())});
+  if (!ranks.empty())
+    agree(std::vector<int64_t>(ranks.begin(), ranks.end()));
+  const bool member = listed[rank_];
+  int position = 0;
+  for (size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i] == rank_)
+      position = static_cast<int>(i);
+  mpi::Comm comm = nullptr;
+  check(lib().commSplit(comm_, member ? 0 : mpi::kUndefined, position, &comm), "new_group");
+  if (!member || comm == lib().null)
+    return nullptr;
+  check(lib().commSetErrhandler(comm, lib().errorsReturn), "MPI_Comm_set_errhandler");
+  std::shared_ptr<ProcessGroup> g(new ProcessGroup());
+  g->comm_ = comm;
+  g->timeoutSeconds_ = timeoutSeconds_;
+  check(lib().commRank(comm, &g->rank_), "MPI_Comm_rank");
+  check(lib().commSize(comm, &g->size_), "MPI_Comm_size");
+  return g;
+}
+
 WorkPtr ProcessGroup::barrier() {
   WorkPtr w = start("barrier", nullptr);
-  check(lib().ibarrier(lib().world, &w->request_), "barrier");
+  check(lib().ibarrier(comm_, &w->request_), "barrier");
   return w;
 }
 

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kiln::distributed {
 
@@ -74,6 +75,11 @@ public:
   WorkPtr barrier();
   /// Finalizes MPI (destroy_process_group); the group cannot be used again in this process.
   void finalize();
+  /// torch's new_group: a group of this group's ranks `ranks` (distinct, in range), ordered by
+  /// their rank here. Every rank of this group must call it with the same list (they agree on it
+  /// first, within the timeout, so a rank that does not come is an error, not a hang); a rank
+  /// outside `ranks` gets null.
+  std::shared_ptr<ProcessGroup> split(const std::vector<int> &ranks);
   /// Compares `t`'s element count and dtype across the ranks in one small all-reduce (blocking,
   /// with the timeout); throws on every rank when they differ. A group of another backend calls
   /// it before its own collective, so a mismatch is an error everywhere instead of a hang.
@@ -84,6 +90,8 @@ private:
   /// A Work for `what` with its completion step; the caller starts its request.
   WorkPtr start(std::string what, std::function<void()> finish);
 
+  void *comm_ = nullptr; ///< the MPI communicator
+  bool isWorld_ = false;
   int rank_ = 0, size_ = 1;
   double timeoutSeconds_ = 1800;
   bool finalized_ = false;

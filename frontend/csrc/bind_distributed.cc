@@ -122,27 +122,72 @@ void bindDistributed(py::module_ &parent) {
       py::arg("timeout_seconds"));
   m.def("is_initialized", &ProcessGroup::initialized);
   m.def("finalize", [] { group().finalize(); });
-  auto withTimeout = [] { return &group(); };
-  m.def("all_reduce",
-        [withTimeout](const Tensor &t, ReduceOp op) { return withTimeout()->allReduce(t, op); });
-  m.def("broadcast",
-        [withTimeout](const Tensor &t, int src) { return withTimeout()->broadcast(t, src); });
-  m.def("all_gather", [withTimeout](const Tensor &out, const Tensor &in) {
-    return withTimeout()->allGather(out, in);
-  });
-  m.def("reduce_scatter", [withTimeout](const Tensor &out, const Tensor &in, ReduceOp op) {
-    return withTimeout()->reduceScatter(out, in, op);
-  });
-  m.def("reduce", [withTimeout](const Tensor &t, int dst, ReduceOp op) {
-    return withTimeout()->reduce(t, dst, op);
-  });
-  m.def("send", [withTimeout](const Tensor &t, int dst, int tag) {
-    return withTimeout()->send(t, dst, tag);
-  });
-  m.def("recv", [withTimeout](const Tensor &t, int src, int tag) {
-    return withTimeout()->recv(t, src, tag);
-  });
-  m.def("barrier", [withTimeout] { return withTimeout()->barrier(); });
+  // A group from new_group (a ProcessGroup object), or None for the default (world) group.
+  py::class_<ProcessGroup, std::shared_ptr<ProcessGroup>>(m, "ProcessGroup")
+      .def_property_readonly("rank", &ProcessGroup::rank)
+      .def_property_readonly("size", &ProcessGroup::size);
+  m.def(
+      "new_group",
+      [](const std::vector<int> &ranks, double seconds) {
+        ProcessGroup &world = group();
+        double before = world.timeoutSeconds();
+        if (seconds > 0) // else the world's own
+          world.setTimeout(seconds);
+        std::shared_ptr<ProcessGroup> g;
+        try {
+          py::gil_scoped_release release;
+          g = world.split(ranks);
+        } catch (...) {
+          world.setTimeout(before);
+          throw;
+        }
+        world.setTimeout(before);
+        return g;
+      },
+      py::arg("ranks"), py::arg("timeout_seconds"),
+      "torch's new_group over the world's `ranks` (timeout_seconds <= 0: the world's timeout); "
+      "None on a rank outside them.");
+  auto pick = [](ProcessGroup *pg) -> ProcessGroup & { return pg ? *pg : group(); };
+  auto groupArg = py::arg("group") = py::none();
+  m.def(
+      "all_reduce",
+      [pick](const Tensor &t, ReduceOp op, ProcessGroup *pg) { return pick(pg).allReduce(t, op); },
+      py::arg("tensor"), py::arg("op"), groupArg);
+  m.def(
+      "broadcast",
+      [pick](const Tensor &t, int src, ProcessGroup *pg) { return pick(pg).broadcast(t, src); },
+      py::arg("tensor"), py::arg("src"), groupArg);
+  m.def(
+      "all_gather",
+      [pick](const Tensor &out, const Tensor &in, ProcessGroup *pg) {
+        return pick(pg).allGather(out, in);
+      },
+      py::arg("out"), py::arg("in"), groupArg);
+  m.def(
+      "reduce_scatter",
+      [pick](const Tensor &out, const Tensor &in, ReduceOp op, ProcessGroup *pg) {
+        return pick(pg).reduceScatter(out, in, op);
+      },
+      py::arg("out"), py::arg("in"), py::arg("op"), groupArg);
+  m.def(
+      "reduce",
+      [pick](const Tensor &t, int dst, ReduceOp op, ProcessGroup *pg) {
+        return pick(pg).reduce(t, dst, op);
+      },
+      py::arg("tensor"), py::arg("dst"), py::arg("op"), groupArg);
+  m.def(
+      "send",
+      [pick](const Tensor &t, int dst, int tag, ProcessGroup *pg) {
+        return pick(pg).send(t, dst, tag);
+      },
+      py::arg("tensor"), py::arg("dst"), py::arg("tag"), groupArg);
+  m.def(
+      "recv",
+      [pick](const Tensor &t, int src, int tag, ProcessGroup *pg) {
+        return pick(pg).recv(t, src, tag);
+      },
+      py::arg("tensor"), py::arg("src"), py::arg("tag"), groupArg);
+  m.def("barrier", [pick](ProcessGroup *pg) { return pick(pg).barrier(); }, groupArg);
   bindNccl(m);
 }
 

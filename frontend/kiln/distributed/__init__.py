@@ -26,11 +26,13 @@ from __future__ import annotations
 import atexit
 import datetime
 import os
+import types
 
 import kiln
 from kiln import _C
 
-from . import _nccl
+from . import _groups, _nccl
+from ._groups import ProcessGroup
 
 _D = _C._distributed
 ReduceOp = _D.ReduceOp
@@ -51,6 +53,8 @@ __all__ = [
     "is_available",
     "is_initialized",
     "isend",
+    "new_group",
+    "ProcessGroup",
     "recv",
     "reduce",
     "reduce_scatter_tensor",
@@ -58,6 +62,9 @@ __all__ = [
 ]
 
 _DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)
+
+# torch's dist.group.WORLD / GroupMember.WORLD: the default group (None means it everywhere)
+group = GroupMember = types.SimpleNamespace(WORLD=None, NON_GROUP_MEMBER=-100)
 
 
 def is_available() -> bool:
@@ -126,13 +133,18 @@ def get_backend(group=None) -> str:
 
 
 def get_rank(group=None) -> int:
+    """This process's rank in `group` (the world by default); -1 outside the group."""
     _require_init()
-    return _WORLD["rank"]
+    if _groups.resolve(group) is None:
+        return _WORLD["rank"]
+    return group.rank()
 
 
 def get_world_size(group=None) -> int:
     _require_init()
-    return _WORLD["size"]
+    if _groups.resolve(group) is None:
+        return _WORLD["size"]
+    return group.size() if group.rank() >= 0 else -1
 
 
 _WORLD: dict = {}  # rank and size of the initialized group
@@ -163,27 +175,42 @@ def _finish(work, async_op):
     return None
 
 
+def _collective(name, group, *tensors):
+    """The _C function running collective `name` on these tensors in `group`, or None when this
+    rank is not in the group (the collective then does nothing here, as torch's)."""
+    pg = _groups.resolve(group)
+    if pg is _groups.NOT_MEMBER:
+        return None
+    return _groups.bound(name, _group(name, *tensors), pg)
+
+
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     _check_tensor("all_reduce", tensor)
-    return _finish(_group("all_reduce", tensor)(tensor, op), async_op)
+    if (fn := _collective("all_reduce", group, tensor)) is None:
+        return None
+    return _finish(fn(tensor, op), async_op)
 
 
 def broadcast(tensor, src=0, group=None, async_op=False, group_src=None):
     _check_tensor("broadcast", tensor)
-    src = src if group_src is None else group_src
-    return _finish(_group("broadcast", tensor)(tensor, src), async_op)
+    if (fn := _collective("broadcast", group, tensor)) is None:
+        return None
+    return _finish(fn(tensor, _groups.local_rank("broadcast", group, src, group_src)), async_op)
 
 
 def reduce(tensor, dst=0, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
     _check_tensor("reduce", tensor)
-    dst = dst if group_dst is None else group_dst
-    return _finish(_group("reduce", tensor)(tensor, dst, op), async_op)
+    if (fn := _collective("reduce", group, tensor)) is None:
+        return None
+    return _finish(fn(tensor, _groups.local_rank("reduce", group, dst, group_dst), op), async_op)
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
     _check_tensor("all_gather_into_tensor", output_tensor)
     _check_tensor("all_gather_into_tensor", input_tensor)
-    fn = _group("all_gather_into_tensor", output_tensor, input_tensor)
+    fn = _collective("all_gather_into_tensor", group, output_tensor, input_tensor)
+    if fn is None:
+        return None
     return _finish(fn(output_tensor, input_tensor), async_op)
 
 
@@ -208,16 +235,19 @@ class _Then:
 
 
 def all_gather(tensor_list, tensor, group=None, async_op=False):
-    """Each rank's `tensor` into tensor_list[rank]."""
+    """Each rank's `tensor` into tensor_list[rank] (its rank in the group)."""
     _check_tensor("all_gather", tensor)
-    if len(tensor_list) != get_world_size():
+    size = get_world_size(group)
+    if (fn := _collective("all_gather", group, tensor)) is None:
+        return None
+    if len(tensor_list) != size:
         raise RuntimeError(
             f"kiln.distributed.all_gather: tensor_list has {len(tensor_list)} tensors for a "
-            f"world of {get_world_size()}"
+            f"group of {size}"
         )
-    flat = kiln.empty((get_world_size(),) + tuple(tensor.shape), dtype=tensor.dtype,
+    flat = kiln.empty((size,) + tuple(tensor.shape), dtype=tensor.dtype,
                       device=tensor.device)  # fmt: skip
-    work = _group("all_gather", flat)(flat, tensor.contiguous())
+    work = fn(flat, tensor.contiguous())
 
     def scatter():
         for i, t in enumerate(tensor_list):
@@ -229,29 +259,55 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):  # noqa: A002
     _check_tensor("reduce_scatter_tensor", output)
     _check_tensor("reduce_scatter_tensor", input)
-    return _finish(_group("reduce_scatter_tensor", output, input)(output, input, op), async_op)
+    if (fn := _collective("reduce_scatter_tensor", group, output, input)) is None:
+        return None
+    return _finish(fn(output, input, op), async_op)
 
 
 def isend(tensor, dst=None, group=None, tag=0, group_dst=None):
     _check_tensor("isend", tensor)
-    return _group("isend", tensor)(tensor, dst if group_dst is None else group_dst, tag)
+    if (fn := _collective("isend", group, tensor)) is None:
+        return None
+    return fn(tensor, _groups.local_rank("isend", group, dst, group_dst), tag)
 
 
 def irecv(tensor, src=None, group=None, tag=0, group_src=None):
     _check_tensor("irecv", tensor)
     if src is None and group_src is None:
         raise RuntimeError("kiln.distributed.irecv: src is required (no receive from any rank)")
-    return _group("irecv", tensor)(tensor, src if group_src is None else group_src, tag)
+    if (fn := _collective("irecv", group, tensor)) is None:
+        return None
+    return fn(tensor, _groups.local_rank("irecv", group, src, group_src), tag)
 
 
 def send(tensor, dst=None, group=None, tag=0, group_dst=None):
-    isend(tensor, dst, group, tag, group_dst).wait()
+    if (work := isend(tensor, dst, group, tag, group_dst)) is not None:
+        work.wait()
 
 
 def recv(tensor, src=None, group=None, tag=0, group_src=None):
-    irecv(tensor, src, group, tag, group_src).wait()
+    if (work := irecv(tensor, src, group, tag, group_src)) is not None:
+        work.wait()
     return src if group_src is None else group_src
 
 
 def barrier(group=None, async_op=False, device_ids=None):
-    return _finish(_D.barrier(), async_op)
+    pg = _groups.resolve(group)
+    if pg is _groups.NOT_MEMBER:
+        return None
+    return _finish(_D.barrier(group=None if pg is None else pg._handle), async_op)
+
+
+def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
+              use_local_synchronization=False, group_desc=None, device_id=None):  # fmt: skip
+    """torch's new_group: a group of the listed world ranks (all of them when None), in that
+    order. Every rank of the world calls it with the same list; the ranks outside get a group
+    whose collectives do nothing for them. Its collectives run on MPI (CPU tensors)."""
+    _require_init()
+    world = list(range(get_world_size()))
+    ranks = world if ranks is None else sorted(int(r) for r in ranks)
+    # without a timeout, the default group's (init_process_group's) applies
+    seconds = -1.0 if timeout is None else timeout
+    seconds = seconds.total_seconds() if isinstance(seconds, datetime.timedelta) else seconds
+    handle = _D.new_group(ranks, float(seconds))
+    return _groups.ProcessGroup(ranks, handle, get_rank())

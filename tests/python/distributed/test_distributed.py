@@ -146,6 +146,19 @@ def test_mismatched_tensors_are_an_error_on_every_rank():
                "different sizes (4 to 5 elements" in run.stdout, run.stdout  # fmt: skip
 
 
+def test_new_group_with_different_lists_or_a_missing_rank_is_an_error_not_a_hang():
+    run = kilnrun(2, "worker_faults.py", "groups", timeout=60)
+    assert run.returncode != 0
+    for r in (0, 1):
+        assert f"rank {r} raised: kiln.distributed.new_group: the ranks passed different rank " \
+               "lists" in run.stdout, run.stdout  # fmt: skip
+    start = time.monotonic()
+    run = kilnrun(2, "worker_faults.py", "skip_group", timeout=60)
+    assert run.returncode != 0
+    assert "on rank 0 of 2 did not complete within 3" in run.stdout, run.stdout
+    assert time.monotonic() - start < 30
+
+
 def test_kilnrun_builds_the_mpirun_command(monkeypatch):
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     import kilnrun as kr
@@ -258,3 +271,32 @@ def test_compiled_ddp_splits_at_buckets_and_trains_as_one_process(tmp_path):
     np.testing.assert_allclose(got["losses"], losses, rtol=1e-5)
     for k, v in model.state_dict().items():
         np.testing.assert_allclose(got[f"w_{k}"], v.numpy(), rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+def test_new_group_collectives_run_on_their_ranks_only(tmp_path):
+    run = kilnrun(4, "worker_groups.py", tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for r in range(4):
+        got = np.load(tmp_path / f"groups{r}.npz")
+        mine = [0, 2] if r % 2 == 0 else [1, 3]
+        assert list(got["rank"]) == [mine.index(r), -1, 2, -1, r]
+        np.testing.assert_array_equal(got["all_reduce"], [sum(q + 1 for q in mine),
+                                                          sum(10.0 * (q + 1) for q in mine)])
+        np.testing.assert_array_equal(got["broadcast"], np.full(3, mine[-1]))
+        np.testing.assert_array_equal(got["broadcast_group_src"], np.full(3, mine[0]))
+        np.testing.assert_array_equal(got["all_gather"], [[q, q * q] for q in mine])
+        total = sum(np.arange(4) + q for q in mine)
+        k = mine.index(r)
+        np.testing.assert_array_equal(got["reduce_scatter"], total[2 * k : 2 * k + 2])
+        np.testing.assert_array_equal(got["recv"], [0, 0] if r == mine[0] else [mine[0], 7])
+        np.testing.assert_array_equal(got["three"], [3.0] if r else [0.0])
+        assert got["three_rank"] == (r - 1 if r else -1)
+        np.testing.assert_array_equal(got["ddp_weight"], got["ddp_expected_weight"])
+        np.testing.assert_allclose(got["ddp_grad"],
+                                   [[np.mean([q + 1 for q in mine]), 2.0, 3.0]])  # fmt: skip
+        # FSDP over the pair: 10 parameters, 5 per rank; d(sum(W 1 + b)) sums to 8 + 2
+        assert got["fsdp_shard"] == 5 and got["fsdp_grad_sum"] == 10.0
+        assert bool(got["fsdp_state_same"])
+        bad_rank, twice, outside = (str(e) for e in got["errors"])
+        assert "rank 4 is not a rank of the 4" in bad_rank and "listed twice" in twice
+        assert "is not part of the group" in outside

@@ -1,5 +1,7 @@
 """Run under kilnrun with a fault: `skip` (rank 1 skips an all_reduce), `die` (rank 1 exits
-mid-step) or `mismatch` (the ranks pass different sizes). Every rank prints what happened."""
+mid-step), `mismatch` (the ranks pass different sizes), `groups` (the ranks pass different rank
+lists to new_group) or `skip_group` (rank 1 never calls new_group). Every rank prints what
+happened."""
 
 import os
 import sys
@@ -21,6 +23,11 @@ try:
             dist.all_reduce(kiln.ones(4))
     elif fault == "mismatch":
         dist.all_reduce(kiln.ones(4 + r))
+    elif fault == "groups":
+        dist.new_group([0, 1] if r == 0 else [1])
+    elif fault == "skip_group":
+        if r != 1:
+            dist.new_group([0])
     print(f"rank {r} finished", flush=True)
 except RuntimeError as e:
     print(f"rank {r} raised: {e}", flush=True)

@@ -103,12 +103,17 @@ class FullyShardedDataParallel(Module):
         self._state_dict_config = FullStateDictConfig()
         if auto_wrap_policy is not None:
             _auto_wrap(module, auto_wrap_policy, dict(sync_module_states=sync_module_states,
-                                                      sharding_strategy=strategy))
+                                                      sharding_strategy=strategy,
+                                                      process_group=process_group))
         self._fsdp_wrapped_module = module
+        self.process_group = process_group  # None: the world; else a group from new_group
+        if process_group is not None and dist.get_rank(process_group) < 0:
+            raise ValueError("FullyShardedDataParallel: this rank is not in process_group")
         if sync_module_states:
             with kiln.no_grad():
                 for t in _owned_tensors(module):
-                    dist.broadcast(t.detach(), src=0)
+                    src = 0 if process_group is None else process_group.ranks[0]
+                    dist.broadcast(t.detach(), src=src, group=process_group)
         self._sync = True
         self._shard(module)
 
@@ -153,7 +158,7 @@ class FullyShardedDataParallel(Module):
         if len(dtypes) > 1:
             raise ValueError("FullyShardedDataParallel flattens a unit's parameters into one "
                              f"buffer: they must share a dtype, got {dtypes}")
-        world, rank = dist.get_world_size(), dist.get_rank()
+        world, rank = dist.get_world_size(self.process_group), dist.get_rank(self.process_group)
         total = sum(p.numel() for p in params)
         self._chunk = max(1, math.ceil(total / world))
         dtype = params[0].dtype if params else kiln.get_default_dtype()
@@ -196,7 +201,8 @@ class FullyShardedDataParallel(Module):
             if released:
                 self._full._storage_resize_(self._full.numel() * self._full.element_size())
             kept = self._full._version
-            dist.all_gather_into_tensor(self._full, self._flat_param.detach())
+            dist.all_gather_into_tensor(self._full, self._flat_param.detach(),
+                                        group=self.process_group)
             if version == self._gathered:
                 # the same values the autograd graph's saved views were made from: they stay
                 # valid (a re-gather for the backward, or for a second forward)
@@ -228,7 +234,7 @@ class FullyShardedDataParallel(Module):
                     flat[offset : offset + view.numel()].copy_(view.grad.reshape(-1))
                 view.grad = None
             shard = kiln.empty(self._chunk, dtype=flat.dtype)
-            dist.reduce_scatter_tensor(shard, flat, op=dist.ReduceOp.AVG)
+            dist.reduce_scatter_tensor(shard, flat, op=dist.ReduceOp.AVG, group=self.process_group)
             if self._flat_param.grad is None:
                 self._flat_param.grad = shard
             else:
@@ -278,12 +284,12 @@ class FullyShardedDataParallel(Module):
             if norm_type == math.inf:
                 local = max((g.abs().max() for g in grads), default=kiln.tensor(0.0))
                 total = local.reshape(1).clone()
-                dist.all_reduce(total, op=dist.ReduceOp.MAX)
+                dist.all_reduce(total, op=dist.ReduceOp.MAX, group=self.process_group)
                 total = total[0]
             else:
                 local = sum((g.abs().pow(norm_type).sum() for g in grads), kiln.tensor(0.0))
                 total = local.reshape(1).clone()
-                dist.all_reduce(total, op=dist.ReduceOp.SUM)
+                dist.all_reduce(total, op=dist.ReduceOp.SUM, group=self.process_group)
                 total = total[0].pow(1.0 / norm_type)
             coef = (float(max_norm) / (total + 1e-6)).clamp(max=1.0)
             for g in grads:
@@ -385,10 +391,11 @@ class FullyShardedDataParallel(Module):
         for unit in self._units():
             full = kiln.empty_like(unit._full)
             with kiln.no_grad():
-                dist.all_gather_into_tensor(full, unit._flat_param.detach())
+                dist.all_gather_into_tensor(full, unit._flat_param.detach(),
+                                            group=unit.process_group)
             for view, offset in zip(unit._views, unit._offsets, strict=True):
                 values[id(view)] = full[offset : offset + view.numel()].view(view.shape)
-        if self._state_dict_config.rank0_only and dist.get_rank() != 0:
+        if self._state_dict_config.rank0_only and dist.get_rank(self.process_group) != 0:
             return out
         for name, t in self._named_views().items():
             if id(t) in values:
@@ -414,7 +421,7 @@ class FullyShardedDataParallel(Module):
             for name, t in named.items():
                 if name in state_dict:
                     t.copy_(state_dict[name])
-            rank = dist.get_rank()
+            rank = dist.get_rank(self.process_group)
             for unit in self._units():
                 unit._flat_param.copy_(unit._full[rank * unit._chunk : (rank + 1) * unit._chunk])
                 unit._gathered = unit._flat_param._version  # the full buffer holds it
@@ -440,7 +447,7 @@ class FullyShardedDataParallel(Module):
                         f"FullyShardedDataParallel: the local shard {key} has {got.numel()} "
                         f"elements where this rank's has {unit._flat_param.numel()}: a local "
                         f"state dict loads only at the world size it was saved at (this one: "
-                        f"{dist.get_world_size()})")
+                        f"{dist.get_world_size(self.process_group)})")
                 unit._flat_param.copy_(got)
                 unit._gathered = None  # the next forward gathers the loaded shards
             for key, b in buffers.items():

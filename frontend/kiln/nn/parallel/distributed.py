@@ -62,6 +62,10 @@ class DistributedDataParallel(Module):
                 "init_process_group."
             )
         self.module = module
+        self.process_group = process_group  # None: the world; else a group from new_group
+        if process_group is not None and dist.get_rank(process_group) < 0:
+            raise ValueError("DistributedDataParallel: this rank is not in process_group")
+        self._src = 0 if process_group is None else process_group.ranks[0]
         self.broadcast_buffers = broadcast_buffers
         self.find_unused_parameters = find_unused_parameters
         self._sync = True
@@ -75,7 +79,7 @@ class DistributedDataParallel(Module):
         self._params = [p for _, p in named]
         with kiln.no_grad():
             for t in list(module.parameters()) + list(module.buffers()):
-                dist.broadcast(t.detach(), src=0)
+                dist.broadcast(t.detach(), src=self._src, group=process_group)
         self._bucket_bytes = (25 if bucket_cap_mb is None else bucket_cap_mb) * 1024 * 1024
         self._buckets, self._bucket_of = self._make_buckets(self._bucket_bytes)
         self._ready = [False] * len(self._params)
@@ -126,7 +130,8 @@ class DistributedDataParallel(Module):
             g = p.grad if p.grad is not None else kiln.zeros_like(p)
             grads.append(g.detach().reshape(-1))
         bucket.flat = kiln.cat(grads) if len(grads) > 1 else grads[0].clone()
-        bucket.work = dist.all_reduce(bucket.flat, op=dist.ReduceOp.AVG, async_op=True)
+        bucket.work = dist.all_reduce(bucket.flat, op=dist.ReduceOp.AVG, group=self.process_group,
+                                      async_op=True)
         # MPI moves a non-blocking collective along only inside MPI calls: polling the ones in
         # flight at each start lets them advance while the backward computes
         for b in self._buckets:
@@ -180,7 +185,7 @@ class DistributedDataParallel(Module):
             # the others.
             with kiln.no_grad():
                 for b in self.module.buffers():
-                    dist.broadcast(b, src=0)
+                    dist.broadcast(b, src=self._src, group=self.process_group)
         out = self.module(*inputs, **kwargs)
         if training:
             self._expect_reduction = True
