@@ -7,9 +7,11 @@ one `host slots=K` line per machine, reachable by ssh) the job spans the listed 
 is the total. Each process's output lines start with `[rank]` (mpirun's --tag-output). kiln's
 threads per process default to the machine's cores divided by the local processes (torchrun
 sets OMP_NUM_THREADS=1; kiln keeps the cores busy instead), unless KILN_NUM_THREADS is set or
---threads is given. Each process reads its rank from MPI in kiln.distributed.init_process_group;
-RANK, WORLD_SIZE and LOCAL_RANK are not needed. If any process exits with an error, mpirun
-stops the others and kilnrun exits with that status.
+--threads is given. Each process gets torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+GROUP_RANK, MASTER_ADDR and MASTER_PORT (tools/kilnrun_worker.py sets them from Open MPI's before
+the script runs), so torch scripts that read them work unchanged; kiln.distributed's
+init_process_group takes the rank from MPI and checks them against it. If any process exits
+with an error, mpirun stops the others and kilnrun exits with that status.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def command(a, python=sys.executable, cores=None):
         cmd += ["--oversubscribe"]  # more processes than cores is allowed on one machine
     if hasattr(os, "getuid") and os.getuid() == 0:
         cmd += ["--allow-run-as-root"]
-    return cmd + [python, a.script, *a.args], env
+    worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kilnrun_worker.py")
+    return cmd + [python, worker, a.script, *a.args], env
 
 
 def main(argv=None) -> int:

@@ -13,15 +13,17 @@ _D = _C._distributed
 # up, "why_not" (said when a CUDA tensor reaches a collective).
 STATE: dict = {}
 
-_CHOICES = "'mpi', 'nccl', 'cpu:mpi,cuda:nccl' or None"
+_CHOICES = "'mpi' (or 'gloo'), 'nccl', 'cpu:mpi,cuda:nccl' or None"
 
 
 def parse_backend(backend):
     """What `backend` asks of CUDA tensors: "nccl", None (MPI only) or "auto" (backend=None:
-    NCCL when this machine can run it). Raises torch's ValueError for any other backend."""
+    NCCL when this machine can run it). "gloo", torch's CPU backend, means MPI here, so torch
+    scripts that ask for it run unchanged. Raises torch's ValueError for any other backend."""
     if backend is None:
         return "auto"
     text = str(backend).lower().replace(" ", "")
+    text = text.replace("gloo", "mpi")
     if text in ("mpi", "cpu:mpi"):
         return None
     if text in ("nccl", "cuda:nccl"):

@@ -19,11 +19,13 @@ from train_models import gpt_classes
 out_dir = sys.argv[1]
 gradient_accumulation_steps = 2; batch_size = 4; block_size = 16; max_iters = 6
 learning_rate = 6e-4; warmup_iters = 2; lr_decay_iters = 6; min_lr = 6e-5
-device = 'cpu'; dtype = 'float32'; compile = True
-ddp = int(os.environ.get('OMPI_COMM_WORLD_SIZE', 1)) > 1
+device = 'cpu'; dtype = 'float32'; compile = True; backend = 'gloo'
+ddp = int(os.environ.get('RANK', -1)) != -1 # is this a ddp run?
 if ddp:
-    init_process_group(backend='mpi')
-    ddp_rank = torch.distributed.get_rank(); ddp_world_size = torch.distributed.get_world_size()
+    init_process_group(backend=backend)
+    ddp_rank = int(os.environ['RANK'])
+    ddp_local_rank = int(os.environ['LOCAL_RANK'])
+    ddp_world_size = int(os.environ['WORLD_SIZE'])
     master_process = ddp_rank == 0; seed_offset = ddp_rank
     gradient_accumulation_steps //= ddp_world_size
 else:
