@@ -44,6 +44,7 @@ Library load() {
   resolve(lib, "MPI_Irecv", l.irecv);
   resolve(lib, "MPI_Test", l.test);
   resolve(lib, "MPI_Comm_split", l.commSplit);
+  resolve(lib, "MPI_Iprobe", l.iprobe);
   // Predefined handles are the addresses of these objects.
   auto handle = [&](const char *name) {
     void *sym = dlsym(lib, name);

@@ -24,6 +24,8 @@ struct Status {
 inline constexpr int kSuccess = 0;
 inline void *const kInPlace = reinterpret_cast<void *>(1); // Open MPI's MPI_IN_PLACE
 inline constexpr int kThreadSerialized = 2;
+inline constexpr int kThreadMultiple = 3;
+inline constexpr int kAnySource = -1, kAnyTag = -1;
 inline constexpr int kUndefined = -32766; // Open MPI's MPI_UNDEFINED (a split color: no group)
 
 struct Library {
@@ -46,6 +48,7 @@ struct Library {
   int (*irecv)(void *, int, Datatype, int, int, Comm, Request *);
   int (*test)(Request *, int *, Status *);
   int (*commSplit)(Comm, int, int, Comm *);
+  int (*iprobe)(int, int, Comm, int *, Status *);
 
   Comm world, null;
   Errhandler errorsReturn;

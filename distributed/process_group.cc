@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
 #include <thread>
 
 namespace kiln::distributed {
@@ -111,7 +114,69 @@ std::function<void()> keeping(Tensor t) {
 
 ProcessGroup *gWorld = nullptr;
 
+/// Open MPI moves a non-blocking collective along only inside MPI calls, so without help an
+/// all-reduce started from a backward hook would sit still until the step waits for it. While any
+/// operation is open, this thread probes MPI every few tens of microseconds (MPI_Iprobe touches
+/// no request of ours, so it may run beside the caller's MPI_Test under MPI_THREAD_MULTIPLE),
+/// which moves them all; DistributedDataParallel's buckets then travel while the backward
+/// computes. It sleeps while nothing is open.
+class Progress {
+public:
+  void opened() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable())
+      thread_ = std::thread([this] { loop(); });
+    if (++open_ == 1)
+      wake_.notify_one();
+  }
+  void closed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    --open_;
+  }
+  /// Before MPI_Finalize: no MPI call may follow it.
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      wake_.notify_one();
+    }
+    if (thread_.joinable())
+      thread_.join();
+  }
+
+private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      wake_.wait(lock, [this] { return open_ > 0 || stop_; });
+      if (stop_)
+        return;
+      lock.unlock();
+      int flag = 0;
+      mpi::Status status{};
+      lib().iprobe(mpi::kAnySource, mpi::kAnyTag, lib().world, &flag, &status);
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::thread thread_;
+  int open_ = 0;
+  bool stop_ = false;
+};
+
+/// The progress thread, when MPI runs with MPI_THREAD_MULTIPLE (null otherwise, and after
+/// finalize: operations then advance only while the caller tests or waits).
+Progress *gProgress = nullptr;
+
 } // namespace
+
+Work::~Work() {
+  if (progressed_ && gProgress)
+    gProgress->closed();
+}
 
 const char *reduceOpName(ReduceOp op) {
   switch (op) {
@@ -139,6 +204,9 @@ bool Work::isCompleted() {
     if (!flag)
       return false;
     request_ = nullptr; // MPI_REQUEST_NULL once complete
+    if (progressed_ && gProgress)
+      gProgress->closed();
+    progressed_ = false;
   } else if (poll_) {
     if (!poll_())
       return false;
@@ -183,7 +251,9 @@ ProcessGroup &ProcessGroup::world(double timeoutSeconds) {
     check(l.initialized(&already), "MPI_Initialized");
     if (!already) {
       int provided = 0;
-      check(l.initThread(nullptr, nullptr, mpi::kThreadSerialized, &provided), "MPI_Init");
+      check(l.initThread(nullptr, nullptr, mpi::kThreadMultiple, &provided), "MPI_Init");
+      if (provided >= mpi::kThreadMultiple && !std::getenv("KILN_MPI_NO_PROGRESS_THREAD"))
+        gProgress = new Progress();
     }
     // Errors come back as codes (kiln raises them) instead of aborting the job.
     check(l.commSetErrhandler(l.world, l.errorsReturn), "MPI_Comm_set_errhandler");
@@ -209,6 +279,11 @@ void ProcessGroup::finalize() {
     return;
   KILN_CHECK(isWorld_, "kiln.distributed: destroy_process_group of a group from new_group is not "
                        "supported; destroy the default group (MPI ends with it)");
+  if (gProgress) {
+    gProgress->stop();
+    delete gProgress;
+    gProgress = nullptr;
+  }
   int done = 0;
   lib().finalized(&done);
   if (!done)
@@ -225,6 +300,10 @@ WorkPtr ProcessGroup::start(std::string what, std::function<void()> finish) {
   w->timeoutSeconds_ = timeoutSeconds_;
   w->rank_ = rank_;
   w->size_ = size_;
+  if (gProgress) { // every operation started here opens an MPI request
+    gProgress->opened();
+    w->progressed_ = true;
+  }
   return w;
 }
 

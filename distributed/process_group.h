@@ -3,11 +3,13 @@
 /// kilnrun) and the collectives of torch.distributed on CPU tensors, over Open MPI. It also
 /// bootstraps the NCCL group of CUDA tensors (nccl_group.h), whose operations are the same Work.
 ///
-/// Each operation is started non-blocking and finished by Work::wait, which polls it with a
-/// deadline: a rank that died, skipped the collective or passed a different tensor makes the
-/// others raise an error naming the operation and the rank within the group's timeout, never
-/// hang. Before each collective the ranks compare what they pass (element count and dtype) in
-/// one small all-reduce, so a mismatch is an error on every rank instead of corrupt data.
+/// Each operation is started non-blocking, moved along by a progress thread while the caller
+/// computes (MPI_THREAD_MULTIPLE; KILN_MPI_NO_PROGRESS_THREAD=1 turns it off), and finished by
+/// Work::wait, which polls it with a deadline: a rank that died, skipped the collective or passed a
+/// different tensor makes the others raise an error naming the operation and the rank within the
+/// group's timeout, never hang. Before each collective the ranks compare what they pass (element
+/// count and dtype) in one small all-reduce, so a mismatch is an error on every rank instead of
+/// corrupt data.
 
 #include "runtime/tensor.h"
 
@@ -26,6 +28,10 @@ const char *reduceOpName(ReduceOp op);
 /// completion `poll_` tests (nccl_group.h).
 class Work {
 public:
+  Work() = default;
+  Work(const Work &) = delete;
+  Work &operator=(const Work &) = delete;
+  ~Work();
   /// Polls once; true when finished (its result written).
   bool isCompleted();
   /// Blocks until finished; throws when the group's timeout passes first.
@@ -45,6 +51,7 @@ private:
   double timeoutSeconds_ = 0;
   int rank_ = 0, size_ = 0;
   bool done_ = false;
+  bool progressed_ = false; ///< counted by the progress thread while its request is open
 };
 using WorkPtr = std::shared_ptr<Work>;
 

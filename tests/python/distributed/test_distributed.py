@@ -159,6 +159,13 @@ def test_new_group_with_different_lists_or_a_missing_rank_is_an_error_not_a_hang
     assert time.monotonic() - start < 30
 
 
+def test_an_async_all_reduce_moves_on_while_the_rank_computes():
+    run = kilnrun(2, "worker_progress.py", timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for r in (0, 1):
+        assert f"rank {r} completed while computing: True; sum {2.0 * (4 << 20)}" in run.stdout
+
+
 def test_kilnrun_builds_the_mpirun_command(monkeypatch):
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     import kilnrun as kr

@@ -1,17 +1,18 @@
 """DistributedDataParallel: torch's data-parallel wrapper on kiln.distributed (Open MPI).
 
-At construction the parameters and buffers are broadcast from rank 0, so every process starts
-from the same model. The parameters that require grad are grouped into buckets of about
-``bucket_cap_mb`` megabytes, in reverse registration order (the order the backward produces their
-gradients). A post-accumulate-grad hook on each parameter counts it ready; when a bucket's last
-gradient has accumulated, the bucket is flattened and its all-reduce starts without waiting,
-so the next layers' backward runs while it travels. When the last bucket has started, all are
-waited for and each ``.grad`` becomes the average over ranks. ``no_sync()`` skips the reduction
-(gradients accumulate locally, and the next synchronized backward averages the sum), and
-``find_unused_parameters=True`` marks the parameters the forward's outputs do not reach ready at
-the end of the forward, as torch does. Buffers (BatchNorm statistics) are broadcast from rank 0
-before each synchronized training forward when ``broadcast_buffers`` (the default); a forward
-under no_grad or with the reduction off runs locally, with no collective.
+At construction the parameters and buffers are broadcast from rank 0, so every process starts from
+the same model. The parameters that require grad are grouped into buckets of about ``bucket_cap_mb``
+megabytes (the first at most 1 MiB, as torch's), in reverse registration order (the order the
+backward produces their gradients). A post-accumulate-grad hook on each parameter counts it ready;
+when a bucket's last gradient has accumulated, the bucket is flattened and its all-reduce starts
+without waiting (kiln.distributed's progress thread moves it along), so the next layers' backward
+runs while it travels. When the last bucket has started, all are waited for and each ``.grad``
+becomes the average over ranks. ``no_sync()`` skips the reduction (gradients accumulate locally, and
+the next synchronized backward averages the sum), and ``find_unused_parameters=True`` marks the
+parameters the forward's outputs do not reach ready at the end of the forward, as torch does.
+Buffers (BatchNorm statistics) are broadcast from rank 0 before each synchronized training forward
+when ``broadcast_buffers`` (the default); a forward under no_grad or with the reduction off runs
+locally, with no collective.
 
 Under ``kiln.compile`` (of the DDP module, or of code that calls it) the training graph is cut
 at gradient-bucket boundaries (kiln/_capture/ddp_split.py), so each compiled part's backward
@@ -98,7 +99,10 @@ class DistributedDataParallel(Module):
         for i in reversed(range(len(self._params))):
             p = self._params[i]
             nbytes = p.numel() * p.element_size()
-            if current and (size + nbytes > cap or p.dtype != dtype):
+            # as torch's: the first bucket (the last layers) holds at most 1 MiB, so the first
+            # all-reduce starts early in the backward
+            limit = min(cap, _FIRST_BUCKET_BYTES) if not buckets else cap
+            if current and (size + nbytes > limit or p.dtype != dtype):
                 buckets.append(_Bucket(current))
                 current, size = [], 0
             current.append(i)
@@ -214,6 +218,7 @@ class DistributedDataParallel(Module):
             self._sync = before
 
 
+_FIRST_BUCKET_BYTES = 1024 * 1024
 _LIVE: weakref.WeakSet = weakref.WeakSet()  # every DistributedDataParallel alive
 
 
