@@ -71,7 +71,7 @@ def test_collectives_equal_numpy(tmp_path, n):
 
 def one_process_gpt_training():
     """What the DDP and FSDP workers train, in one process on the whole batch: the GPT from rank
-    0's initial weights (which they broadcast), 5 SGD-momentum steps with gradient clipping.
+    0's initial weights (which they broadcast), 10 SGD-momentum steps with gradient clipping.
     Returns (model, idx, tgt, losses)."""
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     from train_models import gpt_classes
@@ -82,7 +82,7 @@ def one_process_gpt_training():
     rng = np.random.default_rng(0)
     idx, tgt = rng.integers(0, 32, (4, 8)), rng.integers(0, 32, (4, 8))
     losses = []
-    for _ in range(5):
+    for _ in range(10):
         _, loss = model(kiln.tensor(idx), kiln.tensor(tgt))
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -111,6 +111,8 @@ def test_ddp_trains_as_one_process_on_the_whole_batch(tmp_path):
     (mlp(x).pow(2).sum() / 2).backward()
     for i, p in enumerate(mlp.parameters()):
         np.testing.assert_allclose(got[f"mlp_grad{i}"], p.grad.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got[f"view_grad{i}"], p.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert got["view_storages"] == 1  # gradient_as_bucket_view: all in the one bucket's memory
     # kiln.compile of the DDP model (one compiled part, no eager node, on every rank): its
     # averaged gradients of the whole shard equal one process's of the whole batch
     for p in mlp.parameters():
@@ -316,3 +318,34 @@ def test_new_group_collectives_run_on_their_ranks_only(tmp_path):
         bad_rank, twice, outside = (str(e) for e in got["errors"])
         assert "rank 4 is not a rank of the 4" in bad_rank and "listed twice" in twice
         assert "is not part of the group" in outside
+
+
+@pytest.mark.parametrize("wrapper, mode", [("ddp", "eager"), ("ddp", "compiled"),
+                                           ("fsdp", "eager")])  # fmt: skip
+def test_a_conv_net_with_sync_batchnorm_trains_as_one_process(tmp_path, wrapper, mode):
+    """SyncBatchNorm's statistics and gradients span the ranks, so DDP and FSDP on half-batches
+    train as one process with BatchNorm on the whole batch (weights and running statistics)."""
+    run = kilnrun(2, "worker_conv.py", tmp_path, os.path.join(ROOT, "bench"), wrapper, mode)
+    assert run.returncode == 0, run.stdout + run.stderr
+    got = np.load(tmp_path / "conv.npz")
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    from train_models import conv_net
+
+    kiln.manual_seed(200)
+    model = conv_net(kiln)
+    opt = kiln.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 3, 12, 12)).astype(np.float32)
+    y = rng.integers(0, 10, 8)
+    losses = []
+    for _ in range(10):
+        loss = kiln.nn.functional.cross_entropy(model(kiln.tensor(x)), kiln.tensor(y))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    np.testing.assert_allclose(got["losses"], losses, rtol=1e-4)
+    state = model.state_dict()
+    assert sorted(k[2:] for k in got.files if k.startswith("w_")) == sorted(state)
+    for k, v in state.items():
+        np.testing.assert_allclose(got[f"w_{k}"], v.numpy(), rtol=1e-3, atol=1e-5, err_msg=k)

@@ -26,7 +26,7 @@ data = kiln.utils.data.TensorDataset(kiln.tensor(idx), kiln.tensor(tgt))
 sampler = kiln.utils.data.DistributedSampler(data, shuffle=False)  # rows r, r + n, ...
 loader = kiln.utils.data.DataLoader(data, batch_size=4 // n, sampler=sampler)
 losses = []
-for epoch in range(5):
+for epoch in range(10):
     sampler.set_epoch(epoch)
     (xb, yb), *rest = list(loader)
     assert not rest  # one batch per rank per epoch
@@ -67,6 +67,18 @@ with ddp2.no_sync():
 ddp2(mine[2:]).pow(2).sum().backward()
 mlp_grads = [p.grad.numpy() for p in mlp.parameters()]
 
+# gradient_as_bucket_view: the same gradients, as views of one bucket's memory
+twin = kiln.nn.Sequential(kiln.nn.Linear(6, 8), kiln.nn.Tanh(), kiln.nn.Linear(8, 2))
+with kiln.no_grad():
+    for a, b in zip(twin.parameters(), mlp.parameters(), strict=True):
+        a.copy_(b)
+ddp3 = kiln.nn.parallel.DistributedDataParallel(twin, gradient_as_bucket_view=True)
+with ddp3.no_sync():
+    ddp3(mine[:2]).pow(2).sum().backward()
+ddp3(mine[2:]).pow(2).sum().backward()
+view_grads = [p.grad.numpy() for p in twin.parameters()]
+view_storages = len({p.grad._storage_ptr() for p in twin.parameters()})
+
 # kiln.compile(ddp): the wrapped model's forward and backward compile; the reduction is DDP's
 from kiln._capture.backend_compiled import CpuBackend  # noqa: E402
 
@@ -82,4 +94,6 @@ if r == 0:
     weights = {f"w_{k}": v for k, v in state.items()}
     grads = {f"mlp_grad{i}": g for i, g in enumerate(mlp_grads)}
     grads.update({f"compiled_grad{i}": g for i, g in enumerate(compiled_grads)})
+    grads.update({f"view_grad{i}": g for i, g in enumerate(view_grads)})
+    grads["view_storages"] = view_storages
     np.savez(f"{out_dir}/ddp.npz", losses=np.array(losses), **weights, **grads)

@@ -51,7 +51,7 @@ idx = rng.integers(0, 32, (4, 8))
 tgt = rng.integers(0, 32, (4, 8))
 rows = slice(r * 4 // n, (r + 1) * 4 // n)
 losses = []
-for _ in range(5):
+for _ in range(10):
     events.clear()
     _, loss = compiled(kiln.tensor(idx[rows]), kiln.tensor(tgt[rows]))
     opt.zero_grad(set_to_none=True)

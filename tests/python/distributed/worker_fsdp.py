@@ -37,7 +37,7 @@ rng = np.random.default_rng(0)
 idx, tgt = rng.integers(0, 32, (4, 8)), rng.integers(0, 32, (4, 8))
 mine = slice(r * 4 // n, (r + 1) * 4 // n)
 losses = []
-for _ in range(5):
+for _ in range(10):
     _, loss = run(kiln.tensor(idx[mine]), kiln.tensor(tgt[mine]))
     opt.zero_grad(set_to_none=True)
     loss.backward()

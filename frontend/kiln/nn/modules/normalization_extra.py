@@ -5,6 +5,7 @@ from __future__ import annotations
 import kiln
 from kiln import distributed
 from kiln.nn import functional as F
+from kiln.nn._sync_batch_norm import SyncBatchNormFunction
 from kiln.nn.modules.batchnorm import _BatchNorm
 from kiln.nn.modules.module import Module
 
@@ -30,9 +31,9 @@ class LocalResponseNorm(Module):
 
 
 class SyncBatchNorm(_BatchNorm):
-    """Batch norm over (N, C, *) input whose statistics, in torch, are reduced over the
-    processes of a group when training. In one process it normalizes as BatchNorm does; training
-    in a process group of several processes raises NotImplementedError."""
+    """Batch norm over (N, C, *) input whose training statistics are those of the whole batch
+    over the processes of ``process_group`` (the world by default; kiln/nn/_sync_batch_norm.py);
+    in one process, and in evaluation, it normalizes as BatchNorm does."""
 
     def __init__(
         self,
@@ -60,20 +61,30 @@ class SyncBatchNorm(_BatchNorm):
         if input.size(1) == 0:
             raise ValueError("SyncBatchNorm number of input channels should be non-zero")
 
-    def _check_single_process(self) -> None:
+    def _synchronized(self) -> bool:
         # The world size as init_process_group recorded it: a read that kiln.compile captures,
         # where calling distributed.is_initialized() would break the graph.
-        if self.training and distributed._WORLD.get("size", 1) > 1:
-            raise NotImplementedError(
-                "SyncBatchNorm: synchronizing batch statistics across processes is not "
-                "implemented in kiln; use BatchNorm (per-process statistics) instead"
-            )
+        if not self.training or distributed._WORLD.get("size", 1) == 1:
+            return False
+        return self.process_group is None or self.process_group.size() > 1
 
     def forward(self, input):
         self._check_input_dim(input)
         self._check_non_zero_input_channels(input)
-        self._check_single_process()
-        return super().forward(input)
+        if not self._synchronized():
+            return super().forward(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+            if self.momentum is None:
+                factor = 1.0 / float(self.num_batches_tracked)
+        out, mean, var = SyncBatchNormFunction.apply(input, self.weight, self.bias, self.eps,
+                                                     self.process_group)  # fmt: skip
+        if self.track_running_stats and self.running_mean is not None:
+            with kiln.no_grad():
+                self.running_mean.mul_(1 - factor).add_(mean * factor)
+                self.running_var.mul_(1 - factor).add_(var * factor)
+        return out
 
     @classmethod
     def convert_sync_batchnorm(cls, module, process_group=None):

@@ -69,6 +69,7 @@ class DistributedDataParallel(Module):
         self._src = 0 if process_group is None else process_group.ranks[0]
         self.broadcast_buffers = broadcast_buffers
         self.find_unused_parameters = find_unused_parameters
+        self.gradient_as_bucket_view = gradient_as_bucket_view
         self._sync = True
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         if not named:
@@ -158,7 +159,9 @@ class DistributedDataParallel(Module):
                     p = self._params[i]
                     n = p.numel()
                     averaged = bucket.flat[offset : offset + n].view(p.shape)
-                    if p.grad is None:
+                    if self.gradient_as_bucket_view:
+                        p.grad = averaged  # a view of the bucket: no copy, no second buffer
+                    elif p.grad is None:
                         p.grad = averaged.clone()
                     else:
                         p.grad.copy_(averaged)
