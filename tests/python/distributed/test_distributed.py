@@ -67,6 +67,19 @@ def test_collectives_equal_numpy(tmp_path, n):
     np.testing.assert_array_equal(
         ranks[0]["reduce"], np.max([data(q, "float64") for q in range(n)], axis=0)
     )
+    # the async ones, all in flight at once, of every dtype
+    for r, got in enumerate(ranks):
+        for dt in ("float32", "float64", "float16", "bfloat16", "int64"):
+            np_dt = "float32" if dt == "bfloat16" else dt
+            np.testing.assert_array_equal(got[f"async_broadcast_{dt}"], data(0, np_dt, (2, 3)))
+            np.testing.assert_array_equal(got[f"async_all_gather_into_tensor_{dt}"],
+                                          np.concatenate([data(q, np_dt, (4,)) for q in range(n)]))
+            total = sum(data(q, "float64", (n * 3,)) for q in range(n))
+            np.testing.assert_array_equal(got[f"async_reduce_scatter_{dt}"],
+                                          total[r * 3 : (r + 1) * 3])  # fmt: skip
+            if r == n - 1:
+                np.testing.assert_array_equal(got[f"async_reduce_{dt}"],
+                                              sum(data(q, "float64") for q in range(n)))
 
 
 def one_process_gpt_training():

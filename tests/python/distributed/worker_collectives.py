@@ -51,5 +51,28 @@ else:
     dist.recv(ring, src=(r - 1) % n)
     dist.send(kiln.tensor(data(r, "float32")), dst=(r + 1) % n)
 got["ring"] = ring.numpy()
+# every collective of every dtype started at once (async_op=True), then waited for in reverse
+works, results = [], {}
+for dt in ("float32", "float64", "float16", "bfloat16", "int64"):
+    np_dt = "float32" if dt == "bfloat16" else dt
+    kdt = getattr(kiln, dt)
+    b = kiln.tensor(data(r, np_dt, (2, 3))).to(kdt)
+    works.append(dist.broadcast(b, src=0, async_op=True))
+    g = kiln.zeros(n * 4, dtype=kdt)
+    works.append(dist.all_gather_into_tensor(g, kiln.tensor(data(r, np_dt, (4,))).to(kdt),
+                                             async_op=True))  # fmt: skip
+    s = kiln.zeros(3, dtype=kdt)
+    works.append(dist.reduce_scatter_tensor(s, kiln.tensor(data(r, np_dt, (n * 3,))).to(kdt),
+                                            async_op=True))  # fmt: skip
+    d = kiln.tensor(data(r, np_dt)).to(kdt)
+    works.append(dist.reduce(d, dst=n - 1, op=dist.ReduceOp.SUM, async_op=True))
+    results[dt] = (b, g, s, d)
+for work in reversed(works):
+    work.wait()
+for dt, tensors in results.items():
+    for name, t in zip(("broadcast", "all_gather_into_tensor", "reduce_scatter", "reduce"),
+                       tensors, strict=True):  # fmt: skip
+        if name != "reduce" or r == n - 1:
+            got[f"async_{name}_{dt}"] = t.float().numpy()
 dist.barrier()
 np.savez(f"{out_dir}/rank{r}.npz", **got)
