@@ -153,6 +153,9 @@ def main(argv=None) -> int:
         r = run(ranks, args.steps)
         for variant in ("ddp", "ddp compiled", "fsdp", "fsdp compiled"):
             k, t = r[f"kiln {variant}"], r.get(f"torch {variant}", {"error": "not run"})
+            if "step" not in k:
+                lines.append(f"| {ranks} | {variant} | n/a ({k['error']}) | | | | | |")
+                continue
             rate = [f"{1 / v['step']:.2f}" if "step" in v else f"n/a ({v['error']})"
                     for v in (k, t)]  # fmt: skip
             ratio = f"{k['step'] / t['step']:.2f}" if "step" in k and "step" in t else "n/a"

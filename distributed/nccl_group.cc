@@ -9,10 +9,12 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 namespace kiln::distributed {
 
@@ -227,9 +229,30 @@ NcclGroup::~NcclGroup() {
   } catch (const std::exception &) {
     return; // the context is gone, and the communicator's memory with it
   }
-  // Destroy waits for the communicator's queued work, which is fine while the peers are alive;
-  // after a failure only abort returns.
-  if (state_->failure.empty())
+  // ncclCommDestroy waits, without a deadline, for the communicator's queued work, which never
+  // ends when a peer died while a collective was queued (an async bucket whose Work was dropped
+  // while an error unwound). Wait for the device with the group's timeout first; abort when it
+  // does not drain, or after a failure.
+  bool drained = state_->failure.empty();
+  if (drained) {
+    try {
+      CudaEvent done(*state_->driver, device_, CudaEvent::kDisableTiming);
+      done.record();
+      using Clock = std::chrono::steady_clock;
+      auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(world_.timeoutSeconds()));
+      while (drained && !done.query()) {
+        nccl::Result async = nccl::kSuccess;
+        state_->lib->commGetAsyncError(state_->comm, &async);
+        drained =
+            Clock::now() < deadline && (async == nccl::kSuccess || async == nccl::kInProgress);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    } catch (const std::exception &) {
+      drained = false;
+    }
+  }
+  if (drained)
     state_->lib->commDestroy(state_->comm);
   else
     state_->lib->commAbort(state_->comm);

@@ -9,6 +9,7 @@
 #include <climits>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -252,7 +253,8 @@ ProcessGroup &ProcessGroup::world(double timeoutSeconds) {
     if (!already) {
       int provided = 0;
       check(l.initThread(nullptr, nullptr, mpi::kThreadMultiple, &provided), "MPI_Init");
-      if (provided >= mpi::kThreadMultiple && !std::getenv("KILN_MPI_NO_PROGRESS_THREAD"))
+      const char *off = std::getenv("KILN_MPI_NO_PROGRESS_THREAD");
+      if (provided >= mpi::kThreadMultiple && !(off && *off && std::strcmp(off, "0") != 0))
         gProgress = new Progress();
     }
     // Errors come back as codes (kiln raises them) instead of aborting the job.

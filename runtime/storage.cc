@@ -112,6 +112,10 @@ std::shared_ptr<Storage> Storage::borrow(void *data, size_t nbytes, Device devic
 void Storage::resize(size_t nbytes) {
   if (nbytes == nbytes_ && !released_)
     return;
+  KILN_CHECK(nbytes == 0 || nbytes >= madeBytes_,
+             "Storage.resize_: {} bytes is below the {} the storage was made with (views may "
+             "reach past it); resize to 0 to release it, or to at least {}",
+             nbytes, madeBytes_, madeBytes_);
   size_t kept = released_ ? 0 : std::min(nbytes, nbytes_);
   KILN_CHECK(!kept || device_.type == DeviceType::CPU,
              "Storage.resize_: keeping the contents of {} memory is not supported; resize to 0 "

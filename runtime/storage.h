@@ -31,7 +31,8 @@ public:
                                          std::function<void()> release);
 
   Storage(void *data, size_t nbytes, Device device, std::function<void()> release)
-      : data_(data), nbytes_(nbytes), device_(device), release_(std::move(release)) {}
+      : data_(data), nbytes_(nbytes), device_(device), release_(std::move(release)),
+        madeBytes_(nbytes) {}
   ~Storage();
   Storage(const Storage &) = delete;
   Storage &operator=(const Storage &) = delete;
@@ -44,7 +45,11 @@ public:
     return data_;
   }
   /// The address on the storage's device (a device address for CUDA: never dereference it here).
-  void *address() const { return data_; }
+  void *address() const {
+    if (released_) [[unlikely]]
+      failHostAccess();
+    return data_;
+  }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
@@ -53,7 +58,9 @@ public:
   /// first min(old, new) bytes are kept. resize(0) releases the memory; reading a view then is
   /// an error until a resize gives it memory again. FullyShardedDataParallel frees gathered
   /// parameters this way between a unit's forward and its backward, where the autograd graph
-  /// still holds views of them.
+  /// still holds views of them. Only 0 or at least the size the storage was made with is
+  /// accepted (a smaller size would leave views past its end), and memory handed out elsewhere
+  /// (`numpy()`, DLPack, a collective in flight) must not be in use.
   void resize(size_t nbytes);
   bool released() const { return released_; }
 
@@ -76,6 +83,7 @@ private:
   std::atomic<int64_t> version_{0};
   int64_t countedBytes_ = 0; ///< host bytes hostMemoryStats counts for this storage
   bool released_ = false;    ///< resize(0) freed the memory
+  size_t madeBytes_ = 0;     ///< nbytes at construction: resize never goes below it but to 0
 };
 
 } // namespace kiln

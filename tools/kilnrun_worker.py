@@ -20,14 +20,14 @@ _FROM_MPI = {
     "WORLD_SIZE": "OMPI_COMM_WORLD_SIZE",
     "LOCAL_RANK": "OMPI_COMM_WORLD_LOCAL_RANK",
     "LOCAL_WORLD_SIZE": "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "GROUP_RANK": "OMPI_COMM_WORLD_NODE_RANK",
 }
 
 
 def torchrun_environment(env) -> dict:
     """torchrun's variables for a process whose Open MPI variables are in `env`."""
     out = {name: env[mpi] for name, mpi in _FROM_MPI.items() if mpi in env}
-    out.setdefault("GROUP_RANK", "0")
+    if "RANK" in out and "LOCAL_WORLD_SIZE" in out:  # the machine's index, kilnrun's layout
+        out["GROUP_RANK"] = str(int(out["RANK"]) // int(out["LOCAL_WORLD_SIZE"]))
     out["MASTER_ADDR"] = env.get("MASTER_ADDR", "127.0.0.1")
     out["MASTER_PORT"] = env.get("MASTER_PORT", "29500")
     return out

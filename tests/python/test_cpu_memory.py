@@ -47,6 +47,10 @@ def test_a_storage_resized_to_zero_frees_its_memory_and_its_views_see_new_memory
     assert kiln.cpu.memory_allocated() == base
     with pytest.raises(RuntimeError, match="memory was released"):
         view.sum()
+    with pytest.raises(RuntimeError, match="memory was released"):
+        view.data_ptr()
+    with pytest.raises(RuntimeError, match="below the 1048576 the storage was made with"):
+        full._storage_resize_(64)  # views past 64 bytes would read beyond it
     full._storage_resize_(1 << 20)
     assert kiln.cpu.memory_allocated() == base + (1 << 20)
     full.fill_(3.0)

@@ -34,7 +34,7 @@ def bucket_splits(calls: list[Node], inputs: list[Node]) -> set[int]:
     counted: set[int] = set()
     size = 0
     for i in range(len(calls) - 1, -1, -1):
-        if size >= cap:
+        if size and size >= cap:  # (a cap of 0 puts each parameter's uses in a part of its own)
             splits.add(id(calls[i + 1]))
             size = 0
         for a in nodes_in((calls[i].args, calls[i].kwargs)):

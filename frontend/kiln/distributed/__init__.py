@@ -12,13 +12,14 @@ Backends: ``"mpi"`` runs collectives on CPU tensors over Open MPI. ``"nccl"`` (o
 ``"cpu:mpi,cuda:nccl"``) also sets up NCCL for CUDA tensors: each collective goes to NCCL when its
 tensors are on CUDA and to MPI when they are on the CPU. ``backend=None`` is MPI plus NCCL when
 every rank has a CUDA device and libnccl (``pip install nvidia-nccl-cu13``, or ``KILN_NCCL_LIB``
-naming the library). Each rank's device is ``device_id=``, else LOCAL_RANK (or Open MPI's local
-rank) modulo the device count. NCCL collectives are queued on the stream kiln's CUDA ops run on,
-so they need no synchronization around them; ``wait()`` blocks until the device has finished
-one, and on timeout aborts the NCCL communicator (CUDA collectives cannot run again in that
-process). NCCL has no tags: a ``send`` matches the peer's next ``recv`` from this rank. Without a
-CUDA device or libnccl, ``init_process_group("nccl")`` raises a RuntimeError saying which is
-missing. The C++ side is distributed/process_group.h and distributed/nccl_group.h.
+naming the library), set up by the first collective on CUDA tensors, as torch's. Each rank's device
+is ``device_id=``, else LOCAL_RANK (or Open MPI's local rank) modulo the device count. NCCL
+collectives are queued on the stream kiln's CUDA ops run on, so they need no synchronization around
+them; ``wait()`` blocks until the device has finished one, and on timeout aborts the NCCL
+communicator (CUDA collectives cannot run again in that process). NCCL has no tags: a ``send``
+matches the peer's next ``recv`` from this rank. Without a CUDA device or libnccl,
+``init_process_group("nccl")`` raises a RuntimeError saying which is missing. The C++ side is
+distributed/process_group.h and distributed/nccl_group.h.
 """
 
 from __future__ import annotations
@@ -117,6 +118,10 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
 
 
 def destroy_process_group(group=None) -> None:
+    """Ends the default group (and MPI with it), or only `group`, a group from new_group."""
+    if group is not None and not getattr(group, "_is_world", False):
+        _groups.destroy(group)
+        return
     _nccl.teardown()  # NCCL's communicator first: MPI carried its setup
     _D.finalize()
     _WORLD.clear()
@@ -286,8 +291,9 @@ def send(tensor, dst=None, group=None, tag=0, group_dst=None):
 
 
 def recv(tensor, src=None, group=None, tag=0, group_src=None):
-    if (work := irecv(tensor, src, group, tag, group_src)) is not None:
-        work.wait()
+    if (work := irecv(tensor, src, group, tag, group_src)) is None:
+        return -1  # not a member of the group, as torch's
+    work.wait()
     return src if group_src is None else group_src
 
 
@@ -300,9 +306,10 @@ def barrier(group=None, async_op=False, device_ids=None):
 
 def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
               use_local_synchronization=False, group_desc=None, device_id=None):  # fmt: skip
-    """torch's new_group: a group of the listed world ranks (all of them when None), in that
-    order. Every rank of the world calls it with the same list; the ranks outside get a group
-    whose collectives do nothing for them. Its collectives run on MPI (CPU tensors)."""
+    """torch's new_group: a group of the listed world ranks (all of them when None), ranked in
+    ascending order of their world ranks. Every rank of the world calls it with the same list;
+    the ranks outside get a group whose collectives do nothing for them. Its collectives run on
+    MPI (CPU tensors)."""
     _require_init()
     world = list(range(get_world_size()))
     ranks = world if ranks is None else sorted(int(r) for r in ranks)

@@ -20,6 +20,7 @@ class ProcessGroup:
         self._handle = handle
         self._world_rank = world_rank
         self._is_world = is_world
+        self._destroyed = False
 
     def rank(self) -> int:
         return self.ranks.index(self._world_rank) if self._world_rank in self.ranks else -1
@@ -46,9 +47,23 @@ def resolve(group):
     if not isinstance(group, ProcessGroup):
         raise TypeError(f"kiln.distributed: group must be a group from new_group, got "
                         f"{type(group).__name__}")  # fmt: skip
+    if group._destroyed:
+        raise RuntimeError(f"kiln.distributed: the group of ranks {group.ranks} was destroyed")
     if group._handle is None:
         return NOT_MEMBER
     return group
+
+
+def destroy(group) -> None:
+    """destroy_process_group(group): its collectives are errors from now on (its communicator
+    goes with the process)."""
+    group._handle = None
+    group._destroyed = True
+
+
+def source_rank(group) -> int:
+    """The world rank whose tensors a wrapper broadcasts to the others: the group's first."""
+    return 0 if resolve(group) is None else group.ranks[0]
 
 
 def local_rank(name: str, group, global_rank, group_rank):

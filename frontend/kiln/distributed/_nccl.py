@@ -74,17 +74,32 @@ def setup(wanted, backend, device, world_size):
         STATE["why_not"] = f"init_process_group was given backend={backend!r}"
         return
     if wanted == "auto":
-        # The ranks decide together: NCCL's setup is collective, so a rank that cannot run it
-        # means no NCCL group anywhere rather than a hang.
+        # As torch's default: NCCL is set up by the first collective on CUDA tensors (which
+        # every rank calls), so a CPU-only script never touches a GPU or NCCL.
         why_not = _D.nccl_unavailable_reason()
-        able = kiln.tensor([0 if why_not else 1], dtype=kiln.int64)
-        if world_size > 1:
-            _D.all_reduce(able, _D.ReduceOp.MIN).wait()
-        if not able.item():
-            STATE["why_not"] = why_not or "another rank cannot run NCCL"
+        if why_not:
+            STATE["why_not"] = why_not
             return
+        STATE["lazy"] = (device, world_size)
+        STATE["backend"] = "cpu:mpi,cuda:nccl"
+        return
     _D.nccl_init(device)
-    STATE["backend"] = "cpu:mpi,cuda:nccl" if backend is None else str(backend).lower()
+    STATE["backend"] = str(backend).lower()
+
+
+def _start_lazily():
+    """backend=None's NCCL setup, at the first CUDA collective. The ranks decide together: the
+    setup is collective, so a rank that cannot run it means no NCCL group anywhere, not a hang."""
+    device, world_size = STATE.pop("lazy")
+    why_not = _D.nccl_unavailable_reason()
+    able = kiln.tensor([0 if why_not else 1], dtype=kiln.int64)
+    if world_size > 1:
+        _D.all_reduce(able, _D.ReduceOp.MIN).wait()
+    if not able.item():
+        STATE["why_not"] = why_not or "another rank cannot run NCCL"
+        STATE["backend"] = "mpi"
+        return
+    _D.nccl_init(device)
 
 
 def teardown():
@@ -107,6 +122,8 @@ def group_fn(name, *tensors):
     fn = _FUNCTIONS.get(name, name)
     if not any(t.device.type == "cuda" for t in tensors) or not _D.is_initialized():
         return getattr(_D, fn)  # MPI's, which also says when no group was initialized
+    if not _D.nccl_is_initialized() and "lazy" in STATE:
+        _start_lazily()
     if not _D.nccl_is_initialized():
         why = STATE.get("why_not", "")
         raise RuntimeError(

@@ -198,7 +198,7 @@ def test_kilnrun_builds_the_mpirun_command(monkeypatch):
 
     mpi = {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4",
            "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
-           "OMPI_COMM_WORLD_NODE_RANK": "1", "MASTER_PORT": "1234"}  # fmt: skip
+           "MASTER_PORT": "1234"}  # fmt: skip
     assert kw.torchrun_environment(mpi) == {
         "RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
         "GROUP_RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1234"}  # fmt: skip
@@ -284,6 +284,7 @@ def test_fsdp_trains_as_one_process_on_the_whole_batch(tmp_path, mode, strategy)
     assert shards == ["_flat_param", "transformer.h.0._flat_param", "transformer.h.1._flat_param"]
     assert got["local_same"] == 0.0
     assert "loads only at the world size it was saved at (this one: 2)" in str(got["wrong_world"])
+    np.testing.assert_allclose(got["frozen_norm"], got["frozen_reference"], rtol=1e-5)
 
 
 def test_compiled_ddp_splits_at_buckets_and_trains_as_one_process(tmp_path):
@@ -328,9 +329,12 @@ def test_new_group_collectives_run_on_their_ranks_only(tmp_path):
         # FSDP over the pair: 10 parameters, 5 per rank; d(sum(W 1 + b)) sums to 8 + 2
         assert got["fsdp_shard"] == 5 and got["fsdp_grad_sum"] == 10.0
         assert bool(got["fsdp_state_same"])
-        bad_rank, twice, outside = (str(e) for e in got["errors"])
+        np.testing.assert_allclose(got["ddp_cap0_grad"], got["ddp_grad"])
+        bad_rank, twice, outside, destroyed = (str(e) for e in got["errors"])
         assert "rank 4 is not a rank of the 4" in bad_rank and "listed twice" in twice
         assert "is not part of the group" in outside
+        assert "the group of ranks [1, 2, 3] was destroyed" in destroyed
+        assert bool(got["world_alive"]) and got["recv_off_group"] == -1
 
 
 @pytest.mark.parametrize("wrapper, mode", [("ddp", "eager"), ("ddp", "compiled"),
@@ -362,3 +366,44 @@ def test_a_conv_net_with_sync_batchnorm_trains_as_one_process(tmp_path, wrapper,
     assert sorted(k[2:] for k in got.files if k.startswith("w_")) == sorted(state)
     for k, v in state.items():
         np.testing.assert_allclose(got[f"w_{k}"], v.numpy(), rtol=1e-3, atol=1e-5, err_msg=k)
+
+
+def test_sync_batchnorm_over_ranks_equals_batchnorm_of_the_whole_batch(tmp_path):
+    torch = pytest.importorskip("torch")
+    run = kilnrun(2, "worker_syncbn.py", tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    got = [np.load(tmp_path / f"syncbn{r}.npz") for r in range(2)]
+    rng = np.random.default_rng(5)
+    x = (30.0 + 0.1 * rng.standard_normal((8, 3, 5, 5))).astype(np.float32)
+    dy = rng.standard_normal((8, 3, 5, 5)).astype(np.float32)
+    for dtype, tol in (("float32", 1e-4), ("float16", 2e-2), ("bfloat16", 5e-2)):
+        # the reference sees the same rounded inputs, computed in float32
+        xr = torch.tensor(x).to(getattr(torch, dtype)).float()
+        for affine in (True, False):
+            for momentum in (0.1, None):
+                key = f"{dtype}_{affine}_{momentum}"
+                bn = torch.nn.BatchNorm2d(3, affine=affine, momentum=momentum)
+                if affine:
+                    with torch.no_grad():
+                        bn.weight.copy_(torch.tensor([1.0, 2.0, 0.5]))
+                        bn.bias.copy_(torch.tensor([0.0, -1.0, 3.0]))
+                xt = xr.clone().requires_grad_(True)
+                y = bn(xt)
+                y.backward(torch.tensor(dy).to(getattr(torch, dtype)).float())
+                for r in range(2):
+                    rows = slice(4 * r, 4 * r + 4)
+                    np.testing.assert_allclose(got[r][f"y_{key}"], y.detach()[rows].numpy(),
+                                               rtol=tol, atol=tol, err_msg=key)  # fmt: skip
+                    # each rank's loss is half the batch's; DDP's average of the ranks' parameter
+                    # gradients is the whole batch's
+                    np.testing.assert_allclose(got[r][f"dx_{key}"], xt.grad[rows].numpy(),
+                                               rtol=tol, atol=tol * 20, err_msg=key)  # fmt: skip
+                    np.testing.assert_allclose(got[r][f"mean_{key}"], bn.running_mean.numpy(),
+                                               rtol=1e-4, err_msg=key)  # fmt: skip
+                    np.testing.assert_allclose(got[r][f"var_{key}"], bn.running_var.numpy(),
+                                               rtol=tol, atol=1e-5, err_msg=key)  # fmt: skip
+                if affine:
+                    for name, ref in (("dw", bn.weight.grad), ("db", bn.bias.grad)):
+                        both = got[0][f"{name}_{key}"] + got[1][f"{name}_{key}"]
+                        np.testing.assert_allclose(both, ref.numpy(), rtol=tol, atol=tol * 10,
+                                                   err_msg=f"{name} {key}")  # fmt: skip

@@ -108,6 +108,24 @@ local_keys = sorted(local)
 with kiln.no_grad():
     local_same = float((fresh_local(*args)[0] - fsdp(*args)[0]).abs().max())
 
+# a frozen unit between trainable ones: its weights, freed after its forward, are gathered
+# again for the gradient of its input
+kiln.manual_seed(9)
+net = kiln.nn.Sequential(kiln.nn.Linear(4, 4), kiln.nn.Linear(4, 4), kiln.nn.Linear(4, 2))
+net[1].requires_grad_(False)
+reference = kiln.nn.Sequential(*[kiln.nn.Linear(4, 4), kiln.nn.Linear(4, 4), kiln.nn.Linear(4, 2)])
+reference.load_state_dict(net.state_dict())
+middle = net[1]
+frozen_fsdp = FSDP(net, sharding_strategy=strategy,
+                   auto_wrap_policy=lambda module, recurse, nonwrapped_numel: recurse
+                   or module is middle)  # fmt: skip
+xs = kiln.ones(3, 4)
+frozen_fsdp(xs).pow(2).sum().backward()
+frozen_norm = float(frozen_fsdp.clip_grad_norm_(1e9))
+reference[1].requires_grad_(False)
+reference(xs).pow(2).sum().backward()
+frozen_reference = float(kiln.nn.utils.clip_grad_norm_(reference.parameters(), 1e9))
+
 # units that cannot be flattened are refused with the reason
 refusals = []
 frozen = kiln.nn.Sequential(kiln.nn.Linear(3, 3), kiln.nn.Linear(3, 3))
@@ -128,6 +146,7 @@ if r == 0:
              held_between=held_between, held_after=held_after, full_bytes=full_bytes,
              reading=reading, rank0_keys=rank0_keys, rank1_keys=rank1_keys.item(),
              local_keys=np.array(local_keys),
-             local_same=local_same, wrong_world=wrong_world,
+             local_same=local_same, wrong_world=wrong_world, frozen_norm=frozen_norm,
+             frozen_reference=frozen_reference,
              **{f"w_{k}": v.numpy() for k, v in state.items()})
 dist.destroy_process_group()

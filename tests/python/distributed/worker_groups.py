@@ -63,6 +63,14 @@ got["ddp_grad"] = model.weight.grad.numpy()
 kiln.manual_seed(mine.ranks[0])
 got["ddp_expected_weight"] = kiln.nn.Linear(3, 1, bias=False).weight.detach().numpy()
 
+# the same under kiln.compile with bucket_cap_mb=0 (every parameter its own bucket and part)
+kiln.manual_seed(r)
+model0 = kiln.nn.Sequential(kiln.nn.Linear(3, 1, bias=False))
+compiled0 = kiln.compile(kiln.nn.parallel.DistributedDataParallel(model0, process_group=mine,
+                                                                  bucket_cap_mb=0))  # fmt: skip
+compiled0(kiln.tensor([[float(r + 1), 2.0, 3.0]])).sum().backward()
+got["ddp_cap0_grad"] = model0[0].weight.grad.numpy()
+
 # FSDP over each pair: half of the parameters per rank; the full state is the pair's model
 from kiln.distributed.fsdp import FullyShardedDataParallel as FSDP  # noqa: E402
 
@@ -88,5 +96,12 @@ try:
     dist.broadcast(kiln.zeros(1), src=1 if r % 2 == 0 else 0, group=mine)
 except ValueError as e:
     errors.append(str(e))
+dist.destroy_process_group(three)  # only that group ends
+try:
+    dist.all_reduce(kiln.ones(1), group=three)
+except RuntimeError as e:
+    errors.append(str(e))
+got["world_alive"] = dist.is_initialized() and dist.get_world_size() == 4
+got["recv_off_group"] = dist.recv(kiln.zeros(1), src=0, group=other)
 got["errors"] = np.array(errors)
 np.savez(f"{out_dir}/groups{r}.npz", **got)

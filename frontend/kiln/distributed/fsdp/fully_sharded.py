@@ -37,6 +37,7 @@ from collections import OrderedDict
 
 import kiln
 import kiln.distributed as dist
+from kiln.distributed import _groups
 from kiln.nn.modules.module import Module
 from kiln.nn.parallel.distributed import _tensors, reached_leaves
 
@@ -112,8 +113,8 @@ class FullyShardedDataParallel(Module):
         if sync_module_states:
             with kiln.no_grad():
                 for t in _owned_tensors(module):
-                    src = 0 if process_group is None else process_group.ranks[0]
-                    dist.broadcast(t.detach(), src=src, group=process_group)
+                    dist.broadcast(t.detach(), src=_groups.source_rank(process_group),
+                                   group=process_group)
         self._sync = True
         self._shard(module)
 
@@ -247,13 +248,16 @@ class FullyShardedDataParallel(Module):
     def forward(self, *args, **kwargs):
         self._gather()
         out = self._fsdp_wrapped_module(*args, **kwargs)
-        if kiln.is_grad_enabled() and self._flat_param.requires_grad:
-            if self._sync:
+        if kiln.is_grad_enabled():
+            if self._sync and self._flat_param.requires_grad:
                 reached = reached_leaves(out)
                 for i, v in enumerate(self._views):  # unused parameters count as ready: zeros
-                    if v.data_ptr() not in reached:
+                    if v._impl_id not in reached:
                         self._view_ready(i)
             if self._reshard:
+                # a frozen unit's weights are read by the backward too (the gradient of its
+                # input); it has no reduce-scatter after, so it stays gathered until its next
+                # forward releases it
                 me = weakref.ref(self)
                 for t in _tensors(out):
                     if t.requires_grad:

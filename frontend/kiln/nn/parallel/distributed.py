@@ -27,6 +27,7 @@ import weakref
 
 import kiln
 import kiln.distributed as dist
+from kiln.distributed import _groups
 from kiln.nn.modules.module import Module
 
 __all__ = ["DistributedDataParallel"]
@@ -66,7 +67,7 @@ class DistributedDataParallel(Module):
         self.process_group = process_group  # None: the world; else a group from new_group
         if process_group is not None and dist.get_rank(process_group) < 0:
             raise ValueError("DistributedDataParallel: this rank is not in process_group")
-        self._src = 0 if process_group is None else process_group.ranks[0]
+        self._src = _groups.source_rank(process_group)
         self.broadcast_buffers = broadcast_buffers
         self.find_unused_parameters = find_unused_parameters
         self.gradient_as_bucket_view = gradient_as_bucket_view
@@ -160,7 +161,7 @@ class DistributedDataParallel(Module):
                     n = p.numel()
                     averaged = bucket.flat[offset : offset + n].view(p.shape)
                     if self.gradient_as_bucket_view:
-                        p.grad = averaged  # a view of the bucket: no copy, no second buffer
+                        p.grad = averaged  # a view of the bucket: no copy into a second tensor
                     elif p.grad is None:
                         p.grad = averaged.clone()
                     else:
@@ -176,7 +177,7 @@ class DistributedDataParallel(Module):
         """Parameters the outputs' autograd graph does not reach count as ready now."""
         reached = reached_leaves(outputs)
         for i, p in enumerate(self._params):
-            if p.data_ptr() not in reached:
+            if p._impl_id not in reached:
                 self._param_ready(i)
 
     # --- Module ---------------------------------------------------------------------------------
@@ -244,8 +245,9 @@ def _on_ready(ref, i):
 
 
 def reached_leaves(outputs) -> set:
-    """The data pointers of the leaves whose gradients the outputs' autograd graph accumulates
-    (what a backward from them reaches)."""
+    """The identities (`_impl_id`) of the leaves whose gradients the outputs' autograd graph
+    accumulates (what a backward from them reaches); data pointers would not do: released FSDP
+    buffers have none."""
     # `seen` keeps the node objects alive: an id is only unique while its object lives, and a
     # live node's wrapper is the one returned for it again.
     reached, seen, stack = set(), {}, []
@@ -258,7 +260,7 @@ def reached_leaves(outputs) -> set:
             continue
         seen[id(node)] = node
         if node.name() == "AccumulateGrad":
-            reached.add(node.variable.data_ptr())
+            reached.add(node.variable._impl_id)
         stack.extend(fn for fn, _ in node.next_functions if fn is not None)
     return reached
 
