@@ -12,6 +12,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace kiln::distributed {
 namespace {
@@ -174,7 +175,35 @@ Progress *gProgress = nullptr;
 
 } // namespace
 
+namespace {
+
+/// Requests whose Work was dropped before they completed (a wait that timed out, an error that
+/// unwound past a pending bucket): MPI may still write into their operands, so the operands
+/// (held by the completion step) live here until the request is done. Each new operation sweeps
+/// the finished ones; finalize, which ends the rest, drops them all.
+struct Orphan {
+  mpi::Request request;
+  std::function<void()> keep;
+};
+std::mutex gOrphansMutex;
+std::vector<Orphan> gOrphans;
+
+void sweepOrphans() {
+  std::lock_guard<std::mutex> lock(gOrphansMutex);
+  std::erase_if(gOrphans, [](Orphan &o) {
+    int flag = 0;
+    mpi::Status status{};
+    return lib().test(&o.request, &flag, &status) != mpi::kSuccess || flag;
+  });
+}
+
+} // namespace
+
 Work::~Work() {
+  if (request_) {
+    std::lock_guard<std::mutex> lock(gOrphansMutex);
+    gOrphans.push_back({request_, std::move(finish_)});
+  }
   if (progressed_ && gProgress)
     gProgress->closed();
 }
@@ -290,12 +319,16 @@ void ProcessGroup::finalize() {
   lib().finalized(&done);
   if (!done)
     check(lib().finalize(), "MPI_Finalize");
+  // What was still pending ended with MPI; its operands can go now.
+  std::lock_guard<std::mutex> lock(gOrphansMutex);
+  gOrphans.clear();
   finalized_ = true;
 }
 
 WorkPtr ProcessGroup::start(std::string what, std::function<void()> finish) {
   KILN_CHECK(!finalized_ && initialized(), "kiln.distributed.{}: the process group was destroyed",
              what);
+  sweepOrphans();
   auto w = std::make_shared<Work>();
   w->what_ = std::move(what);
   w->finish_ = std::move(finish);
