@@ -54,7 +54,7 @@ from kiln import autograd  # noqa: E402,F401,I001
 from kiln import func  # noqa: E402,F401,I001
 from kiln import optim  # noqa: E402,F401,I001  (after nn: its hooks come from kiln.nn)
 from kiln import compiler  # noqa: E402,F401,I001
-from kiln import distributed  # noqa: E402,F401,I001
+from kiln import distributed, multiprocessing  # noqa: E402,F401,I001
 from kiln import utils  # noqa: E402,F401,I001
 from kiln.serialization import load, save  # noqa: E402,F401,I001
 from kiln import amp, backends, linalg, special  # noqa: E402,F401,I001

@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import datetime
 import os
+import sys
 import types
 
 import kiln
@@ -102,6 +103,7 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     # MPI must be finalized before exit (mpirun reports a process that did not as failed);
     # torch scripts often never call destroy_process_group.
     atexit.register(_finalize_at_exit)
+    _watch_uncaught_exceptions()
     want_rank = rank if rank >= 0 else _env_int("RANK")
     want_size = world_size if world_size > 0 else _env_int("WORLD_SIZE")
     if want_size is not None and want_size != got_size:
@@ -128,8 +130,21 @@ def destroy_process_group(group=None) -> None:
 
 
 def _finalize_at_exit():
-    if is_initialized():
+    # After an uncaught exception MPI is not finalized: MPI_Finalize would wait for the other
+    # ranks, which wait in a collective for this one. Exiting without it makes mpirun end the
+    # whole job at once, naming this rank.
+    if is_initialized() and not _WORLD.get("failed"):
         destroy_process_group()
+
+
+def _watch_uncaught_exceptions():
+    previous = sys.excepthook
+
+    def hook(kind, value, traceback):
+        _WORLD["failed"] = True
+        previous(kind, value, traceback)
+
+    sys.excepthook = hook
 
 
 def get_backend(group=None) -> str:

@@ -153,6 +153,16 @@ def test_a_rank_that_dies_ends_the_job_with_an_error():
     assert time.monotonic() - start < 30
 
 
+def test_a_rank_that_raises_ends_the_job_at_once():
+    # it exits without MPI_Finalize (which would wait for the others), so mpirun stops the job
+    start = time.monotonic()
+    run = kilnrun(2, "worker_faults.py", "raise", timeout=60)
+    assert run.returncode != 0
+    text = run.stdout + run.stderr
+    assert "ValueError: rank 1 broke" in text and "rank 0 finished" not in text
+    assert time.monotonic() - start < 30
+
+
 def test_mismatched_tensors_are_an_error_on_every_rank():
     run = kilnrun(2, "worker_faults.py", "mismatch", timeout=60)
     assert run.returncode != 0
@@ -407,3 +417,41 @@ def test_sync_batchnorm_over_ranks_equals_batchnorm_of_the_whole_batch(tmp_path)
                         both = got[0][f"{name}_{key}"] + got[1][f"{name}_{key}"]
                         np.testing.assert_allclose(both, ref.numpy(), rtol=tol, atol=tol * 10,
                                                    err_msg=f"{name} {key}")  # fmt: skip
+
+
+def test_the_ddp_tutorial_runs_with_multiprocessing_spawn(tmp_path):
+    """torch.multiprocessing.spawn + init_process_group("gloo", rank=r, world_size=n): the
+    processes form one MPI job, and the DDP step averages the ranks' gradients."""
+    script = os.path.join(HERE, "ddp_tutorial_spawn.py")
+    run = subprocess.run([sys.executable, script, str(tmp_path)], capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert all(f"Finished running basic DDP example on rank {r}." in run.stdout for r in (0, 1))
+    states = [kiln.load(tmp_path / f"rank{r}.pt") for r in (0, 1)]
+    sys.path.insert(0, HERE)
+    from ddp_tutorial_spawn import ToyModel
+
+    kiln.manual_seed(0)
+    model = ToyModel()
+    opt = kiln.optim.SGD(model.parameters(), lr=0.001)
+    # the average of the ranks' losses: inputs of ones times 1 and times 2
+    sum(kiln.nn.MSELoss()(model(kiln.ones(20, 10) * (r + 1)), kiln.zeros(20, 5))
+        for r in (0, 1)).div(2).backward()  # fmt: skip
+    opt.step()
+    for k, v in model.state_dict().items():
+        for state in states:
+            np.testing.assert_allclose(state[k].numpy(), v.detach().numpy(), rtol=1e-5,
+                                       atol=1e-7, err_msg=k)  # fmt: skip
+    # a process that raises ends the job, and spawn raises with its output
+    run = subprocess.run([sys.executable, script, str(tmp_path), "fail"], capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert run.returncode != 0
+    assert "ProcessRaisedException" in run.stderr and "rank 1 failed on purpose" in run.stderr
+
+
+def test_spawn_refuses_what_it_cannot_send():
+    with pytest.raises(ValueError, match="must be picklable"):
+        kiln.multiprocessing.spawn(lambda rank: None, nprocs=2)
+    with pytest.raises(ValueError, match="nprocs must be at least 1"):
+        kiln.multiprocessing.spawn(print, nprocs=0)
+    assert kiln.multiprocessing.Queue is not None and kiln.multiprocessing.get_context

@@ -1,6 +1,7 @@
 """Run under kilnrun with a fault: `skip` (rank 1 skips an all_reduce), `die` (rank 1 exits
 mid-step), `mismatch` (the ranks pass different sizes), `groups` (the ranks pass different rank
-lists to new_group) or `skip_group` (rank 1 never calls new_group). Every rank prints what
+lists to new_group), `skip_group` (rank 1 never calls new_group) or `raise` (rank 1 raises an
+uncaught exception while the others train). Every rank prints what
 happened."""
 
 import os
@@ -23,6 +24,11 @@ try:
             dist.all_reduce(kiln.ones(4))
     elif fault == "mismatch":
         dist.all_reduce(kiln.ones(4 + r))
+    elif fault == "raise":  # an uncaught exception, as a bug in a training script
+        if r == 1:
+            raise ValueError("rank 1 broke")
+        for _ in range(100):
+            dist.all_reduce(kiln.ones(4))
     elif fault == "groups":
         dist.new_group([0, 1] if r == 0 else [1])
     elif fault == "skip_group":
