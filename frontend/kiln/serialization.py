@@ -191,9 +191,10 @@ def _rebuild_parameter(data, requires_grad, hooks=None, *rest):
 
 
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, file, archive, prefix, weights_only):
+    def __init__(self, file, archive, prefix, weights_only, map_location=None):
         super().__init__(file)
         self.archive, self.prefix, self.weights_only = archive, prefix, weights_only
+        self.map_location = map_location
         self.loaded: dict = {}
 
     def find_class(self, module, name):
@@ -222,14 +223,15 @@ class _Unpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
     def persistent_load(self, pid):
-        kind, dtype, key, _location, numel = pid
+        kind, dtype, key, location, numel = pid
         if kind != "storage":
             raise pickle.UnpicklingError(f"kiln.load: unknown persistent id {kind!r}")
         if key not in self.loaded:
             raw = self.archive.read(f"{self.prefix}/data/{key}")
             values = np.frombuffer(raw, dtype=_NUMPY[dtype], count=numel).copy()
             t = kiln.from_numpy(values)
-            self.loaded[key] = t.view(kiln.bfloat16) if dtype == kiln.bfloat16 else t
+            t = t.view(kiln.bfloat16) if dtype == kiln.bfloat16 else t
+            self.loaded[key] = _placed(t, str(location), self.map_location)
         return self.loaded[key]
 
 
@@ -251,21 +253,23 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
         prefix = names[0][: -len("/data.pkl")]
         try:
             with archive.open(names[0]) as pickled:
-                obj = _Unpickler(pickled, archive, prefix, weights_only).load()
+                obj = _Unpickler(pickled, archive, prefix, weights_only, map_location).load()
         except (pickle.UnpicklingError, KeyError, EOFError, ValueError, zipfile.BadZipFile) as e:
             raise RuntimeError(f"kiln.load: {f!r} could not be read: {e}") from e
-    if map_location is not None and not callable(map_location):
-        device = str(map_location)
-        if device not in ("cpu", "cpu:0"):
-            obj = _to_device(obj, device)
     return obj
 
 
-def _to_device(obj, device):
-    if isinstance(obj, kiln.Tensor):
-        return obj.to(device)
-    if isinstance(obj, dict):
-        return type(obj)((k, _to_device(v, device)) for k, v in obj.items())
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_device(v, device) for v in obj)
-    return obj
+def _placed(t, location: str, map_location):
+    """A loaded storage where torch.load's `map_location` puts it: a device for all, a dict
+    from saved location to device (unlisted locations load where they were saved), or
+    ``fn(storage, location)`` returning the storage to use (``lambda s, loc: s`` keeps it)."""
+    if map_location is None:
+        return t  # read on the host; kiln does not move it back to its saved device
+    if callable(map_location):
+        placed = map_location(t, location)
+        return t if placed is None else placed
+    if isinstance(map_location, dict):
+        target = str(map_location.get(location, location))
+    else:
+        target = str(map_location)
+    return t if target in ("cpu", "cpu:0") else t.to(target)
