@@ -222,3 +222,16 @@ def test_indexing_and_item_assignment_by_one_tensor_match_the_cpu():
     np.testing.assert_allclose(yc.cpu().numpy(), y.numpy())
     with pytest.raises(IndexError, match="index 7 is out of bounds for a dimension with size 4"):
         xc[kiln.tensor([7]).cuda()]
+
+
+def test_a_checkpoint_loads_onto_the_device_map_location_names(tmp_path):
+    path = tmp_path / "m.pt"
+    base = kiln.arange(6.0).reshape(2, 3)
+    kiln.save({"a": base, "col": base[:, 1]}, path)
+    on_cuda = kiln.load(path, map_location="cuda")
+    np.testing.assert_array_equal(host(on_cuda["a"]), base.numpy())
+    np.testing.assert_array_equal(host(on_cuda["col"]), [1.0, 4.0])
+    assert kiln.load(path, map_location={"cpu": "cuda:0"})["a"].device == "cuda:0"
+    assert kiln.load(path, map_location={"cuda:0": "cuda:1"})["a"].device == "cpu"
+    moved = kiln.load(path, map_location=lambda s, loc: s.cuda())
+    assert moved["a"].device == "cuda:0"
