@@ -103,7 +103,7 @@ class DistributedDataParallel(Module):
             nbytes = p.numel() * p.element_size()
             # as torch's: the first bucket (the last layers) holds at most 1 MiB, so the first
             # all-reduce starts early in the backward
-            limit = min(cap, _FIRST_BUCKET_BYTES) if not buckets else cap
+            limit = min(cap, FIRST_BUCKET_BYTES) if not buckets else cap
             if current and (size + nbytes > limit or p.dtype != dtype):
                 buckets.append(_Bucket(current))
                 current, size = [], 0
@@ -222,7 +222,7 @@ class DistributedDataParallel(Module):
             self._sync = before
 
 
-_FIRST_BUCKET_BYTES = 1024 * 1024
+FIRST_BUCKET_BYTES = 1024 * 1024
 _LIVE: weakref.WeakSet = weakref.WeakSet()  # every DistributedDataParallel alive
 
 
