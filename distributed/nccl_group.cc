@@ -89,12 +89,7 @@ nccl::DataType ncclType(const char *what, DType t) {
 }
 
 nccl::RedOp ncclOp(const nccl::Library &lib, const char *what, DType t, ReduceOp op) {
-  if (op == ReduceOp::Avg)
-    KILN_CHECK(isFloating(t), "kiln.distributed.{}: ReduceOp.AVG needs a floating tensor, got {}",
-               what, dtypeName(t));
-  KILN_CHECK(t != DType::Bool || op == ReduceOp::Max || op == ReduceOp::Min,
-             "kiln.distributed.{}: bool tensors reduce with MAX or MIN only, not {}", what,
-             reduceOpName(op));
+  checkReduceOp(what, t, op);
   switch (op) {
   case ReduceOp::Sum:
     return nccl::kSum;
@@ -128,15 +123,6 @@ int localRank(const ProcessGroup &world) {
     return static_cast<int>(v);
   }
   return world.rank();
-}
-
-/// The completion step of an operation that wrote `t` (its version moves) and read `keep`: both
-/// stay alive until the device is done with them.
-std::function<void()> written(Tensor t, Tensor keep = Tensor()) {
-  return [t, keep]() mutable { t.bumpVersion(); };
-}
-std::function<void()> keeping(Tensor t) {
-  return [t] {};
 }
 
 } // namespace
@@ -336,7 +322,7 @@ WorkPtr NcclGroup::allReduce(const Tensor &t, ReduceOp op) {
   void *buf = t.address();
   const size_t n = static_cast<size_t>(t.numel());
   const nccl::Library &lib = *state_->lib;
-  return launch("all_reduce", written(t), n, [&](nccl::Comm c) {
+  return launch("all_reduce", writtenStep(t), n, [&](nccl::Comm c) {
     return lib.allReduce(buf, buf, n, type, red, c, kDefaultStream);
   });
 }
@@ -349,7 +335,7 @@ WorkPtr NcclGroup::broadcast(const Tensor &t, int src) {
   void *buf = t.address();
   const size_t n = static_cast<size_t>(t.numel());
   const nccl::Library &lib = *state_->lib;
-  return launch("broadcast", written(t), n, [&](nccl::Comm c) {
+  return launch("broadcast", writtenStep(t), n, [&](nccl::Comm c) {
     return lib.broadcast(buf, buf, n, type, src, c, kDefaultStream);
   });
 }
@@ -366,7 +352,7 @@ WorkPtr NcclGroup::allGather(const Tensor &out, const Tensor &in) {
   void *recv = out.address();
   const size_t n = static_cast<size_t>(in.numel());
   const nccl::Library &lib = *state_->lib;
-  return launch("all_gather", written(out, in), n, [&](nccl::Comm c) {
+  return launch("all_gather", writtenStep(out, in), n, [&](nccl::Comm c) {
     return lib.allGather(send, recv, n, type, c, kDefaultStream);
   });
 }
@@ -384,7 +370,7 @@ WorkPtr NcclGroup::reduceScatter(const Tensor &out, const Tensor &in, ReduceOp o
   void *recv = out.address();
   const size_t n = static_cast<size_t>(out.numel());
   const nccl::Library &lib = *state_->lib;
-  return launch("reduce_scatter", written(out, in), n, [&](nccl::Comm c) {
+  return launch("reduce_scatter", writtenStep(out, in), n, [&](nccl::Comm c) {
     return lib.reduceScatter(send, recv, n, type, red, c, kDefaultStream);
   });
 }
@@ -399,7 +385,7 @@ WorkPtr NcclGroup::reduce(const Tensor &t, int dst, ReduceOp op) {
   const size_t n = static_cast<size_t>(t.numel());
   const nccl::Library &lib = *state_->lib;
   // Only the root's tensor receives the result; the others' is only read.
-  return launch("reduce", rank() == dst ? written(t) : keeping(t), n, [&](nccl::Comm c) {
+  return launch("reduce", rank() == dst ? writtenStep(t) : keepingStep(t), n, [&](nccl::Comm c) {
     return lib.reduce(buf, buf, n, type, red, dst, c, kDefaultStream);
   });
 }
@@ -411,7 +397,7 @@ WorkPtr NcclGroup::send(const Tensor &t, int dst) {
   const void *buf = t.address();
   const size_t n = static_cast<size_t>(t.numel());
   const nccl::Library &lib = *state_->lib;
-  return launch("send to rank " + std::to_string(dst), keeping(t), n,
+  return launch("send to rank " + std::to_string(dst), keepingStep(t), n,
                 [&](nccl::Comm c) { return lib.send(buf, n, type, dst, c, kDefaultStream); });
 }
 
@@ -422,7 +408,7 @@ WorkPtr NcclGroup::recv(const Tensor &t, int src) {
   void *buf = t.address();
   const size_t n = static_cast<size_t>(t.numel());
   const nccl::Library &lib = *state_->lib;
-  return launch("recv from rank " + std::to_string(src), written(t), n,
+  return launch("recv from rank " + std::to_string(src), writtenStep(t), n,
                 [&](nccl::Comm c) { return lib.recv(buf, n, type, src, c, kDefaultStream); });
 }
 

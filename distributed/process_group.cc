@@ -84,13 +84,7 @@ struct ReduceBuffer {
 };
 
 ReduceBuffer reduceBuffer(const char *what, const Tensor &t, ReduceOp op, int size) {
-  if (op == ReduceOp::Avg)
-    KILN_CHECK(isFloating(t.dtype()),
-               "kiln.distributed.{}: ReduceOp.AVG needs a floating tensor, got {}", what,
-               dtypeName(t.dtype()));
-  KILN_CHECK(t.dtype() != DType::Bool || op == ReduceOp::Max || op == ReduceOp::Min,
-             "kiln.distributed.{}: bool tensors reduce with MAX or MIN only, not {}", what,
-             reduceOpName(op));
+  checkReduceOp(what, t.dtype(), op);
   Tensor buf = isReducedFloat(t.dtype()) ? t.to(DType::Float32) : t;
   Tensor target = t;
   auto finish = [buf, target, op, size]() mutable {
@@ -102,16 +96,6 @@ ReduceBuffer reduceBuffer(const char *what, const Tensor &t, ReduceOp op, int si
     target.bumpVersion();
   };
   return {buf, finish};
-}
-
-/// The completion step of an operation that wrote `t` (its version moves) and read `keep`: both
-/// stay alive until the operation is done.
-std::function<void()> written(Tensor t, Tensor keep = Tensor()) {
-  return [t, keep]() mutable { t.bumpVersion(); };
-}
-/// The completion step of an operation that only read `t`: it stays alive until then.
-std::function<void()> keeping(Tensor t) {
-  return [t] {};
 }
 
 ProcessGroup *gWorld = nullptr;
@@ -222,6 +206,24 @@ const char *reduceOpName(ReduceOp op) {
     return "MIN";
   }
   return "?";
+}
+
+void checkReduceOp(const char *what, DType dtype, ReduceOp op) {
+  if (op == ReduceOp::Avg)
+    KILN_CHECK(isFloating(dtype),
+               "kiln.distributed.{}: ReduceOp.AVG needs a floating tensor, got {}", what,
+               dtypeName(dtype));
+  KILN_CHECK(dtype != DType::Bool || op == ReduceOp::Max || op == ReduceOp::Min,
+             "kiln.distributed.{}: bool tensors reduce with MAX or MIN only, not {}", what,
+             reduceOpName(op));
+}
+
+std::function<void()> writtenStep(Tensor t, Tensor keep) {
+  return [t, keep]() mutable { t.bumpVersion(); };
+}
+
+std::function<void()> keepingStep(Tensor t) {
+  return [t] {};
 }
 
 bool Work::isCompleted() {
@@ -351,7 +353,7 @@ void ProcessGroup::checkAgreement(const std::string &what, const Tensor &t) {
   int64_t *m = meta.data<int64_t>();
   int64_t dtype = static_cast<int64_t>(t.dtype());
   m[0] = numel, m[1] = -numel, m[2] = dtype, m[3] = -dtype;
-  WorkPtr w = start(what, written(meta));
+  WorkPtr w = start(what, writtenStep(meta));
   w->stage_ = " (while the ranks compared their tensors)";
   check(lib().iallreduce(mpi::kInPlace, m, 4, lib().i64, lib().max, comm_, &w->request_), what);
   w->wait();
@@ -381,7 +383,7 @@ WorkPtr ProcessGroup::broadcast(const Tensor &t, int src) {
   KILN_CHECK(src >= 0 && src < size_, "kiln.distributed.broadcast: src {} is not a rank of {}", src,
              size_);
   checkAgreement("broadcast", t);
-  WorkPtr w = start("broadcast", written(t));
+  WorkPtr w = start("broadcast", writtenStep(t));
   check(lib().ibcast(t.rawData(), count(t), mpiType(t.dtype()), src, comm_, &w->request_),
         "broadcast");
   return w;
@@ -395,7 +397,7 @@ WorkPtr ProcessGroup::allGather(const Tensor &out, const Tensor &in) {
              "input's {} elements of {}, got {} of {}",
              size_, in.numel(), dtypeName(in.dtype()), out.numel(), dtypeName(out.dtype()));
   checkAgreement("all_gather", in);
-  WorkPtr w = start("all_gather", written(out, in));
+  WorkPtr w = start("all_gather", writtenStep(out, in));
   mpi::Datatype type = mpiType(in.dtype());
   check(lib().iallgather(in.rawData(), count(in), type, out.rawData(), count(in), type, comm_,
                          &w->request_),
@@ -428,7 +430,7 @@ WorkPtr ProcessGroup::reduce(const Tensor &t, int dst, ReduceOp op) {
   ReduceBuffer rb = reduceBuffer("reduce", t, op, size_);
   const bool root = rank_ == dst;
   // Only the root's tensor receives the result; the others' buffer is only read.
-  WorkPtr w = start("reduce", root ? rb.finish : keeping(rb.buffer));
+  WorkPtr w = start("reduce", root ? rb.finish : keepingStep(rb.buffer));
   check(lib().ireduce(root ? mpi::kInPlace : rb.buffer.rawData(),
                       root ? rb.buffer.rawData() : nullptr, count(rb.buffer),
                       mpiType(rb.buffer.dtype()), mpiOp(op), dst, comm_, &w->request_),
@@ -440,7 +442,7 @@ WorkPtr ProcessGroup::send(const Tensor &t, int dst, int tag) {
   requireDense("send", t);
   KILN_CHECK(dst >= 0 && dst < size_ && dst != rank_,
              "kiln.distributed.send: dst {} is not another rank of {}", dst, size_);
-  WorkPtr w = start("send to rank " + std::to_string(dst), keeping(t));
+  WorkPtr w = start("send to rank " + std::to_string(dst), keepingStep(t));
   check(lib().isend(t.rawData(), count(t), mpiType(t.dtype()), dst, tag, comm_, &w->request_),
         "send");
   return w;
@@ -450,7 +452,7 @@ WorkPtr ProcessGroup::recv(const Tensor &t, int src, int tag) {
   requireDense("recv", t);
   KILN_CHECK(src >= 0 && src < size_ && src != rank_,
              "kiln.distributed.recv: src {} is not another rank of {}", src, size_);
-  WorkPtr w = start("recv from rank " + std::to_string(src), written(t));
+  WorkPtr w = start("recv from rank " + std::to_string(src), writtenStep(t));
   check(lib().irecv(t.rawData(), count(t), mpiType(t.dtype()), src, tag, comm_, &w->request_),
         "recv");
   return w;

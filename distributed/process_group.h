@@ -23,6 +23,14 @@ namespace kiln::distributed {
 enum class ReduceOp { Sum, Avg, Product, Max, Min };
 /// torch's name of `op` ("SUM"), for error messages.
 const char *reduceOpName(ReduceOp op);
+/// torch's refusals, shared by both backends: AVG of a non-floating tensor, and any reduction
+/// of bool tensors but MAX and MIN.
+void checkReduceOp(const char *what, DType dtype, ReduceOp op);
+/// A Work's completion step after an operation that wrote `t` (its version moves) and read
+/// `keep`; both stay alive until the operation is done.
+std::function<void()> writtenStep(Tensor t, Tensor keep = Tensor());
+/// A Work's completion step after an operation that only read `t`: it stays alive until then.
+std::function<void()> keepingStep(Tensor t);
 
 /// An operation in flight, of either backend: an MPI request, or work queued on a device whose
 /// completion `poll_` tests (nccl_group.h).

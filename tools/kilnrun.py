@@ -17,8 +17,8 @@ with an error, mpirun stops the others and kilnrun exits with that status.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
-import shutil
 import sys
 
 
@@ -32,27 +32,28 @@ def parse(argv):
     return p.parse_args(argv)
 
 
+def _mpirun():
+    """frontend/kiln/multiprocessing/_mpirun.py, loaded by path: importing kiln would cost the
+    launcher the whole package."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "frontend", "kiln",
+                        "multiprocessing", "_mpirun.py")  # fmt: skip
+    spec = importlib.util.spec_from_file_location("kiln_mpirun", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def command(a, python=sys.executable, cores=None):
     """The mpirun command line and environment for `a` (separate for tests)."""
     if a.nproc < 1:
         raise SystemExit("kilnrun: --nproc-per-node must be at least 1")
-    mpirun = shutil.which("mpirun")
-    if mpirun is None:
-        raise SystemExit("kilnrun: mpirun not found; install Open MPI (openmpi-bin)")
-    env = dict(os.environ)
-    cores = cores or os.cpu_count() or 1
-    threads = a.threads or int(env.get("KILN_NUM_THREADS") or max(1, cores // a.nproc))
-    env["KILN_NUM_THREADS"] = str(threads)
-    cmd = [mpirun, "-np", str(a.nproc), "--tag-output", "--bind-to", "none",
-           "-x", "KILN_NUM_THREADS", "-x", "PYTHONPATH"]  # fmt: skip
-    if a.hostfile:
-        cmd += ["--hostfile", a.hostfile]
-    else:
-        cmd += ["--oversubscribe"]  # more processes than cores is allowed on one machine
-    if hasattr(os, "getuid") and os.getuid() == 0:
-        cmd += ["--allow-run-as-root"]
     worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kilnrun_worker.py")
-    return cmd + [python, worker, a.script, *a.args], env
+    try:
+        return _mpirun().mpirun_command(a.nproc, [python, worker, a.script, *a.args],
+                                        os.environ, hostfile=a.hostfile, threads=a.threads,
+                                        tag_output=True, cores=cores)  # fmt: skip
+    except RuntimeError as e:
+        raise SystemExit(f"kilnrun: {e}") from None
 
 
 def main(argv=None) -> int:

@@ -201,7 +201,7 @@ def _collective(name, group, *tensors):
     pg = _groups.resolve(group)
     if pg is _groups.NOT_MEMBER:
         return None
-    return _groups.bound(name, _group(name, *tensors), pg)
+    return _groups.bound(name, _group(name, *tensors), pg, tensors)
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):

@@ -77,11 +77,11 @@ def local_rank(name: str, group, global_rank, group_rank):
     return group.ranks.index(global_rank)
 
 
-def bound(name: str, fn, group):
-    """`fn` (a _C collective) on `group`'s communicator."""
+def bound(name: str, fn, group, tensors):
+    """`fn` (the _C collective for `tensors`) on `group`'s communicator."""
     if group is None:
         return fn
-    if fn.__name__.startswith("nccl_"):
+    if any(t.device.type == "cuda" for t in tensors):
         raise RuntimeError(f"kiln.distributed.{name}: groups from new_group run on MPI, for CPU "
                            "tensors; CUDA tensors use the default group")  # fmt: skip
     return functools.partial(fn, group=group._handle)

@@ -15,11 +15,12 @@ from __future__ import annotations
 import multiprocessing as _mp
 import os
 import pickle
-import shutil
 import subprocess
 import sys
 import tempfile
 from multiprocessing import *  # noqa: F403 - torch.multiprocessing re-exports these
+
+from kiln.multiprocessing._mpirun import mpirun_command
 
 __all__ = ["ProcessContext", "ProcessExitedException", "ProcessRaisedException", "spawn",
            *_mp.__all__]  # fmt: skip
@@ -64,20 +65,13 @@ class ProcessContext:
 
 
 def _mpirun_command(nprocs: int, argv: list[str]) -> tuple[list[str], dict]:
-    mpirun = shutil.which("mpirun")
-    if mpirun is None:
-        raise RuntimeError("kiln.multiprocessing.spawn: mpirun not found; install Open MPI "
-                           "(openmpi-bin)")  # fmt: skip
     env = dict(os.environ)
     package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    cores = os.cpu_count() or 1
-    env.setdefault("KILN_NUM_THREADS", str(max(1, cores // nprocs)))
-    cmd = [mpirun, "-np", str(nprocs), "--oversubscribe", "--bind-to", "none",
-           "-x", "PYTHONPATH", "-x", "KILN_NUM_THREADS"]  # fmt: skip
-    if hasattr(os, "getuid") and os.getuid() == 0:
-        cmd.append("--allow-run-as-root")
-    return cmd + argv, env
+    try:
+        return mpirun_command(nprocs, argv, env)
+    except RuntimeError as e:
+        raise RuntimeError(f"kiln.multiprocessing.spawn: {e}") from None
 
 
 def spawn(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):

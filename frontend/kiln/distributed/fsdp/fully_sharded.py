@@ -313,20 +313,14 @@ class FullyShardedDataParallel(Module):
             for m, name, view in unit._owned:
                 owned.setdefault(id(m), []).append((name, view))
         out = OrderedDict()
-
-        def walk(m, path):
+        for path, m in _paths(self):
             if isinstance(m, FullyShardedDataParallel):
-                return walk(m._fsdp_wrapped_module, path)
+                continue
             for name, view in owned.get(id(m), []):
                 out[path + name] = view
             for name, b in m._buffers.items():
                 if b is not None and name not in m._non_persistent_buffers_set:
                     out[path + name] = b
-            for name, c in m._modules.items():
-                if c is not None:
-                    walk(c, f"{path}{name}.")
-
-        walk(self, "")
         return out
 
     @staticmethod
@@ -362,18 +356,7 @@ class FullyShardedDataParallel(Module):
 
     def _named_units(self) -> list:
         """(path with the FSDP levels left out, unit) for every unit, outermost first."""
-        out = []
-
-        def walk(m, path):
-            if isinstance(m, FullyShardedDataParallel):
-                out.append((path, m))
-                return walk(m._fsdp_wrapped_module, path)
-            for name, c in m._modules.items():
-                if c is not None:
-                    walk(c, f"{path}{name}.")
-
-        walk(self, "")
-        return out
+        return [(path, m) for path, m in _paths(self) if isinstance(m, FullyShardedDataParallel)]
 
     def _buffers_by_name(self) -> dict:
         views = {id(v) for unit in self._units() for v in unit._views}
@@ -473,6 +456,18 @@ def _before_backward(ref):
     unit = ref()
     if unit is not None:
         unit._gather()  # a no-op when another output's hook has gathered already
+
+
+def _paths(module, path=""):
+    """(path prefix, module) for `module` and every module below it, in module order, with the
+    FSDP levels left out of the paths (a unit has its wrapped module's prefix)."""
+    yield path, module
+    if isinstance(module, FullyShardedDataParallel):
+        yield from _paths(module._fsdp_wrapped_module, path)
+        return
+    for name, child in module._modules.items():
+        if child is not None:
+            yield from _paths(child, f"{path}{name}.")
 
 
 def _unit_modules(module):
