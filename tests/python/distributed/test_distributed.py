@@ -294,6 +294,9 @@ def test_fsdp_trains_as_one_process_on_the_whole_batch(tmp_path, mode, strategy)
     assert shards == ["_flat_param", "transformer.h.0._flat_param", "transformer.h.1._flat_param"]
     assert got["local_same"] == 0.0
     assert "loads only at the world size it was saved at (this one: 2)" in str(got["wrong_world"])
+    if mode == "compiled":  # each unit's forward and backward compiled, nothing on eager kernels
+        assert got["parts"] >= 3 and got["backward_parts"] == got["parts"]
+        assert got["eager_nodes"] == 0
     np.testing.assert_allclose(got["frozen_norm"], got["frozen_reference"], rtol=1e-5)
 
 
@@ -355,6 +358,13 @@ def test_a_conv_net_with_sync_batchnorm_trains_as_one_process(tmp_path, wrapper,
     run = kilnrun(2, "worker_conv.py", tmp_path, os.path.join(ROOT, "bench"), wrapper, mode)
     assert run.returncode == 0, run.stdout + run.stderr
     got = np.load(tmp_path / "conv.npz")
+    if mode == "compiled":
+        # the convolutions, pools and head compile with their backwards; SyncBatchNorm's
+        # collective runs eagerly (with the in-place ReLU after it, whose backward then cannot
+        # compile: an in-place update of an input that requires grad)
+        assert got["parts"] >= 2 and got["backward_parts"] == got["parts"]
+        eager = {str(t) for t in got["eager_targets"] if not str(t).startswith("backward of")}
+        assert eager == {"kiln.autograd.function.Function.apply", "operator.getitem"}
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     from train_models import conv_net
 

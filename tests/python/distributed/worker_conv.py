@@ -8,6 +8,7 @@ import numpy as np
 
 import kiln
 import kiln.distributed as dist
+from kiln._capture.backend_compiled import CpuBackend
 from kiln.distributed.fsdp import FullyShardedDataParallel as FSDP
 
 out_dir, bench_dir, wrapper, mode = sys.argv[1:5]
@@ -20,7 +21,8 @@ kiln.manual_seed(200 + r)  # different initial weights: the wrappers take rank 0
 model = kiln.nn.SyncBatchNorm.convert_sync_batchnorm(conv_net(kiln))
 wrapped = (kiln.nn.parallel.DistributedDataParallel(model) if wrapper == "ddp"
            else FSDP(model, sync_module_states=True))  # fmt: skip
-run = kiln.compile(wrapped) if mode == "compiled" else wrapped
+backend = CpuBackend()
+run = kiln.compile(wrapped, backend=backend) if mode == "compiled" else wrapped
 opt = kiln.optim.SGD(wrapped.parameters(), lr=0.05, momentum=0.9)
 rng = np.random.default_rng(3)
 x = rng.standard_normal((8, 3, 12, 12)).astype(np.float32)
@@ -38,5 +40,9 @@ for _ in range(10):
 named = wrapped.module if wrapper == "ddp" else wrapped  # FSDP's names are the model's own
 state = {k: v.detach().numpy() for k, v in named.state_dict().items()}
 if r == 0:
+    reports = backend.reports
     np.savez(f"{out_dir}/conv.npz", losses=np.array(losses),
+             parts=sum(len(r.parts) for r in reports),
+             backward_parts=sum(r.backward_parts for r in reports),
+             eager_targets=np.array(sorted({t for r in reports for _, t, _ in r.fallbacks})),
              **{f"w_{k}": v for k, v in state.items()})

@@ -10,6 +10,7 @@ import numpy as np
 
 import kiln
 import kiln.distributed as dist
+from kiln._capture.backend_compiled import CpuBackend
 from kiln.distributed.fsdp import FullStateDictConfig, ShardingStrategy, StateDictType
 from kiln.distributed.fsdp import FullyShardedDataParallel as FSDP
 from kiln.distributed.fsdp.wrap import transformer_auto_wrap_policy
@@ -32,7 +33,8 @@ assert len(units) == 3, len(units)  # the two blocks and the root
 shard_numel = sum(p.numel() for p in fsdp.parameters())
 full_numel = sum(v.numel() for v in fsdp.state_dict().values())
 opt = kiln.optim.SGD(fsdp.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
-run = kiln.compile(fsdp) if compiled else fsdp
+backend = CpuBackend()
+run = kiln.compile(fsdp, backend=backend) if compiled else fsdp
 rng = np.random.default_rng(0)
 idx, tgt = rng.integers(0, 32, (4, 8)), rng.integers(0, 32, (4, 8))
 mine = slice(r * 4 // n, (r + 1) * 4 // n)
@@ -144,7 +146,10 @@ if r == 0:
              full_numel=full_numel, grad_norm=grad_norm, same=same,
              two_forwards=two_forwards, mid_same=mid_same, refusals=np.array(refusals),
              held_between=held_between, held_after=held_after, full_bytes=full_bytes,
-             reading=reading, rank0_keys=rank0_keys, rank1_keys=rank1_keys.item(),
+             reading=reading, parts=sum(len(r.parts) for r in backend.reports),
+             backward_parts=sum(r.backward_parts for r in backend.reports),
+             eager_nodes=sum(r.eager_nodes for r in backend.reports), rank0_keys=rank0_keys,
+             rank1_keys=rank1_keys.item(),
              local_keys=np.array(local_keys),
              local_same=local_same, wrong_world=wrong_world, frozen_norm=frozen_norm,
              frozen_reference=frozen_reference,
