@@ -547,8 +547,9 @@ PreparedGraph prepareGraph(std::unique_ptr<ir::Graph> graph, const ir::NodePosit
       if (stage == "lower" || stage == "schedule")
         *options.dumps.dumpStream << fmt::format("// {:10.3f} ms  {} @{}\n", millis, stage,
                                                  out.name);
-  for (const passes::schedule::Kernel &k : out.schedule.kernels)
-    (k.kind == passes::schedule::KernelKind::Extern ? out.externKernels : out.kernels) += 1;
+  for (const passes::schedule::Kernel &k : out.schedule.kernels) // a launch runs as one kernel
+    if (!k.withPrevious)
+      (k.kind == passes::schedule::KernelKind::Extern ? out.externKernels : out.kernels) += 1;
   return out;
 }
 

@@ -156,6 +156,8 @@ struct PreparedGraph {
   passes::schedule::Schedule schedule; ///< empty unless the pipeline ran to the end
   /// The scheduled program's size symbols (bindSymbols checks each has a value on every call).
   std::vector<std::string> programSymbols;
+  /// Launches of loop kernels and extern kernels ([Note: launches]: kernels that share a launch
+  /// run as one function and count once).
   size_t kernels = 0, externKernels = 0;
   /// With PipelineOptions::collectDeclines: each declining node's diagnostic, positioned.
   std::vector<ir::Diagnostic> declines;

@@ -78,6 +78,9 @@ struct CompiledProgram::State {
   /// passes/schedule/schedule.h); per buffer its slot (-1: none).
   std::vector<std::vector<size_t>> units;
   std::vector<int> unitOf; ///< per node
+  /// Per node: the first kernel of its launch ([Note: launches]); kernels of one launch may run
+  /// at the same time.
+  std::vector<size_t> launchOf;
   std::vector<int> slotOf;
   std::vector<BufferId> slotted; ///< buffers with an arena slot, in id order
   /// Per buffer in an external slot: its predecessor there (whose memory it overwrites in
@@ -128,7 +131,7 @@ struct CompiledProgram::State {
   void runExtern(const LoopNode &node, const SymbolValues &values, const Arena &arena,
                  std::vector<Tensor> &tensors) const;
   void runKernel(size_t node, const SymbolValues &values, std::vector<Tensor> &tensors) const;
-  int64_t workPerRow(size_t node, size_t parallel, const SymbolValues &values) const;
+  int64_t pointsOf(size_t node, const SymbolValues &values) const;
 };
 
 CompiledProgram::CompiledProgram() : state_(std::make_unique<State>()) {}
@@ -202,10 +205,14 @@ void CompiledProgram::State::adoptPlan(const passes::schedule::Schedule &schedul
   size_t numBuffers = program.buffers().size();
   units.clear();
   unitOf.assign(nodes.size(), -1);
+  launchOf.assign(nodes.size(), 0);
+  std::vector<size_t> launches = passes::schedule::launchStarts(schedule.kernels);
   for (const passes::schedule::Kernel &kernel : schedule.kernels) {
     units.push_back(kernel.nodes);
-    for (size_t n : kernel.nodes)
+    for (size_t n : kernel.nodes) {
       unitOf[n] = static_cast<int>(units.size()) - 1;
+      launchOf[n] = launches[units.size() - 1];
+    }
   }
   slots = schedule.slots;
   slotOf.assign(numBuffers, -1);
@@ -327,37 +334,39 @@ void CompiledProgram::State::runExtern(const LoopNode &node, const SymbolValues 
   }
 }
 
-/// Iterations of node `k` per point of its first `parallel` range loops (the launch range: inner
-/// points times reduced points), or -1 when some range is empty; throws for an argmax/argmin
-/// over an empty range.
-int64_t CompiledProgram::State::workPerRow(size_t k, size_t parallel,
-                                           const SymbolValues &values) const {
+/// The points node `k` computes (its range points times its reduced points), or 0 when a range
+/// is empty; throws for an argmax/argmin over an empty range.
+int64_t CompiledProgram::State::pointsOf(size_t k, const SymbolValues &values) const {
   const LoopNode &node = program.nodes()[k];
-  parallel = std::min(parallel, node.ranges.size());
-  int64_t n = product(std::span(node.ranges).first(parallel), values);
-  int64_t inner = product(std::span(node.ranges).subspan(parallel), values);
+  int64_t points = product(node.ranges, values);
   int64_t reduced = product(node.reductionRanges, values);
-  if (n <= 0 || inner <= 0)
-    return -1;
+  if (points <= 0)
+    return 0;
   KILN_CHECK_KIND(
       Index,
       reduced > 0 ||
           (node.reduction != ReductionKind::ArgMax && node.reduction != ReductionKind::ArgMin) ||
           node.kind != LoopNodeKind::Reduction,
       "compiled program: {} over an empty reduction range", reductionKeyword(node.reduction));
-  return inner * std::max<int64_t>(1, reduced);
+  return points * std::max<int64_t>(1, reduced);
 }
 
 void CompiledProgram::State::runKernel(size_t k, const SymbolValues &values,
                                        std::vector<Tensor> &tensors) const {
-  const LoopNode &node = program.nodes()[k];
   const KernelInfo &info = module.kernels[kernelOfNode[k]];
-  int64_t work = workPerRow(k, info.parallelLoops, values);
-  if (work < 0)
-    return;
-  // The nodes fused into this one run inside its function: the grain counts their work too.
+  // The launch range: this node's rows, then each later kernel's of its launch; the grain is
+  // the work of all nodes that run in the function (those fused into it) per row.
+  auto rowsOf = [&](size_t node, size_t parallel) {
+    return product(std::span(program.nodes()[node].ranges).first(parallel), values);
+  };
+  int64_t rows = rowsOf(k, info.parallelLoops);
+  for (size_t head : info.laterRuns)
+    rows += rowsOf(head, module.kernels[kernelOfNode[head]].parallelLoops);
+  int64_t work = pointsOf(k, values);
   for (size_t member : members[k])
-    work += std::max<int64_t>(0, workPerRow(member, info.parallelLoops, values));
+    work += pointsOf(member, values);
+  if (rows <= 0 || work == 0)
+    return;
   std::vector<void *> args;
   for (BufferId id : info.buffers)
     args.push_back(tensors[id.index].rawData());
@@ -366,8 +375,7 @@ void CompiledProgram::State::runKernel(size_t k, const SymbolValues &values,
   int64_t indexError[kIndexErrorSlots] = {0, 0, 0};
   if (info.checksIndices)
     args.push_back(indexError);
-  int64_t n = product(std::span(node.ranges).first(info.parallelLoops), values);
-  launch(kernels[kernelOfNode[k]], args.data(), n, grainFor(work));
+  launch(kernels[kernelOfNode[k]], args.data(), rows, grainFor(work / rows));
   if (indexError[0])
     fail(ErrorKind::Index, "{}", ir::loop::indexOutOfRange(indexError[1], indexError[2]));
 }
@@ -402,7 +410,7 @@ bool CompiledProgram::canComputeInPlace(size_t output, size_t input) const {
     std::vector<BufferId> reads = nodes[n].reads();
     if (std::find(reads.begin(), reads.end(), in) == reads.end())
       continue;
-    if (s.unitOf[n] >= s.unitOf[k]) // read in the same run or after it
+    if (s.launchOf[n] >= s.launchOf[k]) // read in the same launch or after it
       return false;
   }
   for (size_t n : s.units[s.unitOf[k]]) // rows of a fused run see earlier nodes' results

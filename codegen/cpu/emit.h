@@ -40,7 +40,9 @@
 /// epilogues) are one function each. Every node's loops, lane and tile are its LoopOrder; its
 /// local buffers live in registers and are never stored or allocated. The first node's
 /// KernelInfo lists the buffers of the whole kernel; the other nodes keep a KernelInfo (node
-/// order, `fusedInto` set) whose function does nothing.
+/// order, `fusedInto` set) whose function does nothing. The kernels of one launch are one
+/// function likewise: its range is their parallel ranges end to end, and each runs its part of
+/// a chunk.
 
 #include "ir/loop/program.h"
 #include "passes/schedule/schedule.h"
@@ -88,9 +90,13 @@ struct KernelInfo {
   /// out-of-range position reads a clamped element instead and stores {1, position, extent}
   /// there (any one such position, when several threads find some); the caller then throws.
   bool checksIndices = false;
-  /// Set when the node runs inside the function of an earlier node of its fused run (that
-  /// node's index): this function then does nothing and `buffers` is empty.
+  /// Set when the node runs inside the function of an earlier node of its fused run or launch
+  /// (that node's index): this function then does nothing and `buffers` is empty.
   std::optional<size_t> fusedInto;
+  /// The first node of each later kernel of its launch ([Note: launches] in
+  /// passes/schedule/schedule.h): their rows (each that node's parallelLoops) follow this
+  /// node's in the launch range, in this order.
+  std::vector<size_t> laterRuns;
 };
 
 /// An emitted module.

@@ -36,25 +36,31 @@ struct Run {
   size_t shared = 0;            ///< how many outer loops the nodes share (0: one node alone)
 };
 
-/// The functions to emit, in order: one per loop kernel, one per node after an extern's call.
-std::vector<Run> runsOf(const passes::schedule::Schedule &s) {
+/// The functions to emit, in order: one per launch of loop kernels (their runs one after another
+/// in one parallel range, [Note: launches] in passes/schedule/schedule.h), one per node after an
+/// extern's call.
+std::vector<std::vector<Run>> launchesOf(const passes::schedule::Schedule &s) {
   using passes::schedule::KernelKind;
   using passes::schedule::StorageKind;
-  std::vector<Run> runs;
+  std::vector<std::vector<Run>> launches;
   for (const passes::schedule::Kernel &kernel : s.kernels) {
     if (kernel.kind == KernelKind::Loop) {
-      runs.push_back({kernel.nodes, {}, kernel.nodes.size() > 1 ? kernel.outer.size() : 0});
+      Run run{kernel.nodes, {}, kernel.nodes.size() > 1 ? kernel.outer.size() : 0};
       for (size_t n : kernel.nodes)
         for (BufferId id : s.program.nodes()[n].outputs)
           if (s.buffers[id.index].kind == StorageKind::Local)
-            runs.back().registers.insert(id);
+            run.registers.insert(id);
+      if (kernel.withPrevious && !launches.empty())
+        launches.back().push_back(std::move(run));
+      else
+        launches.push_back({std::move(run)});
       continue;
     }
     for (size_t n : kernel.nodes)
       if (s.program.nodes()[n].kind != LoopNodeKind::Extern)
-        runs.push_back({{n}, {}, 0});
+        launches.push_back({Run{{n}, {}, 0}});
   }
-  return runs;
+  return launches;
 }
 
 /// Whether `a` (of a reduction body, reduced variable r0) computes what `b` (of a pointwise body
@@ -100,53 +106,58 @@ public:
     scope_.program = &program_;
   }
 
-  /// The function of `run` (named `info.name`); fills `info` for its first node.
-  std::string emit(const Run &run, KernelInfo &info,
+  /// The function of a launch's runs (named `info.name`); fills `info` for its first node.
+  std::string emit(const std::vector<Run> &runs, KernelInfo &info,
                    std::map<std::string, std::string> &externals) {
-    registers_ = &run.registers;
-    shared_ = run.shared;
-    select(run.nodes[0]);
+    select(runs[0].nodes[0]);
     info.lanes = plan_.mode;
     info.width = plan_.width;
-    // Arguments in the order the run first uses them (each node's reads, then its outputs),
+    // Arguments in the order the runs first use them (each node's reads, then its outputs),
     // not by id: runs that compute the same thing on other buffers (the time steps of a stencil)
     // then emit the same function text, and emitModule keeps one function for all of them.
-    std::set<BufferId> seen(run.registers.begin(), run.registers.end());
+    std::set<BufferId> seen;
+    for (const Run &run : runs)
+      seen.insert(run.registers.begin(), run.registers.end());
     auto use = [&](BufferId id) {
       if (seen.insert(id).second)
         info.buffers.push_back(id);
     };
-    for (size_t n : run.nodes) {
-      const LoopNode &node = program_.nodes()[n];
-      for (BufferId id : node.reads())
-        use(id);
-      for (BufferId id : node.outputs)
-        use(id);
-    }
+    for (const Run &run : runs)
+      for (size_t n : run.nodes) {
+        const LoopNode &node = program_.nodes()[n];
+        for (BufferId id : node.reads())
+          use(id);
+        for (BufferId id : node.outputs)
+          use(id);
+      }
     info.symbols = symbols_;
-    for (size_t n : run.nodes)
-      for (const Expr *e : program_.nodes()[n].body->exprs())
-        info.checksIndices = info.checksIndices || e->kind == ExprKind::IndirectLoad;
+    for (const Run &run : runs)
+      for (size_t n : run.nodes)
+        for (const Expr *e : program_.nodes()[n].body->exprs())
+          info.checksIndices = info.checksIndices || e->kind == ExprKind::IndirectLoad;
 
     prologue(info);
-    if (run.nodes.size() > 1)
-      planStashes(run);
-    info.parallelLoops = loops_[run.nodes[0]].parallelLoops;
-    if (run.nodes.size() == 1) {
-      const std::string &tile = loops_[run.nodes[0]].tileVar;
-      if (plan_.mode == LaneMode::Range && !tile.empty())
-        tileVar_ = std::stoul(tile.substr(1));
-      if (info.parallelLoops > 1)
-        flatLoop(node_->ranges, info.parallelLoops, [&] {
-          if (info.parallelLoops == node_->ranges.size())
-            point(0);
-          else
-            rangeLoops(info.parallelLoops);
-        });
-      else
-        rangeLoops(0);
+    info.parallelLoops = loops_[runs[0].nodes[0]].parallelLoops;
+    if (runs.size() == 1) {
+      emitRun(runs[0], "%lo", "%hi");
     } else {
-      flatLoop(node_->ranges, run.shared, [&] { runNodes(run); });
+      // The runs' parallel ranges laid end to end: each runs the part of [begin, end) that
+      // falls in its own range, shifted to start at 0.
+      std::string offset = b_.indexConst(0), zero = b_.indexConst(0);
+      for (const Run &run : runs) {
+        const LoopNode &head = program_.nodes()[run.nodes[0]];
+        SymInt rows = 1;
+        for (size_t d = 0; d < loops_[run.nodes[0]].parallelLoops; ++d)
+          rows = rows * head.ranges[d];
+        std::string extent = emitIndex(b_, rows, scope_.names);
+        auto clamp = [&](const std::string &bound) {
+          std::string shifted = b_.indexOp("arith.subi", bound, offset);
+          return b_.indexOp("arith.minsi", b_.indexOp("arith.maxsi", shifted, zero), extent);
+        };
+        std::string lo = clamp("%lo"), hi = clamp("%hi");
+        emitRun(run, lo, hi);
+        offset = b_.indexOp("arith.addi", offset, extent);
+      }
     }
     b_.emit("return");
     externals.insert(b_.externals().begin(), b_.externals().end());
@@ -158,6 +169,35 @@ public:
   NodePlan planOf(size_t n) const { return planNode(program_.nodes()[n], loops_[n], options_); }
 
 private:
+  /// One run's loops over rows [lo, hi) of its parallel range.
+  void emitRun(const Run &run, const std::string &lo, const std::string &hi) {
+    registers_ = &run.registers;
+    shared_ = run.shared;
+    lo_ = lo;
+    hi_ = hi;
+    tileVar_.reset();
+    select(run.nodes[0]);
+    if (run.nodes.size() > 1)
+      planStashes(run);
+    size_t parallelLoops = loops_[run.nodes[0]].parallelLoops;
+    if (run.nodes.size() == 1) {
+      const std::string &tile = loops_[run.nodes[0]].tileVar;
+      if (plan_.mode == LaneMode::Range && !tile.empty())
+        tileVar_ = std::stoul(tile.substr(1));
+      if (parallelLoops > 1)
+        flatLoop(node_->ranges, parallelLoops, [&] {
+          if (parallelLoops == node_->ranges.size())
+            point(0);
+          else
+            rangeLoops(parallelLoops);
+        });
+      else
+        rangeLoops(0);
+    } else {
+      flatLoop(node_->ranges, run.shared, [&] { runNodes(run); });
+    }
+  }
+
   void select(size_t n) {
     // The extents the schedule runs its loops with (loops merged into the lane).
     node_ = &program_.nodes()[n];
@@ -283,7 +323,7 @@ private:
     std::vector<std::string> extents(count); // i0's is not needed: it is what remains
     for (size_t d = 1; d < count; ++d)
       extents[d] = emitIndex(b_, ranges[d], scope_.names);
-    b_.forLoop("%lo", "%hi", b_.indexConst(1), {}, [&](const std::string &iv, auto &) {
+    b_.forLoop(lo_, hi_, b_.indexConst(1), {}, [&](const std::string &iv, auto &) {
       std::string rest = iv;
       for (size_t d = count; d-- > 1;) {
         scope_.names[loopVarName(d)] = b_.indexOp("arith.remsi", rest, extents[d]);
@@ -310,15 +350,15 @@ private:
   void rangeLoops(size_t level) {
     size_t k = node_->ranges.size();
     if (k == 0) { // a single point; [begin, end) is [0, 1) or empty
-      b_.forLoop("%lo", "%hi", b_.indexConst(1), {}, [&](const std::string &, auto &) {
+      b_.forLoop(lo_, hi_, b_.indexConst(1), {}, [&](const std::string &, auto &) {
         point(0);
         return std::vector<Value>{};
       });
       return;
     }
     std::string var = loopVarName(level);
-    std::string lo = level == 0 ? "%lo" : b_.indexConst(0);
-    std::string hi = level == 0 ? "%hi" : emitIndex(b_, node_->ranges[level], scope_.names);
+    std::string lo = level == 0 ? lo_ : b_.indexConst(0);
+    std::string hi = level == 0 ? hi_ : emitIndex(b_, node_->ranges[level], scope_.names);
     if (tileVar_ && level == *tileVar_) {
       tileBlocks(level, lo, hi);
       return;
@@ -573,6 +613,7 @@ private:
   std::optional<size_t> tileVar_;      ///< the range variable tiled with the lane variable
   size_t shared_ = 0;                  ///< the run's shared loops (for stashes)
   std::string tileLo_, tileHi_;        ///< the current block of the tile variable
+  std::string lo_, hi_;                ///< the current run's rows of its parallel range
   Builder b_;
   KernelScope scope_;
 };
@@ -622,12 +663,15 @@ EmittedModule emitModule(const passes::schedule::Schedule &schedule, const EmitO
   // once per kernel.
   std::set<std::string, std::less<>> symbolSet = program.sizeSymbols();
   std::vector<std::string> symbols(symbolSet.begin(), symbolSet.end());
-  for (const Run &run : runsOf(schedule)) {
+  for (const std::vector<Run> &runs : launchesOf(schedule)) {
+    size_t first = runs[0].nodes[0];
     KernelInfo head;
-    head.node = run.nodes[0];
-    head.name = nameOf(run.nodes[0]);
+    head.node = first;
+    head.name = nameOf(first);
+    for (size_t r = 1; r < runs.size(); ++r)
+      head.laterRuns.push_back(runs[r].nodes[0]);
     KernelEmitter emitter(schedule, options, symbols);
-    std::string function = emitter.emit(run, head, externals);
+    std::string function = emitter.emit(runs, head, externals);
     std::string key = canonicalFunction(function, head.name);
     if (auto it = functionOfText.find(key); it != functionOfText.end()) {
       head.name = it->second; // the same code on other buffers: call that function
@@ -636,21 +680,26 @@ EmittedModule emitModule(const passes::schedule::Schedule &schedule, const EmitO
       functions += function;
     }
     out.kernels.push_back(std::move(head));
-    // The run's other nodes ran inside the first one's function: theirs do nothing.
-    for (size_t n = 1; n < run.nodes.size(); ++n) {
-      KernelInfo info;
-      info.node = run.nodes[n];
-      info.name = nameOf(run.nodes[n]);
-      info.symbols = symbols;
-      NodePlan plan = emitter.planOf(run.nodes[n]);
-      info.lanes = plan.mode;
-      info.width = plan.width;
-      info.fusedInto = run.nodes[0];
-      functions += fmt::format(
-          "  func.func @{}(%args: !llvm.ptr, %begin: i64, %end: i64) {{\n    return\n  }}\n",
-          info.name);
-      out.kernels.push_back(std::move(info));
-    }
+    // The launch's other nodes ran inside the first one's function: theirs do nothing.
+    for (const Run &run : runs)
+      for (size_t n : run.nodes) {
+        if (n == first)
+          continue;
+        KernelInfo info;
+        info.node = n;
+        info.name = nameOf(n);
+        info.symbols = symbols;
+        NodePlan plan = emitter.planOf(n);
+        info.lanes = plan.mode;
+        info.width = plan.width;
+        info.fusedInto = first;
+        if (n == run.nodes[0])
+          info.parallelLoops = schedule.loops[n].parallelLoops;
+        functions += fmt::format(
+            "  func.func @{}(%args: !llvm.ptr, %begin: i64, %end: i64) {{\n    return\n  }}\n",
+            info.name);
+        out.kernels.push_back(std::move(info));
+      }
   }
   std::string text = fmt::format("// kiln loop program (vector bits {}):\n", options.vectorBits);
   std::istringstream lines(program.str());

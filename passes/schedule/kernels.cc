@@ -143,7 +143,98 @@ bool joinExtern(const LoopProgram &p, const Kernel &kernel, const LoopNode &n,
   return !deps.empty();
 }
 
+/// The points kernel `kernel` computes (its nodes' range and reduction points), or nullopt when
+/// a size is symbolic.
+std::optional<int64_t> pointsOf(const LoopProgram &p, const Kernel &kernel) {
+  int64_t points = 0;
+  for (size_t j : kernel.nodes) {
+    const LoopNode &n = p.nodes()[j];
+    std::optional<int64_t> range = numel(n.ranges).constant();
+    std::optional<int64_t> reduced = numel(n.reductionRanges).constant();
+    if (!range || !reduced)
+      return std::nullopt;
+    points += *range * std::max<int64_t>(1, *reduced);
+  }
+  return points;
+}
+
 } // namespace
+
+void orderForLaunches(const LoopProgram &p, std::vector<Kernel> &kernels) {
+  auto small = [&](const Kernel &k) {
+    std::optional<int64_t> points = pointsOf(p, k);
+    return k.kind == KernelKind::Loop && !k.outer.empty() && points &&
+           *points <= kMaxLaunchMemberPoints;
+  };
+  std::vector<int> kernelOf(p.buffers().size(), -1);
+  for (size_t k = 0; k < kernels.size(); ++k)
+    for (size_t j : kernels[k].nodes)
+      for (BufferId id : p.nodes()[j].outputs)
+        kernelOf[id.index] = static_cast<int>(k);
+  size_t begin = 0;
+  while (begin < kernels.size()) {
+    // A window: consecutive small kernels of at most kMaxLaunchPoints points in all.
+    size_t end = begin;
+    int64_t points = 0;
+    while (end < kernels.size() && small(kernels[end]) &&
+           points + *pointsOf(p, kernels[end]) <= kMaxLaunchPoints)
+      points += *pointsOf(p, kernels[end++]);
+    if (end - begin < 2) {
+      begin = std::max(end, begin + 1);
+      continue;
+    }
+    // Each kernel's level: one more than the highest of the window's kernels it reads from.
+    std::vector<int> level(end - begin, 0);
+    for (size_t k = begin; k < end; ++k)
+      for (size_t j : kernels[k].nodes)
+        for (BufferId id : p.nodes()[j].reads()) {
+          int from = kernelOf[id.index];
+          if (from >= static_cast<int>(begin) && from < static_cast<int>(k))
+            level[k - begin] = std::max(level[k - begin], level[from - begin] + 1);
+        }
+    std::vector<size_t> order(end - begin);
+    for (size_t i = 0; i < order.size(); ++i)
+      order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return level[a] < level[b]; });
+    std::vector<Kernel> sorted;
+    for (size_t i : order)
+      sorted.push_back(std::move(kernels[begin + i]));
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      kernels[begin + i] = std::move(sorted[i]);
+      for (size_t j : kernels[begin + i].nodes)
+        for (BufferId id : p.nodes()[j].outputs)
+          kernelOf[id.index] = static_cast<int>(begin + i);
+    }
+    begin = end;
+  }
+}
+
+void groupLaunches(const LoopProgram &p, std::vector<Kernel> &kernels) {
+  std::vector<BufferId> written; // by the kernels of the current launch
+  int64_t launchPoints = 0;
+  bool previousJoinable = false;
+  for (Kernel &kernel : kernels) {
+    std::optional<int64_t> points = pointsOf(p, kernel);
+    bool joinable = kernel.kind == KernelKind::Loop && !kernel.parallel.empty() && points &&
+                    *points <= kMaxLaunchMemberPoints;
+    bool independent = true;
+    for (size_t j : kernel.nodes)
+      for (BufferId id : p.nodes()[j].reads())
+        independent = independent && std::find(written.begin(), written.end(), id) == written.end();
+    kernel.withPrevious =
+        joinable && previousJoinable && independent && launchPoints + *points <= kMaxLaunchPoints;
+    if (!kernel.withPrevious) {
+      written.clear();
+      launchPoints = 0;
+    }
+    for (size_t j : kernel.nodes)
+      for (BufferId id : p.nodes()[j].outputs)
+        written.push_back(id);
+    launchPoints += points.value_or(0);
+    previousJoinable = joinable;
+  }
+}
 
 std::vector<Kernel> groupKernels(const LoopProgram &p, const std::vector<LoopOrder> &loops,
                                  bool fuse) {

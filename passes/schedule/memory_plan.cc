@@ -116,13 +116,19 @@ void planMemory(const LoopProgram &p, const std::vector<Kernel> &kernels,
   // Greedy in kernel order: a slot frees after its tenant's last reader; a buffer takes the slot
   // it overwrites in place, else a free slot of its byte size (never an extern's: that memory
   // is the result the extern returned), else a new one.
+  // Time is counted in kernels, but a launch's kernels may run at once: a buffer is in use from
+  // the start of its producer's launch to the end of its last reader's.
+  std::vector<size_t> start = launchStarts(kernels), end(kernels.size());
+  for (size_t k = kernels.size(); k-- > 0;)
+    end[k] = k + 1 < kernels.size() && kernels[k + 1].withPrevious ? end[k + 1] : k;
   slots.clear();
   std::vector<BufferId> tenant;
   std::vector<bool> slotFree;
   for (int k = 0; k < static_cast<int>(kernels.size()); ++k) {
     for (size_t s = 0; s < slots.size(); ++s)
       if (!slotFree[s] &&
-          std::max(uses.lastRead[tenant[s].index], uses.producedIn[tenant[s].index]) < k)
+          end[std::max(uses.lastRead[tenant[s].index], uses.producedIn[tenant[s].index])] <
+              start[k])
         slotFree[s] = true;
     for (size_t n : kernels[k].nodes) {
       const LoopNode &node = p.nodes()[n];
@@ -150,11 +156,11 @@ void planMemory(const LoopProgram &p, const std::vector<Kernel> &kernels,
           slotFree.push_back(false);
         }
         MemorySlot &ms = slots[slot];
-        int last = std::max(k, uses.lastRead[out.index]);
+        int last = static_cast<int>(end[std::max(k, uses.lastRead[out.index])]);
         if (!slotFree[slot] && !ms.buffers.empty()) // in place: its predecessor's span goes on
           ms.lifetimes.back().second = std::max(ms.lifetimes.back().second, last);
         else
-          ms.lifetimes.emplace_back(k, last);
+          ms.lifetimes.emplace_back(static_cast<int>(start[k]), last);
         slotFree[slot] = false;
         tenant[slot] = out;
         ms.buffers.push_back(out);

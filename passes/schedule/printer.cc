@@ -113,12 +113,15 @@ std::string Schedule::str() const {
                        slots[m].external ? " (extern result)" : "", slots[m].bytes.str(), users,
                        live.substr(1));
   }
+  std::vector<size_t> launches = launchStarts(kernels);
   for (size_t k = 0; k < kernels.size(); ++k) {
     const Kernel &kernel = kernels[k];
     std::string head = kernel.kind == KernelKind::Extern
                            ? "extern"
                            : fmt::format("loop {}", joinSyms(kernel.outer));
     std::string parallel = kernel.parallel.empty() ? "" : " parallel " + kernel.parallel;
+    if (launches[k] != k)
+      parallel += fmt::format(" in launch of k{}", launches[k]);
     out += fmt::format("kernel k{} {}{} {{\n", k, head, parallel);
     for (size_t n : kernel.nodes)
       out += nodeStr(*this, n);

@@ -42,6 +42,13 @@ ir::loop::LoopNode asScheduled(const LoopProgram &program, const ir::loop::LoopN
   return scheduled;
 }
 
+std::vector<size_t> launchStarts(std::span<const Kernel> kernels) {
+  std::vector<size_t> starts(kernels.size());
+  for (size_t k = 0; k < kernels.size(); ++k)
+    starts[k] = k > 0 && kernels[k].withPrevious ? starts[k - 1] : k;
+  return starts;
+}
+
 Schedule schedule(const LoopProgram &lowered, const ScheduleOptions &options) {
   // Dead nodes first (a lowering that composed a node into its reader leaves it unread), so that
   // their loads do not count as readers when choosing what to inline.
@@ -57,6 +64,8 @@ Schedule schedule(const LoopProgram &lowered, const ScheduleOptions &options) {
   LoopProgram fused = rebuild(program, {inlined, liveNodes(program, inlined)});
   std::vector<LoopOrder> loops = detail::chooseLoopOrders(fused);
   std::vector<Kernel> kernels = detail::groupKernels(fused, loops, options.fuse);
+  if (options.fuse && options.horizontal)
+    detail::orderForLaunches(fused, kernels);
   // Kernels may have gathered nodes out of program order: emit them kernel by kernel.
   RebuildPlan order{std::vector<bool>(fused.buffers().size(), false), {}};
   for (Kernel &k : kernels)
@@ -68,6 +77,8 @@ Schedule schedule(const LoopProgram &lowered, const ScheduleOptions &options) {
   for (size_t n : order.order)
     s.loops.push_back(std::move(loops[n]));
   detail::settleKernels(s.program, s.kernels, s.loops);
+  if (options.fuse && options.horizontal)
+    detail::groupLaunches(s.program, s.kernels);
   detail::planMemory(s.program, s.kernels, s.buffers, s.slots);
   return s;
 }

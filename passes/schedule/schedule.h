@@ -39,7 +39,8 @@
 ///    shared loops over threads, flattened into one range (a [2, 4, s0] attention softmax has
 ///    8*s0 rows to share out, not 2); a node alone splits its range loops but the innermost
 ///    (all of them when its lane is a reduction loop), a tiled node i0 only.
-/// 5. memory_plan.cc — where every intermediate lives ([Note: memory plan]).
+/// 5. kernels.cc again — small independent loop kernels share a launch ([Note: launches]).
+/// 6. memory_plan.cc — where every intermediate lives ([Note: memory plan]).
 ///
 /// The CPU code generator emits exactly this: one function per loop kernel (per node of an
 /// extern kernel after the call), each node's loops in this order with this lane and tile, a
@@ -57,13 +58,15 @@
 /// slot of its byte size whose tenant's last reader ran in an earlier kernel, else a new one.
 /// An extern's result gets an `external` slot: the memory the extern returned, shared only with
 /// the nodes that overwrite it in place and freed after its last reader. Each slot records when
-/// it is in use (kernels, one span per tenant); at run time the slots' byte sizes are evaluated
-/// and slots never in use together may share the same bytes of one arena.
-/// The interpreter runs Schedule::program as is (kernels are contiguous runs of its nodes, in
-/// order), so every schedule can be checked against the unscheduled program and eager.
+/// it is in use (kernels, one span per tenant, each from the start of a launch to the end of one);
+/// at run time the slots' byte sizes are evaluated and slots never in use together may share the
+/// same bytes of one arena. The interpreter runs Schedule::program as is (kernels are contiguous
+/// runs of its nodes, in order), so every schedule can be checked against the unscheduled program
+/// and eager.
 
 #include "ir/loop/program.h"
 
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,6 +83,8 @@ struct ScheduleOptions {
   bool fuse = true;
   /// With fuse: whether producers are inlined (false keeps every node, grouped into kernels).
   bool inlineProducers = true;
+  /// With fuse: whether small independent loop kernels share one launch ([Note: launches]).
+  bool horizontal = true;
 };
 
 enum class KernelKind : uint8_t { Loop, Extern };
@@ -93,7 +98,25 @@ struct Kernel {
   /// The leading loops split over threads, as one range (their product): `i0`, or `i0*i1*i2`
   /// when several loops are flattened (empty when no node has a range loop).
   std::string parallel;
+  /// Whether this kernel runs in the launch of the kernel before it ([Note: launches]).
+  bool withPrevious = false;
 };
+
+/// [Note: launches]
+/// Consecutive loop kernels that do not read each other's results and each do little work (an
+/// optimizer's update of each of many small parameters, a backward's bias gradients) share one
+/// launch: their parallel ranges are laid end to end into one range that is split over threads,
+/// and a chunk runs the part of each kernel that falls in it. One call and one split replace one
+/// per kernel, and kernels too small to split alone fill the threads together. A kernel joins
+/// the launch before it when both are loop kernels with range loops, it reads nothing the
+/// launch writes, each kernel has at most kMaxLaunchMemberPoints points (constant sizes) and the
+/// launch at most kMaxLaunchPoints. Its kernels may run at the same time, so every buffer the
+/// memory plan gives them is in use for the whole launch.
+inline constexpr int64_t kMaxLaunchMemberPoints = int64_t(1) << 16;
+inline constexpr int64_t kMaxLaunchPoints = int64_t(1) << 20;
+
+/// Per kernel, its launch: the index of the first kernel of the launch it runs in.
+std::vector<size_t> launchStarts(std::span<const Kernel> kernels);
 
 /// Which loop of a node is vectorized.
 enum class LaneKind : uint8_t { None, Range, Reduce };

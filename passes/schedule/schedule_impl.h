@@ -38,6 +38,15 @@ std::vector<Kernel> groupKernels(const LoopProgram &program, const std::vector<L
 void settleKernels(const LoopProgram &program, std::vector<Kernel> &kernels,
                    std::vector<LoopOrder> &loops);
 
+/// kernels.cc: within each run of consecutive small loop kernels, moves the kernels that do not
+/// read each other's results next to each other (by dependency level, program order otherwise),
+/// so that they can share launches ([Note: launches]). `kernels` are those of groupKernels.
+void orderForLaunches(const LoopProgram &program, std::vector<Kernel> &kernels);
+
+/// kernels.cc: marks the kernels that run in the launch of the kernel before them
+/// ([Note: launches]). Needs settled kernels (their parallel loops).
+void groupLaunches(const LoopProgram &program, std::vector<Kernel> &kernels);
+
 /// memory_plan.cc: each buffer's storage and the memory slots.
 void planMemory(const LoopProgram &program, const std::vector<Kernel> &kernels,
                 std::vector<BufferPlan> &buffers, std::vector<MemorySlot> &slots);

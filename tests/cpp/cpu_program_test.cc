@@ -111,15 +111,60 @@ TEST_CASE("a large pointwise node runs split over the thread pool", "[cpu_emit]"
   setNumThreads(0);
 }
 
+TEST_CASE("small independent kernels share one launch, split over threads", "[cpu_emit]") {
+  // An update of a matrix, a long vector, row sums and a transposed copy: four kernels, one
+  // function, their rows end to end ([Note: launches]); chunks of the split cut the kernels at
+  // arbitrary rows.
+  LoopProgram p;
+  BufferId x = p.addInput(F32, {200, 300});
+  BufferId y = p.addInput(F32, {50000});
+  BufferId w = p.addInput(F32, {100, 499});
+  BufferId t = p.addInput(F32, {37, 41});
+  p.markOutput(p.pointwise({200, 300}, [&](Ops &ops, Idx i) {
+    return ops.exp(ops.load(x, {i[0], i[1]})) * ops.cast(ops.indexValue(i[1]), F32);
+  }));
+  p.markOutput(
+      p.pointwise({50000}, [&](Ops &ops, Idx i) { return ops.tanh(ops.load(y, {i[0]})); }));
+  p.markOutput(p.reduction(ReductionKind::Sum, {100}, {499},
+                           [&](Ops &ops, Idx i) { return ops.load(w, {i[0], i[1]}); }));
+  p.markOutput(p.pointwise({41, 37}, [&](Ops &ops, Idx i) { return ops.load(t, {i[1], i[0]}); }));
+  passes::schedule::Schedule s = scheduled(p);
+  REQUIRE(s.kernels.size() == 4);
+  for (size_t k = 1; k < 4; ++k)
+    CHECK(s.kernels[k].withPrevious);
+  CompiledProgram c = compile(p);
+  size_t functions = 0;
+  for (const KernelInfo &k : c.module().kernels)
+    functions += !k.fusedInto;
+  CHECK(functions == 1);
+  CHECK(kernel(c, 0).laterRuns.size() == 3);
+  std::vector<Tensor> in = {randn({200, 300}), randn({50000}), randn({100, 499}), randn({37, 41})};
+  for (int threads : {1, 2, 3, 4}) {
+    INFO(threads << " threads");
+    setNumThreads(threads);
+    int64_t before = splitLaunchCount();
+    checkAgainstInterpreter(c, in);
+    CHECK(splitLaunchCount() - before == 1); // 50300 rows of 3.2 points on average
+  }
+  // Without launches: four functions, the same results.
+  passes::schedule::Schedule apart =
+      passes::schedule::schedule(p, {.fuse = true, .inlineProducers = true, .horizontal = false});
+  for (const passes::schedule::Kernel &k : apart.kernels)
+    CHECK_FALSE(k.withPrevious);
+  ProgramOptions options;
+  options.jit.cache = &testCache();
+  checkAgainstInterpreter(compileProgram(apart, options), in);
+  setNumThreads(0);
+}
+
 TEST_CASE("the launch range is the schedule's parallel loops, flattened", "[cpu_emit]") {
   // A row softmax over [2, s0, s1]: the kernel shares [2, s0], so 2 * s0 rows are shared out,
   // not 2; a pointwise node alone splits all its loops but the innermost.
   SymInt s0 = sym("s0"), s1 = sym("s1");
   LoopProgram p;
   BufferId x = p.addInput(F32, {2, s0, s1});
-  BufferId mx = p.reduction(ReductionKind::Max, {2, s0}, {s1}, [&](Ops &ops, Idx i) {
-    return ops.load(x, {i[0], i[1], i[2]});
-  });
+  BufferId mx = p.reduction(ReductionKind::Max, {2, s0}, {s1},
+                            [&](Ops &ops, Idx i) { return ops.load(x, {i[0], i[1], i[2]}); });
   BufferId sum = p.reduction(ReductionKind::Sum, {2, s0}, {s1}, [&](Ops &ops, Idx i) {
     return ops.exp(ops.load(x, {i[0], i[1], i[2]}) - ops.load(mx, {i[0], i[1]}));
   });

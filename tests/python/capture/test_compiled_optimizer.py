@@ -249,3 +249,38 @@ def test_a_scheduler_step_inside_the_compiled_step_runs_eagerly_with_its_reason(
     reasons = [r.break_record.reason for r in records if r.break_record]
     assert any("StepLR.step() is not captured: a learning-rate schedule runs eagerly" in r
                for r in reasons)
+
+
+@pytest.mark.parametrize("make_opt", [OPTIMIZERS["adamw"], OPTIMIZERS["sgd_nesterov"]],
+                         ids=["adamw", "sgd_nesterov"])
+def test_the_update_of_many_parameters_is_a_few_launches_not_one_per_parameter(make_opt):
+    """The per-parameter updates are independent small loops: the schedule lays them end to end
+    in one launch per dependency level ([Note: launches] in passes/schedule/schedule.h), so 24
+    parameters of two shapes update in at most three kernels (the step counters' numbers, the
+    weights and moments, the biases' last step), not one or three per parameter."""
+    kiln.manual_seed(0)
+    net = nn.Sequential(*[nn.Linear(24, 24) for _ in range(12)])
+    ref = copy.deepcopy(net)
+    opts = [make_opt(net.parameters()), make_opt(ref.parameters())]
+    x = kiln.from_numpy(np.random.default_rng(2).normal(size=(8, 24)).astype(np.float32))
+
+    def step(opt):
+        opt.step()
+
+    compiled = kiln.compile(step)
+    for i in range(3):
+        for m, opt in zip((net, ref), opts, strict=True):
+            opt.zero_grad()
+            (m(x) ** 2).mean().backward()
+        compiled(opts[0])
+        opts[1].step()
+        for a, b in zip(net.parameters(), ref.parameters(), strict=True):
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-4,
+                                       atol=1e-5, err_msg=f"step {i}")
+    for p in net.parameters():
+        p.grad = kiln.randn(*p.shape)
+    explained = kiln.explain(step)(opts[0])
+    [capture] = [c for c in explained.captures if c.ops]
+    [info] = capture.report.infos
+    assert explained.fallbacks == [[]]
+    assert 1 <= info["kernels"] <= 3, info["kernels"]
