@@ -571,6 +571,10 @@ py::dict trainingGraphs(const BuiltGraph &built, const std::vector<bool> &needsG
   d["saved"] = saved;
   d["grad_outputs"] = t.gradOutputs;
   d["input_grads"] = t.inputGrads;
+  py::list writeBacks;
+  for (const passes::autodiff::WriteBack &w : t.writeBacks)
+    writeBacks.append(py::make_tuple(w.input, w.output, w.sameOutputs));
+  d["write_backs"] = writeBacks;
   d["input_grad_sources"] =
       gradSources(*d["backward"].cast<std::shared_ptr<BuiltGraph>>()->graph, t.saved.size());
   d["joint_text"] = t.jointText;

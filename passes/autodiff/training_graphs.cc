@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
 #include <set>
 #include <string>
@@ -136,15 +137,19 @@ private:
       if (i < needsGrad_.size() && needsGrad_[i] && isFloatTensor(inputs[i]))
         requires_.insert(inputs[i]);
     for (const auto &[input, value] : writeBacks_) {
+      if (requires_.count(input) && !noGrad_.count(value->definingNode())) {
+        // An update with grad (relu_ of an activation an eager node made): the value is an
+        // ordinary one here, an extra output, and the caller copies it into the input with
+        // autograd recording (see TrainingGraphs::writeBacks).
+        tracked_.emplace_back(input, value);
+        continue;
+      }
       updatedInputs_.insert(input);
       if (!requires_.count(input))
         continue;
       // An update under no_grad (an optimizer's step) leaves the input the same leaf: what
       // reads the updated value differentiates into the input's gradient, and nothing flows
       // through the update itself.
-      if (!noGrad_.count(value->definingNode()))
-        throw Unsupported(
-            fmt::format("an in-place update of %{}, which requires grad", input->name()));
       requires_.insert(value);
       updated_.emplace(value, input);
     }
@@ -184,6 +189,15 @@ private:
         for (const ir::SymInt &e : v->meta().sizes)
           e.collectSymbols(tensorSymbols_);
     std::vector<Value *> outputs = graph_.outputs();
+    for (const auto &[input, value] : tracked_) {
+      std::vector<int> same;
+      for (size_t k = 0; k < graph_.outputs().size(); ++k)
+        if (graph_.outputs()[k] == value)
+          same.push_back(static_cast<int>(k));
+      writeBackOut_.push_back({static_cast<int>(inputIndex_.at(map_.at(input))),
+                               static_cast<int>(outputs.size()), std::move(same)});
+      outputs.push_back(value);
+    }
     std::vector<Value *> seeds;
     for (size_t k = 0; k < outputs.size(); ++k) {
       if (!requires_.count(outputs[k]))
@@ -447,8 +461,12 @@ private:
       for (int i = 0; i < n->numResults(); ++i)
         fmap[n->result(i)] = rs[i];
     }
-    for (const auto &[input, value] : writeBacks_) // the forward's mutations, written back once
-      fwd.add(OpKind::Copy, {fmap.at(map_.at(input)), fmap.at(map_.at(value))}, {});
+    for (const auto &[input, value] : writeBacks_) { // the forward's mutations, written back once
+      bool byCaller = std::any_of(tracked_.begin(), tracked_.end(),
+                                  [&](const auto &t) { return t.first == input; });
+      if (!byCaller)
+        fwd.add(OpKind::Copy, {fmap.at(map_.at(input)), fmap.at(map_.at(value))}, {});
+    }
     std::vector<Value *> fwdOuts;
     for (size_t k = 0; k < numJointOutputs_; ++k)
       fwdOuts.push_back(fmap.at(jointOuts[k]));
@@ -473,6 +491,7 @@ private:
     out.forward = fwd.finish(fwdOuts);
     out.gradOutputs = gradOutputs_;
     out.inputGrads = inputGrads_;
+    out.writeBacks = writeBackOut_;
     return out;
   }
 
@@ -483,6 +502,9 @@ private:
   /// Updated values that stand for the input they are written back into (see markRequiresGrad).
   std::unordered_map<const Value *, const Value *> updated_;
   std::unordered_set<const Value *> updatedInputs_;
+  /// Updates with grad, written back by the caller (input, updated value), and where.
+  std::vector<std::pair<Value *, Value *>> tracked_;
+  std::vector<WriteBack> writeBackOut_;
   ir::GraphBuilder joint_;
   std::unique_ptr<ir::Graph> jointGraph_;
   size_t numInputs_ = 0, numJointOutputs_ = 0;

@@ -38,6 +38,16 @@ struct SavedValue {
   std::string producer; ///< the op that computes it (`input` for an input), for logs and tests
 };
 
+/// An in-place update, with grad, of a forward input that requires grad (relu_ of an activation
+/// an eager node computed): the forward returns the updated value as an extra output and the
+/// caller copies it into the input with autograd recording, as eager's in-place op would.
+struct WriteBack {
+  int input = 0;  ///< the forward input updated
+  int output = 0; ///< the forward output holding its new value (after the graph's outputs)
+  /// The graph's outputs that are this same updated value: the caller returns the input there.
+  std::vector<int> sameOutputs;
+};
+
 struct TrainingGraphs {
   std::unique_ptr<ir::Graph> forward, backward;
   ir::NodePositions forwardPositions, backwardPositions;
@@ -48,6 +58,9 @@ struct TrainingGraphs {
   /// The forward inputs whose gradients the backward returns, in order (inputs that need a
   /// gradient and get none are absent: their gradient is None).
   std::vector<int> inputGrads;
+  /// The forward's updates with grad that the caller writes back (their outputs follow the
+  /// graph's outputs, before the saved values).
+  std::vector<WriteBack> writeBacks;
   /// The joint graph, printed (KILN_LOGS=aot).
   std::string jointText;
 };
@@ -55,7 +68,8 @@ struct TrainingGraphs {
 /// Builds the joint graph of `graph` and splits it. `inputNeedsGrad[i]`: graph input i requires
 /// grad; the results of `noGrad` nodes carry no gradient (what a `no_grad` block computed). Throws
 /// Unsupported (graph_rule_builder.h) for what it cannot differentiate: an op without a compiled
-/// derivative on a path that needs gradients, symbolic sizes, mutations of the graph's inputs.
+/// derivative on a path that needs gradients, symbolic sizes, a backward that reads an input from
+/// before the forward's update of it.
 TrainingGraphs buildTrainingGraphs(const ir::Graph &graph, const std::vector<bool> &inputNeedsGrad,
                                    const std::unordered_set<const ir::Node *> &noGrad = {});
 

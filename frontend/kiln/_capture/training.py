@@ -54,6 +54,10 @@ class TrainingPart:
         self.input_grads = list(spec["input_grads"])
         # per input gradient: the output gradients it is computed from (none given: None)
         self.grad_sources = [list(s) for s in spec["input_grad_sources"]]
+        # in-place updates with grad of inputs (input, output of its new value, outputs that are
+        # that value): written back here, through autograd, as eager's in-place op records them
+        self.write_backs = [(i, k, list(same)) for i, k, same in spec.get("write_backs", ())]
+        self.num_results = num_outputs + len(self.write_backs)
         self.__name__ = self.__qualname__ = name
         self.__module__ = "kiln.compiled"
         # (the part's nodes as eager code, its PartitionReport): inputs the forward was not
@@ -70,12 +74,13 @@ class TrainingPart:
             logs.log("perf", f"backend: {self.__name__} runs eagerly for these inputs: {e}")
             report.eager_calls += 1
             return eager(*args)
-        outs = raw[: self.num_outputs]
+        outs = raw[: self.num_results]
         inputs = [args[i] for i in self.input_grads]
         if not (_C._autograd.is_grad_enabled() and any(t.requires_grad for t in inputs)):
-            return outs
-        saved = [(args[i].contiguous() if isinstance(args[i], kiln.Tensor) else args[i])
-                 if is_input else raw[i] for is_input, i in self.saved]
+            return self._write_back(args, outs)
+        updated = {i for i, _, _ in self.write_backs}
+        saved = [self._saved_input(args[i], i in updated) if is_input else raw[i]
+                 for is_input, i in self.saved]
         grad_of = [outs[k] for k in self.grad_outputs]
         shapes = [(o.shape, o.dtype) for o in grad_of]
         backward, name, sources = self.backward, self.__name__, self.grad_sources
@@ -97,7 +102,27 @@ class TrainingPart:
 
         _C._autograd._record_function("CompiledFunctionBackward", run_backward, inputs, grad_of,
                                       materialize_grads=False)
-        return outs
+        return self._write_back(args, outs)
+
+    @staticmethod
+    def _saved_input(value, updated: bool):
+        if not isinstance(value, kiln.Tensor):
+            return value
+        # an input the caller updates after the forward is saved as it was
+        return value.detach().clone() if updated else value.contiguous()
+
+    def _write_back(self, args, results):
+        """The graph's outputs, after the updates with grad are copied into their inputs: the
+        input takes the update's autograd history (CopyBackward to the compiled node), and an
+        output that is the updated value is the input itself, as in eager."""
+        if not self.write_backs:
+            return results[: self.num_outputs]
+        outs = list(results[: self.num_outputs])
+        for i, k, same in self.write_backs:
+            args[i].copy_(results[k])
+            for j in same:
+                outs[j] = args[i]
+        return type(results)(outs)
 
 
 class PerShapeTraining:

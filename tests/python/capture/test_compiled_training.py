@@ -623,3 +623,58 @@ def test_batch_norm_training_with_a_symbolic_batch_compiles():
     np.testing.assert_allclose(net[0].weight.grad.numpy(), ref[0].weight.grad.numpy(),
                                rtol=1e-4, atol=1e-3)
     assert all(r.eager_nodes == 0 for r in backend.reports)
+
+
+@kiln.compiler.allow_in_graph
+def _made_eagerly(x):  # a node the compiler cannot look into: it runs on its eager kernel
+    return x * 2 + 1
+
+
+class _EagerThenInPlace(nn.Module):
+    """A value from an eager node updated in place with grad (torchvision's ReLU(inplace=True)
+    after a layer kiln runs eagerly, as SyncBatchNorm's collective)."""
+
+    def __init__(self, returns_updated: bool):
+        super().__init__()
+        self.a, self.b = nn.Linear(6, 8), nn.Linear(8, 3)
+        self.act = nn.ReLU(inplace=True)
+        self.returns_updated = returns_updated
+
+    def forward(self, x):
+        h = _made_eagerly(self.a(x))
+        self.act(h)  # h itself is updated
+        out = self.b(h)
+        return (out, h) if self.returns_updated else out
+
+
+@pytest.mark.parametrize("returns_updated", [False, True])
+def test_an_in_place_update_with_grad_of_an_eager_nodes_result_keeps_a_compiled_backward(
+        returns_updated):
+    """The part after the eager node updates one of its inputs in place with grad: its forward
+    returns the new value and the caller copies it into the input through autograd, so the part
+    keeps its compiled backward (it once ran its whole backward eagerly: "an in-place update of
+    %t1, which requires grad"), and a returned `h` is the caller's tensor, updated."""
+    kiln.manual_seed(0)
+    model = _EagerThenInPlace(returns_updated)
+    backend = CpuBackend(fallback=True)
+    compiled = kiln.compile(model, backend=backend)
+    x = kiln.randn(5, 6)
+    for _ in range(2):
+        results = []
+        for fn in (model, compiled):
+            model.zero_grad()
+            out = fn(x)
+            loss = (out[0].square().sum() + out[1].sum()) if returns_updated else out.square().sum()
+            loss.backward()
+            results.append((out, [p.grad.clone() for p in model.parameters()]))
+        (want, want_grads), (got, got_grads) = results
+        for w, g in zip(want if returns_updated else [want], got if returns_updated else [got],
+                        strict=True):
+            close(g.detach(), w.detach())
+        if returns_updated:
+            assert got[1].min().item() >= 0  # the returned h is the updated tensor
+        for w, g in zip(want_grads, got_grads, strict=True):
+            close(g, w)
+    [report] = backend.reports
+    assert [target for _, target, _ in report.fallbacks] == [f"{__name__}._made_eagerly"]
+    assert report.backward_parts >= 1
