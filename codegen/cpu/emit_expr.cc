@@ -484,6 +484,27 @@ Value emitGather(Builder &b, const KernelScope &scope, BufferId buffer, const Va
   return fromMemory(b, raw, t);
 }
 
+Value emitStridedLoad(Builder &b, const KernelScope &scope, BufferId buffer,
+                      const std::string &index, int lanes, int64_t stride) {
+  DType t = scope.program->buffer(buffer).meta.dtype;
+  std::string mem = memElem(t);
+  int64_t span = lanes * stride, read = (lanes - 1) * stride + 1;
+  Value wide{b.fresh("ld"), mem, static_cast<int>(span)};
+  std::string mask = b.fresh("mask"), pass = b.fresh("pass");
+  b.emit("{} = vector.constant_mask [{}] : vector<{}xi1>", mask, read, span);
+  b.emit("{} = arith.constant dense<{}> : {}", pass, isFloatElem(mem) ? "0.0" : "0", wide.type());
+  b.emit("{} = vector.maskedload {}[{}], {}, {} : memref<?x{}>, vector<{}xi1>, {} into {}",
+         wide.name, scope.memrefs.at(buffer), index, mask, pass, mem, span, wide.type(),
+         wide.type());
+  std::string picks;
+  for (int64_t k = 0; k < lanes; ++k)
+    picks += (k ? ", " : "") + std::to_string(k * stride);
+  Value raw{b.fresh("ld"), mem, lanes};
+  b.emit("{} = vector.shuffle {}, {} [{}] : {}, {}", raw.name, wide.name, wide.name, picks,
+         wide.type(), wide.type());
+  return fromMemory(b, raw, t);
+}
+
 void emitStore(Builder &b, const KernelScope &scope, BufferId buffer, const std::string &index,
                Value v, int lanes) {
   DType t = scope.program->buffer(buffer).meta.dtype;
@@ -557,6 +578,10 @@ Value BodyEmitter::emitLoad(const Expr &e) {
         return emitClampedLoad(e, *clamped);
     KILN_CHECK(c, "cpu emitter: load {}[{}] is not affine in {}", bufferName(e.buffer),
                e.index.str(), laneVar_);
+    std::optional<int64_t> stride = c->constant();
+    if (stride && *stride > 1 && *stride <= kMaxShuffledStride)
+      return emitStridedLoad(b_, scope_, e.buffer, emitIndex(b_, e.index, scope_.names), lanes_,
+                             *stride);
     if (c->constant() != 0) {
       lanes = lanes_;
       contiguous = c->constant() == 1;

@@ -198,6 +198,13 @@ Value emitLoad(Builder &b, const KernelScope &scope, BufferId buffer, const std:
                int lanes, const std::optional<std::string> &coeff, bool contiguous);
 /// Loads `buffer` at the flat i64 offsets of the vector `offsets` (vector.gather).
 Value emitGather(Builder &b, const KernelScope &scope, BufferId buffer, const Value &offsets);
+/// `lanes` elements `stride` apart from `index` (a pooling window's column, a stride-2
+/// convolution's input), for a small constant stride: one masked load of the contiguous span
+/// (the mask stops at the last element read, so nothing past it is touched) and a shuffle that
+/// keeps every `stride`-th element; a gather costs several times more.
+inline constexpr int64_t kMaxShuffledStride = 4;
+Value emitStridedLoad(Builder &b, const KernelScope &scope, BufferId buffer,
+                      const std::string &index, int lanes, int64_t stride);
 /// Stores `v` (compute type of the buffer's dtype) at `index`: W contiguous elements when
 /// `lanes` > 0 (a scalar v is broadcast).
 void emitStore(Builder &b, const KernelScope &scope, BufferId buffer, const std::string &index,

@@ -74,10 +74,48 @@ bool storesUnitStride(const LoopProgram &p, const LoopNode &node) {
   return true;
 }
 
+/// A reduction loop shorter than this leaves most of a vector empty: a reduction over a few
+/// points (a 2x2 or 3x3 pooling window) vectorizes across its outputs instead (see chooseLane).
+constexpr int64_t kShortReduceLane = 8;
+
+/// The largest load stride along the outputs for which a window reduction vectorizes across
+/// them: the CPU code generator loads a stride of up to 4 as one contiguous span and a shuffle
+/// (a 2x2 pool's stride 2); a larger one would be a gather per reduced point.
+constexpr int64_t kMaxWindowStride = 4;
+
+/// Whether every load of `body` moves along `var` by a constant of at most `limit` elements.
+bool loadStridesAtMost(const ir::loop::Body &body, const std::string &var, int64_t limit) {
+  for (const Expr *e : body.exprs()) {
+    if (!e->isLoad())
+      continue;
+    std::optional<SymInt> c = ir::loop::laneCoefficient(e->index, var);
+    std::optional<int64_t> k = c ? c->constant() : std::nullopt;
+    if (e->kind == ExprKind::IndirectLoad || !k || *k < 0 || *k > limit)
+      return false;
+  }
+  return true;
+}
+
+/// Whether `node` reduces over a few points (all reduction extents constant, kShortReduceLane
+/// points at most, its innermost loop shorter than that): a pooling window.
+bool reducesAFewPoints(const LoopNode &node) {
+  int64_t points = 1;
+  for (const SymInt &r : node.reductionRanges) {
+    std::optional<int64_t> e = r.constant();
+    if (!e)
+      return false;
+    points *= *e;
+  }
+  return !node.reductionRanges.empty() && points <= kShortReduceLane * kShortReduceLane &&
+         *node.reductionRanges.back().constant() < kShortReduceLane;
+}
+
 /// The lane: the innermost reduction loop of a reduction that folds lanes (sum, prod, max, min,
 /// Welford) when its loads are contiguous along it; else the innermost range loop when the
 /// stores are unit-stride along it and every access is affine in it (gathers pay off against
-/// the contiguous stores of a pointwise node; a reduction would gather on every reduced point).
+/// the contiguous stores of a pointwise node; a reduction would gather on every reduced point,
+/// which pays only when it reduces a few points: a pooling window's max or sum, one output per
+/// lane, beats a vector of 2 or 3 lanes over the window's row).
 void chooseLane(const LoopProgram &p, const LoopNode &node, LoopOrder &order) {
   size_t k = node.ranges.size(), m = node.reductionRanges.size();
   bool isReduction = node.kind == LoopNodeKind::Reduction;
@@ -85,6 +123,19 @@ void chooseLane(const LoopProgram &p, const LoopNode &node, LoopOrder &order) {
   bool foldable = kind == ReductionKind::Sum || kind == ReductionKind::Prod ||
                   kind == ReductionKind::Max || kind == ReductionKind::Min ||
                   kind == ReductionKind::Welford;
+  // (outputs in rows of at least 8, or of a symbolic width: a vector across them fills)
+  std::optional<int64_t> width = k > 0 ? node.ranges[k - 1].constant() : std::nullopt;
+  bool window = isReduction && kind != ReductionKind::Welford && foldable &&
+                reducesAFewPoints(node) && k > 0 && (!width || *width >= 8);
+  if (window && storesUnitStride(p, node)) {
+    std::string var = ir::loop::loopVarName(k - 1);
+    if (accessesAlong(*node.body, var).affine &&
+        loadStridesAtMost(*node.body, var, kMaxWindowStride)) {
+      order.lane = LaneKind::Range;
+      order.laneVar = var;
+      return;
+    }
+  }
   if (isReduction && foldable && m > 0) {
     std::string var = ir::loop::reductionVarName(m - 1);
     LaneAccesses a = accessesAlong(*node.body, var);

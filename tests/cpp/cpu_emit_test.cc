@@ -719,3 +719,23 @@ TEST_CASE("runs computing the same thing on other buffers share one function", "
     checkAgainstInterpreter(c, {randn({n}, DType::Float64)});
   }
 }
+
+TEST_CASE("loads 2 to 4 elements apart are a masked span load and a shuffle, up to the last row",
+          "[cpu_emit]") {
+  // Each output reads the input at stride 2, 3 and 4 along the lane, ending at the input's last
+  // element: the span's mask must stop there (the input is exactly as long as the reads need).
+  for (int64_t cols : {1, 7, 16, 33}) {
+    INFO(cols << " columns");
+    LoopProgram p;
+    BufferId x = p.addInput(F32, {5, 4 * cols});
+    p.markOutput(p.pointwise({5, cols}, [&](Ops &ops, Idx i) {
+      return ops.load(x, {i[0], i[1] * 2 + 1}) +
+             ops.load(x, {i[0], i[1] * 3}) * ops.constant(2.0, F32) +
+             ops.load(x, {i[0], i[1] * 4 + 3}) * ops.constant(3.0, F32);
+    }));
+    CompiledProgram c = compile(p);
+    CHECK(has(c.module().text, "vector.maskedload"));
+    CHECK_FALSE(has(c.module().text, "vector.gather"));
+    checkAgainstInterpreter(c, {randn({5, 4 * cols})});
+  }
+}
