@@ -5,8 +5,8 @@
 /// ahead of time (fromKernels: the AOT runtime links the same emitted module). No LLVM here:
 /// the AOT runtime links this file without the compiler. run() binds the
 /// inputs and size symbols, then runs the nodes in order: a generated kernel through `launch`
-/// over the thread pool (split along the schedule's parallel loops, flattened), an Extern node through kiln's eager
-/// ops.
+/// over the thread pool (split along the schedule's parallel loops, flattened), an Extern node
+/// through kiln's eager ops.
 ///
 /// [Note: run-time memory plan]
 /// Intermediates live where the schedule put them ([Note: memory plan] in

@@ -506,12 +506,29 @@ Value emitStridedLoad(Builder &b, const KernelScope &scope, BufferId buffer,
 }
 
 void emitStore(Builder &b, const KernelScope &scope, BufferId buffer, const std::string &index,
-               Value v, int lanes) {
+               Value v, int lanes, int64_t stride) {
   DType t = scope.program->buffer(buffer).meta.dtype;
   std::string mem = memElem(t);
   const std::string &memref = scope.memrefs.at(buffer);
   Value m = toMemory(b, b.broadcast(v, lanes), t);
-  if (lanes)
+  if (lanes && stride > 1) {
+    KILN_CHECK(stride <= passes::schedule::kMaxShuffledStride,
+               "cpu emitter: a vector store {} elements apart", stride);
+    int64_t span = lanes * stride;
+    std::string picks, mask;
+    for (int64_t j = 0; j < span; ++j) {
+      bool mine = j % stride == 0;
+      picks += (j ? ", " : "") + std::to_string(mine ? j / stride : 0);
+      mask += (j ? ", " : "") + std::string(mine ? "true" : "false");
+    }
+    Value wide{b.fresh("st"), m.elem, static_cast<int>(span)};
+    b.emit("{} = vector.shuffle {}, {} [{}] : {}, {}", wide.name, m.name, m.name, picks, m.type(),
+           m.type());
+    std::string maskName = b.fresh("mask");
+    b.emit("{} = arith.constant dense<[{}]> : vector<{}xi1>", maskName, mask, span);
+    b.emit("vector.maskedstore {}[{}], {}, {} : memref<?x{}>, vector<{}xi1>, {}", memref, index,
+           maskName, wide.name, mem, span, wide.type());
+  } else if (lanes)
     b.emit("vector.store {}, {}[{}] : memref<?x{}>, {}", m.name, memref, index, mem, m.type());
   else
     b.emit("memref.store {}, {}[{}] : memref<?x{}>", m.name, memref, index, mem);
@@ -579,7 +596,7 @@ Value BodyEmitter::emitLoad(const Expr &e) {
     KILN_CHECK(c, "cpu emitter: load {}[{}] is not affine in {}", bufferName(e.buffer),
                e.index.str(), laneVar_);
     std::optional<int64_t> stride = c->constant();
-    if (stride && *stride > 1 && *stride <= kMaxShuffledStride)
+    if (stride && *stride > 1 && *stride <= passes::schedule::kMaxShuffledStride)
       return emitStridedLoad(b_, scope_, e.buffer, emitIndex(b_, e.index, scope_.names), lanes_,
                              *stride);
     if (c->constant() != 0) {

@@ -201,14 +201,15 @@ Value emitGather(Builder &b, const KernelScope &scope, BufferId buffer, const Va
 /// `lanes` elements `stride` apart from `index` (a pooling window's column, a stride-2
 /// convolution's input), for a small constant stride: one masked load of the contiguous span
 /// (the mask stops at the last element read, so nothing past it is touched) and a shuffle that
-/// keeps every `stride`-th element; a gather costs several times more.
-inline constexpr int64_t kMaxShuffledStride = 4;
+/// keeps every `stride`-th element (up to passes::schedule::kMaxShuffledStride); a gather costs
+/// several times more.
 Value emitStridedLoad(Builder &b, const KernelScope &scope, BufferId buffer,
                       const std::string &index, int lanes, int64_t stride);
-/// Stores `v` (compute type of the buffer's dtype) at `index`: W contiguous elements when
-/// `lanes` > 0 (a scalar v is broadcast).
+/// Stores `v` (compute type of the buffer's dtype) at `index`: W elements `stride` apart when
+/// `lanes` > 0 (a scalar v is broadcast): contiguous, or for a stride of up to
+/// kMaxShuffledStride one masked store of the span with the values shuffled into place.
 void emitStore(Builder &b, const KernelScope &scope, BufferId buffer, const std::string &index,
-               Value v, int lanes);
+               Value v, int lanes, int64_t stride = 1);
 
 /// The running state of one reduction (emit_reduce.cc).
 class Accumulator {

@@ -438,7 +438,10 @@ private:
     for (size_t j = 0; j < node_->ranges.size(); ++j)
       vars.push_back(SymInt::symbol(loopVarName(j)));
     std::string index = emitIndex(b_, flatIndex(vars, buffer.meta.strides), scope_.names);
-    emitStore(b_, scope_, out, index, v, lanes);
+    int64_t stride = 1; // the lane is the last range loop; stores along it may be strided
+    if (lanes && !buffer.meta.strides.empty())
+      stride = buffer.meta.strides.back().constant().value_or(1);
+    emitStore(b_, scope_, out, index, v, lanes, stride);
   }
 
   void point(int lanes) {

@@ -71,8 +71,8 @@ struct MathToLibmCallsPass
 
   llvm::StringRef getArgument() const final { return "math-to-libm-calls"; }
   void getDependentDialects(mlir::DialectRegistry &registry) const final {
-    registry.insert<mlir::arith::ArithDialect, mlir::func::FuncDialect,
-                    mlir::vector::VectorDialect>();
+    registry
+        .insert<mlir::arith::ArithDialect, mlir::func::FuncDialect, mlir::vector::VectorDialect>();
   }
   void runOnOperation() final {
     mlir::ConversionTarget target(getContext());
@@ -84,8 +84,7 @@ struct MathToLibmCallsPass
                         mlir::math::TanhOp, mlir::math::ErfOp, mlir::math::CbrtOp>();
     mlir::RewritePatternSet patterns(&getContext());
     mlir::populateMathToLibmConversionPatterns(patterns);
-    if (mlir::failed(
-            mlir::applyPartialConversion(getOperation(), target, std::move(patterns))))
+    if (mlir::failed(mlir::applyPartialConversion(getOperation(), target, std::move(patterns))))
       signalPassFailure();
   }
 };

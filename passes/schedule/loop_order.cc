@@ -66,22 +66,21 @@ LaneAccesses accessesAlong(const ir::loop::Body &body, const std::string &var) {
   return a;
 }
 
-bool storesUnitStride(const LoopProgram &p, const LoopNode &node) {
+/// Whether every output is stored along the innermost range loop contiguously or a few elements
+/// apart (kMaxShuffledStride: a masked store of the span).
+bool storesAlongLane(const LoopProgram &p, const LoopNode &node) {
   size_t k = node.ranges.size();
-  for (BufferId out : node.outputs)
-    if (p.buffer(out).meta.strides[k - 1].constant() != 1)
+  for (BufferId out : node.outputs) {
+    std::optional<int64_t> stride = p.buffer(out).meta.strides[k - 1].constant();
+    if (!stride || *stride < 1 || *stride > kMaxShuffledStride)
       return false;
+  }
   return true;
 }
 
 /// A reduction loop shorter than this leaves most of a vector empty: a reduction over a few
 /// points (a 2x2 or 3x3 pooling window) vectorizes across its outputs instead (see chooseLane).
 constexpr int64_t kShortReduceLane = 8;
-
-/// The largest load stride along the outputs for which a window reduction vectorizes across
-/// them: the CPU code generator loads a stride of up to 4 as one contiguous span and a shuffle
-/// (a 2x2 pool's stride 2); a larger one would be a gather per reduced point.
-constexpr int64_t kMaxWindowStride = 4;
 
 /// Whether every load of `body` moves along `var` by a constant of at most `limit` elements.
 bool loadStridesAtMost(const ir::loop::Body &body, const std::string &var, int64_t limit) {
@@ -112,10 +111,10 @@ bool reducesAFewPoints(const LoopNode &node) {
 
 /// The lane: the innermost reduction loop of a reduction that folds lanes (sum, prod, max, min,
 /// Welford) when its loads are contiguous along it; else the innermost range loop when the
-/// stores are unit-stride along it and every access is affine in it (gathers pay off against
-/// the contiguous stores of a pointwise node; a reduction would gather on every reduced point,
-/// which pays only when it reduces a few points: a pooling window's max or sum, one output per
-/// lane, beats a vector of 2 or 3 lanes over the window's row).
+/// stores are unit-stride (or a few elements apart) along it and every access is affine in it
+/// (gathers pay off against the contiguous stores of a pointwise node; a reduction would gather on
+/// every reduced point, which pays only when it reduces a few points: a pooling window's max or
+/// sum, one output per lane, beats a vector of 2 or 3 lanes over the window's row).
 void chooseLane(const LoopProgram &p, const LoopNode &node, LoopOrder &order) {
   size_t k = node.ranges.size(), m = node.reductionRanges.size();
   bool isReduction = node.kind == LoopNodeKind::Reduction;
@@ -127,10 +126,10 @@ void chooseLane(const LoopProgram &p, const LoopNode &node, LoopOrder &order) {
   std::optional<int64_t> width = k > 0 ? node.ranges[k - 1].constant() : std::nullopt;
   bool window = isReduction && kind != ReductionKind::Welford && foldable &&
                 reducesAFewPoints(node) && k > 0 && (!width || *width >= 8);
-  if (window && storesUnitStride(p, node)) {
+  if (window && storesAlongLane(p, node)) {
     std::string var = ir::loop::loopVarName(k - 1);
     if (accessesAlong(*node.body, var).affine &&
-        loadStridesAtMost(*node.body, var, kMaxWindowStride)) {
+        loadStridesAtMost(*node.body, var, kMaxShuffledStride)) {
       order.lane = LaneKind::Range;
       order.laneVar = var;
       return;
@@ -145,7 +144,7 @@ void chooseLane(const LoopProgram &p, const LoopNode &node, LoopOrder &order) {
       return;
     }
   }
-  if (k > 0 && storesUnitStride(p, node)) {
+  if (k > 0 && storesAlongLane(p, node)) {
     std::string var = ir::loop::loopVarName(k - 1);
     LaneAccesses a = accessesAlong(*node.body, var);
     if (a.affine && (!a.strided || !isReduction)) {

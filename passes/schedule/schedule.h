@@ -135,6 +135,12 @@ struct LoopOrder {
   size_t mergedIntoLane = 0;
 };
 
+/// Loads and stores this many elements apart along a vector lane, or fewer, are one contiguous
+/// span and a shuffle in the CPU code (a masked load or store of the span); further apart, a
+/// load is a gather and a store is not vectorized. A reduction over a few points (a pooling
+/// window) vectorizes across its outputs only when its loads move along them at most this far.
+inline constexpr int64_t kMaxShuffledStride = 4;
+
 /// [Note: merged lane loops]
 /// A lane of a few elements (the 3 of a [512, 512, 3, 3] weight, the 7 of a 7x7 feature map)
 /// runs as a scalar tail: the vector never fills. When every access of a node is affine in the

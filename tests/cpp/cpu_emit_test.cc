@@ -739,3 +739,24 @@ TEST_CASE("loads 2 to 4 elements apart are a masked span load and a shuffle, up 
     checkAgainstInterpreter(c, {randn({5, 4 * cols})});
   }
 }
+
+TEST_CASE("stores 2 to 4 elements apart are a shuffle and a masked store of the span",
+          "[cpu_emit]") {
+  // Interleaving: [5, s, cols] laid out as [5, cols, s], each s-th element written by the lane
+  // walking the columns; the other nodes' elements between them stay as they are.
+  for (int64_t s : {2, 3, 4})
+    for (int64_t cols : {1, 7, 16, 33}) {
+      INFO(s << " apart, " << cols << " columns");
+      LoopProgram p;
+      BufferId x = p.addInput(F32, {5, cols});
+      p.markOutput(p.pointwise(
+          {5, s, cols},
+          [&](Ops &ops, Idx i) {
+            return ops.load(x, {i[0], i[2]}) * ops.cast(ops.indexValue(i[1] + 1), F32);
+          },
+          std::vector<SymInt>{SymInt(s * cols), SymInt(1), SymInt(s)}));
+      CompiledProgram c = compile(p);
+      CHECK(has(c.module().text, "vector.maskedstore"));
+      checkAgainstInterpreter(c, {randn({5, cols})});
+    }
+}
