@@ -190,8 +190,8 @@ bool execute(const Api &api, Handle primitive, const std::vector<ExecArg> &args)
 }
 
 /// How many threads a convolution of `shape` runs on: all of kiln's, except for small ones, whose
-/// work is less than waking oneDNN's OpenMP threads costs (they sleep between calls: PASSIVE): a
-/// 576x14x14 depthwise 3x3 with stride 2 took 0.39 ms on 2 threads and 0.05 ms on 1.
+/// work is less than waking oneDNN's OpenMP threads costs (they sleep after a brief spin, loadApi):
+/// a 576x14x14 depthwise 3x3 with stride 2 took 0.39 ms on 2 threads and 0.05 ms on 1.
 int threadsFor(const ConvShape &s) {
   int64_t macs = s.batch * s.outChannels * (s.channels / std::max<int64_t>(1, s.groups));
   for (size_t d = 0; d < s.out.size(); ++d)
