@@ -355,7 +355,8 @@ void CompiledProgram::State::runKernel(size_t k, const SymbolValues &values,
                                        std::vector<Tensor> &tensors) const {
   const KernelInfo &info = module.kernels[kernelOfNode[k]];
   // The launch range: this node's rows, then each later kernel's of its launch; the grain is
-  // the work of all nodes that run in the function (those fused into it) per row.
+  // the work of all nodes that run in the function (those fused into it) per row, on average
+  // over the launch's kernels (a launch of rows of unequal work splits by rows, not by work).
   auto rowsOf = [&](size_t node, size_t parallel) {
     return product(std::span(program.nodes()[node].ranges).first(parallel), values);
   };
@@ -375,7 +376,7 @@ void CompiledProgram::State::runKernel(size_t k, const SymbolValues &values,
   int64_t indexError[kIndexErrorSlots] = {0, 0, 0};
   if (info.checksIndices)
     args.push_back(indexError);
-  launch(kernels[kernelOfNode[k]], args.data(), rows, grainFor(work / rows));
+  launch(kernels[kernelOfNode[k]], args.data(), rows, grainFor((work + rows - 1) / rows));
   if (indexError[0])
     fail(ErrorKind::Index, "{}", ir::loop::indexOutOfRange(indexError[1], indexError[2]));
 }

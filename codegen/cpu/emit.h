@@ -1,6 +1,6 @@
 #pragma once
 /// The loop-IR → MLIR emitter for CPU kernels: one MLIR module per scheduled LoopProgram, one
-/// `func.func` per kernel of the schedule ([Note: fused runs]), written as MLIR text (no MLIR
+/// `func.func` per launch of the schedule ([Note: fused runs]), written as MLIR text (no MLIR
 /// headers: this layer compiles fast, and the text is what the kernel cache hashes).
 ///
 /// [Note: emitted kernels]
@@ -22,9 +22,11 @@
 ///   reduction lane (sum/prod/max/min/welford) keeps a vector accumulator, one
 ///   `vector.reduction` at the end; welford merges per-lane statistics with Chan's formula.
 ///   A load whose offset has coefficient 0 along the lane variable is a scalar load (broadcast
-///   where needed), coefficient 1 a `vector.load`, any other coefficient a `vector.gather`; an
-///   offset that is not affine in the lane variable keeps the node scalar. The vector loop runs
-///   the largest multiple of W iterations, a scalar loop the tail.
+///   where needed), coefficient 1 a `vector.load`, 2 to 4 (kMaxShuffledStride) a masked load of
+///   the span and a `vector.shuffle`, any other a `vector.gather`; a store 2 to 4 apart is a
+///   shuffle and a masked store of the span. An offset that is not affine in the lane variable
+///   keeps the node scalar. The vector loop runs the largest multiple of W iterations, a scalar
+///   loop the tail.
 /// - Reductions accumulate in the compute type (welford in f64); argmax/argmin vectorize only
 ///   across independent outputs (innermost range variable), otherwise run scalar.
 /// - f32 math (exp, log, tanh, erf, ...) is lowered to polynomial approximations by the JIT
@@ -82,8 +84,9 @@ struct KernelInfo {
   std::vector<std::string> symbols;        ///< then one packSize slot per size symbol
   LaneMode lanes = LaneMode::Scalar;
   int width = 1; ///< vector lanes (1 when scalar)
-  /// How many leading range loops [begin, end) covers, flattened (row-major): the launch range
-  /// is the product of their extents (the schedule's LoopOrder::parallelLoops).
+  /// How many leading range loops [begin, end) covers, flattened (row-major): this node's part
+  /// of the launch range is the product of their extents (the schedule's
+  /// LoopOrder::parallelLoops); a launch's range is its kernels' parts end to end.
   size_t parallelLoops = 0;
   /// Whether the kernel has indirect loads: then args holds one more slot after the symbols, a
   /// pointer to an int64_t[kIndexErrorSlots] record the caller zeroes. A kernel that meets an

@@ -1,6 +1,7 @@
-// The module, one function per loop node: the kernel ABI prologue, the loop nest over the
-// node's ranges (the outermost over [begin, end)), the vector loop with its scalar tail, tiles for
-// transposed loads, and the reduction loops carrying their accumulators.
+// The module, one function per launch of loop kernels: the kernel ABI prologue, each kernel's
+// loop nest over its nodes' ranges (the outermost over its part of [begin, end)), the vector loop
+// with its scalar tail, tiles for transposed loads, and the reduction loops carrying their
+// accumulators.
 
 #include "codegen/cpu/emit_impl.h"
 
@@ -231,7 +232,8 @@ private:
           continue;
         const Buffer &out = program_.buffer(p.outputs[0]);
         if (out.meta.dtype != r.body->dtype() ||
-            memElem(out.meta.dtype) != computeElem(out.meta.dtype))
+            memElem(out.meta.dtype) != computeElem(out.meta.dtype) ||
+            out.meta.strides.back().constant() != 1) // the reduction stores W values in a row
           continue;
         for (const Expr *e : p.body->exprs())
           if (e != p.body->result() && sameExpr(r.body->result(), e, loopVarName(s))) {
@@ -439,8 +441,11 @@ private:
       vars.push_back(SymInt::symbol(loopVarName(j)));
     std::string index = emitIndex(b_, flatIndex(vars, buffer.meta.strides), scope_.names);
     int64_t stride = 1; // the lane is the last range loop; stores along it may be strided
-    if (lanes && !buffer.meta.strides.empty())
-      stride = buffer.meta.strides.back().constant().value_or(1);
+    if (lanes && !buffer.meta.strides.empty()) {
+      std::optional<int64_t> c = buffer.meta.strides.back().constant();
+      KILN_CHECK(c, "cpu emitter: a vector store of {} along a symbolic stride", bufferName(out));
+      stride = *c;
+    }
     emitStore(b_, scope_, out, index, v, lanes, stride);
   }
 

@@ -7,8 +7,9 @@
 /// - args[i] is either a buffer's base pointer (element 0 of the buffer; strides and offsets
 ///   are baked into the kernel or passed as sizes) or an int64 size stored in the slot itself
 ///   (packSize below): symbolic sizes are runtime arguments, in the order the kernel declares;
-/// - [begin, end) is the range of the kernel's outermost parallel loop; the kernel does exactly
-///   the work of those iterations, so chunks may run on different threads in any order.
+/// - [begin, end) is a range of the kernel's outermost parallel loop (for a launch of several
+///   kernels, of their parallel loops end to end); the kernel does exactly the work of those
+///   iterations, so chunks may run on different threads in any order.
 /// codegen/README.md shows the MLIR that reads the arguments.
 
 #include <cstdint>

@@ -171,8 +171,9 @@ void lowerAdaptiveAvgPool(LowerContext &ctx, const ir::Node &n) {
 /// each element gets its window's output gradient when it is the element eager's pool picks,
 /// the first maximum in row-major order or, when the window holds a NaN, the last NaN. The
 /// node runs over [..., OH, kh, kw, OW] in the input's memory, so every access is affine and the
-/// lane (the output columns) loads contiguously and stores kw apart (eager's kernel recomputes
-/// the pool with indices, then scatters: 1.9 ms for 16x32x32x32).
+/// lane (the output columns) loads contiguously and stores kw apart (a vector store for kw up
+/// to kMaxShuffledStride, scalar stores beyond; eager's kernel recomputes the pool with indices,
+/// then scatters: 1.9 ms for 16x32x32x32).
 /// False: not this case.
 bool tiledMaxPoolBackward(LowerContext &ctx, const ir::Node &n) {
   const TensorRef &x = ctx.tensor(n.operand(0)), &g = ctx.tensor(n.operand(1));
@@ -213,8 +214,9 @@ bool tiledMaxPoolBackward(LowerContext &ctx, const ir::Node &n) {
     return ops.where(anyNan, lastNan, firstMax);
   });
   // Over [..., OH, kh, kw, OW] laid out as the input ([..., OH * kh, OW * kw]): the window's
-  // column offset outside the output column, so the vector lane walks the output columns, whose
-  // pick and gradient are contiguous, and stores kw elements apart.
+  // column offset outside the output column, so the lane walks the output columns, whose pick
+  // and gradient are contiguous (a 2x2 pool's gradient: 1.07 -> 0.21 ms for 16x32x32x32 against
+  // a lane over the window's row of 2).
   std::vector<SymInt> tiled(m.sizes.begin(), m.sizes.begin() + lead);
   tiled.insert(tiled.end(), {out[0], SymInt(kh), SymInt(kw), out[1]});
   std::vector<SymInt> strides = ir::contiguousStrides(m.sizes);

@@ -25,7 +25,8 @@ using ir::loop::ReductionKind;
 struct LaneAccesses {
   bool affine = true;      ///< every load offset and index value is affine in the variable
   bool contiguous = false; ///< some load has coefficient 1
-  bool strided = false;    ///< some load has a coefficient other than 0 and 1 (a gather)
+  bool strided = false;    ///< some load has a coefficient other than 0 and 1 (a gather, or a
+                           ///< span and a shuffle up to kMaxShuffledStride in the CPU code)
 };
 
 /// Whether the value of `e` changes along `var` (some index below it mentions var).
@@ -95,8 +96,10 @@ bool loadStridesAtMost(const ir::loop::Body &body, const std::string &var, int64
   return true;
 }
 
-/// Whether `node` reduces over a few points (all reduction extents constant, kShortReduceLane
-/// points at most, its innermost loop shorter than that): a pooling window.
+/// Whether `node` reduces a window: two or more reduction loops of constant extents, at most
+/// kShortReduceLane^2 points in all and its innermost loop shorter than kShortReduceLane (a 2x2
+/// or 3x3 pool). A row of 2-4 (softmax over a last dim of 2) stays a reduce lane: a range lane
+/// would take the shared loop its kernel's other nodes run in.
 bool reducesAFewPoints(const LoopNode &node) {
   int64_t points = 1;
   for (const SymInt &r : node.reductionRanges) {
@@ -105,7 +108,7 @@ bool reducesAFewPoints(const LoopNode &node) {
       return false;
     points *= *e;
   }
-  return !node.reductionRanges.empty() && points <= kShortReduceLane * kShortReduceLane &&
+  return node.reductionRanges.size() >= 2 && points <= kShortReduceLane * kShortReduceLane &&
          *node.reductionRanges.back().constant() < kShortReduceLane;
 }
 

@@ -14,10 +14,11 @@
 ///    back, a stencil's neighbour read three times does not. Reductions, externs, program
 ///    outputs and buffers an extern reads are always materialized.
 /// 2. loop_order.cc — each node's loop nest as it runs: its ranges `i0..` in order, then its
-///    reduction ranges `r0..`, and the lane, the loop that is vectorized: the innermost
-///    reduction loop of a sum/prod/max/min/Welford whose loads are contiguous along it, else
-///    the innermost range loop when the stores are unit-stride along it and every access is
-///    affine in it, else none (scalar).
+///    reduction ranges `r0..`, and the lane, the loop that is vectorized: the innermost range
+///    loop of a reduction over a small window (a 2x2 pool, loads at most kMaxShuffledStride
+///    apart along it), else the innermost reduction loop of a sum/prod/max/min/Welford whose
+///    loads are contiguous along it, else the innermost range loop when the stores are at most
+///    kMaxShuffledStride apart along it and every access is affine in it, else none (scalar).
 /// 3. kernels.cc — nodes are grouped into kernels. A loop kernel runs its nodes inside one loop
 ///    nest over shared outer ranges (a common prefix of their ranges): a node joins a kernel when
 ///    every buffer it reads from that kernel is read at the same outer point it computes (so rows
@@ -33,6 +34,7 @@
 ///    without loops: a step counter, bias corrections, arithmetic on run-time numbers) share
 ///    one kernel of statements, placed right after the last kernel they read, so the loops on
 ///    either side of them still fuse (an Adam update: one kernel of numbers, one loop kernel).
+///    Runs of small loop kernels are then ordered by dependency level ([Note: launches]).
 /// 4. loop_order.cc again — inside a kernel of several nodes, a node whose lane is the shared
 ///    loop runs scalar; a pointwise node alone in its kernel may walk its lane in tiles with a
 ///    second range loop (a transpose). The parallel range: a kernel of several nodes splits its
@@ -42,9 +44,9 @@
 /// 5. kernels.cc again — small independent loop kernels share a launch ([Note: launches]).
 /// 6. memory_plan.cc — where every intermediate lives ([Note: memory plan]).
 ///
-/// The CPU code generator emits exactly this: one function per loop kernel (per node of an
-/// extern kernel after the call), each node's loops in this order with this lane and tile, a
-/// register for each local buffer; its executor (CompiledProgram) runs the kernels in order in
+/// The CPU code generator emits exactly this: one function per launch of loop kernels (per node
+/// of an extern kernel after the call), each node's loops in this order with this lane and tile,
+/// a register for each local buffer; its executor (CompiledProgram) runs the launches in order in
 /// this memory plan.
 ///
 /// [Note: memory plan]
@@ -55,7 +57,7 @@
 /// buffer it overwrites in place (a pointwise node that is that buffer's only reader, reads it
 /// at the point it writes, with the same sizes and strides, and no reduction before it in its
 /// kernel: the code may stash such a reduction's values in a later node's output), else a free
-/// slot of its byte size whose tenant's last reader ran in an earlier kernel, else a new one.
+/// slot of its byte size whose tenant's last reader ran in an earlier launch, else a new one.
 /// An extern's result gets an `external` slot: the memory the extern returned, shared only with
 /// the nodes that overwrite it in place and freed after its last reader. Each slot records when
 /// it is in use (kernels, one span per tenant, each from the start of a launch to the end of one);

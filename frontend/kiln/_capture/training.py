@@ -42,6 +42,9 @@ def build(built, needs_grad: list[bool], no_grad: list[int], name: str, options:
     return forward, backward, spec
 
 
+_share_storage = _C._compiler.share_storage  # whether two tensor arguments share storage
+
+
 class TrainingPart:
     """Calls a part's compiled forward and records its compiled backward (module docstring)."""
 
@@ -78,8 +81,8 @@ class TrainingPart:
         inputs = [args[i] for i in self.input_grads]
         if not (_C._autograd.is_grad_enabled() and any(t.requires_grad for t in inputs)):
             return self._write_back(args, outs)
-        updated = {i for i, _, _ in self.write_backs}
-        saved = [self._saved_input(args[i], i in updated) if is_input else raw[i]
+        updated = [args[i] for i, _, _ in self.write_backs]
+        saved = [self._saved_input(args[i], updated) if is_input else raw[i]
                  for is_input, i in self.saved]
         grad_of = [outs[k] for k in self.grad_outputs]
         shapes = [(o.shape, o.dtype) for o in grad_of]
@@ -105,11 +108,15 @@ class TrainingPart:
         return self._write_back(args, outs)
 
     @staticmethod
-    def _saved_input(value, updated: bool):
+    def _saved_input(value, updated: list):
+        """A forward input the backward reads: as it is, or, when the caller is about to update
+        its memory (it is an updated input or a view sharing one's storage), a copy of it as it
+        was."""
         if not isinstance(value, kiln.Tensor):
             return value
-        # an input the caller updates after the forward is saved as it was
-        return value.detach().clone() if updated else value.contiguous()
+        if any(_share_storage((value, u)) or value is u for u in updated):
+            return value.detach().contiguous().clone()
+        return value.contiguous()
 
     def _write_back(self, args, results):
         """The graph's outputs, after the updates with grad are copied into their inputs: the
