@@ -1,12 +1,13 @@
 """Layers whose eager forms are kernels or Python the capture does not inline, decomposed into
 graph ops for compiled code (decompose.py explains the mechanism): glu, softmin, prelu,
 instance_norm without running statistics, adaptive max pooling and 3-d average pooling whose
-input divides into the output, bilinear, and layer_norm / rms_norm whose parameters are wider
-than the input (autocast: float32 parameters, a bfloat16 input)."""
+input divides into the output, bilinear, layer_norm / rms_norm whose parameters are wider
+than the input (autocast: float32 parameters, a bfloat16 input), and attention with dropout."""
 
 from __future__ import annotations
 
-from kiln._capture.decompose import Decline, decomposition
+from kiln._capture.decompose import Builder, Decline, decomposition
+from kiln._capture.graph_build import check_type
 
 _F = "kiln.nn.functional."
 
@@ -218,3 +219,47 @@ def _rms_norm(b, input, normalized_shape, weight, eps):
     if eps is not None:
         attrs["eps"] = float(b.number(eps, "eps"))
     return _normalized(b, "rms_norm", input, [] if weight is None else [weight], attrs)
+
+
+def attention_with_dropout(w, node, a):
+    """scaled_dot_product_attention with attention dropout (what nn.MultiheadAttention and
+    nn.TransformerEncoderLayer call while training), as eager's kernel computes it: the scores in
+    float32 (float64 for float64 inputs), the mask or the causal triangle as -inf, softmax, the
+    probabilities dropped by a dropout op (one counter-based draw per probability in row-major
+    order, the draws eager's dropout of the same tensor makes), times v, cast back to the input
+    type. Called by the attention lowering (lowerings_shape.py), which keeps the library call
+    for attention without dropout."""
+    import math
+
+    b = Builder(w, node)
+    p = b.number(a["dropout_p"], "dropout_p")
+    if a["attn_mask"] is not None and a["is_causal"]:
+        raise Decline("attn_mask with is_causal (eager reports it)")
+    q, k, v = (b.float_tensor(a[name]) for name in ("query", "key", "value"))
+    dtype = b.dtype(q)
+    if b.dtype(k) != dtype or b.dtype(v) != dtype:
+        raise Decline("attention operands of different dtypes (eager reports it)")
+    compute = "f64" if dtype == "f64" else "f32"
+    q, k, v = (b.cast(t, compute) for t in (q, k, v))
+    L, E, S = b.sizes(q)[-2], b.sizes(q)[-1], b.sizes(k)[-2]
+    scale = a["scale"] if a["scale"] is not None else 1.0 / math.sqrt(_const(E, "attention"))
+    rank = b.rank(k)
+    scores = b.mul(b.matmul(q, b.transpose(k, dim0=rank - 2, dim1=rank - 1)),
+                   float(b.number(scale, "scale")))
+    if a["is_causal"]:
+        above = b.triu(b.full(size=[L, S], dtype="b8", value=True), diagonal=1)
+        scores = b.masked_fill(scores, above, float("-inf"))
+    elif a["attn_mask"] is not None:
+        mask = b.tensor(a["attn_mask"])
+        if b.dtype(mask) == "b8":
+            scores = b.masked_fill(scores, b.logical_not(mask), float("-inf"))
+        else:
+            scores = b.add(scores, b.cast(mask, compute))
+    probs = b.softmax(scores, dim=b.rank(scores) - 1)
+    if p:
+        from kiln._capture.lowerings_random import _state
+
+        probs = b.dropout(probs, _state(w, node, b.sizes(probs)), p=float(p))
+    out = b.cast(b.matmul(probs, v), dtype)
+    check_type(out, node.meta.get("example"), "scaled_dot_product_attention")
+    w.values[id(node)] = out

@@ -469,8 +469,13 @@ lowering(_s_conv2d, "kiln.conv3d", "kiln.nn.functional.conv3d")(_convolution(3))
 
 @lowering(_s_sdpa, "kiln.nn.functional.scaled_dot_product_attention")
 def _attention(w, node, a):
-    if a["dropout_p"] != 0 or a["enable_gqa"]:
-        raise Decline("attention dropout or grouped-query attention")
+    if a["enable_gqa"]:
+        raise Decline("grouped-query attention")
+    if a["dropout_p"] != 0:  # the probabilities are materialized, as eager's kernel does then
+        from kiln._capture.decompositions_nn import attention_with_dropout
+
+        attention_with_dropout(w, node, a)
+        return
     ops = [w.tensor(a["query"]), w.tensor(a["key"]), w.tensor(a["value"])]
     if a["attn_mask"] is not None:
         ops.append(w.tensor(a["attn_mask"]))
