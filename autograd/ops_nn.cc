@@ -247,8 +247,8 @@ Tensor scaledDotProductAttention(const Tensor &query_, const Tensor &key_, const
                                  const Tensor &attnMask_, double dropoutP, bool isCausal,
                                  std::optional<double> scale, bool enableGqa) {
   const Tensor query = autocast::lower(query_);
-  const Tensor key = autocast::lower(key_);
-  const Tensor value = autocast::lower(value_);
+  Tensor key = autocast::lower(key_);
+  Tensor value = autocast::lower(value_);
   const Tensor attnMask = autocast::lower(attnMask_);
   if (!anyRequiresGrad({&query, &key, &value, &attnMask}))
     return kiln::ops::scaledDotProductAttention(query, key, value, attnMask, dropoutP, isCausal,
@@ -259,9 +259,21 @@ Tensor scaledDotProductAttention(const Tensor &query_, const Tensor &key_, const
     recordUnsupportedOnDevice("scaled_dot_product_attention", {&query, &key, &value}, out);
     return out;
   }
-  KILN_CHECK_KIND(NotImplemented, !enableGqa || query.dim() < 3 || query.size(-3) == key.size(-3),
-                  "scaled_dot_product_attention: enable_gqa with fewer key/value heads than query "
-                  "heads is not differentiable yet");
+  if (enableGqa && query.dim() >= 3) {
+    // Query head h reads key (value) head h / (query heads / key heads): those heads repeated,
+    // each one's gradient the sum over the query heads that read it.
+    auto spread = [&](Tensor &t, const char *what) {
+      if (t.dim() < 3 || t.size(-3) == query.size(-3))
+        return;
+      KILN_CHECK_KIND(Value, t.size(-3) > 0 && query.size(-3) % t.size(-3) == 0,
+                      "scaled_dot_product_attention: enable_gqa needs the query heads ({}) to be "
+                      "a multiple of the {} heads ({})",
+                      query.size(-3), what, t.size(-3));
+      t = repeatInterleave(t, query.size(-3) / t.size(-3), -3);
+    };
+    spread(key, "key");
+    spread(value, "value");
+  }
   const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(-1)));
   Tensor attn = mul(matmul(query, autograd::transpose(key, -2, -1)), number(s));
   const double ninf = -std::numeric_limits<double>::infinity();

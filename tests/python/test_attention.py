@@ -183,3 +183,19 @@ def test_sdpa_errors():
         F.scaled_dot_product_attention(q4, k4, v4, enable_gqa=True)
     with pytest.raises(RuntimeError, match="cannot be broadcast"):
         F.scaled_dot_product_attention(q4, k4, v4)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_grouped_query_attention_gradients_match_torch(causal):
+    """enable_gqa under autograd: each key/value head's gradient sums the query heads that read
+    it (key and value may have different head counts, and a batch of one broadcasts)."""
+    t_args, k_args = qkv((2, 6, 4, 8), (2, 3, 5, 8), (1, 2, 5, 6))
+    t_args = [t.clone().requires_grad_() for t in t_args]
+    k_args = [k.clone().requires_grad_() for k in k_args]
+    want = TF.scaled_dot_product_attention(*t_args, enable_gqa=True, is_causal=causal)
+    got = F.scaled_dot_product_attention(*k_args, enable_gqa=True, is_causal=causal)
+    check(got, want)
+    (want * want).sum().backward()
+    (got * got).sum().backward()
+    for k, t in zip(k_args, t_args, strict=True):
+        assert_close(k.grad, t.grad, atol=2e-5, rtol=1e-4)  # sums of 2-3 heads' rounding

@@ -221,14 +221,28 @@ def _rms_norm(b, input, normalized_shape, weight, eps):
     return _normalized(b, "rms_norm", input, [] if weight is None else [weight], attrs)
 
 
-def attention_with_dropout(w, node, a):
+def _repeat_heads(b, t, heads: int):
+    """Key or value heads [.., Hkv, S, E] repeated to `heads` as enable_gqa pairs them: query
+    head h reads key head h // (heads / Hkv)."""
+    sizes = b.sizes(t)
+    kv = _const(sizes[-3], "grouped-query attention")
+    if heads % kv:
+        raise Decline("query heads not a multiple of key heads (eager reports it)")
+    lead = sizes[:-3]
+    spread = b.view(t, shape=[*lead, str(kv), "1", *sizes[-2:]])
+    spread = b.expand(spread, size=[*lead, str(kv), str(heads // kv), *sizes[-2:]])
+    return b.reshape(spread, shape=[*lead, str(heads), *sizes[-2:]])
+
+
+def attention_decomposed(w, node, a):
     """scaled_dot_product_attention with attention dropout (what nn.MultiheadAttention and
-    nn.TransformerEncoderLayer call while training), as eager's kernel computes it: the scores in
-    float32 (float64 for float64 inputs), the mask or the causal triangle as -inf, softmax, the
-    probabilities dropped by a dropout op (one counter-based draw per probability in row-major
-    order, the draws eager's dropout of the same tensor makes), times v, cast back to the input
-    type. Called by the attention lowering (lowerings_shape.py), which keeps the library call
-    for attention without dropout."""
+    nn.TransformerEncoderLayer call while training) or grouped-query heads (enable_gqa), as
+    eager's kernel computes it: the scores in float32 (float64 for float64 inputs), the mask or
+    the causal triangle as -inf, softmax (zeros for a row whose keys are all masked), the
+    probabilities dropped by a dropout op (one
+    counter-based draw per probability in row-major order, the draws eager's dropout of the
+    same tensor makes), times v, cast back to the input type. Called by the attention lowering
+    (lowerings_shape.py), which keeps the library call for attention without either."""
     import math
 
     b = Builder(w, node)
@@ -241,6 +255,9 @@ def attention_with_dropout(w, node, a):
         raise Decline("attention operands of different dtypes (eager reports it)")
     compute = "f64" if dtype == "f64" else "f32"
     q, k, v = (b.cast(t, compute) for t in (q, k, v))
+    if a["enable_gqa"] and b.rank(q) >= 3:
+        heads = _const(b.sizes(q)[-3], "grouped-query attention")
+        k, v = _repeat_heads(b, k, heads), _repeat_heads(b, v, heads)
     L, E, S = b.sizes(q)[-2], b.sizes(q)[-1], b.sizes(k)[-2]
     scale = a["scale"] if a["scale"] is not None else 1.0 / math.sqrt(_const(E, "attention"))
     rank = b.rank(k)
@@ -255,7 +272,11 @@ def attention_with_dropout(w, node, a):
             scores = b.masked_fill(scores, b.logical_not(mask), float("-inf"))
         else:
             scores = b.add(scores, b.cast(mask, compute))
-    probs = b.softmax(scores, dim=b.rank(scores) - 1)
+    last = b.rank(scores) - 1
+    probs = b.softmax(scores, dim=last)
+    if a["attn_mask"] is not None:  # a row with every key masked attends to nothing, as eager's
+        fully = b.eq(b.amax(scores, dim=[last], keepdim=True), float("-inf"))
+        probs = b.masked_fill(probs, fully, 0.0)
     if p:
         from kiln._capture.lowerings_random import _state
 

@@ -469,12 +469,10 @@ lowering(_s_conv2d, "kiln.conv3d", "kiln.nn.functional.conv3d")(_convolution(3))
 
 @lowering(_s_sdpa, "kiln.nn.functional.scaled_dot_product_attention")
 def _attention(w, node, a):
-    if a["enable_gqa"]:
-        raise Decline("grouped-query attention")
-    if a["dropout_p"] != 0:  # the probabilities are materialized, as eager's kernel does then
-        from kiln._capture.decompositions_nn import attention_with_dropout
+    if a["dropout_p"] != 0 or a["enable_gqa"]:  # the probabilities materialized, as eager does
+        from kiln._capture.decompositions_nn import attention_decomposed
 
-        attention_with_dropout(w, node, a)
+        attention_decomposed(w, node, a)
         return
     ops = [w.tensor(a["query"]), w.tensor(a["key"]), w.tensor(a["value"])]
     if a["attn_mask"] is not None:

@@ -1,7 +1,8 @@
 """scaled_dot_product_attention with attention dropout (nn.MultiheadAttention and
-nn.TransformerEncoderLayer while training) compiles: the probabilities are materialized and
-dropped by the dropout op, whose counter-based draws are the ones eager's kernel makes, so the
-compiled outputs and gradients equal eager's from the same seed, with no eager node."""
+nn.TransformerEncoderLayer while training) or grouped-query heads (enable_gqa) compiles: the
+probabilities are materialized and dropped by the dropout op, whose counter-based draws are the
+ones eager's kernel makes, so the compiled outputs and gradients equal eager's from the same
+seed, with no eager node."""
 
 from __future__ import annotations
 
@@ -91,3 +92,51 @@ def test_attention_dropout_under_bfloat16_autocast_equals_eager():
         results.append(f(q, k, v))
     assert results[1].dtype == results[0].dtype == kiln.bfloat16
     assert kiln.allclose(results[1].float(), results[0].float(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("dropout_p", [0.0, 0.2])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_grouped_query_attention_trains_compiled(dropout_p, is_causal):
+    """enable_gqa: 4 query heads over 2 key/value heads, each key head repeated for the query
+    heads that read it, with and without dropout. Eager's kernel has no gradient for it, so the
+    reference repeats the heads itself (same probabilities' shape, so the same dropout draws)."""
+
+    def attention(x, kv, wq, gqa: bool):
+        q = (x @ wq).view(2, 5, 4, 2).transpose(1, 2)
+        k = kv.view(2, 5, 2, 2).transpose(1, 2)
+        v = (kv * 2).view(2, 5, 2, 2).transpose(1, 2)
+        if not gqa:
+            k, v = k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal,
+                                           enable_gqa=gqa)
+        return y.transpose(1, 2).reshape(2, 5, 8)
+
+    backend = CpuBackend(fallback=False)
+    compiled = kiln.compile(lambda x, kv, wq: attention(x, kv, wq, True), backend=backend)
+    x, kv, w = kiln.randn(2, 5, 8), kiln.randn(2, 5, 4), kiln.randn(8, 8) * 0.3
+    results = []
+    for fn in (lambda *t: attention(*t, False), compiled):
+        args = [t.clone().requires_grad_() for t in (x, kv, w)]
+        kiln.manual_seed(3)
+        out = fn(*args)
+        (out * out).sum().backward()
+        results.append([out.detach()] + [a.grad for a in args])
+    for want, got in zip(*results, strict=True):
+        assert kiln.allclose(got, want, rtol=1e-5, atol=1e-5), (got - want).abs().max().item()
+    trained_in_one_part(backend)
+
+
+def test_a_row_with_every_key_masked_attends_to_nothing_as_in_eager():
+    q = kiln.randn(1, 2, 3, 4)
+    keep = kiln.ones(3, 3, dtype=kiln.bool)
+    keep[1] = False
+
+    def fn(q):
+        return F.scaled_dot_product_attention(q, q, q, attn_mask=keep, dropout_p=0.25)
+
+    results = []
+    for f in (fn, kiln.compile(fn, backend=CpuBackend(fallback=False))):
+        kiln.manual_seed(5)
+        results.append(f(q))
+    assert (results[1][:, :, 1] == 0).all()
+    assert kiln.allclose(results[1], results[0], rtol=1e-5, atol=1e-6)
