@@ -164,21 +164,28 @@ Grads binaryGrad(B &b, const ir::Node &n, V g, autograd::rules::Needs need) {
 
 V nllLossGrad(B &b, const ir::Node &n, V g) {
   V x = n.operand(0), target = n.operand(1);
+  V weight = n.numOperands() > 2 ? n.operand(2) : nullptr;
   Sizes xs = B::sizes(x);
-  if (n.numOperands() > 2 || xs.size() != 2)
-    throw Unsupported("nll_loss: compiled derivatives cover (N, C) inputs without weights");
+  if (xs.size() != 2)
+    throw Unsupported("nll_loss: compiled derivatives cover (N, C) inputs");
   const ir::Attribute *ignore = n.attr("ignore_index");
   V valid = b.op(OpKind::Ne, {target, b.integer(ignore ? ignore->toInt() : -100)});
   V safe = b.where(valid, target, b.integer(0));
   V onehot = b.cast(b.op(OpKind::OneHot, {safe}, {{"num_classes", xs[1]}}), B::dtype(x));
-  V rows = b.neg(b.mul(onehot, b.unsqueeze(b.cast(valid, B::dtype(x)), 1)));
+  // Each row's weight: its target class's (1 without weights), 0 for an ignored row; the mean
+  // divides by their sum, as the forward does. The class weights take no gradient (torch's).
+  V rowWeight = b.cast(valid, B::dtype(x));
+  if (weight)
+    rowWeight =
+        b.mul(rowWeight, b.sum(b.mul(onehot, b.cast(weight, B::dtype(x))), Sizes{1}, false));
+  V rows = b.neg(b.mul(onehot, b.unsqueeze(rowWeight, 1)));
   const ir::Attribute *r = n.attr("reduction");
   const std::string reduction = r ? r->toString() : "mean";
   if (reduction == "none")
     return b.mul(rows, b.unsqueeze(g, 1));
   if (reduction == "sum")
     return b.mul(rows, g);
-  return b.mul(rows, b.div(g, b.sum(b.cast(valid, B::dtype(x)), std::nullopt, false)));
+  return b.mul(rows, b.div(g, b.sum(rowWeight, std::nullopt, false)));
 }
 
 /// rms_norm: x * rstd * w with rstd = (mean(x^2) + eps)^-1/2 over the trailing dims.

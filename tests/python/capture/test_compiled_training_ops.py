@@ -139,3 +139,20 @@ def test_a_cat_of_more_than_64_pieces_trains_compiled():
 
     report = grads_match(fn, pieces, compiled_backward=True)
     assert report.backward_parts == 1 and report.eager_nodes == 0, report.fallbacks
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("ignore", [False, True])
+def test_nll_loss_with_class_weights_trains_compiled(reduction, ignore):
+    """Class weights scale each row's gradient by its target's weight; the mean divides by the
+    kept rows' weights (an ignored row has none)."""
+    weight = rand(5, dtype=kiln.float64, seed=4).abs() + 0.5
+    target = kiln.tensor([0, 3, 4, 1, 3, 2, 0])
+    if ignore:
+        target[2] = -100
+
+    def fn(x):
+        return F.nll_loss(F.log_softmax(x * 2, -1), target, weight=weight, reduction=reduction)
+
+    report = grads_match(fn, [rand(7, 5, dtype=kiln.float64)], compiled_backward=True)
+    assert report.eager_nodes == 0 and report.backward_parts == 1
