@@ -425,6 +425,12 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
         if isinstance(fn, V.AutocastExitVar):
             autocast_region(self.ctx, fn.device, *fn.previous)
             return V.ConstVar(None)
+        if (isinstance(fn, V.ObjectVar) and fn.source is not None and fn.source.guardable()
+                and (call := calls_object.python_call(fn.value))):
+            # an existing callable object (a hook object, a loss or transform class that is not
+            # a Module) the entry can reach: its class's __call__ inlined with the object as
+            # self, so what it reads of the object is guarded
+            return self.inline(V.FunctionVar(call), [fn, *args], kwargs)
         if isinstance(fn, (V.ObjectVar, V.ConstVar)):
             return self.call_object(fn.value if isinstance(fn, V.ObjectVar) else fn.value,
                                     args, kwargs)

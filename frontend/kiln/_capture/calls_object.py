@@ -75,6 +75,25 @@ def why_not_plain(cls) -> str | None:
     return None
 
 
+def python_call(obj):
+    """The `__call__` written in Python of an existing instance of a plain class (a user class,
+    or kiln's own hook objects: spectral norm's), which the capture inlines; None for anything
+    else (functions, classes, modules, builtins, objects whose attribute access is customized)."""
+    cls = type(obj)
+    if isinstance(obj, (type, types.FunctionType, types.MethodType, types.BuiltinFunctionType,
+                        types.ModuleType, kiln.nn.Module, kiln.Tensor)):
+        return None
+    call = class_attr(cls, "__call__", None)
+    if not isinstance(call, types.FunctionType):
+        return None
+    module = getattr(cls, "__module__", None) or ""
+    if not (user_class(cls) or module.startswith("kiln.nn.")):
+        return None
+    if type(cls) is not type or any(getattr(cls, h) is not getattr(object, h) for h in _HOOKS):
+        return None
+    return call
+
+
 def construct(frame, cls_var: V.ObjectVar, args, kwargs) -> V.VT:
     """`cls(*args, **kwargs)` for a plain class: a new object with `__init__` inlined."""
     cls = cls_var.value

@@ -149,6 +149,8 @@ def record(ctx, target, args: list, kwargs: dict, name: str | None = None) -> V.
     name = name or target_name(target)
     if target is kiln.Tensor.requires_grad_:
         return _set_requires_grad(ctx, args, kwargs)
+    if "out" in kwargs:
+        return _record_into(ctx, target, args, kwargs, name)
     if ctx.autocast:
         args, kwargs = _autocast_operands(ctx, name, args, kwargs)
     ex_args = [to_example(a) for a in args]
@@ -192,6 +194,26 @@ def record(ctx, target, args: list, kwargs: dict, name: str | None = None) -> V.
     if isinstance(example, (tuple, list)) and name.rsplit(".", 1)[-1] in _SPLITS:
         _guard_piece_count(ctx, args, example)  # after the pieces' getitem nodes: sizes see them
     return result
+
+
+def _record_into(ctx, target, args: list, kwargs: dict, name: str) -> V.VT:
+    """``f(..., out=t)``: the call's value, then copied into ``t`` in place (a ``copy_`` node,
+    which functionalization writes back as any mutation), and ``t`` is the result, as eager's
+    ``out=`` returns it (spectral norm's power iteration: ``normalize(W @ v, out=u)``). An
+    ``out`` of another shape or dtype than the value (eager would resize or reject it), or a
+    tuple of them, is not captured."""
+    rest = {k: v for k, v in kwargs.items() if k != "out"}
+    out = kwargs["out"]
+    if isinstance(out, V.ConstVar) and out.value is None:
+        return record(ctx, target, args, rest, name)
+    if not isinstance(out, V.TensorVar):
+        raise V.Unsupported(f"{name}(out=...) with an out that is not one tensor")
+    value = record(ctx, target, args, rest, name)
+    ex, want = getattr(value, "example", None), out.example
+    if not isinstance(ex, kiln.Tensor) or ex.shape != want.shape or ex.dtype != want.dtype:
+        raise V.Unsupported(f"{name}(out=...) with an out of another shape or dtype than the "
+                            "result (eager resizes or rejects it)")
+    return record(ctx, kiln.Tensor.copy_, [out, value], {}, "copy_")
 
 
 def _set_requires_grad(ctx, args: list, kwargs: dict) -> V.VT:
