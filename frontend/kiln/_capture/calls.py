@@ -26,7 +26,7 @@ from kiln._capture.calls_access import _ContainerMethod, _SuperVar, dict_key
 from kiln._capture.calls_kiln import DTYPE_FACTS, KilnCallMixin, dtype_fact
 from kiln._capture.calls_symbolic import SymbolicMixin
 from kiln._capture.data_dependent import check_size_read
-from kiln._capture.sources import AttrSource, ItemSource, held_container_source
+from kiln._capture.sources import AttrSource, HeldSource, ItemSource, held_container_source
 
 _TENSOR = kiln.Tensor
 _PURE_MODULES = ("math", "operator", "_operator")
@@ -425,11 +425,14 @@ class CallMixin(KilnCallMixin, SymbolicMixin):
         if isinstance(fn, V.AutocastExitVar):
             autocast_region(self.ctx, fn.device, *fn.previous)
             return V.ConstVar(None)
-        if (isinstance(fn, V.ObjectVar) and fn.source is not None and fn.source.guardable()
-                and (call := calls_object.python_call(fn.value))):
+        if isinstance(fn, V.ObjectVar) and (call := calls_object.python_call(fn.value)):
             # an existing callable object (a hook object, a loss or transform class that is not
-            # a Module) the entry can reach: its class's __call__ inlined with the object as
-            # self, so what it reads of the object is guarded
+            # a Module): its class's __call__ inlined with the object as self. One with no path
+            # from the frame (a hook taken from a module's hook dict) is held by the entry, so
+            # what __call__ reads of it is guarded either way.
+            if fn.source is None or not fn.source.guardable():
+                fn = V.ObjectVar(fn.value, HeldSource(fn.value, f"<{type(fn.value).__name__} "
+                                                                f"at 0x{id(fn.value):x}>"))
             return self.inline(V.FunctionVar(call), [fn, *args], kwargs)
         if isinstance(fn, (V.ObjectVar, V.ConstVar)):
             return self.call_object(fn.value if isinstance(fn, V.ObjectVar) else fn.value,

@@ -95,3 +95,52 @@ def test_a_callable_object_is_inlined_and_guarded_on_its_attributes():
         assert kiln.allclose(compiled(x, t), loss(x, t))
     finally:
         CRITERION.gamma = 2.0
+
+
+class _Scale:
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, module, inputs):
+        return (inputs[0] * self.k,)
+
+
+def test_a_hook_object_is_inlined_and_a_change_to_it_recompiles():
+    """A forward pre-hook that is an object (not a function) is captured with no graph break;
+    the entry holds it, so an attribute it read changing recompiles instead of giving stale
+    numbers."""
+    lin = nn.Linear(4, 4)
+    hook = _Scale(2.0)
+    lin.register_forward_pre_hook(hook)
+    x = kiln.randn(2, 4)
+    explained = kiln.explain(lin)(x)
+    assert explained.graph_break_count == 0 and all(f == [] for f in explained.fallbacks)
+    compiled = kiln.compile(lin)
+    assert kiln.allclose(compiled(x), lin(x))
+    hook.k = 3.0
+    assert kiln.allclose(compiled(x), lin(x))
+
+
+def test_spectral_norm_hook_trains_compiled_as_eager():
+    """nn.utils.spectral_norm's forward pre-hook object (its power iteration updates weight_u
+    and weight_v with out=): one graph, and the buffers and losses equal eager's."""
+    results = []
+    for compiled in (False, True):
+        kiln.manual_seed(0)
+        lin = nn.utils.spectral_norm(nn.Linear(6, 5))
+        opt = kiln.optim.SGD(lin.parameters(), lr=0.1)
+        run = kiln.compile(lin) if compiled else lin
+        x = kiln.randn(3, 6)
+        losses = []
+        for _ in range(3):
+            loss = run(x).pow(2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        results.append((losses, lin.weight_u.clone(), lin.weight_v.clone()))
+        if compiled:
+            assert kiln.explain(lin)(x).graph_break_count == 0
+    (want, u, v), (got, u2, v2) = results
+    assert got == pytest.approx(want, rel=1e-5)
+    assert kiln.allclose(u2, u, atol=1e-6) and kiln.allclose(v2, v, atol=1e-6)
