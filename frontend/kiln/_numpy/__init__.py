@@ -26,12 +26,14 @@ from kiln._numpy import (
     _ndarray,
     _reductions,
     _shape,
+    _signal,
     _ufuncs,
 )
 
 FUNCTIONS: dict = {}
 for _table in (_ufuncs.FUNCTIONS, _reductions.FUNCTIONS, _shape.FUNCTIONS, _creation.FUNCTIONS,
-               _linalg.FUNCTIONS, _ndarray.FUNCTIONS, _extra.FUNCTIONS, _histogram.FUNCTIONS):
+               _linalg.FUNCTIONS, _ndarray.FUNCTIONS, _extra.FUNCTIONS, _histogram.FUNCTIONS,
+               _signal.FUNCTIONS):
     FUNCTIONS.update(_table)
 
 METHODS = _ndarray.METHODS
