@@ -60,10 +60,11 @@ def _num(v) -> str:
 _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
-def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):  # noqa: A002
+def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, q_in_range=False):  # noqa: A002
     """torch's quantile: sort along dim (NaN last), find each q's rank among the sorted values
     (the non-NaN ones for nanquantile; the last, a NaN, where quantile meets a NaN) and
-    interpolate between the two neighbours."""
+    interpolate between the two neighbours. `q_in_range`: the caller checked a tensor q's
+    values (constants it built), so no check reads them (a compiled caller keeps its graph)."""
     if not isinstance(q, kiln.Tensor) and not 0 <= q <= 1:
         raise RuntimeError(f"quantile() q must be in the range [0, 1] but got {_num(q)}")
     if interpolation not in _INTERPOLATIONS:
@@ -79,7 +80,7 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):  # noqa: A002
     if isinstance(q, kiln.Tensor):
         if q.dtype != input.dtype:
             raise RuntimeError("quantile() q tensor must be same dtype as the input tensor")
-        if not bool(((q >= 0) & (q <= 1)).all()):
+        if not q_in_range and not bool(((q >= 0) & (q <= 1)).all()):
             raise RuntimeError("quantile() q values must be in the range [0, 1]")
         qs = q.reshape(-1)
     else:

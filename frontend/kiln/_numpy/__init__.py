@@ -18,6 +18,7 @@ import numpy as np
 
 import kiln
 from kiln._numpy import (
+    _calculus,
     _creation,
     _dtypes,  # noqa: F401 - the capture reads kiln._numpy._dtypes
     _extra,
@@ -33,7 +34,7 @@ from kiln._numpy import (
 FUNCTIONS: dict = {}
 for _table in (_ufuncs.FUNCTIONS, _reductions.FUNCTIONS, _shape.FUNCTIONS, _creation.FUNCTIONS,
                _linalg.FUNCTIONS, _ndarray.FUNCTIONS, _extra.FUNCTIONS, _histogram.FUNCTIONS,
-               _signal.FUNCTIONS):
+               _signal.FUNCTIONS, _calculus.FUNCTIONS):
     FUNCTIONS.update(_table)
 
 METHODS = _ndarray.METHODS

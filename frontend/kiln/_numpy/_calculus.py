@@ -1,0 +1,121 @@
+"""`np.gradient` (central differences, one-sided at the edges) and `np.percentile` /
+`np.quantile` (the linear method, kiln.quantile), in kiln ops."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import kiln
+from kiln._numpy import _dtypes as _dt
+from kiln._numpy._ufuncs import as_tensor, spec
+from kiln._ops_composite_stats import _quantile
+
+
+def _axes(axis, ndim: int) -> list[int]:
+    if axis is None:
+        return list(range(ndim))
+    if isinstance(axis, (tuple, list)):
+        return [_dt.index_of(a, ndim) for a in axis]
+    return [_dt.index_of(axis, ndim)]
+
+
+def _gradient_along(f, d: int, h: float, edge_order: int):
+    n = f.shape[d]
+    if n < edge_order + 1:
+        raise ValueError("Shape of array too small to calculate a numerical gradient, at least "
+                         "(edge_order + 1) elements are required.")
+
+    def part(start, length):
+        return f.narrow(d, start, length)
+
+    inner = (part(2, n - 2) - part(0, n - 2)) / (2.0 * h)
+    if edge_order == 1:
+        first = (part(1, 1) - part(0, 1)) / h
+        last = (part(n - 1, 1) - part(n - 2, 1)) / h
+    else:
+        first = (-1.5 * part(0, 1) + 2.0 * part(1, 1) - 0.5 * part(2, 1)) / h
+        last = (0.5 * part(n - 3, 1) - 2.0 * part(n - 2, 1) + 1.5 * part(n - 1, 1)) / h
+    return kiln.cat([first, inner, last], dim=d)
+
+
+def gradient(f, *varargs, axis=None, edge_order=1):
+    """Uniform spacing (1, or one number per axis); coordinate arrays are NumPy's."""
+    dtype = _dt.common((spec(f), float)) if not isinstance(f, kiln.Tensor) or not \
+        _dt.is_float(f.dtype) else f.dtype
+    x = as_tensor(f, dtype)
+    axes = _axes(axis, x.dim())
+    if edge_order not in (1, 2):
+        raise ValueError("'edge_order' greater than 2 not supported")
+    if len(varargs) == 0:
+        spacing = [1.0] * len(axes)
+    elif len(varargs) == 1 and type(varargs[0]) in (int, float):
+        spacing = [float(varargs[0])] * len(axes)
+    elif len(varargs) == len(axes) and all(type(v) in (int, float) for v in varargs):
+        spacing = [float(v) for v in varargs]
+    else:
+        raise NotImplementedError("np.gradient with coordinate arrays is not supported by kiln")
+    out = [_gradient_along(x, d, h, edge_order) for d, h in zip(axes, spacing, strict=True)]
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _q_spec(q):
+    """q's part in the result dtype: a list of numbers counts as the array NumPy makes of it."""
+    if isinstance(q, (list, tuple)):
+        return _dt.to_kiln(np.asarray(q).dtype)
+    return spec(q)
+
+
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, *, weights=None, interpolation=None):
+    if method != "linear" or interpolation is not None or weights is not None or out is not None:
+        raise NotImplementedError("np.quantile beyond the linear method without out= or weights "
+                                  "is not supported by kiln")
+    dtype = _dt.common((spec(a), _q_spec(q)))
+    if not _dt.is_float(dtype):
+        dtype = kiln.float64
+    x = as_tensor(a, dtype)
+    if isinstance(axis, (tuple, list)):
+        if len(axis) != 1:
+            raise NotImplementedError("np.quantile over several axes is not supported by kiln")
+        axis = axis[0]
+    dim = None if axis is None else _dt.index_of(axis, x.dim())
+    return _quantile_of(x, q, dim, keepdims, 1.0, "Quantiles must be in the range [0, 1]")
+
+
+def _quantile_of(x, q, dim, keepdims, scale: float, message: str):
+    """kiln's quantile of q / scale; q given as numbers is checked here, as NumPy does, so no
+    check reads tensor values (a compiled function keeps its graph)."""
+    if isinstance(q, kiln.Tensor):
+        return kiln.quantile(x, (q / scale).to(x.dtype), dim=dim, keepdim=keepdims)
+    scalar = isinstance(q, (int, float))
+    values = [float(q)] if scalar else [float(v) for v in q]  # plain Python: nothing traced
+    if any(isinstance(v, (list, tuple)) for v in ([] if scalar else q)):
+        raise NotImplementedError("np.quantile with a q of more than one dimension is not "
+                                  "supported by kiln")
+    if not all(0 <= v <= scale for v in values):
+        raise ValueError(message)
+    if scalar:
+        return _quantile(x, values[0] / scale, dim, keepdims, "linear", ignore_nan=False)
+    qt = kiln.tensor([v / scale for v in values], dtype=x.dtype)
+    return _quantile(x, qt, dim, keepdims, "linear", ignore_nan=False, q_in_range=True)
+
+
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+               keepdims=False, *, weights=None, interpolation=None):
+    if method != "linear" or interpolation is not None or weights is not None or out is not None:
+        raise NotImplementedError("np.percentile beyond the linear method without out= or "
+                                  "weights is not supported by kiln")
+    dtype = _dt.common((spec(a), _q_spec(q)))
+    if not _dt.is_float(dtype):
+        dtype = kiln.float64
+    x = as_tensor(a, dtype)
+    if isinstance(axis, (tuple, list)):
+        if len(axis) != 1:
+            raise NotImplementedError("np.percentile over several axes is not supported by "
+                                      "kiln")
+        axis = axis[0]
+    dim = None if axis is None else _dt.index_of(axis, x.dim())
+    return _quantile_of(x, q, dim, keepdims, 100.0, "Percentiles must be in the range [0, 100]")
+
+
+FUNCTIONS = {np.gradient: gradient, np.quantile: quantile, np.percentile: percentile}
