@@ -1,5 +1,5 @@
-"""`np.gradient` (central differences, one-sided at the edges) and `np.percentile` /
-`np.quantile` (the linear method, kiln.quantile), in kiln ops."""
+"""`np.gradient` (central differences, one-sided at the edges), `np.percentile` /
+`np.quantile` (the linear method, kiln.quantile) and `np.interp`, in kiln ops."""
 
 from __future__ import annotations
 
@@ -118,4 +118,34 @@ def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear"
     return _quantile_of(x, q, dim, keepdims, 100.0, "Percentiles must be in the range [0, 100]")
 
 
-FUNCTIONS = {np.gradient: gradient, np.quantile: quantile, np.percentile: percentile}
+
+
+def interp(x, xp, fp, left=None, right=None, period=None):
+    """Piecewise-linear interpolation of (xp, fp) at x, as NumPy computes it: the segment found
+    by a search of increasing xp, slope * (x - xp[j]) + fp[j]; fp[-1] at xp[-1]; `left` and
+    `right` (fp's ends by default) outside."""
+    if period is not None:
+        raise NotImplementedError("np.interp with period= is not supported by kiln")
+    xs = kiln.float64
+    xv = as_tensor(x, xs)
+    xps, fps = as_tensor(xp, xs), as_tensor(fp, xs)
+    if xps.dim() != 1 or fps.dim() != 1:
+        raise ValueError("object too deep for desired array")
+    if xps.shape[0] != fps.shape[0]:
+        raise ValueError("fp and xp are not of the same length.")
+    if xps.shape[0] == 0:
+        raise ValueError("array of sample points is empty")
+    if xps.shape[0] < 2:
+        raise NotImplementedError("np.interp of a single sample point is not supported by kiln")
+    n = xps.shape[0]
+    j = (kiln.searchsorted(xps, xv, right=True) - 1).clamp(0, n - 2)
+    x0, x1, f0, f1 = xps[j], xps[j + 1], fps[j], fps[j + 1]
+    inside = (f1 - f0) / (x1 - x0) * (xv - x0) + f0
+    lo = fps[0] if left is None else as_tensor(left, xs)
+    hi = fps[n - 1] if right is None else as_tensor(right, xs)
+    out = kiln.where(xv == xps[n - 1], fps[n - 1], inside)
+    return kiln.where(xv < xps[0], lo, kiln.where(xv > xps[n - 1], hi, out))
+
+
+FUNCTIONS = {np.gradient: gradient, np.quantile: quantile, np.percentile: percentile,
+             np.interp: interp}

@@ -1,6 +1,6 @@
-"""np.gradient (uniform spacing, edge orders 1 and 2, every axis or some) and np.percentile /
-np.quantile (the linear method, scalar or list q, axis, keepdims) under kiln.compile: no graph
-break, NumPy's values, dtypes and shapes, NumPy's errors."""
+"""np.gradient (uniform spacing, edge orders 1 and 2, every axis or some), np.percentile /
+np.quantile (the linear method, scalar or list q, axis, keepdims) and np.interp under
+kiln.compile: no graph break, NumPy's values, dtypes and shapes, NumPy's errors."""
 
 from __future__ import annotations
 
@@ -69,3 +69,23 @@ def test_a_q_out_of_range_raises_numpys_error():
             fn(x)
         with pytest.raises(ValueError, match=message):
             kiln.compile(fn)(x)
+
+
+@pytest.mark.parametrize("case", [
+    lambda x, xp, fp: np.interp(x, xp, fp),
+    lambda x, xp, fp: np.interp(x, xp, fp, left=-1.0, right=2.0),
+    lambda x, xp, fp: np.interp(0.5, xp, fp),
+    lambda x, xp, fp: np.interp(x.reshape(3, -1), xp, fp * 2),
+])  # fmt: skip
+def test_interp_equals_numpy(case):
+    """Points below, inside and above the samples, exactly on them, and NaN."""
+    xp = np.sort(RNG.random(10))
+    fp = RNG.standard_normal(10)
+    x = np.concatenate([RNG.random(40) * 1.4 - 0.2, xp, [np.nan] * 1])
+    equal_to_numpy(case, x[:51], xp, fp)
+
+
+def test_interp_of_mismatched_samples_raises_numpys_error():
+    f = kiln.compile(lambda x, xp, fp: np.interp(x, xp, fp))
+    with pytest.raises(ValueError, match="fp and xp are not of the same length"):
+        f(np.ones(3), np.arange(4.0), np.ones(3))
