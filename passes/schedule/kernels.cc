@@ -143,9 +143,11 @@ bool joinExtern(const LoopProgram &p, const Kernel &kernel, const LoopNode &n,
   return !deps.empty();
 }
 
-/// The points kernel `kernel` computes (its nodes' range and reduction points), or nullopt when
-/// a size is symbolic.
-std::optional<int64_t> pointsOf(const LoopProgram &p, const Kernel &kernel) {
+/// The points a loop kernel with range loops computes (its nodes' range and reduction points)
+/// when it may share a launch (constant sizes, at most kMaxLaunchMemberPoints); else nullopt.
+std::optional<int64_t> launchMemberPoints(const LoopProgram &p, const Kernel &kernel) {
+  if (kernel.kind != KernelKind::Loop || kernel.outer.empty())
+    return std::nullopt;
   int64_t points = 0;
   for (size_t j : kernel.nodes) {
     const LoopNode &n = p.nodes()[j];
@@ -155,17 +157,18 @@ std::optional<int64_t> pointsOf(const LoopProgram &p, const Kernel &kernel) {
       return std::nullopt;
     points += *range * std::max<int64_t>(1, *reduced);
   }
+  if (points > kMaxLaunchMemberPoints)
+    return std::nullopt;
   return points;
 }
 
 } // namespace
 
 void orderForLaunches(const LoopProgram &p, std::vector<Kernel> &kernels) {
-  auto small = [&](const Kernel &k) {
-    std::optional<int64_t> points = pointsOf(p, k);
-    return k.kind == KernelKind::Loop && !k.outer.empty() && points &&
-           *points <= kMaxLaunchMemberPoints;
-  };
+  // Per kernel, as grouped (a window is reordered only after it is scanned, and never again).
+  std::vector<std::optional<int64_t>> points;
+  for (const Kernel &k : kernels)
+    points.push_back(launchMemberPoints(p, k));
   std::vector<int> kernelOf(p.buffers().size(), -1);
   for (size_t k = 0; k < kernels.size(); ++k)
     for (size_t j : kernels[k].nodes)
@@ -175,10 +178,9 @@ void orderForLaunches(const LoopProgram &p, std::vector<Kernel> &kernels) {
   while (begin < kernels.size()) {
     // A window: consecutive small kernels of at most kMaxLaunchPoints points in all.
     size_t end = begin;
-    int64_t points = 0;
-    while (end < kernels.size() && small(kernels[end]) &&
-           points + *pointsOf(p, kernels[end]) <= kMaxLaunchPoints)
-      points += *pointsOf(p, kernels[end++]);
+    int64_t total = 0;
+    while (end < kernels.size() && points[end] && total + *points[end] <= kMaxLaunchPoints)
+      total += *points[end++];
     if (end - begin < 2) {
       begin = std::max(end, begin + 1);
       continue;
@@ -211,28 +213,30 @@ void orderForLaunches(const LoopProgram &p, std::vector<Kernel> &kernels) {
 }
 
 void groupLaunches(const LoopProgram &p, std::vector<Kernel> &kernels) {
-  std::vector<BufferId> written; // by the kernels of the current launch
+  // Per buffer, the first kernel of the launch that wrote it (-1: none).
+  std::vector<int> writtenIn(p.buffers().size(), -1);
+  int launch = -1;
   int64_t launchPoints = 0;
-  bool previousJoinable = false;
-  for (Kernel &kernel : kernels) {
-    std::optional<int64_t> points = pointsOf(p, kernel);
-    bool joinable = kernel.kind == KernelKind::Loop && !kernel.parallel.empty() && points &&
-                    *points <= kMaxLaunchMemberPoints;
+  bool previousJoins = false;
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    Kernel &kernel = kernels[k];
+    std::optional<int64_t> points = launchMemberPoints(p, kernel);
+    bool joins = points && !kernel.parallel.empty();
     bool independent = true;
     for (size_t j : kernel.nodes)
       for (BufferId id : p.nodes()[j].reads())
-        independent = independent && std::find(written.begin(), written.end(), id) == written.end();
+        independent = independent && writtenIn[id.index] != launch;
     kernel.withPrevious =
-        joinable && previousJoinable && independent && launchPoints + *points <= kMaxLaunchPoints;
+        joins && previousJoins && independent && launchPoints + *points <= kMaxLaunchPoints;
     if (!kernel.withPrevious) {
-      written.clear();
+      launch = static_cast<int>(k);
       launchPoints = 0;
     }
     for (size_t j : kernel.nodes)
       for (BufferId id : p.nodes()[j].outputs)
-        written.push_back(id);
+        writtenIn[id.index] = launch;
     launchPoints += points.value_or(0);
-    previousJoinable = joinable;
+    previousJoins = joins;
   }
 }
 

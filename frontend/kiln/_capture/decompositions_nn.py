@@ -6,8 +6,11 @@ than the input (autocast: float32 parameters, a bfloat16 input), and attention w
 
 from __future__ import annotations
 
+import math
+
 from kiln._capture.decompose import Builder, Decline, decomposition
 from kiln._capture.graph_build import check_type
+from kiln._capture.lowerings_random import _state as _philox_state
 
 _F = "kiln.nn.functional."
 
@@ -243,8 +246,6 @@ def attention_decomposed(w, node, a):
     counter-based draw per probability in row-major order, the draws eager's dropout of the
     same tensor makes), times v, cast back to the input type. Called by the attention lowering
     (lowerings_shape.py), which keeps the library call for attention without either."""
-    import math
-
     b = Builder(w, node)
     p = b.number(a["dropout_p"], "dropout_p")
     if a["attn_mask"] is not None and a["is_causal"]:
@@ -278,9 +279,7 @@ def attention_decomposed(w, node, a):
         fully = b.eq(b.amax(scores, dim=[last], keepdim=True), float("-inf"))
         probs = b.masked_fill(probs, fully, 0.0)
     if p:
-        from kiln._capture.lowerings_random import _state
-
-        probs = b.dropout(probs, _state(w, node, b.sizes(probs)), p=float(p))
+        probs = b.dropout(probs, _philox_state(w, node, b.sizes(probs)), p=float(p))
     out = b.cast(b.matmul(probs, v), dtype)
     check_type(out, node.meta.get("example"), "scaled_dot_product_attention")
     w.values[id(node)] = out

@@ -470,6 +470,7 @@ lowering(_s_conv2d, "kiln.conv3d", "kiln.nn.functional.conv3d")(_convolution(3))
 @lowering(_s_sdpa, "kiln.nn.functional.scaled_dot_product_attention")
 def _attention(w, node, a):
     if a["dropout_p"] != 0 or a["enable_gqa"]:  # the probabilities materialized, as eager does
+        # (imported here: decompositions_nn reaches this module through lowerings_random)
         from kiln._capture.decompositions_nn import attention_decomposed
 
         attention_decomposed(w, node, a)

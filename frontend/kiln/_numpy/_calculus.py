@@ -65,59 +65,48 @@ def _q_spec(q):
     return spec(q)
 
 
-def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-             keepdims=False, *, weights=None, interpolation=None):
+def _quantiles(a, q, axis, out, method, keepdims, weights, interpolation, *, name: str,
+               scale: float, message: str):
+    """np.quantile (scale 1) and np.percentile (scale 100): kiln's quantile of q / scale along
+    one axis or all. q given as numbers is checked here in plain Python, as NumPy checks it, so
+    no check reads tensor values (a compiled function keeps its graph)."""
     if method != "linear" or interpolation is not None or weights is not None or out is not None:
-        raise NotImplementedError("np.quantile beyond the linear method without out= or weights "
+        raise NotImplementedError(f"np.{name} beyond the linear method without out= or weights "
                                   "is not supported by kiln")
     dtype = _dt.common((spec(a), _q_spec(q)))
-    if not _dt.is_float(dtype):
-        dtype = kiln.float64
-    x = as_tensor(a, dtype)
+    x = as_tensor(a, dtype if _dt.is_float(dtype) else kiln.float64)
     if isinstance(axis, (tuple, list)):
         if len(axis) != 1:
-            raise NotImplementedError("np.quantile over several axes is not supported by kiln")
+            raise NotImplementedError(f"np.{name} over several axes is not supported by kiln")
         axis = axis[0]
     dim = None if axis is None else _dt.index_of(axis, x.dim())
-    return _quantile_of(x, q, dim, keepdims, 1.0, "Quantiles must be in the range [0, 1]")
-
-
-def _quantile_of(x, q, dim, keepdims, scale: float, message: str):
-    """kiln's quantile of q / scale; q given as numbers is checked here, as NumPy does, so no
-    check reads tensor values (a compiled function keeps its graph)."""
     if isinstance(q, kiln.Tensor):
         return kiln.quantile(x, (q / scale).to(x.dtype), dim=dim, keepdim=keepdims)
-    scalar = isinstance(q, (int, float))
-    values = [float(q)] if scalar else [float(v) for v in q]  # plain Python: nothing traced
-    if any(isinstance(v, (list, tuple)) for v in ([] if scalar else q)):
-        raise NotImplementedError("np.quantile with a q of more than one dimension is not "
+    if isinstance(q, (int, float)):
+        if not 0 <= q <= scale:
+            raise ValueError(message)
+        return _quantile(x, float(q) / scale, dim, keepdims, "linear", ignore_nan=False)
+    if any(isinstance(v, (list, tuple)) for v in q):
+        raise NotImplementedError(f"np.{name} with a q of more than one dimension is not "
                                   "supported by kiln")
+    values = [float(v) for v in q]
     if not all(0 <= v <= scale for v in values):
         raise ValueError(message)
-    if scalar:
-        return _quantile(x, values[0] / scale, dim, keepdims, "linear", ignore_nan=False)
     qt = kiln.tensor([v / scale for v in values], dtype=x.dtype)
     return _quantile(x, qt, dim, keepdims, "linear", ignore_nan=False, q_in_range=True)
 
 
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, *, weights=None, interpolation=None):
+    return _quantiles(a, q, axis, out, method, keepdims, weights, interpolation,
+                      name="quantile", scale=1.0, message="Quantiles must be in the range [0, 1]")
+
+
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, *, weights=None, interpolation=None):
-    if method != "linear" or interpolation is not None or weights is not None or out is not None:
-        raise NotImplementedError("np.percentile beyond the linear method without out= or "
-                                  "weights is not supported by kiln")
-    dtype = _dt.common((spec(a), _q_spec(q)))
-    if not _dt.is_float(dtype):
-        dtype = kiln.float64
-    x = as_tensor(a, dtype)
-    if isinstance(axis, (tuple, list)):
-        if len(axis) != 1:
-            raise NotImplementedError("np.percentile over several axes is not supported by "
-                                      "kiln")
-        axis = axis[0]
-    dim = None if axis is None else _dt.index_of(axis, x.dim())
-    return _quantile_of(x, q, dim, keepdims, 100.0, "Percentiles must be in the range [0, 100]")
-
-
+    return _quantiles(a, q, axis, out, method, keepdims, weights, interpolation,
+                      name="percentile", scale=100.0,
+                      message="Percentiles must be in the range [0, 100]")
 
 
 def interp(x, xp, fp, left=None, right=None, period=None):

@@ -41,28 +41,36 @@ def test_out_of_another_shape_raises_eagers_error():
             fn(kiln.randn(4))
 
 
+def _train_spectral_norm(normed, buffers, compiled: bool):
+    """Three SGD steps of a spectrally normalized Linear(6, 5) (`normed` wraps it), eager or
+    compiled: (losses, clones of `buffers(layer)`, the layer and its input)."""
+    kiln.manual_seed(0)
+    lin = normed(nn.Linear(6, 5))
+    opt = kiln.optim.SGD(lin.parameters(), lr=0.1)
+    run = kiln.compile(lin) if compiled else lin
+    x = kiln.randn(3, 6)
+    losses = []
+    for _ in range(3):
+        loss = run(x).pow(2).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [b.clone() for b in buffers(lin)], lin, x
+
+
 def test_spectral_norm_parametrization_trains_compiled_as_eager():
     """The power iteration updates the u and v buffers in place (out=) under no_grad every
     training forward: compiled, with no graph break, the buffers and losses equal eager's."""
-    results = []
-    for compiled in (False, True):
-        kiln.manual_seed(0)
-        lin = nn.utils.parametrizations.spectral_norm(nn.Linear(6, 5))
-        opt = kiln.optim.SGD(lin.parameters(), lr=0.1)
-        run = kiln.compile(lin) if compiled else lin
-        x = kiln.randn(3, 6)
-        losses = []
-        for _ in range(3):
-            loss = run(x).pow(2).sum()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        results.append((losses, lin.parametrizations.weight[0]._u.clone()))
-        if compiled:
-            explained = kiln.explain(lin)(x)
-            assert explained.graph_break_count == 0
-    (want, u_want), (got, u_got) = results
+    normed = nn.utils.parametrizations.spectral_norm
+
+    def buffers(lin):
+        return [lin.parametrizations.weight[0]._u]
+
+    want, (u_want,), _, _ = _train_spectral_norm(normed, buffers, compiled=False)
+    got, (u_got,), lin, x = _train_spectral_norm(normed, buffers, compiled=True)
+    explained = kiln.explain(lin)(x)
+    assert explained.graph_break_count == 0
     assert got == pytest.approx(want, rel=1e-5)
     assert kiln.allclose(u_got, u_want, atol=1e-6)
 
@@ -124,23 +132,12 @@ def test_a_hook_object_is_inlined_and_a_change_to_it_recompiles():
 def test_spectral_norm_hook_trains_compiled_as_eager():
     """nn.utils.spectral_norm's forward pre-hook object (its power iteration updates weight_u
     and weight_v with out=): one graph, and the buffers and losses equal eager's."""
-    results = []
-    for compiled in (False, True):
-        kiln.manual_seed(0)
-        lin = nn.utils.spectral_norm(nn.Linear(6, 5))
-        opt = kiln.optim.SGD(lin.parameters(), lr=0.1)
-        run = kiln.compile(lin) if compiled else lin
-        x = kiln.randn(3, 6)
-        losses = []
-        for _ in range(3):
-            loss = run(x).pow(2).sum()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        results.append((losses, lin.weight_u.clone(), lin.weight_v.clone()))
-        if compiled:
-            assert kiln.explain(lin)(x).graph_break_count == 0
-    (want, u, v), (got, u2, v2) = results
+
+    def buffers(lin):
+        return [lin.weight_u, lin.weight_v]
+
+    want, (u, v), _, _ = _train_spectral_norm(nn.utils.spectral_norm, buffers, compiled=False)
+    got, (u2, v2), lin, x = _train_spectral_norm(nn.utils.spectral_norm, buffers, compiled=True)
+    assert kiln.explain(lin)(x).graph_break_count == 0
     assert got == pytest.approx(want, rel=1e-5)
     assert kiln.allclose(u2, u, atol=1e-6) and kiln.allclose(v2, v, atol=1e-6)
