@@ -175,7 +175,7 @@ void emitStage(const Options &o, const driver::PreparedGraph &graph) {
   } else if (o.emit == "loop") {
     fmt::print("{}", graph.loopText);
   } else if (o.emit == "cuda" || o.emit == "ptx") {
-    codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph.schedule.program);
+    codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph.schedule);
     if (o.emit == "cuda") {
       fmt::print("{}", module.source);
       return;

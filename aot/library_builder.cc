@@ -277,7 +277,7 @@ std::vector<std::string> buildLibrary(const driver::PreparedGraph &graph, const 
       {"kiln_embedded_cubin", ""}};
   if (o.target == "cuda") {
     // NVRTC here; the runtime loads the cubin (or JIT-compiles the PTX on a newer GPU).
-    codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph.schedule.program);
+    codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph.schedule);
     codegen::cuda::CudaCompileOptions compile;
     compile.arch = o.cudaArch;
     compile.cache = nullptr;

@@ -166,7 +166,7 @@ std::unique_ptr<codegen::Executable> AotModel::loadCpuKernels(const driver::Prep
 
 std::unique_ptr<codegen::Executable> AotModel::loadCudaCode(const driver::PreparedGraph &graph,
                                                             const kiln_program_desc &desc) {
-  codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph.schedule.program);
+  codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph.schedule);
   if (moduleHash(module.source) != desc.module_hash)
     throw AotError(KILN_ERROR_INCOMPATIBLE,
                    fmt::format("{}: this runtime emits different CUDA code from the kilnc that "
@@ -187,7 +187,7 @@ std::unique_ptr<codegen::Executable> AotModel::loadCudaCode(const driver::Prepar
   try {
     // Host tensors in and out: the program copies them to and from its device.
     return codegen::cudaExecutable(
-        codegen::cuda::CudaProgram(graph.schedule.program, std::move(module),
+        codegen::cuda::CudaProgram(graph.schedule, std::move(module),
                                    codegen::cuda::openDriverDevice(0, code)),
         Device{});
   } catch (const std::exception &e) {

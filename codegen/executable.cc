@@ -19,6 +19,7 @@ public:
   }
   Device device() const override { return Device{}; }
   const std::string &code() const override { return program_.module().text; }
+  size_t generatedKernels() const override { return program_.module().kernels.size(); }
   const cpu::CompiledProgram *cpuProgram() const override { return &program_; }
 
 private:
@@ -39,6 +40,7 @@ public:
   bool canComputeInPlace(size_t, size_t) const override { return false; }
   Device device() const override { return device_; }
   const std::string &code() const override { return program_.module().source; }
+  size_t generatedKernels() const override { return program_.module().kernels().size(); }
 
 private:
   cuda::CudaProgram program_;

@@ -39,6 +39,9 @@ public:
   virtual Device device() const = 0;
   /// The generated code: the MLIR module (CPU) or the CUDA C translation unit.
   virtual const std::string &code() const = 0;
+  /// How many kernels the generated code has: CPU functions, or CUDA kernels (a node's 128-bit
+  /// twin and split passes count).
+  virtual size_t generatedKernels() const = 0;
 
   /// The CPU program behind this executable, or null (dumps, kernel counts).
   virtual const cpu::CompiledProgram *cpuProgram() const { return nullptr; }

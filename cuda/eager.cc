@@ -77,10 +77,10 @@ void build(EagerProgram &entry, const std::string &text, std::string_view op, De
         fmt::format("kiln: '{}' on these operands is not supported on CUDA: {}", op, e.what());
     return;
   }
-  codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph.schedule.program);
+  codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph.schedule);
   std::shared_ptr<codegen::cuda::CudaDevice> dev = backend->open(device.index, module);
   entry.program = codegen::cudaExecutable(
-      CudaProgram(graph.schedule.program, std::move(module), std::move(dev)), device);
+      CudaProgram(graph.schedule, std::move(module), std::move(dev)), device);
   compiled.fetch_add(1, std::memory_order_relaxed);
 }
 

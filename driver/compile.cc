@@ -76,11 +76,10 @@ std::unique_ptr<codegen::Executable> cudaCode(const PreparedGraph &graph, Device
   std::string reason;
   cuda::Backend *backend = cuda::Backend::get(&reason);
   KILN_CHECK(backend, "kiln: CUDA is not available: {}", reason);
-  codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph.schedule.program);
+  codegen::cuda::CudaModule module = codegen::cuda::emitCuda(graph.schedule);
   std::shared_ptr<codegen::cuda::CudaDevice> dev = backend->open(device.index, module);
   return codegen::cudaExecutable(
-      codegen::cuda::CudaProgram(graph.schedule.program, std::move(module), std::move(dev)),
-      device);
+      codegen::cuda::CudaProgram(graph.schedule, std::move(module), std::move(dev)), device);
 }
 
 } // namespace

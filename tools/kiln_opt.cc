@@ -256,7 +256,7 @@ bool emitStage(ir::ParsedModule &module, const Options &o, const std::string &bu
       text = hostCode(graph.schedule, o);
       break;
     default:
-      text = codegen::cuda::emitCuda(graph.schedule.program).source;
+      text = codegen::cuda::emitCuda(graph.schedule).source;
       break;
     }
     output += fmt::format("{}// graph @{}\n{}", i ? "\n" : "", name, text);

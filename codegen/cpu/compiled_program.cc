@@ -43,15 +43,6 @@ constexpr size_t kMaxPooledArenas = 8;
 
 size_t alignUp(size_t n) { return (n + kSlotAlign - 1) / kSlotAlign * kSlotAlign; }
 
-/// Whether two slots are in use during a common kernel.
-bool inUseTogether(const CompiledProgram::MemorySlot &a, const CompiledProgram::MemorySlot &b) {
-  for (auto [af, al] : a.lifetimes)
-    for (auto [bf, bl] : b.lifetimes)
-      if (af <= bl && bf <= al)
-        return true;
-  return false;
-}
-
 /// One call's memory for intermediates, and where its slots went for the sizes it last served
 /// (a call with the same slot sizes reuses the offsets).
 struct Arena {
@@ -253,37 +244,8 @@ std::vector<BufferLayout> CompiledProgram::State::layOut(const SymbolValues &val
     size = std::max(size, alignUp(layouts.back().bytes(b.meta.dtype)));
   }
   if (sizes != arena.sizes || arena.offsets.size() != sizes.size()) {
-    // Largest first, each at the lowest offset clear of the slots placed so far whose
-    // lifetimes overlap its own.
-    std::vector<size_t> order(slots.size());
-    for (size_t k = 0; k < order.size(); ++k)
-      order[k] = k;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
-    std::vector<size_t> offsets(slots.size(), 0), placed;
-    size_t need = 0;
-    for (size_t sl : order) {
-      if (slots[sl].external)
-        continue;
-      std::vector<size_t> clash;
-      for (size_t o : placed)
-        if (inUseTogether(slots[o], slots[sl]))
-          clash.push_back(o);
-      std::sort(clash.begin(), clash.end(),
-                [&](size_t a, size_t b) { return offsets[a] < offsets[b]; });
-      size_t at = 0;
-      for (size_t o : clash) {
-        if (offsets[o] >= at + sizes[sl])
-          break;
-        at = std::max(at, offsets[o] + sizes[o]);
-      }
-      offsets[sl] = at;
-      placed.push_back(sl);
-      need = std::max(need, at + sizes[sl]);
-    }
+    arena.offsets = passes::schedule::placeSlots(slots, sizes, false, arena.need);
     arena.sizes = std::move(sizes);
-    arena.offsets = std::move(offsets);
-    arena.need = need;
   }
   return layouts;
 }

@@ -1,5 +1,5 @@
-// A loop program on a CUDA device: binding, device buffers, kernels launched as planLaunches says,
-// externs on the host through kiln's eager kernels.
+// A scheduled loop program on a CUDA device: binding, the memory plan's arena, the module's steps
+// launched as planLaunches/planFused say, externs on cuBLAS or the host's eager kernels.
 
 #include "codegen/cuda/cuda_program.h"
 
@@ -7,6 +7,7 @@
 #include "codegen/cuda/driver.h"
 #include "codegen/cuda/launch_plan.h"
 #include "ir/loop/binding.h"
+#include "passes/schedule/schedule.h"
 #include "runtime/error.h"
 
 #include <fmt/format.h>
@@ -34,19 +35,21 @@ Tensor hostTensor(const Buffer &b, const BufferLayout &l) {
   return Tensor::empty({l.extent}, b.meta.dtype).asStrided(l.sizes, l.strides, 0);
 }
 
-/// The device buffers of one call, by buffer id (0: not allocated), released on every exit
-/// unless they belong to a tensor (a device input or result, `borrowed`).
+/// The device addresses of one call's buffers, by buffer id (0: no memory). What ensure()
+/// allocated is released on every exit; a borrowed buffer is a tensor's memory (a device input or
+/// result) and an intermediate points into the call's arena.
 struct DeviceBuffers {
   CudaDevice &device;
   std::vector<uint64_t> addresses;
+  std::vector<bool> owned;      ///< by buffer id: allocated for this call alone
   std::vector<Tensor> borrowed; ///< by buffer id: the tensor whose memory the buffer is
 
-  DeviceBuffers(CudaDevice &d, size_t n) : device(d), addresses(n, 0), borrowed(n) {}
+  DeviceBuffers(CudaDevice &d, size_t n) : device(d), addresses(n, 0), owned(n), borrowed(n) {}
   ~DeviceBuffers() {
     for (size_t i = 0; i < addresses.size(); ++i)
-      if (uint64_t a = addresses[i]; a && !borrowed[i].defined()) {
+      if (owned[i]) {
         try {
-          device.release(a);
+          device.release(addresses[i]);
         } catch (const std::exception &) {
           // Unwinding from another error: that one is the one to report.
         }
@@ -55,11 +58,6 @@ struct DeviceBuffers {
   DeviceBuffers(const DeviceBuffers &) = delete;
   DeviceBuffers &operator=(const DeviceBuffers &) = delete;
 
-  void release(BufferId id) {
-    uint64_t a = std::exchange(addresses[id.index], 0);
-    if (a && !borrowed[id.index].defined())
-      device.release(a);
-  }
   /// Makes buffer `id` the memory of `t` (a tensor on the device).
   void borrow(BufferId id, Tensor t) {
     addresses[id.index] = reinterpret_cast<uint64_t>(t.address());
@@ -71,55 +69,71 @@ struct DeviceBuffers {
 
 struct CudaProgram::State {
   LoopProgram program;
+  std::vector<passes::schedule::BufferPlan> plan; ///< per buffer
+  std::vector<passes::schedule::MemorySlot> slots;
   CudaModule module;
   std::shared_ptr<CudaDevice> device;
-  std::vector<int> kernelsOfNode; ///< node → index into module.nodes, -1 for externs
-  /// Per buffer: the last node that reads or writes it (-1: none; outputs: past the last node).
-  std::vector<int> lastUse;
   codegen::ExternTable externs = codegen::eagerExterns();
   /// Whether a kernel takes the index-error record (it has indirect loads).
   bool checksIndices = false;
 
-  std::vector<BufferId> uses(size_t k) const;
   SymbolValues bind(std::span<const Tensor> inputs, const SymbolValues &given,
                     std::vector<Tensor> &bound, bool checked) const;
   uint64_t ensure(BufferId id, const SymbolValues &values, DeviceBuffers &buffers) const;
+  /// Each slot's offset in the arena for `values`; sets `need` to the arena's bytes.
+  std::vector<size_t> layOut(const SymbolValues &values, size_t &need) const;
+  /// Allocates the call's arena and points every buffer with a slot into it.
+  uint64_t placeIntermediates(const SymbolValues &values, DeviceBuffers &buffers) const;
   void runExtern(const LoopNode &node, const SymbolValues &values, DeviceBuffers &buffers) const;
   /// `indexError`: the device address of the run's index-error record (0 when no kernel takes
   /// one).
-  void runKernels(size_t k, const SymbolValues &values, DeviceBuffers &buffers,
+  void runKernels(const NodeKernels &nk, const SymbolValues &values, DeviceBuffers &buffers,
                   uint64_t indexError) const;
-  void runNodes(const SymbolValues &values, DeviceBuffers &buffers) const;
+  void runFused(const FusedKernel &fused, const SymbolValues &values, const DeviceBuffers &buffers,
+                uint64_t indexError) const;
+  void runSteps(const SymbolValues &values, DeviceBuffers &buffers) const;
 };
 
-CudaProgram::CudaProgram(LoopProgram program, CudaModule module, std::shared_ptr<CudaDevice> device)
+CudaProgram::CudaProgram(passes::schedule::Schedule schedule, CudaModule module,
+                         std::shared_ptr<CudaDevice> device)
     : state_(std::make_unique<State>()) {
   KILN_CHECK(device, "cuda program: no device");
   State &s = *state_;
-  s.program = std::move(program);
+  s.program = std::move(schedule.program);
+  s.plan = std::move(schedule.buffers);
+  s.slots = std::move(schedule.slots);
   s.module = std::move(module);
   s.device = std::move(device);
-  s.kernelsOfNode.assign(s.program.nodes().size(), -1);
-  for (size_t n = 0; n < s.module.nodes.size(); ++n) {
-    size_t node = s.module.nodes[n].node;
-    KILN_CHECK(node < s.program.nodes().size() &&
-                   s.program.nodes()[node].kind != LoopNodeKind::Extern &&
-                   !s.module.nodes[n].kernels.empty(),
-               "cuda program: the module's kernels of node {} do not match the program", node);
-    s.kernelsOfNode[node] = static_cast<int>(n);
-    for (const CudaKernel &kernel : s.module.nodes[n].kernels)
-      for (const KernelArg &a : kernel.args)
-        s.checksIndices = s.checksIndices || a.kind == KernelArg::Kind::IndexError;
+  size_t numNodes = s.program.nodes().size();
+  std::vector<bool> covered(numNodes, false);
+  auto cover = [&](size_t node) {
+    KILN_CHECK(node < numNodes && !covered[node],
+               "cuda program: the module's steps do not match the program (node {})", node);
+    covered[node] = true;
+  };
+  for (const CudaStep &step : s.module.steps) {
+    if (step.kind == CudaStep::Kind::Extern) {
+      cover(step.index);
+      KILN_CHECK(s.program.nodes()[step.index].kind == LoopNodeKind::Extern,
+                 "cuda program: node {} is not an extern", step.index);
+    } else if (step.kind == CudaStep::Kind::Node) {
+      cover(s.module.nodes.at(step.index).node);
+    } else {
+      for (const FusedMember &m : s.module.fused.at(step.index).members)
+        for (size_t n : m.nodes)
+          cover(n);
+    }
   }
-  for (size_t k = 0; k < s.program.nodes().size(); ++k)
-    KILN_CHECK(s.program.nodes()[k].kind == LoopNodeKind::Extern || s.kernelsOfNode[k] >= 0,
-               "cuda program: the module has no kernels for node {}", k);
-  s.lastUse.assign(s.program.buffers().size(), -1);
-  for (size_t k = 0; k < s.program.nodes().size(); ++k)
-    for (BufferId id : s.uses(k))
-      s.lastUse[id.index] = static_cast<int>(k);
-  for (BufferId id : s.program.outputs()) // copied back at the end: never freed before
-    s.lastUse[id.index] = static_cast<int>(s.program.nodes().size());
+  for (size_t k = 0; k < numNodes; ++k)
+    KILN_CHECK(covered[k], "cuda program: the module does not run node {}", k);
+  for (const CudaKernel *kernel : s.module.kernels())
+    for (const KernelArg &a : kernel->args) {
+      s.checksIndices = s.checksIndices || a.kind == KernelArg::Kind::IndexError;
+      KILN_CHECK(a.kind != KernelArg::Kind::Buffer ||
+                     s.plan.at(a.buffer.index).kind != passes::schedule::StorageKind::Local,
+                 "cuda program: {} takes {}, which the memory plan keeps out of memory",
+                 kernel->name, bufferName(a.buffer));
+    }
 }
 
 CudaProgram::CudaProgram(CudaProgram &&) noexcept = default;
@@ -127,24 +141,18 @@ CudaProgram &CudaProgram::operator=(CudaProgram &&) noexcept = default;
 CudaProgram::~CudaProgram() = default;
 
 const LoopProgram &CudaProgram::program() const { return state_->program; }
+
+size_t CudaProgram::arenaBytes(const SymbolValues &values) const {
+  size_t need = 0;
+  state_->layOut(values, need);
+  return need;
+}
 const CudaModule &CudaProgram::module() const { return state_->module; }
 CudaDevice &CudaProgram::device() const { return *state_->device; }
 
 CudaProgram &CudaProgram::registerExtern(const std::string &op, codegen::ExternFn fn) {
   state_->externs[op] = std::move(fn);
   return *this;
-}
-
-std::vector<BufferId> CudaProgram::State::uses(size_t k) const {
-  const LoopNode &node = program.nodes()[k];
-  std::vector<BufferId> out = node.reads();
-  out.insert(out.end(), node.outputs.begin(), node.outputs.end());
-  if (kernelsOfNode[k] >= 0)
-    for (const CudaKernel &kernel : module.nodes[kernelsOfNode[k]].kernels)
-      for (const KernelArg &a : kernel.args)
-        if (a.kind == KernelArg::Kind::Buffer)
-          out.push_back(a.buffer);
-  return out;
 }
 
 SymbolValues CudaProgram::State::bind(std::span<const Tensor> inputs, const SymbolValues &given,
@@ -159,6 +167,7 @@ uint64_t CudaProgram::State::ensure(BufferId id, const SymbolValues &values,
   if (!a) {
     const Buffer &b = program.buffer(id);
     a = device->allocate(layoutOf(b, values).bytes(b.meta.dtype));
+    buffers.owned[id.index] = true;
   }
   return a;
 }
@@ -196,6 +205,8 @@ void CudaProgram::State::runExtern(const LoopNode &node, const SymbolValues &val
       ir::loop::runExtern(externs, program, node, inputs, values, "cuda program");
   for (size_t n = 0; n < results.size(); ++n) {
     BufferId id = node.outputs[n];
+    if (plan[id.index].kind == passes::schedule::StorageKind::Local)
+      continue; // never read
     const Buffer &b = program.buffer(id);
     BufferLayout l = layoutOf(b, values);
     Tensor host = results[n];
@@ -207,21 +218,96 @@ void CudaProgram::State::runExtern(const LoopNode &node, const SymbolValues &val
   }
 }
 
-void CudaProgram::State::runKernels(size_t k, const SymbolValues &values, DeviceBuffers &buffers,
-                                    uint64_t indexError) const {
-  const LoopNode &node = program.nodes()[k];
-  const NodeKernels &nk = module.nodes[kernelsOfNode[k]];
-  int64_t points = nk.points.evaluate(values);
-  KILN_CHECK_KIND(
-      Index,
-      points <= 0 || node.kind != LoopNodeKind::Reduction ||
-          (node.reduction != ReductionKind::ArgMax && node.reduction != ReductionKind::ArgMin) ||
-          nk.reducedPoints.evaluate(values) > 0,
-      "cuda program: {} over an empty reduction range", reductionKeyword(node.reduction));
-  for (const CudaKernel &kernel : nk.kernels)
-    for (const KernelArg &a : kernel.args)
-      if (a.kind == KernelArg::Kind::Buffer)
-        ensure(a.buffer, values, buffers);
+namespace {
+
+/// Refuses an argmax/argmin over an empty range that has outputs (the interpreter's error).
+void checkReducible(const LoopNode &node, const SymbolValues &values) {
+  if (node.kind != LoopNodeKind::Reduction ||
+      (node.reduction != ReductionKind::ArgMax && node.reduction != ReductionKind::ArgMin))
+    return;
+  auto product = [&](const std::vector<SymInt> &v) {
+    int64_t p = 1;
+    for (const SymInt &x : v)
+      p *= x.evaluate(values);
+    return p;
+  };
+  KILN_CHECK_KIND(Index, product(node.ranges) <= 0 || product(node.reductionRanges) > 0,
+                  "cuda program: {} over an empty reduction range",
+                  reductionKeyword(node.reduction));
+}
+
+/// The argument values of one launch of `kernel`.
+std::vector<uint64_t> argumentsOf(const CudaKernel &kernel, const KernelLaunch &l,
+                                  const SymbolValues &values, std::span<const uint64_t> addresses,
+                                  uint64_t workspace, uint64_t indexError) {
+  std::vector<uint64_t> args;
+  for (const KernelArg &a : kernel.args)
+    switch (a.kind) {
+    case KernelArg::Kind::Buffer:
+      args.push_back(addresses[a.buffer.index]);
+      break;
+    case KernelArg::Kind::Size:
+      args.push_back(static_cast<uint64_t>(values.at(a.symbol)));
+      break;
+    case KernelArg::Kind::Partials:
+      args.push_back(workspace);
+      break;
+    case KernelArg::Kind::Chunks:
+      args.push_back(static_cast<uint64_t>(l.chunks));
+      break;
+    case KernelArg::Kind::IndexError:
+      args.push_back(indexError);
+      break;
+    }
+  return args;
+}
+
+/// Device memory of one call released when the call ends, however it ends.
+struct Scratch {
+  CudaDevice &device;
+  uint64_t address = 0;
+  ~Scratch() {
+    try {
+      if (address)
+        device.release(address);
+    } catch (const std::exception &) {
+      // Unwinding from a failed launch: that error is the one to report.
+    }
+  }
+};
+
+/// Bytes each slot of the device arena is rounded up to (the alignment 128-bit accesses need,
+/// and then some).
+constexpr size_t kSlotAlign = 256;
+
+} // namespace
+
+std::vector<size_t> CudaProgram::State::layOut(const SymbolValues &values, size_t &need) const {
+  std::vector<size_t> bytes(slots.size(), 0);
+  for (size_t b = 0; b < plan.size(); ++b)
+    if (plan[b].kind == passes::schedule::StorageKind::Allocated) {
+      const Buffer &buffer = program.buffers()[b];
+      size_t n = layoutOf(buffer, values).bytes(buffer.meta.dtype);
+      size_t &size = bytes[plan[b].slot];
+      size = std::max(size, (n + kSlotAlign - 1) / kSlotAlign * kSlotAlign);
+    }
+  return passes::schedule::placeSlots(slots, bytes, true, need);
+}
+
+uint64_t CudaProgram::State::placeIntermediates(const SymbolValues &values,
+                                                DeviceBuffers &buffers) const {
+  size_t need = 0;
+  std::vector<size_t> offsets = layOut(values, need);
+  uint64_t arena = need ? device->allocate(need) : 0;
+  for (size_t b = 0; b < plan.size(); ++b)
+    if (plan[b].kind == passes::schedule::StorageKind::Allocated)
+      buffers.addresses[b] = arena + offsets[plan[b].slot];
+  return arena;
+}
+
+void CudaProgram::State::runKernels(const NodeKernels &nk, const SymbolValues &values,
+                                    DeviceBuffers &buffers, uint64_t indexError) const {
+  checkReducible(program.nodes()[nk.node], values);
   std::vector<KernelLaunch> launches =
       planLaunches(program, nk, values, buffers.addresses, device->limits());
   int64_t workspaceBytes = 0;
@@ -229,74 +315,50 @@ void CudaProgram::State::runKernels(size_t k, const SymbolValues &values, Device
     workspaceBytes = std::max(workspaceBytes, l.workspaceBytes);
   // Pass 1 of a split reduction writes the workspace pass 2 reads; both are queued on the same
   // stream, so releasing it after queueing them is safe (the allocator reuses it only there).
-  uint64_t workspace = workspaceBytes ? device->allocate(static_cast<size_t>(workspaceBytes)) : 0;
-  struct Workspace {
-    CudaDevice &device;
-    uint64_t address;
-    ~Workspace() {
-      try {
-        if (address)
-          device.release(address);
-      } catch (const std::exception &) {
-        // Unwinding from a failed launch: that error is the one to report.
-      }
-    }
-  } hold{*device, workspace};
-  std::vector<uint64_t> args;
-  for (const KernelLaunch &l : launches) {
-    args.clear();
-    for (const KernelArg &a : l.kernel->args)
-      switch (a.kind) {
-      case KernelArg::Kind::Buffer:
-        args.push_back(buffers.addresses[a.buffer.index]);
-        break;
-      case KernelArg::Kind::Size:
-        args.push_back(static_cast<uint64_t>(values.at(a.symbol)));
-        break;
-      case KernelArg::Kind::Partials:
-        args.push_back(workspace);
-        break;
-      case KernelArg::Kind::Chunks:
-        args.push_back(static_cast<uint64_t>(l.chunks));
-        break;
-      case KernelArg::Kind::IndexError:
-        args.push_back(indexError);
-        break;
-      }
-    device->launch(*l.kernel, args, l.grid, l.block);
-  }
+  Scratch workspace{*device,
+                    workspaceBytes ? device->allocate(static_cast<size_t>(workspaceBytes)) : 0};
+  for (const KernelLaunch &l : launches)
+    device->launch(
+        *l.kernel,
+        argumentsOf(*l.kernel, l, values, buffers.addresses, workspace.address, indexError), l.grid,
+        l.block);
 }
 
-void CudaProgram::State::runNodes(const SymbolValues &values, DeviceBuffers &buffers) const {
-  std::span<const LoopNode> nodes = program.nodes();
+void CudaProgram::State::runFused(const FusedKernel &fused, const SymbolValues &values,
+                                  const DeviceBuffers &buffers, uint64_t indexError) const {
+  for (const FusedMember &m : fused.members)
+    for (size_t n : m.nodes)
+      checkReducible(program.nodes()[n], values);
+  KernelLaunch l = planFused(fused, values, device->limits());
+  if (l.grid > 0)
+    device->launch(fused.kernel,
+                   argumentsOf(fused.kernel, l, values, buffers.addresses, 0, indexError), l.grid,
+                   l.block);
+}
+
+void CudaProgram::State::runSteps(const SymbolValues &values, DeviceBuffers &buffers) const {
+  // Intermediates live in one arena laid out by the schedule's memory plan; it is released
+  // after the last launch is queued (the allocator reuses it only on the same stream).
+  Scratch arena{*device, placeIntermediates(values, buffers)};
   // Kernels with indirect loads record an out-of-range position in one zeroed device record,
   // read back (a synchronization) once the program has run.
-  bool checks = checksIndices;
   int64_t record[3] = {0, 0, 0};
-  struct Record {
-    CudaDevice &device;
-    uint64_t address;
-    ~Record() {
-      try {
-        if (address)
-          device.release(address);
-      } catch (const std::exception &) {
-        // Unwinding from a failed launch: that error is the one to report.
-      }
-    }
-  } error{*device, checks ? device->allocate(sizeof record) : 0};
-  if (checks)
+  Scratch error{*device, checksIndices ? device->allocate(sizeof record) : 0};
+  if (checksIndices)
     device->copyToDevice(error.address, record, sizeof record);
-  for (size_t k = 0; k < nodes.size(); ++k) {
-    if (nodes[k].kind == LoopNodeKind::Extern)
-      runExtern(nodes[k], values, buffers);
-    else
-      runKernels(k, values, buffers, error.address);
-    for (BufferId id : uses(k))
-      if (lastUse[id.index] == static_cast<int>(k))
-        buffers.release(id);
-  }
-  if (!checks)
+  for (const CudaStep &step : module.steps)
+    switch (step.kind) {
+    case CudaStep::Kind::Extern:
+      runExtern(program.nodes()[step.index], values, buffers);
+      break;
+    case CudaStep::Kind::Node:
+      runKernels(module.nodes[step.index], values, buffers, error.address);
+      break;
+    case CudaStep::Kind::Fused:
+      runFused(module.fused[step.index], values, buffers, error.address);
+      break;
+    }
+  if (!checksIndices)
     return;
   device->copyToHost(record, error.address, sizeof record);
   if (record[0])
@@ -315,14 +377,15 @@ std::vector<Tensor> CudaProgram::run(std::span<const Tensor> hostInputs,
                            layoutOf(b, values).bytes(b.meta.dtype));
   }
   bound.clear();
-  s.runNodes(values, buffers);
+  for (BufferId id : s.program.outputs())
+    s.ensure(id, values, buffers);
+  s.runSteps(values, buffers);
   std::vector<Tensor> results;
   for (BufferId id : s.program.outputs()) {
     const Buffer &b = s.program.buffer(id);
     BufferLayout l = layoutOf(b, values);
     Tensor host = hostTensor(b, l);
-    if (uint64_t a = buffers.addresses[id.index])
-      s.device->copyToHost(host.rawData(), a, l.bytes(b.meta.dtype));
+    s.device->copyToHost(host.rawData(), buffers.addresses[id.index], l.bytes(b.meta.dtype));
     results.push_back(host);
   }
   return results;
@@ -376,23 +439,23 @@ std::vector<Tensor> CudaProgram::runOnDevice(std::span<const Tensor> inputs, Dev
     buffers.borrow(id, std::move(t));
   }
   bound.clear();
-  s.runNodes(values, buffers);
+  s.runSteps(values, buffers);
   std::vector<Tensor> results;
   for (BufferId id : outputs)
     results.push_back(buffers.borrowed[id.index]);
   return results;
 }
 
-CudaProgram compileCudaProgram(const LoopProgram &program, int deviceIndex,
+CudaProgram compileCudaProgram(const passes::schedule::Schedule &schedule, int deviceIndex,
                                CudaCompileOptions options) {
   std::string reason;
   const Driver *driver = Driver::get(&reason);
   KILN_CHECK(driver, "kiln: CUDA is not available: {}", reason);
   options.arch = driver->device(deviceIndex).smVersion();
-  CudaModule module = emitCuda(program);
+  CudaModule module = emitCuda(schedule);
   CompiledCuda code = compileCuda(module.source, options);
   std::shared_ptr<CudaDevice> device = openDriverDevice(deviceIndex, code);
-  return CudaProgram(program, std::move(module), std::move(device));
+  return CudaProgram(schedule, std::move(module), std::move(device));
 }
 
 } // namespace kiln::codegen::cuda

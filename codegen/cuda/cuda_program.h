@@ -1,21 +1,23 @@
 #pragma once
-/// CudaProgram: a whole LoopProgram run on a CUDA device, the GPU twin of the CPU executor
-/// (codegen/cpu/compiled_program.h).
+/// CudaProgram: a whole scheduled LoopProgram run on a CUDA device, the GPU twin of the CPU
+/// executor (codegen/cpu/compiled_program.h).
 ///
 /// run() takes host tensors and returns host tensors:
 ///   bind       size symbols from the inputs' sizes (and `symbols`), with the CPU executor's
 ///              checks: count, dtype, rank, sizes under the bound symbols, strides
 ///   inputs     copied to device buffers laid out as the buffer's meta strides (an input whose
 ///              buffer is contiguous is made contiguous first)
-///   per node   Pointwise/Reduction: its buffers allocated on first use, its kernels launched as
-///              planLaunches says for this device's limits (a split reduction's workspace from
-///              the device's allocator); Extern: run on the host through kiln's eager kernels
-///              (codegen/externs.h): inputs copied device → host, results host →
-///              device — except the GEMM externs when cuBLAS loads (device_externs.h), which
-///              run on the device; a call cuBLAS declines (no unit stride, integer dtypes) and
-///              every other extern (convolutions, attention) costs two transfers.
-///              Every buffer is released after the last node that uses it, so device memory
-///              peaks at what one node needs, as on the CPU.
+///   memory     outputs get their own device buffers; every intermediate goes where the
+///              schedule's memory plan puts it: its slot in one arena per call, laid out by
+///              passes::schedule::placeSlots for this call's sizes (slots never in use together
+///              share bytes, as on the CPU); a `local` buffer has no memory at all
+///   per step   in the module's order (emit.h, [Note: CUDA launches]): a node alone, its
+///              kernels launched as planLaunches says for this device's limits (a split
+///              reduction's workspace from the device's allocator); a fused launch, one kernel
+///              as planFused says; an extern, on the device when cuBLAS loads and it is a GEMM
+///              (device_externs.h), else on the host through kiln's eager kernels
+///              (codegen/externs.h): inputs copied device → host, results host → device (a
+///              call cuBLAS declines, and every other extern, costs two transfers).
 ///   outputs    copied back into fresh host tensors with the buffers' strides.
 ///
 /// runOnDevice() is the same program on tensors that already live on the device (kiln's CUDA
@@ -30,6 +32,7 @@
 #include "codegen/cuda/emit.h"
 #include "codegen/externs.h"
 #include "ir/loop/program.h"
+#include "passes/schedule/schedule.h"
 #include "runtime/tensor.h"
 
 #include <initializer_list>
@@ -42,8 +45,9 @@ namespace kiln::codegen::cuda {
 
 class CudaProgram {
 public:
-  /// `module` is emitCuda(program) and `device` has that module's code loaded.
-  CudaProgram(ir::loop::LoopProgram program, CudaModule module, std::shared_ptr<CudaDevice> device);
+  /// `module` is emitCuda(schedule) and `device` has that module's code loaded.
+  CudaProgram(passes::schedule::Schedule schedule, CudaModule module,
+              std::shared_ptr<CudaDevice> device);
   CudaProgram(CudaProgram &&) noexcept;
   CudaProgram &operator=(CudaProgram &&) noexcept;
   ~CudaProgram();
@@ -73,6 +77,9 @@ public:
   /// Registers (or replaces) the host implementation of extern op `op`.
   CudaProgram &registerExtern(const std::string &op, codegen::ExternFn fn);
 
+  /// The bytes of one call's arena for these sizes: the memory plan's peak of intermediates.
+  size_t arenaBytes(const ir::SymbolValues &values) const;
+
   const ir::loop::LoopProgram &program() const;
   const CudaModule &module() const;
   CudaDevice &device() const;
@@ -82,10 +89,10 @@ private:
   std::unique_ptr<State> state_;
 };
 
-/// Emits `program`'s CUDA C, compiles it with NVRTC for device `deviceIndex`'s architecture
+/// Emits `schedule`'s CUDA C, compiles it with NVRTC for device `deviceIndex`'s architecture
 /// (`options.arch` is replaced by the device's) and loads it on that device. Throws kiln::Error
 /// when CUDA or NVRTC is unavailable or compilation fails.
-CudaProgram compileCudaProgram(const ir::loop::LoopProgram &program, int deviceIndex = 0,
+CudaProgram compileCudaProgram(const passes::schedule::Schedule &schedule, int deviceIndex = 0,
                                CudaCompileOptions options = {});
 
 } // namespace kiln::codegen::cuda

@@ -1,8 +1,30 @@
 #pragma once
-/// The loop-IR → CUDA C emitter: one translation unit of CUDA C per LoopProgram, one or more
-/// `extern "C" __global__` kernels per Pointwise/Reduction node, compiled by NVRTC (compile.h).
-/// It mirrors the CPU emitter (codegen/cpu/emit.h): it walks each node's body DAG once and
-/// writes text, so it needs no CUDA headers and runs on any machine.
+/// The loop-IR → CUDA C emitter: one translation unit of CUDA C per scheduled program
+/// (passes/schedule), compiled by NVRTC (compile.h). It runs the schedule as given: one CUDA
+/// kernel per launch of the schedule ([Note: CUDA launches]), except that a kernel of one node
+/// alone in its launch keeps that node's own kernels (below). Like the CPU emitter
+/// (codegen/cpu/emit.h) it walks each node's body DAG once and writes text, so it needs no CUDA
+/// headers and runs on any machine.
+///
+/// [Note: CUDA launches]
+/// A launch of several schedule kernels, or a kernel of several nodes (softmax's max, sum and
+/// output; layer_norm's statistics and output; a kernel of numbers), is one `Fused` kernel. Each
+/// schedule kernel in it is a member, and the member's work is cut into units laid end to end;
+/// blocks grid-stride over the units of all members, so one launch fills the device however
+/// small each member is. A member is run one of two ways:
+/// - rows (a node reduces, or loops beyond the kernel's shared loops): a unit is one point of
+///   the shared loops, run by the whole block. Each node in turn: a pointwise node's inner points
+///   split over the threads; a reduction's points split over the threads and merge in
+///   kiln::block_allreduce (a node with inner output points reduces them one after another).
+///   A `local` buffer of the memory plan (one value per shared point) is a register every thread
+///   holds; a buffer stored to memory and read by a later node of the member is followed by
+///   `__syncthreads()`, since other threads of the block read it.
+/// - points (pointwise nodes with no loops beyond the shared ones): a unit is blockDim.x
+///   consecutive points of the shared loops, one per thread; each thread runs every node at its
+///   point, so what a node reads from an earlier one it wrote itself.
+/// The kernel's parallel range (Kernel::parallel) is thus what spreads over blocks. The CPU's
+/// vector lane, tiles and merged lane loops (LoopOrder) are not used: threads, not vector
+/// lanes, are the GPU's inner parallelism, and the loads of neighbouring threads coalesce.
 ///
 /// [Note: CUDA kernels]
 /// - Arguments (KernelArg): the base pointer of every buffer the kernel reads or writes, in
@@ -19,6 +41,7 @@
 ///   rounded once on store or at an explicit cast (like the CPU backend); bool is a byte in
 ///   memory and `bool` in registers; integer arithmetic wraps (done in unsigned types, so no
 ///   signed overflow is undefined).
+/// The kernels below are those of a node alone in its launch (the rest is [Note: CUDA launches]).
 /// - Pointwise (KernelRole::Pointwise): a grid-stride loop over the node's points, flattened
 ///   row-major; each point decomposes into `i0, i1, ...`. When the output stores with stride 1
 ///   along the innermost range variable, a second kernel (PointwiseVector, `<name>_v<W>`) does W
@@ -57,6 +80,7 @@
 ///   wraps like the interpreter; argmax over an empty range stores -1 (an error there).
 
 #include "ir/loop/program.h"
+#include "passes/schedule/schedule.h"
 
 #include <cstddef>
 #include <string>
@@ -76,6 +100,7 @@ enum class KernelRole : uint8_t {
   ReduceThread,
   ReducePartial,
   ReduceFinal,
+  Fused, ///< the kernels of one launch of the schedule ([Note: CUDA launches])
 };
 std::string_view kernelRoleName(KernelRole role);
 
@@ -129,15 +154,48 @@ struct NodeKernels {
   const CudaKernel *find(KernelRole role) const;
 };
 
+/// One schedule kernel inside a Fused kernel ([Note: CUDA launches]).
+struct FusedMember {
+  std::vector<size_t> nodes; ///< indices into LoopProgram::nodes(), in order
+  /// Whether a unit is one point of the shared loops run by the block (else blockDim.x points,
+  /// one per thread).
+  bool rows = false;
+  ir::SymInt points = 1; ///< points of the shared loops
+  /// Rows: per node, its inner points or reduced points per unit (the largest sizes the block).
+  std::vector<ir::SymInt> work;
+};
+
+/// The kernels of one launch of the schedule as one CUDA kernel.
+struct FusedKernel {
+  CudaKernel kernel;
+  std::vector<FusedMember> members;
+};
+
+/// One step of the run, in the schedule's order.
+struct CudaStep {
+  enum class Kind : uint8_t {
+    Extern, ///< an extern node, run by CudaProgram
+    Node,   ///< a node alone in its launch: CudaModule::nodes[index]
+    Fused,  ///< CudaModule::fused[index]
+  };
+  Kind kind = Kind::Node;
+  size_t index = 0; ///< Extern: the node's index in LoopProgram::nodes()
+};
+
 struct CudaModule {
-  /// The CUDA C translation unit: the loop program's text as a comment, the prelude (types,
+  /// The CUDA C translation unit: the scheduled program's text as a comment, the prelude (types,
   /// conversions, Python division, accumulators), then every kernel.
   std::string source;
-  /// One per pointwise or reduction node, in node order (extern nodes have none).
+  /// The nodes that run alone, in order.
   std::vector<NodeKernels> nodes;
+  /// The launches of several schedule kernels or nodes, in order.
+  std::vector<FusedKernel> fused;
+  std::vector<CudaStep> steps;
 
   /// The kernel named `name`, or null.
   const CudaKernel *find(std::string_view name) const;
+  /// Every kernel, in the order of steps.
+  std::vector<const CudaKernel *> kernels() const;
 };
 
 struct CudaEmitOptions {
@@ -148,8 +206,10 @@ struct CudaEmitOptions {
   int splitMaxOutputs = 8;
 };
 
-/// Emits the CUDA C of `program`. Throws kiln::Error for what it cannot emit.
-CudaModule emitCuda(const ir::loop::LoopProgram &program, const CudaEmitOptions &options = {});
+/// Emits the CUDA C of `schedule` (its program, kernels, launches and memory plan). Throws
+/// kiln::Error for what it cannot emit.
+CudaModule emitCuda(const passes::schedule::Schedule &schedule,
+                    const CudaEmitOptions &options = {});
 
 /// The kiln::-namespace device helpers every module starts with (for tests and dumps).
 std::string_view cudaPrelude();

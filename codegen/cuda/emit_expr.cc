@@ -161,6 +161,9 @@ std::string BodyWriter::ref(const Expr *e) const {
 std::string BodyWriter::exprText(const Expr &e, const Names &names) const {
   switch (e.kind) {
   case ExprKind::Load:
+    if (locals_)
+      if (auto it = locals_->find(e.buffer); it != locals_->end())
+        return it->second;
     return fromMemory(fmt::format("{}[{}]", bufferName(e.buffer), indexExpr(e.index, names)),
                       program_.buffer(e.buffer).meta.dtype);
   case ExprKind::IndirectLoad: {

@@ -8,15 +8,20 @@
 //                      loads), split into what depends on inner loop variables and what not
 //   emit_pointwise.cc  the grid-stride pointwise kernel and its 128-bit vector twin
 //   emit_reduce.cc     reduction kernels: block per output, thread per output, split passes
+//   emit_fused.cc      the kernels of one launch of the schedule as one kernel
 //   emit_module.cc     kernel signatures, arguments, the module
 
 #include "codegen/cuda/emit.h"
+#include "passes/schedule/schedule.h"
 
 #include <fmt/format.h>
+
+#include <functional>
 
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,8 +90,11 @@ struct LaneInfo {
 /// Writes a body's statements. Every node gets a C name (`vN`) or, for constants, a literal.
 class BodyWriter {
 public:
-  BodyWriter(Writer &w, const ir::loop::LoopProgram &program, const ir::loop::Body &body)
-      : w_(w), program_(program), body_(body) {}
+  /// `locals`: buffers held in registers (by their C names, compute type): a load of one reads
+  /// the register.
+  BodyWriter(Writer &w, const ir::loop::LoopProgram &program, const ir::loop::Body &body,
+             const std::map<BufferId, std::string> *locals = nullptr)
+      : w_(w), program_(program), body_(body), locals_(locals) {}
 
   /// Emits the nodes that do not depend on any of `inner` (loop variable names), with `names`
   /// in scope. With `lane`, vector loads are emitted here as `kiln::Vec` values.
@@ -109,6 +117,7 @@ private:
   Writer &w_;
   const ir::loop::LoopProgram &program_;
   const ir::loop::Body &body_;
+  const std::map<BufferId, std::string> *locals_;
   std::map<const ir::loop::Expr *, std::string> names_;
   std::map<const ir::loop::Expr *, std::string> vectors_; ///< vector loads: their Vec value
   std::map<const ir::loop::Expr *, bool> depends_;
@@ -125,8 +134,10 @@ struct NodeContext {
   const ir::loop::LoopNode *node = nullptr;
   size_t index = 0;
   std::string baseName;             ///< `node<k>_buf<id>`
-  std::vector<BufferId> buffers;    ///< read or written, in id order
+  std::vector<BufferId> buffers;    ///< read or written and in memory, in id order
   std::vector<std::string> symbols; ///< the program's size symbols, sorted
+  /// Outputs the memory plan keeps out of memory (a Welford count nobody reads): not stored.
+  std::set<BufferId> locals;
 
   bool writes(BufferId id) const;
   /// Whether the node has indirect loads (its kernels take the index-error record).
@@ -140,6 +151,17 @@ struct NodeContext {
   Names sizeNames() const;
 };
 
+/// `extern "C" __global__ void name(<buffers>, <sizes>[, index error]<extra>)`; fills `args`.
+/// `written(id)` says whether a kernel writes buffer `id` (else it is `const`).
+std::string kernelSignature(const ir::loop::LoopProgram &program, const std::string &name,
+                            std::span<const BufferId> buffers,
+                            const std::function<bool(BufferId)> &written,
+                            std::span<const std::string> symbols, bool checksIndices,
+                            std::string_view extra, std::vector<KernelArg> &args);
+
+/// The product of `v` (1 when empty).
+SymInt product(const std::vector<SymInt> &v);
+
 /// `const long long v = ...;` lines that split flat index `flat` (row-major over `extents`)
 /// into `vars` (the innermost, fastest-moving, last), with C `/` and `%`: indices are >= 0.
 void decompose(Writer &w, const std::string &flat, const std::vector<std::string> &vars,
@@ -147,6 +169,31 @@ void decompose(Writer &w, const std::string &flat, const std::vector<std::string
 
 /// The offset (as C) at which node outputs store the current range point.
 std::string storeOffset(const NodeContext &ctx, BufferId out, const Names &names);
+
+/// The accumulator of a reduction: its C++ type, identity and size in a partials workspace.
+struct Accumulator {
+  ReductionKind kind;
+  DType value;          ///< the body's dtype
+  DType element;        ///< what it accumulates in: Float32, Float64, Int32 or Int64
+  std::string type;     ///< `kiln::Sum<float>`
+  std::string identity; ///< `{0.0f}`
+  int stateBytes = 0;
+
+  Accumulator(ReductionKind k, DType t);
+  /// `acc.push(v, position);` with v converted to the accumulator's element type.
+  std::string push(const std::string &v, const std::string &position) const;
+  /// The value stored in output `n` (compute type of that output's dtype).
+  std::string result(size_t n, DType outType) const;
+};
+
+/// Everything a fused kernel needs: the schedule and the kernels of one launch.
+struct LaunchContext {
+  const passes::schedule::Schedule *schedule = nullptr;
+  std::vector<size_t> kernels;      ///< indices into schedule->kernels, in order
+  std::vector<std::string> symbols; ///< the program's size symbols, sorted
+  std::set<BufferId> locals;        ///< buffers the memory plan keeps in registers
+};
+FusedKernel emitFused(const LaunchContext &ctx);
 
 NodeKernels emitPointwise(const NodeContext &ctx, const CudaEmitOptions &options);
 NodeKernels emitReduction(const NodeContext &ctx, const CudaEmitOptions &options);

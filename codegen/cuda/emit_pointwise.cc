@@ -15,13 +15,6 @@ using namespace ir::loop;
 
 namespace {
 
-SymInt product(const std::vector<SymInt> &v) {
-  SymInt p = 1;
-  for (const SymInt &x : v)
-    p *= x;
-  return p;
-}
-
 std::vector<std::string> rangeVars(size_t k) {
   std::vector<std::string> vars;
   for (size_t j = 0; j < k; ++j)
@@ -127,8 +120,9 @@ CudaKernel scalarKernel(const NodeContext &ctx) {
   BodyWriter body(w, *ctx.program, *node.body);
   body.emitOuter({}, names);
   BufferId out = node.outputs[0];
-  w.emit("{}[{}] = {};", bufferName(out), storeOffset(ctx, out, names),
-         toMemory(body.result(), ctx.program->buffer(out).meta.dtype));
+  if (!ctx.locals.count(out))
+    w.emit("{}[{}] = {};", bufferName(out), storeOffset(ctx, out, names),
+           toMemory(body.result(), ctx.program->buffer(out).meta.dtype));
   w.close();
   w.close();
   k.code = w.take();
@@ -182,7 +176,7 @@ NodeKernels emitPointwise(const NodeContext &ctx, const CudaEmitOptions &options
   NodeKernels out;
   out.points = product(ctx.node->ranges);
   out.kernels.push_back(scalarKernel(ctx));
-  if (options.vectorize)
+  if (options.vectorize && !ctx.locals.count(ctx.node->outputs[0]))
     if (std::optional<VectorChoice> choice = planVector(ctx)) {
       out.kernels.push_back(vectorKernel(ctx, *choice));
       out.vector = choice->plan;

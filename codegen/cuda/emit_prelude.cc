@@ -297,6 +297,17 @@ template <typename A> __device__ __forceinline__ A block_reduce(A a, A *smem, co
   __syncthreads(); // smem is reused by the block's next output
   return a;
 }
+/// block_reduce, with the result in every thread of the block.
+template <typename A>
+__device__ __forceinline__ A block_allreduce(A a, A *smem, const A &identity) {
+  a = block_reduce(a, smem, identity);
+  if (threadIdx.x == 0)
+    smem[0] = a;
+  __syncthreads();
+  a = smem[0];
+  __syncthreads(); // smem is reused by the block's next reduction
+  return a;
+}
 
 } // namespace kiln
 )cuda";

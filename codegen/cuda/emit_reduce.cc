@@ -14,88 +14,68 @@ namespace kiln::codegen::cuda::detail {
 
 using namespace ir::loop;
 
-namespace {
-
-SymInt product(const std::vector<SymInt> &v) {
-  SymInt p = 1;
-  for (const SymInt &x : v)
-    p *= x;
-  return p;
+Accumulator::Accumulator(ReductionKind k, DType t) : kind(k), value(t) {
+  bool fl = isFloating(t);
+  bool wide = k == ReductionKind::Sum || k == ReductionKind::Prod || t == DType::Int64;
+  element = fl ? (t == DType::Float64 ? DType::Float64 : DType::Float32)
+               : (wide ? DType::Int64 : DType::Int32);
+  std::string_view et = computeType(element);
+  auto lit = [&](double f, int64_t i) {
+    return fl ? floatLiteral(f, element) : intLiteral(i, element);
+  };
+  double inf = std::numeric_limits<double>::infinity();
+  auto [lo, hi] = fl ? std::pair<int64_t, int64_t>{0, 0} : intLimits(t);
+  int size = static_cast<int>(itemsize(element));
+  auto set = [&](const char *name, const std::string &init, int bytes) {
+    type = fmt::format("kiln::{}<{}>", name, et);
+    identity = "{" + init + "}";
+    stateBytes = bytes; // the device struct: element fields, then an int64 if any (8-aligned)
+  };
+  switch (k) {
+  case ReductionKind::Sum:
+    set("Sum", lit(0, 0), size);
+    break;
+  case ReductionKind::Prod:
+    set("Prod", lit(1, 1), size);
+    break;
+  case ReductionKind::Max:
+    set("Max", lit(-inf, lo), size);
+    break;
+  case ReductionKind::Min:
+    set("Min", lit(inf, hi), size);
+    break;
+  case ReductionKind::ArgMax:
+    set("ArgMax", lit(-inf, lo) + ", -1LL", 16);
+    break;
+  case ReductionKind::ArgMin:
+    set("ArgMin", lit(inf, hi) + ", -1LL", 16);
+    break;
+  case ReductionKind::Welford:
+    set("Welford", lit(0, 0) + ", " + lit(0, 0) + ", 0LL", 2 * size + 8);
+    break;
+  }
 }
 
-/// The accumulator of a reduction: its C++ type, identity and size in a partials workspace.
-struct Accumulator {
-  ReductionKind kind;
-  DType value;          ///< the body's dtype
-  DType element;        ///< what it accumulates in: Float32, Float64, Int32 or Int64
-  std::string type;     ///< `kiln::Sum<float>`
-  std::string identity; ///< `{0.0f}`
-  int stateBytes = 0;
+std::string Accumulator::push(const std::string &v, const std::string &position) const {
+  std::string_view from = computeType(value), to = computeType(element);
+  return fmt::format("acc.push({}, {});", from == to ? v : fmt::format("({}){}", to, v), position);
+}
 
-  explicit Accumulator(ReductionKind k, DType t) : kind(k), value(t) {
-    bool fl = isFloating(t);
-    bool wide = k == ReductionKind::Sum || k == ReductionKind::Prod || t == DType::Int64;
-    element = fl ? (t == DType::Float64 ? DType::Float64 : DType::Float32)
-                 : (wide ? DType::Int64 : DType::Int32);
-    std::string_view et = computeType(element);
-    auto lit = [&](double f, int64_t i) {
-      return fl ? floatLiteral(f, element) : intLiteral(i, element);
-    };
-    double inf = std::numeric_limits<double>::infinity();
-    auto [lo, hi] = fl ? std::pair<int64_t, int64_t>{0, 0} : intLimits(t);
-    int size = static_cast<int>(itemsize(element));
-    auto set = [&](const char *name, const std::string &init, int bytes) {
-      type = fmt::format("kiln::{}<{}>", name, et);
-      identity = "{" + init + "}";
-      stateBytes = bytes; // the device struct: element fields, then an int64 if any (8-aligned)
-    };
-    switch (k) {
-    case ReductionKind::Sum:
-      set("Sum", lit(0, 0), size);
-      break;
-    case ReductionKind::Prod:
-      set("Prod", lit(1, 1), size);
-      break;
-    case ReductionKind::Max:
-      set("Max", lit(-inf, lo), size);
-      break;
-    case ReductionKind::Min:
-      set("Min", lit(inf, hi), size);
-      break;
-    case ReductionKind::ArgMax:
-      set("ArgMax", lit(-inf, lo) + ", -1LL", 16);
-      break;
-    case ReductionKind::ArgMin:
-      set("ArgMin", lit(inf, hi) + ", -1LL", 16);
-      break;
-    case ReductionKind::Welford:
-      set("Welford", lit(0, 0) + ", " + lit(0, 0) + ", 0LL", 2 * size + 8);
-      break;
-    }
+std::string Accumulator::result(size_t n, DType outType) const {
+  switch (kind) {
+  case ReductionKind::ArgMax:
+  case ReductionKind::ArgMin:
+    return "acc.index";
+  case ReductionKind::Welford:
+    return n == 0 ? "acc.mean" : n == 1 ? "acc.m2" : "acc.count";
+  default: {
+    std::string_view from = computeType(element), to = computeType(outType);
+    return from == to ? "acc.acc" : fmt::format("({})acc.acc", to);
   }
+  }
+}
 
-  /// `acc.push(v, position);` with v converted to the accumulator's element type.
-  std::string push(const std::string &v, const std::string &position) const {
-    std::string_view from = computeType(value), to = computeType(element);
-    return fmt::format("acc.push({}, {});", from == to ? v : fmt::format("({}){}", to, v),
-                       position);
-  }
-
-  /// The value stored in output `n` (compute type of that output's dtype).
-  std::string result(size_t n, DType outType) const {
-    switch (kind) {
-    case ReductionKind::ArgMax:
-    case ReductionKind::ArgMin:
-      return "acc.index";
-    case ReductionKind::Welford:
-      return n == 0 ? "acc.mean" : n == 1 ? "acc.m2" : "acc.count";
-    default: {
-      std::string_view from = computeType(element), to = computeType(outType);
-      return from == to ? "acc.acc" : fmt::format("({})acc.acc", to);
-    }
-    }
-  }
-};
+namespace {
 
 bool unitStrideAlong(const SymInt &e, const std::string &var) {
   SymInt base = e.substitute({{var, SymInt(0)}});
@@ -263,6 +243,8 @@ private:
       w.open("if (threadIdx.x == 0)");
     for (size_t n = 0; n < node_.outputs.size(); ++n) {
       BufferId out = node_.outputs[n];
+      if (ctx_.locals.count(out))
+        continue;
       DType t = ctx_.program->buffer(out).meta.dtype;
       w.emit("{}[{}] = {};", bufferName(out), storeOffset(ctx_, out, names),
              toMemory(acc_.result(n, t), t));

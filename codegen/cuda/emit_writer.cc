@@ -16,7 +16,7 @@ void Writer::line(std::string_view text) {
 }
 
 void Writer::open(std::string_view header) {
-  line(fmt::format("{} {{", header));
+  line(header.empty() ? std::string("{") : fmt::format("{} {{", header));
   ++depth_;
 }
 

@@ -193,11 +193,10 @@ HostEmulator::HostEmulator(const CudaModule &module, const std::string &compiler
     }
   } cleanup{dir};
   std::string source = std::string(kShim) + module.source + std::string(kRunner);
-  for (const NodeKernels &n : module.nodes)
-    for (const CudaKernel &k : n.kernels)
-      source += fmt::format("extern \"C\" void kiln_host_entry_{0}(const unsigned long long *a) "
-                            "{{ kiln_host_call({0}, a); }}\n",
-                            k.name);
+  for (const CudaKernel *k : module.kernels())
+    source += fmt::format("extern \"C\" void kiln_host_entry_{0}(const unsigned long long *a) "
+                          "{{ kiln_host_call({0}, a); }}\n",
+                          k->name);
   fs::path src = dir / "module.cc", so = dir / "module.so";
   {
     std::ofstream f(src);

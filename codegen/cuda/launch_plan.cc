@@ -72,4 +72,25 @@ std::vector<KernelLaunch> planLaunches(const LoopProgram &program, const NodeKer
   return {{&first, std::min(points, maxBlocks), blockFor(reduced)}};
 }
 
+KernelLaunch planFused(const FusedKernel &fused, const ir::SymbolValues &symbols,
+                       const LaunchLimits &limits) {
+  const int64_t maxBlocks =
+      std::max<int64_t>(1, int64_t{limits.multiprocessors} * limits.blocksPerMultiprocessor);
+  bool rows = false;
+  int64_t work = 1;
+  for (const FusedMember &m : fused.members)
+    if (m.rows) {
+      rows = true;
+      for (const ir::SymInt &w : m.work)
+        work = std::max(work, w.evaluate(symbols));
+    }
+  int block = rows ? blockFor(work) : kMaxBlockThreads;
+  int64_t units = 0;
+  for (const FusedMember &m : fused.members) {
+    int64_t points = m.points.evaluate(symbols);
+    units += m.rows ? points : ceilDiv(points, block);
+  }
+  return {&fused.kernel, std::min(units, maxBlocks), block};
+}
+
 } // namespace kiln::codegen::cuda

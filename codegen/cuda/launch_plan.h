@@ -44,4 +44,10 @@ std::vector<KernelLaunch> planLaunches(const ir::loop::LoopProgram &program,
                                        std::span<const uint64_t> addresses,
                                        const LaunchLimits &limits = {});
 
+/// The launch of a Fused kernel ([Note: CUDA launches]): a block sized for the largest row's work
+/// (every thread a point when no member has rows), a grid of one block per unit up to the cap.
+/// `grid` is 0 when there is nothing to run.
+KernelLaunch planFused(const FusedKernel &fused, const ir::SymbolValues &symbols,
+                       const LaunchLimits &limits = {});
+
 } // namespace kiln::codegen::cuda

@@ -496,11 +496,11 @@ py::dict CompiledGraph::info() const {
   d["cache"] = report_.cache;
   d["kernels"] = g.kernels;
   d["extern_kernels"] = g.externKernels;
-  size_t loopNodes = 0; // CUDA: one kernel (or a pair) per loop node
+  size_t loopNodes = 0;
   for (const ir::loop::LoopNode &n : g.schedule.program.nodes())
     loopNodes += n.kind != ir::loop::LoopNodeKind::Extern;
   d["loop_nodes"] = loopNodes;
-  d["generated_kernels"] = program ? program->module().kernels.size() : loopNodes;
+  d["generated_kernels"] = runner_->executable().generatedKernels();
   std::vector<std::string> assumed;
   for (const ir::SymRelation &r : g.unified)
     assumed.push_back(r.str());

@@ -171,3 +171,51 @@ void planMemory(const LoopProgram &p, const std::vector<Kernel> &kernels,
 }
 
 } // namespace kiln::passes::schedule::detail
+
+namespace kiln::passes::schedule {
+
+namespace {
+
+/// Whether two slots are in use during a common kernel.
+bool inUseTogether(const MemorySlot &a, const MemorySlot &b) {
+  for (auto [af, al] : a.lifetimes)
+    for (auto [bf, bl] : b.lifetimes)
+      if (af <= bl && bf <= al)
+        return true;
+  return false;
+}
+
+} // namespace
+
+std::vector<size_t> placeSlots(std::span<const MemorySlot> slots, std::span<const size_t> bytes,
+                               bool withExternal, size_t &arenaBytes) {
+  std::vector<size_t> order(slots.size());
+  for (size_t k = 0; k < order.size(); ++k)
+    order[k] = k;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return bytes[a] > bytes[b]; });
+  std::vector<size_t> offsets(slots.size(), 0), placed;
+  arenaBytes = 0;
+  for (size_t sl : order) {
+    if (slots[sl].external && !withExternal)
+      continue;
+    std::vector<size_t> clash;
+    for (size_t o : placed)
+      if (inUseTogether(slots[o], slots[sl]))
+        clash.push_back(o);
+    std::sort(clash.begin(), clash.end(),
+              [&](size_t a, size_t b) { return offsets[a] < offsets[b]; });
+    size_t at = 0;
+    for (size_t o : clash) {
+      if (offsets[o] >= at + bytes[sl])
+        break;
+      at = std::max(at, offsets[o] + bytes[o]);
+    }
+    offsets[sl] = at;
+    placed.push_back(sl);
+    arenaBytes = std::max(arenaBytes, at + bytes[sl]);
+  }
+  return offsets;
+}
+
+} // namespace kiln::passes::schedule

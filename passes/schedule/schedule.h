@@ -47,7 +47,10 @@
 /// The CPU code generator emits exactly this: one function per launch of loop kernels (per node
 /// of an extern kernel after the call), each node's loops in this order with this lane and tile,
 /// a register for each local buffer; its executor (CompiledProgram) runs the launches in order in
-/// this memory plan.
+/// this memory plan. The CUDA code generator emits one kernel per launch too (a node alone in its
+/// launch keeps its own strategies), the parallel range over blocks and registers for local
+/// buffers; lanes and tiles are the CPU's ([Note: CUDA launches] in codegen/cuda/emit.h). Its
+/// executor (CudaProgram) lays the same slots out in one device arena per call (placeSlots).
 ///
 /// [Note: memory plan]
 /// A buffer is `local` (never stored) when it holds one value per point of its kernel's shared
@@ -189,6 +192,15 @@ struct MemorySlot {
   /// nodes that overwrite it in place.
   bool external = false;
 };
+
+/// Where each slot goes in one arena, given its byte size this call (`bytes`, per slot, already
+/// rounded to the executor's alignment): largest first, each at the lowest offset clear of the
+/// slots placed so far that are in use during a common kernel. External slots are placed only
+/// `withExternal` (a device executor puts an extern's result in its arena; the CPU executor
+/// keeps the tensor the extern returned); else their offset is 0 and they take no room.
+/// Sets `arenaBytes` to the bytes the arena needs.
+std::vector<size_t> placeSlots(std::span<const MemorySlot> slots, std::span<const size_t> bytes,
+                               bool withExternal, size_t &arenaBytes);
 
 struct Schedule {
   /// The fused program: inlined producers are gone, nodes are in kernel order.

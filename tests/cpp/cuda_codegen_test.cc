@@ -10,11 +10,11 @@
 #include "codegen/cuda/host_emulator.h"
 #include "codegen/cuda/launch_plan.h"
 #include "codegen/cuda/nvrtc.h"
+#include "codegen/externs.h"
 #include "ir/loop/interpreter.h"
 #include "ir/loop/program.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
-#include "codegen/externs.h"
 #include "passes/lower/lowering.h"
 #include "passes/schedule/schedule.h"
 #include "runtime/error.h"
@@ -179,8 +179,9 @@ TEST_CASE("every prim of loop.def, for every dtype its type rule admits, compile
           "[cuda][nvrtc]") {
   size_t nodes = 0;
   LoopProgram p = everyPrimProgram(nodes);
-  CudaModule m = emitCuda(p, {.vectorize = false}); // vector kernels: every dtype in the casts
-  CudaModule vec = emitCuda(p);
+  CudaModule m =
+      emitCuda(unfused(p), {.vectorize = false}); // vector kernels: every dtype in the casts
+  CudaModule vec = emitCuda(unfused(p));
   REQUIRE(m.nodes.size() == nodes);
   std::set<ExprKind> seen;
   for (const LoopNode &node : p.nodes())
@@ -256,7 +257,7 @@ TEST_CASE("every cast between dtypes, literals of every dtype, index values", "[
     Val v = ops.load(x, {ops.indexMod(k, s1) * s0 + ops.indexFloorDiv(k, s1)});
     return v * ops.cast(ops.indexValue(i[0] - i[1]), F32);
   }));
-  CudaModule m = emitCuda(p), mq = emitCuda(q);
+  CudaModule m = emitCuda(unfused(p)), mq = emitCuda(unfused(q));
   for (const char *text :
        {"kiln::inff()", "-kiln::inff()", "kiln::nanf()", "kiln::inf()", "(-0.0f)", "1e-30f",
         "(-9223372036854775807LL - 1)", "((signed char)-128)", "kiln::f2i(", "(float)(double)",
@@ -294,9 +295,10 @@ TEST_CASE("every reduction kind and dtype, as rows, columns and split full reduc
       auto rows = [&](Ops &ops, Idx i) { return ops.load(in[t], {i[0], i[1]}); };
       auto cols = [&](Ops &ops, Idx i) { return ops.load(in[t], {i[1], i[0]}); };
       if (kind == ReductionKind::Welford) {
-        p.welford({s0}, {s1}, rows);
-        p.welford({s1}, {s0}, cols);
-        p.welford({}, {s0, s1}, rows);
+        // The means are outputs: a node whose results nobody reads is not scheduled.
+        p.markOutput(p.welford({s0}, {s1}, rows).mean);
+        p.markOutput(p.welford({s1}, {s0}, cols).mean);
+        p.markOutput(p.welford({}, {s0, s1}, rows).mean);
       } else {
         p.markOutput(p.reduction(kind, {s0}, {s1}, rows));
         p.markOutput(p.reduction(kind, {s1}, {s0}, cols));
@@ -304,7 +306,7 @@ TEST_CASE("every reduction kind and dtype, as rows, columns and split full reduc
       }
       nodes += 3;
     }
-  CudaModule m = emitCuda(p);
+  CudaModule m = emitCuda(unfused(p));
   REQUIRE(m.nodes.size() == nodes);
   for (size_t n = 0; n < nodes; n += 3) {
     INFO(p.nodes()[n].body->str());
@@ -327,37 +329,50 @@ TEST_CASE("every reduction kind and dtype, as rows, columns and split full reduc
   compileEverywhere(m, Sass::None);
 }
 
-TEST_CASE("the fused patterns of the schedule tests compile for sm_80 and sm_90",
+TEST_CASE("the fused patterns of the schedule tests run as scheduled and compile for sm_80 and "
+          "sm_90",
           "[cuda][nvrtc][schedule]") {
+  using Kind = CudaStep::Kind;
   struct Pattern {
     const char *name;
     const char *kir;
-    std::vector<std::vector<KernelRole>> roles; ///< per loop node
+    std::vector<Kind> steps;
   };
-  const std::vector<KernelRole> block = {KernelRole::ReduceBlock};
-  const std::vector<KernelRole> vector = {KernelRole::Pointwise, KernelRole::PointwiseVector};
   const std::vector<Pattern> patterns = {
-      {"softmax", kSoftmax, {block, block, vector}},
-      {"layer_norm", kLayerNorm, {block, vector, vector}}, // rstd over [s0] vectorizes too
-      {"rms_norm", kRmsNorm, {block, {KernelRole::Pointwise}, vector}}, // rstd over [s0, 1]
-      {"gelu epilogue", kGeluMlp, {vector, vector}},
-      {"attention softmax", kAttention, {block, block, vector}},
+      {"softmax", kSoftmax, {Kind::Fused}},
+      {"layer_norm", kLayerNorm, {Kind::Fused}},
+      {"rms_norm", kRmsNorm, {Kind::Fused}},
+      // each linear, then its bias + gelu epilogue alone (with its 128-bit twin)
+      {"gelu epilogue", kGeluMlp, {Kind::Extern, Kind::Node, Kind::Extern, Kind::Node}},
+      {"attention softmax", kAttention, {Kind::Extern, Kind::Fused, Kind::Extern}},
   };
   for (const Pattern &pattern : patterns) {
     INFO(pattern.name);
     passes::schedule::Schedule s = scheduled(pattern.kir);
     INFO(s.str());
-    CudaModule m = emitCuda(s.program);
-    REQUIRE(m.nodes.size() == pattern.roles.size());
-    for (size_t n = 0; n < m.nodes.size(); ++n)
-      CHECK(roles(m.nodes[n]) == pattern.roles[n]);
+    CudaModule m = emitCuda(s);
+    std::vector<Kind> steps;
+    for (const CudaStep &step : m.steps)
+      steps.push_back(step.kind);
+    CHECK(steps == pattern.steps);
+    // One fused kernel per loop kernel of the schedule, its nodes the kernel's nodes.
+    size_t fused = 0;
+    for (const passes::schedule::Kernel &k : s.kernels)
+      if (k.kind == passes::schedule::KernelKind::Loop) {
+        REQUIRE(fused < m.fused.size());
+        REQUIRE(m.fused[fused].members.size() == 1);
+        CHECK(m.fused[fused++].members[0].nodes == k.nodes);
+      }
+    for (const NodeKernels &n : m.nodes)
+      CHECK(roles(n) ==
+            std::vector<KernelRole>{KernelRole::Pointwise, KernelRole::PointwiseVector});
     if (nvrtc())
       compileEverywhere(m, Sass::NvrtcAndPtxas);
   }
 }
 
 TEST_CASE("golden: an add-relu pointwise kernel and its 128-bit twin", "[cuda][golden]") {
-  CudaModule m = emitCuda(addReluProgram());
+  CudaModule m = emitCuda(unfused(addReluProgram()));
   REQUIRE(m.nodes.size() == 1);
   REQUIRE(roles(m.nodes[0]) ==
           std::vector<KernelRole>{KernelRole::Pointwise, KernelRole::PointwiseVector});
@@ -408,96 +423,75 @@ TEST_CASE("golden: an add-relu pointwise kernel and its 128-bit twin", "[cuda][g
   CHECK(plan.aligned == std::vector<BufferId>{BufferId{0}, BufferId{1}, BufferId{2}});
 }
 
-TEST_CASE("golden: the scheduled row softmax (two block reductions, one pointwise)",
+TEST_CASE("golden: the scheduled row softmax, one fused kernel (a row per block, the row's max "
+          "and sum in registers)",
           "[cuda][golden]") {
   passes::schedule::Schedule s = scheduled(kSoftmax);
-  CudaModule m = emitCuda(s.program);
-  REQUIRE(m.nodes.size() == 3);
+  CudaModule m = emitCuda(s);
+  REQUIRE(m.steps.size() == 1);
+  REQUIRE(m.fused.size() == 1);
+  CHECK(m.fused[0].members[0].rows);
   CHECK(
-      m.nodes[0].kernels[0].code ==
-      R"(extern "C" __global__ void __launch_bounds__(256) node0_buf1(const float *buf0, float *buf1, long long sz_s0) {
-  __shared__ kiln::Max<float> smem[32];
-  const kiln::Max<float> identity = {-kiln::inff()};
-  const long long outputs = sz_s0;
-  const long long reduced = 128;
-  for (long long o = blockIdx.x; o < outputs; o += gridDim.x) {
-    const long long i0 = o;
-    kiln::Max<float> acc = identity;
-    for (long long red = threadIdx.x; red < reduced; red += blockDim.x) {
-      const long long r0 = red;
-      const float v0 = buf0[i0 * 128 + r0];
-      acc.push(v0, red);
+      m.fused[0].kernel.code ==
+      R"(extern "C" __global__ void __launch_bounds__(256) fused0_buf1(const float *buf0, float *buf3, long long sz_s0) {
+  const long long units0 = sz_s0;
+  const long long units = units0;
+  for (long long u = blockIdx.x; u < units; u += gridDim.x) {
+    const long long i0 = u;
+    float l_buf1{};
+    float l_buf2{};
+    {
+      __shared__ kiln::Max<float> smem[32];
+      const kiln::Max<float> identity = {-kiln::inff()};
+      const long long reduced = 128;
+      kiln::Max<float> acc = identity;
+      for (long long red = threadIdx.x; red < reduced; red += blockDim.x) {
+        const long long r0 = red;
+        const float v0 = buf0[i0 * 128 + r0];
+        acc.push(v0, red);
+      }
+      acc = kiln::block_allreduce(acc, smem, identity);
+      l_buf1 = acc.acc;
     }
-    acc = kiln::block_reduce(acc, smem, identity);
-    if (threadIdx.x == 0) {
-      buf1[i0] = acc.acc;
+    {
+      __shared__ kiln::Sum<float> smem[32];
+      const kiln::Sum<float> identity = {0.0f};
+      const long long reduced = 128;
+      const float v1 = l_buf1;
+      kiln::Sum<float> acc = identity;
+      for (long long red = threadIdx.x; red < reduced; red += blockDim.x) {
+        const long long r0 = red;
+        const float v2 = buf0[i0 * 128 + r0];
+        const float v3 = v2 - v1;
+        const float v4 = expf(v3);
+        acc.push(v4, red);
+      }
+      acc = kiln::block_allreduce(acc, smem, identity);
+      l_buf2 = acc.acc;
+    }
+    {
+      const float v5 = l_buf1;
+      const float v6 = l_buf2;
+      const float v7 = 1.0f / v6;
+      for (long long q = threadIdx.x; q < 128; q += blockDim.x) {
+        const long long i1 = q;
+        const float v8 = buf0[i0 * 128 + i1];
+        const float v9 = v8 - v5;
+        const float v10 = expf(v9);
+        const float v11 = v10 * v7;
+        buf3[i0 * 128 + i1] = v11;
+      }
     }
   }
 }
 )");
-  // The row max is loaded once per row, outside the loop over the row's points.
-  CHECK(
-      m.nodes[1].kernels[0].code ==
-      R"(extern "C" __global__ void __launch_bounds__(256) node1_buf2(const float *buf0, const float *buf1, float *buf2, long long sz_s0) {
-  __shared__ kiln::Sum<float> smem[32];
-  const kiln::Sum<float> identity = {0.0f};
-  const long long outputs = sz_s0;
-  const long long reduced = 128;
-  for (long long o = blockIdx.x; o < outputs; o += gridDim.x) {
-    const long long i0 = o;
-    const float v0 = buf1[i0];
-    kiln::Sum<float> acc = identity;
-    for (long long red = threadIdx.x; red < reduced; red += blockDim.x) {
-      const long long r0 = red;
-      const float v1 = buf0[i0 * 128 + r0];
-      const float v2 = v1 - v0;
-      const float v3 = expf(v2);
-      acc.push(v3, red);
-    }
-    acc = kiln::block_reduce(acc, smem, identity);
-    if (threadIdx.x == 0) {
-      buf2[i0] = acc.acc;
-    }
-  }
 }
-)");
-  // 128 columns: the vector kernel needs no size check, only aligned pointers.
-  REQUIRE(m.nodes[2].kernels.size() == 2);
-  CHECK(m.nodes[2].vector.divisible.empty());
-  CHECK(
-      m.nodes[2].kernels[1].code ==
-      R"(extern "C" __global__ void __launch_bounds__(256) node2_buf3_v4(const float *buf0, const float *buf1, const float *buf2, float *buf3, long long sz_s0) {
-  const long long points = sz_s0 * 32;
-  const long long stride = (long long)gridDim.x * blockDim.x;
-  for (long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x; p < points; p += stride) {
-    const long long q = p % 32;
-    const long long i0 = p / 32;
-    const long long i1 = q * 4;
-    const kiln::Vec<float, 4> w0 = kiln::load_vec<4>(buf0 + i0 * 128 + i1);
-    const float v0 = buf1[i0];
-    const float v1 = buf2[i0];
-    const float v2 = 1.0f / v1;
-    kiln::Vec<float, 4> out;
-    #pragma unroll
-    for (int lane = 0; lane < 4; ++lane) {
-      const float v3 = w0.v[lane];
-      const float v4 = v3 - v0;
-      const float v5 = expf(v4);
-      const float v6 = v5 * v2;
-      out.v[lane] = v6;
-    }
-    kiln::store_vec<4>(buf3 + i0 * 128 + i1, out);
-  }
-}
-)");
-}
-
 TEST_CASE("golden: a float16 full sum split across blocks, then merged", "[cuda][golden]") {
   LoopProgram p;
   BufferId x = p.addInput(DType::Float16, {sym("s0")});
   p.markOutput(p.reduction(ReductionKind::Sum, {}, {sym("s0")},
                            [&](Ops &ops, Idx i) { return ops.cast(ops.load(x, {i[0]}), F32); }));
-  CudaModule m = emitCuda(p);
+  CudaModule m = emitCuda(unfused(p));
   REQUIRE(m.nodes.size() == 1);
   REQUIRE(roles(m.nodes[0]) == std::vector<KernelRole>{KernelRole::ReduceBlock,
                                                        KernelRole::ReducePartial,
@@ -556,7 +550,7 @@ TEST_CASE("golden: a float16 full sum split across blocks, then merged", "[cuda]
 TEST_CASE("launch plans: vector or scalar pointwise, block, thread and split reductions",
           "[cuda][launch]") {
   LoopProgram p = addReluProgram();
-  CudaModule m = emitCuda(p);
+  CudaModule m = emitCuda(unfused(p));
   const NodeKernels &n = m.nodes[0];
   std::vector<uint64_t> aligned = {0x1000, 0x2000, 0x3000};
   LaunchLimits limits;
@@ -588,7 +582,7 @@ TEST_CASE("launch plans: vector or scalar pointwise, block, thread and split red
                            [&](Ops &ops, Idx i) { return ops.load(x, {i[1], i[0]}); }));
   r.markOutput(r.reduction(ReductionKind::ArgMax, {}, {s0, s1},
                            [&](Ops &ops, Idx i) { return ops.load(x, {i[0], i[1]}); }));
-  CudaModule mr = emitCuda(r);
+  CudaModule mr = emitCuda(unfused(r));
   std::vector<uint64_t> none(4, 0);
   ir::SymbolValues rows = {{"s0", 1000}, {"s1", 100}};
   l = planLaunches(r, mr.nodes[0], rows, none, limits); // one block (128 threads) per row
@@ -703,7 +697,7 @@ TEST_CASE("compiled modules are cached in memory and on disk, keyed by source an
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / fmt::format("kiln-cuda-cache-{}", ::getpid());
   fs::remove_all(dir);
-  std::string source = emitCuda(softmaxProgram()).source;
+  std::string source = emitCuda(unfused(softmaxProgram())).source;
   CudaCompileOptions options;
   CudaCache disk(dir.string());
   options.cache = &disk;
@@ -756,7 +750,7 @@ TEST_CASE("SASS from the toolkit's ptxas matches NVRTC's targets", "[cuda][nvrtc
   options.preferPtxas = true;
   CompiledCuda c;
   try {
-    c = compileCuda(emitCuda(softmaxProgram()).source, options);
+    c = compileCuda(emitCuda(unfused(softmaxProgram())).source, options);
   } catch (const Error &e) {
     if (!ptxasTooOld(e.what()))
       throw;
@@ -795,7 +789,7 @@ TEST_CASE("golden: index expressions as C, from the SymInt's structure", "[cuda]
     p.markOutput(
         p.pointwise({sym("s0"), sym("s1")}, [f](Ops &ops, Idx i) { return ops.indexValue(f(i)); }));
   }
-  CudaModule m = emitCuda(p);
+  CudaModule m = emitCuda(unfused(p));
   REQUIRE(m.nodes.size() == cases.size());
   for (size_t k = 0; k < cases.size(); ++k) {
     INFO(m.nodes[k].kernels[0].code);

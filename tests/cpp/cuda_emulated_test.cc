@@ -6,9 +6,9 @@
 #include "codegen/cuda/emit.h"
 #include "codegen/cuda/host_emulator.h"
 #include "codegen/cuda/launch_plan.h"
+#include "codegen/externs.h"
 #include "ir/loop/interpreter.h"
 #include "ir/loop/program.h"
-#include "codegen/externs.h"
 #include "runtime/error.h"
 #include "runtime/generator.h"
 #include "runtime/ops/elementwise.h"
@@ -70,9 +70,10 @@ const HostEmulator &emulatorFor(const CudaModule &m) {
 /// buffers bound like the interpreter's (`interp` has run `p`; extern nodes take its results).
 /// Returns every buffer; `ran` collects the roles of the kernels launched.
 /// `inputs`, when given, replaces the interpreter's inputs (in order; same sizes).
-std::vector<Tensor> emulate(const LoopProgram &p, const CudaModule &m, const Interpreter &interp,
-                            std::set<KernelRole> *ran = nullptr,
+std::vector<Tensor> emulate(const passes::schedule::Schedule &s, const CudaModule &m,
+                            const Interpreter &interp, std::set<KernelRole> *ran = nullptr,
                             std::span<const Tensor> inputs = {}) {
+  const LoopProgram &p = s.program;
   const SymbolValues &symbols = interp.symbols();
   const HostEmulator &emulator = emulatorFor(m);
   std::vector<Tensor> buffers;
@@ -89,40 +90,46 @@ std::vector<Tensor> emulate(const LoopProgram &p, const CudaModule &m, const Int
   for (const Tensor &t : buffers)
     addresses.push_back(reinterpret_cast<uint64_t>(t.rawData()));
   int64_t indexError[3] = {0, 0, 0};
-  size_t next = 0;
-  for (const LoopNode &node : p.nodes()) {
-    if (node.kind == LoopNodeKind::Extern) {
-      for (BufferId out : node.outputs)
+  auto launch = [&](const KernelLaunch &l, uint64_t workspace) {
+    std::vector<uint64_t> args;
+    for (const KernelArg &a : l.kernel->args)
+      switch (a.kind) {
+      case KernelArg::Kind::Buffer:
+        args.push_back(addresses[a.buffer.index]);
+        break;
+      case KernelArg::Kind::Size:
+        args.push_back(static_cast<uint64_t>(symbols.at(a.symbol)));
+        break;
+      case KernelArg::Kind::Partials:
+        args.push_back(workspace);
+        break;
+      case KernelArg::Kind::Chunks:
+        args.push_back(static_cast<uint64_t>(l.chunks));
+        break;
+      case KernelArg::Kind::IndexError:
+        args.push_back(reinterpret_cast<uint64_t>(indexError));
+        break;
+      }
+    emulator.launch(*l.kernel, args, l.grid, std::min(l.block, 64));
+    if (ran)
+      ran->insert(l.kernel->role);
+  };
+  for (const CudaStep &step : m.steps) {
+    if (step.kind == CudaStep::Kind::Extern) {
+      for (BufferId out : p.nodes()[step.index].outputs)
         buffers[out.index].copy_(interp.tensor(out));
-      continue;
-    }
-    const NodeKernels &nk = m.nodes.at(next++);
-    std::vector<uint64_t> workspace;
-    for (const KernelLaunch &l : planLaunches(p, nk, symbols, addresses, emulatedLimits())) {
-      if (l.workspaceBytes && workspace.empty())
-        workspace.resize(static_cast<size_t>(l.workspaceBytes) / 8 + 1);
-      std::vector<uint64_t> args;
-      for (const KernelArg &a : l.kernel->args)
-        switch (a.kind) {
-        case KernelArg::Kind::Buffer:
-          args.push_back(addresses[a.buffer.index]);
-          break;
-        case KernelArg::Kind::Size:
-          args.push_back(static_cast<uint64_t>(symbols.at(a.symbol)));
-          break;
-        case KernelArg::Kind::Partials:
-          args.push_back(reinterpret_cast<uint64_t>(workspace.data()));
-          break;
-        case KernelArg::Kind::Chunks:
-          args.push_back(static_cast<uint64_t>(l.chunks));
-          break;
-        case KernelArg::Kind::IndexError:
-          args.push_back(reinterpret_cast<uint64_t>(indexError));
-          break;
-        }
-      emulator.launch(*l.kernel, args, l.grid, std::min(l.block, 64));
-      if (ran)
-        ran->insert(l.kernel->role);
+    } else if (step.kind == CudaStep::Kind::Fused) {
+      KernelLaunch l = planFused(m.fused[step.index], symbols, emulatedLimits());
+      if (l.grid > 0)
+        launch(l, 0);
+    } else {
+      std::vector<uint64_t> workspace;
+      for (const KernelLaunch &l :
+           planLaunches(p, m.nodes[step.index], symbols, addresses, emulatedLimits())) {
+        if (l.workspaceBytes && workspace.empty())
+          workspace.resize(static_cast<size_t>(l.workspaceBytes) / 8 + 1);
+        launch(l, reinterpret_cast<uint64_t>(workspace.data()));
+      }
     }
   }
   // As CudaProgram does once the program has run.
@@ -131,10 +138,13 @@ std::vector<Tensor> emulate(const LoopProgram &p, const CudaModule &m, const Int
   return buffers;
 }
 
-/// Runs `p` on the interpreter and, with and without vector kernels, on the host emulator;
-/// compares every buffer the program writes. Returns the roles of the kernels that ran.
-std::set<KernelRole> checkOnHost(const LoopProgram &p, const std::vector<Tensor> &inputs,
-                                 const SymbolValues &bind = {}, double tolScale = 1) {
+/// Runs `s` on the interpreter and, with and without vector kernels, on the host emulator;
+/// compares every buffer the program writes to memory. Returns the roles of the kernels that
+/// ran.
+std::set<KernelRole> checkOnHost(const passes::schedule::Schedule &s,
+                                 const std::vector<Tensor> &inputs, const SymbolValues &bind = {},
+                                 double tolScale = 1) {
+  const LoopProgram &p = s.program;
   Interpreter interp(p);
   codegen::registerEagerExterns(interp);
   for (const auto &[name, value] : bind)
@@ -143,10 +153,11 @@ std::set<KernelRole> checkOnHost(const LoopProgram &p, const std::vector<Tensor>
   std::set<KernelRole> ran;
   for (bool vectorize : {true, false}) {
     INFO((vectorize ? "with" : "without") << " vector kernels");
-    CudaModule m = emitCuda(p, {.vectorize = vectorize});
-    std::vector<Tensor> buffers = emulate(p, m, interp, &ran);
+    CudaModule m = emitCuda(s, {.vectorize = vectorize});
+    std::vector<Tensor> buffers = emulate(s, m, interp, &ran);
     for (const Buffer &b : p.buffers()) {
-      if (b.kind == BufferKind::Input)
+      if (b.kind == BufferKind::Input ||
+          s.buffers[b.id.index].kind == passes::schedule::StorageKind::Local)
         continue;
       INFO(b.name() << " " << dtypeName(b.meta.dtype));
       checkClose(buffers[b.id.index], interp.tensor(b.id), tolerance(b.meta.dtype) * tolScale);
@@ -178,21 +189,22 @@ TEST_CASE("emulated: add-relu, both paths, aligned and misaligned views", "[cuda
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {3, 7}, {5, 16}, {33, 132}}) {
     INFO(rows << "x" << cols);
     Tensor x = randn({rows, cols}), b = randn({cols});
-    Roles ran = checkOnHost(p, {x, b});
+    Roles ran = checkOnHost(unfused(p), {x, b});
     CHECK(ran.count(KernelRole::PointwiseVector) == (cols % 4 == 0));
     // The bias one element into its storage: misaligned, so only the scalar kernel runs.
     Tensor shifted = randn({cols + 1}).narrow(0, 1, cols);
-    CHECK(checkOnHost(p, {x, shifted}) == Roles{KernelRole::Pointwise});
+    CHECK(checkOnHost(unfused(p), {x, shifted}) == Roles{KernelRole::Pointwise});
   }
   // The comparison can fail: a kernel that adds the bias twice is caught.
   Interpreter interp(p);
   Tensor x = randn({3, 8}), b = randn({8});
   interp.run({x, b});
-  CudaModule m = emitCuda(p);
+  passes::schedule::Schedule s = unfused(p);
+  CudaModule m = emitCuda(s);
   size_t at = m.source.rfind("v0 + v1");
   REQUIRE(at != std::string::npos);
   m.source.replace(at, 7, "v0 + v1 + v1");
-  Tensor wrong = emulate(p, m, interp)[2];
+  Tensor wrong = emulate(s, m, interp)[2];
   CHECK(values(wrong) != values(interp.tensor(BufferId{2})));
 }
 
@@ -262,7 +274,7 @@ TEST_CASE("emulated: every prim of loop.def on special values", "[cuda][emulated
         return row.apply(ops, args);
       }));
     }
-  CHECK(checkOnHost(p, inputs).count(KernelRole::PointwiseVector) == 1);
+  CHECK(checkOnHost(unfused(p), inputs).count(KernelRole::PointwiseVector) == 1);
 }
 
 TEST_CASE("emulated: every cast between dtypes on special values", "[cuda][emulated]") {
@@ -281,7 +293,7 @@ TEST_CASE("emulated: every cast between dtypes on special values", "[cuda][emula
       if (from != to)
         p.markOutput(p.pointwise(
             {s0}, [&](Ops &ops, Idx i) { return ops.cast(ops.load(in[from], {i[0]}), to); }));
-  CHECK(checkOnHost(p, inputs).count(KernelRole::PointwiseVector) == 1);
+  CHECK(checkOnHost(unfused(p), inputs).count(KernelRole::PointwiseVector) == 1);
 }
 
 TEST_CASE("emulated: every reduction kind and dtype as rows, columns and split reductions",
@@ -332,7 +344,7 @@ TEST_CASE("emulated: every reduction kind and dtype as rows, columns and split r
         p.markOutput(p.reduction(kind, {}, {s0, s1}, rows));
       }
     }
-  std::set<KernelRole> ran = checkOnHost(p, inputs);
+  std::set<KernelRole> ran = checkOnHost(unfused(p), inputs);
   CHECK(ran == std::set<KernelRole>{KernelRole::ReduceBlock, KernelRole::ReduceThread,
                                     KernelRole::ReducePartial, KernelRole::ReduceFinal});
 }
@@ -343,17 +355,91 @@ TEST_CASE("emulated: the fused schedule patterns match the interpreter", "[cuda]
   for (int64_t s0 : {1, 6}) {
     INFO("s0 = " << s0);
     Tensor x = ops::mul(randn({s0, 128}), Tensor::wrapScalar(Scalar(10.0)));
-    checkOnHost(scheduled(kSoftmax).program, {x});
+    checkOnHost(scheduled(kSoftmax), {x});
     Tensor y = randn({s0, 64}), w = randn({64}), b = randn({64});
-    checkOnHost(scheduled(kLayerNorm).program, {y, w, b});
-    checkOnHost(scheduled(kRmsNorm).program, {y, w});
+    checkOnHost(scheduled(kLayerNorm), {y, w, b});
+    checkOnHost(scheduled(kRmsNorm), {y, w});
     Tensor h = randn({s0, 32}), w1 = randn({128, 32}), b1 = randn({128}), w2 = randn({32, 128});
-    checkOnHost(scheduled(kGeluMlp).program, {h, w1, b1, w2, randn({32})});
+    checkOnHost(scheduled(kGeluMlp), {h, w1, b1, w2, randn({32})});
     Tensor q = randn({2, 4, s0, 16}), k = randn({2, 4, s0, 16}), v = randn({2, 4, s0, 16});
-    checkOnHost(scheduled(kAttention).program, {q, k, v});
+    checkOnHost(scheduled(kAttention), {q, k, v});
   }
-  // softmax with symbolic rows of 1000 (a tail for the vector kernel: 1000 = 250 * 4).
-  checkOnHost(softmaxProgram(), {randn({3, 1000})});
+  // softmax with symbolic rows of 1000, node by node (a tail for the vector kernel: 1000 = 250 *
+  // 4) and as one fused kernel (rows longer than a block).
+  checkOnHost(unfused(softmaxProgram()), {randn({3, 1000})});
+  checkOnHost(passes::schedule::schedule(softmaxProgram()), {randn({3, 1000})});
+}
+
+TEST_CASE("emulated: the CUDA code follows the schedule's kernels and launches",
+          "[cuda][emulated]") {
+  if (!emulatorOrSkip())
+    return;
+  // An optimizer-like step: independent small updates (points per thread) and a row sum (a row
+  // per block) that the schedule puts in one launch.
+  const char *kir = R"(graph @step(%p0: f32[64], %g0: f32[64], %p1: f32[32, 16], %g1: f32[32, 16],
+    %p2: f32[10], %g2: f32[10]) {
+  %lr = constant() {value = 0.1} : float
+  %0 = mul(%g0, %lr) : f32[64]
+  %1 = sub(%p0, %0) : f32[64]
+  %2 = mul(%g1, %lr) : f32[32, 16]
+  %3 = sub(%p1, %2) : f32[32, 16]
+  %4 = mul(%g2, %lr) : f32[10]
+  %5 = sub(%p2, %4) : f32[10]
+  %6 = sum(%g1) {dim = [1]} : f32[32]
+  return %1, %3, %5, %6
+})";
+  std::vector<Tensor> inputs = {randn({64}),     randn({64}), randn({32, 16}),
+                                randn({32, 16}), randn({10}), randn({10})};
+  std::unique_ptr<Graph> graph = parseGraph(kir);
+  LoopProgram lowered = passes::lower::lowerGraph(*graph);
+  passes::schedule::Schedule together = passes::schedule::schedule(lowered);
+  INFO(together.str());
+  REQUIRE(together.kernels.size() == 4);
+  for (size_t k = 1; k < 4; ++k)
+    REQUIRE(together.kernels[k].withPrevious);
+  CudaModule m = emitCuda(together);
+  REQUIRE(m.steps.size() == 1);
+  REQUIRE(m.fused.size() == 1);
+  const std::vector<FusedMember> &members = m.fused[0].members;
+  REQUIRE(members.size() == 4);
+  size_t rows = 0;
+  for (size_t k = 0; k < 4; ++k) {
+    CHECK(members[k].nodes == together.kernels[k].nodes);
+    rows += members[k].rows;
+  }
+  CHECK(rows == 1); // the sum
+  CHECK(checkOnHost(together, inputs) == std::set<KernelRole>{KernelRole::Fused});
+  // Without horizontal fusion each kernel is its own launch, and so its own CUDA kernel.
+  passes::schedule::Schedule apart = passes::schedule::schedule(lowered, {.horizontal = false});
+  REQUIRE(apart.kernels.size() == 4);
+  CudaModule separate = emitCuda(apart);
+  CHECK(separate.steps.size() == 4);
+  CHECK(separate.fused.empty());
+  CHECK(checkOnHost(apart, inputs).count(KernelRole::Fused) == 0);
+}
+
+TEST_CASE("emulated: rows that a block shares: a kernel over shared loops with inner loops",
+          "[cuda][emulated]") {
+  if (!emulatorOrSkip())
+    return;
+  // A layer_norm backward-like row kernel: reductions over the row read by a pointwise node of
+  // the row; rows longer than a block, and a row statistic kept as [s0, 1].
+  const char *kir = R"(graph @rows(%x: f32[s0, 300], %g: f32[s0, 300]) {
+  %0 = mul(%x, %g) : f32[s0, 300]
+  %1 = sum(%0) {dim = [1], keepdim = true} : f32[s0, 1]
+  %2 = amax(%g) {dim = [1], keepdim = true} : f32[s0, 1]
+  %3 = sub(%x, %1) : f32[s0, 300]
+  %4 = mul(%3, %2) : f32[s0, 300]
+  return %4, %1
+})";
+  passes::schedule::Schedule s = scheduled(kir);
+  INFO(s.str());
+  CudaModule m = emitCuda(s);
+  REQUIRE(m.fused.size() == 1);
+  CHECK(m.fused[0].members[0].rows);
+  for (int64_t s0 : {1, 7})
+    CHECK(checkOnHost(s, {randn({s0, 300}), randn({s0, 300})}) ==
+          std::set<KernelRole>{KernelRole::Fused});
 }
 
 TEST_CASE("emulated: gathers fused with their consumers, and an out-of-range index",
@@ -368,13 +454,14 @@ TEST_CASE("emulated: gathers fused with their consumers, and an out-of-range ind
   %3 = gather(%x, %gi) {dim = 1} : f32[s0, 2]
   return %1, %2, %3
 })";
-  LoopProgram p = scheduled(kir).program;
+  passes::schedule::Schedule s = scheduled(kir);
+  const LoopProgram &p = s.program;
   static Generator gen(7);
   for (int64_t s0 : {1, 5}) {
     INFO("s0 = " << s0);
     Tensor idx = ops::randint(0, 10, {s0, 3}, DType::Int64, &gen);
     Tensor gi = ops::randint(0, 6, {s0, 2}, DType::Int32, &gen);
-    checkOnHost(p, {idx, randn({10, 64}), randn({s0, 6}), gi});
+    checkOnHost(s, {idx, randn({10, 64}), randn({s0, 6}), gi});
   }
   // A position out of range stops the run with the interpreter's IndexError.
   std::vector<Tensor> inputs = {ops::randint(0, 10, {2, 3}, DType::Int64, &gen), randn({10, 64}),
@@ -384,8 +471,8 @@ TEST_CASE("emulated: gathers fused with their consumers, and an out-of-range ind
   inputs[0] = ops::full({2, 3}, Scalar(int64_t{-1}), DType::Int64);
   for (bool vectorize : {true, false}) {
     INFO((vectorize ? "with" : "without") << " vector kernels");
-    CudaModule m = emitCuda(p, {.vectorize = vectorize});
-    CHECK_THROWS_WITH(emulate(p, m, interp, nullptr, inputs),
+    CudaModule m = emitCuda(s, {.vectorize = vectorize});
+    CHECK_THROWS_WITH(emulate(s, m, interp, nullptr, inputs),
                       "index -1 is out of bounds for a dimension with size 10");
   }
 }

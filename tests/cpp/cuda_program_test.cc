@@ -9,9 +9,9 @@
 #include "codegen/cuda/driver.h"
 #include "codegen/cuda/host_emulator.h"
 #include "codegen/cuda/nvrtc.h"
+#include "codegen/externs.h"
 #include "driver/prepared_graph.h"
 #include "ir/loop/interpreter.h"
-#include "codegen/externs.h"
 #include "runtime/error.h"
 #include "runtime/generator.h"
 #include "runtime/ops/random.h"
@@ -47,10 +47,13 @@ LaunchLimits emulatedLimits() {
   return l;
 }
 
-LoopProgram prepared(const std::string &kir) { return driver::prepareGraph(kir).schedule.program; }
+passes::schedule::Schedule prepared(const std::string &kir) {
+  return driver::prepareGraph(kir).schedule;
+}
 
 /// A program on the emulated device; `device` receives it for inspection.
-CudaProgram emulated(const LoopProgram &p, std::shared_ptr<HostEmulatorDevice> *device = nullptr) {
+CudaProgram emulated(const passes::schedule::Schedule &p,
+                     std::shared_ptr<HostEmulatorDevice> *device = nullptr) {
   CudaModule m = emitCuda(p);
   auto d = std::make_shared<HostEmulatorDevice>(m, emulatedLimits());
   if (device)
@@ -130,7 +133,7 @@ TEST_CASE("cuda program: MLP (linear externs, gelu, softmax) at two batch sizes"
           "[cuda][emulated]") {
   if (!emulatorOrSkip())
     return;
-  LoopProgram p = prepared(kMlpSoftmax);
+  passes::schedule::Schedule p = prepared(kMlpSoftmax);
   std::shared_ptr<HostEmulatorDevice> device;
   CudaProgram cuda = emulated(p, &device);
   Tensor w1 = randn({64, 32}), b1 = randn({64}), w2 = randn({16, 64}), b2 = randn({16});
@@ -153,7 +156,9 @@ TEST_CASE("cuda program: layer_norm and rms_norm", "[cuda][emulated]") {
   std::shared_ptr<HostEmulatorDevice> device;
   CudaProgram ln = emulated(prepared(kLayerNorm), &device);
   checkAgainstCpu(ln, {randn({5, 64}), randn({64}), randn({64})});
-  CHECK(device->rolesLaunched().count(KernelRole::ReduceBlock));
+  // The statistics and the output: one kernel, as the schedule groups them.
+  CHECK(device->rolesLaunched() == std::set<KernelRole>{KernelRole::Fused});
+  CHECK(device->launches() == 1);
   CudaProgram rms = emulated(prepared(kRmsNorm));
   checkAgainstCpu(rms, {randn({7, 64}), randn({64})});
 }
@@ -176,6 +181,35 @@ TEST_CASE("cuda program: split reductions with a workspace", "[cuda][emulated]")
   CHECK_FALSE(small->rolesLaunched().count(KernelRole::ReducePartial));
 }
 
+TEST_CASE("cuda program: intermediates live where the schedule's memory plan puts them",
+          "[cuda][emulated]") {
+  if (!emulatorOrSkip())
+    return;
+  // Three [s0, 64] intermediates in a chain, each an extern's result in a slot of its own: the
+  // first and the third are never in use together, so they share bytes of the arena, which holds
+  // two.
+  passes::schedule::Schedule s = prepared(R"(graph @chain(%x: f32[s0, 64], %w: f32[64, 64]) {
+  %0 = linear(%x, %w) : f32[s0, 64]
+  %1 = linear(%0, %w) : f32[s0, 64]
+  %2 = linear(%1, %w) : f32[s0, 64]
+  %3 = linear(%2, %w) : f32[s0, 64]
+  return %3
+}
+)");
+  REQUIRE(s.slots.size() == 3);
+  std::shared_ptr<HostEmulatorDevice> device;
+  CudaProgram cuda = emulated(s, &device);
+  CHECK(cuda.arenaBytes({{"s0", 4}}) == 2 * 4 * 64 * 4);
+  CHECK(cuda.arenaBytes({{"s0", 5}}) == 2 * 1280); // 5 * 64 * 4 = 1280, a multiple of 256
+  Tensor w = randn({64, 64});
+  for (int64_t k = 0; k < 64 * 64; ++k) // keep the chain's values near 1
+    w.data<float>()[k] *= 0.125f;
+  checkAgainstCpu(cuda, {randn({4, 64}), w});
+  CHECK(device->allocator().allocated() == 0);
+  // The softmax's row statistics are registers: no arena at all.
+  CHECK(emulated(prepared(kSoftmax)).arenaBytes({{"s0", 8}}) == 0);
+}
+
 TEST_CASE("cuda program: non-contiguous inputs", "[cuda][emulated]") {
   if (!emulatorOrSkip())
     return;
@@ -185,13 +219,14 @@ TEST_CASE("cuda program: non-contiguous inputs", "[cuda][emulated]") {
   REQUIRE_FALSE(xt.isContiguous());
   checkAgainstCpu(softmax, {xt});
   // An input buffer declared with transposed strides: copied with its layout as is.
-  LoopProgram p = prepared(R"(graph @t(%x: f32[6, 10] strided [1, 6], %y: f32[6, 10]) {
+  passes::schedule::Schedule p =
+      prepared(R"(graph @t(%x: f32[6, 10] strided [1, 6], %y: f32[6, 10]) {
   %0 = mul(%x, %y) : f32[6, 10]
   %1 = sum(%0) {dim = [1]} : f32[6]
   return %0, %1
 }
 )");
-  REQUIRE_FALSE(p.buffer(p.inputs()[0]).meta.isContiguous());
+  REQUIRE_FALSE(p.program.buffer(p.program.inputs()[0]).meta.isContiguous());
   CudaProgram strided = emulated(p);
   Tensor x = randn({10, 6}).t();
   checkAgainstCpu(strided, {x, randn({6, 10})});
@@ -205,7 +240,7 @@ TEST_CASE("cuda program: bad inputs are kiln::Errors and free what was allocated
           "[cuda][emulated]") {
   if (!emulatorOrSkip())
     return;
-  LoopProgram p = prepared(kMlpSoftmax);
+  passes::schedule::Schedule p = prepared(kMlpSoftmax);
   std::shared_ptr<HostEmulatorDevice> device;
   CudaProgram cuda = emulated(p, &device);
   Tensor w1 = randn({64, 32}), b1 = randn({64}), w2 = randn({16, 64}), b2 = randn({16});
@@ -303,7 +338,7 @@ int cuModuleLoadData(void **m, const void *data) {
 }
 int cuModuleUnload(void *m) { ++unloads; return m == &mod ? 0 : 400; }
 int cuModuleGetFunction(void **f, void *m, const char *name) {
-  if (m != &mod || std::strncmp(name, "node", 4) != 0)
+  if (m != &mod || (std::strncmp(name, "node", 4) != 0 && std::strncmp(name, "fused", 5) != 0))
     return 500;
   *f = strdup(name);
   return 0;
@@ -405,7 +440,7 @@ TEST_CASE("cuda program: the driver device over a fake libcuda", "[cuda][emulate
   code.arch = 90;
   code.ptx = "// the module's PTX";
   {
-    LoopProgram p = prepared(kSums);
+    passes::schedule::Schedule p = prepared(kSums);
     CudaModule m = emitCuda(p);
     HostEmulator emulator(m);
     fakeTarget = {&m, &emulator, {}};
@@ -422,7 +457,7 @@ TEST_CASE("cuda program: the driver device over a fake libcuda", "[cuda][emulate
   }
   CHECK(stat("unloads") == stat("loads"));
   {
-    LoopProgram p = prepared(kMlpSoftmax);
+    passes::schedule::Schedule p = prepared(kMlpSoftmax);
     CudaModule m = emitCuda(p);
     HostEmulator emulator(m);
     fakeTarget = {&m, &emulator, {}};
@@ -525,9 +560,8 @@ TEST_CASE("cuda program on the GPU: time one program against the CPU executor",
   return %1
 }
 )";
-  LoopProgram p = prepared(kir);
   CudaProgram gpu = gpuProgram(kir);
-  codegen::cpu::CompiledProgram cpu = codegen::cpu::compileProgram(passes::schedule::schedule(p));
+  codegen::cpu::CompiledProgram cpu = codegen::cpu::compileProgram(prepared(kir));
   std::vector<Tensor> inputs = {randn({4096, 1024}), randn({1024}), randn({1024})};
   auto time = [&](auto &&run) {
     run(); // warm up: module load, allocator, thread pool

@@ -81,6 +81,12 @@ inline LoopProgram addReluProgram() {
   return p;
 }
 
+/// `p` scheduled without fusion: one kernel per node, each alone in its launch (the memory plan
+/// still runs).
+inline passes::schedule::Schedule unfused(const LoopProgram &p) {
+  return passes::schedule::schedule(p, {.fuse = false});
+}
+
 inline passes::schedule::Schedule scheduled(const std::string &kir) {
   std::unique_ptr<Graph> graph = parseGraph(kir);
   verifyOrThrow(*graph);

@@ -42,6 +42,7 @@ public:
   bool canComputeInPlace(size_t, size_t) const override { return false; }
   Device device() const override { return Device{}; }
   const std::string &code() const override { return code_; }
+  size_t generatedKernels() const override { return 0; }
 
 private:
   std::vector<Tensor> results_;

@@ -205,3 +205,24 @@ def test_compiled_dropout_on_cuda_draws_eagers_mask():
     assert kiln.equal(kiln.get_rng_state(), want_state)
     np.testing.assert_array_equal(got.cpu().numpy() == 1, want.numpy() == 1)
     np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_compiled_row_kernels_on_cuda_are_one_kernel_each():
+    """The schedule's kernel over rows (softmax's max, sum and output; layer_norm's statistics
+    and output) is one CUDA kernel, as on the CPU: the code follows the schedule."""
+
+    def fn(x, w, b):
+        return F.softmax(x * 2, -1), F.layer_norm(x, (x.shape[-1],), w, b)
+
+    x, w, b = kiln.randn(6, 40), kiln.randn(40), kiln.randn(40)
+    want = fn(x, w, b)
+    backend = CpuBackend(fallback=False)
+    got = kiln.compile(fn, backend=backend)(x.cuda(), w.cuda(), b.cuda())
+    (report,) = backend.reports
+    (info,) = report.infos
+    assert report.eager_nodes == 0 and report.eager_calls == 0
+    # six loop nodes over the same rows: one schedule kernel, one CUDA kernel
+    assert info["loop_nodes"] == 6 and info["kernels"] == 1, info
+    assert info["generated_kernels"] == 1, info
+    for g, e in zip(got, want, strict=True):
+        np.testing.assert_allclose(g.cpu().numpy(), e.numpy(), rtol=1e-5, atol=1e-5)
