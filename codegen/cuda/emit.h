@@ -23,8 +23,9 @@
 ///   consecutive points of the shared loops, one per thread; each thread runs every node at its
 ///   point, so what a node reads from an earlier one it wrote itself.
 /// The kernel's parallel range (Kernel::parallel) is thus what spreads over blocks. The CPU's
-/// vector lane, tiles and merged lane loops (LoopOrder) are not used: threads, not vector
-/// lanes, are the GPU's inner parallelism, and the loads of neighbouring threads coalesce.
+/// vector lane and merged lane loops (LoopOrder) are not used: threads, not vector lanes, are
+/// the GPU's inner parallelism, and the loads of neighbouring threads coalesce. A node alone that
+/// the schedule tiles (LoopOrder::tileVar) runs in tiles (PointwiseTiled below).
 ///
 /// [Note: CUDA kernels]
 /// - Arguments (KernelArg): the base pointer of every buffer the kernel reads or writes, in
@@ -51,6 +52,12 @@
 ///   valid when VectorPlan's conditions hold (base pointers aligned, offsets and the innermost
 ///   extent divisible by W), which the launcher checks (launch_plan.h); otherwise the scalar
 ///   kernel runs.
+/// - PointwiseTiled: when the schedule walks a range loop in tiles with the lane (LoopOrder::
+///   tileVar: a load strided along the lane and contiguous along that loop, a transpose), each
+///   block runs 32x32 tiles of the two loops: its threads first copy every such load's tile into
+///   shared memory with neighbouring threads on neighbouring addresses (along the tile loop),
+///   then compute the points with neighbouring threads along the lane, so both the loads and the
+///   stores coalesce. It replaces the vector twin and always applies (edges are bounds-checked).
 /// - Reductions accumulate in f32 for float16/bfloat16/float32 (f64 for float64; welford
 ///   too), in int64 for integer sums and products (wrapped to the dtype once), in the dtype
 ///   (at least int32) for max/min/argmax/argmin. The accumulators (kiln::Sum, Max, ArgMax,
@@ -96,6 +103,7 @@ inline constexpr int kMaxBlockThreads = 256;
 enum class KernelRole : uint8_t {
   Pointwise,
   PointwiseVector,
+  PointwiseTiled, ///< the schedule tiles the node: transposed loads staged in shared memory
   ReduceBlock,
   ReduceThread,
   ReducePartial,
@@ -140,11 +148,14 @@ struct VectorPlan {
 /// The kernels of one Pointwise or Reduction node.
 struct NodeKernels {
   size_t node = 0; ///< index into LoopProgram::nodes()
-  /// Pointwise: [Pointwise] or [Pointwise, PointwiseVector]. Reduction: [ReduceBlock] or
+  /// Pointwise: [Pointwise], [Pointwise, PointwiseVector] or [Pointwise, PointwiseTiled].
+  /// Reduction: [ReduceBlock] or
   /// [ReduceThread], followed by [ReducePartial, ReduceFinal] when split kernels exist.
   std::vector<CudaKernel> kernels;
   /// Pointwise: the number of points; reduction: the number of output points.
   ir::SymInt points = 1;
+  /// PointwiseTiled: the number of tiles (one block each, grid-strided).
+  ir::SymInt tiles = 0;
   /// Reduction: the number of reduced points per output (product of reductionRanges).
   ir::SymInt reducedPoints = 1;
   VectorPlan vector;
@@ -201,6 +212,8 @@ struct CudaModule {
 struct CudaEmitOptions {
   /// Emit PointwiseVector kernels.
   bool vectorize = true;
+  /// Emit PointwiseTiled kernels where the schedule tiles a node.
+  bool tile = true;
   /// Emit ReducePartial/ReduceFinal for reductions with a constant number of outputs up to this
   /// (0: never).
   int splitMaxOutputs = 8;

@@ -161,6 +161,9 @@ std::string BodyWriter::ref(const Expr *e) const {
 std::string BodyWriter::exprText(const Expr &e, const Names &names) const {
   switch (e.kind) {
   case ExprKind::Load:
+    if (staged_)
+      if (auto it = staged_->find(&e); it != staged_->end())
+        return it->second;
     if (locals_)
       if (auto it = locals_->find(e.buffer); it != locals_->end())
         return it->second;

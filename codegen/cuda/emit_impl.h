@@ -91,10 +91,12 @@ struct LaneInfo {
 class BodyWriter {
 public:
   /// `locals`: buffers held in registers (by their C names, compute type): a load of one reads
-  /// the register.
+  /// the register. `staged`: loads read from elsewhere (a shared-memory tile), by their C
+  /// expression in the compute type.
   BodyWriter(Writer &w, const ir::loop::LoopProgram &program, const ir::loop::Body &body,
-             const std::map<BufferId, std::string> *locals = nullptr)
-      : w_(w), program_(program), body_(body), locals_(locals) {}
+             const std::map<BufferId, std::string> *locals = nullptr,
+             const std::map<const ir::loop::Expr *, std::string> *staged = nullptr)
+      : w_(w), program_(program), body_(body), locals_(locals), staged_(staged) {}
 
   /// Emits the nodes that do not depend on any of `inner` (loop variable names), with `names`
   /// in scope. With `lane`, vector loads are emitted here as `kiln::Vec` values.
@@ -118,6 +120,7 @@ private:
   const ir::loop::LoopProgram &program_;
   const ir::loop::Body &body_;
   const std::map<BufferId, std::string> *locals_;
+  const std::map<const ir::loop::Expr *, std::string> *staged_;
   std::map<const ir::loop::Expr *, std::string> names_;
   std::map<const ir::loop::Expr *, std::string> vectors_; ///< vector loads: their Vec value
   std::map<const ir::loop::Expr *, bool> depends_;
@@ -138,6 +141,8 @@ struct NodeContext {
   std::vector<std::string> symbols; ///< the program's size symbols, sorted
   /// Outputs the memory plan keeps out of memory (a Welford count nobody reads): not stored.
   std::set<BufferId> locals;
+  /// The range loop the schedule walks in tiles with the lane (LoopOrder::tileVar), or empty.
+  std::string tileVar;
 
   bool writes(BufferId id) const;
   /// Whether the node has indirect loads (its kernels take the index-error record).

@@ -21,6 +21,8 @@ std::string_view kernelRoleName(KernelRole role) {
     return "pointwise";
   case KernelRole::PointwiseVector:
     return "pointwise-vector";
+  case KernelRole::PointwiseTiled:
+    return "pointwise-tiled";
   case KernelRole::ReduceBlock:
     return "reduce-block";
   case KernelRole::ReduceThread:
@@ -204,6 +206,7 @@ CudaModule emitCuda(const passes::schedule::Schedule &schedule, const CudaEmitOp
         ctx.buffers.push_back(id);
     ctx.locals = locals;
     ctx.symbols = symbols;
+    ctx.tileVar = schedule.loops[k].tileVar;
     NodeKernels nk = node.kind == LoopNodeKind::Pointwise ? emitPointwise(ctx, options)
                                                           : emitReduction(ctx, options);
     nk.node = k;

@@ -5,6 +5,7 @@
 #include "codegen/cuda/emit_impl.h"
 
 #include "ir/loop/index.h"
+#include "ir/loop/lanes.h"
 #include "runtime/error.h"
 
 #include <algorithm>
@@ -170,13 +171,113 @@ CudaKernel vectorKernel(const NodeContext &ctx, const VectorChoice &choice) {
   return k;
 }
 
+/// Tiles are kTile x kTile points of the tile loop and the lane.
+constexpr int kTile = 32;
+
+/// The loads a tile stages in shared memory: unit stride along the tile loop, another stride
+/// along the lane (what the schedule tiled the node for).
+std::vector<const Expr *> stagedLoads(const NodeContext &ctx, const std::string &laneVar) {
+  std::vector<const Expr *> out;
+  for (const Expr *e : ctx.node->body->exprs()) {
+    if (e->kind != ExprKind::Load)
+      continue;
+    std::optional<SymInt> lane = laneCoefficient(e->index, laneVar);
+    std::optional<SymInt> tile = laneCoefficient(e->index, ctx.tileVar);
+    if (lane && tile && tile->constant() == 1 && lane->constant() != 0 && lane->constant() != 1)
+      out.push_back(e);
+  }
+  return out;
+}
+
+CudaKernel tiledKernel(const NodeContext &ctx, const std::vector<const Expr *> &staged,
+                       SymInt &tiles) {
+  const LoopNode &node = *ctx.node;
+  const LoopProgram &program = *ctx.program;
+  size_t k = node.ranges.size();
+  std::string tv = ctx.tileVar, lv = loopVarName(k - 1);
+  CudaKernel kernel{ctx.baseName + "_tiled", KernelRole::PointwiseTiled, {}, ""};
+  Writer w;
+  w.open(ctx.signature(kernel.name, NodeContext::Buffers::All, "", kernel.args));
+  Names names = ctx.sizeNames();
+  for (size_t j = 0; j < staged.size(); ++j) // a column of padding: no bank conflicts
+    w.emit("__shared__ {} tile{}[{}][{}];", memType(program.buffer(staged[j]->buffer).meta.dtype),
+           j, kTile, kTile + 1);
+  // Blocks walk (the other loops, tiles of the tile loop, tiles of the lane), row-major.
+  std::vector<std::string> vars;
+  std::vector<SymInt> extents;
+  SymInt tileExtent = 1, laneExtent = node.ranges[k - 1];
+  for (size_t d = 0; d + 1 < k; ++d) {
+    if (loopVarName(d) == tv) {
+      tileExtent = node.ranges[d];
+      continue;
+    }
+    vars.push_back(loopVarName(d));
+    extents.push_back(node.ranges[d]);
+  }
+  auto tilesOf = [](const SymInt &e) { return floorDiv(e + SymInt(kTile - 1), SymInt(kTile)); };
+  vars.insert(vars.end(), {"tile_t", "tile_l"});
+  extents.insert(extents.end(), {tilesOf(tileExtent), tilesOf(laneExtent)});
+  tiles = product(extents);
+  std::string inBounds = fmt::format("{} < {} && {} < {}", tv, indexExpr(tileExtent, names), lv,
+                                     indexExpr(laneExtent, names));
+  w.emit("const long long tiles = {};", indexExpr(tiles, names));
+  w.emit("const int tx = threadIdx.x & 31, rows = blockDim.x >> 5;");
+  w.open("for (long long b = blockIdx.x; b < tiles; b += gridDim.x)");
+  decompose(w, "b", vars, extents, names);
+  for (const std::string &v : vars)
+    names[v] = v;
+  names[tv] = tv;
+  names[lv] = lv;
+  // Neighbouring threads read neighbouring elements: along the tile loop.
+  w.open(fmt::format("for (int j = threadIdx.x >> 5; j < {}; j += rows)", kTile));
+  w.emit("const long long {} = tile_t * {} + tx;", tv, kTile);
+  w.emit("const long long {} = tile_l * {} + j;", lv, kTile);
+  w.open("if (" + inBounds + ")");
+  for (size_t j = 0; j < staged.size(); ++j)
+    w.emit("tile{}[j][tx] = {}[{}];", j, bufferName(staged[j]->buffer),
+           indexExpr(staged[j]->index, names));
+  w.close();
+  w.close();
+  w.line("__syncthreads();");
+  // Neighbouring threads write neighbouring elements: along the lane.
+  w.open(fmt::format("for (int j = threadIdx.x >> 5; j < {}; j += rows)", kTile));
+  w.emit("const long long {} = tile_t * {} + j;", tv, kTile);
+  w.emit("const long long {} = tile_l * {} + tx;", lv, kTile);
+  w.open("if (" + inBounds + ")");
+  std::map<const Expr *, std::string> fromTile;
+  for (size_t j = 0; j < staged.size(); ++j)
+    fromTile[staged[j]] =
+        fromMemory(fmt::format("tile{}[tx][j]", j), program.buffer(staged[j]->buffer).meta.dtype);
+  BodyWriter body(w, program, *node.body, nullptr, &fromTile);
+  body.emitOuter({}, names);
+  BufferId out = node.outputs[0];
+  w.emit("{}[{}] = {};", bufferName(out), storeOffset(ctx, out, names),
+         toMemory(body.result(), program.buffer(out).meta.dtype));
+  w.close();
+  w.close();
+  w.line("__syncthreads(); // the next tile overwrites this one");
+  w.close();
+  w.close();
+  kernel.code = w.take();
+  return kernel;
+}
+
 } // namespace
 
 NodeKernels emitPointwise(const NodeContext &ctx, const CudaEmitOptions &options) {
   NodeKernels out;
   out.points = product(ctx.node->ranges);
   out.kernels.push_back(scalarKernel(ctx));
-  if (options.vectorize && !ctx.locals.count(ctx.node->outputs[0]))
+  if (ctx.locals.count(ctx.node->outputs[0]))
+    return out; // nobody reads it
+  if (options.tile && !ctx.tileVar.empty() && ctx.node->ranges.size() >= 2) {
+    std::vector<const Expr *> staged = stagedLoads(ctx, loopVarName(ctx.node->ranges.size() - 1));
+    if (!staged.empty()) {
+      out.kernels.push_back(tiledKernel(ctx, staged, out.tiles));
+      return out;
+    }
+  }
+  if (options.vectorize)
     if (std::optional<VectorChoice> choice = planVector(ctx)) {
       out.kernels.push_back(vectorKernel(ctx, *choice));
       out.vector = choice->plan;

@@ -51,6 +51,8 @@ std::vector<KernelLaunch> planLaunches(const LoopProgram &program, const NodeKer
     return {};
   const CudaKernel &first = node.kernels.at(0);
   if (first.role == KernelRole::Pointwise) {
+    if (const CudaKernel *tiled = node.find(KernelRole::PointwiseTiled))
+      return {{tiled, std::min(node.tiles.evaluate(symbols), maxBlocks), kMaxBlockThreads}};
     if (vectorApplies(program, node, symbols, addresses)) {
       int64_t iterations = points / node.vector.width;
       return {{node.find(KernelRole::PointwiseVector),

@@ -48,8 +48,9 @@
 /// of an extern kernel after the call), each node's loops in this order with this lane and tile,
 /// a register for each local buffer; its executor (CompiledProgram) runs the launches in order in
 /// this memory plan. The CUDA code generator emits one kernel per launch too (a node alone in its
-/// launch keeps its own strategies), the parallel range over blocks and registers for local
-/// buffers; lanes and tiles are the CPU's ([Note: CUDA launches] in codegen/cuda/emit.h). Its
+/// launch keeps its own strategies), the parallel range over blocks, registers for local buffers
+/// and shared-memory tiles where a node is tiled; the lanes are the CPU's ([Note: CUDA launches]
+/// in codegen/cuda/emit.h). Its
 /// executor (CudaProgram) lays the same slots out in one device arena per call (placeSlots).
 ///
 /// [Note: memory plan]

@@ -103,11 +103,10 @@ std::string compileEverywhere(const CudaModule &m, Sass sass = Sass::Nvrtc) {
     INFO(c.log);
     CHECK(c.log.empty()); // no warnings either
     CHECK(c.ptx.find(fmt::format(".target sm_{}", c.arch)) != std::string::npos);
-    for (const NodeKernels &n : m.nodes)
-      for (const CudaKernel &k : n.kernels) {
-        INFO(k.name);
-        CHECK(c.ptx.find(fmt::format(".entry {}(", k.name)) != std::string::npos);
-      }
+    for (const CudaKernel *k : m.kernels()) {
+      INFO(k->name);
+      CHECK(c.ptx.find(fmt::format(".entry {}(", k->name)) != std::string::npos);
+    }
     if (sass != Sass::None) {
       CHECK(c.cubinSource == CubinSource::Nvrtc);
       CHECK(c.cubin.rfind("\x7f"
@@ -345,6 +344,7 @@ TEST_CASE("the fused patterns of the schedule tests run as scheduled and compile
       // each linear, then its bias + gelu epilogue alone (with its 128-bit twin)
       {"gelu epilogue", kGeluMlp, {Kind::Extern, Kind::Node, Kind::Extern, Kind::Node}},
       {"attention softmax", kAttention, {Kind::Extern, Kind::Fused, Kind::Extern}},
+      {"tiled transpose", kTranspose, {Kind::Node}},
   };
   for (const Pattern &pattern : patterns) {
     INFO(pattern.name);
@@ -355,17 +355,19 @@ TEST_CASE("the fused patterns of the schedule tests run as scheduled and compile
     for (const CudaStep &step : m.steps)
       steps.push_back(step.kind);
     CHECK(steps == pattern.steps);
-    // One fused kernel per loop kernel of the schedule, its nodes the kernel's nodes.
+    // One fused kernel per loop kernel of several nodes, its nodes the kernel's nodes.
     size_t fused = 0;
     for (const passes::schedule::Kernel &k : s.kernels)
-      if (k.kind == passes::schedule::KernelKind::Loop) {
+      if (k.kind == passes::schedule::KernelKind::Loop && k.nodes.size() > 1) {
         REQUIRE(fused < m.fused.size());
         REQUIRE(m.fused[fused].members.size() == 1);
         CHECK(m.fused[fused++].members[0].nodes == k.nodes);
       }
+    bool tiled = pattern.kir == kTranspose; // the schedule tiles it: no vector twin
     for (const NodeKernels &n : m.nodes)
       CHECK(roles(n) ==
-            std::vector<KernelRole>{KernelRole::Pointwise, KernelRole::PointwiseVector});
+            std::vector<KernelRole>{KernelRole::Pointwise, tiled ? KernelRole::PointwiseTiled
+                                                                 : KernelRole::PointwiseVector});
     if (nvrtc())
       compileEverywhere(m, Sass::NvrtcAndPtxas);
   }

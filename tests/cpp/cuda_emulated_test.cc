@@ -418,6 +418,33 @@ TEST_CASE("emulated: the CUDA code follows the schedule's kernels and launches",
   CHECK(checkOnHost(apart, inputs).count(KernelRole::Fused) == 0);
 }
 
+TEST_CASE("emulated: the schedule's tiles: transposes staged through shared memory",
+          "[cuda][emulated]") {
+  if (!emulatorOrSkip())
+    return;
+  // A transpose added to a contiguous operand, batched, in float16 and float32: the schedule
+  // tiles the node (`tile i1`), the CUDA code runs 32x32 tiles with edges.
+  const char *kir = R"(graph @t(%x: f32[3, s0, 40], %y: f32[3, 40, s0], %h: f16[s0, 40]) {
+  %0 = transpose(%x) {dim0 = 1, dim1 = 2} : f32[3, 40, s0] strided [s0*40, 1, 40]
+  %1 = add(%0, %y) : f32[3, 40, s0]
+  %2 = transpose(%h) {dim0 = 0, dim1 = 1} : f16[40, s0] strided [1, 40]
+  %3 = contiguous(%2) : f16[40, s0]
+  return %1, %3
+})";
+  passes::schedule::Schedule s = scheduled(kir);
+  INFO(s.str());
+  CudaModule m = emitCuda(s);
+  size_t tiled = 0;
+  for (const NodeKernels &n : m.nodes)
+    tiled += n.find(KernelRole::PointwiseTiled) != nullptr;
+  CHECK(tiled == 2);
+  for (int64_t s0 : {1, 33, 70}) {
+    INFO("s0 = " << s0);
+    CHECK(checkOnHost(s, {randn({3, s0, 40}), randn({3, 40, s0}), randn({s0, 40}, DType::Float16)})
+              .count(KernelRole::PointwiseTiled));
+  }
+}
+
 TEST_CASE("emulated: rows that a block shares: a kernel over shared loops with inner loops",
           "[cuda][emulated]") {
   if (!emulatorOrSkip())

@@ -142,4 +142,11 @@ inline const char *const kAttention =
 }
 )";
 
+inline const char *const kTranspose = R"(graph @transpose(%x: f32[s0, 96]) {
+  %0 = transpose(%x) {dim0 = 0, dim1 = 1} : f32[96, s0] strided [1, 96]
+  %1 = contiguous(%0) : f32[96, s0]
+  return %1
+}
+)";
+
 } // namespace kiln::test
