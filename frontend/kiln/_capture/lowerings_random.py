@@ -3,7 +3,8 @@
 ``exponential_`` (``nn.init``'s fills are inlined into them), ``randint``/``randint_like`` and
 ``Tensor.random_(from, to)`` (a range of at most 2^32), the channel dropouts
 (``dropout1d/2d/3d``, ``feature_dropout``: a ``bernoulli`` node with one draw per channel) and
-the alpha dropouts (a ``bernoulli`` keep-mask and SELU's affine map). Each becomes a
+the alpha dropouts (a ``bernoulli`` keep-mask and SELU's affine map) and ``multinomial`` (keys or
+running sums over eager's uniforms, an argmin, top-k or count). Each becomes a
 ``philox_state`` node, which reserves the counters eager's op would reserve from the default
 generator when the program runs, and the op over that state, which computes eager's values
 from (seed, offset + element index). So a compiled dropout's mask is the mask eager draws for
@@ -405,3 +406,63 @@ def _random_(w, node, a):
                       {"size": sizes, "dtype": x.type.dtype, "low": low, "high": high},
                       node.meta.get("loc"))  # fmt: skip
     w.emit_node(node, "copy_", [x, drawn], {})
+
+
+# --- multinomial ------------------------------------------------------------------------------
+
+
+def _s_multinomial(input, num_samples, replacement=False, *, generator=None, out=None): ...
+
+
+@_register(_s_multinomial, "kiln.multinomial", "kiln.Tensor.multinomial")
+def _multinomial(w, node, a):
+    """``kiln.multinomial(probs, k, replacement)`` as eager samples it (runtime/ops/
+    random_multinomial.cc), from the same counters: without replacement, row r's category c
+    gets the key Exp(1) / w[c] from counter r * n + c (a zero weight never wins) and the k
+    smallest keys are the sample, first the smallest (k = 1, a language model's next token:
+    one argmin); with replacement, sample j of row r is the first category whose running sum
+    of the weights (in float64, in order) exceeds u * total, u from counter r * k + j, at most
+    the last category of non-zero weight. Like eager's, the weights are taken in float64. The
+    compiled draw does not check the weights (eager raises for a negative, infinite or NaN
+    weight, a row summing to 0, or fewer non-zero weights than samples without replacement):
+    such rows give some category of the row."""
+    _no(a["out"])
+    _no_generator(a, "multinomial")
+    k, replacement = a["num_samples"], a["replacement"]
+    if type(k) is not int or type(replacement) is not bool:
+        raise Decline("multinomial with run-time arguments")
+    probs = w.tensor(a["input"])
+    sizes = list(probs.type.sizes)
+    if probs.type.dtype not in _ACC or len(sizes) not in (1, 2) or k <= 0:
+        raise Decline("multinomial arguments eager rejects")
+    n = sizes[-1]
+    if not replacement and k > 1 and not (n.isdigit() and k <= int(n)):
+        raise Decline("multinomial without replacement of k > 1 from a run-time size")
+    loc = node.meta.get("loc")
+
+    def emit(op, *operands, **attrs):
+        ops = [v if hasattr(v, "handle") else w.constant(v) for v in operands]
+        return w.emit(op, ops, attrs, loc)[0]
+
+    weights = probs if probs.type.dtype == "f64" else emit("cast", probs, dtype="f64")
+    positive = emit("gt", weights, 0.0)
+    if not replacement:
+        u = emit("rand", _state(w, node, sizes), size=sizes, dtype="f64")
+        keys = emit("where", positive, emit("div", emit("neg", emit("log", emit("sub", 1.0, u))),
+                                            weights), float("inf"))  # fmt: skip
+        if k == 1:
+            sample = emit("argmin", keys, dim=-1, keepdim=True)
+        else:
+            sample = emit("topk_indices", keys, k=k, dim=-1, largest=False, sorted=True)
+    else:
+        drawn = sizes[:-1] + [str(k)]
+        u = emit("rand", _state(w, node, drawn), size=drawn, dtype="f64")
+        running = emit("cumsum", weights, dim=-1)
+        total = emit("slice", running, dim=-1, start=w.canonical(f"{n} - 1"), end=n, step=1)
+        target = emit("unsqueeze", emit("mul", u, total), dim=-1)  # [.., k, 1]
+        below = emit("le", emit("unsqueeze", running, dim=-2), target)  # [.., k, n]
+        first_above = emit("sum", below, dim=[-1], keepdim=False, dtype="i64")
+        positions = emit("arange", end=n, dtype="i64")
+        last = emit("amax", emit("where", positive, positions, -1), dim=[-1], keepdim=True)
+        sample = emit("minimum", first_above, last)
+    w.values[id(node)] = sample
