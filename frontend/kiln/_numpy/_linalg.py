@@ -170,9 +170,16 @@ def eigvalsh(a, UPLO="L"):  # noqa: N803
     return kiln.linalg.eigvalsh(_float_operand(a), UPLO=UPLO)
 
 
+def lstsq(a, b, rcond=None):
+    raise NotImplementedError(
+        "np.linalg.lstsq runs in NumPy (LAPACK's gelsd): its rank and the shape of its "
+        "residuals depend on the data")
+
+
 FUNCTIONS = {
     np.linalg.solve: solve, np.linalg.inv: inv, np.linalg.det: det, np.linalg.slogdet: slogdet,
     np.linalg.cholesky: cholesky, np.linalg.eigh: eigh, np.linalg.eigvalsh: eigvalsh,
+    np.linalg.lstsq: lstsq,
     np.matmul: matmul, np.dot: dot, np.vdot: vdot, np.inner: inner, np.outer: outer,
     np.tensordot: tensordot, np.einsum: einsum, np.linalg.norm: norm,
 }

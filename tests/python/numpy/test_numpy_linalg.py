@@ -87,3 +87,18 @@ def test_a_function_kiln_cannot_capture_at_all_is_reported_with_its_reason():
     report = kiln.explain(fn)(np.ones(3, dtype=np.complex128))
     assert report.graph_count == 0 and report.graph_break_count == 1
     assert "complex128" in report.break_reasons[0].reason
+
+
+def test_lstsq_runs_in_numpy_with_a_reason_and_the_rest_compiles():
+    """np.linalg.lstsq's rank and residuals' shape depend on the data: the call runs in NumPy
+    (its numbers exactly), named as the break's reason, and the code after it compiles."""
+    def fit(a, b):
+        x = np.linalg.lstsq(a, b, rcond=None)[0]
+        return a @ x - b
+
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((20, 3)), rng.standard_normal(20)
+    report = kiln.explain(fit)(a, b)
+    assert report.graph_break_count == 1 and report.graph_count == 1
+    assert "np.linalg.lstsq runs in NumPy" in report.break_reasons[0].reason
+    np.testing.assert_allclose(kiln.compile(fit)(a, b), fit(a, b), rtol=1e-12, atol=1e-12)
