@@ -228,6 +228,69 @@ def tensors_in(values) -> list:
     return list(found.values())
 
 
+def _access_prefixes(expr: str) -> list[str]:
+    """The strict prefixes of an attribute/item chain (`a.b[0].c` -> `a`, `a.b`, `a.b[0]`), cut
+    before each `.` or `[` outside brackets and string literals; none for an expression with a
+    call (evaluating it once instead of at each use could change what it does)."""
+    if "(" in expr:
+        return []
+    out, depth, quote, k = [], 0, None, 0
+    while k < len(expr):
+        c = expr[k]
+        if quote:
+            if c == "\\":
+                k += 1
+            elif c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c == "[":
+            if depth == 0 and k:
+                out.append(expr[:k])
+            depth += 1
+        elif c == "]":
+            depth -= 1
+        elif c == "." and depth == 0 and k:
+            out.append(expr[:k])
+        k += 1
+    return out
+
+
+def hoist_shared_prefixes(exprs: list, fresh) -> tuple[list[str], list]:
+    """Lines that read each access chain shared by several of `exprs` once into a local (the
+    parameters of an optimizer step: ``opt.param_groups[0]['params']`` once, then each
+    ``_s[i]`` for the parameter and its ``.grad``), and `exprs` rewritten to use them. A chain
+    is hoisted when it is the longest one read by its set of expressions. `fresh()` names a
+    local; None entries stay None."""
+    uses: dict[str, int] = {}
+    for e in exprs:
+        if e is not None:
+            for prefix in {*_access_prefixes(e), e}:
+                uses[prefix] = uses.get(prefix, 0) + 1
+    shared = [p for p, n in uses.items() if n > 1 and ("." in p or "[" in p)]
+    # The longest chain for each count: a shorter one read by exactly the same expressions
+    # would be evaluated once more for nothing.
+    def longest(p: str) -> bool:
+        return not any(q != p and q.startswith(p) and uses[q] == uses[p] for q in shared)
+
+    hoisted = sorted(filter(longest, shared), key=len)
+    lines, local = [], {}
+
+    def rewrite(e: str) -> str:
+        for p in sorted(local, key=len, reverse=True):
+            if e == p:
+                return local[p]
+            if e.startswith(p) and e[len(p)] in ".[":
+                return local[p] + e[len(p):]
+        return e
+
+    for p in hoisted:
+        name = fresh()
+        lines.append(f"    {name} = {rewrite(p)}")
+        local[p] = name
+    return lines, [None if e is None else rewrite(e) for e in exprs]
+
+
 def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_ns: dict):
     """Builds `entry(func, *state)`. `body` is a format string using `{name}` for each rebuilt
     variable in `result_vars` (name -> VT), or a function of the dict name -> expression; the
@@ -236,8 +299,11 @@ def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_n
     b = _Builder(ctx, index)
     exprs = {name: b.expr(v) for name, v in result_vars.items()}
     inputs, arrays = [], []
-    for i, source in enumerate(ctx.input_sources):
-        e = source.expr(b.arg_names) if source is not None else None
+    reads = [source.expr(b.arg_names) if source is not None else None
+             for source in ctx.input_sources]  # fmt: skip
+    counter = iter(range(len(reads)))
+    hoisted, reads = hoist_shared_prefixes(reads, lambda: f"_s{next(counter)}")
+    for i, e in enumerate(reads):
         if e is not None and i in ctx.input_numpy:
             arrays.append((len(inputs), e))
             e = f"_np_in({e})"
@@ -245,7 +311,7 @@ def make_entry(ctx, graph_fn, output_vars, body: str, result_vars: dict, extra_n
             e = f"({e}).contiguous()"  # its strides vary between calls (guards skip them)
         inputs.append(e if e is not None else b.const(ctx.input_baked[i]))
     params = "".join(", " + a for a in b.arg_names)
-    lines = [f"def entry(_func{params}):"]  # the hook passes the function object first
+    lines = [f"def entry(_func{params}):", *hoisted]  # the hook passes the function first
     if len(arrays) > 1:  # arrays that may be views of one buffer: converted together
         lines.append(f"    _arrays = _np_in_all({', '.join(e for _, e in arrays)})")
         for k, (pos, _) in enumerate(arrays):
