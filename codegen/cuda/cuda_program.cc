@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <map>
+#include <mutex>
 #include <utility>
 
 namespace kiln::codegen::cuda {
@@ -80,6 +81,10 @@ struct CudaProgram::State {
   SymbolValues bind(std::span<const Tensor> inputs, const SymbolValues &given,
                     std::vector<Tensor> &bound, bool checked) const;
   uint64_t ensure(BufferId id, const SymbolValues &values, DeviceBuffers &buffers) const;
+  mutable std::mutex layoutMutex;
+  mutable std::vector<size_t> lastBytes, lastOffsets; ///< the last layout: slot bytes, offsets
+  mutable size_t lastNeed = 0;
+
   /// Each slot's offset in the arena for `values`; sets `need` to the arena's bytes.
   std::vector<size_t> layOut(const SymbolValues &values, size_t &need) const;
   /// Allocates the call's arena and points every buffer with a slot into it.
@@ -291,7 +296,14 @@ std::vector<size_t> CudaProgram::State::layOut(const SymbolValues &values, size_
       size_t &size = bytes[plan[b].slot];
       size = std::max(size, (n + kSlotAlign - 1) / kSlotAlign * kSlotAlign);
     }
-  return passes::schedule::placeSlots(slots, bytes, true, need);
+  // Placing is quadratic in the slots; calls with the sizes of the last one reuse its layout.
+  std::lock_guard<std::mutex> lock(layoutMutex);
+  if (bytes != lastBytes) {
+    lastOffsets = passes::schedule::placeSlots(slots, bytes, true, lastNeed);
+    lastBytes = std::move(bytes);
+  }
+  need = lastNeed;
+  return lastOffsets;
 }
 
 uint64_t CudaProgram::State::placeIntermediates(const SymbolValues &values,

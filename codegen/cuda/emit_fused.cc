@@ -6,6 +6,8 @@
 #include "ir/loop/index.h"
 #include "runtime/error.h"
 
+#include <algorithm>
+
 namespace kiln::codegen::cuda::detail {
 
 using namespace ir::loop;
@@ -194,7 +196,7 @@ private:
     KILN_CHECK(node.reduction != ReductionKind::Welford || isFloating(node.body->dtype()),
                "cuda emitter: welford of {} values", dtypeName(node.body->dtype()));
     Accumulator acc(node.reduction, node.body->dtype());
-    w_.emit("__shared__ {} smem[32];", acc.type);
+    w_.emit("{0} *smem = reinterpret_cast<{0} *>(kiln_smem);", acc.type);
     w_.emit("const {} identity = {};", acc.type, acc.identity);
     w_.emit("const long long reduced = {};", indexExpr(product(node.reductionRanges), names));
     bool one = onePointPerShared(node, shared_);
@@ -288,6 +290,19 @@ FusedKernel emitFused(const LaunchContext &ctx) {
   Names names;
   for (const std::string &s : ctx.symbols)
     names[s] = sizeName(s);
+  // One shared array serves every reduction of the launch (each ends with a barrier), so a
+  // launch of many small reductions stays within the static shared memory a block may have.
+  int stateBytes = 0;
+  for (size_t kernel : ctx.kernels)
+    for (size_t n : ctx.schedule->kernels[kernel].nodes) {
+      const LoopNode &node = program.nodes()[n];
+      if (node.kind == LoopNodeKind::Reduction)
+        stateBytes =
+            std::max(stateBytes, Accumulator(node.reduction, node.body->dtype()).stateBytes);
+    }
+  if (stateBytes)
+    w.emit("__shared__ unsigned long long kiln_smem[{}]; // 32 accumulators, 8-byte aligned",
+           (32 * stateBytes + 7) / 8);
   std::vector<MemberWriter> members;
   for (size_t kernel : ctx.kernels)
     members.emplace_back(ctx, ctx.schedule->kernels[kernel], w);

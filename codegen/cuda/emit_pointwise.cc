@@ -173,6 +173,8 @@ CudaKernel vectorKernel(const NodeContext &ctx, const VectorChoice &choice) {
 
 /// Tiles are kTile x kTile points of the tile loop and the lane.
 constexpr int kTile = 32;
+/// The most shared memory the staged loads of one tiled kernel take.
+constexpr int64_t kMaxTileBytes = 32 * 1024;
 
 /// The loads a tile stages in shared memory: unit stride along the tile loop, another stride
 /// along the lane (what the schedule tiled the node for).
@@ -272,7 +274,10 @@ NodeKernels emitPointwise(const NodeContext &ctx, const CudaEmitOptions &options
     return out; // nobody reads it
   if (options.tile && !ctx.tileVar.empty() && ctx.node->ranges.size() >= 2) {
     std::vector<const Expr *> staged = stagedLoads(ctx, loopVarName(ctx.node->ranges.size() - 1));
-    if (!staged.empty()) {
+    int64_t tileBytes = 0; // within a block's static shared memory (48 KB), with room to spare
+    for (const Expr *e : staged)
+      tileBytes += kTile * (kTile + 1) * itemsize(ctx.program->buffer(e->buffer).meta.dtype);
+    if (!staged.empty() && tileBytes <= kMaxTileBytes) {
       out.kernels.push_back(tiledKernel(ctx, staged, out.tiles));
       return out;
     }

@@ -436,6 +436,7 @@ TEST_CASE("golden: the scheduled row softmax, one fused kernel (a row per block,
   CHECK(
       m.fused[0].kernel.code ==
       R"(extern "C" __global__ void __launch_bounds__(256) fused0_buf1(const float *buf0, float *buf3, long long sz_s0) {
+  __shared__ unsigned long long kiln_smem[16]; // 32 accumulators, 8-byte aligned
   const long long units0 = sz_s0;
   const long long units = units0;
   for (long long u = blockIdx.x; u < units; u += gridDim.x) {
@@ -443,7 +444,7 @@ TEST_CASE("golden: the scheduled row softmax, one fused kernel (a row per block,
     float l_buf1{};
     float l_buf2{};
     {
-      __shared__ kiln::Max<float> smem[32];
+      kiln::Max<float> *smem = reinterpret_cast<kiln::Max<float> *>(kiln_smem);
       const kiln::Max<float> identity = {-kiln::inff()};
       const long long reduced = 128;
       kiln::Max<float> acc = identity;
@@ -456,7 +457,7 @@ TEST_CASE("golden: the scheduled row softmax, one fused kernel (a row per block,
       l_buf1 = acc.acc;
     }
     {
-      __shared__ kiln::Sum<float> smem[32];
+      kiln::Sum<float> *smem = reinterpret_cast<kiln::Sum<float> *>(kiln_smem);
       const kiln::Sum<float> identity = {0.0f};
       const long long reduced = 128;
       const float v1 = l_buf1;

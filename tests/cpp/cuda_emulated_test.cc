@@ -408,6 +408,10 @@ TEST_CASE("emulated: the CUDA code follows the schedule's kernels and launches",
     rows += members[k].rows;
   }
   CHECK(rows == 1); // the sum
+  // One shared array for every reduction of the launch: many reductions stay within a block's
+  // static shared memory.
+  const std::string &code = m.fused[0].kernel.code;
+  CHECK(code.find("__shared__") == code.rfind("__shared__"));
   CHECK(checkOnHost(together, inputs) == std::set<KernelRole>{KernelRole::Fused});
   // Without horizontal fusion each kernel is its own launch, and so its own CUDA kernel.
   passes::schedule::Schedule apart = passes::schedule::schedule(lowered, {.horizontal = false});
