@@ -2,6 +2,7 @@
 
 #include "driver/runner.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace kiln::driver {
@@ -106,20 +107,37 @@ Runner::Runner(PreparedGraph graph, std::vector<Tensor> weights,
 
 std::vector<Tensor> Runner::computeInPlace(std::span<const Tensor> tensors) const {
   std::vector<Tensor> into;
+  if (inPlace_.empty())
+    return into;
+  // A result may be computed in its argument only when no other argument shares that memory
+  // (the program would read what it overwrote). Every CPU argument's storage bytes, once,
+  // sorted by start: an argument overlaps an earlier one when the furthest end before it passes
+  // its start, and a later one when the next start comes before its end. (An optimizer step
+  // writes back dozens of parameters and moments: one pass, not one per pair.)
+  struct Span {
+    uintptr_t lo, hi;
+    size_t k;
+  };
+  std::vector<Span> spans;
+  spans.reserve(tensors.size());
+  for (size_t k = 0; k < tensors.size(); ++k)
+    if (tensors[k].defined() && tensors[k].isCpu()) {
+      auto [lo, hi] = storageRange(tensors[k]);
+      if (lo < hi)
+        spans.push_back({lo, hi, k});
+    }
+  std::sort(spans.begin(), spans.end(), [](const Span &a, const Span &b) { return a.lo < b.lo; });
+  std::vector<bool> shared(tensors.size(), false);
+  uintptr_t furthest = 0;
+  for (size_t j = 0; j < spans.size(); ++j) {
+    bool before = j > 0 && furthest > spans[j].lo;
+    bool after = j + 1 < spans.size() && spans[j + 1].lo < spans[j].hi;
+    shared[spans[j].k] = before || after;
+    furthest = std::max(furthest, spans[j].hi);
+  }
   for (const WriteBack &w : inPlace_) {
     const Tensor &target = tensors[w.input];
-    if (!target.defined() || !target.isCpu())
-      continue;
-    // Only when no other input shares its memory: the program would read what it overwrote.
-    auto [lo, hi] = storageRange(target);
-    bool shared = false;
-    for (size_t k = 0; k < tensors.size() && !shared; ++k) {
-      if (static_cast<int>(k) == w.input || !tensors[k].defined() || !tensors[k].isCpu())
-        continue;
-      auto [a, b] = storageRange(tensors[k]);
-      shared = a < hi && lo < b;
-    }
-    if (shared)
+    if (!target.defined() || !target.isCpu() || shared[w.input])
       continue;
     if (into.size() <= static_cast<size_t>(w.result))
       into.resize(w.result + 1);
