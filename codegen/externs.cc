@@ -11,6 +11,7 @@
 #include "runtime/ops/interpolate.h"
 #include "runtime/ops/linalg.h"
 #include "runtime/ops/pool.h"
+#include "runtime/ops/random.h"
 #include "runtime/ops/scan.h"
 #include "runtime/ops/shape_ops.h"
 #include "runtime/ops/sort.h"
@@ -159,6 +160,15 @@ void addScansAndSorts(ExternTable &t) {
     state.data<int64_t>()[0] = static_cast<int64_t>(s.seed);
     state.data<int64_t>()[1] = static_cast<int64_t>(s.offset);
     return std::vector<Tensor>{state};
+  });
+  // randperm's permutation from the counters a philox_state reserved for it.
+  t.emplace("randperm", [](Inputs in, const ir::Attributes &attrs) {
+    expectInputs("randperm", in, 1, 1);
+    Tensor state = in[0].contiguous();
+    PhiloxStream s{static_cast<uint64_t>(state.data<int64_t>()[0]),
+                   static_cast<uint64_t>(state.data<int64_t>()[1])};
+    return std::vector<Tensor>{
+        ops::randpermFrom(s, attrs.at("n").toInt(), attrs.at("dtype").toDType())};
   });
   t.emplace("logcumsumexp", [](Inputs in, const ir::Attributes &attrs) {
     expectInputs("logcumsumexp", in, 1, 1);

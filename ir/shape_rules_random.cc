@@ -20,7 +20,8 @@ void expectState(const Node &n, int i) {
 
 bool isRandomOp(OpKind op) {
   return op == OpKind::PhiloxState || op == OpKind::Dropout || op == OpKind::Rand ||
-         op == OpKind::Randn || op == OpKind::Bernoulli || op == OpKind::Randint;
+         op == OpKind::Randn || op == OpKind::Bernoulli || op == OpKind::Randint ||
+         op == OpKind::Randperm;
 }
 
 TensorMeta randomType(const Node &n) {
@@ -40,6 +41,16 @@ TensorMeta randomType(const Node &n) {
     if (!isFloating(in.dtype))
       ruleFails("dropout: expected a floating point input, got {}", dtypeShortName(in.dtype));
     return TensorMeta::contiguous(in.dtype, in.sizes, in.device);
+  }
+  case OpKind::Randperm: {
+    expectState(n, 0);
+    SymInt count = n.attr("n")->toSymInt();
+    if (std::optional<int64_t> c = count.constant(); c && *c < 0)
+      ruleFails("randperm: Trying to create tensor with negative dimension {}: [{}]", *c, *c);
+    DType dtype = n.attr("dtype")->toDType();
+    if (dtype == DType::Bool)
+      ruleFails("\"randperm\" not implemented for 'bool'");
+    return TensorMeta::contiguous(dtype, {count}, tensorOperand(n, 0).device);
   }
   default: { // rand, randn, bernoulli
     expectState(n, 0);

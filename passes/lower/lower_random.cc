@@ -1,7 +1,7 @@
 // The random ops: philox_state as an extern node (it reserves the generator's counters when the
-// program runs), dropout, rand, randn and bernoulli as pointwise bodies that compute eager's
-// draws with the `philox` prim from (seed, offset + element index), so they fuse with what
-// surrounds them.
+// program runs), randperm as an extern over them (Fisher-Yates is sequential), dropout, rand, randn
+// and bernoulli as pointwise bodies that compute eager's draws with the `philox` prim from (seed,
+// offset + element index), so they fuse with what surrounds them.
 
 #include "passes/lower/lower_context.h"
 
@@ -189,6 +189,14 @@ void lowerRandint(LowerContext &ctx, const ir::Node &n) {
   }));
 }
 
+/// randperm: Fisher-Yates is sequential, so an extern runs eager's from the reserved counters.
+void lowerRandperm(LowerContext &ctx, const ir::Node &n) {
+  LoopProgram &p = ctx.program();
+  BufferId state = ctx.realize(ctx.tensor(n.operand(0)));
+  ctx.define(n.result(0), TensorRef::of(p, p.external("randperm", {state}, {n.result(0)->meta()},
+                                                      n.attrs())[0]));
+}
+
 } // namespace
 
 void registerRandom(Registry &r) {
@@ -197,6 +205,7 @@ void registerRandom(Registry &r) {
   r.add(OpKind::Rand, lowerRand);
   r.add(OpKind::Randn, lowerRandn);
   r.add(OpKind::Randint, lowerRandint);
+  r.add(OpKind::Randperm, lowerRandperm);
   r.add(OpKind::Bernoulli, lowerBernoulli);
 }
 

@@ -21,6 +21,9 @@ Tensor randn(IntList sizes, DType dtype, Generator *gen = nullptr);
 Tensor randint(int64_t low, int64_t high, IntList sizes, DType dtype, Generator *gen = nullptr);
 /// A random permutation of 0..n-1 (Fisher-Yates).
 Tensor randperm(int64_t n, DType dtype, Generator *gen = nullptr);
+/// randperm's permutation from `n` counters already reserved (`stream`): what a compiled
+/// randperm computes from its philox_state.
+Tensor randpermFrom(const PhiloxStream &stream, int64_t n, DType dtype);
 
 /// In place: uniform in [from, to).
 Tensor &uniform_(Tensor &self, double from, double to, Generator *gen = nullptr);

@@ -77,7 +77,9 @@ Tensor randint(int64_t low, int64_t high, IntList sizes, DType dtype, Generator 
   return random_(out, low, high, gen);
 }
 
-Tensor randperm(int64_t n, DType dtype, Generator *gen) {
+namespace {
+
+void checkRandperm(int64_t n, DType dtype) {
   KILN_CHECK(n >= 0, "randperm: Trying to create tensor with negative dimension {}: [{}]", n, n);
   KILN_CHECK_KIND(NotImplemented, dtype != DType::Bool, "\"randperm\" not implemented for 'bool'");
   int64_t hi = exactIntRange(dtype).second;
@@ -86,11 +88,21 @@ Tensor randperm(int64_t n, DType dtype, Generator *gen) {
              "randperm: n={} is too large for dtype {} (its values 0..n-1 must be exact, so n "
              "cannot be greater than {})",
              n, dtypeName(dtype), hi + 1);
+}
+
+} // namespace
+
+Tensor randperm(int64_t n, DType dtype, Generator *gen) {
+  checkRandperm(n, dtype);
+  return randpermFrom(generatorOrDefault(gen).reserve(static_cast<uint64_t>(n)), n, dtype);
+}
+
+Tensor randpermFrom(const PhiloxStream &s, int64_t n, DType dtype) {
+  checkRandperm(n, dtype);
   Tensor out = Tensor::empty({n}, DType::Int64);
   int64_t *p = out.data<int64_t>();
   std::iota(p, p + n, int64_t{0});
   // Fisher-Yates: the swap at step i uses counter i, so the permutation depends only on the seed.
-  PhiloxStream s = generatorOrDefault(gen).reserve(static_cast<uint64_t>(n));
   for (int64_t i = 0; i + 1 < n; ++i) {
     auto r = s.block(static_cast<uint64_t>(i));
     uint64_t x = (static_cast<uint64_t>(r[0]) << 32) | r[1];

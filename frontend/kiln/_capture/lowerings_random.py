@@ -3,8 +3,9 @@
 ``exponential_`` (``nn.init``'s fills are inlined into them), ``randint``/``randint_like`` and
 ``Tensor.random_(from, to)`` (a range of at most 2^32), the channel dropouts
 (``dropout1d/2d/3d``, ``feature_dropout``: a ``bernoulli`` node with one draw per channel) and
-the alpha dropouts (a ``bernoulli`` keep-mask and SELU's affine map) and ``multinomial`` (keys or
-running sums over eager's uniforms, an argmin, top-k or count). Each becomes a
+the alpha dropouts (a ``bernoulli`` keep-mask and SELU's affine map), ``multinomial`` (keys or
+running sums over eager's uniforms, an argmin, top-k or count) and ``randperm`` (an extern running
+eager's Fisher-Yates). Each becomes a
 ``philox_state`` node, which reserves the counters eager's op would reserve from the default
 generator when the program runs, and the op over that state, which computes eager's values
 from (seed, offset + element index). So a compiled dropout's mask is the mask eager draws for
@@ -466,3 +467,25 @@ def _multinomial(w, node, a):
         last = emit("amax", emit("where", positive, positions, -1), dim=[-1], keepdim=True)
         sample = emit("minimum", first_above, last)
     w.values[id(node)] = sample
+
+
+# --- randperm ---------------------------------------------------------------------------------
+
+
+def _s_randperm(n, *, generator=None, out=None, dtype=None, layout=None, device=None,
+                requires_grad=False, pin_memory=False): ...  # fmt: skip
+
+
+@_register(_s_randperm, "kiln.randperm")
+def _randperm(w, node, a):
+    """``kiln.randperm(n)``: eager's permutation from the same n counters (Fisher-Yates is
+    sequential, so a ``randperm`` extern computes it from the reserved state), in the dtype eager
+    gives (int64 unless asked)."""
+    _no(a["requires_grad"], a["layout"], a.get("pin_memory"), a.get("out"))
+    _no_generator(a, "randperm")
+    example = node.meta.get("example")
+    if not isinstance(example, kiln.Tensor) or example._device_str != "cpu":
+        raise Decline("a factory on a device")
+    n = w.sym(a["n"])
+    w.emit_node(node, "randperm", [_state(w, node, [n])],
+                {"n": n, "dtype": dtype_short(example.dtype)})
