@@ -2,7 +2,8 @@
 graph ops for compiled code (decompose.py explains the mechanism): glu, softmin, prelu,
 instance_norm without running statistics, adaptive max pooling and 3-d average pooling whose
 input divides into the output, bilinear, layer_norm / rms_norm whose parameters are wider
-than the input (autocast: float32 parameters, a bfloat16 input), and attention with dropout."""
+than the input (autocast: float32 parameters, a bfloat16 input), attention with dropout, and
+max_unpool (a scatter into zeros)."""
 
 from __future__ import annotations
 
@@ -283,3 +284,54 @@ def attention_decomposed(w, node, a):
     out = b.cast(b.matmul(probs, v), dtype)
     check_type(out, node.meta.get("example"), "scaled_dot_product_attention")
     w.values[id(node)] = out
+
+
+def _s_max_unpool(input, indices, kernel_size, stride=None, padding=0, output_size=None): ...
+
+
+def _max_unpool(b, input, indices, kernel_size, stride, padding, output_size, nd: int):
+    """F.max_unpool{1,2}d: zeros of the output planes with the values scattered to their
+    indices (positions in each plane), as eager's composite does; sizes known at compile time."""
+    name = f"max_unpool{nd}d"
+    x, idx = b.tensor(input), b.tensor(indices)
+    sizes = b.sizes(x)
+    if b.sizes(idx) != sizes or b.rank(x) not in (nd + 1, nd + 2):
+        raise Decline(f"{name} arguments eager rejects")
+
+    def per_dim(v, what):
+        values = b.ints(v)
+        values = values * nd if len(values) == 1 else values
+        if len(values) != nd:
+            raise Decline(f"{name} {what} of {len(values)} values")
+        return values
+
+    k = per_dim(kernel_size, "kernel_size")
+    st = k if stride is None or stride in ((), []) else per_dim(stride, "stride")
+    p = per_dim(padding, "padding")
+    spatial = [_const(s, name) for s in sizes[-nd:]]
+    out = [(spatial[d] - 1) * st[d] - 2 * p[d] + k[d] for d in range(nd)]
+    if output_size is not None:
+        asked = b.ints(output_size)[-nd:]
+        if len(asked) != nd or any(not out[d] - st[d] < asked[d] < out[d] + st[d]
+                                   for d in range(nd)):  # fmt: skip
+            raise Decline(f"{name} output_size eager rejects")
+        out = asked
+    batched = len(sizes) == nd + 2
+    if not batched:  # one image
+        x, idx, sizes = b.unsqueeze(x, dim=0), b.unsqueeze(idx, dim=0), ["1", *sizes]
+    n, c = sizes[0], sizes[1]
+    plane = [n, c, math.prod(spatial)]
+    zeros = b.full(size=[n, c, str(math.prod(out))], dtype=b.dtype(x), value=0)
+    result = b.scatter(zeros, b.reshape(idx, shape=plane), b.reshape(x, shape=plane), dim=2)
+    result = b.reshape(result, shape=[n, c, *out])
+    return result if batched else b.squeeze(result, dim=[0])
+
+
+@decomposition(_s_max_unpool, _F + "max_unpool2d")
+def _max_unpool2d(b, input, indices, kernel_size, stride, padding, output_size):
+    return _max_unpool(b, input, indices, kernel_size, stride, padding, output_size, 2)
+
+
+@decomposition(_s_max_unpool, _F + "max_unpool1d")
+def _max_unpool1d(b, input, indices, kernel_size, stride, padding, output_size):
+    return _max_unpool(b, input, indices, kernel_size, stride, padding, output_size, 1)

@@ -438,11 +438,75 @@ def _window(w, a) -> dict:
 
 @lowering(_s_max_pool2d, "kiln.max_pool2d", "kiln.nn.functional.max_pool2d")
 def _max_pool2d(w, node, a):
-    _no(a["return_indices"])
     attrs = _window(w, a)
     if (dilation := _two(w, a["dilation"])) != [1, 1]:
         attrs["dilation"] = dilation
+    if a["return_indices"] is True:
+        return _max_pool2d_with_indices(w, node, a, attrs)
+    _no(a["return_indices"])
     w.emit_node(node, "max_pool2d", [w.tensor(a["input"])], attrs)
+
+
+def _s_max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                               ceil_mode=False, return_indices=True): ...  # fmt: skip
+
+
+@lowering(_s_max_pool2d_with_indices, "kiln.nn.functional.max_pool2d_with_indices")
+def _max_pool2d_indices_spelling(w, node, a):
+    _max_pool2d(w, node, {**a, "return_indices": True})
+
+
+def _max_pool2d_with_indices(w, node, a, attrs) -> None:
+    """``max_pool2d(..., return_indices=True)`` (SegNet's pooling before ``max_unpool2d``): the
+    values are the max_pool2d node; the indices (positions in each input plane, ``h * W + w``)
+    come from the windows as columns: the input padded with -inf, ``unfold`` into [N, C, kh*kw,
+    L], the first maximum of each column (eager's pick; with a NaN in the window, the last NaN)
+    and its window position turned into the input position. Constant spatial sizes only; a
+    ceil_mode window past the edge stays eager."""
+    loc = node.meta.get("loc")
+
+    def op(name, *operands, **kw):
+        ops = [v if hasattr(v, "handle") else w.constant(v) for v in operands]
+        return w.emit(name, ops, kw, loc)[0]
+
+    x = w.tensor(a["input"])
+    sizes = list(x.type.sizes)
+    if len(sizes) not in (3, 4) or not all(s.isdigit() for s in sizes[-2:]):
+        raise Decline("max_pool2d indices of symbolic planes")
+    unbatched = len(sizes) == 3
+    if unbatched:
+        x = op("unsqueeze", x, dim=0)
+        sizes = ["1", *sizes]
+    (kh, kw), (dh, dw) = attrs["kernel_size"], attrs.get("dilation", [1, 1])
+    sh, sw = attrs.get("stride", [kh, kw])
+    ph, pw = attrs.get("padding", [0, 0])
+    height, width = int(sizes[2]), int(sizes[3])
+    oh = (height + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (width + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    values = w.emit("max_pool2d", [x], attrs, loc)[0]
+    if [int(s) for s in values.type.sizes[2:]] != [oh, ow]:
+        raise Decline("max_pool2d indices of a ceil_mode window past the edge")
+    padded = x
+    if ph or pw:
+        padded = op("pad", x, pad=[pw, pw, ph, ph], mode="constant", value=float("-inf"))
+    cols = op("unfold", padded, kernel_size=[kh, kw], dilation=[dh, dw], padding=[0, 0],
+              stride=[sh, sw])  # fmt: skip
+    cols = op("reshape", cols, shape=[sizes[0], sizes[1], kh * kw, oh * ow])
+    first = op("argmax", cols, dim=2, keepdim=False)
+    nan = op("isnan", cols)
+    last_nan = op("sub", kh * kw - 1, op("argmax", op("cast", op("flip", nan, dims=[2]),
+                                                      dtype="i32"), dim=2, keepdim=False))
+    pick = op("where", op("any", nan, dim=[2], keepdim=False), last_nan, first)  # [N, C, L]
+    position = op("arange", end=oh * ow, dtype="i64")
+    row = op("add", op("mul", op("floor_divide", position, ow), sh), -ph)
+    col = op("add", op("mul", op("remainder", position, ow), sw), -pw)
+    row = op("add", row, op("mul", op("floor_divide", pick, kw), dh))
+    col = op("add", col, op("mul", op("remainder", pick, kw), dw))
+    indices = op("reshape", op("add", op("mul", row, width), col),
+                 shape=[sizes[0], sizes[1], str(oh), str(ow)])  # fmt: skip
+    if unbatched:
+        values, indices = op("squeeze", values, dim=[0]), op("squeeze", indices, dim=[0])
+    w.values[id(node)] = (values, indices)
 
 
 @lowering(_s_avg_pool2d, "kiln.nn.functional.avg_pool2d")

@@ -38,6 +38,8 @@ __all__ = [
     "max_pool1d_with_indices",
     "max_pool2d",
     "max_pool2d_with_indices",
+    "max_unpool1d",
+    "max_unpool2d",
     "max_pool3d",
     "max_pool3d_with_indices",
     "unfold",
@@ -75,7 +77,66 @@ def max_pool2d_with_indices(
     input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=True
 ):  # noqa: A002
     """F.max_pool2d_with_indices: (values, indices)."""
-    return _C._max_pool(2, input, kernel_size, stride, padding, dilation, ceil_mode, True)
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def _tuple(v, n: int, name: str) -> list[int]:
+    values = list(v) if isinstance(v, (tuple, list)) else [v]
+    if len(values) == 1:
+        values = values * n
+    if len(values) != n or not all(isinstance(x, int) for x in values):
+        raise TypeError(f"max_unpool{n}d: {name} must be an int or {n} ints, got {v!r}")
+    return values
+
+
+def _max_unpool(nd, input, indices, kernel_size, stride, padding, output_size):  # noqa: A002
+    """The values of a max pool put back at their `indices` (positions in each output plane),
+    zeros elsewhere: a scatter into the flattened planes, so the gradient of `input` is a gather
+    of the output's, as torch's."""
+    name = f"max_unpool{nd}d"
+    if input.dim() not in (nd + 1, nd + 2):
+        raise ValueError(f"{name}: expected a {nd + 1}-d or {nd + 2}-d input, got "
+                         f"{input.dim()}-d")  # fmt: skip
+    if tuple(indices.shape) != tuple(input.shape):
+        raise ValueError(f"Expected shape of indices to be same as that of the input tensor "
+                         f"({tuple(input.shape)}) but got indices tensor with shape "
+                         f"{tuple(indices.shape)}")  # fmt: skip
+    k = _tuple(kernel_size, nd, "kernel_size")
+    st = _tuple(kernel_size if stride is None or stride == () or stride == [] else stride, nd,
+                "stride")  # fmt: skip
+    p = _tuple(padding, nd, "padding")
+    spatial = list(input.shape[-nd:])
+    default = [(spatial[d] - 1) * st[d] - 2 * p[d] + k[d] for d in range(nd)]
+    out = default
+    if output_size is not None:
+        out = [int(x) for x in list(output_size)[-nd:]]
+        if len(out) != nd:
+            raise ValueError(f"{name}: output_size must have {nd} or {nd + 2} elements, got "
+                             f"{list(output_size)}")  # fmt: skip
+        for d in range(nd):
+            lo, hi = default[d] - st[d], default[d] + st[d]
+            if not lo < out[d] < hi:
+                raise ValueError(f"invalid output_size {list(output_size)} (dim {d} must be "
+                                 f"between {lo} and {hi})")  # fmt: skip
+    batched = input.dim() == nd + 2
+    x = input if batched else input.unsqueeze(0)
+    idx = indices if batched else indices.unsqueeze(0)
+    n, c = x.shape[0], x.shape[1]
+    plane = math.prod(out)
+    flat = kiln.zeros(n, c, plane, dtype=x.dtype, device=x.device)
+    flat = flat.scatter(2, idx.reshape(n, c, -1), x.reshape(n, c, -1))
+    result = flat.reshape(n, c, *out)
+    return result if batched else result.squeeze(0)
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):  # noqa: A002
+    """F.max_unpool1d: the inverse of max_pool1d with indices (zeros where nothing was kept)."""
+    return _max_unpool(1, input, indices, kernel_size, stride, padding, output_size)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):  # noqa: A002
+    """F.max_unpool2d: the inverse of max_pool2d with indices (SegNet's decoder)."""
+    return _max_unpool(2, input, indices, kernel_size, stride, padding, output_size)
 
 
 def max_pool3d_with_indices(

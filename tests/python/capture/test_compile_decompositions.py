@@ -24,6 +24,8 @@ def sign(*shape, seed=0):
 
 # name -> (function, arguments); the first argument is the one training differentiates.
 CASES = {
+    "max_unpool2d": (lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2),
+                     lambda dt: (rand(2, 3, 6, 8, dtype=dt),)),
     "bce": (lambda p, t: F.binary_cross_entropy(p, t), lambda dt: (prob(5, 7, dtype=dt),
                                                                     prob(5, 7, dtype=dt, seed=1))),
     "bce_weight_sum": (lambda p, t, w: F.binary_cross_entropy(p, t, weight=w, reduction="sum"),

@@ -15,6 +15,8 @@ __all__ = [
     "AvgPool2d",
     "MaxPool1d",
     "MaxPool2d",
+    "MaxUnpool1d",
+    "MaxUnpool2d",
 ]
 
 
@@ -183,3 +185,33 @@ class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
     """Max pooling to a fixed (H, W) output size."""
 
     _fn_name = "adaptive_max_pool2d"
+
+
+class _MaxUnpoolNd(Module):
+    _fn_name = ""
+
+    def __init__(self, kernel_size, stride=None, padding=0) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+
+    def forward(self, input, indices, output_size=None):
+        return getattr(F, self._fn_name)(
+            input, indices, self.kernel_size, self.stride, self.padding, output_size
+        )
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """The inverse of MaxPool1d(return_indices=True)."""
+
+    _fn_name = "max_unpool1d"
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """The inverse of MaxPool2d(return_indices=True) (SegNet)."""
+
+    _fn_name = "max_unpool2d"
