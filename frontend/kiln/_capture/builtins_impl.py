@@ -7,6 +7,7 @@ cannot decide statically raises `Unsupported`.
 from __future__ import annotations
 
 import builtins
+import collections
 import dataclasses
 import functools
 import itertools
@@ -130,6 +131,13 @@ def _dict(frame, args, kwargs):
                 items[k.const()] = v
     items.update(kwargs)
     return V.DictVar(items)
+
+
+def _ordered_dict(frame, args, kwargs):
+    """``OrderedDict(...)`` (``Module.state_dict`` starts from one): a dict that says it is an
+    OrderedDict."""
+    d = _dict(frame, args, kwargs)
+    return V.DictVar(d.items, dict_type=collections.OrderedDict)
 
 
 def _reduce(op):
@@ -374,6 +382,7 @@ HANDLERS = {
     builtins.list: _list,
     builtins.tuple: _tuple,
     builtins.dict: _dict,
+    collections.OrderedDict: _ordered_dict,
     builtins.sum: _reduce(operator.add),
     builtins.min: _minmax(min),
     builtins.max: _minmax(max),

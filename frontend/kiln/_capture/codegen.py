@@ -71,8 +71,13 @@ class _Builder:
             return f"{self.const(v.tuple_type)}({inner})" if hasattr(v.tuple_type, "_fields") \
                 else f"{self.const(v.tuple_type)}(({inner}{',' if len(v.items) == 1 else ''}))"
         if isinstance(v, V.DictVar):
-            return self.shared(v, lambda: "{" + ", ".join(
-                f"{self.const(k)}: {self.expr(x)}" for k, x in v.items.items()) + "}")
+            def literal():
+                text = "{" + ", ".join(f"{self.const(k)}: {self.expr(x)}"
+                                       for k, x in v.items.items()) + "}"  # fmt: skip
+                # a dict subclass (an OrderedDict) is rebuilt as one
+                return text if v.dict_type is dict else f"{self.const(v.dict_type)}({text})"
+
+            return self.shared(v, literal)
         if isinstance(v, V.SliceVar):
             return f"slice({self.expr(v.start)}, {self.expr(v.stop)}, {self.expr(v.step)})"
         if isinstance(v, V.ObjectVar):

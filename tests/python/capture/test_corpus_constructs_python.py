@@ -8,7 +8,7 @@ import dataclasses
 import functools
 import itertools
 import math
-from collections import namedtuple
+from collections import OrderedDict, namedtuple
 
 import pytest
 from corpus_util import Corpus, fresh_capture, run_case  # noqa: F401 - autouse fixture
@@ -332,6 +332,15 @@ def list_comprehension(x):
 def dict_comprehension(x):
     d = {name: x * k for k, name in enumerate(["a", "b", "c"])}
     return d, {k: v.shape for k, v in d.items()}
+
+
+@case(x34, ops=2)
+def ordered_dict(x):
+    """OrderedDict() as Module.state_dict starts its result: a dict that is an OrderedDict."""
+    d = OrderedDict()
+    d["w"] = x * 2
+    d.update(b=x + 1)
+    return d, isinstance(d, OrderedDict), list(d)
 
 
 @case(x34, ops=1)
