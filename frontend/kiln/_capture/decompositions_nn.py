@@ -1,9 +1,9 @@
 """Layers whose eager forms are kernels or Python the capture does not inline, decomposed into
 graph ops for compiled code (decompose.py explains the mechanism): glu, softmin, prelu,
-instance_norm without running statistics, adaptive max pooling and 3-d average pooling whose
-input divides into the output, bilinear, layer_norm / rms_norm whose parameters are wider
-than the input (autocast: float32 parameters, a bfloat16 input), attention with dropout, and
-max_unpool (a scatter into zeros)."""
+instance_norm without running statistics, adaptive max pooling (windows that vary as gathered
+windows, eager's pick and gradient), 3-d average pooling whose input divides into the output,
+bilinear, layer_norm / rms_norm whose parameters are wider than the input (autocast: float32
+parameters, a bfloat16 input), attention with dropout, and max_unpool (a scatter into zeros)."""
 
 from __future__ import annotations
 
@@ -120,16 +120,63 @@ def _windows(b, x, output_size, spatial: int, name: str) -> list[int]:
 def _s_adaptive_max(input, output_size, return_indices=False): ...
 
 
+def _window_rows(b, size: int, out: int):
+    """Adaptive windows along a dim of `size` into `out`: [out * width] input positions, window
+    i covering floor(i * size / out) .. ceil((i + 1) * size / out) - 1, each padded to the widest
+    window by repeating its last position (which leaves a max unchanged). Returns the positions
+    (a graph value) and the width."""
+    width = max(-(-(i + 1) * size // out) - i * size // out for i in range(out))
+    i = b.unsqueeze(b.arange(end=out, dtype="i64"), dim=1)  # [out, 1]
+    start = b.floor_divide(b.mul(i, size), out)
+    last = b.sub(b.floor_divide(b.add(b.mul(b.add(i, 1), size), out - 1), out), 1)
+    k = b.unsqueeze(b.arange(end=width, dtype="i64"), dim=0)  # [1, width]
+    return b.reshape(b.minimum(b.add(start, k), last), shape=[out * width]), width
+
+
+def _adaptive_max_unequal(b, x, output_size, name: str):
+    """adaptive_max_pool2d whose windows vary (7 into 3: windows of 3, 3 and 3 starting at 0, 2
+    and 4): the windows gathered as [N, C, OH, OW, kh * kw] (two index_selects), the pick of each
+    the first maximum (with a NaN, the last NaN, as eager), its value a gather, so the gradient
+    reaches the picked element only, as eager's."""
+    sizes = b.sizes(x)
+    many = isinstance(output_size, (tuple, list))
+    wanted = list(output_size) if many else [output_size] * 2
+    outs = []
+    for size, out in zip(sizes[-2:], wanted, strict=True):
+        n = _const(size, name)
+        outs.append(n if out is None else b.int_(out))
+    if any(o <= 0 for o in outs):
+        raise Decline(f"{name}'s output size")
+    (oh, ow), (h, w) = outs, [int(s) for s in sizes[-2:]]
+    rows, kh = _window_rows(b, h, oh)
+    cols, kw = _window_rows(b, w, ow)
+    n, c = sizes[0], sizes[1]
+    windows = b.index_select(b.index_select(x, rows, dim=2), cols, dim=3)  # [N, C, OH*kh, OW*kw]
+    windows = b.reshape(windows, shape=[n, c, oh, kh, ow, kw])
+    windows = b.reshape(b.permute(windows, dims=[0, 1, 2, 4, 3, 5]), shape=[n, c, oh, ow, kh * kw])
+    first = b.argmax(windows, dim=4, keepdim=True)
+    nan = b.isnan(windows)
+    last_nan = b.sub(kh * kw - 1, b.argmax(b.cast(b.flip(nan, dims=[4]), dtype="i32"), dim=4,
+                                           keepdim=True))  # fmt: skip
+    pick = b.where(b.any(nan, dim=[4], keepdim=True), last_nan, first)
+    return b.squeeze(b.gather(windows, pick, dim=4), dim=[4])
+
+
 def _adaptive_max(b, input, output_size, return_indices, spatial: int):
     """The max over each window of an input that divides into `output_size`: max_pool2d, a
-    1-d input as a height of one."""
+    1-d input as a height of one. Windows that vary: _adaptive_max_unequal."""
     name = f"adaptive_max_pool{spatial}d"
     if return_indices:
         raise Decline(f"{name} with indices")
     x = b.tensor(input)
     if b.rank(x) != spatial + 2:
         raise Decline(f"{name} of an unbatched input")
-    k = _windows(b, x, output_size, spatial, name)
+    try:
+        k = _windows(b, x, output_size, spatial, name)
+    except Decline:
+        if spatial != 2:
+            raise
+        return _adaptive_max_unequal(b, x, output_size, name)
     if spatial == 2:
         return b.max_pool2d(x, kernel_size=k, stride=k)
     y = b.max_pool2d(b.unsqueeze(x, dim=2), kernel_size=[1, *k], stride=[1, *k])

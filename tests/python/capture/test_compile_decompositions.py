@@ -24,6 +24,12 @@ def sign(*shape, seed=0):
 
 # name -> (function, arguments); the first argument is the one training differentiates.
 CASES = {
+    # windows that vary (7 into 3, 10 into 4); values of a few levels: ties in every window,
+    # whose gradient goes to the first maximum only, as eager's
+    "adaptive_max_unequal": (lambda x: F.adaptive_max_pool2d(x, (3, 4)),
+                             lambda dt: (rand(2, 3, 7, 10, dtype=dt),)),
+    "adaptive_max_unequal_ties": (lambda x: F.adaptive_max_pool2d(x, 3),
+                                  lambda dt: ((rand(2, 2, 8, 7, dtype=dt) * 2).round(),)),
     "max_unpool2d": (lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2),
                      lambda dt: (rand(2, 3, 6, 8, dtype=dt),)),
     "bce": (lambda p, t: F.binary_cross_entropy(p, t), lambda dt: (prob(5, 7, dtype=dt),
