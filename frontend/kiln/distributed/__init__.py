@@ -142,6 +142,10 @@ def _watch_uncaught_exceptions():
 
     def hook(kind, value, traceback):
         _WORLD["failed"] = True
+        # The error in one line first: mpirun ends the job as soon as this rank exits and may
+        # drop the end of its stderr, which is where the traceback says what went wrong.
+        sys.stderr.write(f"rank {_WORLD.get('rank', '?')}: {kind.__name__}: {value}\n")
+        sys.stderr.flush()
         previous(kind, value, traceback)
 
     sys.excepthook = hook
