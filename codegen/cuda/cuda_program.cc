@@ -241,32 +241,6 @@ void checkReducible(const LoopNode &node, const SymbolValues &values) {
                   reductionKeyword(node.reduction));
 }
 
-/// The argument values of one launch of `kernel`.
-std::vector<uint64_t> argumentsOf(const CudaKernel &kernel, const KernelLaunch &l,
-                                  const SymbolValues &values, std::span<const uint64_t> addresses,
-                                  uint64_t workspace, uint64_t indexError) {
-  std::vector<uint64_t> args;
-  for (const KernelArg &a : kernel.args)
-    switch (a.kind) {
-    case KernelArg::Kind::Buffer:
-      args.push_back(addresses[a.buffer.index]);
-      break;
-    case KernelArg::Kind::Size:
-      args.push_back(static_cast<uint64_t>(values.at(a.symbol)));
-      break;
-    case KernelArg::Kind::Partials:
-      args.push_back(workspace);
-      break;
-    case KernelArg::Kind::Chunks:
-      args.push_back(static_cast<uint64_t>(l.chunks));
-      break;
-    case KernelArg::Kind::IndexError:
-      args.push_back(indexError);
-      break;
-    }
-  return args;
-}
-
 /// Device memory of one call released when the call ends, however it ends.
 struct Scratch {
   CudaDevice &device;
@@ -330,10 +304,9 @@ void CudaProgram::State::runKernels(const NodeKernels &nk, const SymbolValues &v
   Scratch workspace{*device,
                     workspaceBytes ? device->allocate(static_cast<size_t>(workspaceBytes)) : 0};
   for (const KernelLaunch &l : launches)
-    device->launch(
-        *l.kernel,
-        argumentsOf(*l.kernel, l, values, buffers.addresses, workspace.address, indexError), l.grid,
-        l.block);
+    device->launch(*l.kernel,
+                   launchArguments(l, values, buffers.addresses, workspace.address, indexError),
+                   l.grid, l.block);
 }
 
 void CudaProgram::State::runFused(const FusedKernel &fused, const SymbolValues &values,
@@ -343,9 +316,8 @@ void CudaProgram::State::runFused(const FusedKernel &fused, const SymbolValues &
       checkReducible(program.nodes()[n], values);
   KernelLaunch l = planFused(fused, values, device->limits());
   if (l.grid > 0)
-    device->launch(fused.kernel,
-                   argumentsOf(fused.kernel, l, values, buffers.addresses, 0, indexError), l.grid,
-                   l.block);
+    device->launch(fused.kernel, launchArguments(l, values, buffers.addresses, 0, indexError),
+                   l.grid, l.block);
 }
 
 void CudaProgram::State::runSteps(const SymbolValues &values, DeviceBuffers &buffers) const {

@@ -276,8 +276,7 @@ FusedKernel emitFused(const LaunchContext &ctx) {
         buffers.insert(id);
         written.insert(id);
       }
-      for (const Expr *e : node.body->exprs())
-        indices = indices || e->kind == ExprKind::IndirectLoad;
+      indices = indices || hasIndirectLoads(node);
     }
   std::vector<BufferId> inMemory;
   for (BufferId id : buffers)

@@ -164,6 +164,9 @@ std::string kernelSignature(const ir::loop::LoopProgram &program, const std::str
                             std::span<const std::string> symbols, bool checksIndices,
                             std::string_view extra, std::vector<KernelArg> &args);
 
+/// Whether `node` has indirect loads (its kernel takes the index-error record).
+bool hasIndirectLoads(const ir::loop::LoopNode &node);
+
 /// The product of `v` (1 when empty).
 SymInt product(const std::vector<SymInt> &v);
 

@@ -60,12 +60,14 @@ bool NodeContext::writes(BufferId id) const {
   return false;
 }
 
-bool NodeContext::checksIndices() const {
-  for (const Expr *e : node->body->exprs())
+bool hasIndirectLoads(const LoopNode &node) {
+  for (const Expr *e : node.body->exprs())
     if (e->kind == ExprKind::IndirectLoad)
       return true;
   return false;
 }
+
+bool NodeContext::checksIndices() const { return hasIndirectLoads(*node); }
 
 std::string kernelSignature(const LoopProgram &program, const std::string &name,
                             std::span<const BufferId> buffers,

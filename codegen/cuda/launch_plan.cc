@@ -74,6 +74,31 @@ std::vector<KernelLaunch> planLaunches(const LoopProgram &program, const NodeKer
   return {{&first, std::min(points, maxBlocks), blockFor(reduced)}};
 }
 
+std::vector<uint64_t> launchArguments(const KernelLaunch &launch, const ir::SymbolValues &symbols,
+                                      std::span<const uint64_t> addresses, uint64_t workspace,
+                                      uint64_t indexError) {
+  std::vector<uint64_t> args;
+  for (const KernelArg &a : launch.kernel->args)
+    switch (a.kind) {
+    case KernelArg::Kind::Buffer:
+      args.push_back(addresses[a.buffer.index]);
+      break;
+    case KernelArg::Kind::Size:
+      args.push_back(static_cast<uint64_t>(symbols.at(a.symbol)));
+      break;
+    case KernelArg::Kind::Partials:
+      args.push_back(workspace);
+      break;
+    case KernelArg::Kind::Chunks:
+      args.push_back(static_cast<uint64_t>(launch.chunks));
+      break;
+    case KernelArg::Kind::IndexError:
+      args.push_back(indexError);
+      break;
+    }
+  return args;
+}
+
 KernelLaunch planFused(const FusedKernel &fused, const ir::SymbolValues &symbols,
                        const LaunchLimits &limits) {
   const int64_t maxBlocks =

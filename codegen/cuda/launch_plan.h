@@ -44,6 +44,13 @@ std::vector<KernelLaunch> planLaunches(const ir::loop::LoopProgram &program,
                                        std::span<const uint64_t> addresses,
                                        const LaunchLimits &limits = {});
 
+/// The argument values of `launch`, in its kernel's order: buffers at `addresses` (by buffer
+/// id), size symbols from `symbols`, the split reduction's `workspace` and chunk count, the
+/// run's `indexError` record.
+std::vector<uint64_t> launchArguments(const KernelLaunch &launch, const ir::SymbolValues &symbols,
+                                      std::span<const uint64_t> addresses, uint64_t workspace,
+                                      uint64_t indexError);
+
 /// The launch of a Fused kernel ([Note: CUDA launches]): a block sized for the largest row's work
 /// (every thread a point when no member has rows), a grid of one block per unit up to the cap.
 /// `grid` is 0 when there is nothing to run.

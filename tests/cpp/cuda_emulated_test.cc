@@ -91,25 +91,8 @@ std::vector<Tensor> emulate(const passes::schedule::Schedule &s, const CudaModul
     addresses.push_back(reinterpret_cast<uint64_t>(t.rawData()));
   int64_t indexError[3] = {0, 0, 0};
   auto launch = [&](const KernelLaunch &l, uint64_t workspace) {
-    std::vector<uint64_t> args;
-    for (const KernelArg &a : l.kernel->args)
-      switch (a.kind) {
-      case KernelArg::Kind::Buffer:
-        args.push_back(addresses[a.buffer.index]);
-        break;
-      case KernelArg::Kind::Size:
-        args.push_back(static_cast<uint64_t>(symbols.at(a.symbol)));
-        break;
-      case KernelArg::Kind::Partials:
-        args.push_back(workspace);
-        break;
-      case KernelArg::Kind::Chunks:
-        args.push_back(static_cast<uint64_t>(l.chunks));
-        break;
-      case KernelArg::Kind::IndexError:
-        args.push_back(reinterpret_cast<uint64_t>(indexError));
-        break;
-      }
+    std::vector<uint64_t> args =
+        launchArguments(l, symbols, addresses, workspace, reinterpret_cast<uint64_t>(indexError));
     emulator.launch(*l.kernel, args, l.grid, std::min(l.block, 64));
     if (ran)
       ran->insert(l.kernel->role);

@@ -11,7 +11,9 @@ import math
 
 from kiln._capture.decompose import Builder, Decline, decomposition
 from kiln._capture.graph_build import check_type
+from kiln._capture.lowerings_nn import eager_max_pick
 from kiln._capture.lowerings_random import _state as _philox_state
+from kiln.nn._functional_conv import unpool_size
 
 _F = "kiln.nn.functional."
 
@@ -154,11 +156,7 @@ def _adaptive_max_unequal(b, x, output_size, name: str):
     windows = b.index_select(b.index_select(x, rows, dim=2), cols, dim=3)  # [N, C, OH*kh, OW*kw]
     windows = b.reshape(windows, shape=[n, c, oh, kh, ow, kw])
     windows = b.reshape(b.permute(windows, dims=[0, 1, 2, 4, 3, 5]), shape=[n, c, oh, ow, kh * kw])
-    first = b.argmax(windows, dim=4, keepdim=True)
-    nan = b.isnan(windows)
-    last_nan = b.sub(kh * kw - 1, b.argmax(b.cast(b.flip(nan, dims=[4]), dtype="i32"), dim=4,
-                                           keepdim=True))  # fmt: skip
-    pick = b.where(b.any(nan, dim=[4], keepdim=True), last_nan, first)
+    pick = eager_max_pick(b, windows, 4, kh * kw, keepdim=True)
     return b.squeeze(b.gather(windows, pick, dim=4), dim=[4])
 
 
@@ -345,24 +343,15 @@ def _max_unpool(b, input, indices, kernel_size, stride, padding, output_size, nd
     if b.sizes(idx) != sizes or b.rank(x) not in (nd + 1, nd + 2):
         raise Decline(f"{name} arguments eager rejects")
 
-    def per_dim(v, what):
-        values = b.ints(v)
-        values = values * nd if len(values) == 1 else values
-        if len(values) != nd:
-            raise Decline(f"{name} {what} of {len(values)} values")
-        return values
+    def ints(v):
+        return v if v is None else b.ints(v)
 
-    k = per_dim(kernel_size, "kernel_size")
-    st = k if stride is None or stride in ((), []) else per_dim(stride, "stride")
-    p = per_dim(padding, "padding")
     spatial = [_const(s, name) for s in sizes[-nd:]]
-    out = [(spatial[d] - 1) * st[d] - 2 * p[d] + k[d] for d in range(nd)]
-    if output_size is not None:
-        asked = b.ints(output_size)[-nd:]
-        if len(asked) != nd or any(not out[d] - st[d] < asked[d] < out[d] + st[d]
-                                   for d in range(nd)):  # fmt: skip
-            raise Decline(f"{name} output_size eager rejects")
-        out = asked
+    try:
+        out = unpool_size(nd, spatial, ints(kernel_size), ints(stride), ints(padding),
+                          ints(output_size))  # fmt: skip
+    except (TypeError, ValueError) as e:
+        raise Decline(f"{name} arguments eager rejects: {e}") from None
     batched = len(sizes) == nd + 2
     if not batched:  # one image
         x, idx, sizes = b.unsqueeze(x, dim=0), b.unsqueeze(idx, dim=0), ["1", *sizes]

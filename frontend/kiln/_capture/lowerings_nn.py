@@ -11,6 +11,7 @@ import re
 import numpy as np
 
 import kiln
+from kiln._capture.decompose import Builder
 from kiln._capture.graph_build import Decline, dtype_short
 from kiln._capture.lowerings import _no, lowering
 from kiln._capture.lowerings_shape import per_dim
@@ -456,6 +457,16 @@ def _max_pool2d_indices_spelling(w, node, a):
     _max_pool2d(w, node, {**a, "return_indices": True})
 
 
+def eager_max_pick(b, windows, dim: int, points: int, keepdim: bool):
+    """The position along `dim` (of `points` window points) that eager's max pools pick: the
+    first maximum, or with a NaN in the window the last NaN."""
+    first = b.argmax(windows, dim=dim, keepdim=keepdim)
+    nan = b.isnan(windows)
+    reversed_nan = b.cast(b.flip(nan, dims=[dim]), dtype="i32")
+    last_nan = b.sub(points - 1, b.argmax(reversed_nan, dim=dim, keepdim=keepdim))
+    return b.where(b.any(nan, dim=[dim], keepdim=keepdim), last_nan, first)
+
+
 def _max_pool2d_with_indices(w, node, a, attrs) -> None:
     """``max_pool2d(..., return_indices=True)`` (SegNet's pooling before ``max_unpool2d``): the
     values are the max_pool2d node; the indices (positions in each input plane, ``h * W + w``)
@@ -463,19 +474,14 @@ def _max_pool2d_with_indices(w, node, a, attrs) -> None:
     L], the first maximum of each column (eager's pick; with a NaN in the window, the last NaN)
     and its window position turned into the input position. Constant spatial sizes only; a
     ceil_mode window past the edge stays eager."""
-    loc = node.meta.get("loc")
-
-    def op(name, *operands, **kw):
-        ops = [v if hasattr(v, "handle") else w.constant(v) for v in operands]
-        return w.emit(name, ops, kw, loc)[0]
-
+    b = Builder(w, node)
     x = w.tensor(a["input"])
     sizes = list(x.type.sizes)
     if len(sizes) not in (3, 4) or not all(s.isdigit() for s in sizes[-2:]):
         raise Decline("max_pool2d indices of symbolic planes")
     unbatched = len(sizes) == 3
     if unbatched:
-        x = op("unsqueeze", x, dim=0)
+        x = b.unsqueeze(x, dim=0)
         sizes = ["1", *sizes]
     (kh, kw), (dh, dw) = attrs["kernel_size"], attrs.get("dilation", [1, 1])
     sh, sw = attrs.get("stride", [kh, kw])
@@ -483,29 +489,25 @@ def _max_pool2d_with_indices(w, node, a, attrs) -> None:
     height, width = int(sizes[2]), int(sizes[3])
     oh = (height + 2 * ph - dh * (kh - 1) - 1) // sh + 1
     ow = (width + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    values = w.emit("max_pool2d", [x], attrs, loc)[0]
+    values = b.max_pool2d(x, **attrs)
     if [int(s) for s in values.type.sizes[2:]] != [oh, ow]:
         raise Decline("max_pool2d indices of a ceil_mode window past the edge")
     padded = x
     if ph or pw:
-        padded = op("pad", x, pad=[pw, pw, ph, ph], mode="constant", value=float("-inf"))
-    cols = op("unfold", padded, kernel_size=[kh, kw], dilation=[dh, dw], padding=[0, 0],
-              stride=[sh, sw])  # fmt: skip
-    cols = op("reshape", cols, shape=[sizes[0], sizes[1], kh * kw, oh * ow])
-    first = op("argmax", cols, dim=2, keepdim=False)
-    nan = op("isnan", cols)
-    last_nan = op("sub", kh * kw - 1, op("argmax", op("cast", op("flip", nan, dims=[2]),
-                                                      dtype="i32"), dim=2, keepdim=False))
-    pick = op("where", op("any", nan, dim=[2], keepdim=False), last_nan, first)  # [N, C, L]
-    position = op("arange", end=oh * ow, dtype="i64")
-    row = op("add", op("mul", op("floor_divide", position, ow), sh), -ph)
-    col = op("add", op("mul", op("remainder", position, ow), sw), -pw)
-    row = op("add", row, op("mul", op("floor_divide", pick, kw), dh))
-    col = op("add", col, op("mul", op("remainder", pick, kw), dw))
-    indices = op("reshape", op("add", op("mul", row, width), col),
-                 shape=[sizes[0], sizes[1], str(oh), str(ow)])  # fmt: skip
+        padded = b.pad(x, pad=[pw, pw, ph, ph], mode="constant", value=float("-inf"))
+    cols = b.unfold(padded, kernel_size=[kh, kw], dilation=[dh, dw], padding=[0, 0],
+                    stride=[sh, sw])  # fmt: skip
+    cols = b.reshape(cols, shape=[sizes[0], sizes[1], kh * kw, oh * ow])
+    pick = eager_max_pick(b, cols, 2, kh * kw, keepdim=False)  # [N, C, L]
+    position = b.arange(end=oh * ow, dtype="i64")
+    row = b.add(b.mul(b.floor_divide(position, ow), sh), -ph)
+    col = b.add(b.mul(b.remainder(position, ow), sw), -pw)
+    row = b.add(row, b.mul(b.floor_divide(pick, kw), dh))
+    col = b.add(col, b.mul(b.remainder(pick, kw), dw))
+    indices = b.reshape(b.add(b.mul(row, width), col),
+                        shape=[sizes[0], sizes[1], str(oh), str(ow)])  # fmt: skip
     if unbatched:
-        values, indices = op("squeeze", values, dim=[0]), op("squeeze", indices, dim=[0])
+        values, indices = b.squeeze(values, dim=[0]), b.squeeze(indices, dim=[0])
     w.values[id(node)] = (values, indices)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 
 import kiln
+from kiln._capture.decompose import Builder
 from kiln._capture.graph_build import Decline, dtype_short
 from kiln._capture.lowerings import _no, emit_into, lowering
 from kiln._capture.lowerings_nn import _size_args
@@ -439,33 +440,28 @@ def _multinomial(w, node, a):
     n = sizes[-1]
     if not replacement and k > 1 and not (n.isdigit() and k <= int(n)):
         raise Decline("multinomial without replacement of k > 1 from a run-time size")
-    loc = node.meta.get("loc")
-
-    def emit(op, *operands, **attrs):
-        ops = [v if hasattr(v, "handle") else w.constant(v) for v in operands]
-        return w.emit(op, ops, attrs, loc)[0]
-
-    weights = probs if probs.type.dtype == "f64" else emit("cast", probs, dtype="f64")
-    positive = emit("gt", weights, 0.0)
+    b = Builder(w, node)
+    weights = probs if probs.type.dtype == "f64" else b.cast(probs, dtype="f64")
+    positive = b.gt(weights, 0.0)
     if not replacement:
-        u = emit("rand", _state(w, node, sizes), size=sizes, dtype="f64")
-        keys = emit("where", positive, emit("div", emit("neg", emit("log", emit("sub", 1.0, u))),
-                                            weights), float("inf"))  # fmt: skip
+        u = b.rand(_state(w, node, sizes), size=sizes, dtype="f64")
+        exponential = b.neg(b.log(b.sub(1.0, u)))
+        keys = b.where(positive, b.div(exponential, weights), float("inf"))
         if k == 1:
-            sample = emit("argmin", keys, dim=-1, keepdim=True)
+            sample = b.argmin(keys, dim=-1, keepdim=True)
         else:
-            sample = emit("topk_indices", keys, k=k, dim=-1, largest=False, sorted=True)
+            sample = b.topk_indices(keys, k=k, dim=-1, largest=False, sorted=True)
     else:
         drawn = sizes[:-1] + [str(k)]
-        u = emit("rand", _state(w, node, drawn), size=drawn, dtype="f64")
-        running = emit("cumsum", weights, dim=-1)
-        total = emit("slice", running, dim=-1, start=w.canonical(f"{n} - 1"), end=n, step=1)
-        target = emit("unsqueeze", emit("mul", u, total), dim=-1)  # [.., k, 1]
-        below = emit("le", emit("unsqueeze", running, dim=-2), target)  # [.., k, n]
-        first_above = emit("sum", below, dim=[-1], keepdim=False, dtype="i64")
-        positions = emit("arange", end=n, dtype="i64")
-        last = emit("amax", emit("where", positive, positions, -1), dim=[-1], keepdim=True)
-        sample = emit("minimum", first_above, last)
+        u = b.rand(_state(w, node, drawn), size=drawn, dtype="f64")
+        running = b.cumsum(weights, dim=-1)
+        total = b.slice(running, dim=-1, start=w.canonical(f"{n} - 1"), end=n, step=1)
+        target = b.unsqueeze(b.mul(u, total), dim=-1)  # [.., k, 1]
+        below = b.le(b.unsqueeze(running, dim=-2), target)  # [.., k, n]
+        first_above = b.sum(below, dim=[-1], keepdim=False, dtype="i64")
+        positions = b.arange(end=n, dtype="i64")
+        last = b.amax(b.where(positive, positions, -1), dim=[-1], keepdim=True)
+        sample = b.minimum(first_above, last)
     w.values[id(node)] = sample
 
 

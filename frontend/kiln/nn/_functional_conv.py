@@ -89,6 +89,30 @@ def _tuple(v, n: int, name: str) -> list[int]:
     return values
 
 
+def unpool_size(nd, spatial, kernel_size, stride, padding, output_size) -> list[int]:
+    """The planes a max_unpool makes from input planes of `spatial` sizes: torch's default
+    `(in - 1) * stride - 2 * padding + kernel`, or `output_size` within a stride of it
+    (ValueError otherwise). The compiled decomposition sizes its result with it too."""
+    name = f"max_unpool{nd}d"
+    k = _tuple(kernel_size, nd, "kernel_size")
+    st = _tuple(kernel_size if stride is None or stride == () or stride == [] else stride, nd,
+                "stride")  # fmt: skip
+    p = _tuple(padding, nd, "padding")
+    default = [(spatial[d] - 1) * st[d] - 2 * p[d] + k[d] for d in range(nd)]
+    if output_size is None:
+        return default
+    out = [int(x) for x in list(output_size)[-nd:]]
+    if len(out) != nd:
+        raise ValueError(f"{name}: output_size must have {nd} or {nd + 2} elements, got "
+                         f"{list(output_size)}")  # fmt: skip
+    for d in range(nd):
+        lo, hi = default[d] - st[d], default[d] + st[d]
+        if not lo < out[d] < hi:
+            raise ValueError(f"invalid output_size {list(output_size)} (dim {d} must be "
+                             f"between {lo} and {hi})")  # fmt: skip
+    return out
+
+
 def _max_unpool(nd, input, indices, kernel_size, stride, padding, output_size):  # noqa: A002
     """The values of a max pool put back at their `indices` (positions in each output plane),
     zeros elsewhere: a scatter into the flattened planes, so the gradient of `input` is a gather
@@ -101,23 +125,7 @@ def _max_unpool(nd, input, indices, kernel_size, stride, padding, output_size): 
         raise ValueError(f"Expected shape of indices to be same as that of the input tensor "
                          f"({tuple(input.shape)}) but got indices tensor with shape "
                          f"{tuple(indices.shape)}")  # fmt: skip
-    k = _tuple(kernel_size, nd, "kernel_size")
-    st = _tuple(kernel_size if stride is None or stride == () or stride == [] else stride, nd,
-                "stride")  # fmt: skip
-    p = _tuple(padding, nd, "padding")
-    spatial = list(input.shape[-nd:])
-    default = [(spatial[d] - 1) * st[d] - 2 * p[d] + k[d] for d in range(nd)]
-    out = default
-    if output_size is not None:
-        out = [int(x) for x in list(output_size)[-nd:]]
-        if len(out) != nd:
-            raise ValueError(f"{name}: output_size must have {nd} or {nd + 2} elements, got "
-                             f"{list(output_size)}")  # fmt: skip
-        for d in range(nd):
-            lo, hi = default[d] - st[d], default[d] + st[d]
-            if not lo < out[d] < hi:
-                raise ValueError(f"invalid output_size {list(output_size)} (dim {d} must be "
-                                 f"between {lo} and {hi})")  # fmt: skip
+    out = unpool_size(nd, list(input.shape[-nd:]), kernel_size, stride, padding, output_size)
     batched = input.dim() == nd + 2
     x = input if batched else input.unsqueeze(0)
     idx = indices if batched else indices.unsqueeze(0)
