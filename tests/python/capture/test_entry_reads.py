@@ -10,6 +10,7 @@ from corpus_util import fresh_capture  # noqa: F401 - autouse: empty caches arou
 
 import kiln
 import kiln.nn as nn
+from kiln._capture.backend_compiled import CpuBackend
 from kiln._capture.codegen import hoist_shared_prefixes
 
 
@@ -48,12 +49,15 @@ def test_a_compiled_optimizer_step_reads_its_parameter_list_once():
 
     global _entry_reads_opt
     _entry_reads_opt = opts[0]
-    step = kiln.compile(_step)
+    backend = CpuBackend(fallback=False)  # strict: a decline fails the test
+    step = kiln.compile(_step, backend=backend)
     for _ in range(3):
         step()
         opts[1].step()
     for p, q in zip(model.parameters(), twin.parameters(), strict=True):
         assert kiln.allclose(p, q, rtol=2e-5, atol=1e-5)  # compiled rounding: 1 ulp here
+    (report,) = backend.reports  # one capture: the update compiled, nothing eager
+    assert len(report.parts) == 1 and report.eager_nodes == 0 and report.eager_calls == 0
     (entry,) = [e for e in _entries() if "_entry_reads_opt" in e.kiln_source]
     source = entry.kiln_source
     assert source.count("['params']") == 1, source

@@ -100,5 +100,6 @@ def test_lstsq_runs_in_numpy_with_a_reason_and_the_rest_compiles():
     a, b = rng.standard_normal((20, 3)), rng.standard_normal(20)
     report = kiln.explain(fit)(a, b)
     assert report.graph_break_count == 1 and report.graph_count == 1
+    assert not any(report.fallbacks), report.fallbacks  # the code after it: compiled, not eager
     assert "np.linalg.lstsq runs in NumPy" in report.break_reasons[0].reason
     np.testing.assert_allclose(kiln.compile(fit)(a, b), fit(a, b), rtol=1e-12, atol=1e-12)
