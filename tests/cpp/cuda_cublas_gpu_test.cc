@@ -72,7 +72,7 @@ DriverMemoryDevice *gpuOrSkip() {
   if (driver && !Cublas::get(&reason))
     driver = nullptr;
   if (!driver) {
-    WARN("GPU cuBLAS checks skipped: " << reason);
+    KILN_SKIP("GPU cuBLAS checks skipped: " << reason);
     return nullptr;
   }
   static DriverMemoryDevice device(*driver);

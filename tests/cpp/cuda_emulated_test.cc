@@ -153,7 +153,7 @@ std::set<KernelRole> checkOnHost(const passes::schedule::Schedule &s,
 bool emulatorOrSkip() {
   if (HostEmulator::findCompiler())
     return true;
-  WARN("host emulation skipped: no C++ compiler (set CXX)");
+  KILN_SKIP("host emulation skipped: no C++ compiler (set CXX)");
   return false;
 }
 

@@ -64,7 +64,7 @@ CudaProgram emulated(const passes::schedule::Schedule &p,
 bool emulatorOrSkip() {
   if (HostEmulator::findCompiler())
     return true;
-  WARN("host emulation skipped: no C++ compiler (set CXX)");
+  KILN_SKIP("host emulation skipped: no C++ compiler (set CXX)");
   return false;
 }
 
@@ -506,7 +506,7 @@ bool gpuOrSkip() {
   (void)once;
   if (Driver::isAvailable())
     return true;
-  WARN("no CUDA device: GPU runs skipped (" << Driver::unavailableReason() << ")");
+  KILN_SKIP("no CUDA device: GPU runs skipped (" << Driver::unavailableReason() << ")");
   return false;
 }
 
